@@ -1,0 +1,66 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+// Every Swift target builds in Swift 6 language mode with these upcoming features:
+// `InternalImportsByDefault` makes `import CLevelDB` internal, so the compiler rejects any public
+// signature that would leak a LevelDB type.
+let settings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "Satchel",
+    platforms: [.macOS(.v15), .iOS(.v18)],
+    products: [
+        .library(name: "Satchel", targets: ["Satchel"]),
+        .executable(name: "satchel", targets: ["SatchelCLI"]),
+        .executable(name: "satchel-bench", targets: ["SatchelBench"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.0"),
+    ],
+    targets: [
+        // Layer 0: the C seam. A module map and a header, no Swift.
+        .systemLibrary(
+            name: "CLevelDB",
+            providers: [.apt(["libleveldb-dev", "libsnappy-dev"]), .brew(["leveldb"])]
+        ),
+        // Layer 1: the core store. Only files under Sources/Satchel/Storage import CLevelDB.
+        .target(name: "Satchel", dependencies: ["CLevelDB"], swiftSettings: settings),
+        // Top layer: the command-line tool.
+        .executableTarget(
+            name: "SatchelCLI",
+            dependencies: [
+                "Satchel",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: settings
+        ),
+        // The benchmark: Satchel against baselines run in the same process. It reaches LevelDB's C
+        // API directly for the raw baseline, which is its purpose.
+        .executableTarget(name: "SatchelBench", dependencies: ["Satchel", "CLevelDB"], swiftSettings: settings),
+        .target(
+            name: "SatchelTestSupport",
+            dependencies: ["Satchel"],
+            path: "Tests/SatchelTestSupport",
+            swiftSettings: settings
+        ),
+        .testTarget(
+            name: "SatchelTests",
+            dependencies: [
+                "Satchel", "SatchelTestSupport",
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ],
+            swiftSettings: settings
+        ),
+        .testTarget(
+            name: "SatchelCLITests",
+            dependencies: ["Satchel", "SatchelTestSupport", "SatchelCLI"],
+            swiftSettings: settings
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

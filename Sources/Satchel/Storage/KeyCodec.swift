@@ -1,0 +1,380 @@
+/// The one file that owns every key byte layout of a Satchel partition (see docs/KEY_LAYOUT.md).
+///
+/// A key is a *family byte* followed by a tuple of elements in an order-preserving encoding:
+/// comparing two keys with `memcmp` (LevelDB's default bytewise comparator) gives the same answer
+/// as comparing their tuples element by element, with the total order
+/// null < false < true < numbers < strings < arrays < objects.
+///
+/// | element | bytes |
+/// | --- | --- |
+/// | null | `05` |
+/// | false / true | `06` / `07` |
+/// | number | `20`, 8 bytes: the value rounded down to a double, sign-flipped big-endian; 2 bytes: the integer remainder (big-endian) |
+/// | string | `30`, UTF-8 with `00` written as `00 FF`, then the terminator `00 01` |
+/// | array | `40`, the elements, then `00` |
+/// | object | `50`, then name (as a string element) and value for each member in name byte order, then `00` |
+///
+/// Every element encoding is prefix-free, so no tuple's encoding is a prefix of another's unless
+/// the tuple itself is a prefix; scanning "all keys starting with (family, model)" can never reach
+/// another model, whatever bytes its name holds. Integers and doubles share one encoding: `1` and
+/// `1.0` give the same bytes (they are equal under Satchel's query semantics), while integers
+/// beyond 2^53 stay exact through the remainder bytes.
+enum KeyCodec {
+    enum Tag {
+        static let null: UInt8 = 0x05
+        static let `false`: UInt8 = 0x06
+        static let `true`: UInt8 = 0x07
+        static let number: UInt8 = 0x20
+        static let string: UInt8 = 0x30
+        static let array: UInt8 = 0x40
+        static let object: UInt8 = 0x50
+        /// Ends an array or an object.
+        static let end: UInt8 = 0x00
+    }
+
+    /// Byte length of an encoded number element, tag included.
+    static let numberLength = 11
+
+    /// The double at or below `v`, and the non-negative remainder `v - double` (below 1024).
+    @inline(__always)
+    static func splitInteger(_ v: Int64) -> (Double, UInt16) {
+        var d = Double(v)  // rounds to nearest; step down when that rounded up
+        if d >= 9_223_372_036_854_775_808.0 || Int64(d) > v { d = d.nextDown }
+        return (d, UInt16(v - Int64(d)))
+    }
+
+    @inline(__always)
+    static func orderedBits(_ d: Double) -> UInt64 {
+        let bits = (d == 0 ? 0.0 : d).bitPattern  // -0.0 and 0.0 encode alike
+        return bits & (1 << 63) != 0 ? ~bits : bits | (1 << 63)
+    }
+
+    @inline(__always)
+    static func double(fromOrderedBits bits: UInt64) -> Double {
+        Double(bitPattern: bits & (1 << 63) != 0 ? bits & ~(1 << 63) : ~bits)
+    }
+}
+
+// MARK: - Encoding
+
+/// Builds one key: a family byte, then tuple elements.
+struct KeyEncoder {
+    private(set) var bytes: [UInt8]
+
+    init(_ family: KeyFamily, capacity: Int = 48) {
+        bytes = []
+        bytes.reserveCapacity(capacity)
+        bytes.append(family.rawValue)
+    }
+
+    /// Starts from an existing prefix (itself a family byte plus whole elements).
+    init(prefix: [UInt8]) { bytes = prefix }
+
+    @inline(__always)
+    mutating func append(_ string: String) {
+        bytes.append(KeyCodec.Tag.string)
+        appendEscaped(string)
+    }
+
+    @inline(__always)
+    private mutating func appendEscaped(_ string: String) {
+        var string = string
+        string.withUTF8 { utf8 in
+            var runStart = 0
+            for i in 0..<utf8.count where utf8[i] == 0 {
+                bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart...i]))
+                bytes.append(0xFF)
+                runStart = i + 1
+            }
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart...]))
+        }
+        bytes.append(0x00)
+        bytes.append(0x01)
+    }
+
+    mutating func append(_ value: Int64) {
+        let (d, r) = KeyCodec.splitInteger(value)
+        appendNumber(d, remainder: r)
+    }
+
+    mutating func append(_ value: Double) { appendNumber(value, remainder: 0) }
+
+    private mutating func appendNumber(_ d: Double, remainder: UInt16) {
+        bytes.append(KeyCodec.Tag.number)
+        let bits = KeyCodec.orderedBits(d)
+        for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: bits >> UInt64(shift))) }
+        bytes.append(UInt8(remainder >> 8))
+        bytes.append(UInt8(remainder & 0xFF))
+    }
+
+    mutating func append(_ value: JSONValue) {
+        switch value {
+        case .null: bytes.append(KeyCodec.Tag.null)
+        case .bool(let b): bytes.append(b ? KeyCodec.Tag.true : KeyCodec.Tag.false)
+        case .int(let i): append(i)
+        case .double(let d): append(d)
+        case .string(let s): append(s)
+        case .array(let elements):
+            bytes.append(KeyCodec.Tag.array)
+            for element in elements { append(element) }
+            bytes.append(KeyCodec.Tag.end)
+        case .object(let object):
+            bytes.append(KeyCodec.Tag.object)
+            for (name, member) in object {
+                append(name)
+                append(member)
+            }
+            bytes.append(KeyCodec.Tag.end)
+        }
+    }
+}
+
+// MARK: - Decoding
+
+/// Reads tuple elements back from key bytes.
+struct KeyDecoder {
+    private let bytes: UnsafeRawBufferPointer
+    private(set) var position: Int
+
+    init(_ bytes: UnsafeRawBufferPointer, from position: Int = 0) {
+        self.bytes = bytes
+        self.position = position
+    }
+
+    var isAtEnd: Bool { position >= bytes.count }
+
+    private func corrupt(_ reason: String) -> SatchelError {
+        SatchelError(.corruption, "undecodable key at byte \(position): \(reason)")
+    }
+
+    mutating func readFamily() throws(SatchelError) -> KeyFamily {
+        guard position < bytes.count, let family = KeyFamily(rawValue: bytes[position]) else {
+            throw corrupt("unknown key family")
+        }
+        position += 1
+        return family
+    }
+
+    mutating func readString() throws(SatchelError) -> String {
+        guard position < bytes.count, bytes[position] == KeyCodec.Tag.string else { throw corrupt("expected a string") }
+        position += 1
+        return try readEscapedString()
+    }
+
+    private mutating func readEscapedString() throws(SatchelError) -> String {
+        var out: [UInt8] = []
+        var i = position
+        while i < bytes.count {
+            let b = bytes[i]
+            if b != 0 {
+                out.append(b)
+                i += 1
+                continue
+            }
+            guard i + 1 < bytes.count else { break }
+            switch bytes[i + 1] {
+            case 0xFF:
+                out.append(0)
+                i += 2
+            case 0x01:
+                position = i + 2
+                guard let s = String(validating: out, as: UTF8.self) else { throw corrupt("invalid UTF-8") }
+                return s
+            default:
+                throw corrupt("invalid escape in a string")
+            }
+        }
+        throw corrupt("unterminated string")
+    }
+
+    mutating func readValue() throws(SatchelError) -> JSONValue {
+        guard position < bytes.count else { throw corrupt("missing element") }
+        let tag = bytes[position]
+        position += 1
+        switch tag {
+        case KeyCodec.Tag.null: return .null
+        case KeyCodec.Tag.false: return .bool(false)
+        case KeyCodec.Tag.true: return .bool(true)
+        case KeyCodec.Tag.number:
+            guard bytes.count - position >= KeyCodec.numberLength - 1 else { throw corrupt("truncated number") }
+            var bits: UInt64 = 0
+            for i in 0..<8 { bits = bits << 8 | UInt64(bytes[position + i]) }
+            let remainder = UInt16(bytes[position + 8]) << 8 | UInt16(bytes[position + 9])
+            position += 10
+            let d = KeyCodec.double(fromOrderedBits: bits)
+            if let i = JSONNumber.exactInt64(d) {
+                let (sum, overflow) = i.addingReportingOverflow(Int64(remainder))
+                if overflow { throw corrupt("number out of range") }
+                return .int(sum)
+            }
+            if remainder != 0 { throw corrupt("remainder on a non-integral number") }
+            return .double(d)
+        case KeyCodec.Tag.string: return .string(try readEscapedString())
+        case KeyCodec.Tag.array:
+            var elements: [JSONValue] = []
+            while true {
+                guard position < bytes.count else { throw corrupt("unterminated array") }
+                if bytes[position] == KeyCodec.Tag.end {
+                    position += 1
+                    return .array(elements)
+                }
+                elements.append(try readValue())
+            }
+        case KeyCodec.Tag.object:
+            var members: [JSONObject.Member] = []
+            while true {
+                guard position < bytes.count else { throw corrupt("unterminated object") }
+                if bytes[position] == KeyCodec.Tag.end {
+                    position += 1
+                    return .object(JSONObject(unsortedMembers: members))
+                }
+                let name = try readString()
+                members.append(JSONObject.Member(name: name, value: try readValue()))
+            }
+        default:
+            position -= 1
+            throw corrupt("unknown element tag 0x\(String(tag, radix: 16))")
+        }
+    }
+}
+
+// MARK: - Key families
+
+/// The first byte of every key: which kind of record it is.
+enum KeyFamily: UInt8, CaseIterable {
+    /// `(meta, name, …)`: format version, model definitions, per-model counters.
+    case meta = 0x01
+    /// `(doc, model, objectId)` → the object's attributes as compact JSON.
+    case document = 0x02
+    /// `(idx, model, indexId, values…, objectId)` → empty. Reserved for secondary indexes.
+    case index = 0x03
+    /// `(chg, model, objectId)` → the pending local change (see ``PendingChange``).
+    case change = 0x04
+}
+
+/// Constructors for every key Satchel writes. Nothing outside this file builds key bytes.
+enum Keys {
+    /// Version of the on-disk layout written by this code.
+    static let formatVersion: Int64 = 1
+
+    /// `(meta, "format")` → the layout version as JSON (`1`).
+    static var format: [UInt8] {
+        var k = KeyEncoder(.meta)
+        k.append("format")
+        return k.bytes
+    }
+
+    /// `(meta, "model", name)` → the model definition as JSON.
+    static func modelDefinition(_ model: String) -> [UInt8] {
+        var k = KeyEncoder(.meta)
+        k.append("model")
+        k.append(model)
+        return k.bytes
+    }
+
+    /// Prefix of all model definitions.
+    static var modelDefinitionPrefix: [UInt8] {
+        var k = KeyEncoder(.meta)
+        k.append("model")
+        return k.bytes
+    }
+
+    /// `(meta, "stats", name)` → the model's counters as JSON.
+    static func modelStats(_ model: String) -> [UInt8] {
+        var k = KeyEncoder(.meta)
+        k.append("stats")
+        k.append(model)
+        return k.bytes
+    }
+
+    /// `(doc, model)`: the prefix of every object of `model`.
+    static func documentPrefix(_ model: String) -> [UInt8] {
+        var k = KeyEncoder(.document, capacity: model.utf8.count + 40)
+        k.append(model)
+        return k.bytes
+    }
+
+    /// `(doc, model, objectId)`.
+    static func document(_ model: String, _ id: String) -> [UInt8] {
+        var k = KeyEncoder(.document, capacity: model.utf8.count + id.utf8.count + 8)
+        k.append(model)
+        k.append(id)
+        return k.bytes
+    }
+
+    /// `(doc, model, objectId)` built on a prefix from ``documentPrefix(_:)``.
+    static func document(prefix: [UInt8], _ id: String) -> [UInt8] {
+        var k = KeyEncoder(prefix: prefix)
+        k.append(id)
+        return k.bytes
+    }
+
+    /// `(chg, model)`: the prefix of every pending change of `model`.
+    static func changePrefix(_ model: String) -> [UInt8] {
+        var k = KeyEncoder(.change)
+        k.append(model)
+        return k.bytes
+    }
+
+    /// `(chg, model, objectId)`.
+    static func change(_ model: String, _ id: String) -> [UInt8] {
+        var k = KeyEncoder(.change, capacity: model.utf8.count + id.utf8.count + 8)
+        k.append(model)
+        k.append(id)
+        return k.bytes
+    }
+
+    /// The prefix of every key of `family`.
+    static func familyPrefix(_ family: KeyFamily) -> [UInt8] { [family.rawValue] }
+
+    /// The smallest key greater than every key that starts with `prefix` (for range ends).
+    /// Prefixes here never end in `FF`-only runs that overflow: they end in a terminator.
+    static func prefixEnd(_ prefix: [UInt8]) -> [UInt8] {
+        var end = prefix
+        while let last = end.last {
+            if last < 0xFF {
+                end[end.count - 1] = last + 1
+                return end
+            }
+            end.removeLast()
+        }
+        return [0xFF]
+    }
+
+    /// Reads the trailing object id of a `(family, model, objectId)` key whose first
+    /// `prefixLength` bytes are the `(family, model)` prefix.
+    static func objectID(fromKey key: UnsafeRawBufferPointer, prefixLength: Int) throws(SatchelError) -> String {
+        var decoder = KeyDecoder(key, from: prefixLength)
+        let id = try decoder.readString()
+        guard decoder.isAtEnd else { throw SatchelError(.corruption, "trailing bytes after an object id in a key") }
+        return id
+    }
+
+    /// Splits a `(family, model, objectId)` key into its parts.
+    static func modelAndObject(fromKey key: UnsafeRawBufferPointer) throws(SatchelError) -> (KeyFamily, String, String) {
+        var decoder = KeyDecoder(key)
+        let family = try decoder.readFamily()
+        let model = try decoder.readString()
+        let id = try decoder.readString()
+        guard decoder.isAtEnd else { throw SatchelError(.corruption, "trailing bytes after an object id in a key") }
+        return (family, model, id)
+    }
+
+    /// Decodes a whole key into its family and elements (for `check` and tests).
+    static func decode(_ key: [UInt8]) throws -> (KeyFamily, [JSONValue]) {
+        try key.withUnsafeBytes { raw in
+            var decoder = KeyDecoder(raw)
+            let family = try decoder.readFamily()
+            var elements: [JSONValue] = []
+            while !decoder.isAtEnd { elements.append(try decoder.readValue()) }
+            return (family, elements)
+        }
+    }
+
+    /// Encodes a whole key from a family and elements (for tests and tools).
+    static func encode(_ family: KeyFamily, _ elements: [JSONValue]) -> [UInt8] {
+        var k = KeyEncoder(family)
+        for element in elements { k.append(element) }
+        return k.bytes
+    }
+}

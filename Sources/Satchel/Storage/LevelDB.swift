@@ -1,0 +1,233 @@
+import CLevelDB
+import Synchronization
+
+/// A C pointer that may cross threads.
+///
+/// `@unchecked Sendable` is safe here because the box is immutable and every pointer put in it
+/// is one LevelDB documents as thread-safe: `leveldb_t` ("safe for concurrent access from multiple
+/// threads without any external synchronization", `include/leveldb/db.h`), a snapshot (immutable),
+/// the LRU cache and bloom filter policy (internally synchronised), and read/write options that
+/// are never modified after creation.
+struct CPointer: @unchecked Sendable {
+    let raw: OpaquePointer
+}
+
+/// Options for opening one LevelDB database. Internal: the public knobs are in
+/// ``Store/Configuration``.
+struct LevelDBOptions: Sendable {
+    var createIfMissing = true
+    /// Size of the LRU block cache, in bytes.
+    var blockCacheSize = 8 << 20
+    /// Bits per key of the bloom filter used for point gets; 0 turns the filter off.
+    var bloomBitsPerKey = 10
+    var snappyCompression = true
+    var writeBufferSize = 4 << 20
+    var maxOpenFiles = 1000
+    var blockSize = 4096
+}
+
+/// An open LevelDB database: the owner of the `leveldb_t*` and of the objects that must outlive it.
+///
+/// Lifetime rules enforced here:
+/// - Every C call, live iterator and live snapshot counts as a *user*. ``close()`` throws `.busy`
+///   while any user remains, so a pointer is never freed under a call in flight.
+/// - Iterators and snapshots hold the handle strongly, so ARC can never run `deinit` before them.
+/// - The block cache and the filter policy are owned here and destroyed after `leveldb_close`,
+///   because `leveldb_options_set_cache` and `_set_filter_policy` keep raw pointers to them.
+///
+/// Thread safety: `Sendable`. LevelDB's `DB` is thread-safe; the user count is an atomic.
+final class LevelDB: Sendable {
+    let path: String
+    private let db: CPointer
+    private let cache: CPointer?
+    private let filterPolicy: CPointer?
+    /// Default read options (checksums off, fill cache on), shared: never modified after init.
+    private let readOptions: CPointer
+    private let writeOptions: CPointer
+    private let syncWriteOptions: CPointer
+    /// Bit 0: closed. Bits 1...: number of users, counted in steps of 2.
+    private let state = Atomic<Int>(0)
+
+    /// Opens (and by default creates) the database at `path`.
+    init(path: String, options: LevelDBOptions) throws(SatchelError) {
+        self.path = path
+        let opts = leveldb_options_create()!
+        defer { leveldb_options_destroy(opts) }  // DB::Open copies the options
+        leveldb_options_set_create_if_missing(opts, options.createIfMissing ? 1 : 0)
+        leveldb_options_set_compression(
+            opts, Int32(options.snappyCompression ? leveldb_snappy_compression : leveldb_no_compression))
+        leveldb_options_set_write_buffer_size(opts, options.writeBufferSize)
+        leveldb_options_set_max_open_files(opts, Int32(options.maxOpenFiles))
+        leveldb_options_set_block_size(opts, options.blockSize)
+        var cache: OpaquePointer? = nil
+        if options.blockCacheSize > 0 {
+            cache = leveldb_cache_create_lru(options.blockCacheSize)
+            leveldb_options_set_cache(opts, cache)
+        }
+        var filter: OpaquePointer? = nil
+        if options.bloomBitsPerKey > 0 {
+            filter = leveldb_filterpolicy_create_bloom(Int32(options.bloomBitsPerKey))
+            leveldb_options_set_filter_policy(opts, filter)
+        }
+        let opened: OpaquePointer?
+        do {
+            opened = try LevelDBStatus.check { leveldb_open(opts, path, $0) }
+        } catch {
+            if let cache { leveldb_cache_destroy(cache) }
+            if let filter { leveldb_filterpolicy_destroy(filter) }
+            throw error
+        }
+        self.db = CPointer(raw: opened!)
+        self.cache = cache.map(CPointer.init(raw:))
+        self.filterPolicy = filter.map(CPointer.init(raw:))
+        let read = leveldb_readoptions_create()!
+        leveldb_readoptions_set_verify_checksums(read, 0)
+        leveldb_readoptions_set_fill_cache(read, 1)
+        self.readOptions = CPointer(raw: read)
+        self.writeOptions = CPointer(raw: leveldb_writeoptions_create()!)
+        let sync = leveldb_writeoptions_create()!
+        leveldb_writeoptions_set_sync(sync, 1)
+        self.syncWriteOptions = CPointer(raw: sync)
+    }
+
+    deinit {
+        // The safety net; owners call close() at well-defined points. No user can exist here:
+        // iterators and snapshots retain the handle.
+        if state.load(ordering: .acquiring) & 1 == 0 { leveldb_close(db.raw) }
+        leveldb_readoptions_destroy(readOptions.raw)
+        leveldb_writeoptions_destroy(writeOptions.raw)
+        leveldb_writeoptions_destroy(syncWriteOptions.raw)
+        if let filterPolicy { leveldb_filterpolicy_destroy(filterPolicy.raw) }
+        if let cache { leveldb_cache_destroy(cache.raw) }
+    }
+
+    // MARK: - Users
+
+    /// Registers a user; pair with ``release()``. Throws `.closed` after ``close()``.
+    func retain() throws(SatchelError) {
+        let after = state.add(2, ordering: .acquiring).newValue
+        if after & 1 != 0 {
+            state.subtract(2, ordering: .releasing)
+            throw SatchelError(.closed, "the store is closed")
+        }
+    }
+
+    func release() {
+        state.subtract(2, ordering: .releasing)
+    }
+
+    /// Runs `body` with the raw database pointer while counted as a user.
+    @inline(__always)
+    func withDB<R>(_ body: (OpaquePointer) throws(SatchelError) -> R) throws(SatchelError) -> R {
+        try retain()
+        defer { release() }
+        return try body(db.raw)
+    }
+
+    /// Closes the database. Idempotent. Throws `.busy` while iterators, snapshots or calls use it.
+    ///
+    /// `leveldb_close` waits for background compaction, so this can block briefly.
+    func close() throws(SatchelError) {
+        let (exchanged, original) = state.compareExchange(expected: 0, desired: 1, ordering: .acquiringAndReleasing)
+        if exchanged {
+            leveldb_close(db.raw)
+            return
+        }
+        if original & 1 != 0 { return }  // already closed
+        throw SatchelError(.busy, "the store is still in use by \(original / 2) iterator(s), snapshot(s) or call(s)")
+    }
+
+    var isClosed: Bool { state.load(ordering: .acquiring) & 1 != 0 }
+
+    // MARK: - Reads
+
+    /// Looks `key` up and hands the value bytes (or nil when absent) to `body` without copying.
+    /// The buffer is valid only inside `body`.
+    func withValue<R>(
+        forKey key: [UInt8], snapshot: LevelDBSnapshot? = nil,
+        _ body: (UnsafeRawBufferPointer?) throws -> R
+    ) throws -> R {
+        var length = 0
+        let value: UnsafeMutablePointer<CChar>? = try withDB { db throws(SatchelError) in
+            try key.withUnsafeBufferPointer { k throws(SatchelError) in
+                try withReadOptions(snapshot: snapshot) { options throws(SatchelError) in
+                    try LevelDBStatus.check { leveldb_get(db, options, k.baseAddress.map(UnsafeRawPointer.init)?.assumingMemoryBound(to: CChar.self), k.count, &length, $0) }
+                }
+            }
+        }
+        guard let value else { return try body(nil) }
+        defer { leveldb_free(value) }
+        return try body(UnsafeRawBufferPointer(start: value, count: length))
+    }
+
+    /// Returns a copy of the value stored under `key`, or nil.
+    func get(_ key: [UInt8], snapshot: LevelDBSnapshot? = nil) throws -> [UInt8]? {
+        try withValue(forKey: key, snapshot: snapshot) { $0.map { Array($0) } }
+    }
+
+    /// Runs `body` with read options for `snapshot` (or the shared defaults when nil).
+    func withReadOptions<R>(
+        snapshot: LevelDBSnapshot?, fillCache: Bool = true,
+        _ body: (OpaquePointer) throws(SatchelError) -> R
+    ) throws(SatchelError) -> R {
+        if snapshot == nil && fillCache { return try body(readOptions.raw) }
+        let options = leveldb_readoptions_create()!
+        defer { leveldb_readoptions_destroy(options) }
+        leveldb_readoptions_set_verify_checksums(options, 0)
+        leveldb_readoptions_set_fill_cache(options, fillCache ? 1 : 0)
+        if let snapshot { leveldb_readoptions_set_snapshot(options, snapshot.pointer) }
+        return try body(options)
+    }
+
+    // MARK: - Writes
+
+    /// Applies `batch` atomically. With `sync`, the write reaches the disk before returning.
+    func write(_ batch: borrowing LevelDBWriteBatch, sync: Bool) throws(SatchelError) {
+        try withDB { db throws(SatchelError) in
+            try LevelDBStatus.check {
+                leveldb_write(db, sync ? syncWriteOptions.raw : writeOptions.raw, batch.pointer, $0)
+            }
+        }
+    }
+
+    // MARK: - Introspection
+
+    /// A LevelDB property such as `leveldb.stats`, or nil when unknown.
+    func property(_ name: String) throws(SatchelError) -> String? {
+        try withDB { db in
+            guard let value = leveldb_property_value(db, name) else { return nil }
+            defer { leveldb_free(value) }
+            return String(cString: value)
+        }
+    }
+
+    /// The approximate number of bytes on disk for keys in `[start, limit)`.
+    func approximateSize(start: [UInt8], limit: [UInt8]) throws(SatchelError) -> UInt64 {
+        try withDB { db in
+            var size: UInt64 = 0
+            start.withUnsafeBufferPointer { s in
+                limit.withUnsafeBufferPointer { l in
+                    var startPtr: UnsafePointer<CChar>? = UnsafeRawPointer(s.baseAddress!).assumingMemoryBound(to: CChar.self)
+                    var limitPtr: UnsafePointer<CChar>? = UnsafeRawPointer(l.baseAddress!).assumingMemoryBound(to: CChar.self)
+                    var startLen = s.count
+                    var limitLen = l.count
+                    leveldb_approximate_sizes(db, 1, &startPtr, &startLen, &limitPtr, &limitLen, &size)
+                }
+            }
+            return size
+        }
+    }
+
+    /// Compacts the whole key range, dropping deleted entries from disk.
+    func compact() throws(SatchelError) {
+        try withDB { db in leveldb_compact_range(db, nil, 0, nil, 0) }
+    }
+
+    // MARK: - Children
+
+    func makeSnapshot() throws(SatchelError) -> LevelDBSnapshot { try LevelDBSnapshot(db: self, database: db.raw) }
+
+    func makeIterator(snapshot: LevelDBSnapshot? = nil, fillCache: Bool = true) throws(SatchelError) -> LevelDBIterator {
+        try LevelDBIterator(db: self, database: db.raw, snapshot: snapshot, fillCache: fillCache)
+    }
+}

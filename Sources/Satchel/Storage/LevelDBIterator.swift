@@ -1,0 +1,151 @@
+import CLevelDB
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A consistent point-in-time view of a LevelDB database.
+///
+/// Holds its database strongly and counts as one of its users, so the snapshot is always
+/// released (in `deinit`) before the database can close. LevelDB snapshots are immutable and may
+/// be read from any thread, hence `Sendable`.
+final class LevelDBSnapshot: Sendable {
+    private let db: LevelDB
+    private let database: CPointer
+    private let snapshot: CPointer
+
+    init(db: LevelDB, database: OpaquePointer) throws(SatchelError) {
+        try db.retain()
+        self.db = db
+        self.database = CPointer(raw: database)
+        self.snapshot = CPointer(raw: leveldb_create_snapshot(database)!)
+    }
+
+    deinit {
+        leveldb_release_snapshot(database.raw, snapshot.raw)
+        db.release()
+    }
+
+    var pointer: OpaquePointer { snapshot.raw }
+}
+
+/// A LevelDB iterator.
+///
+/// Holds its database (and snapshot) strongly and counts as a user of the database, so the
+/// iterator is always destroyed before the database closes. Key and value bytes are only valid
+/// until the iterator moves: ``key`` and ``value`` copy them out, ``withKey(_:)`` and
+/// ``withValue(_:)`` lend them for the duration of a closure.
+///
+/// Not thread-safe (LevelDB iterators need external synchronisation): keep one iterator on one
+/// thread at a time.
+final class LevelDBIterator {
+    private let db: LevelDB
+    private let snapshot: LevelDBSnapshot?
+    private let iterator: OpaquePointer
+
+    init(db: LevelDB, database: OpaquePointer, snapshot: LevelDBSnapshot?, fillCache: Bool) throws(SatchelError) {
+        try db.retain()
+        self.db = db
+        self.snapshot = snapshot
+        // The read options are only read while the iterator is created (table iterators copy
+        // them), so they can be destroyed right after.
+        do {
+            self.iterator = try db.withReadOptions(snapshot: snapshot, fillCache: fillCache) { options in
+                leveldb_create_iterator(database, options)!
+            }
+        } catch {
+            db.release()
+            throw error
+        }
+    }
+
+    deinit {
+        leveldb_iter_destroy(iterator)
+        db.release()
+    }
+
+    var isValid: Bool { leveldb_iter_valid(iterator) != 0 }
+
+    func seekToFirst() { leveldb_iter_seek_to_first(iterator) }
+    func seekToLast() { leveldb_iter_seek_to_last(iterator) }
+
+    /// Positions at the first key at or after `key`.
+    func seek(_ key: [UInt8]) {
+        key.withUnsafeBufferPointer { k in
+            leveldb_iter_seek(iterator, UnsafeRawPointer(k.baseAddress)?.assumingMemoryBound(to: CChar.self), k.count)
+        }
+    }
+
+    /// REQUIRES: `isValid`.
+    func next() { leveldb_iter_next(iterator) }
+    /// REQUIRES: `isValid`.
+    func previous() { leveldb_iter_prev(iterator) }
+
+    /// Lends the current key. REQUIRES: `isValid`.
+    @inline(__always)
+    func withKey<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        var length = 0
+        let pointer = leveldb_iter_key(iterator, &length)
+        return try body(UnsafeRawBufferPointer(start: pointer, count: length))
+    }
+
+    /// Lends the current value. REQUIRES: `isValid`.
+    @inline(__always)
+    func withValue<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        var length = 0
+        let pointer = leveldb_iter_value(iterator, &length)
+        return try body(UnsafeRawBufferPointer(start: pointer, count: length))
+    }
+
+    /// A copy of the current key. REQUIRES: `isValid`.
+    var key: [UInt8] { withKey { Array($0) } }
+    /// A copy of the current value. REQUIRES: `isValid`.
+    var value: [UInt8] { withValue { Array($0) } }
+
+    /// Whether the current key starts with `prefix`. REQUIRES: `isValid`.
+    func keyHasPrefix(_ prefix: [UInt8]) -> Bool {
+        withKey { key in
+            guard key.count >= prefix.count else { return false }
+            return prefix.withUnsafeBytes { p in memcmp(key.baseAddress!, p.baseAddress!, p.count) == 0 }
+        }
+    }
+
+    /// Throws the error that ended iteration early, if any (checked after `isValid` turns false).
+    func checkError() throws(SatchelError) {
+        try LevelDBStatus.check { leveldb_iter_get_error(iterator, $0) }
+    }
+}
+
+/// A LevelDB write batch: a list of puts and deletes applied atomically by ``LevelDB/write(_:sync:)``.
+///
+/// `~Copyable`, so it has exactly one owner; `deinit` destroys the C object.
+struct LevelDBWriteBatch: ~Copyable {
+    let pointer: OpaquePointer
+    private(set) var count = 0
+
+    init() { pointer = leveldb_writebatch_create()! }
+
+    deinit { leveldb_writebatch_destroy(pointer) }
+
+    /// Adds a put. LevelDB copies the bytes.
+    mutating func put(_ key: [UInt8], _ value: [UInt8]) {
+        key.withUnsafeBufferPointer { k in
+            value.withUnsafeBufferPointer { v in
+                leveldb_writebatch_put(
+                    pointer,
+                    UnsafeRawPointer(k.baseAddress)?.assumingMemoryBound(to: CChar.self), k.count,
+                    UnsafeRawPointer(v.baseAddress)?.assumingMemoryBound(to: CChar.self), v.count)
+            }
+        }
+        count += 1
+    }
+
+    /// Adds a delete.
+    mutating func delete(_ key: [UInt8]) {
+        key.withUnsafeBufferPointer { k in
+            leveldb_writebatch_delete(pointer, UnsafeRawPointer(k.baseAddress)?.assumingMemoryBound(to: CChar.self), k.count)
+        }
+        count += 1
+    }
+}

@@ -1,0 +1,63 @@
+/// A `String` compared and hashed by its UTF-8 bytes, for dictionaries keyed by names.
+///
+/// `[String: T]` would merge two model names that are canonically equivalent but spelled with
+/// different scalars; Satchel treats them as two names everywhere.
+struct NameKey: Hashable, Sendable {
+    let name: String
+    init(_ name: String) { self.name = name }
+    static func == (a: NameKey, b: NameKey) -> Bool { UTF8Order.equal(a.name, b.name) }
+    func hash(into hasher: inout Hasher) { UTF8Order.hash(name, into: &hasher) }
+}
+
+/// Per-model counters, kept in memory and persisted in the batch of every write that changes
+/// them, so `count()` and `isChanged` answer without scanning.
+struct ModelCounters: Equatable, Sendable {
+    var objects = 0
+    var pendingCreates = 0
+    var pendingUpdates = 0
+    var pendingDeletes = 0
+
+    var pendingTotal: Int { pendingCreates + pendingUpdates + pendingDeletes }
+
+    mutating func adjustPending(_ kind: PendingChange.Kind?, by delta: Int) {
+        switch kind {
+        case .create?: pendingCreates += delta
+        case .update?: pendingUpdates += delta
+        case .delete?: pendingDeletes += delta
+        case nil: break
+        }
+    }
+
+    /// Stored under `(meta, "stats", model)`: `{"objects":N,"create":a,"update":b,"delete":c}`.
+    var encoded: [UInt8] {
+        let object: JSONObject = [
+            "objects": .int(Int64(objects)), "create": .int(Int64(pendingCreates)),
+            "update": .int(Int64(pendingUpdates)), "delete": .int(Int64(pendingDeletes)),
+        ]
+        return object.jsonBytes
+    }
+
+    init() {}
+
+    init(decoding bytes: UnsafeRawBufferPointer) throws(SatchelError) {
+        guard let object = try? JSONObject(parsing: bytes),
+            let objects = object["objects"]?.intValue, let c = object["create"]?.intValue,
+            let u = object["update"]?.intValue, let d = object["delete"]?.intValue
+        else { throw SatchelError(.corruption, "undecodable model counters") }
+        self.objects = Int(objects)
+        self.pendingCreates = Int(c)
+        self.pendingUpdates = Int(u)
+        self.pendingDeletes = Int(d)
+    }
+}
+
+/// What the store knows about one model.
+struct ModelEntry: Sendable {
+    var definition: ModelDefinition
+    var counters: ModelCounters
+}
+
+/// The registry of models, guarded by the store's mutex.
+struct Catalog: Sendable {
+    var models: [NameKey: ModelEntry] = [:]
+}

@@ -1,0 +1,219 @@
+/// A handle on one model of a store: where its objects are created, read, changed and queried.
+///
+/// Get one from ``Store/model(_:)`` or ``Store/register(_:)``. Each write method is its own
+/// small transaction; to group writes, use ``Store/bulkUpdate(durable:_:)`` and the
+/// ``Transaction``'s methods.
+///
+/// ```swift
+/// let products = try store.model("Product")
+/// let p = try products.create(["name": "Widget", "price": 9.5])
+/// try products.update(p.id, with: ["price": 12])
+/// let cheap = try products.findAll(where: ["price": 12])
+/// try products.destroy(p.id)
+/// ```
+///
+/// Thread safety: `Model` is a `Sendable` value; its methods may be called from any thread.
+public struct Model: Sendable, Hashable {
+    /// The store the model belongs to.
+    public let store: Store
+    /// The model's name.
+    public let name: String
+    /// `(doc, model)`: computed once per handle, reused by every key of the model.
+    let documentPrefix: [UInt8]
+
+    init(store: Store, name: String) {
+        self.store = store
+        self.name = name
+        self.documentPrefix = Keys.documentPrefix(name)
+    }
+
+    public static func == (a: Model, b: Model) -> Bool { a.store === b.store && UTF8Order.equal(a.name, b.name) }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(ObjectIdentifier(store))
+        UTF8Order.hash(name, into: &hasher)
+    }
+
+    /// The model's stored definition.
+    public var definition: ModelDefinition {
+        get throws { try store.entry(name).definition }
+    }
+
+    // MARK: - Writes
+
+    /// Creates an object; see ``Transaction/create(_:in:)``.
+    @discardableResult
+    public func create(_ attributes: JSONObject) throws -> Document {
+        try store.write { try $0.create(attributes, in: self) }
+    }
+
+    /// Replaces (or creates) an object whole; see ``Transaction/save(_:in:)``.
+    @discardableResult
+    public func save(_ document: Document) throws -> Document? {
+        try store.write { try $0.save(document, in: self) }
+    }
+
+    /// Merges attributes into an object; see ``Transaction/update(_:with:in:)``.
+    @discardableResult
+    public func update(_ id: String, with attributes: JSONObject) throws -> Document? {
+        try store.write { try $0.update(id, with: attributes, in: self) }
+    }
+
+    /// Deletes an object; returns whether it existed.
+    @discardableResult
+    public func destroy(_ id: String) throws -> Bool {
+        try store.write { try $0.destroy(id, in: self) }
+    }
+
+    /// Deletes, in one transaction, every object whose attributes equal `conditions`.
+    @discardableResult
+    public func destroy(where conditions: JSONObject) throws -> Int {
+        try store.write { try $0.destroy(where: conditions, in: self) }
+    }
+
+    // MARK: - Reads
+
+    /// The object `id`, or nil.
+    public func find(_ id: String) throws -> Document? {
+        let partition = try definition.partition
+        let key = Keys.document(prefix: documentPrefix, id)
+        return try store.database(partition).withValue(forKey: key) { bytes in
+            try bytes.map { Document(id: id, attributes: try StoredDocument.decode($0, model: name, id: id)) }
+        }
+    }
+
+    /// Every object of the model, by id.
+    public func findAll() throws -> [Document] {
+        var result: [Document] = []
+        try forEach { result.append($0) }
+        return result
+    }
+
+    /// Every object whose attributes equal `conditions` (RhoConnect's `find_all(conditions)`),
+    /// by id. The condition `object` matches the id. A null condition matches nothing.
+    public func findAll(where conditions: JSONObject) throws -> [Document] {
+        var result: [Document] = []
+        try forEach { document in
+            if Self.matches(document, conditions) { result.append(document) }
+        }
+        return result
+    }
+
+    /// The first object, by id, whose attributes equal `conditions`.
+    public func findFirst(where conditions: JSONObject) throws -> Document? {
+        var found: Document?
+        try scanDocuments { document in
+            if Self.matches(document, conditions) {
+                found = document
+                return false
+            }
+            return true
+        }
+        return found
+    }
+
+    /// The number of objects (kept as a counter: no scan).
+    public func count() throws -> Int { try store.entry(name).counters.objects }
+
+    /// The number of objects whose attributes equal `conditions`.
+    public func count(where conditions: JSONObject) throws -> Int {
+        if conditions.isEmpty { return try count() }
+        var n = 0
+        try forEach { document in
+            if Self.matches(document, conditions) { n += 1 }
+        }
+        return n
+    }
+
+    /// Visits every object by id on one consistent view of the data.
+    public func forEach(_ body: (Document) throws -> Void) throws {
+        try scanDocuments { document in
+            try body(document)
+            return true
+        }
+    }
+
+    /// Visits objects by id until `body` returns false.
+    func scanDocuments(_ body: (Document) throws -> Bool) throws {
+        let partition = try definition.partition
+        // A LevelDB iterator reads an implicit snapshot: concurrent writes stay invisible.
+        let iterator = try store.database(partition).makeIterator()
+        let prefix = documentPrefix
+        iterator.seek(prefix)
+        while iterator.isValid && iterator.keyHasPrefix(prefix) {
+            let document = try iterator.withKey { key in
+                let id = try Keys.objectID(fromKey: key, prefixLength: prefix.count)
+                return Document(id: id, attributes: try iterator.withValue { try StoredDocument.decode($0, model: name, id: id) })
+            }
+            guard try body(document) else { return }
+            iterator.next()
+        }
+        try iterator.checkError()
+    }
+
+    /// Whether `document` satisfies every equality condition.
+    static func matches(_ document: Document, _ conditions: JSONObject) -> Bool {
+        for (attribute, expected) in conditions {
+            if UTF8Order.equal(attribute, Document.idAttribute) {
+                guard case .string(let id) = expected, UTF8Order.equal(id, document.id) else { return false }
+                continue
+            }
+            guard let actual = document.attributes[attribute], actual == expected else { return false }
+        }
+        return true
+    }
+
+    // MARK: - Change log
+
+    /// Whether the model has local changes not yet acknowledged by the server.
+    public var isChanged: Bool {
+        get throws { try store.entry(name).counters.pendingTotal > 0 }
+    }
+
+    /// The model's pending changes, by object id.
+    public func pendingChanges() throws -> [PendingChange] {
+        let partition = try definition.partition
+        let prefix = Keys.changePrefix(name)
+        let iterator = try store.database(partition).makeIterator()
+        iterator.seek(prefix)
+        var result: [PendingChange] = []
+        while iterator.isValid && iterator.keyHasPrefix(prefix) {
+            let id = try iterator.withKey { try Keys.objectID(fromKey: $0, prefixLength: prefix.count) }
+            let record = try iterator.withValue { try ChangeRecord(decoding: $0) }
+            result.append(PendingChange(model: name, objectID: id, kind: record.kind, attributes: record.attributes))
+            iterator.next()
+        }
+        try iterator.checkError()
+        return result
+    }
+
+    // MARK: - Statistics
+
+    /// Counts and sizes for `satchel stats`.
+    public func statistics() throws -> ModelStatistics {
+        let entry = try store.entry(name)
+        let db = store.database(entry.definition.partition)
+        let changePrefix = Keys.changePrefix(name)
+        let bytes =
+            try db.approximateSize(start: documentPrefix, limit: Keys.prefixEnd(documentPrefix))
+            + db.approximateSize(start: changePrefix, limit: Keys.prefixEnd(changePrefix))
+        return ModelStatistics(
+            model: name, partition: entry.definition.partition, objects: entry.counters.objects,
+            pendingCreates: entry.counters.pendingCreates, pendingUpdates: entry.counters.pendingUpdates,
+            pendingDeletes: entry.counters.pendingDeletes, approximateBytes: Int(bytes))
+    }
+}
+
+/// Counts and sizes of one model.
+public struct ModelStatistics: Sendable, Hashable {
+    public var model: String
+    public var partition: Partition
+    /// The number of objects.
+    public var objects: Int
+    /// Pending local creates, updates and deletes.
+    public var pendingCreates: Int
+    public var pendingUpdates: Int
+    public var pendingDeletes: Int
+    /// LevelDB's estimate of the bytes the model's data takes on disk (0 until a memtable flush).
+    public var approximateBytes: Int
+}

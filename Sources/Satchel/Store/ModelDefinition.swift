@@ -1,0 +1,162 @@
+/// Where a model's data lives. Each partition is its own LevelDB database inside the store
+/// directory.
+public enum Partition: String, Sendable, CaseIterable, Hashable {
+    /// Synced data of the logged-in user; wiped by a full reset and logout.
+    case user
+    /// Synced data shared by every user of the device.
+    case app
+    /// Data that never syncs. Writes to `local` models record no pending changes.
+    case local
+}
+
+/// How a model syncs.
+public enum SyncType: String, Sendable, CaseIterable, Hashable {
+    /// Push local changes, then pull the server's changes since the last cursor.
+    case incremental
+    /// Replace the model's data with a server snapshot, then re-apply local changes.
+    case bulkOnly
+    /// Never syncs; writes record no pending changes.
+    case none
+}
+
+/// The declared type of an attribute of a fixed-schema model.
+public enum AttributeType: String, Sendable, CaseIterable, Hashable {
+    case string
+    /// An integer (a double with an exact integer value is accepted and stored as given).
+    case integer
+    /// Any number, integer or double.
+    case number
+    case boolean
+    case array
+    case object
+    /// Any JSON value.
+    case any
+
+    /// Whether `value` (never null: nulls remove attributes) is of this type.
+    func accepts(_ value: JSONValue) -> Bool {
+        switch (self, value) {
+        case (.any, _): true
+        case (.string, .string), (.boolean, .bool), (.array, .array), (.object, .object): true
+        case (.number, .int), (.number, .double), (.integer, .int): true
+        case (.integer, .double(let d)): JSONNumber.exactInt64(d) != nil
+        default: false
+        }
+    }
+}
+
+/// Whether a model accepts any attributes or only declared, typed ones.
+public enum ModelKind: Sendable, Hashable {
+    /// Schemaless: any attribute, any JSON value (RhoConnect's default).
+    case propertyBag
+    /// Only the declared attributes, each of its declared type; writes are validated.
+    case fixedSchema([String: AttributeType])
+}
+
+/// The definition of a model: its name, kind, partition and sync type. Definitions persist in
+/// the store.
+///
+/// ```swift
+/// let products = try store.register(ModelDefinition(name: "Product"))
+/// let settings = try store.register(ModelDefinition(name: "Settings", partition: .local))
+/// let prices = try store.register(ModelDefinition(
+///     name: "Price", kind: .fixedSchema(["sku": .string, "amount": .number])))
+/// ```
+///
+/// `ModelDefinition` is a `Sendable` value type.
+public struct ModelDefinition: Sendable, Hashable {
+    /// The model's name; any non-empty string.
+    public var name: String
+    /// Property bag (default) or fixed schema.
+    public var kind: ModelKind
+    /// The partition holding the model's data (default `.user`).
+    public var partition: Partition
+    /// How the model syncs (default `.incremental`).
+    public var syncType: SyncType
+
+    public init(name: String, kind: ModelKind = .propertyBag, partition: Partition = .user, syncType: SyncType = .incremental) {
+        self.name = name
+        self.kind = kind
+        self.partition = partition
+        self.syncType = syncType
+    }
+
+    /// Whether local writes to this model record pending changes for sync.
+    public var recordsChanges: Bool { partition != .local && syncType != .none }
+
+    public static func == (a: ModelDefinition, b: ModelDefinition) -> Bool {
+        UTF8Order.equal(a.name, b.name) && a.kind == b.kind && a.partition == b.partition && a.syncType == b.syncType
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        UTF8Order.hash(name, into: &hasher)
+        hasher.combine(partition)
+        hasher.combine(syncType)
+    }
+
+    // MARK: - Validation
+
+    /// Checks the attributes an object will have after a write against a fixed schema.
+    func validate(_ attributes: JSONObject, objectID: String) throws(SatchelError) {
+        guard case .fixedSchema(let schema) = kind else { return }
+        for (attribute, value) in attributes where !value.isNull {
+            guard let type = schema.first(where: { UTF8Order.equal($0.key, attribute) })?.value else {
+                throw SatchelError(
+                    .schemaViolation, "model '\(name)' has no attribute '\(attribute)' in its fixed schema",
+                    model: name, objectID: objectID)
+            }
+            guard type.accepts(value) else {
+                throw SatchelError(
+                    .schemaViolation, "attribute '\(attribute)' of model '\(name)' must be \(type.rawValue), got \(value.kindName)",
+                    model: name, objectID: objectID)
+            }
+        }
+    }
+
+    static func validateName(_ name: String) throws(SatchelError) {
+        if name.isEmpty { throw SatchelError(.invalidName, "a model name cannot be empty") }
+    }
+
+    // MARK: - Stored form
+
+    /// The stored JSON of the definition: `{"name", "kind", "schema"?, "partition", "syncType"}`.
+    var json: JSONObject {
+        var object: JSONObject = [
+            "name": .string(name), "partition": .string(partition.rawValue), "syncType": .string(syncType.rawValue),
+        ]
+        switch kind {
+        case .propertyBag:
+            object["kind"] = "propertyBag"
+        case .fixedSchema(let schema):
+            object["kind"] = "fixedSchema"
+            object["schema"] = .object(JSONObject(schema.map { ($0.key, JSONValue.string($0.value.rawValue)) }))
+        }
+        return object
+    }
+
+    init(json: JSONObject) throws(SatchelError) {
+        func bad(_ what: String) -> SatchelError { SatchelError(.corruption, "stored model definition: \(what)") }
+        guard let name = json["name"]?.stringValue else { throw bad("missing name") }
+        guard let partition = json["partition"]?.stringValue.flatMap(Partition.init(rawValue:)) else {
+            throw bad("bad partition of '\(name)'")
+        }
+        guard let syncType = json["syncType"]?.stringValue.flatMap(SyncType.init(rawValue:)) else {
+            throw bad("bad sync type of '\(name)'")
+        }
+        let kind: ModelKind
+        switch json["kind"]?.stringValue {
+        case "propertyBag": kind = .propertyBag
+        case "fixedSchema":
+            guard let schema = json["schema"]?.objectValue else { throw bad("missing schema of '\(name)'") }
+            var types: [String: AttributeType] = [:]
+            for (attribute, type) in schema {
+                guard let t = type.stringValue.flatMap(AttributeType.init(rawValue:)) else {
+                    throw bad("bad type of '\(name).\(attribute)'")
+                }
+                types[attribute] = t
+            }
+            kind = .fixedSchema(types)
+        default: throw bad("bad kind of '\(name)'")
+        }
+        self.init(name: name, kind: kind, partition: partition, syncType: syncType)
+    }
+}

@@ -1,0 +1,103 @@
+/// A local change not yet acknowledged by the server: one per object, coalesced.
+///
+/// Every local create, update and delete of a model that syncs records its change in the same
+/// write batch as the data, merged with the change already pending for that object:
+///
+/// | pending | then | becomes |
+/// | --- | --- | --- |
+/// | create | update | create (the object's current attributes are pushed) |
+/// | create | delete | nothing: the server never hears of the object |
+/// | update | update | update with the attributes merged, the later value winning |
+/// | update | delete | delete |
+/// | delete | create (same id) | update setting the new attributes and removing the old ones |
+///
+/// `PendingChange` is a `Sendable` value type.
+public struct PendingChange: Sendable, Hashable, CustomStringConvertible {
+    /// What the server will be asked to do.
+    public enum Kind: String, Sendable, CaseIterable, Hashable {
+        case create, update, delete
+    }
+
+    /// The model of the changed object.
+    public let model: String
+    /// The id of the changed object.
+    public let objectID: String
+    /// Create, update or delete.
+    public let kind: Kind
+    /// For an update: the changed attributes, with `null` for removed ones. For a delete: the
+    /// object's last attributes (RhoConnect sends them along). For a create: empty; the
+    /// object's current attributes are pushed.
+    public let attributes: JSONObject
+
+    public init(model: String, objectID: String, kind: Kind, attributes: JSONObject) {
+        self.model = model
+        self.objectID = objectID
+        self.kind = kind
+        self.attributes = attributes
+    }
+
+    public var description: String { "\(kind.rawValue) \(model)/\(objectID) \(attributes)" }
+}
+
+/// The stored form of a pending change (the value under `(chg, model, objectId)`) and the
+/// coalescing rules. The value is compact JSON: `{"op":"create"}`,
+/// `{"op":"update","attrs":{…}}` or `{"op":"delete","attrs":{…}}`.
+struct ChangeRecord: Equatable {
+    var kind: PendingChange.Kind
+    var attributes: JSONObject
+
+    var encoded: [UInt8] {
+        var object: JSONObject = ["op": .string(kind.rawValue)]
+        if kind != .create { object["attrs"] = .object(attributes) }
+        return object.jsonBytes
+    }
+
+    init(kind: PendingChange.Kind, attributes: JSONObject) {
+        self.kind = kind
+        self.attributes = attributes
+    }
+
+    init(decoding bytes: UnsafeRawBufferPointer) throws(SatchelError) {
+        let object: JSONObject
+        do {
+            object = try JSONObject(parsing: bytes)
+        } catch {
+            throw SatchelError(.corruption, "undecodable pending change: \(error)")
+        }
+        guard let op = object["op"]?.stringValue, let kind = PendingChange.Kind(rawValue: op) else {
+            throw SatchelError(.corruption, "pending change without a valid op")
+        }
+        self.kind = kind
+        self.attributes = object["attrs"]?.objectValue ?? JSONObject()
+    }
+
+    /// Merges the change already pending for an object (`existing`) with a new one.
+    ///
+    /// `incoming` for a create carries the new object's attributes (needed when it follows a
+    /// delete); they are dropped from the stored create. Returns nil when nothing remains to push.
+    static func coalesce(_ existing: ChangeRecord?, _ incoming: ChangeRecord) -> ChangeRecord? {
+        guard let existing else {
+            return incoming.kind == .create ? ChangeRecord(kind: .create, attributes: JSONObject()) : incoming
+        }
+        switch (existing.kind, incoming.kind) {
+        case (.create, .delete):
+            return nil
+        case (.create, _):
+            return existing
+        case (.update, .delete):
+            return incoming
+        case (.update, _):
+            var merged = existing.attributes
+            for (name, value) in incoming.attributes { merged[name] = value }
+            return ChangeRecord(kind: .update, attributes: merged)
+        case (.delete, .create), (.delete, .update):
+            // The server still has the object as it was: set the new attributes and remove the
+            // ones the new object lacks.
+            var update = incoming.attributes
+            for (name, _) in existing.attributes where !update.contains(name) { update[name] = .null }
+            return ChangeRecord(kind: .update, attributes: update)
+        case (.delete, .delete):
+            return existing
+        }
+    }
+}

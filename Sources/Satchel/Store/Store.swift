@@ -1,0 +1,324 @@
+import Foundation
+import Synchronization
+
+/// An open Satchel store: a directory holding one LevelDB database per ``Partition``.
+///
+/// ```swift
+/// let store = try Store(path: "/path/to/MyApp.satchel")
+/// let products = try store.model("Product")
+/// let widget = try products.create(["name": "Widget", "brand": "Acme", "price": 9.5])
+/// try products.update(widget.id, with: ["price": 12, "brand": .null])   // null removes `brand`
+/// let acme = try products.findAll(where: ["brand": "Acme"])
+/// try store.bulkUpdate { tx in
+///     try tx.create(["name": "Gadget"], in: products)
+///     try tx.destroy(widget.id, in: products)
+/// }
+/// try store.close()
+/// ```
+///
+/// Thread safety: `Store` is `Sendable`. Reads run concurrently from any thread, each on a
+/// consistent view of the data. Writes are serialised: one ``bulkUpdate(durable:_:)`` (or
+/// single-object write) at a time, each applied atomically. Writes are not reentrant: calling a
+/// write from inside a `bulkUpdate` block stops the program; use the block's ``Transaction``.
+///
+/// A store directory can be open in one `Store` of one process at a time; a second open fails with
+/// ``SatchelError/Code/locked``.
+public final class Store: Sendable {
+    /// Knobs for opening a store. Defaults suit a mobile app's offline cache.
+    public struct Configuration: Sendable {
+        /// Bytes of LRU block cache per partition (default 8 MiB).
+        public var blockCacheSize = 8 << 20
+        /// Bits per key of the bloom filter that spares disk reads for absent keys (default 10;
+        /// 0 turns it off).
+        public var bloomFilterBitsPerKey = 10
+        /// Bytes of writes buffered in memory before LevelDB writes a table file (default 4 MiB).
+        public var writeBufferSize = 4 << 20
+        /// When true, every write waits until the data reaches the disk (`fsync`), so it survives
+        /// a machine crash, at a large cost in write speed. When false (the default), a write
+        /// survives a crash of the process but the last writes may be lost if the machine fails.
+        public var durableWrites = false
+        /// Create the directory and databases when missing (default true).
+        public var createIfMissing = true
+        /// Table files each partition keeps open (default 200).
+        public var maxOpenFiles = 200
+
+        public init() {}
+    }
+
+    /// The store directory.
+    public let path: String
+    /// The configuration the store was opened with.
+    public let configuration: Configuration
+
+    let user: LevelDB
+    let app: LevelDB
+    let local: LevelDB
+    let catalog: Mutex<Catalog>
+    private let writer = WriterLock()
+
+    // MARK: - Opening and closing
+
+    /// Opens the store in directory `path`, creating it when missing (unless the configuration
+    /// says otherwise).
+    ///
+    /// - Throws: ``SatchelError`` `.locked` when another process or `Store` holds the directory,
+    ///   `.storeMissing` when it does not exist and creation is off, `.unsupportedFormat` when a
+    ///   newer Satchel wrote it, `.corruption` or `.io` for damaged files.
+    public init(path: String, configuration: Configuration = Configuration()) throws {
+        self.path = path
+        self.configuration = configuration
+        let fileManager = FileManager.default
+        var isDirectory: ObjCBool = false
+        if !fileManager.fileExists(atPath: path, isDirectory: &isDirectory) {
+            guard configuration.createIfMissing else {
+                throw SatchelError(.storeMissing, "no store at \(path)")
+            }
+            do {
+                try fileManager.createDirectory(atPath: path, withIntermediateDirectories: true)
+            } catch {
+                throw SatchelError(.io, "cannot create the store directory \(path): \(error.localizedDescription)")
+            }
+        } else if !isDirectory.boolValue {
+            throw SatchelError(.invalidArgument, "\(path) is a file, not a store directory")
+        }
+        var options = LevelDBOptions()
+        options.createIfMissing = configuration.createIfMissing
+        options.blockCacheSize = configuration.blockCacheSize
+        options.bloomBitsPerKey = configuration.bloomFilterBitsPerKey
+        options.writeBufferSize = configuration.writeBufferSize
+        options.maxOpenFiles = configuration.maxOpenFiles
+        let base = URL(fileURLWithPath: path)
+        // Open the three partitions; on failure the ones already open close as they deinit.
+        let user = try LevelDB(path: base.appendingPathComponent(Partition.user.rawValue).path, options: options)
+        let app = try LevelDB(path: base.appendingPathComponent(Partition.app.rawValue).path, options: options)
+        let local = try LevelDB(path: base.appendingPathComponent(Partition.local.rawValue).path, options: options)
+        self.user = user
+        self.app = app
+        self.local = local
+        var catalog = Catalog()
+        for partition in Partition.allCases {
+            let db = [user, app, local][Partition.allCases.firstIndex(of: partition)!]
+            try Self.checkFormat(of: db, partition: partition, durable: configuration.durableWrites)
+            try Self.loadModels(from: db, partition: partition, into: &catalog)
+        }
+        self.catalog = Mutex(catalog)
+    }
+
+    /// Closes the store. Idempotent.
+    ///
+    /// - Throws: ``SatchelError`` `.busy` while iterators or calls still use it.
+    public func close() throws {
+        var firstError: (any Error)?
+        for db in [user, app, local] {
+            do { try db.close() } catch { firstError = firstError ?? error }
+        }
+        if let firstError { throw firstError }
+    }
+
+    /// The database of `partition`.
+    @inline(__always)
+    func database(_ partition: Partition) -> LevelDB {
+        switch partition {
+        case .user: user
+        case .app: app
+        case .local: local
+        }
+    }
+
+    private static func checkFormat(of db: LevelDB, partition: Partition, durable: Bool) throws {
+        if let stored = try db.get(Keys.format) {
+            guard let version = (try? JSONValue(parsing: stored))?.intValue else {
+                throw SatchelError(.corruption, "the \(partition.rawValue) partition has an unreadable format version")
+            }
+            if version > Keys.formatVersion {
+                throw SatchelError(
+                    .unsupportedFormat,
+                    "the \(partition.rawValue) partition uses format \(version); this Satchel reads format \(Keys.formatVersion)")
+            }
+            return
+        }
+        // A new database: it must be empty, or it is not a Satchel store.
+        let iterator = try db.makeIterator()
+        iterator.seekToFirst()
+        if iterator.isValid {
+            throw SatchelError(.corruption, "the \(partition.rawValue) partition holds data but no Satchel format marker")
+        }
+        try iterator.checkError()
+        var batch = LevelDBWriteBatch()
+        batch.put(Keys.format, JSONValue.int(Keys.formatVersion).jsonBytes)
+        try db.write(batch, sync: durable)
+    }
+
+    private static func loadModels(from db: LevelDB, partition: Partition, into catalog: inout Catalog) throws {
+        let prefix = Keys.modelDefinitionPrefix
+        let iterator = try db.makeIterator()
+        iterator.seek(prefix)
+        while iterator.isValid && iterator.keyHasPrefix(prefix) {
+            let definition: ModelDefinition
+            do {
+                definition = try ModelDefinition(json: try iterator.withValue { try JSONObject(parsing: $0) })
+            } catch let error as SatchelError where error.code == .corruption {
+                throw error
+            } catch {
+                throw SatchelError(.corruption, "undecodable model definition in the \(partition.rawValue) partition: \(error)")
+            }
+            guard definition.partition == partition else {
+                throw SatchelError(.corruption, "model '\(definition.name)' is defined in the wrong partition")
+            }
+            let counters = try db.withValue(forKey: Keys.modelStats(definition.name)) { bytes in
+                try bytes.map { try ModelCounters(decoding: $0) } ?? ModelCounters()
+            }
+            catalog.models[NameKey(definition.name)] = ModelEntry(definition: definition, counters: counters)
+            iterator.next()
+        }
+        try iterator.checkError()
+    }
+
+    // MARK: - Models
+
+    /// The model named `name`, registering it with the default definition (a property bag in
+    /// the `user` partition, synced incrementally) when the store does not know it yet.
+    ///
+    /// - Throws: ``SatchelError`` `.invalidName` for an empty name.
+    public func model(_ name: String) throws -> Model {
+        try ModelDefinition.validateName(name)
+        if catalog.withLock({ $0.models[NameKey(name)] != nil }) { return Model(store: self, name: name) }
+        return try register(ModelDefinition(name: name), replacingExisting: false)
+    }
+
+    /// Registers a model, or updates the stored definition of an existing one.
+    ///
+    /// A model's partition can change only while it holds no objects and no pending changes.
+    ///
+    /// - Throws: ``SatchelError`` `.invalidName`, or `.modelConflict` for a partition change of
+    ///   a model that holds data.
+    @discardableResult
+    public func register(_ definition: ModelDefinition) throws -> Model {
+        try register(definition, replacingExisting: true)
+    }
+
+    private func register(_ definition: ModelDefinition, replacingExisting: Bool) throws -> Model {
+        try ModelDefinition.validateName(definition.name)
+        if case .fixedSchema(let schema) = definition.kind, schema.keys.contains(Document.idAttribute) {
+            throw SatchelError(.invalidName, "'object' is the object id, not a schema attribute", model: definition.name)
+        }
+        let key = NameKey(definition.name)
+        try writer.withLock {
+            let existing = catalog.withLock { $0.models[key] }
+            if let existing {
+                if !replacingExisting || existing.definition == definition { return }
+                if existing.definition.partition != definition.partition {
+                    guard existing.counters.objects == 0 && existing.counters.pendingTotal == 0 else {
+                        throw SatchelError(
+                            .modelConflict,
+                            "model '\(definition.name)' holds data in the \(existing.definition.partition.rawValue) partition; its partition cannot change",
+                            model: definition.name)
+                    }
+                    // Remove from the old partition first: a crash in between leaves the (empty)
+                    // model unregistered, never registered twice.
+                    var batch = LevelDBWriteBatch()
+                    batch.delete(Keys.modelDefinition(definition.name))
+                    batch.delete(Keys.modelStats(definition.name))
+                    try database(existing.definition.partition).write(batch, sync: configuration.durableWrites)
+                }
+            }
+            var batch = LevelDBWriteBatch()
+            batch.put(Keys.modelDefinition(definition.name), definition.json.jsonBytes)
+            try database(definition.partition).write(batch, sync: configuration.durableWrites)
+            catalog.withLock {
+                $0.models[key] = ModelEntry(definition: definition, counters: existing?.counters ?? ModelCounters())
+            }
+        }
+        return Model(store: self, name: definition.name)
+    }
+
+    /// The definitions of every model, sorted by name bytes.
+    public var models: [ModelDefinition] {
+        catalog.withLock { $0.models.values.map(\.definition) }.sorted { UTF8Order.less($0.name, $1.name) }
+    }
+
+    /// The model named `name` when it is registered, without registering it.
+    public func existingModel(_ name: String) -> Model? {
+        catalog.withLock { $0.models[NameKey(name)] != nil } ? Model(store: self, name: name) : nil
+    }
+
+    func entry(_ name: String) throws(SatchelError) -> ModelEntry {
+        guard let entry = catalog.withLock({ $0.models[NameKey(name)] }) else {
+            throw SatchelError(.notFound, "no model named '\(name)'", model: name)
+        }
+        return entry
+    }
+
+    // MARK: - Transactions
+
+    /// Runs `body` as one transaction: every write it makes lands atomically in one LevelDB write
+    /// batch, or, when `body` throws, none does and the error is rethrown.
+    ///
+    /// Reads through the transaction see its own writes. A transaction writes the models of one
+    /// partition (each partition is its own database); reading others is fine. Transactions do
+    /// not nest, and the store's other write methods cannot be called inside `body`.
+    ///
+    /// ```swift
+    /// try store.bulkUpdate { tx in
+    ///     let order = try tx.create(["customer": "c1", "total": 0], in: orders)
+    ///     try tx.update(order.id, with: ["total": 42], in: orders)
+    /// }
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - durable: wait for the data to reach the disk; defaults to the configuration's
+    ///     ``Configuration/durableWrites``.
+    ///   - body: the writes, made through the ``Transaction``.
+    /// - Returns: what `body` returns.
+    /// - Throws: what `body` throws, or the ``SatchelError`` of a failed commit.
+    @discardableResult
+    public func bulkUpdate<T>(durable: Bool? = nil, _ body: (Transaction) throws -> T) throws -> T {
+        try writer.withLock {
+            let transaction = Transaction(store: self)
+            defer { transaction.finish() }
+            let result = try body(transaction)
+            try transaction.commit(durable: durable ?? configuration.durableWrites)
+            return result
+        }
+    }
+
+    /// The store's write path for single operations.
+    func write<T>(_ body: (Transaction) throws -> T) throws -> T { try bulkUpdate(body) }
+
+    // MARK: - Change log
+
+    /// Every pending change of every model, by model name, then object id.
+    public func pendingChanges() throws -> [PendingChange] {
+        try models.flatMap { try Model(store: self, name: $0.name).pendingChanges() }
+    }
+}
+
+/// The single-writer lock. Writes run one at a time; a write from inside a write is a programming
+/// error that would deadlock, so it stops the program with a message instead.
+private final class WriterLock: Sendable {
+    private let lock = NSLock()
+    private let owner = Mutex<UInt?>(nil)
+
+    func withLock<T>(_ body: () throws -> T) throws -> T {
+        let me = WriterLock.currentThread()
+        if owner.withLock({ $0 == me }) {
+            preconditionFailure(
+                "Satchel writes are not reentrant: inside store.bulkUpdate { tx in … } use tx's methods, not the store's or a model's")
+        }
+        lock.lock()
+        owner.withLock { $0 = me }
+        defer {
+            owner.withLock { $0 = nil }
+            lock.unlock()
+        }
+        return try body()
+    }
+
+    private static func currentThread() -> UInt {
+        #if canImport(Darwin)
+        UInt(bitPattern: pthread_self())
+        #else
+        UInt(pthread_self())
+        #endif
+    }
+}

@@ -1,0 +1,336 @@
+import Synchronization
+
+/// The writes of one ``Store/bulkUpdate(durable:_:)`` block.
+///
+/// Writes are buffered and land together, in one LevelDB write batch, when the block returns;
+/// when it throws, nothing lands. Reads through the transaction (``find(_:in:)``,
+/// ``findAll(in:)``) see the block's own writes. Every write applies the null rule (a null
+/// attribute is removed; an object left without attributes is deleted), validates fixed schemas,
+/// and records the pending change of synced models in the same batch.
+///
+/// A transaction writes the models of one partition. It lives only inside its block: using it
+/// afterwards stops the program. It is not `Sendable`: keep it on the block's thread.
+public final class Transaction {
+    private let store: Store
+    /// Writes not yet committed: key → new value, or nil for a delete. Keys of `partition` only.
+    private var overlay: [[UInt8]: [UInt8]?] = [:]
+    private var partition: Partition?
+    /// Working copies of the counters of the models this transaction touched.
+    private var counters: [NameKey: ModelCounters] = [:]
+    private var finished = false
+
+    init(store: Store) { self.store = store }
+
+    func finish() { finished = true }
+
+    private func checkOpen() {
+        precondition(!finished, "a Satchel transaction was used after its bulkUpdate block returned")
+    }
+
+    // MARK: - Public writes
+
+    /// Creates an object. Its id is the `object` attribute when given (a string), or a new
+    /// time-ordered id. Null attributes are dropped.
+    ///
+    /// - Returns: the stored object.
+    /// - Throws: ``SatchelError`` `.alreadyExists` when an object has that id, `.invalidDocument`
+    ///   when no attribute remains or `object` is not a string, `.schemaViolation` for a
+    ///   fixed-schema model.
+    @discardableResult
+    public func create(_ attributes: JSONObject, in model: Model) throws -> Document {
+        checkOpen()
+        let definition = try store.entry(model.name).definition
+        var attributes = attributes
+        let givenID = try Self.takeID(from: &attributes, model: model.name)
+        let id = givenID ?? ObjectID.generate()
+        let new = attributes.removingNulls()
+        if new.isEmpty {
+            throw SatchelError(.invalidDocument, "an object needs at least one non-null attribute", model: model.name, objectID: id)
+        }
+        try definition.validate(new, objectID: id)
+        if givenID != nil, try readDocument(model, id) != nil {
+            throw SatchelError(.alreadyExists, "model '\(model.name)' already has an object '\(id)'", model: model.name, objectID: id)
+        }
+        try apply(definition, model, id: id, old: nil, new: new)
+        return Document(id: id, attributes: new)
+    }
+
+    /// Replaces an object whole, creating it when missing (an upsert). Attributes the object had
+    /// and `document` lacks are removed; null attributes are dropped; an object left with no
+    /// attributes is deleted.
+    ///
+    /// - Returns: the stored object, or nil when the null rule deleted it (or left nothing to create).
+    @discardableResult
+    public func save(_ document: Document, in model: Model) throws -> Document? {
+        checkOpen()
+        let definition = try store.entry(model.name).definition
+        let new = document.attributes.removingNulls()
+        try definition.validate(new, objectID: document.id)
+        let old = try readDocument(model, document.id)
+        if new.isEmpty {
+            if let old { try apply(definition, model, id: document.id, old: old, new: nil) }
+            return nil
+        }
+        try apply(definition, model, id: document.id, old: old, new: new)
+        return Document(id: document.id, attributes: new)
+    }
+
+    /// Merges `attributes` into object `id`: each given attribute replaces the old value whole,
+    /// a null removes it, and an object left with no attributes is deleted.
+    ///
+    /// - Returns: the stored object, or nil when the null rule deleted it.
+    /// - Throws: ``SatchelError`` `.notFound` when there is no such object; `.invalidDocument`
+    ///   when `attributes` carries an `object` id other than `id`.
+    @discardableResult
+    public func update(_ id: String, with attributes: JSONObject, in model: Model) throws -> Document? {
+        checkOpen()
+        let definition = try store.entry(model.name).definition
+        var attributes = attributes
+        if let given = try Self.takeID(from: &attributes, model: model.name), !UTF8Order.equal(given, id) {
+            throw SatchelError(.invalidDocument, "an update cannot change the object id", model: model.name, objectID: id)
+        }
+        guard let old = try readDocument(model, id) else {
+            throw SatchelError(.notFound, "model '\(model.name)' has no object '\(id)'", model: model.name, objectID: id)
+        }
+        var new = old
+        for (name, value) in attributes { new[name] = value.isNull ? nil : value }
+        try definition.validate(new, objectID: id)
+        if new.isEmpty {
+            try apply(definition, model, id: id, old: old, new: nil)
+            return nil
+        }
+        if !new.isIdentical(to: old) { try apply(definition, model, id: id, old: old, new: new) }
+        return Document(id: id, attributes: new)
+    }
+
+    /// Deletes object `id`.
+    ///
+    /// - Returns: whether the object existed.
+    @discardableResult
+    public func destroy(_ id: String, in model: Model) throws -> Bool {
+        checkOpen()
+        let definition = try store.entry(model.name).definition
+        guard let old = try readDocument(model, id) else { return false }
+        try apply(definition, model, id: id, old: old, new: nil)
+        return true
+    }
+
+    /// Deletes every object whose attributes equal `conditions` (RhoConnect's `delete_all`).
+    ///
+    /// - Returns: how many objects were deleted.
+    @discardableResult
+    public func destroy(where conditions: JSONObject, in model: Model) throws -> Int {
+        checkOpen()
+        let matches = try findAll(where: conditions, in: model)
+        for document in matches { try destroy(document.id, in: model) }
+        return matches.count
+    }
+
+    // MARK: - Public reads
+
+    /// The object `id`, as this transaction sees it (its own writes included).
+    public func find(_ id: String, in model: Model) throws -> Document? {
+        checkOpen()
+        _ = try store.entry(model.name)
+        return try readDocument(model, id).map { Document(id: id, attributes: $0) }
+    }
+
+    /// Every object of `model`, by id, as this transaction sees them.
+    public func findAll(in model: Model) throws -> [Document] {
+        try findAll(where: JSONObject(), in: model)
+    }
+
+    /// Every object of `model` whose attributes equal `conditions`, by id.
+    public func findAll(where conditions: JSONObject, in model: Model) throws -> [Document] {
+        checkOpen()
+        let partition = try store.entry(model.name).definition.partition
+        var result: [Document] = []
+        let prefix = model.documentPrefix
+        try scan(prefix: prefix, partition: partition) { key, value in
+            let id = try Keys.objectID(fromKey: key, prefixLength: prefix.count)
+            let document = Document(id: id, attributes: try StoredDocument.decode(value, model: model.name, id: id))
+            if Model.matches(document, conditions) { result.append(document) }
+        }
+        return result
+    }
+
+    // MARK: - The write primitive
+
+    /// Moves object `id` from `old` to `new` (nil: deleted): the document, the counters and the
+    /// coalesced pending change.
+    private func apply(_ definition: ModelDefinition, _ model: Model, id: String, old: JSONObject?, new: JSONObject?) throws {
+        try claim(definition.partition, model: model.name)
+        let key = Keys.document(prefix: model.documentPrefix, id)
+        var counters = try workingCounters(model.name)
+        if let new {
+            overlay[key] = .some(try StoredDocument.encode(new, model: model.name, id: id))
+        } else {
+            overlay[key] = .some(nil)
+        }
+        counters.objects += (new == nil ? 0 : 1) - (old == nil ? 0 : 1)
+        defer { self.counters[NameKey(model.name)] = counters }
+        guard definition.recordsChanges else { return }
+        let incoming: ChangeRecord
+        switch (old, new) {
+        case (nil, let new?): incoming = ChangeRecord(kind: .create, attributes: new)
+        case (let old?, nil): incoming = ChangeRecord(kind: .delete, attributes: old)
+        case (let old?, let new?):
+            let changes = Self.diff(old, new)
+            if changes.isEmpty { return }
+            incoming = ChangeRecord(kind: .update, attributes: changes)
+        case (nil, nil): return
+        }
+        let changeKey = Keys.change(model.name, id)
+        let existing = try read(changeKey, partition: definition.partition).map { bytes in
+            try bytes.withUnsafeBytes { try ChangeRecord(decoding: $0) }
+        }
+        let merged = ChangeRecord.coalesce(existing, incoming)
+        if merged != existing {
+            overlay[changeKey] = .some(merged?.encoded)
+            counters.adjustPending(existing?.kind, by: -1)
+            counters.adjustPending(merged?.kind, by: 1)
+        }
+    }
+
+    /// The attributes that differ from `old` to `new`: new values, and null for removed ones.
+    static func diff(_ old: JSONObject, _ new: JSONObject) -> JSONObject {
+        var changes = JSONObject()
+        for (name, value) in new where !(old[name].map { $0.isIdentical(to: value) } ?? false) { changes[name] = value }
+        for (name, _) in old where !new.contains(name) { changes[name] = .null }
+        return changes
+    }
+
+    /// Takes the `object` attribute out of `attributes`: the id, when it is a string.
+    private static func takeID(from attributes: inout JSONObject, model: String) throws(SatchelError) -> String? {
+        guard let value = attributes.removeValue(forKey: Document.idAttribute) else { return nil }
+        switch value {
+        case .string(let id): return id
+        case .null: return nil
+        default:
+            throw SatchelError(.invalidDocument, "the object id ('object') must be a string, got \(value.kindName)", model: model)
+        }
+    }
+
+    private func claim(_ partition: Partition, model: String) throws(SatchelError) {
+        if let claimed = self.partition, claimed != partition {
+            throw SatchelError(
+                .crossPartition,
+                "a transaction writes one partition: it has written '\(claimed.rawValue)', and model '\(model)' is in '\(partition.rawValue)'",
+                model: model)
+        }
+        self.partition = partition
+    }
+
+    private func workingCounters(_ model: String) throws(SatchelError) -> ModelCounters {
+        if let counters = counters[NameKey(model)] { return counters }
+        return try store.entry(model).counters
+    }
+
+    // MARK: - Reads through the overlay
+
+    /// The value of `key` in `partition` as this transaction sees it.
+    private func read(_ key: [UInt8], partition: Partition) throws -> [UInt8]? {
+        if partition == self.partition, let pending = overlay[key] { return pending }
+        return try store.database(partition).get(key)
+    }
+
+    func readDocument(_ model: Model, _ id: String) throws -> JSONObject? {
+        let partition = try store.entry(model.name).definition.partition
+        let key = Keys.document(prefix: model.documentPrefix, id)
+        if partition == self.partition, let pending = overlay[key] {
+            return try pending.map { bytes in try bytes.withUnsafeBytes { try StoredDocument.decode($0, model: model.name, id: id) } }
+        }
+        return try store.database(partition).withValue(forKey: key) { bytes in
+            try bytes.map { try StoredDocument.decode($0, model: model.name, id: id) }
+        }
+    }
+
+    /// Visits every key with `prefix` in `partition`, in key order, merging this transaction's
+    /// pending writes with the stored data.
+    private func scan(
+        prefix: [UInt8], partition: Partition,
+        _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void
+    ) throws {
+        let pending: [([UInt8], [UInt8]?)] =
+            partition == self.partition
+            ? overlay.filter { $0.key.starts(with: prefix) }.map { ($0.key, $0.value) }
+                .sorted { UTF8Order.compareBytes($0.0, $1.0) < 0 }
+            : []
+        var next = 0
+        let iterator = try store.database(partition).makeIterator()
+        iterator.seek(prefix)
+        func emitPending(before limit: UnsafeRawBufferPointer?) throws {
+            while next < pending.count {
+                let (key, value) = pending[next]
+                if let limit, UTF8Order.compareBytes(key, limit) >= 0 { return }
+                if let value {
+                    try key.withUnsafeBytes { k in try value.withUnsafeBytes { v in try body(k, v) } }
+                }
+                next += 1
+            }
+        }
+        while iterator.isValid && iterator.keyHasPrefix(prefix) {
+            try iterator.withKey { key in
+                try emitPending(before: key)
+                if next < pending.count, UTF8Order.compareBytes(pending[next].0, key) == 0 {
+                    next += 1  // overridden (or deleted) by this transaction; emitted above or dropped
+                    if let value = pending[next - 1].1 {
+                        try value.withUnsafeBytes { v in try body(key, v) }
+                    }
+                } else {
+                    try iterator.withValue { value in try body(key, value) }
+                }
+            }
+            iterator.next()
+        }
+        try iterator.checkError()
+        try emitPending(before: nil)
+    }
+
+    // MARK: - Commit
+
+    /// Writes the overlay and the touched counters in one batch, then publishes the counters.
+    func commit(durable: Bool) throws {
+        checkOpen()
+        guard let partition, !overlay.isEmpty else { return }
+        var batch = LevelDBWriteBatch()
+        for (key, value) in overlay {
+            if let value { batch.put(key, value) } else { batch.delete(key) }
+        }
+        for (model, counters) in counters {
+            batch.put(Keys.modelStats(model.name), counters.encoded)
+        }
+        try store.database(partition).write(batch, sync: durable)
+        store.catalog.withLock { catalog in
+            for (model, counters) in counters { catalog.models[model]?.counters = counters }
+        }
+    }
+}
+
+@available(*, unavailable)
+extension Transaction: Sendable {}
+
+/// The stored form of an object's attributes (the value under `(doc, model, objectId)`): compact
+/// JSON of the attributes without the id, keys in byte order, no nulls.
+enum StoredDocument {
+    static func encode(_ attributes: JSONObject, model: String, id: String) throws(SatchelError) -> [UInt8] {
+        do {
+            return try JSONWriter.encodeChecked(attributes)
+        } catch {
+            throw SatchelError(error.code, error.message, model: model, objectID: id)
+        }
+    }
+
+    static func decode(_ bytes: UnsafeRawBufferPointer, model: String, id: String) throws(SatchelError) -> JSONObject {
+        let value: JSONValue
+        do {
+            value = try JSONParser.parse(bytes.assumingMemoryBound(to: UInt8.self))
+        } catch {
+            throw SatchelError(.corruption, "object '\(id)' of model '\(model)' does not decode: \(error.reason) at byte \(error.offset)", model: model, objectID: id)
+        }
+        guard case .object(let object) = value else {
+            throw SatchelError(.corruption, "object '\(id)' of model '\(model)' is not a JSON object", model: model, objectID: id)
+        }
+        return object
+    }
+}

@@ -1,0 +1,49 @@
+public import Foundation
+public import Satchel
+
+/// A unique directory under the system's temporary directory, removed when the value is released.
+/// Tests run in parallel, so every test makes its own.
+public final class TemporaryDirectory: Sendable {
+    public let path: String
+
+    public init(_ label: String = "satchel") {
+        let name = "\(label)-\(ProcessInfo.processInfo.processIdentifier)-\(UUID().uuidString)"
+        path = FileManager.default.temporaryDirectory.appendingPathComponent(name).path
+        try! FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    }
+
+    /// A path inside the directory.
+    public func child(_ name: String) -> String { (path as NSString).appendingPathComponent(name) }
+
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+}
+
+/// Opens a store in a fresh temporary directory, runs `body`, then closes the store (asserting
+/// that nothing still uses it) and removes the directory.
+public func withTemporaryStore<T>(
+    configuration: Store.Configuration = Store.Configuration(),
+    _ body: (Store) throws -> T
+) throws -> T {
+    let directory = TemporaryDirectory()
+    let store = try Store(path: directory.child("store"), configuration: configuration)
+    let result: T
+    do {
+        result = try body(store)
+    } catch {
+        try? store.close()
+        throw error
+    }
+    try store.close()
+    return result
+}
+
+/// Files of the project's `Fixtures/` folder, found from this source file's location.
+public enum Fixtures {
+    public static var directory: URL {
+        URL(fileURLWithPath: #filePath)
+            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Fixtures")
+    }
+
+    public static func url(_ name: String) -> URL { directory.appendingPathComponent(name) }
+}

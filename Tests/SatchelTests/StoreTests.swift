@@ -1,0 +1,290 @@
+import Foundation
+import SatchelTestSupport
+import Testing
+
+@testable import Satchel
+
+func expectError(_ code: SatchelError.Code, sourceLocation: SourceLocation = #_sourceLocation, _ body: () throws -> Void) {
+    do {
+        try body()
+        Issue.record("expected a \(code) error, got success", sourceLocation: sourceLocation)
+    } catch let error as SatchelError {
+        #expect(error.code == code, "\(error)", sourceLocation: sourceLocation)
+    } catch {
+        Issue.record("expected a SatchelError, got \(error)", sourceLocation: sourceLocation)
+    }
+}
+
+/// Every key and value of every partition, for "the store is unchanged" checks.
+func dump(_ store: Store) throws -> [[UInt8]: [UInt8]] {
+    var all: [[UInt8]: [UInt8]] = [:]
+    for partition in Partition.allCases {
+        let iterator = try store.database(partition).makeIterator()
+        iterator.seekToFirst()
+        while iterator.isValid {
+            all[[UInt8(partition.rawValue.utf8.first!)] + iterator.key] = iterator.value
+            iterator.next()
+        }
+        try iterator.checkError()
+    }
+    return all
+}
+
+@Suite("Store and models")
+struct StoreTests {
+    @Test("create, find, update, save, destroy")
+    func crud() throws {
+        try withTemporaryStore { store in
+            let products = try store.model("Product")
+            let widget = try products.create(["name": "Widget", "price": 9.5, "tags": ["a", "b"]])
+            #expect(widget.id.count == 26)
+            #expect(try products.find(widget.id) == widget)
+            #expect(try products.find("nope") == nil)
+
+            let updated = try products.update(widget.id, with: ["price": 12, "color": "red"])
+            #expect(updated?["price"] == 12)
+            #expect(try products.find(widget.id)?.attributes == ["name": "Widget", "price": 12, "tags": ["a", "b"], "color": "red"])
+
+            let saved = try products.save(Document(id: widget.id, attributes: ["name": "Widget 2"]))
+            #expect(saved?.attributes == ["name": "Widget 2"])
+            #expect(try products.find(widget.id)?.attributes == ["name": "Widget 2"])
+
+            #expect(try products.destroy(widget.id))
+            #expect(try products.destroy(widget.id) == false)
+            #expect(try products.find(widget.id) == nil)
+            #expect(try products.count() == 0)
+        }
+    }
+
+    @Test("a given object id is kept; a duplicate create is refused")
+    func givenIDs() throws {
+        try withTemporaryStore { store in
+            let products = try store.model("Product")
+            let p = try products.create(["object": "p-1", "name": "A"])
+            #expect(p.id == "p-1")
+            #expect(p.attributes["object"] == nil)
+            #expect(try products.find("p-1")?.json == ["object": "p-1", "name": "A"])
+            expectError(.alreadyExists) { try products.create(["object": "p-1", "name": "B"]) }
+            expectError(.invalidDocument) { try products.create(["object": 5, "name": "B"]) }
+            expectError(.invalidDocument) { try products.update("p-1", with: ["object": "p-2"]) }
+            expectError(.notFound) { try products.update("p-2", with: ["name": "x"]) }
+            #expect(try products.find("p-1")?["name"] == "A")
+        }
+    }
+
+    @Test("generated ids are unique and sort in creation order")
+    func idOrder() throws {
+        let ids = (0..<10_000).map { _ in ObjectID.generate() }
+        #expect(Set(ids).count == ids.count)
+        #expect(ids == ids.sorted())
+        #expect(ids.allSatisfy { $0.utf8.count == 26 })
+    }
+
+    @Test("null removes an attribute; no attributes left deletes the object")
+    func nullRule() throws {
+        try withTemporaryStore { store in
+            let products = try store.model("Product")
+            let p = try products.create(["name": "Widget", "price": 1, "gone": .null])
+            #expect(p.attributes == ["name": "Widget", "price": 1])
+            #expect(try products.update(p.id, with: ["price": .null])?.attributes == ["name": "Widget"])
+            #expect(try products.update(p.id, with: ["name": .null]) == nil)
+            #expect(try products.find(p.id) == nil)
+            #expect(try products.count() == 0)
+
+            let q = try products.create(["name": "Q"])
+            #expect(try products.save(Document(id: q.id, attributes: ["name": .null])) == nil)
+            #expect(try products.find(q.id) == nil)
+            // Saving nothing but nulls for an id that does not exist creates nothing.
+            #expect(try products.save(Document(id: "ghost", attributes: ["a": .null])) == nil)
+            #expect(try products.find("ghost") == nil)
+            expectError(.invalidDocument) { try products.create(["a": .null]) }
+            expectError(.invalidDocument) { try products.create([:]) }
+        }
+    }
+
+    @Test("findAll, findFirst and count with equality conditions, by scan")
+    func equalityQueries() throws {
+        try withTemporaryStore { store in
+            let products = try store.model("Product")
+            for i in 0..<30 {
+                try products.create(["object": .string("p\(i < 10 ? "0" : "")\(i)"), "brand": i % 3 == 0 ? "Acme" : "Other", "price": .int(Int64(i % 5))])
+            }
+            let acme = try products.findAll(where: ["brand": "Acme"])
+            #expect(acme.count == 10)
+            #expect(acme.map(\.id) == acme.map(\.id).sorted())
+            #expect(try products.findAll(where: ["brand": "Acme", "price": 0.0]).map(\.id) == ["p00", "p15"])
+            #expect(try products.findFirst(where: ["brand": "Other"])?.id == "p01")
+            #expect(try products.findFirst(where: ["brand": "None"]) == nil)
+            #expect(try products.findAll(where: ["brand": .null]).isEmpty)
+            #expect(try products.findAll(where: ["object": "p07"]).map(\.id) == ["p07"])
+            #expect(try products.count() == 30)
+            #expect(try products.count(where: ["price": 4]) == 6)
+            #expect(try products.findAll().count == 30)
+            #expect(try products.destroy(where: ["brand": "Acme"]) == 10)
+            #expect(try products.count() == 20)
+            #expect(try products.findAll(where: ["brand": "Acme"]).isEmpty)
+        }
+    }
+
+    @Test("model definitions, objects and counters persist across reopen")
+    func reopen() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.child("store")
+        var expected: [Document] = []
+        do {
+            let store = try Store(path: path)
+            try store.register(ModelDefinition(name: "Setting", partition: .local))
+            try store.register(ModelDefinition(name: "Price", kind: .fixedSchema(["sku": .string, "amount": .number]), partition: .app, syncType: .bulkOnly))
+            let products = try store.model("Product")
+            for i in 0..<100 { expected.append(try products.create(["i": .int(Int64(i)), "s": .string(String(repeating: "x", count: i))])) }
+            try products.update(expected[0].id, with: ["i": .null, "z": 1.5])
+            expected[0] = try #require(try products.find(expected[0].id))
+            try store.model("Setting").create(["object": "theme", "value": "dark"])
+            try store.close()
+        }
+        let store = try Store(path: path)
+        defer { try? store.close() }
+        #expect(store.models.map(\.name) == ["Price", "Product", "Setting"])
+        #expect(try store.model("Setting").definition.partition == .local)
+        #expect(try store.model("Price").definition == ModelDefinition(name: "Price", kind: .fixedSchema(["sku": .string, "amount": .number]), partition: .app, syncType: .bulkOnly))
+        let products = try store.model("Product")
+        #expect(try products.findAll() == expected.sorted { $0.id < $1.id })
+        #expect(try products.count() == 100)
+        #expect(try products.pendingChanges().count == 100)
+        #expect(try store.model("Setting").find("theme")?["value"] == "dark")
+    }
+
+    @Test("fixed-schema models validate writes")
+    func fixedSchema() throws {
+        try withTemporaryStore { store in
+            let prices = try store.register(ModelDefinition(name: "Price", kind: .fixedSchema(["sku": .string, "amount": .number, "qty": .integer])))
+            let p = try prices.create(["sku": "A1", "amount": 9.5, "qty": 3])
+            let before = try dump(store)
+            expectError(.schemaViolation) { try prices.create(["sku": "A2", "color": "red"]) }
+            expectError(.schemaViolation) { try prices.create(["sku": 5]) }
+            expectError(.schemaViolation) { try prices.update(p.id, with: ["qty": 1.5]) }
+            expectError(.schemaViolation) { try prices.save(Document(id: p.id, attributes: ["amount": "cheap"])) }
+            #expect(try dump(store) == before)
+            #expect(try prices.update(p.id, with: ["qty": 4.0, "amount": .null])?.attributes == ["sku": "A1", "qty": 4.0])
+            expectError(.invalidName) { try store.register(ModelDefinition(name: "Bad", kind: .fixedSchema(["object": .string]))) }
+        }
+    }
+
+    @Test("a model's partition changes only while it is empty")
+    func partitionChange() throws {
+        try withTemporaryStore { store in
+            let notes = try store.model("Note")
+            try store.register(ModelDefinition(name: "Note", partition: .local))
+            #expect(try notes.definition.partition == .local)
+            try notes.create(["text": "hi"])
+            expectError(.modelConflict) { try store.register(ModelDefinition(name: "Note", partition: .user)) }
+            #expect(try notes.definition.partition == .local)
+            try store.register(ModelDefinition(name: "Note", partition: .local, syncType: .none))
+            #expect(try notes.definition.syncType == .none)
+            #expect(try notes.count() == 1)
+        }
+    }
+
+    @Test("an empty model name is refused")
+    func emptyModelName() throws {
+        try withTemporaryStore { store in
+            expectError(.invalidName) { _ = try store.model("") }
+            #expect(store.models.isEmpty)
+        }
+    }
+
+    @Test("a second open of the same store is refused as locked")
+    func locked() throws {
+        let directory = TemporaryDirectory()
+        let store = try Store(path: directory.child("s"))
+        expectError(.locked) { _ = try Store(path: directory.child("s")) }
+        try store.close()
+        let again = try Store(path: directory.child("s"))
+        try again.close()
+    }
+
+    @Test("closing refuses while an iterator is alive; operations after close fail cleanly")
+    func closeRules() throws {
+        let directory = TemporaryDirectory()
+        let store = try Store(path: directory.child("s"))
+        let products = try store.model("P")
+        try products.create(["a": 1])
+        do {
+            let iterator = try store.database(.user).makeIterator()
+            expectError(.busy) { try store.close() }
+            _ = iterator
+        }
+        try store.close()
+        try store.close()  // idempotent
+        expectError(.closed) { _ = try products.find("x") }
+        expectError(.closed) { try products.create(["a": 2]) }
+    }
+
+    @Test("a store missing with creation off, or a file in its place, is a clear error")
+    func missingStore() throws {
+        let directory = TemporaryDirectory()
+        var configuration = Store.Configuration()
+        configuration.createIfMissing = false
+        expectError(.storeMissing) { _ = try Store(path: directory.child("none"), configuration: configuration) }
+        _ = FileManager.default.createFile(atPath: directory.child("file"), contents: Data("x".utf8))
+        expectError(.invalidArgument) { _ = try Store(path: directory.child("file")) }
+    }
+
+    @Test("a store from a newer format is refused")
+    func newerFormat() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.child("s")
+        do {
+            let store = try Store(path: path)
+            var batch = LevelDBWriteBatch()
+            batch.put(Keys.format, JSONValue.int(Keys.formatVersion + 1).jsonBytes)
+            try store.database(.app).write(batch, sync: false)
+            try store.close()
+        }
+        expectError(.unsupportedFormat) { _ = try Store(path: path) }
+    }
+
+    @Test("a damaged document is reported as corruption")
+    func damagedDocument() throws {
+        try withTemporaryStore { store in
+            let products = try store.model("P")
+            let p = try products.create(["a": 1])
+            var batch = LevelDBWriteBatch()
+            batch.put(Keys.document("P", p.id), Array("{\"a\":".utf8))
+            try store.database(.user).write(batch, sync: false)
+            expectError(.corruption) { _ = try products.find(p.id) }
+            expectError(.corruption) { _ = try products.findAll() }
+        }
+    }
+
+    @Test("reads see one consistent state while writers run")
+    func concurrentReadsAndWrites() async throws {
+        let directory = TemporaryDirectory()
+        let store = try Store(path: directory.child("s"))
+        let products = try store.model("P")
+        try store.bulkUpdate { tx in
+            for i in 0..<200 { try tx.create(["object": .string("o\(i)"), "v": 0], in: products) }
+        }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                for round in 1...50 {
+                    // Every object gets the same value in one transaction.
+                    try store.bulkUpdate { tx in
+                        for i in 0..<200 { try tx.update("o\(i)", with: ["v": .int(Int64(round))], in: products) }
+                    }
+                }
+            }
+            for _ in 0..<2 {
+                group.addTask {
+                    for _ in 0..<50 {
+                        let values = Set(try products.findAll().map { $0["v"]! })
+                        #expect(values.count == 1, "a scan saw two transactions: \(values)")
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        #expect(try products.findFirst(where: ["v": 50]) != nil)
+        try store.close()
+    }
+}
