@@ -41,7 +41,11 @@ let package = Package(
         ),
         // The benchmark: Satchel against baselines run in the same process. It reaches LevelDB's C
         // API directly for the raw baseline, which is its purpose.
-        .executableTarget(name: "SatchelBench", dependencies: ["Satchel", "CLevelDB"], swiftSettings: settings),
+        .executableTarget(
+            name: "SatchelBench",
+            dependencies: ["Satchel", "CLevelDB", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: settings
+        ),
         .target(
             name: "SatchelTestSupport",
             dependencies: ["Satchel"],

@@ -94,7 +94,7 @@ public struct Model: Sendable, Hashable {
     public func findAll(where conditions: JSONObject) throws -> [Document] {
         var result: [Document] = []
         try forEach { document in
-            if Self.matches(document, conditions) { result.append(document) }
+            if document.matches(conditions) { result.append(document) }
         }
         return result
     }
@@ -103,7 +103,7 @@ public struct Model: Sendable, Hashable {
     public func findFirst(where conditions: JSONObject) throws -> Document? {
         var found: Document?
         try scanDocuments { document in
-            if Self.matches(document, conditions) {
+            if document.matches(conditions) {
                 found = document
                 return false
             }
@@ -120,7 +120,7 @@ public struct Model: Sendable, Hashable {
         if conditions.isEmpty { return try count() }
         var n = 0
         try forEach { document in
-            if Self.matches(document, conditions) { n += 1 }
+            if document.matches(conditions) { n += 1 }
         }
         return n
     }
@@ -149,18 +149,6 @@ public struct Model: Sendable, Hashable {
             iterator.next()
         }
         try iterator.checkError()
-    }
-
-    /// Whether `document` satisfies every equality condition.
-    static func matches(_ document: Document, _ conditions: JSONObject) -> Bool {
-        for (attribute, expected) in conditions {
-            if UTF8Order.equal(attribute, Document.idAttribute) {
-                guard case .string(let id) = expected, UTF8Order.equal(id, document.id) else { return false }
-                continue
-            }
-            guard let actual = document.attributes[attribute], actual == expected else { return false }
-        }
-        return true
     }
 
     // MARK: - Change log
@@ -216,4 +204,21 @@ public struct ModelStatistics: Sendable, Hashable {
     public var pendingDeletes: Int
     /// LevelDB's estimate of the bytes the model's data takes on disk (0 until a memtable flush).
     public var approximateBytes: Int
+}
+
+extension Document {
+    /// Whether every equality condition holds (RhoConnect's `find_all(conditions)`): each
+    /// attribute equals the given value, numbers comparing numerically and strings by Unicode
+    /// scalars. The condition `object` compares the id. A missing attribute, or a null
+    /// condition, never matches.
+    public func matches(_ conditions: JSONObject) -> Bool {
+        for (attribute, expected) in conditions {
+            if UTF8Order.equal(attribute, Document.idAttribute) {
+                guard case .string(let id) = expected, UTF8Order.equal(id, self.id) else { return false }
+                continue
+            }
+            guard let actual = attributes[attribute], actual == expected else { return false }
+        }
+        return true
+    }
 }

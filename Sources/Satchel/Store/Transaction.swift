@@ -149,7 +149,7 @@ public final class Transaction {
         try scan(prefix: prefix, partition: partition) { key, value in
             let id = try Keys.objectID(fromKey: key, prefixLength: prefix.count)
             let document = Document(id: id, attributes: try StoredDocument.decode(value, model: model.name, id: id))
-            if Model.matches(document, conditions) { result.append(document) }
+            if document.matches(conditions) { result.append(document) }
         }
         return result
     }

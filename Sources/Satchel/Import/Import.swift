@@ -1,0 +1,146 @@
+public import Foundation
+
+/// Progress of ``Store/importObjects(from:into:batchSize:progress:)``.
+public struct ImportProgress: Sendable {
+    /// What the import is doing.
+    public enum Phase: Sendable {
+        /// Reading the whole file once to check every item; nothing is written yet.
+        case validating
+        /// Writing the items in batches.
+        case writing
+    }
+
+    public var phase: Phase
+    /// Items validated or written so far.
+    public var items: Int
+    /// The number of items in the file, known once validation is done.
+    public var totalItems: Int?
+    /// Bytes of the file read so far, and the file's size.
+    public var bytesRead: Int
+    public var totalBytes: Int
+    /// Batches committed so far.
+    public var batches: Int
+}
+
+extension Store {
+    /// Imports a JSON array, or JSON lines, of objects into `model`, streaming the file.
+    ///
+    /// The file is read twice. The first pass checks every item (well-formed JSON, an object,
+    /// a string `object` id when given, the model's fixed schema) and writes nothing, so a
+    /// malformed file leaves the store unchanged. The second pass writes the items in batches of
+    /// `batchSize`, each batch one transaction: an interrupted import leaves only whole batches.
+    ///
+    /// An item that carries an `object` id replaces that object whole (creating it when missing,
+    /// deleting it when all its attributes are null); an item without one creates an object
+    /// with a new id.
+    ///
+    /// - Returns: the number of items imported.
+    /// - Throws: ``SatchelError`` `.malformedJSON` or `.invalidDocument` naming the line and
+    ///   item, `.schemaViolation`, `.io`.
+    @discardableResult
+    public func importObjects(
+        from url: URL, into model: Model, batchSize: Int = 1000,
+        progress: ((ImportProgress) -> Void)? = nil
+    ) throws -> Int {
+        guard batchSize > 0 else { throw SatchelError(.invalidArgument, "the batch size must be positive") }
+        let definition = try model.definition
+        let totalBytes = (try? FileManager.default.attributesOfItem(atPath: url.path)[.size] as? Int) ?? 0
+        var state = ImportProgress(phase: .validating, items: 0, totalItems: nil, bytesRead: 0, totalBytes: totalBytes, batches: 0)
+
+        // Pass 1: validate everything.
+        var reader = try JSONItemReader(url: url)
+        while let item = try reader.next() {
+            _ = try Self.object(from: item, definition: definition)
+            state.items += 1
+            if state.items % 10_000 == 0 {
+                state.bytesRead = reader.bytesRead
+                progress?(state)
+            }
+        }
+        let total = state.items
+
+        // Pass 2: write whole batches.
+        state = ImportProgress(phase: .writing, items: 0, totalItems: total, bytesRead: 0, totalBytes: totalBytes, batches: 0)
+        progress?(state)
+        reader = try JSONItemReader(url: url)
+        var batch: [JSONObject] = []
+        batch.reserveCapacity(batchSize)
+        func flush() throws {
+            guard !batch.isEmpty else { return }
+            try bulkUpdate { tx in
+                for var object in batch {
+                    if case .string(let id)? = object.removeValue(forKey: Document.idAttribute) {
+                        try tx.save(Document(id: id, attributes: object), in: model)
+                    } else {
+                        try tx.create(object, in: model)
+                    }
+                }
+            }
+            state.items += batch.count
+            state.batches += 1
+            state.bytesRead = reader.bytesRead
+            batch.removeAll(keepingCapacity: true)
+            progress?(state)
+        }
+        while let item = try reader.next() {
+            batch.append(try Self.object(from: item, definition: definition))
+            if batch.count == batchSize { try flush() }
+        }
+        try flush()
+        return state.items
+    }
+
+    /// Parses and checks one item of an import file.
+    private static func object(from item: JSONItemReader.Item, definition: ModelDefinition) throws -> JSONObject {
+        let value: JSONValue
+        do {
+            value = try item.bytes.withUnsafeBufferPointer { try JSONParser.parse($0) }
+        } catch let failure as JSONParser.Failure {
+            let (line, column) = Self.position(of: failure.offset, in: item)
+            throw SatchelError(.malformedJSON, "line \(line), column \(column) (item \(item.index + 1)): \(failure.reason)")
+        }
+        guard case .object(var object) = value else {
+            throw SatchelError(.invalidDocument, "line \(item.line) (item \(item.index + 1)): expected a JSON object, got \(value.kindName)")
+        }
+        let id = object.removeValue(forKey: Document.idAttribute)
+        switch id {
+        case nil, .null?:
+            if object.removingNulls().isEmpty {
+                throw SatchelError(.invalidDocument, "line \(item.line) (item \(item.index + 1)): an object without an id needs at least one non-null attribute")
+            }
+        case .string(let id)?:
+            object[Document.idAttribute] = .string(id)
+        case let other?:
+            throw SatchelError(.invalidDocument, "line \(item.line) (item \(item.index + 1)): the object id ('object') must be a string, got \(other.kindName)")
+        }
+        do {
+            try definition.validate(object.removingNulls().filtering(out: Document.idAttribute), objectID: "")
+        } catch {
+            throw SatchelError(error.code, "line \(item.line) (item \(item.index + 1)): \(error.message)", model: definition.name)
+        }
+        return object
+    }
+
+    /// 1-based line and column of byte `offset` of `item`.
+    private static func position(of offset: Int, in item: JSONItemReader.Item) -> (Int, Int) {
+        var line = item.line, column = 1
+        for byte in item.bytes.prefix(offset) {
+            if byte == 0x0A {
+                line += 1
+                column = 1
+            } else {
+                column += 1
+            }
+        }
+        return (line, column)
+    }
+}
+
+extension JSONObject {
+    /// The object without member `name`.
+    func filtering(out name: String) -> JSONObject {
+        var copy = self
+        copy[name] = nil
+        return copy
+    }
+}

@@ -1,0 +1,192 @@
+import Foundation
+
+/// Streams the top-level items of a JSON file without loading it whole: the elements of one
+/// JSON array, or a sequence of JSON values separated by whitespace (JSON lines).
+///
+/// The reader only finds where each item starts and ends (tracking strings and brackets, with
+/// no recursion, so any nesting depth is safe); the items themselves are parsed by
+/// ``JSONParser``, which reports the precise error. Memory stays at about one chunk plus the
+/// largest item.
+struct JSONItemReader {
+    /// One item: its bytes and where it starts in the file.
+    struct Item {
+        var bytes: ArraySlice<UInt8>
+        /// 1-based line of the item's first byte.
+        var line: Int
+        /// 0-based position among the file's items.
+        var index: Int
+    }
+
+    enum Layout { case undecided, array, sequence }
+
+    private let handle: FileHandle
+    private let chunkSize: Int
+    private var buffer: [UInt8] = []
+    private var pos = 0
+    private var eof = false
+    private(set) var line = 1
+    private var itemCount = 0
+    private(set) var layout = Layout.undecided
+    /// In an array: whether a value or a separator comes next, and whether `]` was seen.
+    private var expectValue = true
+    private var arrayClosed = false
+    /// Bytes consumed from the file so far (for progress).
+    private(set) var bytesRead = 0
+
+    init(url: URL, chunkSize: Int = 1 << 20) throws {
+        do {
+            handle = try FileHandle(forReadingFrom: url)
+        } catch {
+            throw SatchelError(.io, "cannot open \(url.path): \(error.localizedDescription)")
+        }
+        self.chunkSize = chunkSize
+    }
+
+    /// Reads more of the file into the buffer. Returns false at the end of the file.
+    private mutating func fill() throws -> Bool {
+        if eof { return false }
+        let data: Data?
+        do {
+            data = try handle.read(upToCount: chunkSize)
+        } catch {
+            throw SatchelError(.io, "read failed: \(error.localizedDescription)")
+        }
+        guard let data, !data.isEmpty else {
+            eof = true
+            return false
+        }
+        bytesRead += data.count
+        buffer.append(contentsOf: data)
+        return true
+    }
+
+    private func failure(_ reason: String) -> SatchelError {
+        SatchelError(.malformedJSON, "line \(line): \(reason)")
+    }
+
+    /// Skips whitespace, counting lines; returns the next byte or nil at the end of the file.
+    private mutating func skipWhitespace() throws -> UInt8? {
+        while true {
+            while pos < buffer.count {
+                switch buffer[pos] {
+                case 0x0A:
+                    line += 1
+                    pos += 1
+                case 0x20, 0x09, 0x0D: pos += 1
+                default: return buffer[pos]
+                }
+            }
+            if try !fill() { return nil }
+        }
+    }
+
+    /// The next item, or nil after the last one.
+    mutating func next() throws -> Item? {
+        // Drop what was consumed once it reaches a chunk, so the buffer stays near two chunks
+        // plus one item and each byte moves at most once.
+        if pos >= chunkSize {
+            buffer.removeSubrange(0..<pos)
+            pos = 0
+        }
+        if layout == .undecided {
+            // A UTF-8 byte order mark is tolerated at the very start.
+            _ = try skipWhitespace()
+            if buffer.count - pos >= 3 && buffer[pos] == 0xEF && buffer[pos + 1] == 0xBB && buffer[pos + 2] == 0xBF { pos += 3 }
+            guard let first = try skipWhitespace() else {
+                layout = .sequence
+                return nil
+            }
+            if first == UInt8(ascii: "[") {
+                layout = .array
+                pos += 1
+            } else {
+                layout = .sequence
+            }
+        }
+        guard let byte = try skipWhitespace() else {
+            if layout == .array && !arrayClosed { throw failure("unterminated array: expected ']' before the end of the file") }
+            return nil
+        }
+        if layout == .array {
+            if arrayClosed { throw failure("unexpected data after the closing ']'") }
+            if expectValue {
+                if byte == UInt8(ascii: "]") {
+                    if itemCount > 0 { throw failure("expected a value after ','") }
+                    arrayClosed = true
+                    pos += 1
+                    return try next()
+                }
+                if byte == UInt8(ascii: ",") { throw failure("unexpected ','") }
+            } else {
+                switch byte {
+                case UInt8(ascii: ","):
+                    pos += 1
+                    expectValue = true
+                    return try next()
+                case UInt8(ascii: "]"):
+                    arrayClosed = true
+                    pos += 1
+                    return try next()
+                default:
+                    throw failure("expected ',' or ']' between array elements")
+                }
+            }
+        }
+        let start = pos
+        let startLine = line
+        let end = try scanItem(from: start)
+        pos = end
+        expectValue = false
+        defer { itemCount += 1 }
+        return Item(bytes: buffer[start..<end], line: startLine, index: itemCount)
+    }
+
+    /// Finds the end of the item starting at `start`, reading more of the file as needed.
+    private mutating func scanItem(from start: Int) throws -> Int {
+        var i = start
+        let first = buffer[start]
+        var depth = 0
+        var inString = false
+        var escaped = false
+        let isContainer = first == UInt8(ascii: "{") || first == UInt8(ascii: "[")
+        let isString = first == UInt8(ascii: "\"")
+        while true {
+            while i < buffer.count {
+                let c = buffer[i]
+                if c == 0x0A { line += 1 }
+                if inString {
+                    if escaped {
+                        escaped = false
+                    } else if c == UInt8(ascii: "\\") {
+                        escaped = true
+                    } else if c == UInt8(ascii: "\"") {
+                        inString = false
+                        if isString { return i + 1 }
+                    }
+                } else if isContainer || isString {
+                    switch c {
+                    case UInt8(ascii: "\""): inString = true
+                    case UInt8(ascii: "{"), UInt8(ascii: "["): depth += 1
+                    case UInt8(ascii: "}"), UInt8(ascii: "]"):
+                        depth -= 1
+                        if depth == 0 { return i + 1 }
+                    default: break
+                    }
+                } else {
+                    // A scalar ends at whitespace or a structural character.
+                    switch c {
+                    case 0x20, 0x0A, 0x0D, 0x09, UInt8(ascii: ","), UInt8(ascii: "]"), UInt8(ascii: "}"),
+                        UInt8(ascii: "["), UInt8(ascii: "{"), UInt8(ascii: "\""):
+                        if c == 0x0A { line -= 1 }  // counted again when skipped
+                        return i
+                    default: break
+                    }
+                }
+                i += 1
+            }
+            // The item runs past the buffer: read more; at the end of the file hand over what
+            // there is, and the parser will say what is missing.
+            if try !fill() { return buffer.count }
+        }
+    }
+}

@@ -1,0 +1,128 @@
+import Synchronization
+
+/// What ``Store/verify()`` found.
+public struct VerificationReport: Sendable {
+    /// Models, objects and pending changes read.
+    public var models = 0
+    public var objects = 0
+    public var pendingChanges = 0
+    /// Keys read in all partitions.
+    public var keys = 0
+    /// One line per problem (the first 1,000), empty when the store is healthy.
+    public var problems: [String] = []
+    /// The number of problems, including those beyond the first 1,000.
+    public var problemCount = 0
+
+    /// Whether no problem was found.
+    public var isHealthy: Bool { problemCount == 0 }
+
+    mutating func report(_ problem: String) {
+        problemCount += 1
+        if problems.count < 1000 { problems.append(problem) }
+    }
+}
+
+extension Store {
+    /// Reads every key of every partition and checks that it decodes and is consistent: each
+    /// object decodes to a non-empty JSON object without nulls and belongs to a known model of
+    /// that partition; each pending change decodes and belongs to a model that records changes;
+    /// the stored counters equal what a scan counts.
+    ///
+    /// Run it on a quiet store: writes during the check may be reported as mismatches.
+    public func verify() throws -> VerificationReport {
+        var report = VerificationReport()
+        let definitions = catalog.withLock { $0.models }
+        report.models = definitions.count
+        var counted: [NameKey: ModelCounters] = [:]
+        for partition in Partition.allCases {
+            let iterator = try database(partition).makeIterator()
+            iterator.seekToFirst()
+            while iterator.isValid {
+                report.keys += 1
+                let key = iterator.key
+                check(key: key, value: iterator.value, partition: partition, definitions: definitions, counted: &counted, report: &report)
+                iterator.next()
+            }
+            try iterator.checkError()
+        }
+        for (name, entry) in definitions {
+            let actual = counted[name] ?? ModelCounters()
+            if actual != entry.counters {
+                report.report(
+                    "model '\(name.name)': stored counters \(entry.counters.summary) differ from the data \(actual.summary)")
+            }
+        }
+        return report
+    }
+
+    private func check(
+        key: [UInt8], value: [UInt8], partition: Partition, definitions: [NameKey: ModelEntry],
+        counted: inout [NameKey: ModelCounters], report: inout VerificationReport
+    ) {
+        let where_ = "\(partition.rawValue) partition"
+        guard let (family, elements) = try? Keys.decode(key) else {
+            report.report("\(where_): an undecodable key \(key.prefix(32).map { String($0, radix: 16) }.joined(separator: " "))")
+            return
+        }
+        func model(_ element: JSONValue?) -> (NameKey, ModelEntry)? {
+            guard let name = element?.stringValue else { return nil }
+            let key = NameKey(name)
+            guard let entry = definitions[key], entry.definition.partition == partition else { return nil }
+            return (key, entry)
+        }
+        switch family {
+        case .meta:
+            break  // definitions were decoded at open; counters are compared at the end
+        case .document:
+            guard elements.count == 2, let id = elements[1].stringValue else {
+                report.report("\(where_): a malformed object key")
+                return
+            }
+            guard let (name, _) = model(elements[0]) else {
+                report.report("\(where_): object '\(id)' belongs to an unknown model '\(elements[0].stringValue ?? "?")'")
+                return
+            }
+            report.objects += 1
+            counted[name, default: ModelCounters()].objects += 1
+            do {
+                let attributes = try value.withUnsafeBytes { try StoredDocument.decode($0, model: name.name, id: id) }
+                if attributes.isEmpty { report.report("model '\(name.name)': object '\(id)' has no attributes") }
+                if attributes.contains(where: { $0.value.isNull }) {
+                    report.report("model '\(name.name)': object '\(id)' stores a null attribute")
+                }
+                if attributes.contains(Document.idAttribute) {
+                    report.report("model '\(name.name)': object '\(id)' stores its id as an attribute")
+                }
+            } catch {
+                report.report("model '\(name.name)': \(error)")
+            }
+        case .change:
+            guard elements.count == 2, let id = elements[1].stringValue else {
+                report.report("\(where_): a malformed change key")
+                return
+            }
+            guard let (name, entry) = model(elements[0]) else {
+                report.report("\(where_): a pending change of '\(id)' belongs to an unknown model")
+                return
+            }
+            report.pendingChanges += 1
+            if !entry.definition.recordsChanges {
+                report.report("model '\(name.name)' does not sync but has a pending change for '\(id)'")
+            }
+            do {
+                let record = try value.withUnsafeBytes { try ChangeRecord(decoding: $0) }
+                counted[name, default: ModelCounters()].adjustPending(record.kind, by: 1)
+            } catch {
+                report.report("model '\(name.name)': \(error)")
+            }
+        case .index:
+            break
+        }
+    }
+}
+
+extension ModelCounters {
+    var summary: String {
+        "(objects \(objects), pending \(pendingCreates)/\(pendingUpdates)/\(pendingDeletes))"
+    }
+}

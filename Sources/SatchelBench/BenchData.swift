@@ -1,0 +1,56 @@
+import Satchel
+
+/// A deterministic generator (SplitMix64): the same documents on every run and machine.
+struct SplitMix64: RandomNumberGenerator {
+    private var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// The benchmark's documents: like the Fixtures/ products, about 250 bytes of compact JSON, with
+/// 8 attributes: name, brand (50 values), price (1–1000), quantity, a unique sku, category (20
+/// values), an ISO date and a ~60-character description.
+enum BenchData {
+    static let brands = (0..<50).map { "Brand\($0 < 10 ? "0" : "")\($0)" }
+    static let categories = (0..<20).map { "category-\($0)" }
+    static let words = ["light", "sturdy", "quiet", "fast", "compact", "classic", "smart", "rugged", "solar", "wireless",
+                        "everyday", "portable", "durable", "elegant", "simple", "modern"]
+
+    struct Item {
+        var id: String
+        var attributes: JSONObject
+    }
+
+    static func id(_ i: Int) -> String {
+        let digits = String(i)
+        return "p" + String(repeating: "0", count: max(0, 9 - digits.count)) + digits
+    }
+
+    static func make(count: Int, seed: UInt64 = 42) -> [Item] {
+        var rng = SplitMix64(seed: seed)
+        return (0..<count).map { i in
+            let brand = brands.randomElement(using: &rng)!
+            var description = "The \(words.randomElement(using: &rng)!) product for"
+            while description.utf8.count < 68 { description += " " + words.randomElement(using: &rng)! }
+            let attributes: JSONObject = [
+                "name": .string("\(brand) \(words.randomElement(using: &rng)!) item \(i)"),
+                "brand": .string(brand),
+                "price": .int(Int64.random(in: 1...1000, using: &rng)),
+                "quantity": .int(Int64.random(in: 0...500, using: &rng)),
+                "sku": .string("SKU-\(String(i, radix: 36).uppercased())-\(Int.random(in: 1000...9999, using: &rng))"),
+                "category": .string(categories.randomElement(using: &rng)!),
+                "created": .string("20\(Int.random(in: 20...26, using: &rng))-\(pad(Int.random(in: 1...12, using: &rng)))-\(pad(Int.random(in: 1...28, using: &rng)))T\(pad(Int.random(in: 0...23, using: &rng))):\(pad(Int.random(in: 0...59, using: &rng))):00Z"),
+                "description": .string(description),
+            ]
+            return Item(id: id(i), attributes: attributes)
+        }
+    }
+
+    private static func pad(_ n: Int) -> String { n < 10 ? "0\(n)" : "\(n)" }
+}

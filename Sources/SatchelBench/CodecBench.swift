@@ -1,0 +1,60 @@
+import Foundation
+import Satchel
+
+/// Satchel's JSON codec against Foundation's on the benchmark documents, in the same process:
+/// decoding compact JSON into a document value, and encoding it back with sorted keys.
+enum CodecBench {
+    /// The Codable twin of a benchmark document, for JSONDecoder/JSONEncoder.
+    struct Product: Codable {
+        var name: String
+        var brand: String
+        var price: Int64
+        var quantity: Int64
+        var sku: String
+        var category: String
+        var created: String
+        var description: String
+    }
+
+    static func run(count: Int) throws {
+        let items = BenchData.make(count: count)
+        let texts = items.map { $0.attributes.jsonBytes }
+        let datas = texts.map { Data($0) }
+        let bytes = texts.reduce(0) { $0 + $1.count }
+        FileHandle.standardError.write(Data("codec: \(count) documents, \(bytes / count) bytes on average\n".utf8))
+
+        var sink = 0
+        let satchelDecode = try Report.seconds {
+            for text in texts { sink &+= try JSONObject(parsing: text).count }
+        }
+        let serializationDecode = try Report.seconds {
+            for data in datas { sink &+= (try JSONSerialization.jsonObject(with: data) as! [String: Any]).count }
+        }
+        let decoder = JSONDecoder()
+        let codableDecode = try Report.seconds {
+            for data in datas { sink &+= Int(try decoder.decode(Product.self, from: data).price) }
+        }
+        Report.line("json_decode", n: count, satchel: Double(count) / satchelDecode, unit: "docs/s", baselines: [
+            ("foundation_jsonserialization", Double(count) / serializationDecode), ("foundation_jsondecoder", Double(count) / codableDecode),
+        ])
+
+        let objects = items.map(\.attributes)
+        let dictionaries = try datas.map { try JSONSerialization.jsonObject(with: $0) as! [String: Any] }
+        let structs = try datas.map { try decoder.decode(Product.self, from: $0) }
+        let satchelEncode = Report.seconds {
+            for object in objects { sink &+= object.jsonBytes.count }
+        }
+        let serializationEncode = try Report.seconds {
+            for dictionary in dictionaries { sink &+= try JSONSerialization.data(withJSONObject: dictionary, options: [.sortedKeys]).count }
+        }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        let codableEncode = try Report.seconds {
+            for value in structs { sink &+= try encoder.encode(value).count }
+        }
+        Report.line("json_encode", n: count, satchel: Double(count) / satchelEncode, unit: "docs/s", baselines: [
+            ("foundation_jsonserialization", Double(count) / serializationEncode), ("foundation_jsonencoder", Double(count) / codableEncode),
+        ])
+        if sink == 42 { print("") }  // keeps the work observable
+    }
+}

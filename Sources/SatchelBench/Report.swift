@@ -1,0 +1,31 @@
+import Foundation
+
+/// Timing and the one-line report format of DESIGN §5:
+/// `<measure> n=N satchel=X <unit> baseline_<name>=Y <unit> ratio=X/Y`.
+enum Report {
+    /// Seconds taken by `body`, best of `repeats` runs (after one warm-up run when `warmUp`).
+    static func seconds(repeats: Int = 3, warmUp: Bool = true, _ body: () throws -> Void) rethrows -> Double {
+        if warmUp { try body() }
+        var best = Double.infinity
+        for _ in 0..<repeats {
+            let start = ContinuousClock.now
+            try body()
+            let elapsed = ContinuousClock.now - start
+            best = min(best, Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+        }
+        return best
+    }
+
+    static func format(_ value: Double) -> String {
+        if value >= 100 { return String(Int(value.rounded())) }
+        if value >= 10 { return String(format: "%.1f", value) }
+        return String(format: "%.2f", value)
+    }
+
+    /// Prints one line per baseline. `unit` ending in "/s" means higher is better.
+    static func line(_ measure: String, n: Int, satchel: Double, unit: String, baselines: [(String, Double)]) {
+        for (name, value) in baselines {
+            print("\(measure) n=\(n) satchel=\(format(satchel)) \(unit) baseline_\(name)=\(format(value)) \(unit) ratio=\(String(format: "%.2f", satchel / value))")
+        }
+    }
+}

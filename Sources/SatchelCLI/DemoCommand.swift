@@ -1,0 +1,132 @@
+import ArgumentParser
+import Foundation
+import Satchel
+
+/// `satchel demo`: the main job on the embedded default, end to end, through the Swift API.
+struct DemoCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "demo",
+        abstract: "Create a store, import the Fixtures/ data, query and change it, and show the change log.",
+        discussion: """
+            Without --db the demo works in a new temporary directory and prints its path, so the store can be \
+            explored afterwards with the other commands. Fixtures are found with --fixtures, $SATCHEL_FIXTURES, \
+            ./Fixtures, or next to the executable's checkout.
+            """
+    )
+
+    @Option(name: .long, help: ArgumentHelp("A new (or empty) directory for the demo store.", valueName: "dir"))
+    var db: String?
+    @Option(help: ArgumentHelp("The folder holding products.json, customers.json and orders.jsonl.", valueName: "dir"))
+    var fixtures: String?
+
+    func run() throws {
+        let fixtures = try locateFixtures()
+        let path = try prepareDirectory()
+        let store = try Store(path: path)
+        defer { try? store.close() }
+        say("Satchel demo: store at \(path)")
+
+        // 1. Models: three synced property bags in the user partition, one local model.
+        let products = try store.model("Product")
+        let customers = try store.model("Customer")
+        let orders = try store.model("Order")
+        let settings = try store.register(ModelDefinition(name: "Setting", partition: .local))
+
+        // 2. Import the fixtures: validated whole, then written in batches.
+        for (model, file) in [(products, "products.json"), (customers, "customers.json"), (orders, "orders.jsonl")] {
+            let count = try store.importObjects(from: fixtures.appendingPathComponent(file), into: model, batchSize: 250)
+            say("imported \(count) \(model.name) objects from \(file)")
+        }
+        try settings.save(Document(id: "theme", attributes: ["value": "dark"]))
+
+        // 3. Queries.
+        section("queries")
+        let first = try require(try products.find("prod-0001"), "prod-0001")
+        say("find(\"prod-0001\") → \(first)")
+        let brand = try require(first["brand"], "a brand")
+        let sameBrand = try products.findAll(where: ["brand": brand])
+        say("findAll(where: brand = \(brand)) → \(sameBrand.count) products, e.g. \(sameBrand.prefix(3).compactMap { $0["name"]?.stringValue }.joined(separator: "; "))")
+        let order = try require(try orders.findFirst(where: ["status": "pending"]), "a pending order")
+        say("findFirst(where: status = pending) → \(order.id) for \(order["customer"]?.stringValue ?? "?"), total \(order["total"] ?? .null)")
+        let customer = try require(try customers.find(order["customer"]?.stringValue ?? ""), "the order's customer")
+        say("its customer: \(customer["name"]?.stringValue ?? "?") of \(customer["address"]?["city"]?.stringValue ?? "?")")
+        say("count(where: status = delivered) → \(try orders.count(where: ["status": "delivered"])) of \(try orders.count()) orders")
+
+        // 4. Changes: a merge, the null rule, and a transaction that lands whole or not at all.
+        section("changes")
+        let updated = try products.update(first.id, with: ["price": 19.99, "tags": .null])
+        say("update(prod-0001, price = 19.99, tags = null) → \(updated.map(\.description) ?? "deleted")")
+        let placed = try store.bulkUpdate { tx -> Document in
+            let order = try tx.create(["customer": .string(customer.id), "status": "pending", "items": [["product": .string(first.id), "qty": 2]], "total": 39.98], in: orders)
+            let stock = (try tx.find(first.id, in: products)?["quantity"]?.intValue ?? 2) - 2
+            try tx.update(first.id, with: ["quantity": .int(stock)], in: products)
+            return order
+        }
+        say("bulkUpdate: placed order \(placed.id) and took 2 from stock → quantity \(try products.find(first.id)?["quantity"] ?? .null)")
+        let before = try orders.count()
+        do {
+            try store.bulkUpdate { tx in
+                try tx.create(["customer": .string(customer.id), "status": "pending", "total": 1], in: orders)
+                try tx.create(["object": .string(placed.id), "status": "duplicate"], in: orders)  // fails: the id exists
+            }
+        } catch let error as SatchelError {
+            say("a failing bulkUpdate wrote nothing: \(error.code) (orders: \(before) → \(try orders.count()))")
+        }
+        let scratch = try products.create(["name": "Scratch"])
+        try products.update(scratch.id, with: ["name": .null])
+        say("an object whose last attribute is nulled is deleted: find → \(try products.find(scratch.id).map(\.description) ?? "nil")")
+
+        // 5. The change log: what the next sync will push.
+        section("pending changes")
+        for model in [products, customers, orders, settings] {
+            let statistics = try model.statistics()
+            say("\(model.name): \(statistics.objects) objects, pending create \(statistics.pendingCreates), update \(statistics.pendingUpdates), delete \(statistics.pendingDeletes)")
+        }
+
+        // 6. A full consistency check.
+        let report = try store.verify()
+        section("check")
+        say("\(report.keys) keys, \(report.objects) objects, \(report.pendingChanges) pending changes: \(report.isHealthy ? "ok" : "\(report.problemCount) problems")")
+        say("\nexplore it: satchel --db \(path) find Product --where brand=\(brand.stringValue ?? "")")
+        if !report.isHealthy { throw ExitCode.failure }
+    }
+
+    private func say(_ text: String) { Output.line(text) }
+    private func section(_ title: String) { Output.line("\n== \(title)") }
+
+    private func require<T>(_ value: T?, _ what: String) throws -> T {
+        guard let value else { throw SatchelError(.notFound, "the fixtures have no \(what)") }
+        return value
+    }
+
+    private func prepareDirectory() throws -> String {
+        let fileManager = FileManager.default
+        guard let db else {
+            let path = fileManager.temporaryDirectory.appendingPathComponent("satchel-demo-\(ObjectID.generate().lowercased())").path
+            try fileManager.createDirectory(atPath: path, withIntermediateDirectories: true)
+            return path
+        }
+        if let contents = try? fileManager.contentsOfDirectory(atPath: db), !contents.isEmpty {
+            throw SatchelError(.invalidArgument, "the demo needs a new or empty directory; \(db) is not empty")
+        }
+        return db
+    }
+
+    private func locateFixtures() throws -> URL {
+        var candidates: [URL] = []
+        if let fixtures { candidates.append(URL(fileURLWithPath: fixtures)) }
+        if let env = ProcessInfo.processInfo.environment["SATCHEL_FIXTURES"] { candidates.append(URL(fileURLWithPath: env)) }
+        candidates.append(URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent("Fixtures"))
+        // From .build/<config>/satchel up to the checkout.
+        var directory = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
+        for _ in 0..<5 {
+            candidates.append(directory.appendingPathComponent("Fixtures"))
+            directory = directory.deletingLastPathComponent()
+        }
+        for candidate in candidates
+        where FileManager.default.fileExists(atPath: candidate.appendingPathComponent("products.json").path) {
+            return candidate
+        }
+        throw SatchelError(.notFound, "cannot find the Fixtures folder; pass --fixtures DIR")
+    }
+}

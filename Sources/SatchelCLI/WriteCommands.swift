@@ -1,0 +1,143 @@
+import ArgumentParser
+import Foundation
+import Satchel
+
+struct ImportCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "import",
+        abstract: "Load a JSON array or JSON-lines file of objects into a model.",
+        discussion: """
+            The file is checked whole before anything is written: a malformed file changes nothing. Objects are \
+            then written in batches, each one transaction. An object with an "object" id replaces the stored one.
+            """
+    )
+
+    enum ProgressStyle: String, ExpressibleByArgument, CaseIterable {
+        case auto, bar, lines, none
+    }
+
+    @OptionGroup var store: StoreOptions
+    @Argument(help: "The model to load into.") var model: String
+    @Argument(help: "The JSON array or JSON-lines file.") var file: String
+    @Option(help: "Objects per transaction.") var batchSize = 1000
+    @Option(help: "Progress on stderr: auto (a bar on a terminal), bar, lines, none.") var progress = ProgressStyle.auto
+
+    func run() throws {
+        let style = progress == .auto ? (Output.stderrIsTerminal ? .bar : .none) : progress
+        let bar = ProgressBar()
+        let count = try store.withStore { store in
+            try store.importObjects(
+                from: URL(fileURLWithPath: file), into: try store.model(model), batchSize: batchSize
+            ) { state in
+                switch style {
+                case .bar: bar.draw(state)
+                case .lines:
+                    if state.phase == .writing && state.batches > 0 {
+                        Output.progress("batch \(state.batches) committed: \(state.items) objects\n")
+                    }
+                case .none, .auto: break
+                }
+            }
+        }
+        if style == .bar { bar.finish() }
+        Output.line("imported \(count)")
+    }
+}
+
+/// A one-line progress bar redrawn in place on a terminal.
+final class ProgressBar {
+    private var lastDrawn = ""
+
+    func draw(_ state: ImportProgress) {
+        let width = 30
+        let fraction: Double
+        let label: String
+        switch state.phase {
+        case .validating:
+            fraction = state.totalBytes > 0 ? Double(state.bytesRead) / Double(state.totalBytes) : 0
+            label = "checking \(state.items) objects"
+        case .writing:
+            let total = max(state.totalItems ?? 1, 1)
+            fraction = Double(state.items) / Double(total)
+            label = "\(state.items)/\(total) objects"
+        }
+        let filled = Int((min(max(fraction, 0), 1) * Double(width)).rounded())
+        let line = "[\(String(repeating: "#", count: filled))\(String(repeating: "-", count: width - filled))] \(Int(fraction * 100))% \(label)"
+        if line != lastDrawn {
+            Output.progress("\r\u{1B}[K" + line)
+            lastDrawn = line
+        }
+    }
+
+    func finish() {
+        if !lastDrawn.isEmpty { Output.progress("\r\u{1B}[K") }
+    }
+}
+
+struct PutCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "put",
+        abstract: "Store one object: replaces the object with its \"object\" id, or creates one with a new id.",
+        discussion: "Prints the stored object, or nothing when the null rule deleted it."
+    )
+
+    @OptionGroup var store: StoreOptions
+    @Argument(help: "The model.") var model: String
+    @Argument(help: "The object as JSON.") var json: String
+
+    func run() throws {
+        var attributes = try parseObjectArgument(json)
+        let stored = try store.withStore { store -> Document? in
+            let model = try store.model(model)
+            switch attributes.removeValue(forKey: Document.idAttribute) {
+            case .string(let id)?: return try model.save(Document(id: id, attributes: attributes))
+            case nil, .null?: return try model.create(attributes)
+            case let other?:
+                throw SatchelError(.invalidDocument, "the object id ('object') must be a string, got \(other)")
+            }
+        }
+        if let stored { Output.line(stored.description) }
+    }
+}
+
+struct UpdateCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "update",
+        abstract: "Merge attributes into an object: each given attribute replaces the old value; null removes it.",
+        discussion: "Prints the stored object, or nothing when the null rule deleted it."
+    )
+
+    @OptionGroup var store: StoreOptions
+    @Argument(help: "The model.") var model: String
+    @Argument(help: "The object id.") var id: String
+    @Argument(help: "The attributes as a JSON object.") var json: String
+
+    func run() throws {
+        let attributes = try parseObjectArgument(json)
+        let stored = try store.withStore { store in
+            guard let model = store.existingModel(model) else {
+                throw SatchelError(.notFound, "no model named '\(model)'")
+            }
+            return try model.update(id, with: attributes)
+        }
+        if let stored { Output.line(stored.description) }
+    }
+}
+
+struct DeleteCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "delete",
+        abstract: "Delete one object. Exits 1 when there is no such object."
+    )
+
+    @OptionGroup var store: StoreOptions
+    @Argument(help: "The model.") var model: String
+    @Argument(help: "The object id.") var id: String
+
+    func run() throws {
+        let existed = try store.withStore { store in
+            try store.existingModel(model)?.destroy(id) ?? false
+        }
+        if !existed { throw SatchelError(.notFound, "model '\(model)' has no object '\(id)'") }
+    }
+}
