@@ -14,8 +14,8 @@ struct DemoCommand: ParsableCommand {
             """
     )
 
-    @Option(name: .long, help: ArgumentHelp("A new (or empty) directory for the demo store.", valueName: "dir"))
-    var db: String?
+    /// `--db`: a new (or empty) directory for the demo store; a temporary one when absent.
+    @OptionGroup var store: StoreOptions
     @Option(help: ArgumentHelp("The folder holding products.json, customers.json and orders.jsonl.", valueName: "dir"))
     var fixtures: String?
 
@@ -101,7 +101,7 @@ struct DemoCommand: ParsableCommand {
 
     private func prepareDirectory() throws -> String {
         let fileManager = FileManager.default
-        guard let db else {
+        guard let db = store.db else {
             let path = fileManager.temporaryDirectory.appendingPathComponent("satchel-demo-\(ObjectID.generate().lowercased())").path
             try fileManager.createDirectory(atPath: path, withIntermediateDirectories: true)
             return path

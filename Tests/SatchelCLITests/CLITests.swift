@@ -1,1 +1,217 @@
+import Foundation
+import SatchelTestSupport
 import Testing
+
+@testable import Satchel
+
+/// Runs the built `satchel` executable.
+enum CLI {
+    struct Result {
+        var status: Int32
+        var stdout: String
+        var stderr: String
+        var lines: [String] { stdout.split(separator: "\n", omittingEmptySubsequences: true).map(String.init) }
+    }
+
+    /// The `satchel` binary next to the test bundle (`.build/<config>/`).
+    static var executable: URL {
+        let next = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("satchel")
+        if FileManager.default.isExecutableFile(atPath: next.path) { return next }
+        return Fixtures.directory.deletingLastPathComponent().appendingPathComponent(".build/debug/satchel")
+    }
+
+    static func run(_ arguments: [String], environment: [String: String] = [:]) throws -> Result {
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        let out = Pipe(), err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        // Read both pipes to the end before waiting, so a large output cannot block the child.
+        let group = DispatchGroup()
+        nonisolated(unsafe) var errData = Data()
+        group.enter()
+        DispatchQueue.global().async {
+            errData = err.fileHandleForReading.readDataToEndOfFile()
+            group.leave()
+        }
+        let outData = out.fileHandleForReading.readDataToEndOfFile()
+        group.wait()
+        process.waitUntilExit()
+        return Result(status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self), stderr: String(decoding: errData, as: UTF8.self))
+    }
+}
+
+@Suite("satchel CLI")
+struct CLITests {
+    @Test("put, find, update and delete through the command line")
+    func singleObjectWrites() throws {
+        let directory = TemporaryDirectory()
+        let db = directory.child("db")
+        let put = try CLI.run(["--db", db, "put", "Product", #"{"object":"p1","name":"Lamp","price":10,"tags":["a"]}"#])
+        #expect(put.status == 0)
+        #expect(put.lines == [#"{"name":"Lamp","object":"p1","price":10,"tags":["a"]}"#])
+        let generated = try CLI.run(["--db", db, "put", "Product", #"{"name":"Kettle","price":25.5}"#])
+        let generatedObject = try JSONObject(parsing: generated.lines.first ?? "")
+        #expect(generatedObject["object"]?.stringValue?.count == 26)
+
+        #expect(try CLI.run(["find", "--db", db, "Product", "--id", "p1"]).lines == put.lines)
+        #expect(try CLI.run(["--db", db, "find", "Product", "--count"]).lines == ["2"])
+        #expect(try CLI.run(["--db", db, "find", "Product", "--where", "price=10"]).lines == put.lines)
+        #expect(try CLI.run(["--db", db, "find", "Product", "--where", "price = 10.0", "--where", "name=Lamp", "--count"]).lines == ["1"])
+        #expect(try CLI.run(["--db", db, "find", "Product", "--where", "name=\"10\""]).lines.isEmpty)
+
+        let update = try CLI.run(["--db", db, "update", "Product", "p1", #"{"price":12,"tags":null}"#])
+        #expect(update.lines == [#"{"name":"Lamp","object":"p1","price":12}"#])
+        let removed = try CLI.run(["--db", db, "update", "Product", "p1", #"{"price":null,"name":null}"#])
+        #expect(removed.status == 0)
+        #expect(removed.stdout.isEmpty)
+        let missing = try CLI.run(["--db", db, "find", "Product", "--id", "p1"])
+        #expect(missing.status == 1)
+        #expect(missing.stdout.isEmpty)
+
+        #expect(try CLI.run(["--db", db, "delete", "Product", generatedObject["object"]!.stringValue!]).status == 0)
+        let again = try CLI.run(["--db", db, "delete", "Product", "p1"])
+        #expect(again.status == 1)
+        #expect(again.stderr.contains("no object"))
+        #expect(try CLI.run(["--db", db, "find", "Product", "--count"]).lines == ["0"])
+        #expect(try CLI.run(["--db", db, "find", "Nothing", "--count"]).lines == ["0"])
+    }
+
+    @Test("bad input gives one line on stderr and a non-zero exit, changing nothing", arguments: [
+        ["put", "Product", "{\"a\":"], ["put", "Product", "[1]"], ["put", "Product", "{\"object\":5,\"a\":1}"],
+        ["update", "Product", "p1", "not json"], ["update", "Product", "nope", "{\"a\":1}"], ["find", "Product", "--where", "price"],
+        ["put", "", "{\"a\":1}"], ["import", "Product", "/nonexistent/file.json"],
+    ])
+    func badInput(_ arguments: [String]) throws {
+        let directory = TemporaryDirectory()
+        let db = directory.child("db")
+        #expect(try CLI.run(["--db", db, "put", "Product", #"{"object":"p1","a":1}"#]).status == 0)
+        let result = try CLI.run(["--db", db] + arguments)
+        #expect(result.status != 0)
+        #expect(result.stderr.split(separator: "\n").count == 1, "\(result.stderr)")
+        #expect(result.stderr.hasPrefix("satchel: ") || result.stderr.hasPrefix("Error: "))
+        #expect(try CLI.run(["--db", db, "find", "Product"]).lines == [#"{"a":1,"object":"p1"}"#])
+    }
+
+    @Test("import prints its count; a malformed file imports nothing")
+    func importFiles() throws {
+        let directory = TemporaryDirectory()
+        let db = directory.child("db")
+        let result = try CLI.run(["--db", db, "import", "Product", Fixtures.url("products.json").path])
+        #expect(result.status == 0)
+        #expect(result.lines == ["imported 300"])
+        #expect(result.stderr.isEmpty)  // no progress bar when stderr is not a terminal
+        let bad = directory.child("bad.jsonl")
+        try Data(((0..<5000).map { "{\"i\":\($0)}" }.joined(separator: "\n") + "\n{\"i\":").utf8).write(to: URL(fileURLWithPath: bad))
+        let failed = try CLI.run(["--db", db, "import", "Product", bad, "--batch-size", "10"])
+        #expect(failed.status == 1)
+        #expect(failed.stderr.contains("line 5001"))
+        #expect(try CLI.run(["--db", db, "find", "Product", "--count"]).lines == ["300"])
+        let check = try CLI.run(["--db", db, "check"])
+        #expect(check.status == 0)
+        #expect(check.lines.last?.hasSuffix("ok") == true)
+    }
+
+    @Test("stats --json prints one object per model with the contract's keys")
+    func statsJSON() throws {
+        let directory = TemporaryDirectory()
+        let db = directory.child("db")
+        _ = try CLI.run(["--db", db, "import", "Order", Fixtures.url("orders.jsonl").path])
+        _ = try CLI.run(["--db", db, "put", "Customer", #"{"object":"c1","name":"A"}"#])
+        _ = try CLI.run(["--db", db, "update", "Order", "ord-00001", #"{"status":"x"}"#])
+        let result = try CLI.run(["--db", db, "stats", "--json"])
+        #expect(result.status == 0)
+        let lines = try result.lines.map { try JSONObject(parsing: $0) }
+        #expect(lines.map { $0["model"] } == ["Customer", "Order"])
+        let order = try #require(lines.last)
+        #expect(order["partition"] == "user")
+        #expect(order["objects"] == 600)
+        #expect(order["pending"] == ["create": 600, "update": 0, "delete": 0])
+        #expect(order["errors"] == 0)
+        #expect(order["indexes"] == .object([:]))
+    }
+
+    @Test("a store held by another process is reported as locked")
+    func locked() throws {
+        let directory = TemporaryDirectory()
+        let db = directory.child("db")
+        let store = try Store(path: db)
+        defer { try? store.close() }
+        try store.model("Product").create(["object": "p", "a": 1])
+        let result = try CLI.run(["--db", db, "find", "Product", "--count"])
+        #expect(result.status == 1)
+        #expect(result.stderr.contains("locked") || result.stderr.contains("another process"))
+        #expect(result.stdout.isEmpty)
+    }
+
+    @Test("check exits non-zero on an undecodable object or counters that disagree with the data")
+    func checkFindsDamage() throws {
+        let directory = TemporaryDirectory()
+        let db = directory.child("db")
+        #expect(try CLI.run(["--db", db, "put", "Product", #"{"object":"p1","a":1}"#]).status == 0)
+        #expect(try CLI.run(["--db", db, "check"]).status == 0)
+        // Behind Satchel's back: a damaged object, and an object the counters do not know.
+        let store = try Store(path: db)
+        var batch = LevelDBWriteBatch()
+        batch.put(Keys.document("Product", "p1"), Array("{\"a\":".utf8))
+        batch.put(Keys.document("Product", "p2"), Array("{\"a\":2}".utf8))
+        try store.database(.user).write(batch, sync: false)
+        try store.close()
+        let result = try CLI.run(["--db", db, "check"])
+        #expect(result.status == 1)
+        #expect(result.stdout.contains("object 'p1' of model 'Product' does not decode"))
+        #expect(result.stdout.contains("stored counters (objects 1"))
+        #expect(result.lines.last?.hasSuffix("2 problems") == true)
+    }
+
+    @Test("the demo runs end to end")
+    func demo() throws {
+        let directory = TemporaryDirectory()
+        let result = try CLI.run(["demo", "--db", directory.child("demo"), "--fixtures", Fixtures.directory.path])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.contains("imported 300 Product objects"))
+        #expect(result.stdout.contains("a failing bulkUpdate wrote nothing"))
+        #expect(result.stdout.contains(": ok"))
+        let reopened = try Store(path: directory.child("demo"))
+        defer { try? reopened.close() }
+        #expect(try reopened.model("Order").count() == 601)
+    }
+
+    @Test("an import killed mid-way leaves only whole batches")
+    func killedImport() throws {
+        let directory = TemporaryDirectory()
+        let db = directory.child("db")
+        let file = directory.child("many.jsonl")
+        let total = 200_000
+        try Data((0..<total).map { "{\"i\":\($0),\"s\":\"some text to make the object bigger\"}" }.joined(separator: "\n").utf8)
+            .write(to: URL(fileURLWithPath: file))
+        let process = Process()
+        process.executableURL = CLI.executable
+        process.arguments = ["--db", db, "import", "Item", file, "--batch-size", "100", "--progress", "lines"]
+        let err = Pipe()
+        process.standardError = err
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        // Wait for proof that batches are landing, then kill without warning.
+        var seen = ""
+        while !seen.contains("batch 3 committed") {
+            let data = err.fileHandleForReading.availableData
+            if data.isEmpty { break }
+            seen += String(decoding: data, as: UTF8.self)
+        }
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        #expect(seen.contains("batch 3 committed"))
+        let store = try Store(path: db)
+        defer { try? store.close() }
+        let items = try store.model("Item")
+        let count = try items.count()
+        #expect(count >= 300)
+        #expect(count % 100 == 0, "\(count) objects: a partial batch landed")
+        #expect(try items.findAll().count == count)
+        #expect(try store.verify().isHealthy)
+    }
+}

@@ -105,6 +105,24 @@ struct TransactionTests {
         }
     }
 
+    @Test("a model first named inside a block is registered, and stays registered if the block fails")
+    func registerInsideBlock() throws {
+        try withTemporaryStore { store in
+            try store.bulkUpdate { tx in
+                try tx.create(["object": "o", "n": 1], in: try store.model("Fresh"))
+            }
+            #expect(try store.model("Fresh").find("o")?["n"] == 1)
+            #expect(throws: Boom.self) {
+                try store.bulkUpdate { tx in
+                    try tx.create(["n": 1], in: try store.model("Other"))
+                    throw Boom()
+                }
+            }
+            #expect(store.models.map(\.name) == ["Fresh", "Other"])
+            #expect(try store.model("Other").count() == 0)
+        }
+    }
+
     @Test("durable writes commit and read back")
     func durable() throws {
         var configuration = Store.Configuration()

@@ -203,7 +203,9 @@ public final class Store: Sendable {
             throw SatchelError(.invalidName, "'object' is the object id, not a schema attribute", model: definition.name)
         }
         let key = NameKey(definition.name)
-        try writer.withLock {
+        // Registration is not part of a transaction: inside a bulkUpdate block (this thread holds
+        // the writer lock) it writes at once, and stays even if the block later throws.
+        try writer.withLock(allowingReentry: true) {
             let existing = catalog.withLock { $0.models[key] }
             if let existing {
                 if !replacingExisting || existing.definition == definition { return }
@@ -299,9 +301,10 @@ private final class WriterLock: Sendable {
     private let lock = NSLock()
     private let owner = Mutex<UInt?>(nil)
 
-    func withLock<T>(_ body: () throws -> T) throws -> T {
+    func withLock<T>(allowingReentry: Bool = false, _ body: () throws -> T) throws -> T {
         let me = WriterLock.currentThread()
         if owner.withLock({ $0 == me }) {
+            if allowingReentry { return try body() }
             preconditionFailure(
                 "Satchel writes are not reentrant: inside store.bulkUpdate { tx in … } use tx's methods, not the store's or a model's")
         }

@@ -1,0 +1,150 @@
+import Foundation
+import PropertyBased
+import SatchelTestSupport
+import Testing
+
+@testable import Satchel
+
+private func write(_ text: String, to directory: TemporaryDirectory, name: String = "input.json") -> URL {
+    let url = URL(fileURLWithPath: directory.child(name))
+    try! Data(text.utf8).write(to: url)
+    return url
+}
+
+@Suite("Import")
+struct ImportTests {
+    @Test("a JSON array and JSON lines both import; given ids are kept")
+    func formats() throws {
+        let directory = TemporaryDirectory()
+        try withTemporaryStore { store in
+            let products = try store.model("Product")
+            let array = write(#"[{"object":"a","n":1}, {"n":2} ,{"object":"c","n":3}]"#, to: directory)
+            #expect(try store.importObjects(from: array, into: products) == 3)
+            let lines = write("{\"object\":\"d\",\"n\":4}\n\n{\"n\":5}\r\n  {\"object\":\"a\",\"n\":10}\n", to: directory, name: "b.jsonl")
+            #expect(try store.importObjects(from: lines, into: products) == 3)
+            #expect(try products.count() == 5)
+            #expect(try products.find("a")?.attributes == ["n": 10])
+            #expect(try products.find("d")?["n"] == 4)
+            #expect(try products.findAll(where: ["n": 5]).count == 1)
+        }
+    }
+
+    @Test("an empty file or array imports nothing", arguments: ["", "  \n", "[]", " [ ] \n", "\u{FEFF}[]"])
+    func empty(_ text: String) throws {
+        let directory = TemporaryDirectory()
+        try withTemporaryStore { store in
+            let model = try store.model("P")
+            #expect(try store.importObjects(from: write(text, to: directory), into: model) == 0)
+        }
+    }
+
+    @Test("a bad file changes nothing, even when the fault is at its very end", arguments: [
+        ("[{\"a\":1},{\"a\":2},", "unterminated array"), ("[{\"a\":1},{\"a\":2}", "unterminated array"),
+        ("[{\"a\":1}] [", "after the closing"), ("[{\"a\":1},,{\"a\":2}]", "unexpected ','"),
+        ("{\"a\":1}\n{\"a\":2}\n{\"a\":", "line 3003, column 6 (item 3003)"), ("{\"a\":1}\n[2]\n", "line 3002 (item 3002): expected a JSON object"),
+        ("{\"a\":1}\n{\"object\":7,\"a\":1}\n", "must be a string"), ("{\"a\":1}\n{\"a\":null}\n", "at least one non-null"),
+        ("{\"a\":1}\n{\"a\":\"\\ud800\"}\n", "lone high surrogate"), ("{\"a\":1} {\"b\":tru}", "invalid literal"),
+        ("[" + String(repeating: "[", count: 5000) + String(repeating: "]", count: 5000) + "]", "nesting deeper"),
+    ])
+    func badFile(_ testCase: (String, String)) throws {
+        let directory = TemporaryDirectory()
+        try withTemporaryStore { store in
+            let products = try store.model("Product")
+            try products.create(["object": "existing", "v": 1])
+            let before = try dump(store)
+            let lines = (0..<3000).map { "{\"object\":\"o\($0)\",\"v\":\($0)}" }
+            // Thousands of good items first: more than one batch would land if the check were lazy.
+            let text: String
+            if testCase.0.hasPrefix("[") {
+                text = "[" + lines.joined(separator: ",") + "," + testCase.0.dropFirst()
+            } else {
+                text = lines.joined(separator: "\n") + "\n" + testCase.0
+            }
+            do {
+                try store.importObjects(from: write(text, to: directory), into: products, batchSize: 100)
+                Issue.record("the import should fail")
+            } catch let error as SatchelError {
+                #expect([.malformedJSON, .invalidDocument].contains(error.code))
+                #expect(error.message.contains(testCase.1), "\(error.message)")
+            }
+            #expect(try dump(store) == before)
+        }
+    }
+
+    @Test("a fixed-schema violation anywhere in the file changes nothing")
+    func schemaViolation() throws {
+        let directory = TemporaryDirectory()
+        try withTemporaryStore { store in
+            let prices = try store.register(ModelDefinition(name: "Price", kind: .fixedSchema(["sku": .string, "amount": .number])))
+            let before = try dump(store)
+            let text = (0..<500).map { "{\"sku\":\"s\($0)\",\"amount\":\($0)}" }.joined(separator: "\n") + "\n{\"sku\":\"x\",\"amount\":\"free\"}"
+            expectError(.schemaViolation) { try store.importObjects(from: write(text, to: directory), into: prices, batchSize: 50) }
+            #expect(try dump(store) == before)
+        }
+    }
+
+    @Test("items are written in whole batches, each reported")
+    func batches() throws {
+        let directory = TemporaryDirectory()
+        try withTemporaryStore { store in
+            let products = try store.model("Product")
+            let text = (0..<1050).map { "{\"i\":\($0)}" }.joined(separator: "\n")
+            var committed: [Int] = []
+            try store.importObjects(from: write(text, to: directory), into: products, batchSize: 100) { progress in
+                if progress.phase == .writing && progress.batches > 0 { committed.append(progress.items) }
+            }
+            #expect(committed == Array(stride(from: 100, through: 1000, by: 100)) + [1050])
+            #expect(try products.count() == 1050)
+            #expect(try products.pendingChanges().count == 1050)
+        }
+    }
+
+    @Test("the reader finds the same items whatever the chunk boundaries")
+    func chunkBoundaries() async throws {
+        let directory = TemporaryDirectory()
+        let objects = Generator<[JSONValue], Shrink.None<[JSONValue]>>(run: { rng in
+            (0..<Int.random(in: 0...6, using: &rng)).map { _ in
+                .object(JSONObject([("k", TupleGen.value(&rng)), ("s", .string(TupleGen.string(&rng) + "]}\"\\,"))]))
+            }
+        })
+        await propertyCheck(count: 200, input: objects, Gen.int(in: 1...9), Gen.bool) { items, chunk, asArray in
+            let texts = items.map { String(decoding: $0.jsonBytes, as: UTF8.self) }
+            let text = asArray ? "[\n" + texts.joined(separator: " ,\n") + "\n]" : texts.joined(separator: "\n")
+            let url = write(text, to: directory, name: "chunks-\(UUID().uuidString).json")
+            var reader = try JSONItemReader(url: url, chunkSize: chunk)
+            var read: [JSONValue] = []
+            while let item = try reader.next() { read.append(try JSONValue(parsing: Array(item.bytes))) }
+            #expect(read.count == items.count)
+            #expect(zip(read, items).allSatisfy { $0.isIdentical(to: $1) })
+        }
+    }
+
+    @Test("a 5 MB value spans many chunks and imports whole")
+    func hugeItem() throws {
+        let directory = TemporaryDirectory()
+        try withTemporaryStore { store in
+            let big = String(repeating: "0123456789", count: 500_000)
+            let url = write("[{\"object\":\"big\",\"s\":\"\(big)\"},{\"object\":\"small\",\"s\":\"x\"}]", to: directory)
+            let model = try store.model("P")
+            #expect(try store.importObjects(from: url, into: model) == 2)
+            #expect(try model.find("big")?["s"]?.stringValue?.utf8.count == 5_000_000)
+        }
+    }
+
+    @Test("the fixtures import, and orders refer to existing customers and products")
+    func fixtures() throws {
+        try withTemporaryStore { store in
+            let products = try store.model("Product"), customers = try store.model("Customer"), orders = try store.model("Order")
+            #expect(try store.importObjects(from: Fixtures.url("products.json"), into: products) == 300)
+            #expect(try store.importObjects(from: Fixtures.url("customers.json"), into: customers) == 150)
+            #expect(try store.importObjects(from: Fixtures.url("orders.jsonl"), into: orders) == 600)
+            for order in try orders.findAll() {
+                #expect(try customers.find(order["customer"]?.stringValue ?? "") != nil)
+                for line in order["items"]?.arrayValue ?? [] {
+                    #expect(try products.find(line["product"]?.stringValue ?? "") != nil)
+                }
+            }
+            #expect(try store.verify().isHealthy)
+        }
+    }
+}

@@ -1,0 +1,48 @@
+import Foundation
+import SatchelTestSupport
+import Testing
+
+@testable import Satchel
+
+/// docs/KEY_LAYOUT.md is the on-disk format's specification: its worked examples must be the
+/// bytes the code writes.
+@Suite("KEY_LAYOUT.md")
+struct KeyLayoutDocTests {
+    struct Example {
+        var family: KeyFamily
+        var elements: [JSONValue]
+        var hex: String
+    }
+
+    /// Rows of the examples table: | `family` | `[elements as JSON]` | `hex bytes` |
+    static func examples() throws -> [Example] {
+        let url = Fixtures.directory.deletingLastPathComponent().appendingPathComponent("docs/KEY_LAYOUT.md")
+        let text = try String(contentsOf: url, encoding: .utf8)
+        guard let start = text.range(of: "<!-- examples -->"), let end = text.range(of: "<!-- /examples -->") else { return [] }
+        return try text[start.upperBound..<end.lowerBound].split(separator: "\n").compactMap { line in
+            let cells = line.split(separator: "|").map { $0.trimmingCharacters(in: .whitespaces).trimmingCharacters(in: CharacterSet(charactersIn: "`")) }
+            guard cells.count == 3, let family = ["meta": KeyFamily.meta, "doc": .document, "idx": .index, "chg": .change][cells[0]] else { return nil }
+            guard case .array(let elements) = try JSONValue(parsing: cells[1]) else { return nil }
+            return Example(family: family, elements: elements, hex: cells[2])
+        }
+    }
+
+    @Test("every worked example encodes to the documented bytes")
+    func examplesMatch() throws {
+        let examples = try Self.examples()
+        #expect(examples.count >= 10)
+        for example in examples {
+            let actual = Keys.encode(example.family, example.elements).map { String(format: "%02x", $0) }.joined(separator: " ")
+            #expect(actual == example.hex, "\(example.family) \(example.elements)")
+        }
+    }
+
+    @Test("the named key constructors produce the documented layouts")
+    func constructors() {
+        #expect(Keys.document("Product", "p1") == Keys.encode(.document, ["Product", "p1"]))
+        #expect(Keys.change("Product", "p1") == Keys.encode(.change, ["Product", "p1"]))
+        #expect(Keys.modelDefinition("Product") == Keys.encode(.meta, ["model", "Product"]))
+        #expect(Keys.modelStats("Product") == Keys.encode(.meta, ["stats", "Product"]))
+        #expect(Keys.format == Keys.encode(.meta, ["format"]))
+    }
+}

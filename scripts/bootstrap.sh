@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs the system libraries Satchel builds against, when missing (Debian/Ubuntu):
+# LevelDB and Snappy headers from Debian's packages. Safe to run again: it installs nothing
+# that is already there. Uses sudo when not run as root.
+set -euo pipefail
+
+packages=(libleveldb-dev libsnappy-dev)
+missing=()
+for package in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+if [ "${#missing[@]}" -eq 0 ]; then
+    exit 0
+fi
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+echo "installing ${missing[*]}" >&2
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
