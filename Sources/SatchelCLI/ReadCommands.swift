@@ -101,3 +101,24 @@ struct CheckCommand: ParsableCommand {
         if !report.isHealthy { throw ExitCode.failure }
     }
 }
+
+struct RepairCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "repair",
+        abstract: "Rebuild a damaged store from the files that survive, recount, and check it.",
+        discussion: "Use it when opening the store fails with a corruption error. Exits 1 if problems remain."
+    )
+
+    @OptionGroup var store: StoreOptions
+
+    func run() throws {
+        guard FileManager.default.fileExists(atPath: store.path) else {
+            throw SatchelError(.storeMissing, "no store at \(store.path)")
+        }
+        let report = try Store.repair(path: store.path)
+        for problem in report.problems { Output.line("problem: \(problem)") }
+        Output.line("repaired: \(report.models) models, \(report.objects) objects, \(report.pendingChanges) pending changes; "
+            + (report.isHealthy ? "ok" : "\(report.problemCount) problems remain"))
+        if !report.isHealthy { throw ExitCode.failure }
+    }
+}

@@ -14,7 +14,7 @@ struct SatchelCommand: ParsableCommand {
             """,
         subcommands: [
             ImportCommand.self, PutCommand.self, UpdateCommand.self, DeleteCommand.self, FindCommand.self,
-            StatsCommand.self, CheckCommand.self, DemoCommand.self,
+            StatsCommand.self, CheckCommand.self, RepairCommand.self, DemoCommand.self,
         ]
     )
 
@@ -33,7 +33,13 @@ struct SatchelCommand: ParsableCommand {
         } catch let exit as ExitCode {
             Foundation.exit(exit.rawValue)
         } catch {
-            exit(withError: error)
+            // Help and version requests print in full; usage errors keep to one line, as every
+            // other failure does.
+            let code = exitCode(for: error)
+            if code == .success { exit(withError: error) }
+            let message = message(for: error).split(separator: "\n").first.map(String.init) ?? "invalid arguments"
+            Output.error(message + " (see 'satchel help')")
+            Foundation.exit(code.rawValue)
         }
     }
 }

@@ -1,4 +1,5 @@
 import CLevelDB
+import Foundation
 import Synchronization
 
 /// A C pointer that may cross threads.
@@ -41,7 +42,8 @@ final class LevelDB: Sendable {
     private let db: CPointer
     private let cache: CPointer?
     private let filterPolicy: CPointer?
-    /// Default read options (checksums off, fill cache on), shared: never modified after init.
+    /// Default read options (block checksums verified, so damaged data is an error, never wrong
+    /// data; fill cache on), shared: never modified after init.
     private let readOptions: CPointer
     private let writeOptions: CPointer
     private let syncWriteOptions: CPointer
@@ -51,14 +53,9 @@ final class LevelDB: Sendable {
     /// Opens (and by default creates) the database at `path`.
     init(path: String, options: LevelDBOptions) throws(SatchelError) {
         self.path = path
-        let opts = leveldb_options_create()!
+        try Self.refuseHeadlessDatabase(at: path)
+        let opts = Self.makeOptions(options)
         defer { leveldb_options_destroy(opts) }  // DB::Open copies the options
-        leveldb_options_set_create_if_missing(opts, options.createIfMissing ? 1 : 0)
-        leveldb_options_set_compression(
-            opts, Int32(options.snappyCompression ? leveldb_snappy_compression : leveldb_no_compression))
-        leveldb_options_set_write_buffer_size(opts, options.writeBufferSize)
-        leveldb_options_set_max_open_files(opts, Int32(options.maxOpenFiles))
-        leveldb_options_set_block_size(opts, options.blockSize)
         var cache: OpaquePointer? = nil
         if options.blockCacheSize > 0 {
             cache = leveldb_cache_create_lru(options.blockCacheSize)
@@ -81,13 +78,46 @@ final class LevelDB: Sendable {
         self.cache = cache.map(CPointer.init(raw:))
         self.filterPolicy = filter.map(CPointer.init(raw:))
         let read = leveldb_readoptions_create()!
-        leveldb_readoptions_set_verify_checksums(read, 0)
+        leveldb_readoptions_set_verify_checksums(read, 1)
         leveldb_readoptions_set_fill_cache(read, 1)
         self.readOptions = CPointer(raw: read)
         self.writeOptions = CPointer(raw: leveldb_writeoptions_create()!)
         let sync = leveldb_writeoptions_create()!
         leveldb_writeoptions_set_sync(sync, 1)
         self.syncWriteOptions = CPointer(raw: sync)
+    }
+
+    /// Options without cache or filter policy (the caller adds and owns those).
+    private static func makeOptions(_ options: LevelDBOptions) -> OpaquePointer {
+        let opts = leveldb_options_create()!
+        leveldb_options_set_create_if_missing(opts, options.createIfMissing ? 1 : 0)
+        leveldb_options_set_compression(
+            opts, Int32(options.snappyCompression ? leveldb_snappy_compression : leveldb_no_compression))
+        leveldb_options_set_write_buffer_size(opts, options.writeBufferSize)
+        leveldb_options_set_max_open_files(opts, Int32(options.maxOpenFiles))
+        leveldb_options_set_block_size(opts, options.blockSize)
+        return opts
+    }
+
+    /// LevelDB, asked to open a directory whose `CURRENT` file is gone while its table and log
+    /// files remain, creates a new empty database there and deletes the old files: silent loss
+    /// of everything. Refuse instead, and point at repair.
+    private static func refuseHeadlessDatabase(at path: String) throws(SatchelError) {
+        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: path), !entries.contains("CURRENT") else { return }
+        let data = entries.filter { $0.hasSuffix(".ldb") || $0.hasSuffix(".sst") || $0.hasSuffix(".log") || $0.hasPrefix("MANIFEST-") }
+        if !data.isEmpty {
+            throw SatchelError(
+                .corruption,
+                "\(path) holds LevelDB files but no CURRENT file; opening it would discard them. Repair the store (satchel repair) first")
+        }
+    }
+
+    /// Rebuilds a damaged database from whatever table and log files survive
+    /// (`leveldb_repair_db`). Some data may be lost; what is recovered is consistent.
+    static func repair(path: String, options: LevelDBOptions) throws(SatchelError) {
+        let opts = makeOptions(options)
+        defer { leveldb_options_destroy(opts) }
+        try LevelDBStatus.check { leveldb_repair_db(opts, path, $0) }
     }
 
     deinit {
@@ -173,7 +203,7 @@ final class LevelDB: Sendable {
         if snapshot == nil && fillCache { return try body(readOptions.raw) }
         let options = leveldb_readoptions_create()!
         defer { leveldb_readoptions_destroy(options) }
-        leveldb_readoptions_set_verify_checksums(options, 0)
+        leveldb_readoptions_set_verify_checksums(options, 1)
         leveldb_readoptions_set_fill_cache(options, fillCache ? 1 : 0)
         if let snapshot { leveldb_readoptions_set_snapshot(options, snapshot.pointer) }
         return try body(options)

@@ -1,3 +1,4 @@
+import Foundation
 import Synchronization
 
 /// What ``Store/verify()`` found.
@@ -124,5 +125,53 @@ extension Store {
 extension ModelCounters {
     var summary: String {
         "(objects \(objects), pending \(pendingCreates)/\(pendingUpdates)/\(pendingDeletes))"
+    }
+}
+
+extension Store {
+    /// Repairs a damaged store: rebuilds each partition's LevelDB database from the table and
+    /// log files that survive (`leveldb_repair_db`), then recounts every model's counters from
+    /// its data, and verifies the result.
+    ///
+    /// Run it on a closed store, when opening fails with `.corruption`. Records in damaged
+    /// files may be lost; what remains is consistent. The report lists what still looks wrong
+    /// (for example objects whose model definition was lost).
+    ///
+    /// - Returns: the verification of the repaired store.
+    public static func repair(path: String, configuration: Configuration = Configuration()) throws -> VerificationReport {
+        var options = LevelDBOptions()
+        options.createIfMissing = false
+        for partition in Partition.allCases {
+            let directory = URL(fileURLWithPath: path).appendingPathComponent(partition.rawValue).path
+            if FileManager.default.fileExists(atPath: directory) {
+                try LevelDB.repair(path: directory, options: options)
+            }
+        }
+        let store = try Store(path: path, configuration: configuration)
+        defer { try? store.close() }
+        try store.recount()
+        return try store.verify()
+    }
+
+    /// Recomputes every model's counters from its data and stores them.
+    func recount() throws {
+        try writer.withLock {
+            let entries = catalog.withLock { $0.models }
+            for (name, entry) in entries {
+                var counters = ModelCounters()
+                let model = Model(store: self, name: name.name)
+                try model.scanDocuments { _ in
+                    counters.objects += 1
+                    return true
+                }
+                for change in try model.pendingChanges() { counters.adjustPending(change.kind, by: 1) }
+                if counters != entry.counters {
+                    var batch = LevelDBWriteBatch()
+                    batch.put(Keys.modelStats(name.name), counters.encoded)
+                    try database(entry.definition.partition).write(batch, sync: true)
+                    catalog.withLock { $0.models[name]?.counters = counters }
+                }
+            }
+        }
     }
 }

@@ -54,7 +54,7 @@ public final class Store: Sendable {
     let app: LevelDB
     let local: LevelDB
     let catalog: Mutex<Catalog>
-    private let writer = WriterLock()
+    let writer = WriterLock()
 
     // MARK: - Opening and closing
 
@@ -297,7 +297,7 @@ public final class Store: Sendable {
 
 /// The single-writer lock. Writes run one at a time; a write from inside a write is a programming
 /// error that would deadlock, so it stops the program with a message instead.
-private final class WriterLock: Sendable {
+final class WriterLock: Sendable {
     private let lock = NSLock()
     private let owner = Mutex<UInt?>(nil)
 
