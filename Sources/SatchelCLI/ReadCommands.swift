@@ -7,42 +7,124 @@ struct FindCommand: ParsableCommand {
         commandName: "find",
         abstract: "Query a model.",
         discussion: """
-            Prints the matching objects as JSON, one per line. --where takes ATTR OP VALUE in one argument; \
-            several are and-ed. --id of a missing object prints nothing and exits 1.
+            Prints the matching objects as JSON, one per line. --where takes ATTR OP VALUE in one argument with OP one \
+            of = != < <= > >= ^= (prefix) ~= (contains) in (comma list); VALUE is read as JSON when it parses, else as \
+            a string; several --where are and-ed. Attribute paths may reach into objects with dots (address.city). \
+            --id of a missing object prints nothing and exits 1.
             """
     )
 
     @OptionGroup var store: StoreOptions
     @Argument(help: "The model.") var model: String
     @Option(help: "Only the object with this id.") var id: String?
-    @Option(name: .customLong("where"), help: "A condition ATTR OP VALUE, e.g. brand=Acme.") var conditions: [String] = []
+    @Option(name: .customLong("where"), help: "A condition ATTR OP VALUE, e.g. brand=Acme or 'price < 100'.") var conditions: [String] = []
+    @Option(help: ArgumentHelp("Order by ATTR, ascending, or ATTR:desc; repeat for more keys.", valueName: "attr[:desc]"))
+    var order: [String] = []
+    @Option(help: "At most this many objects.") var limit: Int?
+    @Option(help: "Skip this many objects first.") var offset = 0
+    @Option(help: ArgumentHelp("Only these attributes (comma list).", valueName: "a,b")) var select: String?
     @Flag(help: "Print the number of matches instead of the objects.") var count = false
+    @Flag(help: "Print how the query runs (index or scan) instead of running it.") var explain = false
 
     func run() throws {
-        let conditions = try self.conditions.map(Condition.init(parsing:))
-        var equality = JSONObject()
-        for condition in conditions {
-            guard condition.op == .equal else {
-                throw SatchelError(.notSupported, "operator '\(condition.op.rawValue)' is not supported yet; use =")
-            }
-            equality[condition.attribute] = condition.value
+        var predicate = try conditions.map { try WhereClause(parsing: $0).predicate }.reduce(Condition.all, &&)
+        if let id { predicate = Field(Document.idAttribute) == .string(id) && predicate }
+        let sortKeys = try order.map { text -> SortKey in
+            if text.hasSuffix(":desc") { return .descending(Field(String(text.dropLast(5)))) }
+            if text.hasSuffix(":asc") { return .ascending(Field(String(text.dropLast(4)))) }
+            guard !text.isEmpty else { throw SatchelError(.invalidArgument, "--order needs an attribute") }
+            return .ascending(Field(text))
         }
-        let missing = try store.withStore { store -> Bool in
+        let projection = select.map { $0.split(separator: ",").map { Field(String($0)) } }
+        let query = Query(where: predicate, order: sortKeys, limit: limit, offset: offset, select: projection)
+        let printed = try store.withStore { store -> Int in
             // Reading never registers a model: an unknown model has no objects.
-            let model = store.existingModel(model)
-            if let id {
-                guard let document = try model?.find(id), document.matches(equality) else { return true }
-                Output.line(count ? "1" : document.description)
-                return false
+            guard let model = store.existingModel(model) else {
+                if explain { Output.line("no model named '\(self.model)': nothing to read") }
+                if count { Output.line("0") }
+                return 0
             }
-            if count {
-                Output.line(String(try model?.count(where: equality) ?? 0))
-            } else if let model {
-                for document in try model.findAll(where: equality) { Output.line(document.description) }
+            if explain {
+                Output.line(try model.explain(query).description)
+                return 1
             }
-            return false
+            let cursor = try model.cursor(query)
+            var n = 0
+            while let document = try cursor.next() {
+                n += 1
+                if !count { Output.line(document.description) }
+            }
+            if count { Output.line(String(n)) }
+            return n
         }
-        if missing { throw ExitCode.failure }
+        if id != nil && printed == 0 && !explain { throw ExitCode.failure }
+    }
+}
+
+struct IndexCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "index",
+        abstract: "Declare (and build) an index, list a model's indexes, or drop one.",
+        discussion: """
+            satchel index MODEL ATTR[,ATTR…] builds a value index on the attributes, in order; ATTR[] (or --elements) \
+            builds an array-element index, which serves ~= (contains). Building shows a progress bar on a terminal.
+            """
+    )
+
+    @OptionGroup var store: StoreOptions
+    @Argument(help: "The model.") var model: String
+    @Argument(help: ArgumentHelp("The attributes, comma-separated.", valueName: "attr[,attr…]")) var attributes: String?
+    @Flag(help: "List the model's indexes.") var list = false
+    @Option(help: ArgumentHelp("Drop the index on these attributes.", valueName: "attr[,attr…]")) var drop: String?
+    @Flag(help: "An array-element index (one entry per element).") var elements = false
+
+    private func definition(_ text: String) throws -> IndexDefinition {
+        var text = text
+        var elementIndex = elements
+        if text.hasSuffix("[]") {
+            text.removeLast(2)
+            elementIndex = true
+        }
+        let fields = text.split(separator: ",", omittingEmptySubsequences: false).map { Field(String($0)) }
+        guard !text.isEmpty, !fields.contains(where: { $0.description.isEmpty }) else {
+            throw SatchelError(.invalidArgument, "name the attributes to index, e.g. brand or brand,price")
+        }
+        if elementIndex {
+            guard fields.count == 1 else { throw SatchelError(.invalidArgument, "an array-element index has exactly one attribute") }
+            return .elements(of: fields[0])
+        }
+        return IndexDefinition(fields)
+    }
+
+    func run() throws {
+        try store.withStore { store in
+            if list {
+                guard let model = store.existingModel(model) else { return }
+                for index in try model.indexes {
+                    Output.line("\(index.definition)\t\(index.definition.kind.rawValue)\t\(index.isReady ? "ready" : "incomplete")\t\(index.entries) entries")
+                }
+                return
+            }
+            if let drop {
+                let definition = try definition(drop)
+                guard let model = store.existingModel(model), try model.dropIndex(definition) else {
+                    throw SatchelError(.notFound, "model '\(self.model)' has no index \(definition)")
+                }
+                Output.line("dropped index \(definition) of \(self.model)")
+                return
+            }
+            guard let attributes else { throw SatchelError(.invalidArgument, "name the attributes to index, or use --list or --drop") }
+            let definition = try definition(attributes)
+            let model = try store.model(model)
+            let bar = Output.stderrIsTerminal ? ProgressBar() : nil
+            try model.createIndex(definition) { progress in
+                bar?.draw(fraction: progress.total > 0 ? Double(progress.processed) / Double(progress.total) : 1,
+                          label: "\(progress.processed)/\(progress.total) objects indexed")
+            }
+            bar?.finish()
+            let entries = try model.indexes.first { $0.definition == definition }?.entries ?? 0
+            Output.line("index \(definition) of \(self.model): \(entries) entries")
+        }
     }
 }
 
@@ -58,7 +140,9 @@ struct StatsCommand: ParsableCommand {
     func run() throws {
         try store.withStore { store in
             for definition in store.models {
-                let statistics = try store.model(definition.name).statistics()
+                let model = try store.model(definition.name)
+                let statistics = try model.statistics()
+                let indexes = try model.indexes
                 if json {
                     let line: JSONObject = [
                         "model": .string(statistics.model), "partition": .string(statistics.partition.rawValue),
@@ -67,14 +151,16 @@ struct StatsCommand: ParsableCommand {
                             "create": .int(Int64(statistics.pendingCreates)), "update": .int(Int64(statistics.pendingUpdates)),
                             "delete": .int(Int64(statistics.pendingDeletes)),
                         ],
-                        "errors": 0, "indexes": .object(JSONObject()), "bytes": .int(Int64(statistics.approximateBytes)),
+                        "errors": 0, "indexes": .object(JSONObject(indexes.map { ($0.definition.description, JSONValue.int(Int64($0.entries))) })),
+                        "bytes": .int(Int64(statistics.approximateBytes)),
                     ]
                     Output.line(line.description)
                 } else {
                     Output.line(
                         "\(statistics.model): partition=\(statistics.partition.rawValue) objects=\(statistics.objects) "
                             + "pending create=\(statistics.pendingCreates) update=\(statistics.pendingUpdates) delete=\(statistics.pendingDeletes) "
-                            + "errors=0 indexes=none bytes≈\(statistics.approximateBytes)")
+                            + "errors=0 indexes=\(indexes.isEmpty ? "none" : indexes.map { "\($0.definition):\($0.entries)" }.joined(separator: ",")) "
+                            + "bytes≈\(statistics.approximateBytes)")
                 }
             }
         }

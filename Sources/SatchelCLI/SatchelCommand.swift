@@ -13,7 +13,7 @@ struct SatchelCommand: ParsableCommand {
             created when missing. Documents print as JSON, one per line, keys sorted, the id under "object".
             """,
         subcommands: [
-            ImportCommand.self, PutCommand.self, UpdateCommand.self, DeleteCommand.self, FindCommand.self,
+            ImportCommand.self, IndexCommand.self, PutCommand.self, UpdateCommand.self, DeleteCommand.self, FindCommand.self,
             StatsCommand.self, CheckCommand.self, RepairCommand.self, DemoCommand.self,
         ]
     )

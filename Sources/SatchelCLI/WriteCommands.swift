@@ -49,18 +49,18 @@ final class ProgressBar {
     private var lastDrawn = ""
 
     func draw(_ state: ImportProgress) {
-        let width = 30
-        let fraction: Double
-        let label: String
         switch state.phase {
         case .validating:
-            fraction = state.totalBytes > 0 ? Double(state.bytesRead) / Double(state.totalBytes) : 0
-            label = "checking \(state.items) objects"
+            draw(fraction: state.totalBytes > 0 ? Double(state.bytesRead) / Double(state.totalBytes) : 0,
+                 label: "checking \(state.items) objects")
         case .writing:
             let total = max(state.totalItems ?? 1, 1)
-            fraction = Double(state.items) / Double(total)
-            label = "\(state.items)/\(total) objects"
+            draw(fraction: Double(state.items) / Double(total), label: "\(state.items)/\(total) objects")
         }
+    }
+
+    func draw(fraction: Double, label: String) {
+        let width = 30
         let filled = Int((min(max(fraction, 0), 1) * Double(width)).rounded())
         let line = "[\(String(repeating: "#", count: filled))\(String(repeating: "-", count: width - filled))] \(Int(fraction * 100))% \(label)"
         if line != lastDrawn {

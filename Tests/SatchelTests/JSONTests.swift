@@ -30,6 +30,9 @@ struct JSONTests {
     @Test("Foundation reads what Satchel writes, to the same values")
     func foundationAgrees() async throws {
         await propertyCheck(count: 500, input: TupleGen.values) { value in
+            // Foundation's [String: Any] merges canonically equivalent keys ("é" and "e\u{301}");
+            // Satchel keeps both. That difference is documented, not tested here.
+            if Self.hasCanonicallyEquivalentKeys(value) { return }
             let text = Data(JSONValue.array([value]).jsonBytes)
             let foundation = try JSONSerialization.jsonObject(with: text, options: [.fragmentsAllowed])
             let read = try #require(Self.fromFoundation(foundation))
@@ -47,6 +50,15 @@ struct JSONTests {
         case (.object(let a), .object(let b)):
             return a.count == b.count && zip(a, b).allSatisfy { $0.key == $1.key && agrees($0.value, $1.value) }
         default: return foundation == ours
+        }
+    }
+
+    static func hasCanonicallyEquivalentKeys(_ value: JSONValue) -> Bool {
+        switch value {
+        case .array(let elements): return elements.contains(where: hasCanonicallyEquivalentKeys)
+        case .object(let object):
+            return Set(object.keys).count < object.count || object.contains { hasCanonicallyEquivalentKeys($0.value) }
+        default: return false
         }
     }
 

@@ -70,6 +70,24 @@ struct KeyEncoder {
     /// Starts from an existing prefix (itself a family byte plus whole elements).
     init(prefix: [UInt8]) { bytes = prefix }
 
+    /// Starts empty, for encoding bare elements (sort keys, key fragments).
+    init() { bytes = [] }
+
+    /// The bytes every string element starting with `prefix` starts with: the tag and the
+    /// escaped text, without the terminator.
+    static func stringPrefixBytes(_ prefix: String) -> [UInt8] {
+        var encoder = KeyEncoder()
+        encoder.append(prefix)
+        return Array(encoder.bytes.dropLast(2))
+    }
+
+    /// The encoding of one element on its own.
+    static func valueBytes(_ value: JSONValue) -> [UInt8] {
+        var encoder = KeyEncoder()
+        encoder.append(value)
+        return encoder.bytes
+    }
+
     @inline(__always)
     mutating func append(_ string: String) {
         bytes.append(KeyCodec.Tag.string)
@@ -187,6 +205,46 @@ struct KeyDecoder {
         throw corrupt("unterminated string")
     }
 
+    /// Moves past one element without building it.
+    mutating func skipValue() throws(SatchelError) {
+        guard position < bytes.count else { throw corrupt("missing element") }
+        let tag = bytes[position]
+        switch tag {
+        case KeyCodec.Tag.null, KeyCodec.Tag.false, KeyCodec.Tag.true: position += 1
+        case KeyCodec.Tag.number:
+            guard bytes.count - position >= KeyCodec.numberLength else { throw corrupt("truncated number") }
+            position += KeyCodec.numberLength
+        case KeyCodec.Tag.string:
+            position += 1
+            var i = position
+            while i + 1 < bytes.count {
+                if bytes[i] == 0 {
+                    if bytes[i + 1] == 0x01 {
+                        position = i + 2
+                        return
+                    }
+                    guard bytes[i + 1] == 0xFF else { throw corrupt("invalid escape in a string") }
+                    i += 2
+                } else {
+                    i += 1
+                }
+            }
+            throw corrupt("unterminated string")
+        case KeyCodec.Tag.array, KeyCodec.Tag.object:
+            position += 1
+            while true {
+                guard position < bytes.count else { throw corrupt("unterminated container") }
+                if bytes[position] == KeyCodec.Tag.end {
+                    position += 1
+                    return
+                }
+                try skipValue()
+            }
+        default:
+            throw corrupt("unknown element tag 0x\(String(tag, radix: 16))")
+        }
+    }
+
     mutating func readValue() throws(SatchelError) -> JSONValue {
         guard position < bytes.count else { throw corrupt("missing element") }
         let tag = bytes[position]
@@ -246,7 +304,7 @@ enum KeyFamily: UInt8, CaseIterable {
     case meta = 0x01
     /// `(doc, model, objectId)` → the object's attributes as compact JSON.
     case document = 0x02
-    /// `(idx, model, indexId, values…, objectId)` → empty. Reserved for secondary indexes.
+    /// `(idx, model, indexId, values…, objectId)` → empty: one secondary index entry.
     case index = 0x03
     /// `(chg, model, objectId)` → the pending local change (see ``PendingChange``).
     case change = 0x04
@@ -285,6 +343,91 @@ enum Keys {
         k.append("stats")
         k.append(model)
         return k.bytes
+    }
+
+    /// `(meta, "index", model, indexId)` → the index definition as JSON. The index id is written
+    /// as a decimal string (4 bytes for small ids, where a number element takes 11).
+    static func indexDefinition(_ model: String, _ id: Int) -> [UInt8] {
+        var k = KeyEncoder(.meta)
+        k.append("index")
+        k.append(model)
+        k.append(String(id))
+        return k.bytes
+    }
+
+    /// Prefix of every index definition of every model.
+    static var indexDefinitionPrefix: [UInt8] {
+        var k = KeyEncoder(.meta)
+        k.append("index")
+        return k.bytes
+    }
+
+    /// `(idx, model, indexId)`: the prefix of every entry of one index. A value index's entry
+    /// continues with the fields' values (null for a missing field) and the object id.
+    static func indexPrefix(_ model: String, _ id: Int) -> [UInt8] {
+        var k = KeyEncoder(.index, capacity: model.utf8.count + 48)
+        k.append(model)
+        k.append(String(id))
+        return k.bytes
+    }
+
+    /// `(idx, model, indexId, false)`: where an array-element index keeps array elements.
+    static func indexElementsPrefix(_ model: String, _ id: Int) -> [UInt8] {
+        var k = KeyEncoder(prefix: indexPrefix(model, id))
+        k.append(.bool(false))
+        return k.bytes
+    }
+
+    /// `(idx, model, indexId, true)`: where an array-element index keeps string values (so that
+    /// `contains` can also find substrings).
+    static func indexStringsPrefix(_ model: String, _ id: Int) -> [UInt8] {
+        var k = KeyEncoder(prefix: indexPrefix(model, id))
+        k.append(.bool(true))
+        return k.bytes
+    }
+
+    /// `(idx, model, indexId, false, element, objectId)`.
+    static func indexElementEntry(_ model: String, _ id: Int, element: JSONValue, objectID: String) -> [UInt8] {
+        var k = KeyEncoder(prefix: indexElementsPrefix(model, id))
+        k.append(element)
+        k.append(objectID)
+        return k.bytes
+    }
+
+    /// `(idx, model, indexId, true, string, objectId)`.
+    static func indexStringEntry(_ model: String, _ id: Int, string: String, objectID: String) -> [UInt8] {
+        var k = KeyEncoder(prefix: indexStringsPrefix(model, id))
+        k.append(string)
+        k.append(objectID)
+        return k.bytes
+    }
+
+    /// `(idx, model)`: the prefix of every index entry of `model`.
+    static func indexModelPrefix(_ model: String) -> [UInt8] {
+        var k = KeyEncoder(.index)
+        k.append(model)
+        return k.bytes
+    }
+
+    /// Reads the values and the trailing object id of an index entry whose first `prefixLength`
+    /// bytes are known, with `valueCount` elements before the id.
+    static func indexEntry(_ key: UnsafeRawBufferPointer, prefixLength: Int, valueCount: Int) throws(SatchelError) -> ([JSONValue], String) {
+        var decoder = KeyDecoder(key, from: prefixLength)
+        var values: [JSONValue] = []
+        values.reserveCapacity(valueCount)
+        for _ in 0..<valueCount { values.append(try decoder.readValue()) }
+        let id = try decoder.readString()
+        guard decoder.isAtEnd else { throw SatchelError(.corruption, "trailing bytes after an object id in an index key") }
+        return (values, id)
+    }
+
+    /// The trailing object id of an index entry, skipping `valueCount` values after the prefix.
+    static func objectID(fromIndexEntry key: UnsafeRawBufferPointer, prefixLength: Int, valueCount: Int) throws(SatchelError) -> String {
+        var decoder = KeyDecoder(key, from: prefixLength)
+        for _ in 0..<valueCount { try decoder.skipValue() }
+        let id = try decoder.readString()
+        guard decoder.isAtEnd else { throw SatchelError(.corruption, "trailing bytes after an object id in an index key") }
+        return id
     }
 
     /// `(doc, model)`: the prefix of every object of `model`.

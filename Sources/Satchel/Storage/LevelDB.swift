@@ -200,7 +200,10 @@ final class LevelDB: Sendable {
         snapshot: LevelDBSnapshot?, fillCache: Bool = true,
         _ body: (OpaquePointer) throws(SatchelError) -> R
     ) throws(SatchelError) -> R {
-        if snapshot == nil && fillCache { return try body(readOptions.raw) }
+        if fillCache {
+            if let snapshot { return try body(snapshot.readOptions) }
+            return try body(readOptions.raw)
+        }
         let options = leveldb_readoptions_create()!
         defer { leveldb_readoptions_destroy(options) }
         leveldb_readoptions_set_verify_checksums(options, 1)

@@ -14,20 +14,30 @@ final class LevelDBSnapshot: Sendable {
     private let db: LevelDB
     private let database: CPointer
     private let snapshot: CPointer
+    /// Read options bound to this snapshot, made once for all the gets of a query.
+    private let options: CPointer
 
     init(db: LevelDB, database: OpaquePointer) throws(SatchelError) {
         try db.retain()
         self.db = db
         self.database = CPointer(raw: database)
-        self.snapshot = CPointer(raw: leveldb_create_snapshot(database)!)
+        let snapshot = leveldb_create_snapshot(database)!
+        self.snapshot = CPointer(raw: snapshot)
+        let options = leveldb_readoptions_create()!
+        leveldb_readoptions_set_verify_checksums(options, 1)
+        leveldb_readoptions_set_fill_cache(options, 1)
+        leveldb_readoptions_set_snapshot(options, snapshot)
+        self.options = CPointer(raw: options)
     }
 
     deinit {
+        leveldb_readoptions_destroy(options.raw)
         leveldb_release_snapshot(database.raw, snapshot.raw)
         db.release()
     }
 
     var pointer: OpaquePointer { snapshot.raw }
+    var readOptions: OpaquePointer { options.raw }
 }
 
 /// A LevelDB iterator.

@@ -16,8 +16,16 @@ struct ModelCounters: Equatable, Sendable {
     var pendingCreates = 0
     var pendingUpdates = 0
     var pendingDeletes = 0
+    /// Entries per index id.
+    var indexEntries: [Int: Int] = [:]
 
     var pendingTotal: Int { pendingCreates + pendingUpdates + pendingDeletes }
+
+    /// Adds `delta` entries to index `id` (no entry is kept for zero).
+    mutating func adjustIndex(_ id: Int, by delta: Int) {
+        let count = (indexEntries[id] ?? 0) + delta
+        indexEntries[id] = count == 0 ? nil : count
+    }
 
     mutating func adjustPending(_ kind: PendingChange.Kind?, by delta: Int) {
         switch kind {
@@ -28,11 +36,13 @@ struct ModelCounters: Equatable, Sendable {
         }
     }
 
-    /// Stored under `(meta, "stats", model)`: `{"objects":N,"create":a,"update":b,"delete":c}`.
+    /// Stored under `(meta, "stats", model)`:
+    /// `{"create":a,"delete":c,"indexes":{"1":n,…},"objects":N,"update":b}`.
     var encoded: [UInt8] {
         let object: JSONObject = [
             "objects": .int(Int64(objects)), "create": .int(Int64(pendingCreates)),
             "update": .int(Int64(pendingUpdates)), "delete": .int(Int64(pendingDeletes)),
+            "indexes": .object(JSONObject(indexEntries.map { (String($0.key), JSONValue.int(Int64($0.value))) })),
         ]
         return object.jsonBytes
     }
@@ -48,6 +58,10 @@ struct ModelCounters: Equatable, Sendable {
         self.pendingCreates = Int(c)
         self.pendingUpdates = Int(u)
         self.pendingDeletes = Int(d)
+        for (id, count) in object["indexes"]?.objectValue ?? JSONObject() {
+            guard let id = Int(id), let count = count.intValue else { throw SatchelError(.corruption, "undecodable index counters") }
+            indexEntries[id] = Int(count)
+        }
     }
 }
 
@@ -55,6 +69,8 @@ struct ModelCounters: Equatable, Sendable {
 struct ModelEntry: Sendable {
     var definition: ModelDefinition
     var counters: ModelCounters
+    /// The model's indexes, by id.
+    var indexes: [StoredIndex] = []
 }
 
 /// The registry of models, guarded by the store's mutex.

@@ -68,7 +68,7 @@ public struct Model: Sendable, Hashable {
     /// Deletes, in one transaction, every object whose attributes equal `conditions`.
     @discardableResult
     public func destroy(where conditions: JSONObject) throws -> Int {
-        try store.write { try $0.destroy(where: conditions, in: self) }
+        try destroy(where: Condition(equalities: conditions))
     }
 
     // MARK: - Reads
@@ -89,27 +89,15 @@ public struct Model: Sendable, Hashable {
         return result
     }
 
-    /// Every object whose attributes equal `conditions` (RhoConnect's `find_all(conditions)`),
-    /// by id. The condition `object` matches the id. A null condition matches nothing.
+    /// Every object whose attributes equal `conditions` (RhoConnect's `find_all(conditions)`).
+    /// The condition `object` matches the id. A null condition matches nothing.
     public func findAll(where conditions: JSONObject) throws -> [Document] {
-        var result: [Document] = []
-        try forEach { document in
-            if document.matches(conditions) { result.append(document) }
-        }
-        return result
+        try findAll(Query(where: conditions))
     }
 
-    /// The first object, by id, whose attributes equal `conditions`.
+    /// The first object whose attributes equal `conditions`.
     public func findFirst(where conditions: JSONObject) throws -> Document? {
-        var found: Document?
-        try scanDocuments { document in
-            if document.matches(conditions) {
-                found = document
-                return false
-            }
-            return true
-        }
-        return found
+        try findFirst(where: Condition(equalities: conditions))
     }
 
     /// The number of objects (kept as a counter: no scan).
@@ -117,12 +105,7 @@ public struct Model: Sendable, Hashable {
 
     /// The number of objects whose attributes equal `conditions`.
     public func count(where conditions: JSONObject) throws -> Int {
-        if conditions.isEmpty { return try count() }
-        var n = 0
-        try forEach { document in
-            if document.matches(conditions) { n += 1 }
-        }
-        return n
+        try count(where: Condition(equalities: conditions))
     }
 
     /// Visits every object by id on one consistent view of the data.
@@ -211,14 +194,5 @@ extension Document {
     /// attribute equals the given value, numbers comparing numerically and strings by Unicode
     /// scalars. The condition `object` compares the id. A missing attribute, or a null
     /// condition, never matches.
-    public func matches(_ conditions: JSONObject) -> Bool {
-        for (attribute, expected) in conditions {
-            if UTF8Order.equal(attribute, Document.idAttribute) {
-                guard case .string(let id) = expected, UTF8Order.equal(id, self.id) else { return false }
-                continue
-            }
-            guard let actual = attributes[attribute], actual == expected else { return false }
-        }
-        return true
-    }
+    public func matches(_ conditions: JSONObject) -> Bool { Condition(equalities: conditions).matches(self) }
 }

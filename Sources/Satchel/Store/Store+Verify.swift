@@ -47,7 +47,9 @@ extension Store {
             try iterator.checkError()
         }
         for (name, entry) in definitions {
-            let actual = counted[name] ?? ModelCounters()
+            var actual = counted[name] ?? ModelCounters()
+            // Only ready indexes have exact counters; the others are being built or dropped.
+            for index in entry.indexes where index.state != .ready { actual.indexEntries[index.id] = entry.counters.indexEntries[index.id] }
             if actual != entry.counters {
                 report.report(
                     "model '\(name.name)': stored counters \(entry.counters.summary) differ from the data \(actual.summary)")
@@ -87,6 +89,13 @@ extension Store {
             counted[name, default: ModelCounters()].objects += 1
             do {
                 let attributes = try value.withUnsafeBytes { try StoredDocument.decode($0, model: name.name, id: id) }
+                // Every document has each of its entries in every ready index.
+                for index in definitions[name]?.indexes ?? [] where index.state == .ready {
+                    for entryKey in index.entries(model: name.name, objectID: id, attributes: attributes)
+                    where (try? database(partition).get(entryKey)) == nil {
+                        report.report("model '\(name.name)': object '\(id)' lacks its entry in index \(index.definition)")
+                    }
+                }
                 if attributes.isEmpty { report.report("model '\(name.name)': object '\(id)' has no attributes") }
                 if attributes.contains(where: { $0.value.isNull }) {
                     report.report("model '\(name.name)': object '\(id)' stores a null attribute")
@@ -117,14 +126,44 @@ extension Store {
                 report.report("model '\(name.name)': \(error)")
             }
         case .index:
-            break
+            // (idx, model, indexId, values…, objectId): the entry must be one its document makes.
+            guard elements.count >= 3, let indexID = elements[1].stringValue.flatMap({ Int($0) }), let id = elements.last?.stringValue else {
+                report.report("\(where_): a malformed index key")
+                return
+            }
+            guard let (name, entry) = model(elements[0]) else {
+                report.report("\(where_): an index entry of '\(id)' belongs to an unknown model")
+                return
+            }
+            guard let index = entry.indexes.first(where: { $0.id == indexID }) else {
+                report.report("model '\(name.name)': an entry of '\(id)' belongs to an unknown index #\(indexID)")
+                return
+            }
+            counted[name, default: ModelCounters()].adjustIndex(indexID, by: 1)
+            guard index.state != .dropping else { return }
+            let attributes: JSONObject?
+            do {
+                attributes = try database(partition).withValue(forKey: Keys.document(name.name, id)) { bytes in
+                    try bytes.map { try StoredDocument.decode($0, model: name.name, id: id) }
+                }
+            } catch {
+                return  // reported with the document itself
+            }
+            guard let attributes else {
+                report.report("model '\(name.name)': index \(index.definition) has an entry for '\(id)', which does not exist")
+                return
+            }
+            if !index.entries(model: name.name, objectID: id, attributes: attributes).contains(key) {
+                report.report("model '\(name.name)': index \(index.definition) has an entry for '\(id)' that does not match the object")
+            }
         }
     }
 }
 
 extension ModelCounters {
     var summary: String {
-        "(objects \(objects), pending \(pendingCreates)/\(pendingUpdates)/\(pendingDeletes))"
+        let entries = indexEntries.sorted { $0.key < $1.key }.map { "#\($0.key): \($0.value)" }.joined(separator: ", ")
+        return "(objects \(objects), pending \(pendingCreates)/\(pendingUpdates)/\(pendingDeletes), index entries [\(entries)])"
     }
 }
 
@@ -165,6 +204,18 @@ extension Store {
                     return true
                 }
                 for change in try model.pendingChanges() { counters.adjustPending(change.kind, by: 1) }
+                for index in entry.indexes {
+                    let prefix = Keys.indexPrefix(name.name, index.id)
+                    let iterator = try database(entry.definition.partition).makeIterator()
+                    iterator.seek(prefix)
+                    var n = 0
+                    while iterator.isValid && iterator.keyHasPrefix(prefix) {
+                        n += 1
+                        iterator.next()
+                    }
+                    try iterator.checkError()
+                    counters.indexEntries[index.id] = n == 0 ? nil : n
+                }
                 if counters != entry.counters {
                     var batch = LevelDBWriteBatch()
                     batch.put(Keys.modelStats(name.name), counters.encoded)

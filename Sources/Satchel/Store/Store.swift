@@ -102,6 +102,7 @@ public final class Store: Sendable {
             try Self.loadModels(from: db, partition: partition, into: &catalog)
         }
         self.catalog = Mutex(catalog)
+        try resumeDrops()
     }
 
     /// Closes the store. Idempotent.
@@ -172,6 +173,26 @@ public final class Store: Sendable {
             iterator.next()
         }
         try iterator.checkError()
+        // Index definitions: (meta, "index", model, id).
+        let indexPrefix = Keys.indexDefinitionPrefix
+        iterator.seek(indexPrefix)
+        while iterator.isValid && iterator.keyHasPrefix(indexPrefix) {
+            let model = try iterator.withKey { key throws(SatchelError) in
+                var decoder = KeyDecoder(key, from: indexPrefix.count)
+                return try decoder.readString()
+            }
+            let index = try iterator.withValue { bytes in
+                guard let json = try? JSONObject(parsing: bytes) else { throw SatchelError(.corruption, "undecodable index definition of '\(model)'") }
+                return try StoredIndex(json: json)
+            }
+            guard catalog.models[NameKey(model)] != nil else {
+                throw SatchelError(.corruption, "an index definition of an unknown model '\(model)' in the \(partition.rawValue) partition")
+            }
+            catalog.models[NameKey(model)]?.indexes.append(index)
+            iterator.next()
+        }
+        try iterator.checkError()
+        for key in catalog.models.keys { catalog.models[key]?.indexes.sort { $0.id < $1.id } }
     }
 
     // MARK: - Models
@@ -221,14 +242,21 @@ public final class Store: Sendable {
                     var batch = LevelDBWriteBatch()
                     batch.delete(Keys.modelDefinition(definition.name))
                     batch.delete(Keys.modelStats(definition.name))
+                    for index in existing.indexes { batch.delete(Keys.indexDefinition(definition.name, index.id)) }
                     try database(existing.definition.partition).write(batch, sync: configuration.durableWrites)
                 }
             }
             var batch = LevelDBWriteBatch()
             batch.put(Keys.modelDefinition(definition.name), definition.json.jsonBytes)
+            if let existing, existing.definition.partition != definition.partition {
+                // Indexes move with the (empty) model; they have no entries to move.
+                for index in existing.indexes { batch.put(Keys.indexDefinition(definition.name, index.id), index.json.jsonBytes) }
+                if !existing.indexes.isEmpty { batch.put(Keys.modelStats(definition.name), existing.counters.encoded) }
+            }
             try database(definition.partition).write(batch, sync: configuration.durableWrites)
             catalog.withLock {
-                $0.models[key] = ModelEntry(definition: definition, counters: existing?.counters ?? ModelCounters())
+                $0.models[key] = ModelEntry(
+                    definition: definition, counters: existing?.counters ?? ModelCounters(), indexes: existing?.indexes ?? [])
             }
         }
         return Model(store: self, name: definition.name)

@@ -18,6 +18,8 @@ public final class Transaction {
     /// Working copies of the counters of the models this transaction touched.
     private var counters: [NameKey: ModelCounters] = [:]
     private var finished = false
+    /// Changes to the in-memory catalog that take effect once the batch is written.
+    private var catalogUpdates: [(inout Catalog) -> Void] = []
 
     init(store: Store) { self.store = store }
 
@@ -39,7 +41,8 @@ public final class Transaction {
     @discardableResult
     public func create(_ attributes: JSONObject, in model: Model) throws -> Document {
         checkOpen()
-        let definition = try store.entry(model.name).definition
+        let entry = try store.entry(model.name)
+        let definition = entry.definition
         var attributes = attributes
         let givenID = try Self.takeID(from: &attributes, model: model.name)
         let id = givenID ?? ObjectID.generate()
@@ -51,7 +54,7 @@ public final class Transaction {
         if givenID != nil, try readDocument(model, id) != nil {
             throw SatchelError(.alreadyExists, "model '\(model.name)' already has an object '\(id)'", model: model.name, objectID: id)
         }
-        try apply(definition, model, id: id, old: nil, new: new)
+        try apply(entry, model, id: id, old: nil, new: new)
         return Document(id: id, attributes: new)
     }
 
@@ -63,15 +66,16 @@ public final class Transaction {
     @discardableResult
     public func save(_ document: Document, in model: Model) throws -> Document? {
         checkOpen()
-        let definition = try store.entry(model.name).definition
+        let entry = try store.entry(model.name)
+        let definition = entry.definition
         let new = document.attributes.removingNulls()
         try definition.validate(new, objectID: document.id)
         let old = try readDocument(model, document.id)
         if new.isEmpty {
-            if let old { try apply(definition, model, id: document.id, old: old, new: nil) }
+            if let old { try apply(entry, model, id: document.id, old: old, new: nil) }
             return nil
         }
-        try apply(definition, model, id: document.id, old: old, new: new)
+        try apply(entry, model, id: document.id, old: old, new: new)
         return Document(id: document.id, attributes: new)
     }
 
@@ -84,7 +88,8 @@ public final class Transaction {
     @discardableResult
     public func update(_ id: String, with attributes: JSONObject, in model: Model) throws -> Document? {
         checkOpen()
-        let definition = try store.entry(model.name).definition
+        let entry = try store.entry(model.name)
+        let definition = entry.definition
         var attributes = attributes
         if let given = try Self.takeID(from: &attributes, model: model.name), !UTF8Order.equal(given, id) {
             throw SatchelError(.invalidDocument, "an update cannot change the object id", model: model.name, objectID: id)
@@ -96,10 +101,10 @@ public final class Transaction {
         for (name, value) in attributes { new[name] = value.isNull ? nil : value }
         try definition.validate(new, objectID: id)
         if new.isEmpty {
-            try apply(definition, model, id: id, old: old, new: nil)
+            try apply(entry, model, id: id, old: old, new: nil)
             return nil
         }
-        if !new.isIdentical(to: old) { try apply(definition, model, id: id, old: old, new: new) }
+        if !new.isIdentical(to: old) { try apply(entry, model, id: id, old: old, new: new) }
         return Document(id: id, attributes: new)
     }
 
@@ -109,9 +114,9 @@ public final class Transaction {
     @discardableResult
     public func destroy(_ id: String, in model: Model) throws -> Bool {
         checkOpen()
-        let definition = try store.entry(model.name).definition
+        let entry = try store.entry(model.name)
         guard let old = try readDocument(model, id) else { return false }
-        try apply(definition, model, id: id, old: old, new: nil)
+        try apply(entry, model, id: id, old: old, new: nil)
         return true
     }
 
@@ -120,8 +125,16 @@ public final class Transaction {
     /// - Returns: how many objects were deleted.
     @discardableResult
     public func destroy(where conditions: JSONObject, in model: Model) throws -> Int {
+        try destroy(where: Condition(equalities: conditions), in: model)
+    }
+
+    /// Deletes every object matching `predicate`.
+    ///
+    /// - Returns: how many objects were deleted.
+    @discardableResult
+    public func destroy(where predicate: Condition, in model: Model) throws -> Int {
         checkOpen()
-        let matches = try findAll(where: conditions, in: model)
+        let matches = try findAll(Query(where: predicate, select: []), in: model)
         for document in matches { try destroy(document.id, in: model) }
         return matches.count
     }
@@ -137,20 +150,36 @@ public final class Transaction {
 
     /// Every object of `model`, by id, as this transaction sees them.
     public func findAll(in model: Model) throws -> [Document] {
-        try findAll(where: JSONObject(), in: model)
+        try findAll(Query(order: [.ascending(Field(Document.idAttribute))]), in: model)
     }
 
     /// Every object of `model` whose attributes equal `conditions`, by id.
     public func findAll(where conditions: JSONObject, in model: Model) throws -> [Document] {
+        try findAll(Query(where: Condition(equalities: conditions), order: [.ascending(Field(Document.idAttribute))]), in: model)
+    }
+
+    /// The documents `query` selects, as this transaction sees them. Before the transaction
+    /// has written to the model's partition the query uses indexes; after, it scans the model
+    /// and merges the transaction's own writes.
+    public func findAll(_ query: Query, in model: Model) throws -> [Document] {
         checkOpen()
+        try query.validate()
         let partition = try store.entry(model.name).definition.partition
-        var result: [Document] = []
+        if partition != self.partition || overlay.isEmpty {
+            // Nothing pending here, and this thread holds the writer lock: the store is this
+            // transaction's view.
+            return try model.findAll(query)
+        }
+        var matches: [Document] = []
         let prefix = model.documentPrefix
         try scan(prefix: prefix, partition: partition) { key, value in
             let id = try Keys.objectID(fromKey: key, prefixLength: prefix.count)
             let document = Document(id: id, attributes: try StoredDocument.decode(value, model: model.name, id: id))
-            if document.matches(conditions) { result.append(document) }
+            if query.predicate.matches(document) { matches.append(document) }
         }
+        if !query.order.isEmpty { matches = Sorter(order: query.order).sort(matches) }
+        var result = matches.dropFirst(query.offset).map(query.project)
+        if let limit = query.limit, result.count > limit { result.removeLast(result.count - limit) }
         return result
     }
 
@@ -158,7 +187,8 @@ public final class Transaction {
 
     /// Moves object `id` from `old` to `new` (nil: deleted): the document, the counters and the
     /// coalesced pending change.
-    private func apply(_ definition: ModelDefinition, _ model: Model, id: String, old: JSONObject?, new: JSONObject?) throws {
+    private func apply(_ entry: ModelEntry, _ model: Model, id: String, old: JSONObject?, new: JSONObject?) throws {
+        let definition = entry.definition
         try claim(definition.partition, model: model.name)
         let key = Keys.document(prefix: model.documentPrefix, id)
         var counters = try workingCounters(model.name)
@@ -169,6 +199,22 @@ public final class Transaction {
         }
         counters.objects += (new == nil ? 0 : 1) - (old == nil ? 0 : 1)
         defer { self.counters[NameKey(model.name)] = counters }
+        // Index entries move in the same batch as the document.
+        for index in entry.indexes where index.isMaintained {
+            let before = old.map { index.entries(model: model.name, objectID: id, attributes: $0) } ?? []
+            let after = new.map { index.entries(model: model.name, objectID: id, attributes: $0) } ?? []
+            if before == after { continue }
+            var delta = 0
+            for entryKey in before where !after.contains(entryKey) {
+                overlay[entryKey] = .some(nil)
+                delta -= 1
+            }
+            for entryKey in after where !before.contains(entryKey) {
+                overlay[entryKey] = .some([])
+                delta += 1
+            }
+            counters.adjustIndex(index.id, by: delta)
+        }
         guard definition.recordsChanges else { return }
         let incoming: ChangeRecord
         switch (old, new) {
@@ -292,7 +338,7 @@ public final class Transaction {
     /// Writes the overlay and the touched counters in one batch, then publishes the counters.
     func commit(durable: Bool) throws {
         checkOpen()
-        guard let partition, !overlay.isEmpty else { return }
+        guard let partition, !overlay.isEmpty || !catalogUpdates.isEmpty else { return }
         var batch = LevelDBWriteBatch()
         for (key, value) in overlay {
             if let value { batch.put(key, value) } else { batch.delete(key) }
@@ -303,8 +349,28 @@ public final class Transaction {
         try store.database(partition).write(batch, sync: durable)
         store.catalog.withLock { catalog in
             for (model, counters) in counters { catalog.models[model]?.counters = counters }
+            for update in catalogUpdates { update(&catalog) }
         }
     }
+
+    // MARK: - Internal writes (index builds, the sync engine)
+
+    /// Writes `value` (nil: deletes) under `key` in `partition`, as part of this transaction.
+    func rawWrite(_ key: [UInt8], _ value: [UInt8]?, partition: Partition, model: String) throws(SatchelError) {
+        try claim(partition, model: model)
+        overlay[key] = .some(value)
+    }
+
+    /// Replaces the counters of `model` when the transaction commits.
+    func setCounters(_ counters: ModelCounters, model: String) {
+        self.counters[NameKey(model)] = counters
+    }
+
+    /// The counters of `model` as this transaction sees them.
+    func currentCounters(_ model: String) throws(SatchelError) -> ModelCounters { try workingCounters(model) }
+
+    /// Changes the in-memory catalog once the transaction has committed.
+    func onCommit(_ update: @escaping (inout Catalog) -> Void) { catalogUpdates.append(update) }
 }
 
 @available(*, unavailable)

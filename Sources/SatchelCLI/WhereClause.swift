@@ -8,7 +8,7 @@ import Satchel
 /// value are ignored. VALUE is read as JSON when it parses, else as a string (`price=10` is the
 /// number 10, `name=Widget` and `name="10"` are strings); each element of an `in` list is read
 /// the same way on its own.
-struct Condition: Equatable {
+struct WhereClause: Equatable {
     enum Operator: String, CaseIterable {
         case equal = "=", notEqual = "!=", less = "<", lessOrEqual = "<=", greater = ">", greaterOrEqual = ">="
         case beginsWith = "^=", contains = "~=", oneOf = "in"
@@ -61,6 +61,25 @@ struct Condition: Equatable {
             value = .array(valueText.split(separator: ",", omittingEmptySubsequences: false).map { Self.readValue(String($0).trimmingSpaces) })
         } else {
             value = Self.readValue(valueText)
+        }
+    }
+
+    /// The condition as a predicate, with Satchel's semantics (DESIGN §3).
+    var predicate: Condition {
+        let field = Field(attribute)
+        switch op {
+        case .equal: return field == value
+        case .notEqual: return field != value
+        case .less: return field < value
+        case .lessOrEqual: return field <= value
+        case .greater: return field > value
+        case .greaterOrEqual: return field >= value
+        case .beginsWith:
+            // beginsWith applies to strings; a value that reads as another JSON type matches nothing.
+            guard case .string(let prefix) = value else { return .none }
+            return field.beginsWith(prefix)
+        case .contains: return field.contains(value)
+        case .oneOf: return field.isIn(value.arrayValue ?? [value])
         }
     }
 

@@ -1,0 +1,132 @@
+/// A secondary index of a model.
+///
+/// - A **value index** on one or more fields (in order) has one entry per object: the fields'
+///   values (a missing field counts as null, so every object is in the index and missing values
+///   sort first), then the object id. It serves `==`, `isIn`, ranges and `beginsWith` on a
+///   leading run of its fields, and `order(by:)` on them.
+/// - An **array-element index** on one field has one entry per element of an array value, and
+///   one per string value; it serves `contains`.
+///
+/// ```swift
+/// try products.createIndex(IndexDefinition("brand"))
+/// try products.createIndex(IndexDefinition("brand", "price"))
+/// try products.createIndex(.elements(of: "tags"))
+/// ```
+public struct IndexDefinition: Sendable, Hashable, CustomStringConvertible {
+    /// What the index holds.
+    public enum Kind: String, Sendable, Hashable, CaseIterable {
+        /// One entry per object: the fields' whole values.
+        case value
+        /// One entry per array element (and per string value) of one field.
+        case arrayElements
+    }
+
+    /// The indexed fields, in order.
+    public let fields: [Field]
+    public let kind: Kind
+
+    /// A value index on `fields`, in order.
+    public init(_ fields: [Field]) {
+        self.fields = fields
+        self.kind = .value
+    }
+
+    /// A value index on `fields`, in order.
+    public init(_ fields: Field...) { self.init(fields) }
+
+    private init(fields: [Field], kind: Kind) {
+        self.fields = fields
+        self.kind = kind
+    }
+
+    /// An array-element index on `field`.
+    public static func elements(of field: Field) -> IndexDefinition { IndexDefinition(fields: [field], kind: .arrayElements) }
+
+    /// `brand`, `brand,price`, or `tags[]` for an array-element index.
+    public var description: String {
+        let names = fields.map(\.description).joined(separator: ",")
+        return kind == .arrayElements ? names + "[]" : names
+    }
+
+    func validate(model: String) throws(SatchelError) {
+        guard !fields.isEmpty else { throw SatchelError(.invalidArgument, "an index needs at least one field", model: model) }
+        if kind == .arrayElements && fields.count != 1 {
+            throw SatchelError(.invalidArgument, "an array-element index has exactly one field", model: model)
+        }
+        if fields.contains(where: \.isID) {
+            throw SatchelError(.invalidArgument, "the object id is the key already; it needs no index", model: model)
+        }
+        if Set(fields).count != fields.count {
+            throw SatchelError(.invalidArgument, "index \(self) names a field twice", model: model)
+        }
+    }
+}
+
+/// An index as the store keeps it: its definition, its id within the model, its state.
+struct StoredIndex: Sendable, Hashable {
+    enum State: String, Sendable { case building, ready, dropping }
+
+    var id: Int
+    var definition: IndexDefinition
+    var state: State
+
+    /// Whether writes keep it up to date (every state but dropping).
+    var isMaintained: Bool { state != .dropping }
+
+    /// Stored under `(meta, "index", model, id)`:
+    /// `{"fields":[["brand"],["address","city"]],"id":1,"kind":"value","state":"ready"}`.
+    var json: JSONObject {
+        [
+            "id": .int(Int64(id)), "kind": .string(definition.kind.rawValue), "state": .string(state.rawValue),
+            "fields": .array(definition.fields.map { .array($0.components.map(JSONValue.string)) }),
+        ]
+    }
+
+    init(id: Int, definition: IndexDefinition, state: State) {
+        self.id = id
+        self.definition = definition
+        self.state = state
+    }
+
+    init(json: JSONObject) throws(SatchelError) {
+        func bad() -> SatchelError { SatchelError(.corruption, "undecodable index definition") }
+        guard let id = json["id"]?.intValue, let kind = json["kind"]?.stringValue.flatMap(IndexDefinition.Kind.init(rawValue:)),
+            let state = json["state"]?.stringValue.flatMap(State.init(rawValue:)), let fields = json["fields"]?.arrayValue
+        else { throw bad() }
+        var paths: [Field] = []
+        for field in fields {
+            guard let names = field.arrayValue?.compactMap(\.stringValue), !names.isEmpty, names.count == field.arrayValue?.count else { throw bad() }
+            paths.append(Field(components: names))
+        }
+        guard !paths.isEmpty else { throw bad() }
+        self.id = Int(id)
+        self.state = state
+        self.definition = kind == .value ? IndexDefinition(paths) : .elements(of: paths[0])
+    }
+
+    // MARK: - Entries
+
+    /// The keys this index holds for an object with `attributes`, each `(idx, model, id, …, objectId)`.
+    func entries(model: String, objectID: String, attributes: JSONObject) -> [[UInt8]] {
+        switch definition.kind {
+        case .value:
+            var key = KeyEncoder(prefix: Keys.indexPrefix(model, id))
+            for field in definition.fields { key.append(field.value(in: attributes) ?? .null) }
+            key.append(objectID)
+            return [key.bytes]
+        case .arrayElements:
+            switch definition.fields[0].value(in: attributes) {
+            case .array(let elements)?:
+                var seen = Set<[UInt8]>()
+                return elements.compactMap { element in
+                    let key = Keys.indexElementEntry(model, id, element: element, objectID: objectID)
+                    return seen.insert(key).inserted ? key : nil
+                }
+            case .string(let s)?:
+                return [Keys.indexStringEntry(model, id, string: s, objectID: objectID)]
+            default:
+                return []
+            }
+        }
+    }
+}

@@ -1,0 +1,185 @@
+import Synchronization
+
+/// Progress of ``Model/createIndex(_:batchSize:progress:)``.
+public struct IndexBuildProgress: Sendable {
+    /// Objects indexed so far, and the number of objects when the build started.
+    public var processed: Int
+    public var total: Int
+}
+
+/// An index of a model, with its state and size.
+public struct IndexInfo: Sendable, Hashable {
+    public var definition: IndexDefinition
+    /// False while the index is being built or dropped; queries use only ready indexes.
+    public var isReady: Bool
+    /// The number of entries.
+    public var entries: Int
+}
+
+extension Model {
+    /// The model's indexes, in creation order.
+    public var indexes: [IndexInfo] {
+        get throws {
+            let entry = try store.entry(name)
+            return entry.indexes.map {
+                IndexInfo(definition: $0.definition, isReady: $0.state == .ready, entries: entry.counters.indexEntries[$0.id] ?? 0)
+            }
+        }
+    }
+
+    /// Declares an index and builds it over the model's objects, in batches of `batchSize`
+    /// objects (each one transaction, so other writes interleave), reporting progress after
+    /// each batch. Writes made during the build keep the index up to date; queries use it once
+    /// it is complete.
+    ///
+    /// Idempotent: creating an index that exists does nothing; creating one whose build was
+    /// interrupted finishes it.
+    ///
+    /// - Throws: ``SatchelError`` `.invalidArgument` for an empty definition, an
+    ///   array-element index on several fields, or an index on `object`.
+    public func createIndex(
+        _ definition: IndexDefinition, batchSize: Int = 1000, progress: ((IndexBuildProgress) -> Void)? = nil
+    ) throws {
+        try definition.validate(model: name)
+        guard batchSize > 0 else { throw SatchelError(.invalidArgument, "the batch size must be positive") }
+        let (index, partition, total) = try store.writer.withLock { () throws -> (StoredIndex, Partition, Int) in
+            let entry = try store.entry(name)
+            if let existing = entry.indexes.first(where: { $0.definition == definition }) {
+                if existing.state == .dropping {
+                    throw SatchelError(.busy, "index \(definition) of model '\(name)' is being dropped", model: name)
+                }
+                return (existing, entry.definition.partition, entry.counters.objects)
+            }
+            let index = StoredIndex(id: (entry.indexes.map(\.id).max() ?? 0) + 1, definition: definition, state: .building)
+            var batch = LevelDBWriteBatch()
+            batch.put(Keys.indexDefinition(name, index.id), index.json.jsonBytes)
+            try store.database(entry.definition.partition).write(batch, sync: store.configuration.durableWrites)
+            let key = NameKey(name)
+            store.catalog.withLock { $0.models[key]?.indexes.append(index) }
+            return (index, entry.definition.partition, entry.counters.objects)
+        }
+        if index.state == .ready { return }
+
+        // Backfill: each batch reads its objects and writes their entries in one transaction.
+        var resumeAfter: [UInt8]? = nil
+        var processed = 0
+        progress?(IndexBuildProgress(processed: 0, total: total))
+        while true {
+            let count = try store.bulkUpdate { tx -> Int in
+                let iterator = try store.database(partition).makeIterator()
+                let prefix = documentPrefix
+                if let resumeAfter {
+                    iterator.seek(resumeAfter)
+                    if iterator.isValid && iterator.keyHasPrefix(prefix) && iterator.withKey({ $0.elementsEqual(resumeAfter) }) { iterator.next() }
+                } else {
+                    iterator.seek(prefix)
+                }
+                var n = 0
+                while n < batchSize && iterator.isValid && iterator.keyHasPrefix(prefix) {
+                    let key = iterator.key
+                    let id = try key.withUnsafeBytes { try Keys.objectID(fromKey: $0, prefixLength: prefix.count) }
+                    let attributes = try iterator.withValue { try StoredDocument.decode($0, model: name, id: id) }
+                    for entryKey in index.entries(model: name, objectID: id, attributes: attributes) {
+                        try tx.rawWrite(entryKey, [], partition: partition, model: name)
+                    }
+                    resumeAfter = key
+                    n += 1
+                    iterator.next()
+                }
+                try iterator.checkError()
+                return n
+            }
+            processed += count
+            if count > 0 { progress?(IndexBuildProgress(processed: processed, total: max(total, processed))) }
+            if count < batchSize { break }
+        }
+
+        // Count the entries and mark the index ready, in one transaction.
+        try store.bulkUpdate { tx in
+            let prefix = Keys.indexPrefix(name, index.id)
+            let iterator = try store.database(partition).makeIterator()
+            iterator.seek(prefix)
+            var entries = 0
+            while iterator.isValid && iterator.keyHasPrefix(prefix) {
+                entries += 1
+                iterator.next()
+            }
+            try iterator.checkError()
+            var counters = try tx.currentCounters(name)
+            counters.indexEntries[index.id] = entries == 0 ? nil : entries
+            tx.setCounters(counters, model: name)
+            var ready = index
+            ready.state = .ready
+            try tx.rawWrite(Keys.indexDefinition(name, index.id), ready.json.jsonBytes, partition: partition, model: name)
+            let key = NameKey(name)
+            tx.onCommit { catalog in
+                if let i = catalog.models[key]?.indexes.firstIndex(where: { $0.id == index.id }) {
+                    catalog.models[key]?.indexes[i].state = .ready
+                }
+            }
+        }
+    }
+
+    /// Drops an index and every one of its entries.
+    ///
+    /// - Returns: whether the index existed.
+    @discardableResult
+    public func dropIndex(_ definition: IndexDefinition) throws -> Bool {
+        guard let index = try store.entry(name).indexes.first(where: { $0.definition == definition }) else { return false }
+        try store.drop(index, of: name)
+        return true
+    }
+}
+
+extension Store {
+    /// Drops `index` of `model`: marks it dropping (writes stop maintaining it, queries stop
+    /// using it), deletes its entries in batches, then its definition. Interrupted, it resumes
+    /// when the store next opens.
+    func drop(_ index: StoredIndex, of model: String) throws {
+        let key = NameKey(model)
+        let partition = try entry(model).definition.partition
+        if index.state != .dropping {
+            try bulkUpdate { tx in
+                var dropping = index
+                dropping.state = .dropping
+                try tx.rawWrite(Keys.indexDefinition(model, index.id), dropping.json.jsonBytes, partition: partition, model: model)
+                tx.onCommit { catalog in
+                    if let i = catalog.models[key]?.indexes.firstIndex(where: { $0.id == index.id }) {
+                        catalog.models[key]?.indexes[i].state = .dropping
+                    }
+                }
+            }
+        }
+        let prefix = Keys.indexPrefix(model, index.id)
+        while true {
+            let deleted = try bulkUpdate { tx -> Int in
+                let iterator = try database(partition).makeIterator()
+                iterator.seek(prefix)
+                var n = 0
+                while n < 10_000 && iterator.isValid && iterator.keyHasPrefix(prefix) {
+                    try tx.rawWrite(iterator.key, nil, partition: partition, model: model)
+                    n += 1
+                    iterator.next()
+                }
+                try iterator.checkError()
+                return n
+            }
+            if deleted == 0 { break }
+        }
+        try bulkUpdate { tx in
+            try tx.rawWrite(Keys.indexDefinition(model, index.id), nil, partition: partition, model: model)
+            var counters = try tx.currentCounters(model)
+            counters.indexEntries[index.id] = nil
+            tx.setCounters(counters, model: model)
+            tx.onCommit { catalog in catalog.models[key]?.indexes.removeAll { $0.id == index.id } }
+        }
+    }
+
+    /// Finishes the drops an earlier process left half done.
+    func resumeDrops() throws {
+        let dropping = catalog.withLock { catalog in
+            catalog.models.flatMap { name, entry in entry.indexes.filter { $0.state == .dropping }.map { (name.name, $0) } }
+        }
+        for (model, index) in dropping { try drop(index, of: model) }
+    }
+}

@@ -1,0 +1,48 @@
+extension Model {
+    /// The results of `query`, read lazily from one snapshot.
+    public func cursor(_ query: Query) throws -> DocumentCursor {
+        let entry = try store.entry(name)
+        let plan = Planner.plan(query, model: name, entry: entry, documentPrefix: documentPrefix)
+        return try DocumentCursor(model: self, query: query, plan: plan)
+    }
+
+    /// How `query` would run: the index or scan chosen, the conditions checked on each
+    /// document, and whether a sort is needed.
+    public func explain(_ query: Query) throws -> QueryPlan {
+        Planner.plan(query, model: name, entry: try store.entry(name), documentPrefix: documentPrefix).explanation
+    }
+
+    /// Every document `query` selects, in its order.
+    public func findAll(_ query: Query) throws -> [Document] { try cursor(query).all() }
+
+    /// Documents matching `predicate`, in `order`, at most `limit` after skipping `offset`,
+    /// reduced to the `select`ed attributes.
+    ///
+    /// ```swift
+    /// let page = try products.findAll(where: "brand" == "Acme" && "price" < 100,
+    ///                                 order: [.descending("price")], limit: 20)
+    /// ```
+    public func findAll(
+        where predicate: Condition, order: [SortKey] = [], limit: Int? = nil, offset: Int = 0, select: [Field]? = nil
+    ) throws -> [Document] {
+        try findAll(Query(where: predicate, order: order, limit: limit, offset: offset, select: select))
+    }
+
+    /// The first document matching `predicate` in `order` (any match without an order).
+    /// On an indexed field this reads a handful of keys, not the model.
+    public func findFirst(where predicate: Condition, order: [SortKey] = []) throws -> Document? {
+        try cursor(Query(where: predicate, order: order, limit: 1)).next()
+    }
+
+    /// The number of documents matching `predicate`.
+    public func count(where predicate: Condition) throws -> Int {
+        if case .always = predicate.node { return try count() }
+        return try cursor(Query(where: predicate)).countMatches()
+    }
+
+    /// Deletes, in one transaction, every document matching `predicate`; returns how many.
+    @discardableResult
+    public func destroy(where predicate: Condition) throws -> Int {
+        try store.write { try $0.destroy(where: predicate, in: self) }
+    }
+}

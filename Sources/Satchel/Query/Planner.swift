@@ -1,0 +1,387 @@
+/// A half-open range of keys, `[start, end)`.
+struct KeyRange: Sendable {
+    var start: [UInt8]
+    var end: [UInt8]
+    /// For the string sub-range of an array-element index: only entries whose string holds this.
+    var substring: String? = nil
+
+    var isEmpty: Bool { UTF8Order.compareBytes(start, end) >= 0 }
+
+    /// Every key that starts with `prefix`.
+    static func prefix(_ prefix: [UInt8]) -> KeyRange { KeyRange(start: prefix, end: Keys.prefixEnd(prefix)) }
+}
+
+/// A query's physical plan: where candidates come from, what is left to check on each document,
+/// and whether an in-memory sort is needed.
+struct Plan {
+    enum Source {
+        case ids([String])
+        case documents(KeyRange, reverse: Bool)
+        case index(StoredIndex, ranges: [KeyRange], valueCount: Int, reverse: Bool)
+    }
+
+    var source: Source
+    /// The part of the predicate the source does not guarantee (`.always` when none).
+    var residual: Condition.Node
+    /// True when the source does not deliver the query's order.
+    var sortInMemory: Bool
+    var explanation: QueryPlan
+}
+
+/// Chooses how a query runs: an id lookup, an index, or a scan. Rules, in order:
+///
+/// 1. `object == id` or `object in [ids]`: direct gets.
+/// 2. A value index is usable with equality (`==`, or `in` as several seeks) on a leading run of
+///    its fields, then at most one range (`<` `<=` `>` `>=` within one type class, `beginsWith`,
+///    `exists`) on the next field. An array-element index is usable for `contains`.
+/// 3. An index whose order matches the query's order (after the fields fixed by equality) lets
+///    a `limit` stop the read early.
+/// 4. Otherwise the model is scanned in id order (narrowed by conditions on `object`).
+///
+/// Among usable indexes, more fields fixed by equality wins, then a range, then the one that
+/// delivers the order. With a `limit`, an index that delivers the order is preferred over one
+/// that only narrows by a range.
+enum Planner {
+    struct Candidate {
+        var index: StoredIndex
+        var ranges: [KeyRange]
+        var valueCount: Int
+        var consumed: Set<Int>
+        var score: Int
+        var deliversOrder: Bool
+        var reverse: Bool
+        var detail: String
+    }
+
+    static func plan(_ query: Query, model: String, entry: ModelEntry, documentPrefix: [UInt8]) -> Plan {
+        let conjuncts = Self.conjuncts(query.predicate.node)
+        let tieDescending = query.order.last?.descending ?? false
+
+        // 1. Id lookups.
+        for (i, conjunct) in conjuncts.enumerated() {
+            var ids: [String]?
+            switch conjunct {
+            case .compare(let field, .equal, let value) where field.isID:
+                ids = value.stringValue.map { [$0] } ?? []
+            case .oneOf(let field, let values) where field.isID:
+                ids = Self.uniqueSorted(values.compactMap(\.stringValue))
+            default: break
+            }
+            if let ids {
+                let residual = Self.remove([i], from: conjuncts)
+                let describedIDs = ids.count == 1 ? "object == \(JSONValue.string(ids[0]))" : "object in \(ids.count) ids"
+                return Plan(
+                    source: .ids(ids), residual: residual, sortInMemory: !query.order.isEmpty && ids.count > 1,
+                    explanation: QueryPlan(
+                        access: .idLookup, deliversOrder: query.order.isEmpty || ids.count <= 1,
+                        description: Self.describe("id lookup: \(describedIDs) (\(ids.count) get\(ids.count == 1 ? "" : "s"))", residual, query, sorted: !query.order.isEmpty && ids.count > 1)))
+            }
+        }
+
+        // 2. Index candidates.
+        var candidates: [Candidate] = []
+        for index in entry.indexes where index.state == .ready {
+            switch index.definition.kind {
+            case .value:
+                if let candidate = valueCandidate(index, model: model, conjuncts: conjuncts, query: query, tieDescending: tieDescending) {
+                    candidates.append(candidate)
+                }
+            case .arrayElements:
+                if let candidate = elementCandidate(index, model: model, conjuncts: conjuncts) { candidates.append(candidate) }
+            }
+        }
+
+        // 3. The scan, narrowed by conditions on the id.
+        let idBounds = Self.bounds(for: Field(Document.idAttribute), conjuncts: conjuncts)
+        var scanRange = KeyRange.prefix(documentPrefix)
+        var scanConsumed: Set<Int> = []
+        var scanDetail = "scan \(model) (\(entry.counters.objects) objects)"
+        if let bounds = idBounds, bounds.isStringClass, let range = bounds.range(after: documentPrefix) {
+            scanRange = range
+            scanConsumed = bounds.consumed
+            scanDetail += " within \(bounds.describe(Field(Document.idAttribute)))"
+        }
+        let remainingOrder = query.order
+        let scanDeliversOrder = remainingOrder.isEmpty || (remainingOrder.count == 1 && remainingOrder[0].field.isID)
+        let scanReverse = scanDeliversOrder && tieDescending
+
+        let best = candidates.max { a, b in
+            a.score != b.score ? a.score < b.score : (a.deliversOrder != b.deliversOrder ? !a.deliversOrder : a.index.id > b.index.id)
+        }
+        let orderServing = candidates.filter(\.deliversOrder).max { a, b in a.score != b.score ? a.score < b.score : a.index.id > b.index.id }
+
+        var chosen: Candidate?
+        if let best, best.score >= 10 {
+            // Equality on at least one field: the most selective choice.
+            chosen = best
+            if let orderServing, orderServing.score >= best.score { chosen = orderServing }
+        } else if !query.order.isEmpty && !scanDeliversOrder, let orderServing, query.limit != nil || best == nil {
+            chosen = orderServing  // ordered read that a limit stops early
+        } else if let best {
+            chosen = best
+        }
+
+        if let chosen {
+            let residual = Self.remove(chosen.consumed, from: conjuncts)
+            let sorted = !query.order.isEmpty && !chosen.deliversOrder
+            return Plan(
+                source: .index(chosen.index, ranges: chosen.ranges, valueCount: chosen.valueCount, reverse: chosen.reverse),
+                residual: residual, sortInMemory: sorted,
+                explanation: QueryPlan(
+                    access: .index(chosen.index.definition), deliversOrder: !sorted,
+                    description: Self.describe("index \(chosen.index.definition): \(chosen.detail)", residual, query, sorted: sorted)))
+        }
+
+        let residual = Self.remove(scanConsumed, from: conjuncts)
+        let sorted = !scanDeliversOrder
+        var reason = ""
+        if !conjuncts.isEmpty && scanConsumed.isEmpty {
+            reason = entry.indexes.contains { $0.state == .ready } ? " (no ready index fits the conditions)" : " (the model has no index)"
+        }
+        return Plan(
+            source: .documents(scanRange, reverse: scanReverse), residual: residual, sortInMemory: sorted,
+            explanation: QueryPlan(
+                access: .scan, deliversOrder: !sorted, description: Self.describe(scanDetail + reason, residual, query, sorted: sorted)))
+    }
+
+    // MARK: - Candidates
+
+    private static func valueCandidate(
+        _ index: StoredIndex, model: String, conjuncts: [Condition.Node], query: Query, tieDescending: Bool
+    ) -> Candidate? {
+        let fields = index.definition.fields
+        var prefixes: [[UInt8]] = [Keys.indexPrefix(model, index.id)]
+        var consumed: Set<Int> = []
+        var details: [String] = []
+        var fixedSingle: [Field] = []
+        var k = 0
+        // Equality (or `in`) on a leading run of fields.
+        while k < fields.count, let (values, used) = equalityValues(for: fields[k], conjuncts: conjuncts) {
+            if prefixes.count * max(values.count, 1) > 256 { break }
+            prefixes = prefixes.flatMap { p in values.map { p + KeyEncoder.valueBytes($0) } }
+            consumed.insert(used)
+            details.append(values.count == 1 ? "\(fields[k]) == \(values[0])" : "\(fields[k]) in \(values.count) values")
+            if values.count == 1 { fixedSingle.append(fields[k]) }
+            k += 1
+        }
+        // Then at most one range on the next field.
+        var ranges: [KeyRange] = prefixes.map(KeyRange.prefix)
+        var hasRange = false
+        if k < fields.count, let bounds = bounds(for: fields[k], conjuncts: conjuncts) {
+            let narrowed = prefixes.compactMap { bounds.range(after: $0) }
+            if narrowed.count == prefixes.count {
+                ranges = narrowed
+                consumed.formUnion(bounds.consumed)
+                details.append(bounds.describe(fields[k]))
+                hasRange = true
+            }
+        }
+        // Whether the entries come out in the query's order.
+        var deliversOrder = false
+        var reverse = false
+        if prefixes.count == 1 {
+            let remaining = query.order.filter { key in !fixedSingle.contains(key.field) }
+            let rest = Array(fields[k...])
+            if remaining.isEmpty {
+                deliversOrder = rest.isEmpty  // entries of one value run in id order
+            } else {
+                deliversOrder = remaining.count == rest.count && zip(remaining, rest).allSatisfy { $0.field == $1 }
+                    && remaining.allSatisfy { $0.descending == tieDescending }
+            }
+            reverse = deliversOrder && tieDescending
+        }
+        guard !consumed.isEmpty || (deliversOrder && !query.order.isEmpty) else { return nil }
+        if consumed.isEmpty { details.append("all entries") }
+        if deliversOrder && !query.order.isEmpty { details.append(reverse ? "read in reverse index order" : "read in index order") }
+        return Candidate(
+            index: index, ranges: ranges, valueCount: fields.count, consumed: consumed,
+            score: k * 10 + (hasRange ? 5 : 0), deliversOrder: deliversOrder, reverse: reverse,
+            detail: details.joined(separator: ", ") + (ranges.count > 1 ? " (\(ranges.count) seeks)" : ""))
+    }
+
+    private static func elementCandidate(_ index: StoredIndex, model: String, conjuncts: [Condition.Node]) -> Candidate? {
+        let field = index.definition.fields[0]
+        for conjunct in conjuncts {
+            guard case .contains(let f, let value) = conjunct, f == field else { continue }
+            var ranges = [KeyRange.prefix(Keys.indexElementsPrefix(model, index.id) + KeyEncoder.valueBytes(value))]
+            var detail = "elements == \(value)"
+            if case .string(let needle) = value {
+                var strings = KeyRange.prefix(Keys.indexStringsPrefix(model, index.id))
+                strings.substring = needle
+                ranges.append(strings)
+                detail += ", and string values holding it"
+            }
+            // `contains` stays in the residual: the string range is filtered by substring on the
+            // key, and every document is checked again.
+            return Candidate(
+                index: index, ranges: ranges, valueCount: 2, consumed: [], score: 9, deliversOrder: false, reverse: false,
+                detail: "\(field) contains \(value) (\(detail))")
+        }
+        return nil
+    }
+
+    /// Values a field must equal, from an `==` (preferred) or an `in` conjunct.
+    private static func equalityValues(for field: Field, conjuncts: [Condition.Node]) -> ([JSONValue], Int)? {
+        var found: ([JSONValue], Int)?
+        for (i, conjunct) in conjuncts.enumerated() {
+            switch conjunct {
+            case .compare(let f, .equal, let value) where f == field:
+                if value.isNull { return ([], i) }  // `== null` matches nothing
+                return ([value], i)
+            case .oneOf(let f, let values) where f == field && found == nil:
+                // Deduplicate by encoding: 1 and 1.0 are one value.
+                var seen = Set<[UInt8]>()
+                found = (values.filter { !$0.isNull && seen.insert(KeyEncoder.valueBytes($0)).inserted }, i)
+            default: continue
+            }
+        }
+        return found
+    }
+
+    // MARK: - Ranges on one field
+
+    struct Bounds {
+        enum TypeClass { case number, string, bool }
+        var typeClass: TypeClass?
+        var lower: (value: JSONValue, inclusive: Bool)?
+        var upper: (value: JSONValue, inclusive: Bool)?
+        var prefix: String?
+        var exists: Bool?
+        var consumed: Set<Int> = []
+
+        var isStringClass: Bool { typeClass == .string || prefix != nil || (typeClass == nil && exists == true) }
+
+        static func typeClass(of value: JSONValue) -> TypeClass? {
+            switch value {
+            case .int, .double: .number
+            case .string: .string
+            case .bool: .bool
+            default: nil
+            }
+        }
+
+        static func classRange(_ typeClass: TypeClass) -> (UInt8, UInt8) {
+            switch typeClass {
+            case .number: (KeyCodec.Tag.number, KeyCodec.Tag.number + 1)
+            case .string: (KeyCodec.Tag.string, KeyCodec.Tag.string + 1)
+            case .bool: (KeyCodec.Tag.false, KeyCodec.Tag.true + 1)
+            }
+        }
+
+        /// The key range of entries after `prefix` whose next element satisfies the bounds.
+        func range(after prefix: [UInt8]) -> KeyRange? {
+            if let typeClass {
+                let (low, high) = Self.classRange(typeClass)
+                var start = prefix + [low]
+                var end = prefix + [high]
+                if let lower {
+                    let key = prefix + KeyEncoder.valueBytes(lower.value)
+                    start = lower.inclusive ? key : Keys.prefixEnd(key)
+                }
+                if let upper {
+                    let key = prefix + KeyEncoder.valueBytes(upper.value)
+                    end = upper.inclusive ? Keys.prefixEnd(key) : key
+                }
+                return KeyRange(start: start, end: end)
+            }
+            if let prefixString = self.prefix {
+                return KeyRange.prefix(prefix + KeyEncoder.stringPrefixBytes(prefixString))
+            }
+            if let exists {
+                // Missing values are stored as null, the first element of the order.
+                let null = prefix + [KeyCodec.Tag.null]
+                return exists ? KeyRange(start: Keys.prefixEnd(null), end: Keys.prefixEnd(prefix)) : KeyRange.prefix(null)
+            }
+            return nil
+        }
+
+        func describe(_ field: Field) -> String {
+            if typeClass != nil {
+                var parts: [String] = []
+                if let lower { parts.append("\(field) \(lower.inclusive ? ">=" : ">") \(lower.value)") }
+                if let upper { parts.append("\(field) \(upper.inclusive ? "<=" : "<") \(upper.value)") }
+                return parts.joined(separator: ", ")
+            }
+            if let prefix { return "\(field) beginsWith \(JSONValue.string(prefix))" }
+            return exists == true ? "\(field) exists" : "\(field) missing"
+        }
+    }
+
+    /// The range conditions on `field` that one index range can serve exactly: bounds within
+    /// one type class (else a `beginsWith`, else an `exists`).
+    static func bounds(for field: Field, conjuncts: [Condition.Node]) -> Bounds? {
+        var bounds = Bounds()
+        var prefixIndex: Int?
+        var existsIndex: Int?
+        for (i, conjunct) in conjuncts.enumerated() {
+            switch conjunct {
+            case .compare(let f, let op, let value) where f == field && op != .equal && op != .notEqual:
+                guard let typeClass = Bounds.typeClass(of: value), bounds.typeClass == nil || bounds.typeClass == typeClass else { continue }
+                switch op {
+                case .greater, .greaterOrEqual:
+                    if bounds.lower == nil {
+                        bounds.lower = (value, op == .greaterOrEqual)
+                        bounds.typeClass = typeClass
+                        bounds.consumed.insert(i)
+                    }
+                case .less, .lessOrEqual:
+                    if bounds.upper == nil {
+                        bounds.upper = (value, op == .lessOrEqual)
+                        bounds.typeClass = typeClass
+                        bounds.consumed.insert(i)
+                    }
+                default: break
+                }
+            case .beginsWith(let f, _) where f == field && prefixIndex == nil:
+                prefixIndex = i
+            case .exists(let f, _) where f == field && existsIndex == nil:
+                existsIndex = i
+            default: continue
+            }
+        }
+        if bounds.typeClass != nil { return bounds }
+        if let prefixIndex, case .beginsWith(_, let prefix) = conjuncts[prefixIndex] {
+            return Bounds(prefix: prefix, consumed: [prefixIndex])
+        }
+        if let existsIndex, case .exists(_, let present) = conjuncts[existsIndex] {
+            return Bounds(exists: present, consumed: [existsIndex])
+        }
+        return nil
+    }
+
+    // MARK: - Helpers
+
+    static func conjuncts(_ node: Condition.Node) -> [Condition.Node] {
+        switch node {
+        case .always: []
+        case .and(let nodes): nodes.flatMap(conjuncts)
+        default: [node]
+        }
+    }
+
+    static func remove(_ consumed: Set<Int>, from conjuncts: [Condition.Node]) -> Condition.Node {
+        let rest = conjuncts.enumerated().filter { !consumed.contains($0.offset) }.map(\.element)
+        return rest.isEmpty ? .always : rest.count == 1 ? rest[0] : .and(rest)
+    }
+
+    static func uniqueSorted(_ ids: [String]) -> [String] {
+        var seen = Set<NameKey>()
+        return ids.filter { seen.insert(NameKey($0)).inserted }.sorted { UTF8Order.less($0, $1) }
+    }
+
+    static func describe(_ access: String, _ residual: Condition.Node, _ query: Query, sorted: Bool) -> String {
+        var parts = [access]
+        if case .always = residual {} else { parts.append("filter \(Condition.describe(residual))") }
+        if sorted {
+            let keys = query.order.map(\.description).joined(separator: ", ")
+            if let limit = query.limit {
+                parts.append("sort by \(keys), keeping the top \(limit + query.offset)")
+            } else {
+                parts.append("sort by \(keys)")
+            }
+        } else if let limit = query.limit {
+            parts.append("stop after \(limit + query.offset)")
+        }
+        return parts.joined(separator: "; ")
+    }
+}
