@@ -167,6 +167,74 @@ struct CLITests {
         #expect(result.lines.last?.hasSuffix("2 problems") == true)
     }
 
+    @Test("index and find with every option, through the command line")
+    func queries() throws {
+        let directory = TemporaryDirectory()
+        let db = directory.child("db")
+        #expect(try CLI.run(["--db", db, "import", "Product", Fixtures.url("products.json").path]).status == 0)
+        let built = try CLI.run(["--db", db, "index", "Product", "brand,price"])
+        #expect(built.lines == ["index brand,price of Product: 300 entries"])
+        #expect(try CLI.run(["--db", db, "index", "Product", "tags[]"]).status == 0)
+        #expect(try CLI.run(["--db", db, "index", "Product", "--list"]).lines == [
+            "brand,price\tvalue\tready\t300 entries", "tags[]\tarrayElements\tready\t496 entries",
+        ])
+
+        func find(_ arguments: String...) throws -> [String] {
+            let result = try CLI.run(["--db", db, "find", "Product"] + arguments)
+            #expect(result.status == 0, "\(arguments): \(result.stderr)")
+            return result.lines
+        }
+        let top = try find("--where", "brand=Acme", "--order", "price:desc", "--limit", "3", "--select", "name,price")
+        #expect(top.count == 3)
+        let prices = try top.map { try JSONObject(parsing: $0) }.map { $0["price"]!.doubleValue! }
+        #expect(prices == prices.sorted(by: >))
+        #expect(try JSONObject(parsing: top[0]).keys == ["name", "object", "price"])
+        #expect(try find("--where", "brand=Acme", "--order", "price:desc", "--limit", "3", "--explain")
+            == ["index brand,price: brand == \"Acme\", read in reverse index order; stop after 3"])
+        let page2 = try find("--where", "brand=Acme", "--order", "price:desc", "--limit", "3", "--offset", "3")
+        let firstSix = try find("--where", "brand=Acme", "--order", "price:desc", "--limit", "6")
+        #expect(page2 == Array(firstSix.suffix(3)))
+
+        let all = try find().map { try JSONObject(parsing: $0) }
+        func expectCount(_ condition: String, _ predicate: (JSONObject) -> Bool) throws {
+            #expect(try find("--where", condition, "--count") == [String(all.filter(predicate).count)], "\(condition)")
+        }
+        try expectCount("price < 100") { ($0["price"]?.doubleValue ?? .infinity) < 100 }
+        try expectCount("price>=500") { ($0["price"]?.doubleValue ?? -1) >= 500 }
+        try expectCount("brand != Acme") { $0["brand"] != "Acme" }
+        try expectCount("name ^= Acme") { $0["name"]?.stringValue?.hasPrefix("Acme") == true }
+        try expectCount("tags ~= sale") { $0["tags"]?.arrayValue?.contains("sale") == true }
+        try expectCount("description ~= quiet") { $0["description"]?.stringValue?.contains("quiet") == true }
+        try expectCount("brand in Acme,Hooli,Stark") { ["Acme", "Hooli", "Stark"].contains($0["brand"]?.stringValue ?? "") }
+        try expectCount("discontinued=true") { $0["discontinued"] == true }
+        #expect(try find("--where", "tags ~= sale", "--explain").first?.hasPrefix("index tags[]") == true)
+        #expect(try find("--where", "brand=Acme", "--where", "price>=100", "--explain").first?.hasPrefix("index brand,price") == true)
+
+        let dropped = try CLI.run(["--db", db, "index", "Product", "--drop", "tags[]"])
+        #expect(dropped.lines == ["dropped index tags[] of Product"])
+        #expect(try find("--where", "tags ~= sale", "--explain").first?.hasPrefix("scan Product") == true)
+        let stats = try JSONObject(parsing: try CLI.run(["--db", db, "stats", "--json"]).lines[0])
+        #expect(stats["indexes"] == ["brand,price": 300])
+        #expect(try CLI.run(["--db", db, "check"]).status == 0)
+    }
+
+    @Test("check exits non-zero when an index disagrees with its documents")
+    func checkFindsIndexDamage() throws {
+        let directory = TemporaryDirectory()
+        let db = directory.child("db")
+        #expect(try CLI.run(["--db", db, "put", "Product", #"{"object":"p1","brand":"A"}"#]).status == 0)
+        #expect(try CLI.run(["--db", db, "index", "Product", "brand"]).status == 0)
+        let store = try Store(path: db)
+        var batch = LevelDBWriteBatch()
+        batch.put(Keys.document("Product", "p1"), Array(#"{"brand":"B"}"#.utf8))  // the index still says A
+        try store.database(.user).write(batch, sync: false)
+        try store.close()
+        let result = try CLI.run(["--db", db, "check"])
+        #expect(result.status == 1)
+        #expect(result.stdout.contains("lacks its entry in index brand"))
+        #expect(result.stdout.contains("does not match the object"))
+    }
+
     @Test("the demo runs end to end")
     func demo() throws {
         let directory = TemporaryDirectory()

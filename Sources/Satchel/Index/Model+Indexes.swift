@@ -9,6 +9,7 @@ public struct IndexBuildProgress: Sendable {
 
 /// An index of a model, with its state and size.
 public struct IndexInfo: Sendable, Hashable {
+    /// The index's definition (``IndexDefinition/storesDocuments`` included).
     public var definition: IndexDefinition
     /// False while the index is being built or dropped; queries use only ready indexes.
     public var isReady: Bool
@@ -44,13 +45,19 @@ extension Model {
         guard batchSize > 0 else { throw SatchelError(.invalidArgument, "the batch size must be positive") }
         let (index, partition, total) = try store.writer.withLock { () throws -> (StoredIndex, Partition, Int) in
             let entry = try store.entry(name)
-            if let existing = entry.indexes.first(where: { $0.definition == definition }) {
+            if let existing = entry.indexes.first(where: { $0.definition.sameKeys(as: definition) }) {
                 if existing.state == .dropping {
                     throw SatchelError(.busy, "index \(definition) of model '\(name)' is being dropped", model: name)
                 }
+                if existing.definition.storesDocuments != definition.storesDocuments {
+                    throw SatchelError(
+                        .invalidArgument,
+                        "model '\(name)' has an index on \(definition) that \(existing.definition.storesDocuments ? "stores" : "does not store") documents; drop it first",
+                        model: name)
+                }
                 return (existing, entry.definition.partition, entry.counters.objects)
             }
-            let index = StoredIndex(id: (entry.indexes.map(\.id).max() ?? 0) + 1, definition: definition, state: .building)
+            let index = StoredIndex(id: (entry.indexes.map(\.id).max() ?? 0) + 1, definition: definition, state: .building, model: name)
             var batch = LevelDBWriteBatch()
             batch.put(Keys.indexDefinition(name, index.id), index.json.jsonBytes)
             try store.database(entry.definition.partition).write(batch, sync: store.configuration.durableWrites)
@@ -78,9 +85,10 @@ extension Model {
                 while n < batchSize && iterator.isValid && iterator.keyHasPrefix(prefix) {
                     let key = iterator.key
                     let id = try key.withUnsafeBytes { try Keys.objectID(fromKey: $0, prefixLength: prefix.count) }
-                    let attributes = try iterator.withValue { try StoredDocument.decode($0, model: name, id: id) }
+                    let value = iterator.value
+                    let attributes = try value.withUnsafeBytes { try StoredDocument.decode($0, model: name, id: id) }
                     for entryKey in index.entries(model: name, objectID: id, attributes: attributes) {
-                        try tx.rawWrite(entryKey, [], partition: partition, model: name)
+                        try tx.rawWrite(entryKey, index.storesDocuments ? value : [], partition: partition, model: name)
                     }
                     resumeAfter = key
                     n += 1
@@ -125,7 +133,7 @@ extension Model {
     /// - Returns: whether the index existed.
     @discardableResult
     public func dropIndex(_ definition: IndexDefinition) throws -> Bool {
-        guard let index = try store.entry(name).indexes.first(where: { $0.definition == definition }) else { return false }
+        guard let index = try store.entry(name).indexes.first(where: { $0.definition.sameKeys(as: definition) }) else { return false }
         try store.drop(index, of: name)
         return true
     }

@@ -123,7 +123,8 @@ public struct JSONObject: Sendable, Hashable {
 
     /// The object without its explicit-null members.
     public func removingNulls() -> JSONObject {
-        JSONObject(sortedUniqueMembers: members.filter { !$0.value.isNull })
+        guard members.contains(where: { $0.value.isNull }) else { return self }
+        return JSONObject(sortedUniqueMembers: members.filter { !$0.value.isNull })
     }
 
     /// Whether the two objects have identical members (see ``JSONValue/isIdentical(to:)``).

@@ -100,10 +100,24 @@ struct JSONParser: ~Copyable {
             return JSONObject()
         }
         members.reserveCapacity(8)
+        // Whether the names arrive sorted and unique (Satchel's own output always does), checked
+        // on the raw bytes of unescaped names; then no sort is needed.
+        var inOrder = true
+        var previous: UnsafeBufferPointer<UInt8>? = nil
         while true {
             guard pos < end else { throw fail("unterminated object") }
             guard base[pos] == UInt8(ascii: "\"") else { throw fail("expected a string key in an object") }
+            let keyStart = pos + 1
             let name = try parseString()
+            if inOrder {
+                let raw = UnsafeBufferPointer(start: base + keyStart, count: pos - 1 - keyStart)
+                if raw.contains(UInt8(ascii: "\\")) {
+                    inOrder = false  // escaped: let JSONObject sort by the decoded bytes
+                } else {
+                    if let previous, UTF8Order.compareBytes(previous, raw) >= 0 { inOrder = false }
+                    previous = raw
+                }
+            }
             skipWhitespace()
             guard pos < end, base[pos] == UInt8(ascii: ":") else { throw fail("expected ':' after an object key") }
             pos += 1
@@ -119,7 +133,7 @@ struct JSONParser: ~Copyable {
             case UInt8(ascii: "}"):
                 pos += 1
                 depth -= 1
-                return JSONObject(unsortedMembers: members)
+                return inOrder ? JSONObject(sortedUniqueMembers: members) : JSONObject(unsortedMembers: members)
             default:
                 throw fail("expected ',' or '}' in an object")
             }
@@ -161,6 +175,20 @@ struct JSONParser: ~Copyable {
         pos += 1
         let start = pos
         var ascii = true
+        // Eight bytes at a time while none is a quote, a backslash, a control character or
+        // non-ASCII; the byte loop below takes over at the first such byte.
+        while end - pos >= 8 {
+            let word = UnsafeRawPointer(base + pos).loadUnaligned(as: UInt64.self)
+            let high: UInt64 = 0x8080_8080_8080_8080
+            let ones: UInt64 = 0x0101_0101_0101_0101
+            let quote = word ^ 0x2222_2222_2222_2222
+            let backslash = word ^ 0x5C5C_5C5C_5C5C_5C5C
+            let special =
+                word | ((word &- 0x2020_2020_2020_2020) & ~word)  // >= 0x80, or < 0x20
+                | ((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash)
+            if special & high != 0 { break }
+            pos += 8
+        }
         while pos < end {
             let c = base[pos]
             if c == UInt8(ascii: "\"") {

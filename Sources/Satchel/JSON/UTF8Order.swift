@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// String comparison by Unicode scalars, i.e. by UTF-8 bytes.
 ///
 /// Swift's `String ==` and `<` apply canonical equivalence (`"é" == "e\u{301}"`); Satchel's
@@ -25,24 +31,36 @@ enum UTF8Order {
         }), let r {
             return r
         }
-        return compareBytes(Array(ua), Array(ub))
+        return compareBytes(Array(ua), Array(ub))  // non-contiguous (bridged) strings only
     }
 
     @inline(__always)
     static func less(_ a: String, _ b: String) -> Bool { compare(a, b) < 0 }
 
-    /// Compares byte sequences lexicographically, a shorter prefix first.
+    /// Compares byte sequences lexicographically, a shorter prefix first (memcmp order).
     @inline(__always)
-    static func compareBytes<A: Collection<UInt8>, B: Collection<UInt8>>(_ a: A, _ b: B) -> Int {
-        var ia = a.makeIterator(), ib = b.makeIterator()
-        while true {
-            switch (ia.next(), ib.next()) {
-            case (nil, nil): return 0
-            case (nil, _): return -1
-            case (_, nil): return 1
-            case (let x?, let y?): if x != y { return x < y ? -1 : 1 }
-            }
+    static func compareBytes(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Int {
+        let n = min(a.count, b.count)
+        if n > 0 {
+            let c = memcmp(a.baseAddress!, b.baseAddress!, n)
+            if c != 0 { return c < 0 ? -1 : 1 }
         }
+        return a.count == b.count ? 0 : (a.count < b.count ? -1 : 1)
+    }
+
+    @inline(__always)
+    static func compareBytes(_ a: [UInt8], _ b: [UInt8]) -> Int {
+        a.withUnsafeBytes { pa in b.withUnsafeBytes { pb in compareBytes(pa, pb) } }
+    }
+
+    @inline(__always)
+    static func compareBytes(_ a: UnsafeRawBufferPointer, _ b: [UInt8]) -> Int {
+        b.withUnsafeBytes { pb in compareBytes(a, pb) }
+    }
+
+    @inline(__always)
+    static func compareBytes(_ a: UnsafeBufferPointer<UInt8>, _ b: UnsafeBufferPointer<UInt8>) -> Int {
+        compareBytes(UnsafeRawBufferPointer(a), UnsafeRawBufferPointer(b))
     }
 
     /// Hashes the UTF-8 bytes of `s` (consistent with ``equal(_:_:)``).

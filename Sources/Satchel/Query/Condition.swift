@@ -28,6 +28,9 @@ public struct Field: Sendable, Hashable, ExpressibleByStringLiteral, CustomStrin
     /// The path with dots.
     public var description: String { components.joined(separator: ".") }
 
+    /// The path of the object id, `object`.
+    static let id = Field(components: [Document.idAttribute])
+
     /// Whether the path is the object id.
     var isID: Bool { components.count == 1 && UTF8Order.equal(components[0], Document.idAttribute) }
 

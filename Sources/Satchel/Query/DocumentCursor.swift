@@ -12,7 +12,9 @@ public final class DocumentCursor {
     private let query: Query
     private let plan: Plan
     private let db: LevelDB
-    private let snapshot: LevelDBSnapshot
+    /// Pinned only when the plan reads objects by id (id lookups, keys-only indexes), so those
+    /// reads see the state the iterator does; an iterator alone reads an implicit snapshot.
+    private let snapshot: LevelDBSnapshot?
     private var state: SourceState
     private var remainingOffset: Int
     private var remainingLimit: Int?
@@ -20,6 +22,8 @@ public final class DocumentCursor {
     private var sortedPosition = 0
     /// Length of `(idx, model, indexId)`, where an index entry's values start.
     private var entryPrefixLength = 0
+    /// Whether the index's entries hold their documents (no read of the object needed).
+    private var entriesHoldDocuments = false
     /// Candidates read from the source (documents fetched or decoded), for tests and tuning.
     private(set) var candidatesRead = 0
     /// The most documents an in-memory sort held at once.
@@ -39,22 +43,28 @@ public final class DocumentCursor {
         self.plan = plan
         let partition = try model.definition.partition
         db = model.store.database(partition)
-        snapshot = try db.makeSnapshot()
         remainingOffset = query.offset
         remainingLimit = query.limit
         switch plan.source {
-        case .ids(let ids): state = .ids(ids, position: 0)
+        case .ids(let ids):
+            snapshot = try db.makeSnapshot()
+            state = .ids(ids, position: 0)
         case .documents(let range, let reverse):
-            state = .documents(try db.makeIterator(snapshot: snapshot), range, reverse: reverse, started: false)
+            snapshot = nil
+            // A scan of the whole model does not fill the block cache (data read once).
+            let whole = query.limit == nil && UTF8Order.compareBytes(range.start, model.documentPrefix) == 0
+            state = .documents(try db.makeIterator(fillCache: !whole), range, reverse: reverse, started: false)
         case .index(let index, let ranges, let valueCount, let reverse):
-            entryPrefixLength = Keys.indexPrefix(model.name, index.id).count
+            snapshot = index.storesDocuments ? nil : try db.makeSnapshot()
+            entryPrefixLength = index.prefix.count
+            entriesHoldDocuments = index.storesDocuments
             let ranges = reverse ? ranges.reversed() : ranges
             state = .index(try db.makeIterator(snapshot: snapshot), ranges: ranges, rangeIndex: 0, started: false, valueCount: valueCount, reverse: reverse)
         }
     }
 
     /// How the query runs.
-    public var queryPlan: QueryPlan { plan.explanation }
+    public var queryPlan: QueryPlan { plan.explain() }
 
     /// The next document, or nil after the last.
     public func next() throws -> Document? {
@@ -114,7 +124,7 @@ public final class DocumentCursor {
         let key = Keys.document(prefix: model.documentPrefix, id)
         let name = model.name
         return try db.withValue(forKey: key, snapshot: snapshot) { bytes in
-            try bytes.map { Document(id: id, attributes: try StoredDocument.decode($0, model: name, id: id)) }
+            try bytes.map { Document(id: id, storedAttributes: try StoredDocument.decode($0, model: name, id: id)) }
         }
     }
 
@@ -137,13 +147,17 @@ public final class DocumentCursor {
             let name = model.name
             return try iterator.withKey { key in
                 let id = try Keys.objectID(fromKey: key, prefixLength: prefixLength)
-                return Document(id: id, attributes: try iterator.withValue { try StoredDocument.decode($0, model: name, id: id) })
+                return Document(id: id, storedAttributes: try iterator.withValue { try StoredDocument.decode($0, model: name, id: id) })
             }
         case .index(let iterator, _, _, _, let valueCount, _):
             while try advance() {
                 let prefixLength = entryPrefixLength
                 let id = try iterator.withKey { key in
                     try Keys.objectID(fromIndexEntry: key, prefixLength: prefixLength, valueCount: valueCount)
+                }
+                if entriesHoldDocuments {
+                    let name = model.name
+                    return Document(id: id, storedAttributes: try iterator.withValue { try StoredDocument.decode($0, model: name, id: id) })
                 }
                 guard let document = try fetch(id) else {
                     throw SatchelError(.corruption, "index entry for '\(id)' of model '\(model.name)' has no object", model: model.name, objectID: id)

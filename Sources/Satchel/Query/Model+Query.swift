@@ -9,7 +9,7 @@ extension Model {
     /// How `query` would run: the index or scan chosen, the conditions checked on each
     /// document, and whether a sort is needed.
     public func explain(_ query: Query) throws -> QueryPlan {
-        Planner.plan(query, model: name, entry: try store.entry(name), documentPrefix: documentPrefix).explanation
+        Planner.plan(query, model: name, entry: try store.entry(name), documentPrefix: documentPrefix).explain()
     }
 
     /// Every document `query` selects, in its order.

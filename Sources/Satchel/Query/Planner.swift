@@ -25,7 +25,8 @@ struct Plan {
     var residual: Condition.Node
     /// True when the source does not deliver the query's order.
     var sortInMemory: Bool
-    var explanation: QueryPlan
+    /// The plan as `explain` reports it, built only when asked for.
+    var explain: () -> QueryPlan
 }
 
 /// Chooses how a query runs: an id lookup, an index, or a scan. Rules, in order:
@@ -46,11 +47,27 @@ enum Planner {
         var index: StoredIndex
         var ranges: [KeyRange]
         var valueCount: Int
-        var consumed: Set<Int>
+        var consumed: ConjunctSet
         var score: Int
         var deliversOrder: Bool
         var reverse: Bool
-        var detail: String
+        /// What the candidate reads, kept as data; put in words only for `explain`.
+        var equalities: [(Field, [JSONValue])] = []
+        var range: (Field, Bounds)? = nil
+        var contains: (Field, JSONValue)? = nil
+
+        var detail: String {
+            if let (field, value) = contains {
+                let strings = ranges.count > 1 ? ", and string values holding it" : ""
+                return "\(field) contains \(value) (elements == \(value)\(strings))"
+            }
+            var details = equalities.map { field, values in
+                values.count == 1 ? "\(field) == \(values[0])" : "\(field) in \(values.count) values"
+            }
+            if let (field, bounds) = range { details.append(bounds.describe(field)) }
+            if consumed.isEmpty { details.append("all entries") }
+            return details.joined(separator: ", ") + (ranges.count > 1 ? " (\(ranges.count) seeks)" : "")
+        }
     }
 
     static func plan(_ query: Query, model: String, entry: ModelEntry, documentPrefix: [UInt8]) -> Plan {
@@ -68,13 +85,16 @@ enum Planner {
             default: break
             }
             if let ids {
-                let residual = Self.remove([i], from: conjuncts)
-                let describedIDs = ids.count == 1 ? "object == \(JSONValue.string(ids[0]))" : "object in \(ids.count) ids"
+                let residual = Self.remove(ConjunctSet([i]), from: conjuncts)
+                let sorted = !query.order.isEmpty && ids.count > 1
                 return Plan(
-                    source: .ids(ids), residual: residual, sortInMemory: !query.order.isEmpty && ids.count > 1,
-                    explanation: QueryPlan(
-                        access: .idLookup, deliversOrder: query.order.isEmpty || ids.count <= 1,
-                        description: Self.describe("id lookup: \(describedIDs) (\(ids.count) get\(ids.count == 1 ? "" : "s"))", residual, query, sorted: !query.order.isEmpty && ids.count > 1)))
+                    source: .ids(ids), residual: residual, sortInMemory: sorted,
+                    explain: {
+                        let describedIDs = ids.count == 1 ? "object == \(JSONValue.string(ids[0]))" : "object in \(ids.count) ids"
+                        return QueryPlan(
+                            access: .idLookup, deliversOrder: !sorted,
+                            description: Self.describe("id lookup: \(describedIDs) (\(ids.count) get\(ids.count == 1 ? "" : "s"))", residual, query, sorted: sorted))
+                    })
             }
         }
 
@@ -92,14 +112,14 @@ enum Planner {
         }
 
         // 3. The scan, narrowed by conditions on the id.
-        let idBounds = Self.bounds(for: Field(Document.idAttribute), conjuncts: conjuncts)
+        let idBounds = Self.bounds(for: Field.id, conjuncts: conjuncts)
         var scanRange = KeyRange.prefix(documentPrefix)
-        var scanConsumed: Set<Int> = []
-        var scanDetail = "scan \(model) (\(entry.counters.objects) objects)"
+        var scanConsumed = ConjunctSet()
+        var narrowed: Bounds?
         if let bounds = idBounds, bounds.isStringClass, let range = bounds.range(after: documentPrefix) {
             scanRange = range
             scanConsumed = bounds.consumed
-            scanDetail += " within \(bounds.describe(Field(Document.idAttribute)))"
+            narrowed = bounds
         }
         let remainingOrder = query.order
         let scanDeliversOrder = remainingOrder.isEmpty || (remainingOrder.count == 1 && remainingOrder[0].field.isID)
@@ -127,21 +147,29 @@ enum Planner {
             return Plan(
                 source: .index(chosen.index, ranges: chosen.ranges, valueCount: chosen.valueCount, reverse: chosen.reverse),
                 residual: residual, sortInMemory: sorted,
-                explanation: QueryPlan(
-                    access: .index(chosen.index.definition), deliversOrder: !sorted,
-                    description: Self.describe("index \(chosen.index.definition): \(chosen.detail)", residual, query, sorted: sorted)))
+                explain: {
+                    QueryPlan(
+                        access: .index(chosen.index.definition), deliversOrder: !sorted,
+                        description: Self.describe(
+                            "index \(chosen.index.definition): \(chosen.detail)"
+                                + (chosen.deliversOrder && !query.order.isEmpty ? (chosen.reverse ? ", read in reverse index order" : ", read in index order") : ""),
+                            residual, query, sorted: sorted))
+                })
         }
 
         let residual = Self.remove(scanConsumed, from: conjuncts)
         let sorted = !scanDeliversOrder
-        var reason = ""
-        if !conjuncts.isEmpty && scanConsumed.isEmpty {
-            reason = entry.indexes.contains { $0.state == .ready } ? " (no ready index fits the conditions)" : " (the model has no index)"
-        }
+        let objects = entry.counters.objects
+        let hasReadyIndex = entry.indexes.contains { $0.state == .ready }
+        let unserved = !conjuncts.isEmpty && scanConsumed.isEmpty
         return Plan(
             source: .documents(scanRange, reverse: scanReverse), residual: residual, sortInMemory: sorted,
-            explanation: QueryPlan(
-                access: .scan, deliversOrder: !sorted, description: Self.describe(scanDetail + reason, residual, query, sorted: sorted)))
+            explain: {
+                var detail = "scan \(model) (\(objects) objects)"
+                if let narrowed { detail += " within \(narrowed.describe(Field.id))" }
+                if unserved { detail += hasReadyIndex ? " (no ready index fits the conditions)" : " (the model has no index)" }
+                return QueryPlan(access: .scan, deliversOrder: !sorted, description: Self.describe(detail, residual, query, sorted: sorted))
+            })
     }
 
     // MARK: - Candidates
@@ -150,9 +178,9 @@ enum Planner {
         _ index: StoredIndex, model: String, conjuncts: [Condition.Node], query: Query, tieDescending: Bool
     ) -> Candidate? {
         let fields = index.definition.fields
-        var prefixes: [[UInt8]] = [Keys.indexPrefix(model, index.id)]
-        var consumed: Set<Int> = []
-        var details: [String] = []
+        var prefixes: [[UInt8]] = [index.prefix]
+        var consumed = ConjunctSet()
+        var equalities: [(Field, [JSONValue])] = []
         var fixedSingle: [Field] = []
         var k = 0
         // Equality (or `in`) on a leading run of fields.
@@ -160,22 +188,22 @@ enum Planner {
             if prefixes.count * max(values.count, 1) > 256 { break }
             prefixes = prefixes.flatMap { p in values.map { p + KeyEncoder.valueBytes($0) } }
             consumed.insert(used)
-            details.append(values.count == 1 ? "\(fields[k]) == \(values[0])" : "\(fields[k]) in \(values.count) values")
+            equalities.append((fields[k], values))
             if values.count == 1 { fixedSingle.append(fields[k]) }
             k += 1
         }
         // Then at most one range on the next field.
         var ranges: [KeyRange] = prefixes.map(KeyRange.prefix)
-        var hasRange = false
+        var rangeBounds: (Field, Bounds)?
         if k < fields.count, let bounds = bounds(for: fields[k], conjuncts: conjuncts) {
             let narrowed = prefixes.compactMap { bounds.range(after: $0) }
             if narrowed.count == prefixes.count {
                 ranges = narrowed
                 consumed.formUnion(bounds.consumed)
-                details.append(bounds.describe(fields[k]))
-                hasRange = true
+                rangeBounds = (fields[k], bounds)
             }
         }
+        let hasRange = rangeBounds != nil
         // Whether the entries come out in the query's order.
         var deliversOrder = false
         var reverse = false
@@ -191,31 +219,27 @@ enum Planner {
             reverse = deliversOrder && tieDescending
         }
         guard !consumed.isEmpty || (deliversOrder && !query.order.isEmpty) else { return nil }
-        if consumed.isEmpty { details.append("all entries") }
-        if deliversOrder && !query.order.isEmpty { details.append(reverse ? "read in reverse index order" : "read in index order") }
         return Candidate(
             index: index, ranges: ranges, valueCount: fields.count, consumed: consumed,
             score: k * 10 + (hasRange ? 5 : 0), deliversOrder: deliversOrder, reverse: reverse,
-            detail: details.joined(separator: ", ") + (ranges.count > 1 ? " (\(ranges.count) seeks)" : ""))
+            equalities: equalities, range: rangeBounds)
     }
 
     private static func elementCandidate(_ index: StoredIndex, model: String, conjuncts: [Condition.Node]) -> Candidate? {
         let field = index.definition.fields[0]
         for conjunct in conjuncts {
             guard case .contains(let f, let value) = conjunct, f == field else { continue }
-            var ranges = [KeyRange.prefix(Keys.indexElementsPrefix(model, index.id) + KeyEncoder.valueBytes(value))]
-            var detail = "elements == \(value)"
+            var ranges = [KeyRange.prefix(Keys.indexElementsPrefix(index.prefix) + KeyEncoder.valueBytes(value))]
             if case .string(let needle) = value {
-                var strings = KeyRange.prefix(Keys.indexStringsPrefix(model, index.id))
+                var strings = KeyRange.prefix(Keys.indexStringsPrefix(index.prefix))
                 strings.substring = needle
                 ranges.append(strings)
-                detail += ", and string values holding it"
             }
             // `contains` stays in the residual: the string range is filtered by substring on the
             // key, and every document is checked again.
             return Candidate(
-                index: index, ranges: ranges, valueCount: 2, consumed: [], score: 9, deliversOrder: false, reverse: false,
-                detail: "\(field) contains \(value) (\(detail))")
+                index: index, ranges: ranges, valueCount: 2, consumed: ConjunctSet(), score: 9, deliversOrder: false, reverse: false,
+                contains: (field, value))
         }
         return nil
     }
@@ -247,7 +271,7 @@ enum Planner {
         var upper: (value: JSONValue, inclusive: Bool)?
         var prefix: String?
         var exists: Bool?
-        var consumed: Set<Int> = []
+        var consumed = ConjunctSet()
 
         var isStringClass: Bool { typeClass == .string || prefix != nil || (typeClass == nil && exists == true) }
 
@@ -341,10 +365,10 @@ enum Planner {
         }
         if bounds.typeClass != nil { return bounds }
         if let prefixIndex, case .beginsWith(_, let prefix) = conjuncts[prefixIndex] {
-            return Bounds(prefix: prefix, consumed: [prefixIndex])
+            return Bounds(prefix: prefix, consumed: ConjunctSet([prefixIndex]))
         }
         if let existsIndex, case .exists(_, let present) = conjuncts[existsIndex] {
-            return Bounds(exists: present, consumed: [existsIndex])
+            return Bounds(exists: present, consumed: ConjunctSet([existsIndex]))
         }
         return nil
     }
@@ -359,7 +383,7 @@ enum Planner {
         }
     }
 
-    static func remove(_ consumed: Set<Int>, from conjuncts: [Condition.Node]) -> Condition.Node {
+    static func remove(_ consumed: ConjunctSet, from conjuncts: [Condition.Node]) -> Condition.Node {
         let rest = conjuncts.enumerated().filter { !consumed.contains($0.offset) }.map(\.element)
         return rest.isEmpty ? .always : rest.count == 1 ? rest[0] : .and(rest)
     }
@@ -384,4 +408,18 @@ enum Planner {
         }
         return parts.joined(separator: "; ")
     }
+}
+
+/// Which conjuncts a plan consumed: a bit per conjunct (the first 64; later ones are never
+/// consumed, so they stay in the residual and are checked on each document).
+struct ConjunctSet: Sendable {
+    private var bits: UInt64 = 0
+
+    init() {}
+    init(_ indexes: [Int]) { for i in indexes { insert(i) } }
+
+    var isEmpty: Bool { bits == 0 }
+    mutating func insert(_ i: Int) { if i < 64 { bits |= 1 << UInt64(i) } }
+    mutating func formUnion(_ other: ConjunctSet) { bits |= other.bits }
+    func contains(_ i: Int) -> Bool { i < 64 && bits & (1 << UInt64(i)) != 0 }
 }

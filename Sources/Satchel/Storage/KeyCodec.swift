@@ -180,6 +180,24 @@ struct KeyDecoder {
     }
 
     private mutating func readEscapedString() throws(SatchelError) -> String {
+        // Fast path: no escaped NUL before the terminator, so the bytes are the string's.
+        var j = position
+        var ascii = true
+        while j + 1 < bytes.count {
+            let b = bytes[j]
+            if b == 0 {
+                guard bytes[j + 1] == 0x01 else { break }  // an escape: take the slow path
+                let text = UnsafeRawBufferPointer(rebasing: bytes[position..<j])
+                position = j + 2
+                if ascii { return String(decoding: text, as: UTF8.self) }
+                guard let s = String(validating: text.assumingMemoryBound(to: UInt8.self), as: UTF8.self) else {
+                    throw corrupt("invalid UTF-8")
+                }
+                return s
+            }
+            if b >= 0x80 { ascii = false }
+            j += 1
+        }
         var out: [UInt8] = []
         var i = position
         while i < bytes.count {
@@ -372,31 +390,33 @@ enum Keys {
     }
 
     /// `(idx, model, indexId, false)`: where an array-element index keeps array elements.
-    static func indexElementsPrefix(_ model: String, _ id: Int) -> [UInt8] {
-        var k = KeyEncoder(prefix: indexPrefix(model, id))
-        k.append(.bool(false))
-        return k.bytes
-    }
+    static func indexElementsPrefix(_ indexPrefix: [UInt8]) -> [UInt8] { indexPrefix + [KeyCodec.Tag.false] }
 
     /// `(idx, model, indexId, true)`: where an array-element index keeps string values (so that
     /// `contains` can also find substrings).
-    static func indexStringsPrefix(_ model: String, _ id: Int) -> [UInt8] {
-        var k = KeyEncoder(prefix: indexPrefix(model, id))
-        k.append(.bool(true))
+    static func indexStringsPrefix(_ indexPrefix: [UInt8]) -> [UInt8] { indexPrefix + [KeyCodec.Tag.true] }
+
+    /// `(idx, model, indexId, v1[, v2 …], objectId)`: a value index entry (a missing field is null).
+    static func indexValueEntry(_ indexPrefix: [UInt8], values: some Sequence<JSONValue>, objectID: String) -> [UInt8] {
+        var k = KeyEncoder(prefix: indexPrefix)
+        for value in values { k.append(value) }
+        k.append(objectID)
         return k.bytes
     }
 
     /// `(idx, model, indexId, false, element, objectId)`.
-    static func indexElementEntry(_ model: String, _ id: Int, element: JSONValue, objectID: String) -> [UInt8] {
-        var k = KeyEncoder(prefix: indexElementsPrefix(model, id))
+    static func indexElementEntry(_ indexPrefix: [UInt8], element: JSONValue, objectID: String) -> [UInt8] {
+        var k = KeyEncoder(prefix: indexPrefix)
+        k.append(.bool(false))
         k.append(element)
         k.append(objectID)
         return k.bytes
     }
 
     /// `(idx, model, indexId, true, string, objectId)`.
-    static func indexStringEntry(_ model: String, _ id: Int, string: String, objectID: String) -> [UInt8] {
-        var k = KeyEncoder(prefix: indexStringsPrefix(model, id))
+    static func indexStringEntry(_ indexPrefix: [UInt8], string: String, objectID: String) -> [UInt8] {
+        var k = KeyEncoder(prefix: indexPrefix)
+        k.append(.bool(true))
         k.append(string)
         k.append(objectID)
         return k.bytes

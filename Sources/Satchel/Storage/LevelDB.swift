@@ -25,6 +25,8 @@ struct LevelDBOptions: Sendable {
     var writeBufferSize = 4 << 20
     var maxOpenFiles = 1000
     var blockSize = 4096
+    var maxFileSize = 2 << 20
+    var verifyChecksums = true
 }
 
 /// An open LevelDB database: the owner of the `leveldb_t*` and of the objects that must outlive it.
@@ -47,6 +49,7 @@ final class LevelDB: Sendable {
     private let readOptions: CPointer
     private let writeOptions: CPointer
     private let syncWriteOptions: CPointer
+    let verifyChecksums: Bool
     /// Bit 0: closed. Bits 1...: number of users, counted in steps of 2.
     private let state = Atomic<Int>(0)
 
@@ -78,7 +81,8 @@ final class LevelDB: Sendable {
         self.cache = cache.map(CPointer.init(raw:))
         self.filterPolicy = filter.map(CPointer.init(raw:))
         let read = leveldb_readoptions_create()!
-        leveldb_readoptions_set_verify_checksums(read, 1)
+        self.verifyChecksums = options.verifyChecksums
+        leveldb_readoptions_set_verify_checksums(read, options.verifyChecksums ? 1 : 0)
         leveldb_readoptions_set_fill_cache(read, 1)
         self.readOptions = CPointer(raw: read)
         self.writeOptions = CPointer(raw: leveldb_writeoptions_create()!)
@@ -96,6 +100,7 @@ final class LevelDB: Sendable {
         leveldb_options_set_write_buffer_size(opts, options.writeBufferSize)
         leveldb_options_set_max_open_files(opts, Int32(options.maxOpenFiles))
         leveldb_options_set_block_size(opts, options.blockSize)
+        leveldb_options_set_max_file_size(opts, options.maxFileSize)
         return opts
     }
 
@@ -206,7 +211,7 @@ final class LevelDB: Sendable {
         }
         let options = leveldb_readoptions_create()!
         defer { leveldb_readoptions_destroy(options) }
-        leveldb_readoptions_set_verify_checksums(options, 1)
+        leveldb_readoptions_set_verify_checksums(options, verifyChecksums ? 1 : 0)
         leveldb_readoptions_set_fill_cache(options, fillCache ? 1 : 0)
         if let snapshot { leveldb_readoptions_set_snapshot(options, snapshot.pointer) }
         return try body(options)

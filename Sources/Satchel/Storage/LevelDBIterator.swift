@@ -24,7 +24,7 @@ final class LevelDBSnapshot: Sendable {
         let snapshot = leveldb_create_snapshot(database)!
         self.snapshot = CPointer(raw: snapshot)
         let options = leveldb_readoptions_create()!
-        leveldb_readoptions_set_verify_checksums(options, 1)
+        leveldb_readoptions_set_verify_checksums(options, db.verifyChecksums ? 1 : 0)
         leveldb_readoptions_set_fill_cache(options, 1)
         leveldb_readoptions_set_snapshot(options, snapshot)
         self.options = CPointer(raw: options)

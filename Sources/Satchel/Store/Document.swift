@@ -25,6 +25,12 @@ public struct Document: Sendable, Hashable, CustomStringConvertible {
         self.attributes = attributes
     }
 
+    /// A document from stored attributes, which never hold the id.
+    init(id: String, storedAttributes: JSONObject) {
+        self.id = id
+        self.attributes = storedAttributes
+    }
+
     /// The value of attribute `name`.
     public subscript(name: String) -> JSONValue? {
         get { attributes[name] }

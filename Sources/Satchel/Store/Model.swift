@@ -78,7 +78,7 @@ public struct Model: Sendable, Hashable {
         let partition = try definition.partition
         let key = Keys.document(prefix: documentPrefix, id)
         return try store.database(partition).withValue(forKey: key) { bytes in
-            try bytes.map { Document(id: id, attributes: try StoredDocument.decode($0, model: name, id: id)) }
+            try bytes.map { Document(id: id, storedAttributes: try StoredDocument.decode($0, model: name, id: id)) }
         }
     }
 
@@ -119,14 +119,16 @@ public struct Model: Sendable, Hashable {
     /// Visits objects by id until `body` returns false.
     func scanDocuments(_ body: (Document) throws -> Bool) throws {
         let partition = try definition.partition
-        // A LevelDB iterator reads an implicit snapshot: concurrent writes stay invisible.
-        let iterator = try store.database(partition).makeIterator()
+        // A LevelDB iterator reads an implicit snapshot: concurrent writes stay invisible. A full
+        // scan does not fill the block cache (LevelDB's advice for bulk reads): it would evict the
+        // hot blocks for data read once.
+        let iterator = try store.database(partition).makeIterator(fillCache: false)
         let prefix = documentPrefix
         iterator.seek(prefix)
         while iterator.isValid && iterator.keyHasPrefix(prefix) {
             let document = try iterator.withKey { key in
                 let id = try Keys.objectID(fromKey: key, prefixLength: prefix.count)
-                return Document(id: id, attributes: try iterator.withValue { try StoredDocument.decode($0, model: name, id: id) })
+                return Document(id: id, storedAttributes: try iterator.withValue { try StoredDocument.decode($0, model: name, id: id) })
             }
             guard try body(document) else { return }
             iterator.next()
@@ -196,3 +198,4 @@ extension Document {
     /// condition, never matches.
     public func matches(_ conditions: JSONObject) -> Bool { Condition(equalities: conditions).matches(self) }
 }
+

@@ -141,20 +141,17 @@ extension Store {
             }
             counted[name, default: ModelCounters()].adjustIndex(indexID, by: 1)
             guard index.state != .dropping else { return }
-            let attributes: JSONObject?
-            do {
-                attributes = try database(partition).withValue(forKey: Keys.document(name.name, id)) { bytes in
-                    try bytes.map { try StoredDocument.decode($0, model: name.name, id: id) }
-                }
-            } catch {
-                return  // reported with the document itself
-            }
-            guard let attributes else {
+            guard let stored = try? database(partition).get(Keys.document(name.name, id)) else {
                 report.report("model '\(name.name)': index \(index.definition) has an entry for '\(id)', which does not exist")
                 return
             }
+            guard let attributes = try? stored.withUnsafeBytes({ try StoredDocument.decode($0, model: name.name, id: id) }) else {
+                return  // reported with the document itself
+            }
             if !index.entries(model: name.name, objectID: id, attributes: attributes).contains(key) {
                 report.report("model '\(name.name)': index \(index.definition) has an entry for '\(id)' that does not match the object")
+            } else if value != (index.storesDocuments ? stored : []) {
+                report.report("model '\(name.name)': index \(index.definition) holds a stale copy of '\(id)'")
             }
         }
     }

@@ -26,13 +26,22 @@ import Synchronization
 public final class Store: Sendable {
     /// Knobs for opening a store. Defaults suit a mobile app's offline cache.
     public struct Configuration: Sendable {
-        /// Bytes of LRU block cache per partition (default 8 MiB).
-        public var blockCacheSize = 8 << 20
+        /// Bytes of LRU block cache per partition (default 32 MiB, filled only as blocks are
+        /// read). The cache holds uncompressed blocks: a read it serves skips the file read, the
+        /// checksum and the decompression. On a million documents a get took 8.8 µs with
+        /// LevelDB's default 8 MiB and 7.3 µs with 32 MiB.
+        public var blockCacheSize = 32 << 20
         /// Bits per key of the bloom filter that spares disk reads for absent keys (default 10;
         /// 0 turns it off).
         public var bloomFilterBitsPerKey = 10
-        /// Bytes of writes buffered in memory before LevelDB writes a table file (default 4 MiB).
-        public var writeBufferSize = 4 << 20
+        /// Bytes of writes buffered in memory before LevelDB writes a table file (default 64 MiB).
+        ///
+        /// Index entries land all over the key space, so a small buffer (LevelDB's default is
+        /// 4 MiB) flushes often and makes compactions rewrite the same data again and again:
+        /// loading a million documents with two indexes went from 69,000 to 235,000 documents
+        /// a second (raw LevelDB) when the buffer grew from 4 to 64 MiB. The memory is used only
+        /// while writes are buffered, up to twice this size during a flush.
+        public var writeBufferSize = 64 << 20
         /// When true, every write waits until the data reaches the disk (`fsync`), so it survives
         /// a machine crash, at a large cost in write speed. When false (the default), a write
         /// survives a crash of the process but the last writes may be lost if the machine fails.
@@ -41,6 +50,17 @@ public final class Store: Sendable {
         public var createIfMissing = true
         /// Table files each partition keeps open (default 200).
         public var maxOpenFiles = 200
+        /// Bytes of data per LevelDB block before compression (default 4 KiB): the unit of the
+        /// block cache and of each read from disk.
+        public var blockSize = 4096
+        /// Bytes LevelDB writes to one table file before starting another (default 2 MiB).
+        public var maxFileSize = 2 << 20
+        /// Compress blocks with Snappy (default true): about half the disk space, some CPU on
+        /// every block read from disk.
+        public var compression = true
+        /// Verify the checksum of every block read from disk (default true): damaged data then
+        /// fails with `corruption` instead of coming back wrong.
+        public var verifyChecksums = true
 
         public init() {}
     }
@@ -87,6 +107,10 @@ public final class Store: Sendable {
         options.bloomBitsPerKey = configuration.bloomFilterBitsPerKey
         options.writeBufferSize = configuration.writeBufferSize
         options.maxOpenFiles = configuration.maxOpenFiles
+        options.blockSize = configuration.blockSize
+        options.maxFileSize = configuration.maxFileSize
+        options.snappyCompression = configuration.compression
+        options.verifyChecksums = configuration.verifyChecksums
         let base = URL(fileURLWithPath: path)
         // Open the three partitions; on failure the ones already open close as they deinit.
         let user = try LevelDB(path: base.appendingPathComponent(Partition.user.rawValue).path, options: options)
@@ -183,7 +207,7 @@ public final class Store: Sendable {
             }
             let index = try iterator.withValue { bytes in
                 guard let json = try? JSONObject(parsing: bytes) else { throw SatchelError(.corruption, "undecodable index definition of '\(model)'") }
-                return try StoredIndex(json: json)
+                return try StoredIndex(json: json, model: model)
             }
             guard catalog.models[NameKey(model)] != nil else {
                 throw SatchelError(.corruption, "an index definition of an unknown model '\(model)' in the \(partition.rawValue) partition")
@@ -314,6 +338,15 @@ public final class Store: Sendable {
 
     /// The store's write path for single operations.
     func write<T>(_ body: (Transaction) throws -> T) throws -> T { try bulkUpdate(body) }
+
+    // MARK: - Maintenance
+
+    /// Compacts every partition: rewrites LevelDB's files so that deleted and overwritten data
+    /// no longer takes space and reads touch fewer files. Useful after a bulk import or a large
+    /// delete; it can take a while on a large store, and other calls proceed meanwhile.
+    public func compact() throws {
+        for partition in Partition.allCases { try database(partition).compact() }
+    }
 
     // MARK: - Change log
 

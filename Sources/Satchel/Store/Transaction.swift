@@ -51,7 +51,7 @@ public final class Transaction {
             throw SatchelError(.invalidDocument, "an object needs at least one non-null attribute", model: model.name, objectID: id)
         }
         try definition.validate(new, objectID: id)
-        if givenID != nil, try readDocument(model, id) != nil {
+        if givenID != nil, try readDocument(model, id, partition: definition.partition) != nil {
             throw SatchelError(.alreadyExists, "model '\(model.name)' already has an object '\(id)'", model: model.name, objectID: id)
         }
         try apply(entry, model, id: id, old: nil, new: new)
@@ -70,7 +70,7 @@ public final class Transaction {
         let definition = entry.definition
         let new = document.attributes.removingNulls()
         try definition.validate(new, objectID: document.id)
-        let old = try readDocument(model, document.id)
+        let old = try readDocument(model, document.id, partition: definition.partition)
         if new.isEmpty {
             if let old { try apply(entry, model, id: document.id, old: old, new: nil) }
             return nil
@@ -94,7 +94,7 @@ public final class Transaction {
         if let given = try Self.takeID(from: &attributes, model: model.name), !UTF8Order.equal(given, id) {
             throw SatchelError(.invalidDocument, "an update cannot change the object id", model: model.name, objectID: id)
         }
-        guard let old = try readDocument(model, id) else {
+        guard let old = try readDocument(model, id, partition: definition.partition) else {
             throw SatchelError(.notFound, "model '\(model.name)' has no object '\(id)'", model: model.name, objectID: id)
         }
         var new = old
@@ -115,7 +115,7 @@ public final class Transaction {
     public func destroy(_ id: String, in model: Model) throws -> Bool {
         checkOpen()
         let entry = try store.entry(model.name)
-        guard let old = try readDocument(model, id) else { return false }
+        guard let old = try readDocument(model, id, partition: entry.definition.partition) else { return false }
         try apply(entry, model, id: id, old: old, new: nil)
         return true
     }
@@ -174,7 +174,7 @@ public final class Transaction {
         let prefix = model.documentPrefix
         try scan(prefix: prefix, partition: partition) { key, value in
             let id = try Keys.objectID(fromKey: key, prefixLength: prefix.count)
-            let document = Document(id: id, attributes: try StoredDocument.decode(value, model: model.name, id: id))
+            let document = Document(id: id, storedAttributes: try StoredDocument.decode(value, model: model.name, id: id))
             if query.predicate.matches(document) { matches.append(document) }
         }
         if !query.order.isEmpty { matches = Sorter(order: query.order).sort(matches) }
@@ -192,26 +192,26 @@ public final class Transaction {
         try claim(definition.partition, model: model.name)
         let key = Keys.document(prefix: model.documentPrefix, id)
         var counters = try workingCounters(model.name)
-        if let new {
-            overlay[key] = .some(try StoredDocument.encode(new, model: model.name, id: id))
-        } else {
-            overlay[key] = .some(nil)
-        }
+        let bytes = try new.map { try StoredDocument.encode($0, model: model.name, id: id) }
+        overlay[key] = .some(bytes)
         counters.objects += (new == nil ? 0 : 1) - (old == nil ? 0 : 1)
         defer { self.counters[NameKey(model.name)] = counters }
-        // Index entries move in the same batch as the document.
+        // Index entries move in the same batch as the document. An index that stores documents
+        // rewrites its entries whenever the object changes.
         for index in entry.indexes where index.isMaintained {
             let before = old.map { index.entries(model: model.name, objectID: id, attributes: $0) } ?? []
             let after = new.map { index.entries(model: model.name, objectID: id, attributes: $0) } ?? []
-            if before == after { continue }
+            if before == after && !index.storesDocuments { continue }
             var delta = 0
             for entryKey in before where !after.contains(entryKey) {
                 overlay[entryKey] = .some(nil)
                 delta -= 1
             }
-            for entryKey in after where !before.contains(entryKey) {
-                overlay[entryKey] = .some([])
-                delta += 1
+            for entryKey in after {
+                let existed = before.contains(entryKey)
+                if existed && !index.storesDocuments { continue }
+                overlay[entryKey] = .some(index.storesDocuments ? bytes! : [])
+                if !existed { delta += 1 }
             }
             counters.adjustIndex(index.id, by: delta)
         }
@@ -280,8 +280,8 @@ public final class Transaction {
         return try store.database(partition).get(key)
     }
 
-    func readDocument(_ model: Model, _ id: String) throws -> JSONObject? {
-        let partition = try store.entry(model.name).definition.partition
+    func readDocument(_ model: Model, _ id: String, partition: Partition? = nil) throws -> JSONObject? {
+        let partition = try partition ?? store.entry(model.name).definition.partition
         let key = Keys.document(prefix: model.documentPrefix, id)
         if partition == self.partition, let pending = overlay[key] {
             return try pending.map { bytes in try bytes.withUnsafeBytes { try StoredDocument.decode($0, model: model.name, id: id) } }
@@ -308,7 +308,7 @@ public final class Transaction {
         func emitPending(before limit: UnsafeRawBufferPointer?) throws {
             while next < pending.count {
                 let (key, value) = pending[next]
-                if let limit, UTF8Order.compareBytes(key, limit) >= 0 { return }
+                if let limit, UTF8Order.compareBytes(limit, key) <= 0 { return }
                 if let value {
                     try key.withUnsafeBytes { k in try value.withUnsafeBytes { v in try body(k, v) } }
                 }
@@ -318,7 +318,7 @@ public final class Transaction {
         while iterator.isValid && iterator.keyHasPrefix(prefix) {
             try iterator.withKey { key in
                 try emitPending(before: key)
-                if next < pending.count, UTF8Order.compareBytes(pending[next].0, key) == 0 {
+                if next < pending.count, UTF8Order.compareBytes(key, pending[next].0) == 0 {
                     next += 1  // overridden (or deleted) by this transaction; emitted above or dropped
                     if let value = pending[next - 1].1 {
                         try value.withUnsafeBytes { v in try body(key, v) }
