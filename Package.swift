@@ -40,10 +40,13 @@ let package = Package(
             swiftSettings: settings
         ),
         // The benchmark: Satchel against baselines run in the same process. It reaches LevelDB's C
-        // API directly for the raw baseline, which is its purpose.
+        // API directly for the raw baseline, and SQLite's for two more; nothing else uses SQLite.
+        .systemLibrary(name: "CSQLite", providers: [.apt(["libsqlite3-dev"]), .brew(["sqlite"])]),
         .executableTarget(
             name: "SatchelBench",
-            dependencies: ["Satchel", "CLevelDB", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: [
+                "Satchel", "CLevelDB", "CSQLite", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
             swiftSettings: settings
         ),
         .target(

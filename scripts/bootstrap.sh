@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Installs the system libraries Satchel builds against, when missing (Debian/Ubuntu):
-# LevelDB and Snappy headers from Debian's packages. Safe to run again: it installs nothing
-# that is already there. Uses sudo when not run as root.
+# Installs the system libraries Satchel builds against, when missing (Debian/Ubuntu): the LevelDB
+# and Snappy headers, and SQLite's for the benchmark's baselines. Safe to run again: it installs
+# nothing that is already there. Uses sudo when not run as root.
 set -euo pipefail
 
-packages=(libleveldb-dev libsnappy-dev)
+packages=(libleveldb-dev libsnappy-dev libsqlite3-dev)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

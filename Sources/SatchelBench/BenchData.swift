@@ -32,9 +32,21 @@ enum BenchData {
         return "p" + String(repeating: "0", count: max(0, 9 - digits.count)) + digits
     }
 
+    /// Documents in order, the same sequence on every run: `make` for a few, a `Generator` to
+    /// stream many without holding them.
     static func make(count: Int, seed: UInt64 = 42) -> [Item] {
-        var rng = SplitMix64(seed: seed)
-        return (0..<count).map { i in
+        var generator = Generator(seed: seed)
+        return (0..<count).map { _ in generator.next() }
+    }
+
+    struct Generator {
+        private var rng: SplitMix64
+        private var i = 0
+
+        init(seed: UInt64 = 42) { rng = SplitMix64(seed: seed) }
+
+        mutating func next() -> Item {
+            defer { i += 1 }
             let brand = brands.randomElement(using: &rng)!
             var description = "The \(words.randomElement(using: &rng)!) product for"
             while description.utf8.count < 68 { description += " " + words.randomElement(using: &rng)! }
@@ -48,7 +60,7 @@ enum BenchData {
                 "created": .string("20\(Int.random(in: 20...26, using: &rng))-\(pad(Int.random(in: 1...12, using: &rng)))-\(pad(Int.random(in: 1...28, using: &rng)))T\(pad(Int.random(in: 0...23, using: &rng))):\(pad(Int.random(in: 0...59, using: &rng))):00Z"),
                 "description": .string(description),
             ]
-            return Item(id: id(i), attributes: attributes)
+            return Item(id: BenchData.id(i), attributes: attributes)
         }
     }
 

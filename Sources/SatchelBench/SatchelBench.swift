@@ -1,4 +1,5 @@
 import ArgumentParser
+import Satchel
 import Foundation
 
 /// `satchel-bench`: Satchel against baselines run in the same process on the same data.
@@ -12,10 +13,23 @@ struct SatchelBench: ParsableCommand {
     )
 
     enum Group: String, ExpressibleByArgument, CaseIterable {
+        /// The store against raw LevelDB, SQLite JSON and RhoConnect's SQLite schema.
+        case store
+        /// The JSON codec against Foundation's.
         case codec
     }
 
     @Option(help: "Number of documents.") var docs = 100_000
+    @Option(help: "Systems to compare with: leveldb_raw, sqlite_json, rhoconnect_eav (comma list; default all).")
+    var baselines: String?
+    @Option(help: "A directory for the databases (default: a new temporary one, removed afterwards).") var directory: String?
+    @Option(help: "Measures to run after the load (comma list; default all): \(StoreBench.measures.map(\.name).joined(separator: ", ")).")
+    var measures: String?
+    @Option(help: "Override the block cache size, in MiB (all systems).") var cache: Int?
+    @Option(help: "Override the write buffer size, in MiB.") var writeBuffer: Int?
+    @Flag(help: "Turn Snappy compression off.") var noCompression = false
+    @Option(help: "Override the table file size, in MiB.") var fileSize: Int?
+    @Flag(help: "Turn block checksum verification off.") var noChecksums = false
     @Option(help: "Comma-separated groups to run: \(Group.allCases.map(\.rawValue).joined(separator: ", ")).")
     var only: String?
 
@@ -31,8 +45,34 @@ struct SatchelBench: ParsableCommand {
         #endif
         for group in groups {
             switch group {
-            case .codec: try CodecBench.run(count: docs)
+            case .codec: try CodecBench.run(count: min(docs, 100_000))
+            case .store: try runStore()
             }
         }
+    }
+
+    private func runStore() throws {
+        var configuration = Store.Configuration()
+        if let cache { configuration.blockCacheSize = cache << 20 }
+        if let writeBuffer { configuration.writeBufferSize = writeBuffer << 20 }
+        if noCompression { configuration.compression = false }
+        if let fileSize { configuration.maxFileSize = fileSize << 20 }
+        if noChecksums { configuration.verifyChecksums = false }
+        let fileManager = FileManager.default
+        let base = directory ?? fileManager.temporaryDirectory.appendingPathComponent("satchel-bench-\(ProcessInfo.processInfo.processIdentifier)").path
+        try fileManager.createDirectory(atPath: base, withIntermediateDirectories: true)
+        defer { if directory == nil { try? fileManager.removeItem(atPath: base) } }
+        let chosen = baselines.map { Set($0.split(separator: ",").map(String.init)) }
+        var systems: [(String) throws -> any BenchSystem] = [{ try SatchelSystem(directory: $0, configuration: configuration) }]
+        let all: [(String, (String) throws -> any BenchSystem)] = [
+            ("leveldb_raw", { try RawLevelDBSystem(directory: $0, configuration: configuration) }),
+            ("sqlite_json", { try SQLiteJSONSystem(directory: $0, configuration: configuration) }),
+            ("rhoconnect_eav", { try RhoConnectEAVSystem(directory: $0, configuration: configuration) }),
+        ]
+        for (name, make) in all where chosen?.contains(name) ?? true { systems.append(make) }
+        StoreBench.log("store: \(docs) documents, block cache \(configuration.blockCacheSize >> 20) MiB, write buffer \(configuration.writeBufferSize >> 20) MiB, compression \(configuration.compression), checksums \(configuration.verifyChecksums), batches of \(StoreBench.batchSize)")
+        let selected = measures.map { Set($0.split(separator: ",").map(String.init)) }
+        let results = try StoreBench.run(count: docs, systems: systems, directory: base, measures: selected)
+        StoreBench.report(results, count: docs)
     }
 }

@@ -1,0 +1,219 @@
+import Foundation
+import Satchel
+
+/// One system under test. Every method does the same work in each system; only these calls are
+/// timed (generating documents and encoding their JSON text is not).
+protocol BenchSystem: AnyObject {
+    var name: String { get }
+    /// Writes one batch of documents (a transaction).
+    func load(_ batch: [BenchData.Item], json: [[UInt8]]) throws
+    /// Reads one document by id; returns something derived from it.
+    func get(_ id: String) throws -> Int
+    /// Documents whose brand equals `brand`, at most `limit`; returns how many.
+    func findBrand(_ brand: String, limit: Int?) throws -> Int
+    /// Documents with price ≥ `price`, by price, at most `limit`; returns how many.
+    func priceRange(from price: Int64, limit: Int) throws -> Int
+    /// Sets one document's price (one transaction, keeping the price index right).
+    func updatePrice(_ id: String, to price: Int64) throws
+    /// Reads every document; returns how many.
+    func scan() throws -> Int
+    /// Finishes the background work a load leaves (LevelDB compactions, SQLite's WAL), untimed,
+    /// so the read measures compare settled stores.
+    func settle() throws
+    func close() throws
+}
+
+/// The measures of issue #3, run on every system with the same inputs.
+enum StoreBench {
+    struct Inputs {
+        var getIDs: [String]
+        var brands: [String]
+        var allBrands: [String]
+        var prices: [Int64]
+        var updates: [(String, Int64)]
+    }
+
+    static let batchSize = 1000
+
+    static func inputs(count: Int) -> Inputs {
+        var rng = SplitMix64(seed: 7)
+        let gets = min(20_000, max(count, 1))
+        return Inputs(
+            getIDs: (0..<gets).map { _ in BenchData.id(Int.random(in: 0..<count, using: &rng)) },
+            brands: (0..<2000).map { _ in BenchData.brands.randomElement(using: &rng)! },
+            allBrands: (0..<(count >= 500_000 ? 30 : 60)).map { BenchData.brands[$0 % BenchData.brands.count] },
+            prices: (0..<2000).map { _ in Int64.random(in: 1...1000, using: &rng) },
+            updates: (0..<min(10_000, count)).map { _ in (BenchData.id(Int.random(in: 0..<count, using: &rng)), Int64.random(in: 1...1000, using: &rng)) })
+    }
+
+    /// Results: measure → system → value.
+    typealias Results = [String: [String: Double]]
+
+    /// Rounds of each read and update measure; each system keeps its best round. The rounds
+    /// interleave the systems, so slow drifts of a shared machine hit them all alike.
+    static let rounds = 3
+
+    static func run(count: Int, systems makers: [(String) throws -> any BenchSystem], directory: String, measures: Set<String>? = nil) throws -> Results {
+        func wanted(_ name: String) -> Bool { measures?.contains(name) ?? true }
+        let inputs = Self.inputs(count: count)
+        var results: Results = [:]
+        var systems: [any BenchSystem] = []
+        defer { for system in systems { try? system.close() } }
+        for make in makers {
+            let system = try make(directory)
+            systems.append(system)
+            log("\(system.name): loading \(count) documents")
+            var generator = BenchData.Generator()
+            var loadTime = 0.0
+            var loaded = 0
+            while loaded < count {
+                let n = min(batchSize, count - loaded)
+                let batch = (0..<n).map { _ in generator.next() }
+                let json = batch.map(\.attributes.jsonBytes)
+                loadTime += try timed { try system.load(batch, json: json) }
+                loaded += n
+            }
+            results["load", default: [:]][system.name] = Double(count) / loadTime
+            log("\(system.name): settling")
+            try system.settle()
+        }
+
+        /// Runs `measure` for every system in interleaved rounds, keeping the best value.
+        func measure(_ name: String, higherIsBetter: Bool = false, _ body: (any BenchSystem, Int) throws -> Double) rethrows {
+            guard wanted(name) else { return }
+            log("measuring \(name)")
+            for round in 0..<rounds {
+                for system in systems {
+                    let value = try body(system, round)
+                    let best = results[name]?[system.name]
+                    if best == nil || (higherIsBetter ? value > best! : value < best!) { results[name, default: [:]][system.name] = value }
+                }
+            }
+        }
+
+        var sink = 0
+        // Each round takes its own slice of the inputs, so no round reads what the last one cached.
+        func slice<T>(_ all: [T], _ round: Int) -> [T] {
+            let size = max(all.count / rounds, 1)
+            return Array(all.dropFirst(round * size).prefix(size))
+        }
+        try measure("get") { system, round in try perOperation(slice(inputs.getIDs, round)) { sink &+= try system.get($0) } * 1e6 }
+        try measure("find_eq_limit20") { system, round in
+            try perOperation(slice(inputs.brands, round)) { sink &+= try system.findBrand($0, limit: 20) } * 1e6
+        }
+        var hits = 0, queries = 0
+        try measure("find_eq_all") { system, round in
+            try perOperation(slice(inputs.allBrands, round), minimum: 2) {
+                let n = try system.findBrand($0, limit: nil)
+                if system.name == "satchel" {
+                    hits += n
+                    queries += 1
+                }
+            } * 1e3
+        }
+        if queries > 0 { log("find_eq_all: \(hits / queries) hits per query (\(String(format: "%.1f", 100 * Double(hits) / Double(queries) / Double(count)))%)") }
+        try measure("range_order_limit20") { system, round in
+            try perOperation(slice(inputs.prices, round)) { sink &+= try system.priceRange(from: $0, limit: 20) } * 1e6
+        }
+        try measure("update") { system, round in
+            try perOperation(slice(inputs.updates, round)) { try system.updatePrice($0.0, to: $0.1) } * 1e6
+        }
+        try measure("scan", higherIsBetter: true) { system, _ in
+            var scanned = 0
+            let seconds = try timed { scanned = try system.scan() }
+            if scanned != count { throw BenchError("\(system.name) scanned \(scanned) of \(count) documents") }
+            return Double(scanned) / seconds
+        }
+        if sink == 42 { print("") }
+        return results
+    }
+
+    static let measures: [(name: String, unit: String)] = [
+        ("load", "docs/s"), ("get", "us"), ("find_eq_limit20", "us"), ("find_eq_all", "ms"), ("range_order_limit20", "us"),
+        ("update", "us"), ("scan", "docs/s"),
+    ]
+
+    static func report(_ results: Results, count: Int) {
+        for (measure, unit) in measures {
+            guard let values = results[measure], let satchel = values["satchel"] else { continue }
+            let baselines = ["leveldb_raw", "sqlite_json", "rhoconnect_eav"].compactMap { name in values[name].map { (name, $0) } }
+            Report.line(measure, n: count, satchel: satchel, unit: unit, baselines: baselines)
+        }
+    }
+
+    /// Seconds one measure may take per system; a slow system runs fewer of the inputs (at least
+    /// `minimum`), and the measure is the average over those it ran.
+    static let budget = 4.0
+
+    /// Runs `body` over `inputs` until done or over budget; returns the seconds per input.
+    static func perOperation<T>(_ inputs: [T], minimum: Int = 10, _ body: (T) throws -> Void) rethrows -> Double {
+        let start = ContinuousClock.now
+        var done = 0
+        for input in inputs {
+            try body(input)
+            done += 1
+            if done >= minimum && done % 8 == 0 && seconds(ContinuousClock.now - start) > budget { break }
+        }
+        return seconds(ContinuousClock.now - start) / Double(max(done, 1))
+    }
+
+    static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+
+    static func timed(_ body: () throws -> Void) rethrows -> Double {
+        let start = ContinuousClock.now
+        try body()
+        return seconds(ContinuousClock.now - start)
+    }
+
+    static func log(_ text: String) { FileHandle.standardError.write(Data("\(text)\n".utf8)) }
+}
+
+// MARK: - Satchel
+
+final class SatchelSystem: BenchSystem {
+    let name = "satchel"
+    private let store: Store
+    private let products: Model
+
+    init(directory: String, configuration: Store.Configuration) throws {
+        store = try Store(path: directory + "/satchel", configuration: configuration)
+        // A cache of server data: no change log. Two indexes, declared before the load.
+        products = try store.register(ModelDefinition(name: "Product", syncType: .none))
+        try products.createIndex(IndexDefinition("brand"))
+        try products.createIndex(IndexDefinition("price"))
+    }
+
+    func load(_ batch: [BenchData.Item], json: [[UInt8]]) throws {
+        try store.bulkUpdate { tx in
+            for item in batch {
+                var attributes = item.attributes
+                attributes["object"] = .string(item.id)
+                try tx.create(attributes, in: products)
+            }
+        }
+    }
+
+    func get(_ id: String) throws -> Int { try products.find(id)?.attributes.count ?? 0 }
+
+    func findBrand(_ brand: String, limit: Int?) throws -> Int {
+        try products.findAll(Query(where: "brand" == .string(brand), limit: limit)).count
+    }
+
+    func priceRange(from price: Int64, limit: Int) throws -> Int {
+        try products.findAll(Query(where: "price" >= .int(price), order: [.ascending("price")], limit: limit)).count
+    }
+
+    func updatePrice(_ id: String, to price: Int64) throws { try products.update(id, with: ["price": .int(price)]) }
+
+    func scan() throws -> Int {
+        var n = 0
+        try products.forEach { _ in n += 1 }
+        return n
+    }
+
+    func settle() throws { try store.compact() }
+
+    func close() throws { try store.close() }
+}
