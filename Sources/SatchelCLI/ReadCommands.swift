@@ -66,8 +66,9 @@ struct IndexCommand: ParsableCommand {
         commandName: "index",
         abstract: "Declare (and build) an index, list a model's indexes, or drop one.",
         discussion: """
-            satchel index MODEL ATTR[,ATTR…] builds a value index on the attributes, in order; ATTR[] (or --elements) \
-            builds an array-element index, which serves ~= (contains). Building shows a progress bar on a terminal.
+            satchel index MODEL ATTR[,ATTR…] builds a value index on the attributes, in order, whose entries hold copies \
+            of the objects (fast queries; --keys-only for a smaller, slower index); ATTR[] (or --elements) builds an \
+            array-element index, which serves ~= (contains). Building shows a progress bar on a terminal.
             """
     )
 
@@ -77,6 +78,8 @@ struct IndexCommand: ParsableCommand {
     @Flag(help: "List the model's indexes.") var list = false
     @Option(help: ArgumentHelp("Drop the index on these attributes.", valueName: "attr[,attr…]")) var drop: String?
     @Flag(help: "An array-element index (one entry per element).") var elements = false
+    @Flag(help: "A value index whose entries hold keys only, not copies of the objects (less disk, slower reads).")
+    var keysOnly = false
 
     private func definition(_ text: String) throws -> IndexDefinition {
         var text = text
@@ -93,7 +96,7 @@ struct IndexCommand: ParsableCommand {
             guard fields.count == 1 else { throw SatchelError(.invalidArgument, "an array-element index has exactly one attribute") }
             return .elements(of: fields[0])
         }
-        return IndexDefinition(fields)
+        return IndexDefinition(fields, storesDocuments: !keysOnly)
     }
 
     func run() throws {
@@ -101,7 +104,8 @@ struct IndexCommand: ParsableCommand {
             if list {
                 guard let model = store.existingModel(model) else { return }
                 for index in try model.indexes {
-                    Output.line("\(index.definition)\t\(index.definition.kind.rawValue)\t\(index.isReady ? "ready" : "incomplete")\t\(index.entries) entries")
+                    let kind = index.definition.kind == .arrayElements ? "elements" : index.definition.storesDocuments ? "value" : "value, keys only"
+                    Output.line("\(index.definition)\t\(kind)\t\(index.isReady ? "ready" : "incomplete")\t\(index.entries) entries")
                 }
                 return
             }

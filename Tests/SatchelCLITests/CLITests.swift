@@ -176,7 +176,7 @@ struct CLITests {
         #expect(built.lines == ["index brand,price of Product: 300 entries"])
         #expect(try CLI.run(["--db", db, "index", "Product", "tags[]"]).status == 0)
         #expect(try CLI.run(["--db", db, "index", "Product", "--list"]).lines == [
-            "brand,price\tvalue\tready\t300 entries", "tags[]\tarrayElements\tready\t496 entries",
+            "brand,price\tvalue\tready\t300 entries", "tags[]\telements\tready\t496 entries",
         ])
 
         func find(_ arguments: String...) throws -> [String] {
@@ -210,6 +210,11 @@ struct CLITests {
         #expect(try find("--where", "tags ~= sale", "--explain").first?.hasPrefix("index tags[]") == true)
         #expect(try find("--where", "brand=Acme", "--where", "price>=100", "--explain").first?.hasPrefix("index brand,price") == true)
 
+        #expect(try CLI.run(["--db", db, "index", "Product", "category", "--keys-only"]).status == 0)
+        #expect(try CLI.run(["--db", db, "index", "Product", "--list"]).lines.last == "category\tvalue, keys only\tready\t300 entries")
+        #expect(try find("--where", "category=books", "--explain").first?.hasPrefix("index category") == true)
+        try expectCount("category=books") { $0["category"] == "books" }
+        #expect(try CLI.run(["--db", db, "index", "Product", "--drop", "category"]).status == 0)
         let dropped = try CLI.run(["--db", db, "index", "Product", "--drop", "tags[]"])
         #expect(dropped.lines == ["dropped index tags[] of Product"])
         #expect(try find("--where", "tags ~= sale", "--explain").first?.hasPrefix("scan Product") == true)
