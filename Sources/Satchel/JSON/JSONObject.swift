@@ -121,6 +121,21 @@ public struct JSONObject: Sendable, Hashable {
         return found ? members.remove(at: index).value : nil
     }
 
+    /// Splits off member `name` and drops explicit nulls, in one pass: what a write stores.
+    func splitting(_ name: String) -> (value: JSONValue?, rest: JSONObject) {
+        var taken: JSONValue?
+        var rest: [Member] = []
+        rest.reserveCapacity(members.count)
+        for member in members {
+            if taken == nil && UTF8Order.equal(member.name, name) {
+                taken = member.value
+            } else if !member.value.isNull {
+                rest.append(member)
+            }
+        }
+        return (taken, JSONObject(sortedUniqueMembers: rest))
+    }
+
     /// The object without its explicit-null members.
     public func removingNulls() -> JSONObject {
         guard members.contains(where: { $0.value.isNull }) else { return self }

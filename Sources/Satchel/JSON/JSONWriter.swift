@@ -106,11 +106,27 @@ struct JSONWriter {
         var string = string
         string.withUTF8 { utf8 in
             var runStart = 0
-            for i in 0..<utf8.count {
+            var i = 0
+            while i < utf8.count {
+                // Eight bytes at a time while none needs escaping (non-ASCII bytes never do).
+                if utf8.count - i >= 8 {
+                    let word = UnsafeRawPointer(utf8.baseAddress! + i).loadUnaligned(as: UInt64.self)
+                    let ones: UInt64 = 0x0101_0101_0101_0101
+                    let high: UInt64 = 0x8080_8080_8080_8080
+                    let quote = word ^ 0x2222_2222_2222_2222
+                    let backslash = word ^ 0x5C5C_5C5C_5C5C_5C5C
+                    let escape = ((word &- 0x2020_2020_2020_2020) & ~word) | ((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash)
+                    if escape & high == 0 {
+                        i += 8
+                        continue
+                    }
+                }
                 let c = utf8[i]
+                i += 1
                 guard c < 0x20 || c == UInt8(ascii: "\"") || c == UInt8(ascii: "\\") else { continue }
-                if runStart < i { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<i])) }
-                runStart = i + 1
+                let at = i - 1
+                if runStart < at { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<at])) }
+                runStart = at + 1
                 switch c {
                 case UInt8(ascii: "\""): append("\\\"")
                 case UInt8(ascii: "\\"): append("\\\\")

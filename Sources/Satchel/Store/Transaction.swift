@@ -12,8 +12,15 @@ import Synchronization
 /// afterwards stops the program. It is not `Sendable`: keep it on the block's thread.
 public final class Transaction {
     private let store: Store
-    /// Writes not yet committed: key → new value, or nil for a delete. Keys of `partition` only.
+    /// Writes not yet committed that reads must see: document and change-log keys → new value,
+    /// or nil for a delete. Keys of `partition` only.
     private var overlay: [[UInt8]: [UInt8]?] = [:]
+    /// Index entry writes, in order (a later write of a key wins, as in the batch). Nothing reads
+    /// them back before the commit, so they skip the overlay's hashing.
+    private var indexWrites: [([UInt8], [UInt8]?)] = []
+    /// The entry of the model last written, and its working counters: a bulk update usually
+    /// writes one model many times.
+    private var lastModel: (name: String, entry: ModelEntry)?
     private var partition: Partition?
     /// Working copies of the counters of the models this transaction touched.
     private var counters: [NameKey: ModelCounters] = [:]
@@ -43,10 +50,9 @@ public final class Transaction {
         checkOpen()
         let entry = try store.entry(model.name)
         let definition = entry.definition
-        var attributes = attributes
-        let givenID = try Self.takeID(from: &attributes, model: model.name)
+        let (idValue, new) = attributes.splitting(Document.idAttribute)
+        let givenID = try Self.id(from: idValue, model: model.name)
         let id = givenID ?? ObjectID.generate()
-        let new = attributes.removingNulls()
         if new.isEmpty {
             throw SatchelError(.invalidDocument, "an object needs at least one non-null attribute", model: model.name, objectID: id)
         }
@@ -90,15 +96,14 @@ public final class Transaction {
         checkOpen()
         let entry = try store.entry(model.name)
         let definition = entry.definition
-        var attributes = attributes
-        if let given = try Self.takeID(from: &attributes, model: model.name), !UTF8Order.equal(given, id) {
+        if let given = try Self.id(from: attributes[Document.idAttribute], model: model.name), !UTF8Order.equal(given, id) {
             throw SatchelError(.invalidDocument, "an update cannot change the object id", model: model.name, objectID: id)
         }
         guard let old = try readDocument(model, id, partition: definition.partition) else {
             throw SatchelError(.notFound, "model '\(model.name)' has no object '\(id)'", model: model.name, objectID: id)
         }
         var new = old
-        for (name, value) in attributes { new[name] = value.isNull ? nil : value }
+        for (name, value) in attributes where !UTF8Order.equal(name, Document.idAttribute) { new[name] = value.isNull ? nil : value }
         try definition.validate(new, objectID: id)
         if new.isEmpty {
             try apply(entry, model, id: id, old: old, new: nil)
@@ -165,7 +170,7 @@ public final class Transaction {
         checkOpen()
         try query.validate()
         let partition = try store.entry(model.name).definition.partition
-        if partition != self.partition || overlay.isEmpty {
+        if partition != self.partition || (overlay.isEmpty && indexWrites.isEmpty) {
             // Nothing pending here, and this thread holds the writer lock: the store is this
             // transaction's view.
             return try model.findAll(query)
@@ -204,13 +209,13 @@ public final class Transaction {
             if before == after && !index.storesDocuments { continue }
             var delta = 0
             for entryKey in before where !after.contains(entryKey) {
-                overlay[entryKey] = .some(nil)
+                indexWrites.append((entryKey, nil))
                 delta -= 1
             }
             for entryKey in after {
                 let existed = before.contains(entryKey)
                 if existed && !index.storesDocuments { continue }
-                overlay[entryKey] = .some(index.storesDocuments ? bytes! : [])
+                indexWrites.append((entryKey, index.storesDocuments ? bytes! : []))
                 if !existed { delta += 1 }
             }
             counters.adjustIndex(index.id, by: delta)
@@ -246,9 +251,9 @@ public final class Transaction {
         return changes
     }
 
-    /// Takes the `object` attribute out of `attributes`: the id, when it is a string.
-    private static func takeID(from attributes: inout JSONObject, model: String) throws(SatchelError) -> String? {
-        guard let value = attributes.removeValue(forKey: Document.idAttribute) else { return nil }
+    /// The id an `object` attribute gives, when it is a string (nil when absent or null).
+    private static func id(from value: JSONValue?, model: String) throws(SatchelError) -> String? {
+        guard let value else { return nil }
         switch value {
         case .string(let id): return id
         case .null: return nil
@@ -338,9 +343,12 @@ public final class Transaction {
     /// Writes the overlay and the touched counters in one batch, then publishes the counters.
     func commit(durable: Bool) throws {
         checkOpen()
-        guard let partition, !overlay.isEmpty || !catalogUpdates.isEmpty else { return }
+        guard let partition, !overlay.isEmpty || !indexWrites.isEmpty || !catalogUpdates.isEmpty else { return }
         var batch = LevelDBWriteBatch()
         for (key, value) in overlay {
+            if let value { batch.put(key, value) } else { batch.delete(key) }
+        }
+        for (key, value) in indexWrites {
             if let value { batch.put(key, value) } else { batch.delete(key) }
         }
         for (model, counters) in counters {
@@ -358,7 +366,11 @@ public final class Transaction {
     /// Writes `value` (nil: deletes) under `key` in `partition`, as part of this transaction.
     func rawWrite(_ key: [UInt8], _ value: [UInt8]?, partition: Partition, model: String) throws(SatchelError) {
         try claim(partition, model: model)
-        overlay[key] = .some(value)
+        if key.first == KeyFamily.index.rawValue {
+            indexWrites.append((key, value))
+        } else {
+            overlay[key] = .some(value)
+        }
     }
 
     /// Replaces the counters of `model` when the transaction commits.
