@@ -64,10 +64,11 @@ final class RawLevelDBSystem: BenchSystem {
         try check(error)
     }
 
-    func load(_ batch: [BenchData.Item], json: [[UInt8]]) throws {
+    func load(_ batch: [BenchData.Item]) throws {
         let writeBatch = leveldb_writebatch_create()!
         defer { leveldb_writebatch_destroy(writeBatch) }
-        for (item, bytes) in zip(batch, json) {
+        for item in batch {
+            let bytes = item.attributes.jsonBytes
             put(writeBatch, BenchmarkSupport.documentKey(model: "Product", id: item.id), bytes)
             put(writeBatch, BenchmarkSupport.indexEntry(model: "Product", indexID: 1, value: item.attributes["brand"]!, id: item.id), bytes)
             put(writeBatch, BenchmarkSupport.indexEntry(model: "Product", indexID: 2, value: item.attributes["price"]!, id: item.id), bytes)
@@ -205,11 +206,11 @@ final class SQLiteJSONSystem: BenchSystem {
         scanAll = try db.prepare("SELECT id, body FROM docs")
     }
 
-    func load(_ batch: [BenchData.Item], json: [[UInt8]]) throws {
+    func load(_ batch: [BenchData.Item]) throws {
         try db.execute("BEGIN")
-        for (item, bytes) in zip(batch, json) {
+        for item in batch {
             insert.bind(1, item.id)
-            insert.bind(2, bytes: bytes)
+            insert.bind(2, bytes: item.attributes.jsonBytes)
             try insert.run()
         }
         try db.execute("COMMIT")
@@ -299,7 +300,7 @@ final class RhoConnectEAVSystem: BenchSystem {
         return value.description
     }
 
-    func load(_ batch: [BenchData.Item], json: [[UInt8]]) throws {
+    func load(_ batch: [BenchData.Item]) throws {
         try db.execute("BEGIN")
         for item in batch {
             for (attribute, value) in item.attributes {

@@ -63,6 +63,7 @@ extension Model {
             try store.database(entry.definition.partition).write(batch, sync: store.configuration.durableWrites)
             let key = NameKey(name)
             store.catalog.withLock { $0.models[key]?.indexes.append(index) }
+            store.catalogVersion.add(1, ordering: .releasing)
             return (index, entry.definition.partition, entry.counters.objects)
         }
         if index.state == .ready { return }

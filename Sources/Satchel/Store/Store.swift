@@ -74,6 +74,9 @@ public final class Store: Sendable {
     let app: LevelDB
     let local: LevelDB
     let catalog: Mutex<Catalog>
+    /// Bumped whenever a model definition or an index changes (not counters), so transactions
+    /// can cache the entry of the model they write.
+    let catalogVersion = Atomic<Int>(0)
     let writer = WriterLock()
 
     // MARK: - Opening and closing
@@ -282,6 +285,7 @@ public final class Store: Sendable {
                 $0.models[key] = ModelEntry(
                     definition: definition, counters: existing?.counters ?? ModelCounters(), indexes: existing?.indexes ?? [])
             }
+            catalogVersion.add(1, ordering: .releasing)
         }
         return Model(store: self, name: definition.name)
     }

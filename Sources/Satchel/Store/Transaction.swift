@@ -18,9 +18,11 @@ public final class Transaction {
     /// Index entry writes, in order (a later write of a key wins, as in the batch). Nothing reads
     /// them back before the commit, so they skip the overlay's hashing.
     private var indexWrites: [([UInt8], [UInt8]?)] = []
-    /// The entry of the model last written, and its working counters: a bulk update usually
-    /// writes one model many times.
-    private var lastModel: (name: String, entry: ModelEntry)?
+    /// The entry of the model last used, valid while the catalog version is unchanged, and the
+    /// working counters of the model last written: a bulk update usually writes one model many
+    /// times, and these spare a catalog lookup and two dictionary operations per write.
+    private var cachedEntry: (name: String, version: Int, entry: ModelEntry)?
+    private var currentCounters: (name: String, counters: ModelCounters)?
     private var partition: Partition?
     /// Working copies of the counters of the models this transaction touched.
     private var counters: [NameKey: ModelCounters] = [:]
@@ -48,7 +50,7 @@ public final class Transaction {
     @discardableResult
     public func create(_ attributes: JSONObject, in model: Model) throws -> Document {
         checkOpen()
-        let entry = try store.entry(model.name)
+        let entry = try entry(of: model)
         let definition = entry.definition
         let (idValue, new) = attributes.splitting(Document.idAttribute)
         let givenID = try Self.id(from: idValue, model: model.name)
@@ -72,7 +74,7 @@ public final class Transaction {
     @discardableResult
     public func save(_ document: Document, in model: Model) throws -> Document? {
         checkOpen()
-        let entry = try store.entry(model.name)
+        let entry = try entry(of: model)
         let definition = entry.definition
         let new = document.attributes.removingNulls()
         try definition.validate(new, objectID: document.id)
@@ -94,7 +96,7 @@ public final class Transaction {
     @discardableResult
     public func update(_ id: String, with attributes: JSONObject, in model: Model) throws -> Document? {
         checkOpen()
-        let entry = try store.entry(model.name)
+        let entry = try entry(of: model)
         let definition = entry.definition
         if let given = try Self.id(from: attributes[Document.idAttribute], model: model.name), !UTF8Order.equal(given, id) {
             throw SatchelError(.invalidDocument, "an update cannot change the object id", model: model.name, objectID: id)
@@ -119,7 +121,7 @@ public final class Transaction {
     @discardableResult
     public func destroy(_ id: String, in model: Model) throws -> Bool {
         checkOpen()
-        let entry = try store.entry(model.name)
+        let entry = try entry(of: model)
         guard let old = try readDocument(model, id, partition: entry.definition.partition) else { return false }
         try apply(entry, model, id: id, old: old, new: nil)
         return true
@@ -149,8 +151,8 @@ public final class Transaction {
     /// The object `id`, as this transaction sees it (its own writes included).
     public func find(_ id: String, in model: Model) throws -> Document? {
         checkOpen()
-        _ = try store.entry(model.name)
-        return try readDocument(model, id).map { Document(id: id, attributes: $0) }
+        let partition = try entry(of: model).definition.partition
+        return try readDocument(model, id, partition: partition).map { Document(id: id, attributes: $0) }
     }
 
     /// Every object of `model`, by id, as this transaction sees them.
@@ -200,7 +202,7 @@ public final class Transaction {
         let bytes = try new.map { try StoredDocument.encode($0, model: model.name, id: id) }
         overlay[key] = .some(bytes)
         counters.objects += (new == nil ? 0 : 1) - (old == nil ? 0 : 1)
-        defer { self.counters[NameKey(model.name)] = counters }
+        defer { setCounters(counters, model: model.name) }
         // Index entries move in the same batch as the document. An index that stores documents
         // rewrites its entries whenever the object changes.
         for index in entry.indexes where index.isMaintained {
@@ -273,8 +275,24 @@ public final class Transaction {
     }
 
     private func workingCounters(_ model: String) throws(SatchelError) -> ModelCounters {
+        if let current = currentCounters, UTF8Order.equal(current.name, model) { return current.counters }
         if let counters = counters[NameKey(model)] { return counters }
         return try store.entry(model).counters
+    }
+
+    /// The model's catalog entry, cached while the catalog does not change.
+    private func entry(of model: Model) throws(SatchelError) -> ModelEntry {
+        let version = store.catalogVersion.load(ordering: .acquiring)
+        if let cached = cachedEntry, cached.version == version, UTF8Order.equal(cached.name, model.name) { return cached.entry }
+        let entry = try store.entry(model.name)
+        cachedEntry = (model.name, version, entry)
+        return entry
+    }
+
+    /// Moves the cached working counters into `counters`.
+    private func flushCounters() {
+        if let current = currentCounters { counters[NameKey(current.name)] = current.counters }
+        currentCounters = nil
     }
 
     // MARK: - Reads through the overlay
@@ -343,6 +361,7 @@ public final class Transaction {
     /// Writes the overlay and the touched counters in one batch, then publishes the counters.
     func commit(durable: Bool) throws {
         checkOpen()
+        flushCounters()
         guard let partition, !overlay.isEmpty || !indexWrites.isEmpty || !catalogUpdates.isEmpty else { return }
         var batch = LevelDBWriteBatch()
         for (key, value) in overlay {
@@ -359,6 +378,7 @@ public final class Transaction {
             for (model, counters) in counters { catalog.models[model]?.counters = counters }
             for update in catalogUpdates { update(&catalog) }
         }
+        if !catalogUpdates.isEmpty { store.catalogVersion.add(1, ordering: .releasing) }
     }
 
     // MARK: - Internal writes (index builds, the sync engine)
@@ -375,7 +395,8 @@ public final class Transaction {
 
     /// Replaces the counters of `model` when the transaction commits.
     func setCounters(_ counters: ModelCounters, model: String) {
-        self.counters[NameKey(model)] = counters
+        if let current = currentCounters, !UTF8Order.equal(current.name, model) { flushCounters() }
+        currentCounters = (model, counters)
     }
 
     /// The counters of `model` as this transaction sees them.
