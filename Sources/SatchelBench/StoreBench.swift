@@ -92,6 +92,20 @@ enum StoreBench {
             if !last { try? FileManager.default.removeItem(atPath: roundDirectory) }
         }
 
+        // Every system's files into the page cache, untimed: on a machine that reclaims idle
+        // cache (this one runs DAMON reclaim), the first-loaded system would otherwise read cold
+        // files while the last one reads warm ones.
+        log("warming the page cache")
+        let roundDirectory = directory + "/round-\(loadRounds - 1)"
+        if let files = FileManager.default.enumerator(atPath: roundDirectory) {
+            for case let file as String in files {
+                if let handle = FileHandle(forReadingAtPath: roundDirectory + "/" + file) {
+                    while let data = try? handle.read(upToCount: 1 << 20), !data.isEmpty {}
+                    try? handle.close()
+                }
+            }
+        }
+
         /// Runs `measure` for every system in interleaved rounds, keeping the best value.
         func measure(_ name: String, higherIsBetter: Bool = false, _ body: (any BenchSystem, Int) throws -> Double) rethrows {
             guard wanted(name) else { return }

@@ -6,7 +6,7 @@ import Satchel
 struct DemoCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "demo",
-        abstract: "Create a store, import the Fixtures/ data, query and change it, and show the change log.",
+        abstract: "Create a store, import the Fixtures/ data, index, query and change it, and show the change log.",
         discussion: """
             Without --db the demo works in a new temporary directory and prints its path, so the store can be \
             explored afterwards with the other commands. Fixtures are found with --fixtures, $SATCHEL_FIXTURES, \
@@ -39,20 +39,37 @@ struct DemoCommand: ParsableCommand {
         }
         try settings.save(Document(id: "theme", attributes: ["value": "dark"]))
 
-        // 3. Queries.
+        // 3. Indexes, built over the imported objects and kept current by every write.
+        section("indexes")
+        for (model, index) in [
+            (products, IndexDefinition("brand", "price")), (products, .elements(of: "tags")), (orders, IndexDefinition("customer")),
+            (orders, IndexDefinition("status", "total")), (customers, IndexDefinition("address.city")),
+        ] {
+            try model.createIndex(index)
+            say("\(model.name): index \(index) (\(try model.indexes.first { $0.definition == index }?.entries ?? 0) entries)")
+        }
+
+        // 4. Queries, each with the plan explain reports.
         section("queries")
         let first = try require(try products.find("prod-0001"), "prod-0001")
         say("find(\"prod-0001\") → \(first)")
         let brand = try require(first["brand"], "a brand")
-        let sameBrand = try products.findAll(where: ["brand": brand])
-        say("findAll(where: brand = \(brand)) → \(sameBrand.count) products, e.g. \(sameBrand.prefix(3).compactMap { $0["name"]?.stringValue }.joined(separator: "; "))")
-        let order = try require(try orders.findFirst(where: ["status": "pending"]), "a pending order")
-        say("findFirst(where: status = pending) → \(order.id) for \(order["customer"]?.stringValue ?? "?"), total \(order["total"] ?? .null)")
+        let query = Query(where: "brand" == brand && "price" < 500).order(by: "price", descending: true).limit(3).select("name", "price")
+        say("\(query.condition), by price desc, limit 3 → \(try products.findAll(query).map(\.description).joined(separator: " "))")
+        say("  plan: \(try products.explain(query))")
+        let onSale = Query(where: Field("tags").contains("sale"))
+        say("tags contains \"sale\" → \(try products.count(where: onSale.condition)) products; plan: \(try products.explain(onSale))")
+        let order = try require(try orders.findFirst(where: "status" == "pending", order: [.descending("total")]), "a pending order")
+        say("the largest pending order → \(order.id) for \(order["customer"]?.stringValue ?? "?"), total \(order["total"] ?? .null)")
         let customer = try require(try customers.find(order["customer"]?.stringValue ?? ""), "the order's customer")
-        say("its customer: \(customer["name"]?.stringValue ?? "?") of \(customer["address"]?["city"]?.stringValue ?? "?")")
+        say("its customer: \(customer["name"]?.stringValue ?? "?") of \(customer["address"]?["city"]?.stringValue ?? "?"), \(try orders.count(where: ["customer": .string(customer.id)])) orders")
+        let city = Query(where: Field("address.city").beginsWith("Lis"))
+        say("customers in a city beginning with \"Lis\" → \(try customers.count(where: city.condition)); plan: \(try customers.explain(city))")
+        let scan = Query(where: Field("email").contains("example"), limit: 5)
+        say("a condition no index serves is a scan → plan: \(try customers.explain(scan))")
         say("count(where: status = delivered) → \(try orders.count(where: ["status": "delivered"])) of \(try orders.count()) orders")
 
-        // 4. Changes: a merge, the null rule, and a transaction that lands whole or not at all.
+        // 5. Changes: a merge, the null rule, and a transaction that lands whole or not at all.
         section("changes")
         let updated = try products.update(first.id, with: ["price": 19.99, "tags": .null])
         say("update(prod-0001, price = 19.99, tags = null) → \(updated.map(\.description) ?? "deleted")")
@@ -76,14 +93,14 @@ struct DemoCommand: ParsableCommand {
         try products.update(scratch.id, with: ["name": .null])
         say("an object whose last attribute is nulled is deleted: find → \(try products.find(scratch.id).map(\.description) ?? "nil")")
 
-        // 5. The change log: what the next sync will push.
+        // 6. The change log: what the next sync will push.
         section("pending changes")
         for model in [products, customers, orders, settings] {
             let statistics = try model.statistics()
             say("\(model.name): \(statistics.objects) objects, pending create \(statistics.pendingCreates), update \(statistics.pendingUpdates), delete \(statistics.pendingDeletes)")
         }
 
-        // 6. A full consistency check.
+        // 7. A full consistency check: documents, counters, and every index entry both ways.
         let report = try store.verify()
         section("check")
         say("\(report.keys) keys, \(report.objects) objects, \(report.pendingChanges) pending changes: \(report.isHealthy ? "ok" : "\(report.problemCount) problems")")

@@ -27,8 +27,8 @@ struct FindCommand: ParsableCommand {
     @Flag(help: "Print how the query runs (index or scan) instead of running it.") var explain = false
 
     func run() throws {
-        var predicate = try conditions.map { try WhereClause(parsing: $0).predicate }.reduce(Condition.all, &&)
-        if let id { predicate = Field(Document.idAttribute) == .string(id) && predicate }
+        var condition = try conditions.map { try WhereClause(parsing: $0).condition }.reduce(Condition.all, &&)
+        if let id { condition = Field.id == .string(id) && condition }
         let sortKeys = try order.map { text -> SortKey in
             if text.hasSuffix(":desc") { return .descending(Field(String(text.dropLast(5)))) }
             if text.hasSuffix(":asc") { return .ascending(Field(String(text.dropLast(4)))) }
@@ -36,7 +36,7 @@ struct FindCommand: ParsableCommand {
             return .ascending(Field(text))
         }
         let projection = select.map { $0.split(separator: ",").map { Field(String($0)) } }
-        let query = Query(where: predicate, order: sortKeys, limit: limit, offset: offset, select: projection)
+        let query = Query(where: condition, order: sortKeys, limit: limit, offset: offset, select: projection)
         let printed = try store.withStore { store -> Int in
             // Reading never registers a model: an unknown model has no objects.
             guard let model = store.existingModel(model) else {

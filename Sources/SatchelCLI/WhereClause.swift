@@ -64,8 +64,8 @@ struct WhereClause: Equatable {
         }
     }
 
-    /// The condition as a predicate, with Satchel's semantics (DESIGN §3).
-    var predicate: Condition {
+    /// The clause as a condition, with Satchel's semantics (DESIGN §3).
+    var condition: Condition {
         let field = Field(attribute)
         switch op {
         case .equal: return field == value

@@ -6,17 +6,17 @@ import Testing
 
 /// A query written for the test: turned into Satchel's `Condition` through the public builders,
 /// and evaluated by the naive evaluator below, which implements DESIGN §3 on its own.
-indirect enum TestPredicate: CustomStringConvertible {
+indirect enum TestCondition: CustomStringConvertible {
     case compare(String, String, JSONValue)  // field path, operator, operand
     case oneOf(String, [JSONValue])
     case beginsWith(String, String)
     case contains(String, JSONValue)
     case exists(String, Bool)
-    case and([TestPredicate])
-    case or([TestPredicate])
-    case not(TestPredicate)
+    case and([TestCondition])
+    case or([TestCondition])
+    case not(TestCondition)
 
-    var predicate: Condition {
+    var condition: Condition {
         switch self {
         case .compare(let f, let op, let v):
             let field = Field(f)
@@ -32,13 +32,13 @@ indirect enum TestPredicate: CustomStringConvertible {
         case .beginsWith(let f, let p): return Field(f).beginsWith(p)
         case .contains(let f, let v): return Field(f).contains(v)
         case .exists(let f, let present): return Field(f).exists(present)
-        case .and(let parts): return parts.map(\.predicate).reduce(Condition.all, &&)
-        case .or(let parts): return parts.dropFirst().map(\.predicate).reduce(parts[0].predicate, ||)
-        case .not(let inner): return !inner.predicate
+        case .and(let parts): return parts.map(\.condition).reduce(Condition.all, &&)
+        case .or(let parts): return parts.dropFirst().map(\.condition).reduce(parts[0].condition, ||)
+        case .not(let inner): return !inner.condition
         }
     }
 
-    var description: String { predicate.description }
+    var description: String { condition.description }
 }
 
 /// The semantics of DESIGN §3, written plainly over documents.
@@ -81,7 +81,7 @@ enum NaiveEvaluator {
         }
     }
 
-    static func matches(_ p: TestPredicate, _ d: Document) -> Bool {
+    static func matches(_ p: TestCondition, _ d: Document) -> Bool {
         switch p {
         case .compare(let f, let op, let operand):
             guard let v = value(d, f) else { return false }
@@ -182,7 +182,7 @@ struct QueryGenerator {
         return attributes
     }
 
-    mutating func leaf() -> TestPredicate {
+    mutating func leaf() -> TestCondition {
         let field = pick(Self.fields)
         switch Int.random(in: 0..<9, using: &rng) {
         case 0, 1, 2: return .compare(field, pick(["==", "==", "!=", "<", "<=", ">", ">="]), chance(0.9) ? scalar() : value())
@@ -195,12 +195,12 @@ struct QueryGenerator {
         }
     }
 
-    mutating func predicate(depth: Int = 0) -> TestPredicate {
+    mutating func condition(depth: Int = 0) -> TestCondition {
         if depth >= 2 || chance(0.5) { return leaf() }
         switch Int.random(in: 0..<5, using: &rng) {
-        case 0, 1, 2: return .and((0..<Int.random(in: 2...3, using: &rng)).map { _ in predicate(depth: depth + 1) })
-        case 3: return .or((0..<2).map { _ in predicate(depth: depth + 1) })
-        default: return .not(predicate(depth: depth + 1))
+        case 0, 1, 2: return .and((0..<Int.random(in: 2...3, using: &rng)).map { _ in condition(depth: depth + 1) })
+        case 3: return .or((0..<2).map { _ in condition(depth: depth + 1) })
+        default: return .not(condition(depth: depth + 1))
         }
     }
 
@@ -252,11 +252,11 @@ struct QueryDifferentialTests {
 
         var indexUses = 0
         for round in 0..<600 {
-            let test = generator.predicate()
+            let test = generator.condition()
             let order = generator.order()
             let limit: Int? = generator.chance(0.4) ? Int.random(in: 0...15, using: &generator.rng) : nil
             let offset = generator.chance(0.3) ? Int.random(in: 0...20, using: &generator.rng) : 0
-            let query = Query(where: test.predicate, order: order.map { SortKey(Field($0.0), descending: $0.1) }, limit: limit, offset: offset)
+            let query = Query(where: test.condition, order: order.map { SortKey(Field($0.0), descending: $0.1) }, limit: limit, offset: offset)
             let matching = all.filter { NaiveEvaluator.matches(test, $0) }
             let context = "round \(round): \(test) order \(order) limit \(String(describing: limit)) offset \(offset)"
 
@@ -273,7 +273,7 @@ struct QueryDifferentialTests {
                     #expect(Set(result.map(\.id)).count == result.count, "\(context)")
                     #expect(Set(result).isSubset(of: Set(matching)), "\(context)")
                 }
-                #expect(try model.count(where: test.predicate) == matching.count, "\(context)")
+                #expect(try model.count(where: test.condition) == matching.count, "\(context)")
             }
             if case .index = try indexedModel.explain(query).access { indexUses += 1 }
         }

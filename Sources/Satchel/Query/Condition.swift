@@ -29,7 +29,7 @@ public struct Field: Sendable, Hashable, ExpressibleByStringLiteral, CustomStrin
     public var description: String { components.joined(separator: ".") }
 
     /// The path of the object id, `object`.
-    static let id = Field(components: [Document.idAttribute])
+    public static let id = Field(components: [Document.idAttribute])
 
     /// Whether the path is the object id.
     var isID: Bool { components.count == 1 && UTF8Order.equal(components[0], Document.idAttribute) }
@@ -105,7 +105,7 @@ public struct Condition: Sendable, Hashable, CustomStringConvertible {
         self.node = nodes.isEmpty ? .always : nodes.count == 1 ? nodes[0] : .and(nodes)
     }
 
-    /// Whether `document` satisfies the predicate.
+    /// Whether `document` satisfies the condition.
     public func matches(_ document: Document) -> Bool { Self.evaluate(node, document) }
 
     public var description: String { Self.describe(node) }
@@ -201,7 +201,7 @@ public func <= (field: Field, value: JSONValue) -> Condition { Condition(.compar
 public func > (field: Field, value: JSONValue) -> Condition { Condition(.compare(field, .greater, value)) }
 public func >= (field: Field, value: JSONValue) -> Condition { Condition(.compare(field, .greaterOrEqual, value)) }
 
-/// Both predicates hold.
+/// Both conditions hold.
 public func && (lhs: Condition, rhs: Condition) -> Condition {
     switch (lhs.node, rhs.node) {
     case (.always, _): return rhs
@@ -213,7 +213,7 @@ public func && (lhs: Condition, rhs: Condition) -> Condition {
     }
 }
 
-/// Either predicate holds.
+/// Either condition holds.
 public func || (lhs: Condition, rhs: Condition) -> Condition {
     switch (lhs.node, rhs.node) {
     case (.or(let a), .or(let b)): return Condition(.or(a + b))
@@ -223,5 +223,5 @@ public func || (lhs: Condition, rhs: Condition) -> Condition {
     }
 }
 
-/// The predicate does not hold.
-public prefix func ! (predicate: Condition) -> Condition { Condition(.not(predicate.node)) }
+/// The condition does not hold.
+public prefix func ! (condition: Condition) -> Condition { Condition(.not(condition.node)) }

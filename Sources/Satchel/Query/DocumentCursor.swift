@@ -94,7 +94,7 @@ public final class DocumentCursor {
     }
 
     /// The number of matches, ignoring limit and offset, without decoding documents when the
-    /// plan's ranges answer the predicate exactly.
+    /// plan's ranges answer the condition exactly.
     func countMatches() throws -> Int {
         var n = 0
         if case .always = plan.residual {
@@ -111,7 +111,7 @@ public final class DocumentCursor {
 
     // MARK: - Sources
 
-    /// The next candidate that satisfies the residual predicate.
+    /// The next candidate that satisfies the residual condition.
     private func nextMatch() throws -> Document? {
         while let document = try nextCandidate() {
             candidatesRead += 1

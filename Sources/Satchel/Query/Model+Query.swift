@@ -15,7 +15,7 @@ extension Model {
     /// Every document `query` selects, in its order.
     public func findAll(_ query: Query) throws -> [Document] { try cursor(query).all() }
 
-    /// Documents matching `predicate`, in `order`, at most `limit` after skipping `offset`,
+    /// Documents matching `condition`, in `order`, at most `limit` after skipping `offset`,
     /// reduced to the `select`ed attributes.
     ///
     /// ```swift
@@ -23,26 +23,26 @@ extension Model {
     ///                                 order: [.descending("price")], limit: 20)
     /// ```
     public func findAll(
-        where predicate: Condition, order: [SortKey] = [], limit: Int? = nil, offset: Int = 0, select: [Field]? = nil
+        where condition: Condition, order: [SortKey] = [], limit: Int? = nil, offset: Int = 0, select: [Field]? = nil
     ) throws -> [Document] {
-        try findAll(Query(where: predicate, order: order, limit: limit, offset: offset, select: select))
+        try findAll(Query(where: condition, order: order, limit: limit, offset: offset, select: select))
     }
 
-    /// The first document matching `predicate` in `order` (any match without an order).
+    /// The first document matching `condition` in `order` (any match without an order).
     /// On an indexed field this reads a handful of keys, not the model.
-    public func findFirst(where predicate: Condition, order: [SortKey] = []) throws -> Document? {
-        try cursor(Query(where: predicate, order: order, limit: 1)).next()
+    public func findFirst(where condition: Condition, order: [SortKey] = []) throws -> Document? {
+        try cursor(Query(where: condition, order: order, limit: 1)).next()
     }
 
-    /// The number of documents matching `predicate`.
-    public func count(where predicate: Condition) throws -> Int {
-        if case .always = predicate.node { return try count() }
-        return try cursor(Query(where: predicate)).countMatches()
+    /// The number of documents matching `condition`.
+    public func count(where condition: Condition) throws -> Int {
+        if case .always = condition.node { return try count() }
+        return try cursor(Query(where: condition)).countMatches()
     }
 
-    /// Deletes, in one transaction, every document matching `predicate`; returns how many.
+    /// Deletes, in one transaction, every document matching `condition`; returns how many.
     @discardableResult
-    public func destroy(where predicate: Condition) throws -> Int {
-        try store.write { try $0.destroy(where: predicate, in: self) }
+    public func destroy(where condition: Condition) throws -> Int {
+        try store.write { try $0.destroy(where: condition, in: self) }
     }
 }

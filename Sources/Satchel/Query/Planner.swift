@@ -21,7 +21,7 @@ struct Plan {
     }
 
     var source: Source
-    /// The part of the predicate the source does not guarantee (`.always` when none).
+    /// The part of the condition the source does not guarantee (`.always` when none).
     var residual: Condition.Node
     /// True when the source does not deliver the query's order.
     var sortInMemory: Bool
@@ -71,7 +71,7 @@ enum Planner {
     }
 
     static func plan(_ query: Query, model: String, entry: ModelEntry, documentPrefix: [UInt8]) -> Plan {
-        let conjuncts = Self.conjuncts(query.predicate.node)
+        let conjuncts = Self.conjuncts(query.condition.node)
         let tieDescending = query.order.last?.descending ?? false
 
         // 1. Id lookups.

@@ -30,7 +30,7 @@ public struct SortKey: Sendable, Hashable, CustomStringConvertible {
 /// ascending, descending otherwise. Without an order, results come in an unspecified order and
 /// `limit`/`offset` return some subset of that size.
 public struct Query: Sendable, Hashable {
-    public var predicate: Condition
+    public var condition: Condition
     public var order: [SortKey]
     /// At most this many documents; nil for all.
     public var limit: Int?
@@ -39,8 +39,8 @@ public struct Query: Sendable, Hashable {
     /// Keep only these attributes (the id is always kept); nil for all.
     public var projection: [Field]?
 
-    public init(where predicate: Condition = .all, order: [SortKey] = [], limit: Int? = nil, offset: Int = 0, select projection: [Field]? = nil) {
-        self.predicate = predicate
+    public init(where condition: Condition = .all, order: [SortKey] = [], limit: Int? = nil, offset: Int = 0, select projection: [Field]? = nil) {
+        self.condition = condition
         self.order = order
         self.limit = limit
         self.offset = offset

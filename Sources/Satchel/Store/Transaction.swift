@@ -135,13 +135,13 @@ public final class Transaction {
         try destroy(where: Condition(equalities: conditions), in: model)
     }
 
-    /// Deletes every object matching `predicate`.
+    /// Deletes every object matching `condition`.
     ///
     /// - Returns: how many objects were deleted.
     @discardableResult
-    public func destroy(where predicate: Condition, in model: Model) throws -> Int {
+    public func destroy(where condition: Condition, in model: Model) throws -> Int {
         checkOpen()
-        let matches = try findAll(Query(where: predicate, select: []), in: model)
+        let matches = try findAll(Query(where: condition, select: []), in: model)
         for document in matches { try destroy(document.id, in: model) }
         return matches.count
     }
@@ -182,7 +182,7 @@ public final class Transaction {
         try scan(prefix: prefix, partition: partition) { key, value in
             let id = try Keys.objectID(fromKey: key, prefixLength: prefix.count)
             let document = Document(id: id, storedAttributes: try StoredDocument.decode(value, model: model.name, id: id))
-            if query.predicate.matches(document) { matches.append(document) }
+            if query.condition.matches(document) { matches.append(document) }
         }
         if !query.order.isEmpty { matches = Sorter(order: query.order).sort(matches) }
         var result = matches.dropFirst(query.offset).map(query.project)
