@@ -100,7 +100,7 @@ public final class DocumentCursor {
         if case .always = plan.residual {
             switch state {
             case .documents, .index:
-                while try nextCandidateKey() { n += 1 }
+                while try advance() { n += 1 }
                 return n
             default: break
             }
@@ -167,9 +167,6 @@ public final class DocumentCursor {
             return nil
         }
     }
-
-    /// Moves a range source to its next key (nil document, counting only).
-    private func nextCandidateKey() throws -> Bool { try advance() }
 
     /// Positions the range iterator on the next key inside the current range; false when done.
     private func advance() throws -> Bool {

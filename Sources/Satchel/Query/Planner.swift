@@ -5,8 +5,6 @@ struct KeyRange: Sendable {
     /// For the string sub-range of an array-element index: only entries whose string holds this.
     var substring: String? = nil
 
-    var isEmpty: Bool { UTF8Order.compareBytes(start, end) >= 0 }
-
     /// Every key that starts with `prefix`.
     static func prefix(_ prefix: [UInt8]) -> KeyRange { KeyRange(start: prefix, end: Keys.prefixEnd(prefix)) }
 }
@@ -73,6 +71,13 @@ enum Planner {
     static func plan(_ query: Query, model: String, entry: ModelEntry, documentPrefix: [UInt8]) -> Plan {
         let conjuncts = Self.conjuncts(query.condition.node)
         let tieDescending = query.order.last?.descending ?? false
+
+        // A condition that can never hold (`Condition.none`) reads nothing.
+        if conjuncts.contains(where: { if case .not(.always) = $0 { true } else { false } }) {
+            return Plan(
+                source: .ids([]), residual: .always, sortInMemory: false,
+                explain: { QueryPlan(access: .idLookup, deliversOrder: true, description: "nothing to read: the condition never holds") })
+        }
 
         // 1. Id lookups.
         for (i, conjunct) in conjuncts.enumerated() {

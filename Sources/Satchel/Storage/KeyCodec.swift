@@ -429,18 +429,6 @@ enum Keys {
         return k.bytes
     }
 
-    /// Reads the values and the trailing object id of an index entry whose first `prefixLength`
-    /// bytes are known, with `valueCount` elements before the id.
-    static func indexEntry(_ key: UnsafeRawBufferPointer, prefixLength: Int, valueCount: Int) throws(SatchelError) -> ([JSONValue], String) {
-        var decoder = KeyDecoder(key, from: prefixLength)
-        var values: [JSONValue] = []
-        values.reserveCapacity(valueCount)
-        for _ in 0..<valueCount { values.append(try decoder.readValue()) }
-        let id = try decoder.readString()
-        guard decoder.isAtEnd else { throw SatchelError(.corruption, "trailing bytes after an object id in an index key") }
-        return (values, id)
-    }
-
     /// The trailing object id of an index entry, skipping `valueCount` values after the prefix.
     static func objectID(fromIndexEntry key: UnsafeRawBufferPointer, prefixLength: Int, valueCount: Int) throws(SatchelError) -> String {
         var decoder = KeyDecoder(key, from: prefixLength)
@@ -487,9 +475,6 @@ enum Keys {
         return k.bytes
     }
 
-    /// The prefix of every key of `family`.
-    static func familyPrefix(_ family: KeyFamily) -> [UInt8] { [family.rawValue] }
-
     /// The smallest key greater than every key that starts with `prefix` (for range ends).
     /// Prefixes here never end in `FF`-only runs that overflow: they end in a terminator.
     static func prefixEnd(_ prefix: [UInt8]) -> [UInt8] {
@@ -511,16 +496,6 @@ enum Keys {
         let id = try decoder.readString()
         guard decoder.isAtEnd else { throw SatchelError(.corruption, "trailing bytes after an object id in a key") }
         return id
-    }
-
-    /// Splits a `(family, model, objectId)` key into its parts.
-    static func modelAndObject(fromKey key: UnsafeRawBufferPointer) throws(SatchelError) -> (KeyFamily, String, String) {
-        var decoder = KeyDecoder(key)
-        let family = try decoder.readFamily()
-        let model = try decoder.readString()
-        let id = try decoder.readString()
-        guard decoder.isAtEnd else { throw SatchelError(.corruption, "trailing bytes after an object id in a key") }
-        return (family, model, id)
     }
 
     /// Decodes a whole key into its family and elements (for `check` and tests).
