@@ -197,6 +197,17 @@ struct PlannerTests {
         }
     }
 
+    @Test("a condition that never holds reads nothing")
+    func neverTrue() throws {
+        try Self.withShop { _, products in
+            let cursor = try products.cursor(Query(where: Condition.none && "brand" == "B1"))
+            #expect(try cursor.all().isEmpty)
+            #expect(cursor.candidatesRead == 0)
+            #expect(try products.explain(Query(where: .none)).description.contains("never holds"))
+            #expect(try products.count(where: !Condition.none) == 2000)
+        }
+    }
+
     @Test("the Swift builders read like the semantics")
     func builders() {
         let c: Condition = "price" < 100 && "brand" == "Apple"
