@@ -173,6 +173,13 @@ final class RawLevelDBSystem: BenchSystem {
     }
 }
 
+/// Checkpoints the WAL, and gathers statistics (ANALYZE) so that SQLite's planner picks the right
+/// index: without them it may read `object_values` by `source_id` alone.
+private func settleSQLite(_ db: SQLiteDatabase) throws {
+    try db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    try db.execute("ANALYZE")
+}
+
 /// Applies the settings all SQLite baselines share: WAL without fsync (LevelDB's default
 /// durability: a process crash loses nothing, a machine crash may lose the last writes), and a
 /// page cache the size of Satchel's block cache.
@@ -255,12 +262,7 @@ final class SQLiteJSONSystem: BenchSystem {
 
     func scan() throws -> Int { try rows(scanAll) }
 
-    /// Checkpoints the WAL, and gathers statistics (ANALYZE) so that SQLite's planner picks the
-    /// right index: without them it may read `object_values` by `source_id` alone.
-    func settle() throws {
-        try db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        try db.execute("ANALYZE")
-    }
+    func settle() throws { try settleSQLite(db) }
 
     func close() throws {}
 }
@@ -371,12 +373,7 @@ final class RhoConnectEAVSystem: BenchSystem {
         return current.isEmpty ? n : n + 1
     }
 
-    /// Checkpoints the WAL, and gathers statistics (ANALYZE) so that SQLite's planner picks the
-    /// right index: without them it may read `object_values` by `source_id` alone.
-    func settle() throws {
-        try db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        try db.execute("ANALYZE")
-    }
+    func settle() throws { try settleSQLite(db) }
 
     func close() throws {}
 }

@@ -105,15 +105,7 @@ extension Model {
 
         // Count the entries and mark the index ready, in one transaction.
         try store.bulkUpdate { tx in
-            let prefix = Keys.indexPrefix(name, index.id)
-            let iterator = try store.database(partition).makeIterator()
-            iterator.seek(prefix)
-            var entries = 0
-            while iterator.isValid && iterator.keyHasPrefix(prefix) {
-                entries += 1
-                iterator.next()
-            }
-            try iterator.checkError()
+            let entries = try store.database(partition).countKeys(withPrefix: index.prefix)
             var counters = try tx.currentCounters(name)
             counters.indexEntries[index.id] = entries == 0 ? nil : entries
             tx.setCounters(counters, model: name)

@@ -256,6 +256,19 @@ final class LevelDB: Sendable {
         }
     }
 
+    /// The number of keys that start with `prefix` (keys only: values are not decoded).
+    func countKeys(withPrefix prefix: [UInt8]) throws(SatchelError) -> Int {
+        let iterator = try makeIterator(fillCache: false)
+        iterator.seek(prefix)
+        var n = 0
+        while iterator.isValid && iterator.keyHasPrefix(prefix) {
+            n += 1
+            iterator.next()
+        }
+        try iterator.checkError()
+        return n
+    }
+
     /// Compacts the whole key range, dropping deleted entries from disk.
     func compact() throws(SatchelError) {
         try withDB { db in leveldb_compact_range(db, nil, 0, nil, 0) }

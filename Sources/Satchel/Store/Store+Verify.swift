@@ -202,15 +202,7 @@ extension Store {
                 }
                 for change in try model.pendingChanges() { counters.adjustPending(change.kind, by: 1) }
                 for index in entry.indexes {
-                    let prefix = Keys.indexPrefix(name.name, index.id)
-                    let iterator = try database(entry.definition.partition).makeIterator()
-                    iterator.seek(prefix)
-                    var n = 0
-                    while iterator.isValid && iterator.keyHasPrefix(prefix) {
-                        n += 1
-                        iterator.next()
-                    }
-                    try iterator.checkError()
+                    let n = try database(entry.definition.partition).countKeys(withPrefix: index.prefix)
                     counters.indexEntries[index.id] = n == 0 ? nil : n
                 }
                 if counters != entry.counters {
