@@ -326,6 +326,12 @@ enum KeyFamily: UInt8, CaseIterable {
     case index = 0x03
     /// `(chg, model, objectId)` → the pending local change (see ``PendingChange``).
     case change = 0x04
+    /// `(out, model, objectId)` → a change pushed to the server, its outcome not yet known.
+    case outbox = 0x05
+    /// `(err, model, objectId)` → a change the server rejected, kept until the app resolves it.
+    case error = 0x06
+    /// `(ver, model, objectId)` → the object's version on the server (an ETag, a timestamp…).
+    case version = 0x07
 }
 
 /// Constructors for every key Satchel writes. Nothing outside this file builds key bytes.
@@ -461,17 +467,39 @@ enum Keys {
     }
 
     /// `(chg, model)`: the prefix of every pending change of `model`.
-    static func changePrefix(_ model: String) -> [UInt8] {
-        var k = KeyEncoder(.change)
+    static func changePrefix(_ model: String) -> [UInt8] { objectRecordPrefix(.change, model) }
+
+    /// `(chg, model, objectId)`.
+    static func change(_ model: String, _ id: String) -> [UInt8] { objectRecord(.change, model, id) }
+
+    /// `(family, model)`: the prefix of every per-object record of `family` for `model`
+    /// (documents, pending changes, outbox, errors, versions).
+    static func objectRecordPrefix(_ family: KeyFamily, _ model: String) -> [UInt8] {
+        var k = KeyEncoder(family, capacity: model.utf8.count + 8)
         k.append(model)
         return k.bytes
     }
 
-    /// `(chg, model, objectId)`.
-    static func change(_ model: String, _ id: String) -> [UInt8] {
-        var k = KeyEncoder(.change, capacity: model.utf8.count + id.utf8.count + 8)
+    /// `(family, model, objectId)`.
+    static func objectRecord(_ family: KeyFamily, _ model: String, _ id: String) -> [UInt8] {
+        var k = KeyEncoder(family, capacity: model.utf8.count + id.utf8.count + 8)
         k.append(model)
         k.append(id)
+        return k.bytes
+    }
+
+    /// `(meta, "sync", model)` → the model's sync state (cursor, flags) as JSON.
+    static func syncState(_ model: String) -> [UInt8] {
+        var k = KeyEncoder(.meta)
+        k.append("sync")
+        k.append(model)
+        return k.bytes
+    }
+
+    /// `(meta, "session")` → the sync session as JSON (user partition).
+    static var session: [UInt8] {
+        var k = KeyEncoder(.meta)
+        k.append("session")
         return k.bytes
     }
 

@@ -16,6 +16,10 @@ struct ModelCounters: Equatable, Sendable {
     var pendingCreates = 0
     var pendingUpdates = 0
     var pendingDeletes = 0
+    /// Changes pushed whose outcome is not known yet (`out` records).
+    var inFlight = 0
+    /// Changes the server rejected, kept until resolved (`err` records).
+    var errors = 0
     /// Entries per index id.
     var indexEntries: [Int: Int] = [:]
 
@@ -37,11 +41,12 @@ struct ModelCounters: Equatable, Sendable {
     }
 
     /// Stored under `(meta, "stats", model)`:
-    /// `{"create":a,"delete":c,"indexes":{"1":n,…},"objects":N,"update":b}`.
+    /// `{"create":a,"delete":c,"errors":e,"inFlight":f,"indexes":{"1":n,…},"objects":N,"update":b}`.
     var encoded: [UInt8] {
         let object: JSONObject = [
             "objects": .int(Int64(objects)), "create": .int(Int64(pendingCreates)),
             "update": .int(Int64(pendingUpdates)), "delete": .int(Int64(pendingDeletes)),
+            "inFlight": .int(Int64(inFlight)), "errors": .int(Int64(errors)),
             "indexes": .object(JSONObject(indexEntries.map { (String($0.key), JSONValue.int(Int64($0.value))) })),
         ]
         return object.jsonBytes
@@ -58,6 +63,8 @@ struct ModelCounters: Equatable, Sendable {
         self.pendingCreates = Int(c)
         self.pendingUpdates = Int(u)
         self.pendingDeletes = Int(d)
+        self.inFlight = Int(object["inFlight"]?.intValue ?? 0)
+        self.errors = Int(object["errors"]?.intValue ?? 0)
         for (id, count) in object["indexes"]?.objectValue ?? JSONObject() {
             guard let id = Int(id), let count = count.intValue else { throw SatchelError(.corruption, "undecodable index counters") }
             indexEntries[id] = Int(count)

@@ -72,12 +72,24 @@ public struct ModelDefinition: Sendable, Hashable {
     public var partition: Partition
     /// How the model syncs (default `.incremental`).
     public var syncType: SyncType
+    /// Attributes that hold the id of an object of another model: attribute name → that model's
+    /// name (RhoConnect's `belongs_to`). When the server gives a created object its own id, the
+    /// sync engine rewrites these attributes, and it syncs the other model first.
+    public var associations: [String: String]
+    /// Attributes that hold a file (a blob reference, see `BlobStore`), uploaded and downloaded
+    /// by the sync engine.
+    public var blobAttributes: [String]
 
-    public init(name: String, kind: ModelKind = .propertyBag, partition: Partition = .user, syncType: SyncType = .incremental) {
+    public init(
+        name: String, kind: ModelKind = .propertyBag, partition: Partition = .user, syncType: SyncType = .incremental,
+        associations: [String: String] = [:], blobAttributes: [String] = []
+    ) {
         self.name = name
         self.kind = kind
         self.partition = partition
         self.syncType = syncType
+        self.associations = associations
+        self.blobAttributes = blobAttributes
     }
 
     /// Whether local writes to this model record pending changes for sync.
@@ -85,6 +97,7 @@ public struct ModelDefinition: Sendable, Hashable {
 
     public static func == (a: ModelDefinition, b: ModelDefinition) -> Bool {
         UTF8Order.equal(a.name, b.name) && a.kind == b.kind && a.partition == b.partition && a.syncType == b.syncType
+            && a.associations == b.associations && a.blobAttributes == b.blobAttributes
     }
 
     public func hash(into hasher: inout Hasher) {
@@ -118,11 +131,16 @@ public struct ModelDefinition: Sendable, Hashable {
 
     // MARK: - Stored form
 
-    /// The stored JSON of the definition: `{"name", "kind", "schema"?, "partition", "syncType"}`.
+    /// The stored JSON of the definition: `{"associations"?, "blobs"?, "kind", "name", "partition",
+    /// "schema"?, "syncType"}`.
     var json: JSONObject {
         var object: JSONObject = [
             "name": .string(name), "partition": .string(partition.rawValue), "syncType": .string(syncType.rawValue),
         ]
+        if !associations.isEmpty {
+            object["associations"] = .object(JSONObject(associations.map { ($0.key, JSONValue.string($0.value)) }))
+        }
+        if !blobAttributes.isEmpty { object["blobs"] = .array(blobAttributes.map(JSONValue.string)) }
         switch kind {
         case .propertyBag:
             object["kind"] = "propertyBag"
@@ -157,6 +175,12 @@ public struct ModelDefinition: Sendable, Hashable {
             kind = .fixedSchema(types)
         default: throw bad("bad kind of '\(name)'")
         }
-        self.init(name: name, kind: kind, partition: partition, syncType: syncType)
+        var associations: [String: String] = [:]
+        for (attribute, model) in json["associations"]?.objectValue ?? JSONObject() {
+            guard let model = model.stringValue else { throw bad("bad association of '\(name).\(attribute)'") }
+            associations[attribute] = model
+        }
+        let blobs = json["blobs"]?.arrayValue?.compactMap(\.stringValue) ?? []
+        self.init(name: name, kind: kind, partition: partition, syncType: syncType, associations: associations, blobAttributes: blobs)
     }
 }

@@ -64,6 +64,10 @@ struct ChangeRecord: Equatable {
         } catch {
             throw SatchelError(.corruption, "undecodable pending change: \(error)")
         }
+        try self.init(json: object)
+    }
+
+    init(json object: JSONObject) throws(SatchelError) {
         guard let op = object["op"]?.stringValue, let kind = PendingChange.Kind(rawValue: op) else {
             throw SatchelError(.corruption, "pending change without a valid op")
         }

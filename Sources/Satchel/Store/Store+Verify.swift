@@ -125,6 +125,29 @@ extension Store {
             } catch {
                 report.report("model '\(name.name)': \(error)")
             }
+        case .outbox, .error, .version:
+            guard elements.count == 2, let id = elements[1].stringValue else {
+                report.report("\(where_): a malformed \(family) key")
+                return
+            }
+            guard let (name, _) = model(elements[0]) else {
+                report.report("\(where_): a \(family) record of '\(id)' belongs to an unknown model")
+                return
+            }
+            do {
+                switch family {
+                case .outbox:
+                    _ = try OutboxRecord(json: try JSONObject(parsing: value))
+                    counted[name, default: ModelCounters()].inFlight += 1
+                case .error:
+                    _ = try RecordErrorRecord(json: try JSONObject(parsing: value))
+                    counted[name, default: ModelCounters()].errors += 1
+                default:
+                    _ = try JSONValue(parsing: value)
+                }
+            } catch {
+                report.report("model '\(name.name)': an undecodable \(family) record for '\(id)'")
+            }
         case .index:
             // (idx, model, indexId, values…, objectId): the entry must be one its document makes.
             guard elements.count >= 3, let indexID = elements[1].stringValue.flatMap({ Int($0) }), let id = elements.last?.stringValue else {
@@ -160,7 +183,7 @@ extension Store {
 extension ModelCounters {
     var summary: String {
         let entries = indexEntries.sorted { $0.key < $1.key }.map { "#\($0.key): \($0.value)" }.joined(separator: ", ")
-        return "(objects \(objects), pending \(pendingCreates)/\(pendingUpdates)/\(pendingDeletes), index entries [\(entries)])"
+        return "(objects \(objects), pending \(pendingCreates)/\(pendingUpdates)/\(pendingDeletes), in flight \(inFlight), errors \(errors), index entries [\(entries)])"
     }
 }
 
@@ -201,6 +224,8 @@ extension Store {
                     return true
                 }
                 for change in try model.pendingChanges() { counters.adjustPending(change.kind, by: 1) }
+                counters.inFlight = try database(entry.definition.partition).countKeys(withPrefix: Keys.objectRecordPrefix(.outbox, name.name))
+                counters.errors = try database(entry.definition.partition).countKeys(withPrefix: Keys.objectRecordPrefix(.error, name.name))
                 for index in entry.indexes {
                     let n = try database(entry.definition.partition).countKeys(withPrefix: index.prefix)
                     counters.indexEntries[index.id] = n == 0 ? nil : n

@@ -11,10 +11,10 @@ import Synchronization
 /// A transaction writes the models of one partition. It lives only inside its block: using it
 /// afterwards stops the program. It is not `Sendable`: keep it on the block's thread.
 public final class Transaction {
-    private let store: Store
+    let store: Store
     /// Writes not yet committed that reads must see: document and change-log keys → new value,
     /// or nil for a delete. Keys of `partition` only.
-    private var overlay: [[UInt8]: [UInt8]?] = [:]
+    var overlay: [[UInt8]: [UInt8]?] = [:]
     /// Index entry writes, in order (a later write of a key wins, as in the batch). Nothing reads
     /// them back before the commit, so they skip the overlay's hashing.
     private var indexWrites: [([UInt8], [UInt8]?)] = []
@@ -23,7 +23,7 @@ public final class Transaction {
     /// times, and these spare a catalog lookup and two dictionary operations per write.
     private var cachedEntry: (name: String, version: Int, entry: ModelEntry)?
     private var currentCounters: (name: String, counters: ModelCounters)?
-    private var partition: Partition?
+    private(set) var partition: Partition?
     /// Working copies of the counters of the models this transaction touched.
     private var counters: [NameKey: ModelCounters] = [:]
     private var finished = false
@@ -34,7 +34,7 @@ public final class Transaction {
 
     func finish() { finished = true }
 
-    private func checkOpen() {
+    func checkOpen() {
         precondition(!finished, "a Satchel transaction was used after its bulkUpdate block returned")
     }
 
@@ -194,7 +194,7 @@ public final class Transaction {
 
     /// Moves object `id` from `old` to `new` (nil: deleted): the document, the counters and the
     /// coalesced pending change.
-    private func apply(_ entry: ModelEntry, _ model: Model, id: String, old: JSONObject?, new: JSONObject?) throws {
+    func apply(_ entry: ModelEntry, _ model: Model, id: String, old: JSONObject?, new: JSONObject?, recordChange: Bool = true) throws {
         let definition = entry.definition
         try claim(definition.partition, model: model.name)
         let key = Keys.document(prefix: model.documentPrefix, id)
@@ -264,7 +264,7 @@ public final class Transaction {
         }
     }
 
-    private func claim(_ partition: Partition, model: String) throws(SatchelError) {
+    func claim(_ partition: Partition, model: String) throws(SatchelError) {
         if let claimed = self.partition, claimed != partition {
             throw SatchelError(
                 .crossPartition,
@@ -274,14 +274,14 @@ public final class Transaction {
         self.partition = partition
     }
 
-    private func workingCounters(_ model: String) throws(SatchelError) -> ModelCounters {
+    func workingCounters(_ model: String) throws(SatchelError) -> ModelCounters {
         if let current = currentCounters, UTF8Order.equal(current.name, model) { return current.counters }
         if let counters = counters[NameKey(model)] { return counters }
         return try store.entry(model).counters
     }
 
     /// The model's catalog entry, cached while the catalog does not change.
-    private func entry(of model: Model) throws(SatchelError) -> ModelEntry {
+    func entry(of model: Model) throws(SatchelError) -> ModelEntry {
         let version = store.catalogVersion.load(ordering: .acquiring)
         if let cached = cachedEntry, cached.version == version, UTF8Order.equal(cached.name, model.name) { return cached.entry }
         let entry = try store.entry(model.name)
@@ -298,7 +298,7 @@ public final class Transaction {
     // MARK: - Reads through the overlay
 
     /// The value of `key` in `partition` as this transaction sees it.
-    private func read(_ key: [UInt8], partition: Partition) throws -> [UInt8]? {
+    func read(_ key: [UInt8], partition: Partition) throws -> [UInt8]? {
         if partition == self.partition, let pending = overlay[key] { return pending }
         return try store.database(partition).get(key)
     }
@@ -316,7 +316,7 @@ public final class Transaction {
 
     /// Visits every key with `prefix` in `partition`, in key order, merging this transaction's
     /// pending writes with the stored data.
-    private func scan(
+    func scan(
         prefix: [UInt8], partition: Partition,
         _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void
     ) throws {

@@ -1,0 +1,150 @@
+public import Foundation
+
+/// Files kept under the store directory (`blobs/`), addressed by their content.
+///
+/// A blob attribute (``ModelDefinition/blobAttributes``) holds a reference string,
+/// `"blob:<hash>"`, that names one file here. Storing the same bytes twice gives the same
+/// reference and one file. The sync engine uploads the files of blob attributes and stores the
+/// files it downloads; ``removeOrphans(olderThan:)`` deletes files no object refers to.
+///
+/// ```swift
+/// let photo = try store.blobs.put(jpegData)
+/// try products.update(id, with: ["photo": .string(photo)])
+/// let bytes = try store.blobs.data(for: photo)
+/// ```
+///
+/// `BlobStore` is `Sendable`; its methods may be called from any thread.
+public struct BlobStore: Sendable {
+    /// The prefix of every blob reference.
+    public static let referencePrefix = "blob:"
+
+    /// The folder holding the files.
+    public let directory: URL
+    let store: Store
+
+    init(store: Store) {
+        self.store = store
+        self.directory = URL(fileURLWithPath: store.path).appendingPathComponent("blobs")
+    }
+
+    /// Stores `data` and returns its reference.
+    ///
+    /// - Throws: ``SatchelError`` `.io` when the file cannot be written.
+    public func put(_ data: Data) throws -> String {
+        try ensureDirectory()
+        let base = Self.contentHash(data)
+        // The hash names the file; equal bytes share it. A different file under the same name (a
+        // hash collision) gets a numbered name.
+        for attempt in 0..<1000 {
+            let name = attempt == 0 ? base : "\(base)-\(attempt)"
+            let url = directory.appendingPathComponent(name)
+            if let existing = FileManager.default.contents(atPath: url.path) {
+                if existing == data { return Self.referencePrefix + name }
+                continue
+            }
+            do {
+                try data.write(to: url, options: .atomic)
+            } catch {
+                throw SatchelError(.io, "cannot write blob \(name): \(error.localizedDescription)")
+            }
+            return Self.referencePrefix + name
+        }
+        throw SatchelError(.io, "too many blobs share the hash \(base)")
+    }
+
+    /// The bytes of `reference`, or nil when there is no such file.
+    public func data(for reference: String) throws -> Data? {
+        guard let url = url(for: reference) else { return nil }
+        return FileManager.default.contents(atPath: url.path)
+    }
+
+    /// The file of `reference` (whether or not it exists), or nil for a string that is not a
+    /// blob reference.
+    public func url(for reference: String) -> URL? {
+        guard reference.hasPrefix(Self.referencePrefix) else { return nil }
+        let name = String(reference.dropFirst(Self.referencePrefix.count))
+        guard !name.isEmpty, !name.contains("/"), !name.hasPrefix(".") else { return nil }
+        return directory.appendingPathComponent(name)
+    }
+
+    /// Whether `value` is a blob reference.
+    public static func isReference(_ value: JSONValue?) -> Bool {
+        value?.stringValue?.hasPrefix(referencePrefix) ?? false
+    }
+
+    /// Deletes the files that no object, pending change, in-flight change or stored error refers
+    /// to, among those last modified more than `age` ago (so a file just stored for an object
+    /// about to be written is spared). Returns how many were deleted.
+    @discardableResult
+    public func removeOrphans(olderThan age: Duration = .seconds(60)) throws -> Int {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory.path) else { return 0 }
+        let referenced = try store.referencedBlobs()
+        let cutoff = Date().addingTimeInterval(-Double(age.components.seconds) - Double(age.components.attoseconds) / 1e18)
+        var removed = 0
+        for name in names where !referenced.contains(Self.referencePrefix + name) {
+            let path = directory.appendingPathComponent(name).path
+            let modified = (try? FileManager.default.attributesOfItem(atPath: path)[.modificationDate] as? Date) ?? .distantPast
+            guard modified <= cutoff else { continue }
+            if (try? FileManager.default.removeItem(atPath: path)) != nil { removed += 1 }
+        }
+        return removed
+    }
+
+    private func ensureDirectory() throws {
+        do {
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        } catch {
+            throw SatchelError(.io, "cannot create \(directory.path): \(error.localizedDescription)")
+        }
+    }
+
+    /// 128 bits of FNV-1a (two 64-bit passes with different bases) and the length, in hex: a
+    /// name, not a security property; equal bytes are always compared before sharing a file.
+    static func contentHash(_ data: Data) -> String {
+        var a: UInt64 = 0xcbf2_9ce4_8422_2325
+        var b: UInt64 = 0x8422_2325_cbf2_9ce4
+        for byte in data {
+            a = (a ^ UInt64(byte)) &* 0x0000_0100_0000_01B3
+            b = (b ^ UInt64(byte ^ 0x5A)) &* 0x0000_0100_0000_01B3
+        }
+        func hex(_ v: UInt64) -> String {
+            let s = String(v, radix: 16)
+            return String(repeating: "0", count: 16 - s.count) + s
+        }
+        return hex(a) + hex(b) + "-" + String(data.count, radix: 16)
+    }
+}
+
+extension Store {
+    /// The store's blob files.
+    public var blobs: BlobStore { BlobStore(store: self) }
+
+    /// Every blob reference held by an object, a pending or in-flight change, or a stored error,
+    /// in any blob attribute of any model.
+    func referencedBlobs() throws -> Set<String> {
+        var references = Set<String>()
+        func collect(_ attributes: JSONObject, _ names: [String]) {
+            for name in names { if let s = attributes[name]?.stringValue, s.hasPrefix(BlobStore.referencePrefix) { references.insert(s) } }
+        }
+        for definition in models where !definition.blobAttributes.isEmpty {
+            let model = Model(store: self, name: definition.name)
+            try model.forEach { collect($0.attributes, definition.blobAttributes) }
+            for change in try model.pendingChanges() { collect(change.attributes, definition.blobAttributes) }
+            let db = database(definition.partition)
+            for family in [KeyFamily.outbox, .error] {
+                let prefix = Keys.objectRecordPrefix(family, definition.name)
+                let iterator = try db.makeIterator(fillCache: false)
+                iterator.seek(prefix)
+                while iterator.isValid && iterator.keyHasPrefix(prefix) {
+                    if let object = try? iterator.withValue({ try JSONObject(parsing: $0) }) {
+                        collect(object["attrs"]?.objectValue ?? JSONObject(), definition.blobAttributes)
+                        collect(object["server"]?.objectValue ?? JSONObject(), definition.blobAttributes)
+                    }
+                    iterator.next()
+                }
+                try iterator.checkError()
+            }
+        }
+        return references
+    }
+}

@@ -1,0 +1,285 @@
+import Synchronization
+
+/// The writes the sync engine makes inside a ``Transaction``: server data (which records no
+/// pending change), the outbox, record errors, server versions, sync state, renames. Every one
+/// goes into the transaction's single batch, with the documents, index entries and counters, so
+/// a page applied, or a push's results, land whole or not at all.
+///
+/// `package`: the sync engine's seam into the core, not app API.
+extension Transaction {
+    /// What a server write did to an object, for object notifications.
+    package enum ObjectEffect: Sendable, Equatable {
+        case created, updated, deleted, unchanged
+    }
+
+    // MARK: - Server data
+
+    /// Makes object `id` hold exactly `attributes` (nulls dropped; nil or empty deletes it),
+    /// recording no pending change. Indexes and counters follow.
+    @discardableResult
+    package func writeServerObject(_ model: Model, _ id: String, _ attributes: JSONObject?) throws -> ObjectEffect {
+        checkOpen()
+        let entry = try entry(of: model)
+        let old = try readDocument(model, id, partition: entry.definition.partition)
+        var new = attributes?.removingNulls().filtering(out: Document.idAttribute)
+        if new?.isEmpty == true { new = nil }
+        switch (old, new) {
+        case (nil, nil):
+            return .unchanged
+        case (.some, nil):
+            try apply(entry, model, id: id, old: old, new: nil, recordChange: false)
+            return .deleted
+        case (nil, .some(let n)):
+            try apply(entry, model, id: id, old: nil, new: n, recordChange: false)
+            return .created
+        case (.some(let o), .some(let n)):
+            if o.isIdentical(to: n) { return .unchanged }
+            try apply(entry, model, id: id, old: o, new: n, recordChange: false)
+            return .updated
+        }
+    }
+
+    // MARK: - Per-object records
+
+    /// The pending (not yet pushed) change of object `id`.
+    package func pendingChange(_ model: Model, _ id: String) throws -> PendingChange? {
+        let partition = try entry(of: model).definition.partition
+        return try read(Keys.change(model.name, id), partition: partition).map { bytes in
+            let record = try bytes.withUnsafeBytes { try ChangeRecord(decoding: $0) }
+            return PendingChange(model: model.name, objectID: id, kind: record.kind, attributes: record.attributes)
+        }
+    }
+
+    /// Replaces (nil: removes) the pending change of object `id`, keeping the counters right.
+    package func setPendingChange(_ model: Model, _ id: String, kind: PendingChange.Kind?, attributes: JSONObject = JSONObject()) throws {
+        let partition = try entry(of: model).definition.partition
+        let key = Keys.change(model.name, id)
+        let old = try read(key, partition: partition).map { bytes in try bytes.withUnsafeBytes { try ChangeRecord(decoding: $0) } }
+        let new = kind.map { ChangeRecord(kind: $0, attributes: $0 == .create ? JSONObject() : attributes) }
+        if old == new { return }
+        try claim(partition, model: model.name)
+        overlay[key] = .some(new?.encoded)
+        var counters = try workingCounters(model.name)
+        counters.adjustPending(old?.kind, by: -1)
+        counters.adjustPending(new?.kind, by: 1)
+        setCounters(counters, model: model.name)
+    }
+
+    /// The in-flight change of object `id`.
+    package func outbox(_ model: Model, _ id: String) throws -> OutboxRecord? {
+        try record(.outbox, model, id).map { try OutboxRecord(json: $0) }
+    }
+
+    /// Replaces (nil: removes) the in-flight change of object `id`.
+    package func setOutbox(_ model: Model, _ id: String, _ record: OutboxRecord?) throws {
+        try setRecord(.outbox, model, id, record?.json) { $0.inFlight += $1 }
+    }
+
+    /// The stored error of object `id`.
+    package func recordError(_ model: Model, _ id: String) throws -> RecordErrorRecord? {
+        try record(.error, model, id).map { try RecordErrorRecord(json: $0) }
+    }
+
+    /// Replaces (nil: removes) the stored error of object `id`.
+    package func setRecordError(_ model: Model, _ id: String, _ record: RecordErrorRecord?) throws {
+        try setRecord(.error, model, id, record?.json) { $0.errors += $1 }
+    }
+
+    /// The object's version on the server.
+    package func version(_ model: Model, _ id: String) throws -> JSONValue? {
+        let partition = try entry(of: model).definition.partition
+        return try read(Keys.objectRecord(.version, model.name, id), partition: partition).map { try JSONValue(parsing: $0) }
+    }
+
+    package func setVersion(_ model: Model, _ id: String, _ version: JSONValue?) throws {
+        let partition = try entry(of: model).definition.partition
+        try claim(partition, model: model.name)
+        overlay[Keys.objectRecord(.version, model.name, id)] = .some(version?.jsonBytes)
+    }
+
+    private func record(_ family: KeyFamily, _ model: Model, _ id: String) throws -> JSONObject? {
+        let partition = try entry(of: model).definition.partition
+        return try read(Keys.objectRecord(family, model.name, id), partition: partition).map { try JSONObject(parsing: $0) }
+    }
+
+    private func setRecord(
+        _ family: KeyFamily, _ model: Model, _ id: String, _ json: JSONObject?, count: (inout ModelCounters, Int) -> Void
+    ) throws {
+        let partition = try entry(of: model).definition.partition
+        let key = Keys.objectRecord(family, model.name, id)
+        let existed = try read(key, partition: partition) != nil
+        if !existed && json == nil { return }
+        try claim(partition, model: model.name)
+        overlay[key] = .some(json?.jsonBytes)
+        let delta = (json == nil ? 0 : 1) - (existed ? 1 : 0)
+        if delta != 0 {
+            var counters = try workingCounters(model.name)
+            count(&counters, delta)
+            setCounters(counters, model: model.name)
+        }
+    }
+
+    /// Every in-flight change of `model`, by id.
+    package func outboxRecords(of model: Model) throws -> [(id: String, record: OutboxRecord)] {
+        try records(.outbox, of: model).map { ($0.id, try OutboxRecord(json: $0.value)) }
+    }
+
+    /// Every stored error of `model`, by id.
+    package func recordErrors(of model: Model) throws -> [(id: String, record: RecordErrorRecord)] {
+        try records(.error, of: model).map { ($0.id, try RecordErrorRecord(json: $0.value)) }
+    }
+
+    /// The ids and values of every record of `family` for `model`, as this transaction sees
+    /// them, by id.
+    func records(_ family: KeyFamily, of model: Model) throws -> [(id: String, value: JSONObject)] {
+        let partition = try entry(of: model).definition.partition
+        let prefix = Keys.objectRecordPrefix(family, model.name)
+        var result: [(String, JSONObject)] = []
+        try scan(prefix: prefix, partition: partition) { key, value in
+            result.append((try Keys.objectID(fromKey: key, prefixLength: prefix.count), try JSONObject(parsing: value)))
+        }
+        return result
+    }
+
+    /// Every pending change of `model`, by id.
+    package func pendingChanges(of model: Model) throws -> [PendingChange] {
+        try records(.change, of: model).map { id, value in
+            let record = try ChangeRecord(json: value)
+            return PendingChange(model: model.name, objectID: id, kind: record.kind, attributes: record.attributes)
+        }
+    }
+
+    // MARK: - Sync state
+
+    package func syncState(_ model: Model) throws -> SyncStateRecord {
+        let partition = try entry(of: model).definition.partition
+        return try read(Keys.syncState(model.name), partition: partition).map { SyncStateRecord(json: try JSONObject(parsing: $0)) }
+            ?? SyncStateRecord()
+    }
+
+    package func setSyncState(_ model: Model, _ state: SyncStateRecord) throws {
+        let partition = try entry(of: model).definition.partition
+        try claim(partition, model: model.name)
+        overlay[Keys.syncState(model.name)] = .some(state.json.jsonBytes)
+    }
+
+    // MARK: - Renames
+
+    /// Gives object `from` the id `to`: its document, index entries, pending change, outbox
+    /// record, error and version move, with no pending change recorded. Returns false when
+    /// nothing had the old id.
+    @discardableResult
+    package func rename(_ model: Model, from: String, to: String) throws -> Bool {
+        checkOpen()
+        let entry = try entry(of: model)
+        var moved = false
+        if let attributes = try readDocument(model, from, partition: entry.definition.partition) {
+            try apply(entry, model, id: from, old: attributes, new: nil, recordChange: false)
+            let existing = try readDocument(model, to, partition: entry.definition.partition)
+            try apply(entry, model, id: to, old: existing, new: attributes, recordChange: false)
+            moved = true
+        }
+        if let change = try pendingChange(model, from) {
+            try setPendingChange(model, from, kind: nil)
+            try setPendingChange(model, to, kind: change.kind, attributes: change.attributes)
+            moved = true
+        }
+        if let outbox = try outbox(model, from) {
+            try setOutbox(model, from, nil)
+            try setOutbox(model, to, outbox)
+            moved = true
+        }
+        if let error = try recordError(model, from) {
+            try setRecordError(model, from, nil)
+            try setRecordError(model, to, error)
+            moved = true
+        }
+        if let version = try version(model, from) {
+            try setVersion(model, from, nil)
+            try setVersion(model, to, version)
+        }
+        return moved
+    }
+
+    /// Rewrites attribute `attribute` of every object of `model` whose value is `.string(from)`
+    /// to `.string(to)`, in the documents and in their pending and in-flight changes, recording
+    /// no new change. Returns the ids rewritten.
+    @discardableResult
+    package func rewriteReferences(in model: Model, attribute: String, from: String, to: String) throws -> [String] {
+        let field = Field(components: [attribute])
+        var rewritten: [String] = []
+        for document in try findAll(Query(where: field == .string(from)), in: model) {
+            var attributes = document.attributes
+            attributes[attribute] = .string(to)
+            try writeServerObject(model, document.id, attributes)
+            rewritten.append(document.id)
+        }
+        for change in try pendingChanges(of: model) where change.attributes[attribute] == .string(from) {
+            var attributes = change.attributes
+            attributes[attribute] = .string(to)
+            try setPendingChange(model, change.objectID, kind: change.kind, attributes: attributes)
+        }
+        for (id, var record) in try outboxRecords(of: model) {
+            if record.attributes[attribute] == .string(from) {
+                record.attributes[attribute] = .string(to)
+                try setOutbox(model, id, record)
+            }
+        }
+        return rewritten
+    }
+}
+
+extension Store {
+    // MARK: - Session
+
+    /// The stored sync session (in the `user` partition), or nil when logged out.
+    package func storedSession() throws -> JSONObject? {
+        try user.get(Keys.session).map { try JSONObject(parsing: $0) }
+    }
+
+    /// Stores (nil: removes) the sync session.
+    package func setStoredSession(_ session: JSONObject?) throws {
+        try writer.withLock(allowingReentry: true) {
+            var batch = LevelDBWriteBatch()
+            if let session { batch.put(Keys.session, session.jsonBytes) } else { batch.delete(Keys.session) }
+            try user.write(batch, sync: configuration.durableWrites)
+        }
+    }
+
+    // MARK: - Resets
+
+    /// Deletes every object of the synced models of `partitions`, with their index entries,
+    /// pending changes, outbox, errors, versions and sync state; keeps model and index
+    /// definitions. One write batch per partition. Models that do not sync (sync type `none`)
+    /// keep their data unless `includingUnsynced`.
+    package func wipeSyncedData(in partitions: [Partition], includingUnsynced: Bool = false) throws {
+        try writer.withLock {
+            for partition in partitions {
+                let entries = catalog.withLock { $0.models.filter { $0.value.definition.partition == partition } }
+                let db = database(partition)
+                var batch = LevelDBWriteBatch()
+                var reset: [NameKey: ModelCounters] = [:]
+                for (name, entry) in entries where includingUnsynced || entry.definition.syncType != .none {
+                    for prefix in [KeyFamily.document, .change, .outbox, .error, .version].map({ Keys.objectRecordPrefix($0, name.name) })
+                        + [Keys.indexModelPrefix(name.name)]
+                    {
+                        let iterator = try db.makeIterator(fillCache: false)
+                        iterator.seek(prefix)
+                        while iterator.isValid && iterator.keyHasPrefix(prefix) {
+                            batch.delete(iterator.key)
+                            iterator.next()
+                        }
+                        try iterator.checkError()
+                    }
+                    batch.delete(Keys.syncState(name.name))
+                    batch.put(Keys.modelStats(name.name), ModelCounters().encoded)
+                    reset[name] = ModelCounters()
+                }
+                try db.write(batch, sync: configuration.durableWrites)
+                catalog.withLock { catalog in
+                    for (name, counters) in reset { catalog.models[name]?.counters = counters }
+                }
+            }
+        }
+    }
+}
