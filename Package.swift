@@ -15,6 +15,7 @@ let package = Package(
     platforms: [.macOS(.v15), .iOS(.v18)],
     products: [
         .library(name: "Satchel", targets: ["Satchel"]),
+        .library(name: "SatchelSync", targets: ["SatchelSync"]),
         .executable(name: "satchel", targets: ["SatchelCLI"]),
         .executable(name: "satchel-bench", targets: ["SatchelBench"]),
     ],
@@ -30,11 +31,13 @@ let package = Package(
         ),
         // Layer 1: the core store. Only files under Sources/Satchel/Storage import CLevelDB.
         .target(name: "Satchel", dependencies: ["CLevelDB"], swiftSettings: settings),
+        // Layer 2: the sync engine and the backend adapter protocol, with the in-memory backend.
+        .target(name: "SatchelSync", dependencies: ["Satchel"], swiftSettings: settings),
         // Top layer: the command-line tool.
         .executableTarget(
             name: "SatchelCLI",
             dependencies: [
-                "Satchel",
+                "Satchel", "SatchelSync",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: settings
@@ -65,7 +68,19 @@ let package = Package(
         ),
         .testTarget(
             name: "SatchelCLITests",
-            dependencies: ["Satchel", "SatchelTestSupport", "SatchelCLI"],
+            dependencies: ["Satchel", "SatchelSync", "SatchelTestSupport", "SatchelCLI"],
+            swiftSettings: settings
+        ),
+        // The adapter conformance kit: one suite every backend adapter must pass.
+        .target(
+            name: "SatchelSyncConformance",
+            dependencies: ["Satchel", "SatchelSync", "SatchelTestSupport"],
+            path: "Tests/SatchelSyncConformance",
+            swiftSettings: settings
+        ),
+        .testTarget(
+            name: "SatchelSyncTests",
+            dependencies: ["Satchel", "SatchelSync", "SatchelTestSupport", "SatchelSyncConformance"],
             swiftSettings: settings
         ),
     ],

@@ -5,7 +5,7 @@ import Darwin
 #endif
 
 /// Comparisons of values under Satchel's query semantics.
-enum ValueOrder {
+package enum ValueOrder {
     /// Compares two values of the same type class (numbers, strings or booleans): negative,
     /// zero or positive; nil when the classes differ or are not ordered by ranges (null, arrays,
     /// objects).
@@ -52,5 +52,5 @@ enum ValueOrder {
 
     /// The bytes that order `value` (nil: missing, ordered with null) in the total order
     /// null < false < true < numbers < strings < arrays < objects: its key encoding.
-    static func sortKey(_ value: JSONValue?) -> [UInt8] { KeyEncoder.valueBytes(value ?? .null) }
+    package static func sortKey(_ value: JSONValue?) -> [UInt8] { KeyEncoder.valueBytes(value ?? .null) }
 }

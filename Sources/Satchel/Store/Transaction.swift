@@ -222,7 +222,7 @@ public final class Transaction {
             }
             counters.adjustIndex(index.id, by: delta)
         }
-        guard definition.recordsChanges else { return }
+        guard recordChange && definition.recordsChanges else { return }
         let incoming: ChangeRecord
         switch (old, new) {
         case (nil, let new?): incoming = ChangeRecord(kind: .create, attributes: new)

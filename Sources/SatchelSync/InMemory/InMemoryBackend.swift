@@ -1,0 +1,526 @@
+public import Foundation
+public import Satchel
+
+/// A sync server held in memory: the reference ``SyncBackend`` for adapter authors, and the
+/// engine's test double, with fault injection.
+///
+/// It keeps a change feed like Kinto's: every write moves a clock, an object's version is the
+/// clock of its last change, and a pull returns the objects (and tombstones) changed after its
+/// cursor, oldest first, a page at a time. With ``Options/linksViaPull`` it answers pushes the
+/// way RhoConnect does: creates get their server ids, and refused records their errors, in the
+/// next pull, re-sent until the client acknowledges the page by coming back with its cursor.
+///
+/// ```swift
+/// let server = InMemoryBackend()
+/// await server.put("Product", ["name": "Anvil"], id: "p1")
+/// let engine = SyncEngine(store: store, backend: server)
+/// try await engine.logIn(Credentials(user: "ann", password: "x"))
+/// try await engine.sync()
+/// ```
+///
+/// Faults: ``failNext(_:with:on:)`` (calls fail before the server does anything),
+/// ``dropConnection(during:)`` (the server does the work, the answer is lost),
+/// ``duplicateNextPage()`` (the last page is served again), ``reject(_:)`` (records refused by a
+/// rule), ``expireSessions()`` (401s), ``forgetClients()`` (unknown client).
+public actor InMemoryBackend: SyncBackend {
+    /// How the server behaves.
+    public struct Options: Sendable {
+        /// Creates get a new server id (`s1`, `s2`…); otherwise the client's id is kept (Kinto).
+        public var serverAssignsIDs = true
+        /// Push results come in the next pull (RhoConnect): creates are answered
+        /// ``PushOutcome/awaitingLink`` and linked there; refused records arrive as page errors.
+        public var linksViaPull = false
+        /// An update or delete made from an older version than the server's is refused with the
+        /// server's copy (Kinto's 412).
+        public var checkVersions = true
+        /// Pages carry whole objects; otherwise, after the first pull, only the attributes changed
+        /// since the cursor, with removed attributes listed (RhoConnect's `insert` and `delete`).
+        public var wholeObjects = true
+        /// How deletions reach clients: tombstones in pages, or only by listing ids (Parse).
+        public var deletions: SyncCapabilities.Deletions = .inPages
+        /// At most this many changes per push.
+        public var maxPushBatch: Int?
+        /// User → password; nil accepts any credentials.
+        public var users: [String: String]?
+
+        public init() {}
+    }
+
+    public typealias Operation = BackendCall
+
+    /// A rule by which the server refuses pushed changes.
+    public struct Rejection: Sendable, Hashable {
+        /// The model it applies to (nil: all).
+        public var model: String?
+        /// The kinds of change it refuses.
+        public var kinds: Set<PendingChange.Kind>
+        /// The object ids it refuses (nil: any).
+        public var ids: Set<String>?
+        /// Attribute values a change must carry to be refused (empty: any change).
+        public var matching: JSONObject
+        public var message: String
+        public var code: String?
+
+        public init(
+            model: String? = nil, kinds: Set<PendingChange.Kind> = [.create, .update, .delete], ids: Set<String>? = nil,
+            matching: JSONObject = JSONObject(), message: String = "refused by the server", code: String? = "422"
+        ) {
+            self.model = model
+            self.kinds = kinds
+            self.ids = ids
+            self.matching = matching
+            self.message = message
+            self.code = code
+        }
+
+        func refuses(_ change: OutgoingChange, of model: String) -> Bool {
+            if let only = self.model, only != model { return false }
+            if !kinds.contains(change.kind) { return false }
+            if let ids, !ids.contains(change.id) { return false }
+            return matching.allSatisfy { change.attributes[$0.key] == $0.value }
+        }
+    }
+
+    public nonisolated let name = "memory"
+    public nonisolated let capabilities: SyncCapabilities
+    public nonisolated let options: Options
+
+    var state: ServerState
+    private var failures: [(operations: Set<Operation>, error: SyncError)] = []
+    private var drops: Set<Operation> = []
+    private var duplicatePage = false
+    private var lastPage: PullPage?
+    private var rejections: [Rejection] = []
+    /// Every call received, in order.
+    public private(set) var calls: [Operation] = []
+
+    public init(options: Options = Options()) {
+        self.init(options: options, state: ServerState())
+    }
+
+    private init(options: Options, state: ServerState) {
+        self.options = options
+        capabilities = SyncCapabilities(deletions: options.deletions, bulkSnapshot: true, search: true, maxPushBatch: options.maxPushBatch)
+        self.state = state
+    }
+
+    /// A server with the data ``savedState()`` returned.
+    ///
+    /// - Throws: ``SyncError`` `.protocolViolation` when `saved` is not such data.
+    public init(options: Options = Options(), savedState saved: JSONObject) throws {
+        self.init(options: options, state: try ServerState(json: saved))
+    }
+
+    /// Everything the server holds, as JSON (for ``init(options:savedState:)``).
+    public func savedState() -> JSONObject { state.json }
+
+    // MARK: - Faults
+
+    /// The next `count` calls among `operations` fail with `error` before the server does
+    /// anything.
+    public func failNext(
+        _ count: Int = 1, with error: SyncError = SyncError(.server, "service unavailable", httpStatus: 503),
+        on operations: Set<Operation> = [.pull, .push]
+    ) {
+        failures += Array(repeating: (operations, error), count: max(0, count))
+    }
+
+    /// The next call of `operation` does its work, then the connection drops: the client gets a
+    /// `.network` error, not the answer (a pull's page is lost; a push's changes are applied).
+    public func dropConnection(during operation: Operation) { drops.insert(operation) }
+
+    /// The next pull answers with the page the last pull returned, again.
+    public func duplicateNextPage() { duplicatePage = true }
+
+    /// Refuses the pushed changes that `rule` matches, from now on.
+    public func reject(_ rule: Rejection) { rejections.append(rule) }
+
+    /// Stops refusing changes.
+    public func clearRejections() { rejections.removeAll() }
+
+    /// Forgets every session: calls get 401 until the client logs in again.
+    public func expireSessions() { state.sessions.removeAll() }
+
+    /// Forgets every client: calls get "unknown client" until the client resets.
+    public func forgetClients() {
+        state.clients.removeAll()
+        state.outcomes.removeAll()
+    }
+
+    private func enter(_ operation: Operation) throws {
+        calls.append(operation)
+        if let index = failures.firstIndex(where: { $0.operations.contains(operation) }) {
+            throw failures.remove(at: index).error
+        }
+    }
+
+    private func leave(_ operation: Operation) throws {
+        if drops.remove(operation) != nil { throw SyncError(.network, "the connection dropped mid-answer (\(operation.rawValue))") }
+    }
+
+    // MARK: - The server's side
+
+    /// Writes an object on the server, as another client would (whole; nulls are dropped, no
+    /// attributes deletes). Returns its id (generated when nil).
+    @discardableResult
+    public func put(_ model: String, _ attributes: JSONObject, id: String? = nil) -> String {
+        let id = id ?? state.newID("s")
+        state.write(model, id, attributes)
+        return id
+    }
+
+    /// Changes attributes of an object on the server (null removes one).
+    public func update(_ model: String, _ id: String, _ changes: JSONObject) { state.merge(model, id, changes) }
+
+    /// Deletes an object on the server.
+    public func delete(_ model: String, _ id: String) { state.write(model, id, nil) }
+
+    /// The server's objects of `model`, by id.
+    public func objects(_ model: String) -> [String: JSONObject] { state.collections[model]?.objects.mapValues(\.attributes) ?? [:] }
+
+    /// The server's object `id` of `model`.
+    public func object(_ model: String, _ id: String) -> JSONObject? { state.collections[model]?.objects[id]?.attributes }
+
+    /// The bytes of a blob the server holds.
+    public func blob(at url: String) -> Data? { state.blobs[url] }
+
+    /// Stores bytes on the server; returns their URL (for blob attributes).
+    public func putBlob(_ data: Data) -> String {
+        let url = "mem://blobs/\(state.newID("b"))"
+        state.blobs[url] = data
+        return url
+    }
+
+    // MARK: - Session
+
+    public func logIn(_ credentials: Credentials) throws -> SyncSession {
+        try enter(.logIn)
+        if let users = options.users, users[credentials.user] != credentials.password {
+            throw SyncError(.unauthorized, "wrong user name or password", httpStatus: 401)
+        }
+        let token = state.newID("t")
+        state.sessions[token] = credentials.user
+        try leave(.logIn)
+        return SyncSession(user: credentials.user, data: ["token": .string(token)])
+    }
+
+    public func logOut(_ session: SyncSession) throws {
+        try enter(.logOut)
+        if let token = session.data["token"]?.stringValue { state.sessions[token] = nil }
+        try leave(.logOut)
+    }
+
+    public func prepare(_ session: SyncSession) throws -> SyncSession {
+        try enter(.prepare)
+        try authenticate(session)
+        var session = session
+        if let client = session.data["client"]?.stringValue {
+            guard state.clients.contains(client) else { throw SyncError(.unknownClient, "unknown client '\(client)'", httpStatus: 404) }
+        } else {
+            let client = state.newID("c")
+            state.clients.insert(client)
+            session.data["client"] = .string(client)
+        }
+        try leave(.prepare)
+        return session
+    }
+
+    public func resetClient(_ session: SyncSession) throws -> SyncSession {
+        try enter(.resetClient)
+        try authenticate(session)
+        var session = session
+        if let client = session.data["client"]?.stringValue {
+            state.clients.remove(client)
+            state.outcomes[client] = nil
+        }
+        session.data["client"] = nil
+        try leave(.resetClient)
+        return session
+    }
+
+    private func authenticate(_ session: SyncSession) throws {
+        guard let token = session.data["token"]?.stringValue, state.sessions[token] == session.user else {
+            throw SyncError(.unauthorized, "the session expired", httpStatus: 401)
+        }
+    }
+
+    /// The session's client id, checked.
+    private func client(_ session: SyncSession) throws -> String {
+        try authenticate(session)
+        guard let client = session.data["client"]?.stringValue else {
+            throw SyncError(.protocolViolation, "the session has no client id (prepare was not called)", httpStatus: 400)
+        }
+        guard state.clients.contains(client) else { throw SyncError(.unknownClient, "unknown client '\(client)'", httpStatus: 404) }
+        return client
+    }
+
+    // MARK: - Pull
+
+    /// Where a pull stands: after a clock reading, or `offset` objects into an ordered listing
+    /// taken at clock `at`; `ack` is the page whose outcomes the client holds.
+    private struct Cursor {
+        var since: Int64?
+        var offset: Int?
+        var at: Int64?
+        var ack: Int64?
+
+        init(since: Int64? = nil, offset: Int? = nil, at: Int64? = nil, ack: Int64? = nil) {
+            self.since = since
+            self.offset = offset
+            self.at = at
+            self.ack = ack
+        }
+
+        init(_ value: JSONValue?) throws {
+            guard let value else { return }
+            guard case .object(let object) = value else { throw SyncError(.server, "bad cursor \(value)", httpStatus: 400) }
+            since = object["since"]?.intValue
+            offset = object["offset"]?.intValue.map(Int.init)
+            at = object["at"]?.intValue
+            ack = object["ack"]?.intValue
+            if since == nil && (offset == nil || at == nil) { throw SyncError(.server, "bad cursor \(value)", httpStatus: 400) }
+        }
+
+        var json: JSONValue {
+            var object = JSONObject()
+            if let since { object["since"] = .int(since) }
+            if let offset { object["offset"] = .int(Int64(offset)) }
+            if let at { object["at"] = .int(at) }
+            if let ack { object["ack"] = .int(ack) }
+            return .object(object)
+        }
+    }
+
+    public func pull(_ request: PullRequest) throws -> PullPage {
+        try enter(.pull)
+        let client = try client(request.session)
+        if duplicatePage, let lastPage {
+            duplicatePage = false
+            try leave(.pull)
+            return lastPage
+        }
+        let cursor = try Cursor(request.cursor)
+        var page: PullPage
+        var next: Cursor
+        if let since = cursor.since {
+            (page, next) = changes(request, since: since)
+        } else if cursor.offset != nil || request.configuration.fetchLimit != nil || !request.configuration.fetchOrder.isEmpty {
+            (page, next) = listing(request, cursor: cursor)
+        } else {
+            (page, next) = changes(request, since: nil)
+        }
+        next.ack = deliverOutcomes(to: client, model: request.model.name, acknowledging: cursor.ack, into: &page)
+        page.nextCursor = next.json
+        lastPage = page
+        try leave(.pull)
+        return page
+    }
+
+    /// The objects and tombstones changed after `since` (everything when nil), oldest first.
+    private func changes(_ request: PullRequest, since: Int64?) -> (PullPage, Cursor) {
+        let collection = state.collections[request.model.name] ?? ServerState.Collection()
+        let filter = request.configuration.serverFilter
+        var feed: [(version: Int64, id: String, entry: ServerState.Entry?)] = []
+        for (id, entry) in collection.objects where entry.version > (since ?? .min) {
+            if since == nil && !Self.matches(entry.attributes, filter) { continue }
+            feed.append((entry.version, id, entry))
+        }
+        if let since, options.deletions == .inPages {
+            for (id, version) in collection.tombstones where version > since { feed.append((version, id, nil)) }
+        }
+        feed.sort { $0.version < $1.version }
+        let size = max(1, request.pageSize)
+        var page = PullPage(totalCount: collection.objects.values.count { Self.matches($0.attributes, filter) })
+        for item in feed.prefix(size) {
+            guard let entry = item.entry, Self.matches(entry.attributes, filter) else {
+                // Deleted, or no longer within the client's filter.
+                if item.entry == nil || options.deletions == .inPages { page.deletes.append(item.id) }
+                continue
+            }
+            if options.wholeObjects || since == nil {
+                page.upserts.append(serverObject(item.id, entry, request: request))
+            } else {
+                var partial = serverObject(item.id, entry, request: request, changedAfter: since)
+                partial.isWhole = false
+                page.upserts.append(partial)
+                let removed = entry.removedAt.filter { $0.value > since! }.keys.sorted()
+                if !removed.isEmpty { page.removals[item.id] = removed }
+            }
+        }
+        page.done = feed.count <= size
+        let reached = page.done ? state.clock : feed[size - 1].version
+        return (page, Cursor(since: reached))
+    }
+
+    /// The objects in the model's fetch order, up to its fetch limit, a page from `cursor.offset`.
+    private func listing(_ request: PullRequest, cursor: Cursor) -> (PullPage, Cursor) {
+        let at = cursor.at ?? state.clock
+        var objects = ordered(request)
+        if let limit = request.configuration.fetchLimit { objects = Array(objects.prefix(max(0, limit))) }
+        let offset = min(cursor.offset ?? 0, objects.count)
+        let end = min(offset + max(1, request.pageSize), objects.count)
+        var page = PullPage(upserts: objects[offset..<end].map { serverObject($0.id, $0.entry, request: request) }, totalCount: objects.count)
+        page.done = end == objects.count
+        return (page, page.done ? Cursor(since: at) : Cursor(offset: end, at: at))
+    }
+
+    /// The live objects of the model within its server filter, in its fetch order, then by id.
+    private func ordered(_ request: PullRequest) -> [(id: String, entry: ServerState.Entry)] {
+        let objects = (state.collections[request.model.name]?.objects ?? [:])
+            .filter { Self.matches($0.value.attributes, request.configuration.serverFilter) }
+            .map { (id: $0.key, entry: $0.value) }
+        let order = request.configuration.fetchOrder
+        return objects.sorted { a, b in
+            for key in order {
+                let x = ValueOrder.sortKey(key.field.value(in: a.entry.attributes))
+                let y = ValueOrder.sortKey(key.field.value(in: b.entry.attributes))
+                if x != y { return key.descending ? y.lexicographicallyPrecedes(x) : x.lexicographicallyPrecedes(y) }
+            }
+            return a.id.utf8.lexicographicallyPrecedes(b.id.utf8)
+        }
+    }
+
+    private func serverObject(_ id: String, _ entry: ServerState.Entry, request: PullRequest, changedAfter: Int64? = nil) -> ServerObject {
+        var attributes = entry.attributes
+        if let changedAfter { attributes = JSONObject(attributes.filter { (entry.setAt[$0.key] ?? .max) > changedAfter }.map { ($0.key, $0.value) }) }
+        if let only = request.configuration.onlyAttributes { attributes = JSONObject(attributes.filter { only.contains($0.key) }.map { ($0.key, $0.value) }) }
+        for name in request.configuration.ignoredAttributes { attributes[name] = nil }
+        var blobURLs: [String: String] = [:]
+        for name in request.model.blobAttributes {
+            if let url = attributes[name]?.stringValue, url.hasPrefix("mem://") { blobURLs[name] = url }
+        }
+        return ServerObject(id: id, attributes: attributes, version: .int(entry.version), blobURLs: blobURLs)
+    }
+
+    static func matches(_ attributes: JSONObject, _ filter: JSONObject?) -> Bool {
+        guard let filter else { return true }
+        return filter.allSatisfy { attributes[$0.key] == $0.value }
+    }
+
+    /// Drops the outcomes of page `acknowledged`, puts the others in `page`; returns the number of
+    /// the page that carries them (nil when none).
+    private func deliverOutcomes(to client: String, model: String, acknowledging acknowledged: Int64?, into page: inout PullPage) -> Int64? {
+        guard var outcomes = state.outcomes[client]?[model] else { return nil }
+        if let acknowledged { outcomes.removeAll { $0.page != nil && $0.page! <= acknowledged } }
+        guard !outcomes.isEmpty else {
+            state.outcomes[client]?[model] = nil
+            return nil
+        }
+        let number = state.tick()
+        for index in outcomes.indices {
+            outcomes[index].page = number
+            if let link = outcomes[index].link { page.links[link.local] = link.server }
+            if let error = outcomes[index].error { page.errors.append(error) }
+        }
+        state.outcomes[client]?[model] = outcomes
+        return number
+    }
+
+    // MARK: - Push
+
+    public func push(_ request: PushRequest) throws -> [PushResult] {
+        try enter(.push)
+        let client = try client(request.session)
+        let model = request.model.name
+        var results: [PushResult] = []
+        for change in request.changes {
+            var outcome = apply(change, of: request.model, client: client)
+            if options.linksViaPull {
+                // RhoConnect: the answer is "received"; what became of the change comes in a pull.
+                switch outcome {
+                case .accepted(let serverID, _) where change.kind == .create:
+                    state.outcomes[client, default: [:]][model, default: []].append(
+                        ServerState.Outcome(link: (change.id, serverID ?? change.id)))
+                    outcome = .awaitingLink
+                case .rejected(let message, let code, let serverCopy):
+                    state.outcomes[client, default: [:]][model, default: []].append(
+                        ServerState.Outcome(error: ServerRecordError(
+                            id: change.id, kind: change.kind, message: message, code: code, serverCopy: serverCopy,
+                            attributes: change.attributes)))
+                    outcome = change.kind == .create ? .awaitingLink : .accepted()
+                default:
+                    break
+                }
+            }
+            results.append(PushResult(id: change.id, outcome: outcome))
+        }
+        try leave(.push)
+        return results
+    }
+
+    private func apply(_ change: OutgoingChange, of definition: ModelDefinition, client: String) -> PushOutcome {
+        let model = definition.name
+        let current = state.collections[model]?.objects[change.id]
+        if let rule = rejections.first(where: { $0.refuses(change, of: model) }) {
+            // With the server's copy, as RhoConnect's `update-rollback` sends it.
+            return .rejected(message: rule.message, code: rule.code, serverCopy: change.kind == .create ? nil : current?.attributes)
+        }
+        var attributes = change.attributes
+        for (name, data) in change.blobs.sorted(by: { $0.key < $1.key }) where definition.blobAttributes.contains(name) {
+            attributes[name] = .string(putBlob(data))
+        }
+        switch change.kind {
+        case .create:
+            let key = ServerState.createKey(client: client, model: model, id: change.id)
+            let id = state.creates[key] ?? (options.serverAssignsIDs ? state.newID("s") : change.id)
+            state.creates[key] = id
+            guard let version = state.write(model, id, attributes) else {
+                return .rejected(message: "an object needs at least one attribute", code: "422")
+            }
+            return .accepted(serverID: id, version: .int(version))
+        case .update:
+            guard let current else { return .notFound }
+            if let conflict = conflict(change, current) { return conflict }
+            return .accepted(version: state.merge(model, change.id, attributes).map { .int($0) })
+        case .delete:
+            guard let current else { return .notFound }
+            if let conflict = conflict(change, current) { return conflict }
+            state.write(model, change.id, nil)
+            return .accepted()
+        }
+    }
+
+    private func conflict(_ change: OutgoingChange, _ current: ServerState.Entry) -> PushOutcome? {
+        guard options.checkVersions, let base = change.baseVersion, base != .int(current.version) else { return nil }
+        return .rejected(message: "the object was modified meanwhile", code: "412", serverCopy: current.attributes)
+    }
+
+    // MARK: - Snapshots, search, listing, blobs
+
+    public func bulkSnapshot(_ request: PullRequest) throws -> PullPage {
+        try enter(.bulkSnapshot)
+        _ = try client(request.session)
+        var plain = request
+        plain.configuration.fetchLimit = nil
+        var (page, next) = listing(plain, cursor: try Cursor(request.cursor))
+        page.nextCursor = next.json
+        try leave(.bulkSnapshot)
+        return page
+    }
+
+    /// Objects whose attributes equal every member of `query`, in one page.
+    public func search(_ request: PullRequest, query: JSONObject) throws -> PullPage {
+        try enter(.search)
+        _ = try client(request.session)
+        let found = ordered(request).filter { Self.matches($0.entry.attributes, query) }
+        let page = PullPage(upserts: found.map { serverObject($0.id, $0.entry, request: request) }, totalCount: found.count)
+        try leave(.search)
+        return page
+    }
+
+    public func remoteIDs(_ request: PullRequest) throws -> [String] {
+        try enter(.remoteIDs)
+        _ = try client(request.session)
+        let ids = ordered(request).map(\.id)
+        try leave(.remoteIDs)
+        return ids
+    }
+
+    public func downloadBlob(_ url: String, session: SyncSession) throws -> Data {
+        try enter(.downloadBlob)
+        try authenticate(session)
+        guard let data = state.blobs[url] else { throw SyncError(.server, "no blob at \(url)", httpStatus: 404) }
+        try leave(.downloadBlob)
+        return data
+    }
+}

@@ -1,0 +1,208 @@
+import Foundation
+import Satchel
+
+/// What an ``InMemoryBackend`` holds: the server's objects with per-attribute versions and
+/// tombstones, its users' sessions and clients, and the outcomes it still owes clients. Plain
+/// data, saved to and loaded from JSON (`satchel sync --backend memory --url FILE`).
+struct ServerState: Sendable {
+    /// One object on the server.
+    struct Entry: Sendable {
+        var attributes: JSONObject
+        /// The clock when the object last changed: its version, and its place in the change feed.
+        var version: Int64
+        /// The clock when each attribute was last set, and when each removed one went.
+        var setAt: [String: Int64] = [:]
+        var removedAt: [String: Int64] = [:]
+    }
+
+    struct Collection: Sendable {
+        var objects: [String: Entry] = [:]
+        /// Deleted ids and when.
+        var tombstones: [String: Int64] = [:]
+    }
+
+    /// A result of a push the server reports in a later pull (RhoConnect's links and errors).
+    struct Outcome: Sendable {
+        var link: (local: String, server: String)?
+        var error: ServerRecordError?
+        /// The pull page that carried it, until the client acknowledges the page.
+        var page: Int64?
+    }
+
+    var collections: [String: Collection] = [:]
+    /// Moves on with every change; versions and cursors are its readings.
+    var clock: Int64 = 0
+    var nextID = 1
+    /// Session token → user.
+    var sessions: [String: String] = [:]
+    var clients: Set<String> = []
+    /// (client, model, local id) → the server id its create made: a create sent again (its answer
+    /// was lost) makes no second object.
+    var creates: [String: String] = [:]
+    /// Client → model → outcomes not yet acknowledged.
+    var outcomes: [String: [String: [Outcome]]] = [:]
+    /// URL → bytes.
+    var blobs: [String: Data] = [:]
+
+    mutating func tick() -> Int64 {
+        clock += 1
+        return clock
+    }
+
+    mutating func newID(_ prefix: String) -> String {
+        defer { nextID += 1 }
+        return "\(prefix)\(nextID)"
+    }
+
+    static func createKey(client: String, model: String, id: String) -> String { "\(client)\u{1}\(model)\u{1}\(id)" }
+
+    /// Writes object `id` of `model` whole (nil or no attributes: deletes it), under the null rule,
+    /// recording which attributes changed when. Returns the object's new version (nil: deleted).
+    @discardableResult
+    mutating func write(_ model: String, _ id: String, _ attributes: JSONObject?) -> Int64? {
+        let kept = JSONObject((attributes ?? JSONObject()).filter { !$0.value.isNull && $0.key != Document.idAttribute }.map { ($0.key, $0.value) })
+        let now = tick()
+        var collection = collections[model] ?? Collection()
+        defer { collections[model] = collection }
+        guard !kept.isEmpty else {
+            if collection.objects.removeValue(forKey: id) != nil { collection.tombstones[id] = now }
+            return nil
+        }
+        var entry = collection.objects[id] ?? Entry(attributes: JSONObject(), version: now)
+        for (name, value) in kept where entry.attributes[name] != value {
+            entry.setAt[name] = now
+            entry.removedAt[name] = nil
+        }
+        for (name, _) in entry.attributes where kept[name] == nil {
+            entry.setAt[name] = nil
+            entry.removedAt[name] = now
+        }
+        entry.attributes = kept
+        entry.version = now
+        collection.objects[id] = entry
+        collection.tombstones[id] = nil
+        return now
+    }
+
+    /// Merges `changes` into object `id` (null removes an attribute). Returns the new version
+    /// (nil: the object is gone, or was never there).
+    @discardableResult
+    mutating func merge(_ model: String, _ id: String, _ changes: JSONObject) -> Int64? {
+        guard var attributes = collections[model]?.objects[id]?.attributes else { return nil }
+        for (name, value) in changes where name != Document.idAttribute { attributes[name] = value.isNull ? nil : value }
+        return write(model, id, attributes)
+    }
+
+    // MARK: - JSON
+
+    var json: JSONObject {
+        var collections = JSONObject()
+        for (name, collection) in self.collections {
+            var objects = JSONObject()
+            for (id, entry) in collection.objects {
+                objects[id] = .object([
+                    "attributes": .object(entry.attributes), "version": .int(entry.version),
+                    "setAt": .object(Self.clocks(entry.setAt)), "removedAt": .object(Self.clocks(entry.removedAt)),
+                ])
+            }
+            collections[name] = .object(["objects": .object(objects), "tombstones": .object(Self.clocks(collection.tombstones))])
+        }
+        var outcomes = JSONObject()
+        for (client, models) in self.outcomes {
+            var byModel = JSONObject()
+            for (model, list) in models { byModel[model] = .array(list.map { .object(Self.json($0)) }) }
+            outcomes[client] = .object(byModel)
+        }
+        return [
+            "format": "satchel-memory-server 1", "clock": .int(clock), "nextID": .int(Int64(nextID)),
+            "collections": .object(collections),
+            "sessions": .object(JSONObject(sessions.map { ($0.key, JSONValue.string($0.value)) })),
+            "clients": .array(clients.sorted().map { .string($0) }),
+            "creates": .object(JSONObject(creates.map { ($0.key, JSONValue.string($0.value)) })),
+            "outcomes": .object(outcomes),
+            "blobs": .object(JSONObject(blobs.map { ($0.key, JSONValue.string($0.value.base64EncodedString())) })),
+        ]
+    }
+
+    init() {}
+
+    /// Reads what ``json`` wrote.
+    ///
+    /// - Throws: ``SyncError`` `.protocolViolation` naming what is malformed.
+    init(json: JSONObject) throws {
+        func fail(_ what: String) -> SyncError { SyncError(.protocolViolation, "the in-memory server's state is malformed: \(what)") }
+        guard json["format"]?.stringValue == "satchel-memory-server 1" else { throw fail("not a saved in-memory server") }
+        guard let clock = json["clock"]?.intValue, let nextID = json["nextID"]?.intValue else { throw fail("clock") }
+        self.clock = clock
+        self.nextID = Int(nextID)
+        for (name, value) in json["collections"]?.objectValue ?? JSONObject() {
+            var collection = Collection()
+            for (id, object) in value["objects"]?.objectValue ?? JSONObject() {
+                guard let attributes = object["attributes"]?.objectValue, let version = object["version"]?.intValue else {
+                    throw fail("object '\(id)' of '\(name)'")
+                }
+                collection.objects[id] = Entry(
+                    attributes: attributes, version: version, setAt: try Self.clocks(object["setAt"], fail),
+                    removedAt: try Self.clocks(object["removedAt"], fail))
+            }
+            collection.tombstones = try Self.clocks(value["tombstones"], fail)
+            collections[name] = collection
+        }
+        for (token, user) in json["sessions"]?.objectValue ?? JSONObject() { sessions[token] = user.stringValue }
+        clients = Set((json["clients"]?.arrayValue ?? []).compactMap(\.stringValue))
+        for (key, id) in json["creates"]?.objectValue ?? JSONObject() { creates[key] = id.stringValue }
+        for (client, models) in json["outcomes"]?.objectValue ?? JSONObject() {
+            for (model, list) in models.objectValue ?? JSONObject() {
+                outcomes[client, default: [:]][model] = try (list.arrayValue ?? []).map { try Self.outcome($0, fail) }
+            }
+        }
+        for (url, data) in json["blobs"]?.objectValue ?? JSONObject() {
+            guard let data = data.stringValue.flatMap({ Data(base64Encoded: $0) }) else { throw fail("blob '\(url)'") }
+            blobs[url] = data
+        }
+    }
+
+    private static func clocks(_ values: [String: Int64]) -> JSONObject {
+        JSONObject(values.map { ($0.key, JSONValue.int($0.value)) })
+    }
+
+    private static func clocks(_ value: JSONValue?, _ fail: (String) -> SyncError) throws -> [String: Int64] {
+        var result: [String: Int64] = [:]
+        for (name, clock) in value?.objectValue ?? JSONObject() {
+            guard let clock = clock.intValue else { throw fail("clock of '\(name)'") }
+            result[name] = clock
+        }
+        return result
+    }
+
+    private static func json(_ outcome: Outcome) -> JSONObject {
+        var json = JSONObject()
+        if let link = outcome.link { json["link"] = .array([.string(link.local), .string(link.server)]) }
+        if let error = outcome.error {
+            var e: JSONObject = ["id": .string(error.id), "kind": .string(error.kind.rawValue), "message": .string(error.message)]
+            if let code = error.code { e["code"] = .string(code) }
+            if let server = error.serverCopy { e["server"] = .object(server) }
+            if let attributes = error.attributes { e["attributes"] = .object(attributes) }
+            json["error"] = .object(e)
+        }
+        if let page = outcome.page { json["page"] = .int(page) }
+        return json
+    }
+
+    private static func outcome(_ value: JSONValue, _ fail: (String) -> SyncError) throws -> Outcome {
+        var outcome = Outcome(page: value["page"]?.intValue)
+        if let link = value["link"]?.arrayValue {
+            guard link.count == 2, let local = link[0].stringValue, let server = link[1].stringValue else { throw fail("a link") }
+            outcome.link = (local, server)
+        }
+        if let error = value["error"] {
+            guard let id = error["id"]?.stringValue, let kind = error["kind"]?.stringValue.flatMap(PendingChange.Kind.init(rawValue:)),
+                let message = error["message"]?.stringValue
+            else { throw fail("a record error") }
+            outcome.error = ServerRecordError(
+                id: id, kind: kind, message: message, code: error["code"]?.stringValue, serverCopy: error["server"]?.objectValue,
+                attributes: error["attributes"]?.objectValue)
+        }
+        return outcome
+    }
+}

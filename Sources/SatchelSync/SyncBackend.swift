@@ -1,0 +1,302 @@
+public import Foundation
+public import Satchel
+
+/// A server that Satchel syncs with, through one adapter per kind of server.
+///
+/// An adapter only translates: it turns the engine's requests into the server's wire format and
+/// the server's answers into ``PullPage``s and ``PushResult``s. Everything else — what to push,
+/// applying pages atomically with their cursor, ids and associations, errors, retries, resets,
+/// notifications — is the ``SyncEngine``'s. Cursors are opaque to the engine: whatever
+/// ``JSONValue`` the adapter puts in ``PullPage/nextCursor`` comes back in the next
+/// ``PullRequest/cursor``, after a restart too.
+///
+/// Errors: throw ``SyncError`` — `.network` when no answer came, `.server` with the HTTP status
+/// (and ``SyncError/retryAfter`` from `Retry-After`), `.unauthorized` for a 401,
+/// `.unknownClient` when the server has forgotten this client, `.protocolViolation` for an
+/// answer that does not parse. A record the server refuses is not an error of the call: it is a
+/// ``PushOutcome/rejected(message:code:serverCopy:)`` result, or a ``PullPage/errors`` entry.
+///
+/// ``InMemoryBackend`` is the reference implementation. Every adapter must pass the conformance
+/// kit (`Tests/SatchelSyncConformance`).
+public protocol SyncBackend: Sendable {
+    /// A short name for notifications and logs (`rhoconnect`, `kinto`, `memory`).
+    var name: String { get }
+    /// What the server can do.
+    var capabilities: SyncCapabilities { get }
+
+    /// Logs in; the session returned is stored (never the password).
+    func logIn(_ credentials: Credentials) async throws -> SyncSession
+    /// Logs out of the server (the engine forgets the session whatever happens).
+    func logOut(_ session: SyncSession) async throws
+    /// Called at the start of every sync cycle: register the client, refresh a token. The session
+    /// returned replaces the stored one.
+    func prepare(_ session: SyncSession) async throws -> SyncSession
+    /// Tells the server to forget this client's sync state (a client reset); returns the session
+    /// without its client identity.
+    func resetClient(_ session: SyncSession) async throws -> SyncSession
+
+    /// One page of the server's changes after ``PullRequest/cursor``.
+    func pull(_ request: PullRequest) async throws -> PullPage
+    /// Sends local changes; returns one result per change, for each id of the request.
+    func push(_ request: PushRequest) async throws -> [PushResult]
+
+    /// The whole model at once (``SyncType/bulkOnly`` models, full resets). The pages returned
+    /// hold upserts only; the engine pulls until ``PullPage/done``.
+    func bulkSnapshot(_ request: PullRequest) async throws -> PullPage
+    /// Objects the server finds for `query`, pulled into the store like a page.
+    func search(_ request: PullRequest, query: JSONObject) async throws -> PullPage
+    /// Every id the server holds for the model (for servers that report no deletions).
+    func remoteIDs(_ request: PullRequest) async throws -> [String]
+    /// The bytes at `url`, for blob attributes that arrive as URLs.
+    func downloadBlob(_ url: String, session: SyncSession) async throws -> Data
+}
+
+extension SyncBackend {
+    public func prepare(_ session: SyncSession) async throws -> SyncSession { session }
+    public func resetClient(_ session: SyncSession) async throws -> SyncSession { session }
+    public func bulkSnapshot(_ request: PullRequest) async throws -> PullPage {
+        throw SyncError(.notSupported, "\(name) has no bulk snapshot")
+    }
+    public func search(_ request: PullRequest, query: JSONObject) async throws -> PullPage {
+        throw SyncError(.notSupported, "\(name) has no server search")
+    }
+    public func remoteIDs(_ request: PullRequest) async throws -> [String] {
+        throw SyncError(.notSupported, "\(name) cannot list remote ids")
+    }
+    public func downloadBlob(_ url: String, session: SyncSession) async throws -> Data {
+        throw SyncError(.notSupported, "\(name) cannot download blobs")
+    }
+}
+
+/// The calls of ``SyncBackend``, by name (for fault injection and call counts).
+public enum BackendCall: String, Sendable, Hashable, CaseIterable {
+    case logIn, logOut, prepare, resetClient, pull, push, bulkSnapshot, search, remoteIDs, downloadBlob
+}
+
+/// What a server can do.
+public struct SyncCapabilities: Sendable, Hashable {
+    /// How the server reports deleted objects.
+    public enum Deletions: Sendable, Hashable {
+        /// In pull pages (tombstones, `delete` sections).
+        case inPages
+        /// Not at all: the engine compares ``SyncBackend/remoteIDs(_:)`` with the store after
+        /// each complete pull.
+        case byListingIDs
+    }
+
+    public var deletions: Deletions
+    public var bulkSnapshot: Bool
+    public var search: Bool
+    /// At most this many changes per push request (nil: no limit).
+    public var maxPushBatch: Int?
+
+    public init(deletions: Deletions = .inPages, bulkSnapshot: Bool = false, search: Bool = false, maxPushBatch: Int? = nil) {
+        self.deletions = deletions
+        self.bulkSnapshot = bulkSnapshot
+        self.search = search
+        self.maxPushBatch = maxPushBatch
+    }
+}
+
+/// A user name and password. Its description never shows the password; the engine never stores
+/// it.
+public struct Credentials: Sendable, CustomStringConvertible {
+    public var user: String
+    public var password: String
+
+    public init(user: String, password: String) {
+        self.user = user
+        self.password = password
+    }
+
+    public var description: String { "Credentials(user: \(user), password: ***)" }
+}
+
+/// A logged-in session: the user, and whatever the adapter needs to prove it (a cookie, a
+/// token, a client id), as JSON. Stored in the store's `user` partition.
+public struct SyncSession: Sendable, Hashable {
+    public var user: String
+    public var data: JSONObject
+
+    public init(user: String, data: JSONObject = JSONObject()) {
+        self.user = user
+        self.data = data
+    }
+}
+
+/// What the engine asks of a pull, a bulk snapshot or a search.
+public struct PullRequest: Sendable {
+    /// The model's definition (name, partition, associations, blob attributes, schema types).
+    public var model: ModelDefinition
+    /// Where the last page ended (nil: from the start).
+    public var cursor: JSONValue?
+    /// Objects per page, a hint.
+    public var pageSize: Int
+    public var session: SyncSession
+    /// The app's per-model settings (server filter, attribute lists, fetch limit and order).
+    public var configuration: ModelSyncConfiguration
+
+    public init(model: ModelDefinition, cursor: JSONValue?, pageSize: Int, session: SyncSession, configuration: ModelSyncConfiguration) {
+        self.model = model
+        self.cursor = cursor
+        self.pageSize = pageSize
+        self.session = session
+        self.configuration = configuration
+    }
+}
+
+/// An object as the server sends it.
+public struct ServerObject: Sendable, Hashable {
+    public var id: String
+    /// The attributes sent. A null removes an attribute.
+    public var attributes: JSONObject
+    /// True when `attributes` is the whole object (attributes it lacks are removed locally);
+    /// false when they are only some attributes to add or overwrite (RhoConnect's `insert`).
+    public var isWhole: Bool
+    /// The object's version on the server, kept for the next push of a change to it.
+    public var version: JSONValue?
+    /// Blob attributes whose value is a URL to download (attribute → URL).
+    public var blobURLs: [String: String]
+
+    public init(id: String, attributes: JSONObject, isWhole: Bool = true, version: JSONValue? = nil, blobURLs: [String: String] = [:]) {
+        self.id = id
+        self.attributes = attributes
+        self.isWhole = isWhole
+        self.version = version
+        self.blobURLs = blobURLs
+    }
+}
+
+/// A record the server refused, reported in a pull page (RhoConnect delivers push results so).
+public struct ServerRecordError: Sendable, Hashable {
+    public var id: String
+    public var kind: PendingChange.Kind
+    public var message: String
+    public var code: String?
+    /// The server's copy of the object, when it sent one (an update's rollback values).
+    public var serverCopy: JSONObject?
+    /// The attributes as they were pushed, when the server echoes them (else the engine uses
+    /// what its outbox recorded).
+    public var attributes: JSONObject?
+
+    public init(
+        id: String, kind: PendingChange.Kind, message: String, code: String? = nil, serverCopy: JSONObject? = nil,
+        attributes: JSONObject? = nil
+    ) {
+        self.id = id
+        self.kind = kind
+        self.message = message
+        self.code = code
+        self.serverCopy = serverCopy
+        self.attributes = attributes
+    }
+}
+
+/// One page of the server's changes.
+public struct PullPage: Sendable {
+    /// Objects created or changed.
+    public var upserts: [ServerObject]
+    /// Attributes removed: object id → attribute names. An object left with none is deleted.
+    public var removals: [String: [String]]
+    /// Objects deleted whole.
+    public var deletes: [String]
+    /// Ids the server gave objects this client created: local id → server id.
+    public var links: [String: String]
+    /// Records the server refused.
+    public var errors: [ServerRecordError]
+    /// An error of the server's source as a whole (RhoConnect's `source-error`): reported, the
+    /// page is still applied.
+    public var sourceError: String?
+    /// The server's schema changed: the engine stops syncing and reports it.
+    public var schemaChanged: Bool
+    /// Where the next page starts; stored with this page.
+    public var nextCursor: JSONValue?
+    /// Whether this is the last page for now.
+    public var done: Bool
+    /// The number of objects the server holds for the model, when it says.
+    public var totalCount: Int?
+
+    public init(
+        upserts: [ServerObject] = [], removals: [String: [String]] = [:], deletes: [String] = [], links: [String: String] = [:],
+        errors: [ServerRecordError] = [], sourceError: String? = nil, schemaChanged: Bool = false, nextCursor: JSONValue? = nil,
+        done: Bool = true, totalCount: Int? = nil
+    ) {
+        self.upserts = upserts
+        self.removals = removals
+        self.deletes = deletes
+        self.links = links
+        self.errors = errors
+        self.sourceError = sourceError
+        self.schemaChanged = schemaChanged
+        self.nextCursor = nextCursor
+        self.done = done
+        self.totalCount = totalCount
+    }
+
+    /// Objects in the page (upserts, deletes, and objects with removals), for progress counts.
+    public var count: Int { upserts.count + deletes.count + removals.count }
+}
+
+/// A local change on its way to the server.
+public struct OutgoingChange: Sendable, Hashable {
+    public var id: String
+    public var kind: PendingChange.Kind
+    /// For a create, every attribute; for an update, the changed attributes (null: removed);
+    /// for a delete, the object's last attributes. Device-only and ignored attributes are left
+    /// out.
+    public var attributes: JSONObject
+    /// The object's version on the server the change was made from (nil when unknown).
+    public var baseVersion: JSONValue?
+    /// The bytes of blob attributes among `attributes` (attribute → file contents).
+    public var blobs: [String: Data]
+
+    public init(id: String, kind: PendingChange.Kind, attributes: JSONObject, baseVersion: JSONValue? = nil, blobs: [String: Data] = [:]) {
+        self.id = id
+        self.kind = kind
+        self.attributes = attributes
+        self.baseVersion = baseVersion
+        self.blobs = blobs
+    }
+}
+
+/// What the engine asks of a push.
+public struct PushRequest: Sendable {
+    public var model: ModelDefinition
+    public var changes: [OutgoingChange]
+    public var session: SyncSession
+    public var configuration: ModelSyncConfiguration
+
+    public init(model: ModelDefinition, changes: [OutgoingChange], session: SyncSession, configuration: ModelSyncConfiguration) {
+        self.model = model
+        self.changes = changes
+        self.session = session
+        self.configuration = configuration
+    }
+}
+
+/// What became of one pushed change.
+public enum PushOutcome: Sendable, Hashable {
+    /// Done. A create may come back with the server's id for the object; any change with the
+    /// object's new version.
+    case accepted(serverID: String? = nil, version: JSONValue? = nil)
+    /// Received; the outcome comes later, in a pull page (a link, or an error).
+    case awaitingLink
+    /// Refused: kept as a record error, with the server's copy when it sent one (a conflict).
+    case rejected(message: String, code: String? = nil, serverCopy: JSONObject? = nil)
+    /// The object does not exist on the server: a delete is then done; an update or create is
+    /// kept as a record error.
+    case notFound
+    /// Not now: the change stays pending for the next cycle.
+    case retryLater(message: String)
+}
+
+/// The result of one change of a push, by the change's id.
+public struct PushResult: Sendable, Hashable {
+    public var id: String
+    public var outcome: PushOutcome
+
+    public init(id: String, outcome: PushOutcome) {
+        self.id = id
+        self.outcome = outcome
+    }
+}

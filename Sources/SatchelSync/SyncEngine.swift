@@ -1,0 +1,298 @@
+import Foundation
+public import Satchel
+import Synchronization
+
+/// Syncs a store with a server through a ``SyncBackend``.
+///
+/// ```swift
+/// let engine = SyncEngine(store: store, backend: InMemoryBackend())
+/// try await engine.logIn(Credentials(user: "ann", password: "secret"))
+/// Task { for await event in engine.events { print(event) } }
+/// let report = try await engine.sync()
+/// ```
+///
+/// A cycle, per model (parents before the models that refer to them): push the pending local
+/// changes, then pull pages until the server says done. Each page is applied in one write batch
+/// with its cursor, its index entries and the change-log updates it implies, so a crash or a
+/// ``stop()`` between pages resumes exactly where it stopped, and a page is never half applied.
+/// Attributes with local changes the server has not acknowledged keep their local values; a
+/// server delete of an object with such changes is kept as a record error, not applied.
+///
+/// Thread safety: an actor. ``stop()`` may be called from anywhere, at any time.
+public actor SyncEngine {
+    /// Knobs of the engine.
+    public struct Configuration: Sendable {
+        /// Objects per page asked of the server.
+        public var pageSize = 500
+        /// Retries of calls that failed for want of an answer, a 5xx or a 429.
+        public var retry = RetryPolicy()
+        /// When the server says it does not know this client: reset the client and sync again
+        /// (once), instead of failing.
+        public var resetOnUnknownClient = true
+        /// How to wait between retries (tests pass one that records the delays).
+        public var sleep: @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) }
+        /// Random numbers in 0..<1 for the retry jitter.
+        public var random: @Sendable () -> Double = { Double.random(in: 0..<1) }
+
+        public init() {}
+    }
+
+    /// How much a sync pulls.
+    public enum Mode: Sendable, Hashable {
+        /// From each model's cursor on (the default).
+        case incremental
+        /// Everything again, from no cursor; objects the server no longer has are deleted.
+        case full
+        /// A bulk snapshot of each model that the server can send one of, replacing its data;
+        /// pending local changes are re-applied on top.
+        case bulk
+    }
+
+    public let store: Store
+    public let backend: any SyncBackend
+    public let configuration: Configuration
+    /// Every notification, object notification and completion, in order. One consumer; events
+    /// beyond the newest 10,000 unread are dropped.
+    public nonisolated let events: AsyncStream<SyncEvent>
+    private let continuation: AsyncStream<SyncEvent>.Continuation
+    private var handler: (@Sendable (SyncEvent) -> Void)?
+    private var modelConfigurations: [String: ModelSyncConfiguration] = [:]
+    private var syncing = false
+    private let stopRequested = Atomic<Bool>(false)
+
+    public init(store: Store, backend: any SyncBackend, configuration: Configuration = Configuration()) {
+        self.store = store
+        self.backend = backend
+        self.configuration = configuration
+        (events, continuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(10_000))
+    }
+
+    deinit { continuation.finish() }
+
+    /// Also calls `handler` with every event (on the engine's executor; keep it short).
+    public func setEventHandler(_ handler: (@Sendable (SyncEvent) -> Void)?) { self.handler = handler }
+
+    /// Sets how `model` syncs.
+    public func configure(_ model: String, _ configuration: ModelSyncConfiguration) { modelConfigurations[model] = configuration }
+
+    func configuration(of model: String) -> ModelSyncConfiguration { modelConfigurations[model] ?? ModelSyncConfiguration() }
+
+    func emit(_ event: SyncEvent) {
+        continuation.yield(event)
+        handler?(event)
+    }
+
+    /// Whether a sync is running.
+    public var isSyncing: Bool { syncing }
+
+    /// Asks a running sync to stop at the next page boundary; it then throws `.cancelled`. What
+    /// was applied stays applied; nothing is half applied.
+    public nonisolated func stop() { stopRequested.store(true, ordering: .releasing) }
+
+    func checkStopped() throws {
+        if stopRequested.load(ordering: .acquiring) { throw SyncError(.cancelled, "the sync was stopped") }
+    }
+
+    // MARK: - Session
+
+    /// Logs in and stores the session (never the password).
+    ///
+    /// - Throws: ``SyncError`` `.unauthorized` for wrong credentials.
+    public func logIn(_ credentials: Credentials) async throws {
+        let session = try await withRetry { try await self.backend.logIn(credentials) }
+        try storage { try store.setStoredSession(Self.encode(session)) }
+    }
+
+    /// Logs out of the server (best effort) and forgets the session.
+    public func logOut() async throws {
+        if let session = try currentSession() { try? await backend.logOut(session) }
+        try storage { try store.setStoredSession(nil) }
+    }
+
+    /// Whether a session is stored.
+    public var isLoggedIn: Bool { (try? currentSession()) != nil }
+
+    func currentSession() throws -> SyncSession? {
+        try storage { try store.storedSession().map(Self.decode) }
+    }
+
+    static func encode(_ session: SyncSession) -> JSONObject { ["user": .string(session.user), "data": .object(session.data)] }
+
+    static func decode(_ json: JSONObject) -> SyncSession {
+        SyncSession(user: json["user"]?.stringValue ?? "", data: json["data"]?.objectValue ?? JSONObject())
+    }
+
+    // MARK: - Resets
+
+    /// Drops every synced object with its pending changes, errors, versions and cursors (in the
+    /// `user` and `app` partitions), and tells the server to forget this client; keeps the
+    /// session. The next sync starts afresh.
+    public func clientReset() async throws {
+        if let session = try currentSession() {
+            let reset = try await withRetry { try await self.backend.resetClient(session) }
+            try storage { try store.setStoredSession(Self.encode(reset)) }
+        }
+        try storage { try store.wipeSyncedData(in: [.user, .app]) }
+    }
+
+    /// After the server forgot this client: a new client identity, every cursor dropped, and
+    /// creates whose server id was to come from the forgotten client's pulls sent again. The
+    /// data stays, and so do local changes not yet pushed: the full sync that follows re-pulls
+    /// everything and deletes what the server no longer has.
+    func recoverUnknownClient() async throws {
+        guard let session = try currentSession() else { throw SyncError(.notLoggedIn, "log in before syncing") }
+        let reset = try await withRetry { try await self.backend.resetClient(session) }
+        try storage {
+            try store.setStoredSession(Self.encode(reset))
+            for definition in store.models where definition.syncType != .none && definition.partition != .local {
+                let model = try store.model(definition.name)
+                try store.bulkUpdate { tx in
+                    for (id, record) in try tx.outboxRecords(of: model) where record.state == .awaitingLink {
+                        try Self.requeue(model, id, record, tx)
+                    }
+                    var state = try tx.syncState(model)
+                    state.cursor = nil
+                    try tx.setSyncState(model, state)
+                }
+            }
+        }
+    }
+
+    /// Wipes the `user` partition (every model's data in it, synced or not) and logs out.
+    public func fullResetAndLogout() async throws {
+        try storage { try store.wipeSyncedData(in: [.user], includingUnsynced: true) }
+        try await logOut()
+    }
+
+    /// Whether a first complete pull of `model` has finished.
+    public func initialSyncComplete(_ model: String) throws -> Bool {
+        guard let handle = store.existingModel(model) else { return false }
+        return try storage { try store.bulkUpdate { try $0.syncState(handle).initialSyncComplete } }
+    }
+
+    // MARK: - Sync
+
+    /// Runs one sync cycle of `models` (default: every model that syncs, parents first).
+    ///
+    /// - Returns: what the sync did. `report.rejected > 0` means the server refused some records
+    ///   (kept as record errors, see ``Satchel/Store/recordErrors(model:)``).
+    /// - Throws: ``SyncError``; what was applied before the failure stays applied, and no local
+    ///   change is lost.
+    @discardableResult
+    public func sync(models names: [String]? = nil, mode: Mode = .incremental) async throws -> SyncReport {
+        guard !syncing else { throw SyncError(.busy, "a sync is already running") }
+        syncing = true
+        stopRequested.store(false, ordering: .releasing)
+        defer { syncing = false }
+        var report = SyncReport()
+        do {
+            do {
+                try await cycle(names, mode: mode, report: &report)
+            } catch let error as SyncError where error.code == .unknownClient && configuration.resetOnUnknownClient {
+                emit(.sync(SyncNotification(
+                    status: .error, errorCode: .unknownClient,
+                    message: "the server does not know this client: resetting the client and syncing everything again")))
+                try await recoverUnknownClient()
+                report.clientWasReset = true
+                try await cycle(names, mode: .full, report: &report)
+            }
+        } catch {
+            let failure = Self.syncError(error)
+            emit(.sync(SyncNotification(status: .error, errorCode: failure.code, message: failure.message)))
+            emit(.completed(report))
+            throw failure
+        }
+        emit(.sync(SyncNotification(status: .complete)))
+        emit(.completed(report))
+        return report
+    }
+
+    private func cycle(_ names: [String]?, mode: Mode, report: inout SyncReport) async throws {
+        guard var session = try currentSession() else { throw SyncError(.notLoggedIn, "log in before syncing") }
+        let prepared = session
+        session = try await withRetry { try await self.backend.prepare(prepared) }
+        if session != prepared { try storage { try store.setStoredSession(Self.encode(session)) } }
+        for definition in try orderedModels(names) {
+            try checkStopped()
+            report.models.append(definition.name)
+            try await syncModel(definition, mode: mode, session: session, report: &report)
+            if report.schemaChanged { break }
+        }
+    }
+
+    /// The models to sync: those of the user and app partitions that sync, parents before the
+    /// models whose associations refer to them, then by name.
+    func orderedModels(_ names: [String]?) throws -> [ModelDefinition] {
+        var candidates = store.models.filter { $0.syncType != .none && $0.partition != .local }
+        if let names {
+            for name in names where !candidates.contains(where: { $0.name == name }) {
+                throw SyncError(.notSupported, "model '\(name)' does not sync (unknown, local or sync type none)")
+            }
+            candidates = candidates.filter { names.contains($0.name) }
+        }
+        var ordered: [ModelDefinition] = []
+        var visiting = Set<String>()
+        func visit(_ definition: ModelDefinition) {
+            if ordered.contains(where: { $0.name == definition.name }) || visiting.contains(definition.name) { return }
+            visiting.insert(definition.name)
+            for parent in definition.associations.values.sorted() {
+                if let p = candidates.first(where: { $0.name == parent }) { visit(p) }
+            }
+            ordered.append(definition)
+        }
+        for definition in candidates { visit(definition) }
+        return ordered
+    }
+
+    private func syncModel(_ definition: ModelDefinition, mode: Mode, session: SyncSession, report: inout SyncReport) async throws {
+        let model = try storage { try store.model(definition.name) }
+        let settings = configuration(of: definition.name)
+        try await push(model, definition: definition, settings: settings, session: session, report: &report)
+        if definition.syncType == .bulkOnly || (mode == .bulk && backend.capabilities.bulkSnapshot) {
+            try await bulk(model, definition: definition, settings: settings, session: session, report: &report)
+        } else {
+            try await pull(model, definition: definition, settings: settings, session: session, full: mode == .full, report: &report)
+        }
+        if !report.schemaChanged { emit(.sync(SyncNotification(status: .ok, model: definition.name, processedCount: report.pulled))) }
+    }
+
+    // MARK: - Calls
+
+    /// Runs a backend call, retrying what may succeed later with backoff; a 401 drops the session.
+    func withRetry<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
+        var attempt = 1
+        while true {
+            do {
+                return try await body()
+            } catch {
+                let failure = Self.syncError(error)
+                if failure.code == .unauthorized { try? store.setStoredSession(nil) }
+                guard failure.isRetryable, attempt < configuration.retry.maxAttempts else { throw failure }
+                try checkStopped()
+                let delay = configuration.retry.delay(after: attempt, serverAsked: failure.retryAfter, random: configuration.random())
+                emit(.sync(SyncNotification(status: .error, errorCode: failure.code, message: "\(failure.message); retrying in \(delay)")))
+                try await configuration.sleep(delay)
+                attempt += 1
+            }
+        }
+    }
+
+    /// Any error as a SyncError: the store's as `.storage`, an unknown one as `.network`.
+    static func syncError(_ error: any Error) -> SyncError {
+        switch error {
+        case let error as SyncError: error
+        case let error as SatchelError: SyncError(.storage, error.description)
+        case is CancellationError: SyncError(.cancelled, "the sync task was cancelled")
+        default: SyncError(.network, "\(error)")
+        }
+    }
+
+    /// Runs store work, reporting its errors as `.storage`.
+    func storage<T>(_ body: () throws -> T) throws -> T {
+        do { return try body() } catch { throw Self.syncError(error) }
+    }
+
+    func pullRequest(_ definition: ModelDefinition, cursor: JSONValue?, session: SyncSession, settings: ModelSyncConfiguration) -> PullRequest {
+        PullRequest(model: definition, cursor: cursor, pageSize: configuration.pageSize, session: session, configuration: settings)
+    }
+}

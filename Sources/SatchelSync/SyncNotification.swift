@@ -1,0 +1,95 @@
+import Satchel
+
+/// Progress of a sync, per model (RhoConnect's sync notifications).
+public struct SyncNotification: Sendable, Hashable, CustomStringConvertible {
+    public enum Status: String, Sendable, Hashable {
+        /// A page was applied (or a push done) for ``model``.
+        case inProgress
+        /// ``model`` finished its cycle.
+        case ok
+        /// Something failed: ``errorCode`` and ``message`` say what. For per-record errors the
+        /// model still finishes with `ok`.
+        case error
+        /// The whole sync finished (no model).
+        case complete
+        /// The server's schema for ``model`` changed; syncing stopped.
+        case schemaChanged
+    }
+
+    public var status: Status
+    public var model: String?
+    /// Objects the server holds for the model, when it says.
+    public var totalCount: Int?
+    /// Objects processed in this cycle so far.
+    public var processedCount: Int
+    /// Objects in the last page.
+    public var cumulativeCount: Int
+    public var errorCode: SyncError.Code?
+    public var message: String?
+
+    public init(
+        status: Status, model: String? = nil, totalCount: Int? = nil, processedCount: Int = 0, cumulativeCount: Int = 0,
+        errorCode: SyncError.Code? = nil, message: String? = nil
+    ) {
+        self.status = status
+        self.model = model
+        self.totalCount = totalCount
+        self.processedCount = processedCount
+        self.cumulativeCount = cumulativeCount
+        self.errorCode = errorCode
+        self.message = message
+    }
+
+    /// One line of JSON, keys sorted: what `satchel sync` prints.
+    public var description: String {
+        var object: JSONObject = ["status": .string(status.rawValue), "processed": .int(Int64(processedCount))]
+        if let model { object["model"] = .string(model) }
+        if let totalCount { object["total"] = .int(Int64(totalCount)) }
+        if cumulativeCount > 0 { object["count"] = .int(Int64(cumulativeCount)) }
+        if let errorCode { object["error"] = .string(errorCode.description) }
+        if let message { object["message"] = .string(message) }
+        return object.description
+    }
+}
+
+/// Objects a sync created, changed or deleted in the store, per model.
+public struct ObjectNotification: Sendable, Hashable {
+    public var model: String
+    public var created: [String]
+    public var updated: [String]
+    public var deleted: [String]
+
+    public init(model: String, created: [String] = [], updated: [String] = [], deleted: [String] = []) {
+        self.model = model
+        self.created = created
+        self.updated = updated
+        self.deleted = deleted
+    }
+
+    public var isEmpty: Bool { created.isEmpty && updated.isEmpty && deleted.isEmpty }
+}
+
+/// What a finished sync did.
+public struct SyncReport: Sendable, Hashable {
+    /// The models synced, in order.
+    public var models: [String] = []
+    /// Local changes the server accepted, and those it refused.
+    public var accepted = 0
+    public var rejected = 0
+    /// Objects applied from the server.
+    public var pulled = 0
+    /// Whether a model's schema changed (syncing stopped there).
+    public var schemaChanged = false
+    /// Whether an unknown client was reset and synced again.
+    public var clientWasReset = false
+
+    public init() {}
+}
+
+/// Everything a ``SyncEngine`` reports.
+public enum SyncEvent: Sendable, Hashable {
+    case sync(SyncNotification)
+    case objects(ObjectNotification)
+    /// A sync finished (successfully or not): the sync-completed event.
+    case completed(SyncReport)
+}

@@ -1,0 +1,39 @@
+public import Satchel
+public import SatchelSync
+
+/// A server the conformance kit drives: an adapter pointed at it, and a way to act on the
+/// server as another client (or its administrator) would.
+///
+/// Each scenario gets a fresh server from ``ConformanceHarness/makeServer()``: an empty one, or an
+/// isolated part of a shared one (a Kinto bucket, a RhoConnect user). Scenarios run in parallel.
+public protocol ConformanceServer: Sendable {
+    /// The adapter under test, pointed at this server.
+    var backend: any SyncBackend { get }
+    /// Credentials the server accepts.
+    var credentials: Credentials { get }
+    /// Whether the server refuses an update or delete made from an older version than its own
+    /// (Kinto's 412); otherwise concurrent changes to different attributes merge.
+    var detectsConflicts: Bool { get }
+
+    /// Creates an object on the server (with id `id`, or one the server picks when nil);
+    /// returns its id.
+    func put(_ model: String, _ attributes: JSONObject, id: String?) async throws -> String
+    /// Changes attributes of an object on the server (null removes one).
+    func update(_ model: String, _ id: String, _ changes: JSONObject) async throws
+    /// Deletes an object on the server.
+    func delete(_ model: String, _ id: String) async throws
+    /// The server's objects of `model`, by id, as a client would store them.
+    func objects(_ model: String) async throws -> [String: JSONObject]
+    /// Makes the server refuse pushed changes of `kind` to object `id` of `model` (by a
+    /// validation rule, a conflict — however the server can), until ``allowAll()``.
+    func refuse(_ kind: PendingChange.Kind, model: String, id: String) async throws
+    /// Stops refusing changes.
+    func allowAll() async throws
+    /// Releases the server (or its part).
+    func shutdown() async throws
+}
+
+/// Makes servers for the conformance kit.
+public protocol ConformanceHarness: Sendable {
+    func makeServer() async throws -> any ConformanceServer
+}

@@ -1,0 +1,119 @@
+import Foundation
+public import Satchel
+public import SatchelSync
+public import SatchelTestSupport
+import Synchronization
+public import Testing
+
+/// Everything an engine reported, in order.
+public final class EventLog: Sendable {
+    private let events = Mutex<[SyncEvent]>([])
+
+    public init() {}
+
+    func append(_ event: SyncEvent) { events.withLock { $0.append(event) } }
+
+    public var all: [SyncEvent] { events.withLock { $0 } }
+
+    /// Forgets what was recorded.
+    public func clear() { events.withLock { $0.removeAll() } }
+
+    /// The sync notifications, optionally of one status and model.
+    public func notifications(_ status: SyncNotification.Status? = nil, model: String? = nil) -> [SyncNotification] {
+        all.compactMap { event in
+            guard case .sync(let n) = event, status == nil || n.status == status, model == nil || n.model == model else { return nil }
+            return n
+        }
+    }
+
+    /// The object notifications of `model`, merged.
+    public func objects(_ model: String) -> ObjectNotification {
+        var merged = ObjectNotification(model: model)
+        for case .objects(let n) in all where n.model == model {
+            merged.created += n.created
+            merged.updated += n.updated
+            merged.deleted += n.deleted
+        }
+        return merged
+    }
+
+    /// The completion events.
+    public var completions: [SyncReport] { all.compactMap { if case .completed(let r) = $0 { r } else { nil } } }
+}
+
+/// The waits an engine asked for between retries (recorded, not slept).
+public final class DelayLog: Sendable {
+    private let delays = Mutex<[Duration]>([])
+
+    public init() {}
+
+    func append(_ delay: Duration) { delays.withLock { $0.append(delay) } }
+
+    public var all: [Duration] { delays.withLock { $0 } }
+}
+
+/// A device: a store in its own directory, and an engine syncing it through a backend.
+public struct SyncClient: Sendable {
+    public let directory: TemporaryDirectory
+    public let store: Store
+    public let engine: SyncEngine
+    public let log: EventLog
+    public let delays: DelayLog
+
+    /// Opens (or reopens) the store in `directory`, registers `models`, and makes an engine.
+    public init(
+        backend: any SyncBackend, models: [ModelDefinition], pageSize: Int = 5, retry: RetryPolicy = RetryPolicy(maxAttempts: 1),
+        directory: TemporaryDirectory = TemporaryDirectory("satchel-sync")
+    ) throws {
+        self.directory = directory
+        store = try Store(path: directory.child("store"))
+        for model in models { _ = try store.register(model) }
+        let log = EventLog()
+        let delays = DelayLog()
+        var configuration = SyncEngine.Configuration()
+        configuration.pageSize = pageSize
+        configuration.retry = retry
+        configuration.sleep = { delays.append($0) }
+        configuration.random = { 0.5 }
+        engine = SyncEngine(store: store, backend: backend, configuration: configuration)
+        self.log = log
+        self.delays = delays
+    }
+
+    /// Starts recording events (call once before syncing).
+    public func record() async {
+        let log = self.log
+        await engine.setEventHandler { log.append($0) }
+    }
+
+    /// Closes the store, as a killed app would leave it, and opens it again with a new engine.
+    public func reopened(backend: any SyncBackend, models: [ModelDefinition], pageSize: Int = 5) async throws -> SyncClient {
+        try store.close()
+        let client = try SyncClient(backend: backend, models: models, pageSize: pageSize, directory: directory)
+        await client.record()
+        return client
+    }
+
+    public func model(_ name: String) throws -> Model { try store.model(name) }
+
+    /// The objects of `model`, by id.
+    public func objects(_ name: String) throws -> [String: JSONObject] {
+        Dictionary(uniqueKeysWithValues: try model(name).findAll().map { ($0.id, $0.attributes) })
+    }
+
+    /// Asserts the store is healthy, has no pending or in-flight change nor record error, and
+    /// holds exactly the server's objects of `models`.
+    public func expectConverged(
+        with server: any ConformanceServer, models: [String], sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws {
+        let report = try store.verify()
+        #expect(report.problems == [], "store check", sourceLocation: sourceLocation)
+        for name in models {
+            #expect(try model(name).pendingChanges() == [], "pending changes of \(name)", sourceLocation: sourceLocation)
+            #expect(try store.changeFates(model: name) == [:], "unsettled changes of \(name)", sourceLocation: sourceLocation)
+            let local = try objects(name)
+            let remote = try await server.objects(name)
+            #expect(local == remote, "\(name): the store and the server differ", sourceLocation: sourceLocation)
+        }
+    }
+}

@@ -1,0 +1,561 @@
+import Satchel
+import SatchelSync
+public import Testing
+
+/// The adapter conformance kit: scenarios that drive a backend through the ``SyncEngine`` and
+/// check what lands, in the store and on the server. Every adapter runs all of them:
+///
+/// ```swift
+/// @Test(arguments: SyncConformance.scenarios)
+/// func conformance(_ scenario: SyncConformance.Scenario) async throws {
+///     try await scenario.run(on: MyServerHarness())
+/// }
+/// ```
+///
+/// Faults (failed calls, lost answers, repeated pages, stops, restarts) are injected at the
+/// adapter's boundary by ``FaultyBackend``, so they apply to any server.
+public enum SyncConformance {
+    /// One scenario.
+    public struct Scenario: Sendable, CustomTestStringConvertible {
+        public let name: String
+        let body: @Sendable (any ConformanceServer) async throws -> Void
+
+        public var testDescription: String { name }
+
+        /// Runs the scenario on a fresh server of `harness`.
+        public func run(on harness: any ConformanceHarness) async throws {
+            let server = try await harness.makeServer()
+            do {
+                try await body(server)
+            } catch {
+                try? await server.shutdown()
+                throw error
+            }
+            try await server.shutdown()
+        }
+    }
+
+    // MARK: - Models and devices
+
+    static let product = ModelDefinition(name: "Product")
+    static let customer = ModelDefinition(name: "Customer")
+    static let order = ModelDefinition(name: "Order", associations: ["customer": "Customer"])
+    static let models = [product, customer, order]
+
+    /// A device logged in to `server`, through a ``FaultyBackend``.
+    struct Device {
+        var client: SyncClient
+        let faults: FaultyBackend
+        let server: any ConformanceServer
+
+        var engine: SyncEngine { client.engine }
+        var log: EventLog { client.log }
+        var store: Store { client.store }
+
+        func products() throws -> Model { try client.model("Product") }
+
+        /// Closes the store and opens it again, as after the app was killed.
+        mutating func restart() async throws { client = try await client.reopened(backend: faults, models: SyncConformance.models) }
+
+        func expectConverged(_ models: [String] = ["Product"], sourceLocation: SourceLocation = #_sourceLocation) async throws {
+            try await client.expectConverged(with: server, models: models, sourceLocation: sourceLocation)
+        }
+    }
+
+    static func device(_ server: any ConformanceServer, retry: RetryPolicy = RetryPolicy(maxAttempts: 1)) async throws -> Device {
+        let faults = FaultyBackend(server.backend)
+        let client = try SyncClient(backend: faults, models: models, pageSize: 5, retry: retry)
+        await client.record()
+        try await client.engine.logIn(server.credentials)
+        return Device(client: client, faults: faults, server: server)
+    }
+
+    /// Puts `count` products on the server (`p1`…): name, price, brand.
+    @discardableResult
+    static func seed(_ server: any ConformanceServer, _ count: Int) async throws -> [String] {
+        var ids: [String] = []
+        for i in 1...count {
+            let attributes: JSONObject = ["name": .string("Product \(i)"), "price": .int(Int64(i)), "brand": i % 2 == 0 ? "Acme" : "Zenith"]
+            ids.append(try await server.put("Product", attributes, id: "p\(i)"))
+        }
+        return ids
+    }
+
+    /// The server's objects of `model` whose `attribute` is `value`.
+    static func serverObjects(_ server: any ConformanceServer, _ model: String, where attribute: String, is value: JSONValue) async throws
+        -> [String: JSONObject]
+    {
+        try await server.objects(model).filter { $0.value[attribute] == value }
+    }
+
+    static func expectThrows(
+        _ code: SyncError.Code, sourceLocation: SourceLocation = #_sourceLocation, _ body: () async throws -> Void
+    ) async {
+        do {
+            try await body()
+            Issue.record("expected a \(code) error", sourceLocation: sourceLocation)
+        } catch let error as SyncError {
+            #expect(error.code == code, "\(error)", sourceLocation: sourceLocation)
+        } catch {
+            Issue.record("expected a SyncError \(code), got \(error)", sourceLocation: sourceLocation)
+        }
+    }
+
+    // MARK: - Scenarios
+
+    /// Every scenario.
+    public static let scenarios: [Scenario] = [
+        Scenario(name: "pulls the server's objects in pages", body: pullsInPages),
+        Scenario(name: "applies server updates, attribute removals and deletes", body: appliesServerChanges),
+        Scenario(name: "pushes creates, updates and deletes under the null rule", body: pushesLocalChanges),
+        Scenario(name: "links created ids and rewrites references, parents first", body: linksIDsAndReferences),
+        Scenario(name: "merges or refuses concurrent edits", body: concurrentEdits),
+        Scenario(name: "create error: delete, while other changes go through", body: createErrorDelete),
+        Scenario(name: "create error: recreate", body: createErrorRecreate),
+        Scenario(name: "update error: rollback, then retry", body: updateErrorRollbackRetry),
+        Scenario(name: "delete error: retry", body: deleteErrorRetry),
+        Scenario(name: "a server delete of a changed object is reported", body: serverDeleteOfChangedObject),
+        Scenario(name: "resumes after a failed page and a restart", body: resumesAfterFault),
+        Scenario(name: "a lost push answer makes no duplicate", body: lostPushAnswer),
+        Scenario(name: "a repeated page is applied once", body: repeatedPage),
+        Scenario(name: "retries 5xx with backoff, honouring Retry-After", body: retriesServerErrors),
+        Scenario(name: "a 401 drops the session; logging in resumes", body: unauthorizedMidSync),
+        Scenario(name: "stop() ends a sync at a page boundary", body: stopMidSync),
+        Scenario(name: "an unknown client is reset and synced again", body: unknownClient),
+        Scenario(name: "client reset and full reset", body: resets),
+        Scenario(name: "a full resync re-pulls everything", body: fullResync),
+        Scenario(name: "a bulk sync replaces data, keeping local changes", body: bulkSync),
+        Scenario(name: "a second device converges", body: secondDevice),
+    ]
+
+    static func pullsInPages(_ server: any ConformanceServer) async throws {
+        let ids = try await seed(server, 23)
+        let device = try await device(server)
+        let report = try await device.engine.sync(models: ["Product"])
+        #expect(report.pulled == 23)
+        let progress = device.log.notifications(.inProgress, model: "Product")
+        #expect(progress.count >= 5, "23 objects in pages of 5")
+        #expect(progress.map(\.processedCount) == progress.map(\.processedCount).sorted())
+        #expect(progress.last?.processedCount == 23)
+        #expect(device.log.notifications(.ok, model: "Product").count == 1)
+        #expect(device.log.notifications(.complete).count == 1)
+        #expect(device.log.completions.count == 1)
+        #expect(try await device.engine.initialSyncComplete("Product"))
+        #expect(Set(device.log.objects("Product").created) == Set(ids))
+        #expect(await !device.engine.isSyncing)
+        try await device.expectConverged()
+    }
+
+    static func appliesServerChanges(_ server: any ConformanceServer) async throws {
+        let ids = try await seed(server, 10)
+        let device = try await device(server)
+        try await device.engine.sync(models: ["Product"])
+        device.log.clear()
+        try await server.update("Product", ids[0], ["price": 100])
+        try await server.update("Product", ids[1], ["brand": .null])
+        try await server.delete("Product", ids[2])
+        try await server.delete("Product", ids[3])
+        let added = try await server.put("Product", ["name": "Product 11", "price": 11], id: "p11")
+        try await device.engine.sync(models: ["Product"])
+        let objects = device.log.objects("Product")
+        #expect(Set(objects.deleted) == [ids[2], ids[3]])
+        #expect(Set(objects.updated).isSuperset(of: [ids[0], ids[1]]))
+        #expect(objects.created == [added])
+        #expect(try device.products().find(ids[1])?["brand"] == nil)
+        #expect(try device.products().find(ids[0])?["price"] == 100)
+        try await device.expectConverged()
+    }
+
+    static func pushesLocalChanges(_ server: any ConformanceServer) async throws {
+        let ids = try await seed(server, 3)
+        let device = try await device(server)
+        try await device.engine.sync(models: ["Product"])
+        let products = try device.products()
+        try products.create(["object": "n1", "name": "New", "price": 5])
+        try products.update(ids[0], with: ["price": 7, "brand": .null])
+        try products.destroy(ids[1])
+        // Every attribute gone: the object is deleted (the null rule).
+        #expect(try products.update(ids[2], with: ["name": .null, "price": .null, "brand": .null]) == nil)
+        let report = try await device.engine.sync(models: ["Product"])
+        #expect(report.accepted == 4)
+        #expect(report.rejected == 0)
+        let remote = try await server.objects("Product")
+        #expect(remote[ids[0]] == ["name": "Product 1", "price": 7])
+        #expect(remote[ids[1]] == nil && remote[ids[2]] == nil)
+        #expect(try await serverObjects(server, "Product", where: "name", is: "New").count == 1)
+        try await device.expectConverged()
+
+        // A removal made on the server removes the attribute here.
+        try await server.update("Product", ids[0], ["name": .null])
+        try await device.engine.sync(models: ["Product"])
+        #expect(try products.find(ids[0])?.attributes == ["price": 7])
+        try await device.expectConverged()
+    }
+
+    static func linksIDsAndReferences(_ server: any ConformanceServer) async throws {
+        let device = try await device(server)
+        try device.client.model("Customer").create(["object": "c-local", "name": "Ann"])
+        try device.client.model("Order").create(["object": "o-local", "customer": "c-local", "total": 12])
+        let report = try await device.engine.sync()
+        #expect(report.accepted == 2)
+        let customerIndex = try #require(report.models.firstIndex(of: "Customer"))
+        let orderIndex = try #require(report.models.firstIndex(of: "Order"))
+        #expect(customerIndex < orderIndex, "parents sync first")
+        let customers = try await server.objects("Customer")
+        let orders = try await server.objects("Order")
+        #expect(customers.count == 1 && orders.count == 1)
+        let customerID = try #require(customers.first?.key)
+        #expect(customers[customerID]?["name"] == "Ann")
+        #expect(orders.first?.value["customer"] == .string(customerID), "the server's order refers to the server's customer")
+        #expect(try device.client.model("Customer").find(customerID)?["name"] == "Ann")
+        #expect(try device.client.model("Order").findAll().first?["customer"] == .string(customerID))
+        if customerID != "c-local" {
+            #expect(try device.client.model("Customer").find("c-local") == nil)
+            #expect(device.log.objects("Customer").created.contains(customerID))
+        }
+        try await device.engine.sync()
+        try await device.expectConverged(["Customer", "Order"])
+    }
+
+    static func concurrentEdits(_ server: any ConformanceServer) async throws {
+        let ids = try await seed(server, 1)
+        let device = try await device(server)
+        let products = try device.products()
+        try await device.engine.sync(models: ["Product"])
+        try await server.update("Product", ids[0], ["name": "Server name"])
+        try products.update(ids[0], with: ["price": 99])
+        let report = try await device.engine.sync(models: ["Product"])
+        if server.detectsConflicts {
+            #expect(report.rejected == 1)
+            let errors = try device.store.recordErrors(model: "Product")
+            let error = try #require(errors.first)
+            #expect(errors.count == 1)
+            #expect(error.kind == .update && error.objectID == ids[0])
+            #expect(error.serverCopy?["name"] == "Server name")
+            #expect(error.actions == [.retry, .rollback])
+            // The local value stays until the conflict is resolved; the others follow the server.
+            #expect(try products.find(ids[0])?["price"] == 99)
+            #expect(try products.find(ids[0])?["name"] == "Server name")
+            try device.store.resolve("Product", ids[0], .retry)
+            try await device.engine.sync(models: ["Product"])
+            #expect(try await server.objects("Product")[ids[0]]?["price"] == 99)
+            try await device.expectConverged()
+
+            // Again, rolled back this time.
+            try await server.update("Product", ids[0], ["price": 1])
+            try products.update(ids[0], with: ["price": 50])
+            #expect(try await device.engine.sync(models: ["Product"]).rejected == 1)
+            try device.store.resolve("Product", ids[0], .rollback)
+            #expect(try products.find(ids[0])?["price"] == 1)
+            try await device.engine.sync(models: ["Product"])
+        } else {
+            #expect(report.rejected == 0)
+        }
+        let remote = try await server.objects("Product")[ids[0]]
+        #expect(remote?["name"] == "Server name")
+        #expect(remote?["price"] == (server.detectsConflicts ? 1 : 99))
+        try await device.expectConverged()
+    }
+
+    static func createErrorDelete(_ server: any ConformanceServer) async throws {
+        let device = try await device(server)
+        let products = try device.products()
+        try await server.refuse(.create, model: "Product", id: "bad1")
+        try products.create(["object": "bad1", "name": "Bad"])
+        try products.create(["object": "good1", "name": "Good"])
+        let report = try await device.engine.sync(models: ["Product"])
+        #expect(report.rejected == 1)
+        #expect(report.accepted == 1)
+        let errors = try device.store.recordErrors(model: "Product")
+        #expect(errors.map(\.objectID) == ["bad1"])
+        #expect(errors.first?.kind == .create)
+        #expect(errors.first?.actions == [.delete, .recreate])
+        #expect(device.log.notifications(.error, model: "Product").contains { $0.errorCode == .rejectedRecords })
+        #expect(try await serverObjects(server, "Product", where: "name", is: "Good").count == 1)
+        #expect(try await serverObjects(server, "Product", where: "name", is: "Bad").isEmpty)
+        #expect(try products.find("bad1")?["name"] == "Bad", "the refused object stays until resolved")
+        guard case .rejected? = try device.store.changeFates(model: "Product")["bad1"] else {
+            Issue.record("the fate of the refused create is not 'rejected'")
+            return
+        }
+        // An unresolved error is not pushed again, and blocks nothing.
+        try products.create(["object": "good2", "name": "Good 2"])
+        #expect(try await device.engine.sync(models: ["Product"]).rejected == 0)
+        #expect(try await serverObjects(server, "Product", where: "name", is: "Good 2").count == 1)
+        #expect(try device.store.recordErrors(model: "Product").count == 1)
+
+        try device.store.resolve("Product", "bad1", .delete)
+        #expect(try products.find("bad1") == nil)
+        try await device.engine.sync(models: ["Product"])
+        try await device.expectConverged()
+    }
+
+    static func createErrorRecreate(_ server: any ConformanceServer) async throws {
+        let device = try await device(server)
+        let products = try device.products()
+        try await server.refuse(.create, model: "Product", id: "bad1")
+        try products.create(["object": "bad1", "name": "Bad"])
+        #expect(try await device.engine.sync(models: ["Product"]).rejected == 1)
+        try await server.allowAll()
+        try device.store.resolve("Product", "bad1", .recreate)
+        let report = try await device.engine.sync(models: ["Product"])
+        #expect(report.rejected == 0)
+        #expect(try await serverObjects(server, "Product", where: "name", is: "Bad").count == 1)
+        try await device.expectConverged()
+    }
+
+    static func updateErrorRollbackRetry(_ server: any ConformanceServer) async throws {
+        let ids = try await seed(server, 1)
+        let device = try await device(server)
+        let products = try device.products()
+        try await device.engine.sync(models: ["Product"])
+        try await server.refuse(.update, model: "Product", id: ids[0])
+        try products.update(ids[0], with: ["price": 2, "brand": "Local"])
+        #expect(try await device.engine.sync(models: ["Product"]).rejected == 1)
+        let error = try #require(try device.store.recordErrors(model: "Product").first)
+        #expect(error.kind == .update && error.objectID == ids[0])
+        #expect(error.attributes["price"] == 2)
+        #expect(try products.find(ids[0])?["price"] == 2, "the local value stays until resolved")
+        #expect(error.actions.contains(.retry))
+        if error.actions.contains(.rollback) {
+            try device.store.resolve("Product", ids[0], .rollback)
+            #expect(try products.find(ids[0])?.attributes == error.serverCopy)
+            try await device.engine.sync(models: ["Product"])
+            try await device.expectConverged()
+            try products.update(ids[0], with: ["price": 3, "brand": "Local"])
+            #expect(try await device.engine.sync(models: ["Product"]).rejected == 1)
+        }
+        #expect(throws: SatchelError.self) { try device.store.resolve("Product", ids[0], .recreate) }
+        try await server.allowAll()
+        try device.store.resolve("Product", ids[0], .retry)
+        #expect(try await device.engine.sync(models: ["Product"]).rejected == 0)
+        #expect(try await server.objects("Product")[ids[0]]?["brand"] == "Local")
+        try await device.expectConverged()
+    }
+
+    static func deleteErrorRetry(_ server: any ConformanceServer) async throws {
+        let ids = try await seed(server, 2)
+        let device = try await device(server)
+        let products = try device.products()
+        try await device.engine.sync(models: ["Product"])
+        try await server.refuse(.delete, model: "Product", id: ids[0])
+        try products.destroy(ids[0])
+        #expect(try await device.engine.sync(models: ["Product"]).rejected == 1)
+        let error = try #require(try device.store.recordErrors(model: "Product").first)
+        #expect(error.kind == .delete && error.actions == [.retry])
+        #expect(try products.find(ids[0]) == nil, "a refused delete stays deleted here")
+        #expect(try await server.objects("Product")[ids[0]] != nil)
+        try await device.engine.sync(models: ["Product"])
+        #expect(try products.find(ids[0]) == nil, "a pull does not bring it back")
+        try await server.allowAll()
+        try device.store.resolve("Product", ids[0], .retry)
+        #expect(try await device.engine.sync(models: ["Product"]).rejected == 0)
+        #expect(try await server.objects("Product")[ids[0]] == nil)
+        try await device.expectConverged()
+    }
+
+    static func serverDeleteOfChangedObject(_ server: any ConformanceServer) async throws {
+        let ids = try await seed(server, 2)
+        let device = try await device(server)
+        let products = try device.products()
+        try await device.engine.sync(models: ["Product"])
+        try products.update(ids[0], with: ["price": 5])
+        try products.update(ids[1], with: ["price": 6])
+        try await server.delete("Product", ids[0])
+        try await server.delete("Product", ids[1])
+        let report = try await device.engine.sync(models: ["Product"])
+        #expect(report.rejected == 2)
+        let errors = try device.store.recordErrors(model: "Product")
+        #expect(errors.map(\.objectID).sorted() == ids.sorted())
+        #expect(errors.allSatisfy { $0.kind == .update && $0.serverDeleted })
+        #expect(try products.find(ids[0])?["price"] == 5, "not silently deleted")
+        try device.store.resolve("Product", ids[0], .rollback)
+        #expect(try products.find(ids[0]) == nil)
+        try device.store.resolve("Product", ids[1], .retry)
+        #expect(try await device.engine.sync(models: ["Product"]).rejected == 0)
+        let recreated = try await serverObjects(server, "Product", where: "price", is: 6)
+        #expect(recreated.count == 1, "retry creates the object again on the server")
+        #expect(recreated.first?.value["name"] == "Product 2")
+        try await device.expectConverged()
+    }
+
+    static func resumesAfterFault(_ server: any ConformanceServer) async throws {
+        try await seed(server, 20)
+        var device = try await device(server)
+        try device.products().create(["object": "n1", "name": "Made offline"])
+        device.faults.inject(.fail(SyncError(.network, "connection reset by peer")), on: .pull, after: 2)
+        await expectThrows(.network) { try await device.engine.sync(models: ["Product"]) }
+        #expect(try device.products().count() >= 11, "the two pages applied stay, with the local object")
+        #expect(try await serverObjects(server, "Product", where: "name", is: "Made offline").count == 1, "the push before the pull landed")
+        #expect(try device.store.verify().problems == [])
+        #expect(device.log.notifications(.error).last?.errorCode == .network)
+
+        try await device.restart()
+        let report = try await device.engine.sync(models: ["Product"])
+        #expect(report.pulled < 21, "the pull resumed from its cursor")
+        #expect(try await serverObjects(server, "Product", where: "name", is: "Made offline").count == 1)
+        try await device.expectConverged()
+    }
+
+    static func lostPushAnswer(_ server: any ConformanceServer) async throws {
+        let ids = try await seed(server, 1)
+        let device = try await device(server)
+        try await device.engine.sync(models: ["Product"])
+        try device.products().create(["object": "n1", "name": "Once"])
+        try device.products().update(ids[0], with: ["price": 42])
+        device.faults.inject(.dropAnswer, on: .push)
+        await expectThrows(.network) { try await device.engine.sync(models: ["Product"]) }
+        guard case .inFlight? = try device.store.changeFates(model: "Product")["n1"] else {
+            Issue.record("the create is not in flight after its answer was lost")
+            return
+        }
+        let report = try await device.engine.sync(models: ["Product"])
+        #expect(report.rejected == 0)
+        #expect(try await serverObjects(server, "Product", where: "name", is: "Once").count == 1, "sent twice, created once")
+        #expect(try await server.objects("Product")[ids[0]]?["price"] == 42)
+        try await device.expectConverged()
+    }
+
+    static func repeatedPage(_ server: any ConformanceServer) async throws {
+        let ids = try await seed(server, 12)
+        let device = try await device(server)
+        device.faults.inject(.repeatPreviousPage, on: .pull, after: 1)
+        try await device.engine.sync(models: ["Product"])
+        let created = device.log.objects("Product").created
+        #expect(created.count == 12 && Set(created) == Set(ids), "each object created once")
+        try await device.expectConverged()
+    }
+
+    static func retriesServerErrors(_ server: any ConformanceServer) async throws {
+        try await seed(server, 7)
+        let device = try await device(server, retry: RetryPolicy(maxAttempts: 4, baseDelay: .milliseconds(100), jitter: 0.2))
+        let unavailable = SyncError(.server, "service unavailable", httpStatus: 503, retryAfter: .seconds(2))
+        device.faults.inject(.fail(unavailable), on: .pull, after: 1)
+        device.faults.inject(.fail(SyncError(.server, "bad gateway", httpStatus: 502)), on: .pull)
+        try await device.engine.sync(models: ["Product"])
+        let delays = device.client.delays.all
+        #expect(delays.count == 2)
+        #expect(delays.first.map { $0 >= .seconds(2) } == true, "Retry-After honoured: \(delays)")
+        #expect(delays.last.map { $0 >= .milliseconds(160) && $0 <= .milliseconds(240) } == true, "backoff with jitter: \(delays)")
+        #expect(device.log.notifications(.error).count == 2)
+        // A 4xx is not retried.
+        try await server.update("Product", "p1", ["price": 1000])
+        device.faults.inject(.fail(SyncError(.server, "bad request", httpStatus: 400)), on: .pull)
+        await expectThrows(.server) { try await device.engine.sync(models: ["Product"]) }
+        #expect(device.client.delays.all.count == 2)
+        try await device.engine.sync(models: ["Product"])
+        try await device.expectConverged()
+    }
+
+    static func unauthorizedMidSync(_ server: any ConformanceServer) async throws {
+        try await seed(server, 12)
+        let device = try await device(server)
+        device.faults.inject(.fail(SyncError(.unauthorized, "the session expired", httpStatus: 401)), on: .pull, after: 1)
+        await expectThrows(.unauthorized) { try await device.engine.sync(models: ["Product"]) }
+        #expect(await !device.engine.isLoggedIn)
+        #expect(try device.products().count() == 5)
+        await expectThrows(.notLoggedIn) { try await device.engine.sync(models: ["Product"]) }
+        try await device.engine.logIn(server.credentials)
+        try await device.engine.sync(models: ["Product"])
+        try await device.expectConverged()
+    }
+
+    static func stopMidSync(_ server: any ConformanceServer) async throws {
+        try await seed(server, 15)
+        let device = try await device(server)
+        let engine = device.engine
+        device.faults.inject(.before({ engine.stop() }), on: .pull, after: 1)
+        await expectThrows(.cancelled) { try await engine.sync(models: ["Product"]) }
+        #expect(await !engine.isSyncing)
+        #expect(try device.products().count() == 10, "two whole pages, no half page")
+        #expect(try device.store.verify().problems == [])
+        #expect(device.log.notifications(.error).last?.errorCode == .cancelled)
+        #expect(device.log.completions.count == 1)
+        try await engine.sync(models: ["Product"])
+        try await device.expectConverged()
+    }
+
+    static func unknownClient(_ server: any ConformanceServer) async throws {
+        let ids = try await seed(server, 6)
+        let device = try await device(server)
+        try await device.engine.sync(models: ["Product"])
+        try device.products().create(["object": "n1", "name": "Made offline"])
+        try device.products().update(ids[0], with: ["price": 77])
+        try await server.delete("Product", ids[1])
+        device.faults.inject(.fail(SyncError(.unknownClient, "unknown client", httpStatus: 404)), on: .prepare)
+        let report = try await device.engine.sync(models: ["Product"])
+        #expect(report.clientWasReset)
+        #expect(device.log.notifications(.error).contains { $0.errorCode == .unknownClient })
+        #expect(try await serverObjects(server, "Product", where: "name", is: "Made offline").count == 1, "nothing pushed is lost")
+        #expect(try await server.objects("Product")[ids[0]]?["price"] == 77)
+        #expect(try device.products().find(ids[1]) == nil)
+        try await device.expectConverged()
+    }
+
+    static func resets(_ server: any ConformanceServer) async throws {
+        try await seed(server, 5)
+        let device = try await device(server)
+        try await device.engine.sync(models: ["Product"])
+        try await device.engine.clientReset()
+        #expect(try device.products().count() == 0)
+        #expect(await device.engine.isLoggedIn)
+        #expect(try await !device.engine.initialSyncComplete("Product"))
+        try await device.engine.sync(models: ["Product"])
+        try await device.expectConverged()
+
+        try device.products().create(["object": "n1", "name": "Never pushed"])
+        try await device.engine.fullResetAndLogout()
+        #expect(try device.products().count() == 0)
+        #expect(try device.store.pendingChanges().isEmpty)
+        #expect(await !device.engine.isLoggedIn)
+        await expectThrows(.notLoggedIn) { try await device.engine.sync(models: ["Product"]) }
+        try await device.engine.logIn(server.credentials)
+        try await device.engine.sync(models: ["Product"])
+        #expect(try await server.objects("Product").count == 5)
+        try await device.expectConverged()
+    }
+
+    static func fullResync(_ server: any ConformanceServer) async throws {
+        let ids = try await seed(server, 6)
+        let device = try await device(server)
+        try await device.engine.sync(models: ["Product"])
+        try await server.update("Product", ids[0], ["price": 60])
+        try await server.delete("Product", ids[1])
+        let report = try await device.engine.sync(models: ["Product"], mode: .full)
+        #expect(report.pulled >= 5, "everything again")
+        #expect(try device.products().find(ids[1]) == nil)
+        try await device.expectConverged()
+    }
+
+    static func bulkSync(_ server: any ConformanceServer) async throws {
+        let ids = try await seed(server, 6)
+        let device = try await device(server)
+        try await device.engine.sync(models: ["Product"])
+        try device.products().update(ids[0], with: ["price": 500])
+        try await server.update("Product", ids[2], ["price": 300])
+        try await server.delete("Product", ids[3])
+        try await device.engine.sync(models: ["Product"], mode: .bulk)
+        #expect(try device.products().find(ids[0])?["price"] == 500)
+        #expect(try device.products().find(ids[2])?["price"] == 300)
+        #expect(try device.products().find(ids[3]) == nil)
+        try await device.expectConverged()
+    }
+
+    static func secondDevice(_ server: any ConformanceServer) async throws {
+        try await seed(server, 3)
+        let first = try await device(server)
+        let second = try await device(server)
+        try first.client.model("Customer").create(["object": "c1", "name": "Bo"])
+        try first.client.model("Order").create(["object": "o1", "customer": "c1", "total": 3])
+        try await first.engine.sync()
+        try await second.engine.sync()
+        try await second.expectConverged(["Product", "Customer", "Order"])
+        #expect(try second.client.objects("Order") == first.client.objects("Order"))
+        let order = try #require(try second.client.model("Order").findAll().first)
+        try second.client.model("Order").update(order.id, with: ["total": 4])
+        try await second.engine.sync()
+        try await first.engine.sync()
+        #expect(try first.client.model("Order").find(order.id)?["total"] == 4)
+        try await first.expectConverged(["Product", "Customer", "Order"])
+    }
+}

@@ -1,0 +1,81 @@
+import Satchel
+import SatchelSync
+import SatchelSyncConformance
+import Testing
+
+/// The in-memory backend as a conformance server.
+struct InMemoryHarness: ConformanceHarness {
+    var options = InMemoryBackend.Options()
+
+    func makeServer() async throws -> any ConformanceServer { InMemoryServer(server: InMemoryBackend(options: options)) }
+}
+
+struct InMemoryServer: ConformanceServer {
+    let server: InMemoryBackend
+
+    var backend: any SyncBackend { server }
+    var credentials: Credentials { Credentials(user: "ann", password: "secret") }
+    var detectsConflicts: Bool { server.options.checkVersions }
+
+    func put(_ model: String, _ attributes: JSONObject, id: String?) async throws -> String { await server.put(model, attributes, id: id) }
+    func update(_ model: String, _ id: String, _ changes: JSONObject) async throws { await server.update(model, id, changes) }
+    func delete(_ model: String, _ id: String) async throws { await server.delete(model, id) }
+    func objects(_ model: String) async throws -> [String: JSONObject] { await server.objects(model) }
+
+    func refuse(_ kind: PendingChange.Kind, model: String, id: String) async throws {
+        await server.reject(InMemoryBackend.Rejection(model: model, kinds: [kind], ids: [id], message: "refused for the test"))
+    }
+
+    func allowAll() async throws { await server.clearRejections() }
+    func shutdown() async throws {}
+}
+
+extension InMemoryHarness {
+    /// Like Kinto: client ids kept, version conflicts, tombstones.
+    static var kintoLike: InMemoryHarness {
+        var options = InMemoryBackend.Options()
+        options.serverAssignsIDs = false
+        return InMemoryHarness(options: options)
+    }
+
+    /// Like RhoConnect: server ids and errors arrive in pulls, partial objects, no version checks.
+    static var rhoConnectLike: InMemoryHarness {
+        var options = InMemoryBackend.Options()
+        options.linksViaPull = true
+        options.wholeObjects = false
+        options.checkVersions = false
+        return InMemoryHarness(options: options)
+    }
+
+    /// Like Parse: server ids, no tombstones (deletions seen by listing ids), small push batches.
+    static var parseLike: InMemoryHarness {
+        var options = InMemoryBackend.Options()
+        options.deletions = .byListingIDs
+        options.checkVersions = false
+        options.maxPushBatch = 2
+        return InMemoryHarness(options: options)
+    }
+}
+
+@Suite("Conformance: in-memory backend")
+struct InMemoryConformanceTests {
+    @Test("server ids, version checks", arguments: SyncConformance.scenarios)
+    func standard(_ scenario: SyncConformance.Scenario) async throws {
+        try await scenario.run(on: InMemoryHarness())
+    }
+
+    @Test("Kinto-like", arguments: SyncConformance.scenarios)
+    func kintoLike(_ scenario: SyncConformance.Scenario) async throws {
+        try await scenario.run(on: InMemoryHarness.kintoLike)
+    }
+
+    @Test("RhoConnect-like", arguments: SyncConformance.scenarios)
+    func rhoConnectLike(_ scenario: SyncConformance.Scenario) async throws {
+        try await scenario.run(on: InMemoryHarness.rhoConnectLike)
+    }
+
+    @Test("Parse-like", arguments: SyncConformance.scenarios)
+    func parseLike(_ scenario: SyncConformance.Scenario) async throws {
+        try await scenario.run(on: InMemoryHarness.parseLike)
+    }
+}
