@@ -112,7 +112,7 @@ extension SyncEngine {
         guard let definition = store.models.first(where: { $0.name == name }) else {
             throw SyncError(.notSupported, "no model named '\(name)'")
         }
-        guard let session = try currentSession() else { throw SyncError(.notLoggedIn, "log in before searching") }
+        let session = try await preparedSession()
         let model = try storage { try store.model(name) }
         let settings = configuration(of: name)
         let request = pullRequest(definition, cursor: nil, session: session, settings: settings)

@@ -208,16 +208,22 @@ public actor SyncEngine {
     }
 
     private func cycle(_ names: [String]?, mode: Mode, report: inout SyncReport) async throws {
-        guard var session = try currentSession() else { throw SyncError(.notLoggedIn, "log in before syncing") }
-        let prepared = session
-        session = try await withRetry { try await self.backend.prepare(prepared) }
-        if session != prepared { try storage { try store.setStoredSession(Self.encode(session)) } }
+        let session = try await preparedSession()
         for definition in try orderedModels(names) {
             try checkStopped()
             report.models.append(definition.name)
             try await syncModel(definition, mode: mode, session: session, report: &report)
             if report.schemaChanged { break }
         }
+    }
+
+    /// The stored session, after the backend prepared it (registered the client, refreshed a
+    /// token); stored again when it changed.
+    func preparedSession() async throws -> SyncSession {
+        guard let stored = try currentSession() else { throw SyncError(.notLoggedIn, "log in before syncing") }
+        let session = try await withRetry { try await self.backend.prepare(stored) }
+        if session != stored { try storage { try store.setStoredSession(Self.encode(session)) } }
+        return session
     }
 
     /// The models to sync: those of the user and app partitions that sync, parents before the

@@ -18,10 +18,10 @@ public import Satchel
 /// try await engine.sync()
 /// ```
 ///
-/// Faults: ``failNext(_:with:on:)`` (calls fail before the server does anything),
-/// ``dropConnection(during:)`` (the server does the work, the answer is lost),
-/// ``duplicateNextPage()`` (the last page is served again), ``reject(_:)`` (records refused by a
-/// rule), ``expireSessions()`` (401s), ``forgetClients()`` (unknown client).
+/// Faults, injected into a coming call with ``inject(_:on:after:)``: a call that fails before
+/// the server does anything, a connection dropped after the server did the work (the answer is
+/// lost), the last page served again, sessions expired (401s), clients forgotten ("unknown
+/// client"); and records refused by a rule (``reject(_:)``).
 public actor InMemoryBackend: SyncBackend {
     /// How the server behaves.
     public struct Options: Sendable {
@@ -86,9 +86,7 @@ public actor InMemoryBackend: SyncBackend {
     public nonisolated let options: Options
 
     var state: ServerState
-    private var failures: [(operations: Set<Operation>, error: SyncError)] = []
-    private var drops: Set<Operation> = []
-    private var duplicatePage = false
+    private var scheduled: [(call: Operation, skip: Int, fault: Fault)] = []
     private var lastPage: PullPage?
     private var rejections: [Rejection] = []
     /// Every call received, in order.
@@ -116,21 +114,30 @@ public actor InMemoryBackend: SyncBackend {
 
     // MARK: - Faults
 
-    /// The next `count` calls among `operations` fail with `error` before the server does
-    /// anything.
-    public func failNext(
-        _ count: Int = 1, with error: SyncError = SyncError(.server, "service unavailable", httpStatus: 503),
-        on operations: Set<Operation> = [.pull, .push]
-    ) {
-        failures += Array(repeating: (operations, error), count: max(0, count))
+    /// A fault of the in-memory server.
+    public enum Fault: Sendable {
+        /// The call fails with this error before the server does anything (a 503, a timeout).
+        case fail(SyncError)
+        /// The server does the work, then the connection drops: the client gets a `.network`
+        /// error, not the answer (a pull's page is lost; a push's changes are applied).
+        case dropConnection
+        /// A pull answers with the page the previous pull returned, again.
+        case duplicatePage
+        /// The server forgets every session just before the call: it gets a 401.
+        case expireSessions
+        /// The server forgets every client just before the call: it gets "unknown client".
+        case forgetClients
     }
 
-    /// The next call of `operation` does its work, then the connection drops: the client gets a
-    /// `.network` error, not the answer (a pull's page is lost; a push's changes are applied).
-    public func dropConnection(during operation: Operation) { drops.insert(operation) }
+    /// Injects `fault` into the call of `call` that comes after `skip` more of them.
+    public func inject(_ fault: Fault, on call: Operation, after skip: Int = 0) {
+        scheduled.append((call, max(0, skip), fault))
+    }
 
-    /// The next pull answers with the page the last pull returned, again.
-    public func duplicateNextPage() { duplicatePage = true }
+    /// The next `count` calls of `call` fail with `error` (by default a 503).
+    public func failNext(_ count: Int = 1, with error: SyncError = SyncError(.server, "service unavailable", httpStatus: 503), on call: Operation) {
+        for _ in 0..<max(0, count) { inject(.fail(error), on: call) }
+    }
 
     /// Refuses the pushed changes that `rule` matches, from now on.
     public func reject(_ rule: Rejection) { rejections.append(rule) }
@@ -147,15 +154,29 @@ public actor InMemoryBackend: SyncBackend {
         state.outcomes.removeAll()
     }
 
-    private func enter(_ operation: Operation) throws {
+    /// Records the call and fires the fault scheduled for it: returns it when it acts later
+    /// (a dropped connection, a duplicate page).
+    @discardableResult
+    private func enter(_ operation: Operation) throws -> Fault? {
         calls.append(operation)
-        if let index = failures.firstIndex(where: { $0.operations.contains(operation) }) {
-            throw failures.remove(at: index).error
+        guard let index = scheduled.firstIndex(where: { $0.call == operation }) else { return nil }
+        if scheduled[index].skip > 0 {
+            scheduled[index].skip -= 1
+            return nil
         }
+        let fault = scheduled.remove(at: index).fault
+        switch fault {
+        case .fail(let error): throw error
+        case .expireSessions: state.sessions.removeAll()
+        case .forgetClients: forgetClients()
+        case .dropConnection, .duplicatePage: break
+        }
+        return fault
     }
 
-    private func leave(_ operation: Operation) throws {
-        if drops.remove(operation) != nil { throw SyncError(.network, "the connection dropped mid-answer (\(operation.rawValue))") }
+    /// Ends a call: a scheduled dropped connection loses its answer.
+    private func leave(_ operation: Operation, _ fault: Fault?) throws {
+        if case .dropConnection? = fault { throw SyncError(.network, "the connection dropped mid-answer (\(operation.rawValue))") }
     }
 
     // MARK: - The server's side
@@ -193,25 +214,25 @@ public actor InMemoryBackend: SyncBackend {
 
     // MARK: - Session
 
-    public func logIn(_ credentials: Credentials) throws -> SyncSession {
-        try enter(.logIn)
+    public func logIn(_ credentials: Credentials) async throws -> SyncSession {
+        let fault = try enter(.logIn)
         if let users = options.users, users[credentials.user] != credentials.password {
             throw SyncError(.unauthorized, "wrong user name or password", httpStatus: 401)
         }
         let token = state.newID("t")
         state.sessions[token] = credentials.user
-        try leave(.logIn)
+        try leave(.logIn, fault)
         return SyncSession(user: credentials.user, data: ["token": .string(token)])
     }
 
-    public func logOut(_ session: SyncSession) throws {
-        try enter(.logOut)
+    public func logOut(_ session: SyncSession) async throws {
+        let fault = try enter(.logOut)
         if let token = session.data["token"]?.stringValue { state.sessions[token] = nil }
-        try leave(.logOut)
+        try leave(.logOut, fault)
     }
 
-    public func prepare(_ session: SyncSession) throws -> SyncSession {
-        try enter(.prepare)
+    public func prepare(_ session: SyncSession) async throws -> SyncSession {
+        let fault = try enter(.prepare)
         try authenticate(session)
         var session = session
         if let client = session.data["client"]?.stringValue {
@@ -221,12 +242,12 @@ public actor InMemoryBackend: SyncBackend {
             state.clients.insert(client)
             session.data["client"] = .string(client)
         }
-        try leave(.prepare)
+        try leave(.prepare, fault)
         return session
     }
 
-    public func resetClient(_ session: SyncSession) throws -> SyncSession {
-        try enter(.resetClient)
+    public func resetClient(_ session: SyncSession) async throws -> SyncSession {
+        let fault = try enter(.resetClient)
         try authenticate(session)
         var session = session
         if let client = session.data["client"]?.stringValue {
@@ -234,7 +255,7 @@ public actor InMemoryBackend: SyncBackend {
             state.outcomes[client] = nil
         }
         session.data["client"] = nil
-        try leave(.resetClient)
+        try leave(.resetClient, fault)
         return session
     }
 
@@ -291,14 +312,10 @@ public actor InMemoryBackend: SyncBackend {
         }
     }
 
-    public func pull(_ request: PullRequest) throws -> PullPage {
-        try enter(.pull)
+    public func pull(_ request: PullRequest) async throws -> PullPage {
+        let fault = try enter(.pull)
         let client = try client(request.session)
-        if duplicatePage, let lastPage {
-            duplicatePage = false
-            try leave(.pull)
-            return lastPage
-        }
+        if case .duplicatePage? = fault, let lastPage { return lastPage }
         let cursor = try Cursor(request.cursor)
         var page: PullPage
         var next: Cursor
@@ -312,7 +329,7 @@ public actor InMemoryBackend: SyncBackend {
         next.ack = deliverOutcomes(to: client, model: request.model.name, acknowledging: cursor.ack, into: &page)
         page.nextCursor = next.json
         lastPage = page
-        try leave(.pull)
+        try leave(.pull, fault)
         return page
     }
 
@@ -418,8 +435,8 @@ public actor InMemoryBackend: SyncBackend {
 
     // MARK: - Push
 
-    public func push(_ request: PushRequest) throws -> [PushResult] {
-        try enter(.push)
+    public func push(_ request: PushRequest) async throws -> [PushResult] {
+        let fault = try enter(.push)
         let client = try client(request.session)
         let model = request.model.name
         var results: [PushResult] = []
@@ -444,7 +461,7 @@ public actor InMemoryBackend: SyncBackend {
             }
             results.append(PushResult(id: change.id, outcome: outcome))
         }
-        try leave(.push)
+        try leave(.push, fault)
         return results
     }
 
@@ -487,40 +504,40 @@ public actor InMemoryBackend: SyncBackend {
 
     // MARK: - Snapshots, search, listing, blobs
 
-    public func bulkSnapshot(_ request: PullRequest) throws -> PullPage {
-        try enter(.bulkSnapshot)
+    public func bulkSnapshot(_ request: PullRequest) async throws -> PullPage {
+        let fault = try enter(.bulkSnapshot)
         _ = try client(request.session)
         var plain = request
         plain.configuration.fetchLimit = nil
         var (page, next) = listing(plain, cursor: try Cursor(request.cursor))
         page.nextCursor = next.json
-        try leave(.bulkSnapshot)
+        try leave(.bulkSnapshot, fault)
         return page
     }
 
     /// Objects whose attributes equal every member of `query`, in one page.
-    public func search(_ request: PullRequest, query: JSONObject) throws -> PullPage {
-        try enter(.search)
+    public func search(_ request: PullRequest, query: JSONObject) async throws -> PullPage {
+        let fault = try enter(.search)
         _ = try client(request.session)
         let found = ordered(request).filter { Self.matches($0.entry.attributes, query) }
         let page = PullPage(upserts: found.map { serverObject($0.id, $0.entry, request: request) }, totalCount: found.count)
-        try leave(.search)
+        try leave(.search, fault)
         return page
     }
 
-    public func remoteIDs(_ request: PullRequest) throws -> [String] {
-        try enter(.remoteIDs)
+    public func remoteIDs(_ request: PullRequest) async throws -> [String] {
+        let fault = try enter(.remoteIDs)
         _ = try client(request.session)
         let ids = ordered(request).map(\.id)
-        try leave(.remoteIDs)
+        try leave(.remoteIDs, fault)
         return ids
     }
 
-    public func downloadBlob(_ url: String, session: SyncSession) throws -> Data {
-        try enter(.downloadBlob)
+    public func downloadBlob(_ url: String, session: SyncSession) async throws -> Data {
+        let fault = try enter(.downloadBlob)
         try authenticate(session)
         guard let data = state.blobs[url] else { throw SyncError(.server, "no blob at \(url)", httpStatus: 404) }
-        try leave(.downloadBlob)
+        try leave(.downloadBlob, fault)
         return data
     }
 }

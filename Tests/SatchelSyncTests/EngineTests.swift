@@ -1,0 +1,382 @@
+import Foundation
+import Satchel
+import SatchelSync
+import SatchelSyncConformance
+import Synchronization
+import Testing
+
+/// The engine's own behaviour, beyond what the conformance kit asks of every adapter.
+@Suite("Sync engine")
+struct EngineTests {
+    static let credentials = Credentials(user: "ann", password: "secret")
+
+    static func client(
+        _ server: InMemoryBackend, models: [ModelDefinition] = [ModelDefinition(name: "Product")], pageSize: Int = 5
+    ) async throws -> SyncClient {
+        let client = try SyncClient(backend: server, models: models, pageSize: pageSize)
+        await client.record()
+        try await client.engine.logIn(credentials)
+        return client
+    }
+
+    static func seed(_ server: InMemoryBackend, _ count: Int) async {
+        for i in 1...count {
+            await server.put("Product", ["name": .string("Product \(i)"), "price": .int(Int64(i)), "brand": i % 2 == 0 ? "Acme" : "Zenith"], id: "p\(i)")
+        }
+    }
+
+    @Test("notifications arrive through the AsyncStream in order, ending with the completion")
+    func notificationStream() async throws {
+        let server = InMemoryBackend()
+        await Self.seed(server, 12)
+        let client = try await Self.client(server)
+        let engine = client.engine
+        let collector = Task {
+            var events: [SyncEvent] = []
+            for await event in engine.events {
+                events.append(event)
+                if case .completed = event { break }
+            }
+            return events
+        }
+        let report = try await engine.sync()
+        let events = await collector.value
+        let statuses = events.compactMap { if case .sync(let n) = $0 { n.status } else { nil } }
+        #expect(statuses == [.inProgress, .inProgress, .inProgress, .ok, .complete])
+        let progress = events.compactMap { if case .sync(let n) = $0, n.status == .inProgress { n } else { nil } }
+        #expect(progress.map(\.processedCount) == [5, 10, 12])
+        #expect(progress.map(\.cumulativeCount) == [5, 5, 2])
+        #expect(progress.allSatisfy { $0.totalCount == 12 && $0.model == "Product" })
+        #expect(events.last == .completed(report))
+        #expect(report.models == ["Product"] && report.pulled == 12)
+        // The callback saw the same.
+        #expect(client.log.all == events)
+        // One line of JSON per notification, as `satchel sync` prints them.
+        #expect(progress[0].description == #"{"count":5,"model":"Product","processed":5,"status":"inProgress","total":12}"#)
+    }
+
+    @Test("a local change not yet pushed wins over pulled values until acknowledged")
+    func pendingWinsOverPull() async throws {
+        let server = InMemoryBackend()
+        await Self.seed(server, 10)
+        let client = try await Self.client(server)
+        let products = try client.model("Product")
+        try await client.engine.sync()
+        for i in 1...6 { await server.update("Product", "p\(i)", ["name": .string("Version 2 of \(i)")]) }
+        await server.update("Product", "p7", ["name": "Renamed", "price": 7000])
+        // Edited while the sync runs, after its push, before the page that brings p7.
+        await client.engine.setEventHandler { event in
+            if case .sync(let n) = event, n.status == .inProgress, n.processedCount == 5 {
+                _ = try? products.update("p7", with: ["price": 70])
+            }
+        }
+        try await client.engine.sync()
+        #expect(try products.find("p7")?.attributes == ["name": "Renamed", "price": 70, "brand": "Zenith"])
+        #expect(try products.pendingChanges().map(\.objectID) == ["p7"])
+        await client.engine.setEventHandler(nil)
+        try await client.engine.sync()
+        #expect(await server.object("Product", "p7") == ["name": "Renamed", "price": 70, "brand": "Zenith"])
+        #expect(try client.objects("Product") == (await server.objects("Product")))
+    }
+
+    @Test("a server delete of an object with a pending edit is kept as an error, not applied")
+    func serverDeleteOfPendingEdit() async throws {
+        let server = InMemoryBackend()
+        await Self.seed(server, 3)
+        let client = try await Self.client(server, pageSize: 1)
+        try await client.engine.sync()
+        let products = try client.model("Product")
+        await server.update("Product", "p1", ["price": 10])
+        await server.delete("Product", "p2")
+        // The edit lands after the push, before the page that deletes p2.
+        await client.engine.setEventHandler { event in
+            if case .objects(let n) = event, n.updated == ["p1"] { _ = try? products.update("p2", with: ["price": 20]) }
+        }
+        let report = try await client.engine.sync()
+        #expect(report.rejected == 0, "nothing the server refused")
+        let error = try #require(try client.store.recordErrors(model: "Product").first)
+        #expect(error.objectID == "p2" && error.kind == .update && error.serverDeleted)
+        #expect(try products.find("p2")?["price"] == 20)
+        #expect(try client.store.verify().problems == [])
+        try client.store.resolve("Product", "p2", .retry)
+        try await client.engine.sync()
+        #expect(await server.objects("Product").values.contains { $0["price"] == 20 && $0["name"] == "Product 2" })
+        #expect(try client.objects("Product") == (await server.objects("Product")))
+    }
+
+    @Test("partial pages remove attributes; an object left with none is deleted")
+    func partialPagesAndTheNullRule() async throws {
+        var options = InMemoryBackend.Options()
+        options.wholeObjects = false
+        let server = InMemoryBackend(options: options)
+        await Self.seed(server, 2)
+        let client = try await Self.client(server)
+        try await client.engine.sync()
+        await server.update("Product", "p1", ["brand": .null, "price": 11])
+        // A server object whose attributes all go is deleted there, so it arrives as a delete.
+        await server.update("Product", "p2", ["name": .null, "price": .null, "brand": .null])
+        try await client.engine.sync()
+        #expect(try client.model("Product").find("p1")?.attributes == ["name": "Product 1", "price": 11])
+        #expect(try client.model("Product").find("p2") == nil)
+        #expect(client.log.objects("Product").deleted == ["p2"])
+    }
+
+    @Test("edit sessions: a draft saved is logged and pushed; a draft discarded changes nothing")
+    func editSessions() async throws {
+        let server = InMemoryBackend()
+        await Self.seed(server, 1)
+        let client = try await Self.client(server)
+        try await client.engine.sync()
+        let products = try client.model("Product")
+        let discarded = try products.beginEditing("p1")
+        discarded.document["price"] = 999
+        #expect(try discarded.finishEditing(save: false) == nil)
+        #expect(try products.find("p1")?["price"] == 1)
+        #expect(try products.pendingChanges().isEmpty)
+
+        let draft = try products.beginEditing("p1")
+        draft.document["price"] = 2
+        draft.document["brand"] = nil
+        #expect(draft.hasChanges)
+        #expect(try products.find("p1")?["price"] == 1, "the draft is a copy")
+        try draft.finishEditing(save: true)
+        #expect(try products.pendingChanges().map(\.kind) == [.update])
+        try await client.engine.sync()
+        #expect(await server.object("Product", "p1") == ["name": "Product 1", "price": 2])
+    }
+
+    @Test("blobs: uploaded with their bytes, downloaded into the blob store, orphans removed")
+    func blobs() async throws {
+        let photos = ModelDefinition(name: "Photo", blobAttributes: ["image"])
+        let server = InMemoryBackend()
+        let first = try await Self.client(server, models: [photos])
+        let bytes = Data("a picture".utf8)
+        let reference = try first.store.blobs.put(bytes)
+        try first.model("Photo").create(["object": "ph1", "title": "Sunset", "image": .string(reference)])
+        try await first.engine.sync()
+        let stored = try #require(await server.objects("Photo").first?.value)
+        let url = try #require(stored["image"]?.stringValue)
+        #expect(url.hasPrefix("mem://"))
+        #expect(await server.blob(at: url) == bytes)
+
+        let second = try await Self.client(server, models: [photos])
+        try await second.engine.sync()
+        let photo = try #require(try second.model("Photo").findAll().first)
+        let downloaded = try #require(photo["image"]?.stringValue)
+        #expect(BlobStore.isReference(photo["image"]))
+        #expect(try second.store.blobs.data(for: downloaded) == bytes)
+
+        // Skipped on a first sync when asked: the URL stays.
+        let third = try SyncClient(backend: server, models: [photos])
+        await third.engine.configure("Photo", ModelSyncConfiguration(skipBlobsOnFirstSync: true))
+        try await third.engine.logIn(Self.credentials)
+        let downloads = await server.calls.filter { $0 == .downloadBlob }.count
+        try await third.engine.sync()
+        #expect(try third.model("Photo").findAll().first?["image"] == .string(url))
+        #expect(await server.calls.filter { $0 == .downloadBlob }.count == downloads)
+
+        // A replaced blob leaves an orphan file, which goes.
+        try second.model("Photo").update(photo.id, with: ["image": .string(try second.store.blobs.put(Data("another".utf8)))])
+        #expect(try second.store.blobs.removeOrphans(olderThan: .zero) == 1)
+        #expect(try second.store.blobs.data(for: downloaded) == nil)
+    }
+
+    @Test("per-model configuration: server filter, attribute lists, device-only, fetch limit and order")
+    func modelConfiguration() async throws {
+        let server = InMemoryBackend()
+        await Self.seed(server, 10)
+        for i in 1...10 { await server.update("Product", "p\(i)", ["secret": "s", "note": "n"]) }
+        let client = try SyncClient(backend: server, models: [ModelDefinition(name: "Product")])
+        await client.engine.configure(
+            "Product",
+            ModelSyncConfiguration(
+                serverFilter: ["brand": "Acme"], ignoredAttributes: ["secret"], deviceOnlyAttributes: ["favourite"], fetchLimit: 3,
+                fetchOrder: [.descending("price")]))
+        try await client.engine.logIn(Self.credentials)
+        try await client.engine.sync()
+        let products = try client.model("Product")
+        #expect(try products.findAll().map(\.id).sorted() == ["p10", "p6", "p8"], "the three dearest Acme products")
+        #expect(try products.find("p10")?.attributes == ["name": "Product 10", "price": 10, "brand": "Acme", "note": "n"])
+
+        try products.update("p10", with: ["favourite": true, "secret": "local", "price": 11])
+        try await client.engine.sync()
+        let remote = try #require(await server.object("Product", "p10"))
+        #expect(remote["favourite"] == nil, "device-only attributes are never pushed")
+        #expect(remote["secret"] == "s", "ignored attributes are never pushed")
+        #expect(remote["price"] == 11)
+        await server.put("Product", ["name": "Replaced", "brand": "Acme", "price": 12], id: "p10")
+        try await client.engine.sync()
+        #expect(try products.find("p10")?.attributes == ["name": "Replaced", "brand": "Acme", "price": 12, "favourite": true, "secret": "local"])
+
+        // Only these attributes travel.
+        let narrow = try SyncClient(backend: server, models: [ModelDefinition(name: "Product")])
+        await narrow.engine.configure("Product", ModelSyncConfiguration(onlyAttributes: ["name"]))
+        try await narrow.engine.logIn(Self.credentials)
+        try await narrow.engine.sync()
+        #expect(try narrow.model("Product").findAll().allSatisfy { $0.attributes.keys == ["name"] })
+    }
+
+    @Test("bulk-only models sync by snapshot; pending local changes are re-applied on top")
+    func bulkOnly() async throws {
+        let server = InMemoryBackend()
+        await Self.seed(server, 7)
+        let client = try await Self.client(server, models: [ModelDefinition(name: "Product", syncType: .bulkOnly)])
+        try await client.engine.sync()
+        #expect(try client.model("Product").count() == 7)
+        let calls = await server.calls
+        #expect(calls.contains(.bulkSnapshot) && !calls.contains(.pull))
+        await server.update("Product", "p1", ["name": "Server", "price": 100])
+        await server.delete("Product", "p2")
+        try await client.engine.sync()
+        #expect(try client.model("Product").find("p1")?["name"] == "Server")
+        #expect(try client.model("Product").find("p2") == nil)
+        // A local create made during the sync is not wiped by the snapshot.
+        let products = try client.model("Product")
+        await client.engine.setEventHandler { event in
+            if case .sync(let n) = event, n.status == .inProgress { _ = try? products.create(["object": "local", "name": "Mine"]) }
+        }
+        await server.put("Product", ["name": "New"], id: "p8")
+        try await client.engine.sync()
+        #expect(try products.find("local")?["name"] == "Mine")
+        #expect(try products.find("p8")?["name"] == "New")
+        #expect(try products.pendingChanges().map(\.objectID) == ["local"])
+    }
+
+    @Test("models that do not sync are skipped, and naming one is an error")
+    func unsyncedModels() async throws {
+        let server = InMemoryBackend()
+        let client = try await Self.client(
+            server,
+            models: [
+                ModelDefinition(name: "Product"), ModelDefinition(name: "Draft", syncType: .none),
+                ModelDefinition(name: "Settings", partition: .local),
+            ])
+        try client.model("Draft").create(["text": "x"])
+        try client.model("Settings").create(["theme": "dark"])
+        let report = try await client.engine.sync()
+        #expect(report.models == ["Product"])
+        await #expect { try await client.engine.sync(models: ["Settings"]) } throws: { ($0 as? SyncError)?.code == .notSupported }
+        await #expect { try await client.engine.sync(models: ["Nope"]) } throws: { ($0 as? SyncError)?.code == .notSupported }
+        #expect(await server.objects("Draft").isEmpty)
+        #expect(await server.objects("Settings").isEmpty)
+    }
+
+    @Test("search pulls what the server finds, without moving the cursor")
+    func search() async throws {
+        let server = InMemoryBackend()
+        await Self.seed(server, 6)
+        let client = try await Self.client(server)
+        let found = try await client.engine.search("Product", query: ["brand": "Acme"])
+        #expect(found.sorted() == ["p2", "p4", "p6"])
+        #expect(try client.model("Product").count() == 3)
+        #expect(try await !client.engine.initialSyncComplete("Product"))
+        try await client.engine.sync()
+        #expect(try client.model("Product").count() == 6)
+    }
+
+    @Test("log in: wrong credentials refused, password never shown, the session persists")
+    func session() async throws {
+        var options = InMemoryBackend.Options()
+        options.users = ["ann": "secret"]
+        let server = InMemoryBackend(options: options)
+        let client = try SyncClient(backend: server, models: [ModelDefinition(name: "Product")])
+        let wrong = Credentials(user: "ann", password: "guess")
+        #expect(!"\(wrong)".contains("guess"))
+        await #expect { try await client.engine.logIn(wrong) } throws: { ($0 as? SyncError)?.code == .unauthorized }
+        #expect(await !client.engine.isLoggedIn)
+        await #expect { try await client.engine.sync() } throws: { ($0 as? SyncError)?.code == .notLoggedIn }
+        try await client.engine.logIn(Self.credentials)
+        let reopened = try await client.reopened(backend: server, models: [ModelDefinition(name: "Product")])
+        #expect(await reopened.engine.isLoggedIn)
+        try await reopened.engine.sync()
+        try await reopened.engine.logOut()
+        #expect(await !reopened.engine.isLoggedIn)
+        #expect(await server.calls.last == .logOut)
+    }
+
+    @Test("a second sync while one runs is refused as busy")
+    func busy() async throws {
+        let gate = GatedBackend(InMemoryBackend())
+        let client = try SyncClient(backend: gate, models: [ModelDefinition(name: "Product")])
+        try await client.engine.logIn(Self.credentials)
+        let first = Task { _ = try await client.engine.sync() }
+        await gate.waitUntilPullStarts()
+        #expect(await client.engine.isSyncing)
+        await #expect { try await client.engine.sync() } throws: { ($0 as? SyncError)?.code == .busy }
+        gate.open()
+        try await first.value
+        #expect(await !client.engine.isSyncing)
+    }
+
+    @Test("children wait for their parent's server id when it comes in a later pull")
+    func childrenWaitForLinks() async throws {
+        var options = InMemoryBackend.Options()
+        options.linksViaPull = true
+        let server = InMemoryBackend(options: options)
+        let models = [ModelDefinition(name: "Customer"), ModelDefinition(name: "Order", associations: ["customer": "Customer"])]
+        let client = try await Self.client(server, models: models)
+        try client.model("Customer").create(["object": "c-temp", "name": "Ann"])
+        try client.model("Order").create(["object": "o-temp", "customer": "c-temp"])
+        // Only the orders sync: the customer has no server id yet, so the order waits.
+        try await client.engine.sync(models: ["Order"])
+        #expect(await server.objects("Order").isEmpty)
+        #expect(try client.store.changeFates(model: "Order")["o-temp"] == .pending(.create))
+        try await client.engine.sync()
+        let customerID = try #require(await server.objects("Customer").first?.key)
+        #expect(customerID != "c-temp")
+        #expect(await server.objects("Order").first?.value["customer"] == .string(customerID))
+        #expect(try client.model("Order").findAll().first?["customer"] == .string(customerID))
+    }
+}
+
+/// A backend whose pulls wait until the test opens the gate.
+final class GatedBackend: SyncBackend {
+    let wrapped: InMemoryBackend
+    private let state = Mutex<(open: Bool, started: Bool, waiters: [CheckedContinuation<Void, Never>], watchers: [CheckedContinuation<Void, Never>])>(
+        (false, false, [], []))
+
+    init(_ wrapped: InMemoryBackend) { self.wrapped = wrapped }
+
+    var name: String { wrapped.name }
+    var capabilities: SyncCapabilities { wrapped.capabilities }
+
+    func waitUntilPullStarts() async {
+        await withCheckedContinuation { continuation in
+            let resume = state.withLock { state -> Bool in
+                if state.started { return true }
+                state.watchers.append(continuation)
+                return false
+            }
+            if resume { continuation.resume() }
+        }
+    }
+
+    func open() {
+        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.open = true
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    func logIn(_ credentials: Credentials) async throws -> SyncSession { try await wrapped.logIn(credentials) }
+    func logOut(_ session: SyncSession) async throws { try await wrapped.logOut(session) }
+    func prepare(_ session: SyncSession) async throws -> SyncSession { try await wrapped.prepare(session) }
+    func push(_ request: PushRequest) async throws -> [PushResult] { try await wrapped.push(request) }
+
+    func pull(_ request: PullRequest) async throws -> PullPage {
+        await withCheckedContinuation { continuation in
+            let (resume, watchers) = state.withLock { state -> (Bool, [CheckedContinuation<Void, Never>]) in
+                state.started = true
+                defer { state.watchers = [] }
+                if state.open { return (true, state.watchers) }
+                state.waiters.append(continuation)
+                return (false, state.watchers)
+            }
+            for watcher in watchers { watcher.resume() }
+            if resume { continuation.resume() }
+        }
+        return try await wrapped.pull(request)
+    }
+}

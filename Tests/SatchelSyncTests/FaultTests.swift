@@ -1,0 +1,207 @@
+import Foundation
+import Satchel
+import SatchelSync
+import SatchelSyncConformance
+import Testing
+
+/// The faults the in-memory backend injects, each followed by the same checks: no local change
+/// lost, no page half applied, the store's check clean, and the next sync converging.
+@Suite("Faults, with the in-memory backend's fault injection")
+struct FaultTests {
+    static let credentials = Credentials(user: "ann", password: "secret")
+    static let models = [ModelDefinition(name: "Product")]
+
+    /// A server with `count` products, and a logged-in client with pages of 5 and no retries.
+    static func setUp(
+        _ count: Int = 20, options: InMemoryBackend.Options = InMemoryBackend.Options(), retry: RetryPolicy = RetryPolicy(maxAttempts: 1)
+    ) async throws -> (InMemoryBackend, SyncClient) {
+        let server = InMemoryBackend(options: options)
+        for i in 1...count { await server.put("Product", ["name": .string("Product \(i)"), "price": .int(Int64(i))], id: "p\(i)") }
+        let client = try SyncClient(backend: server, models: models, pageSize: 5, retry: retry)
+        await client.record()
+        try await client.engine.logIn(credentials)
+        return (server, client)
+    }
+
+    /// Local changes of every kind, made offline after a first sync.
+    static func changeOffline(_ client: SyncClient) throws {
+        let products = try client.model("Product")
+        try products.create(["object": "n1", "name": "Made offline", "price": 0])
+        try products.update("p1", with: ["price": 100])
+        try products.destroy("p2")
+    }
+
+    /// The local changes of ``changeOffline(_:)`` are on the server, once.
+    static func expectChangesLanded(_ server: InMemoryBackend, sourceLocation: SourceLocation = #_sourceLocation) async {
+        let objects = await server.objects("Product")
+        #expect(objects.values.filter { $0["name"] == "Made offline" }.count == 1, sourceLocation: sourceLocation)
+        #expect(objects["p1"]?["price"] == 100, sourceLocation: sourceLocation)
+        #expect(objects["p2"] == nil, sourceLocation: sourceLocation)
+    }
+
+    /// The local changes of ``changeOffline(_:)`` are still here, pending or in flight.
+    static func expectChangesKept(_ client: SyncClient, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let fates = try client.store.changeFates(model: "Product")
+        #expect(fates.count == 3, "\(fates)", sourceLocation: sourceLocation)
+        #expect(try client.model("Product").find("p1")?["price"] == 100, sourceLocation: sourceLocation)
+        #expect(try client.model("Product").find("p2") == nil, sourceLocation: sourceLocation)
+    }
+
+    static func expectConverged(_ client: SyncClient, _ server: InMemoryBackend, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        #expect(try client.store.verify().problems == [], sourceLocation: sourceLocation)
+        #expect(try client.store.changeFates(model: "Product") == [:], sourceLocation: sourceLocation)
+        #expect(try client.objects("Product") == (await server.objects("Product")), sourceLocation: sourceLocation)
+    }
+
+    static func expectFailure(_ code: SyncError.Code, _ body: () async throws -> Void, sourceLocation: SourceLocation = #_sourceLocation) async {
+        await #expect(sourceLocation: sourceLocation) { try await body() } throws: { ($0 as? SyncError)?.code == code }
+    }
+
+    @Test("a connection dropped mid-page loses the page, nothing else")
+    func droppedMidPage() async throws {
+        let (server, client) = try await Self.setUp()
+        await server.inject(.dropConnection, on: .pull, after: 2)
+        await Self.expectFailure(.network) { try await client.engine.sync() }
+        #expect(try client.model("Product").count() == 10, "two whole pages, not the dropped one")
+        #expect(try client.store.verify().problems == [])
+        let report = try await client.engine.sync()
+        #expect(report.pulled == 10, "resumed after the last page applied")
+        try await Self.expectConverged(client, server)
+
+        // Again while local changes are on their way, and with the push's answer lost too.
+        try Self.changeOffline(client)
+        await server.inject(.dropConnection, on: .push)
+        await Self.expectFailure(.network) { try await client.engine.sync() }
+        try Self.expectChangesKept(client)
+        try await client.engine.sync()
+        await Self.expectChangesLanded(server)
+        try await Self.expectConverged(client, server)
+    }
+
+    @Test("a page served twice is applied once")
+    func duplicatedPage() async throws {
+        let (server, client) = try await Self.setUp()
+        await server.inject(.duplicatePage, on: .pull, after: 1)
+        try await client.engine.sync()
+        let created = client.log.objects("Product").created
+        #expect(created.count == 20 && Set(created).count == 20)
+        #expect(await server.calls.filter { $0 == .pull }.count == 5, "four pages and the repeat")
+        try await Self.expectConverged(client, server)
+    }
+
+    @Test("5xx then success: retried with backoff and jitter, Retry-After honoured")
+    func serverErrorsThenSuccess() async throws {
+        let (server, client) = try await Self.setUp(retry: RetryPolicy(maxAttempts: 3, baseDelay: .seconds(1), jitter: 0.5))
+        try await client.engine.sync()
+        try Self.changeOffline(client)
+        await server.failNext(2, with: SyncError(.server, "service unavailable", httpStatus: 503), on: .push)
+        await server.inject(.fail(SyncError(.server, "overloaded", httpStatus: 503, retryAfter: .seconds(30))), on: .pull)
+        try await client.engine.sync()
+        // random() is 0.5 in SyncClient, so the jitter adds nothing: 1 s, 2 s, then the server's 30 s.
+        #expect(client.delays.all == [.seconds(1), .seconds(2), .seconds(30)])
+        await Self.expectChangesLanded(server)
+        try await Self.expectConverged(client, server)
+
+        // More failures than attempts: the sync fails, and loses nothing.
+        let products = try client.model("Product")
+        try products.create(["object": "n2", "name": "Second"])
+        try products.update("p3", with: ["price": 300])
+        try products.destroy("p4")
+        await server.failNext(3, on: .push)
+        await Self.expectFailure(.server) { try await client.engine.sync() }
+        #expect(try client.store.changeFates(model: "Product").count == 3)
+        try await client.engine.sync()
+        let objects = await server.objects("Product")
+        #expect(objects.values.contains { $0["name"] == "Second" } && objects["p3"]?["price"] == 300 && objects["p4"] == nil)
+        try await Self.expectConverged(client, server)
+    }
+
+    @Test("a 401 mid-sync drops the session; after logging in, the sync converges")
+    func unauthorizedMidSync() async throws {
+        let (server, client) = try await Self.setUp()
+        try await client.engine.sync()
+        try Self.changeOffline(client)
+        for i in 21...32 { await server.put("Product", ["name": .string("Product \(i)")], id: "p\(i)") }
+        await server.inject(.expireSessions, on: .pull, after: 1)
+        await Self.expectFailure(.unauthorized) { try await client.engine.sync() }
+        #expect(await !client.engine.isLoggedIn)
+        #expect(try client.store.verify().problems == [])
+        await Self.expectChangesLanded(server)  // pushed before the session expired
+        try await client.engine.logIn(Self.credentials)
+        try await client.engine.sync()
+        try await Self.expectConverged(client, server)
+    }
+
+    @Test("rejected create, update and delete are kept as errors and resolved")
+    func rejectedRecords() async throws {
+        let (server, client) = try await Self.setUp(5)
+        try await client.engine.sync()
+        try Self.changeOffline(client)
+        await server.reject(InMemoryBackend.Rejection(matching: ["name": "Made offline"], message: "name taken"))
+        await server.reject(InMemoryBackend.Rejection(kinds: [.update, .delete], ids: ["p1", "p2"], message: "read-only"))
+        let report = try await client.engine.sync()
+        #expect(report.rejected == 3)
+        let errors = try client.store.recordErrors(model: "Product")
+        #expect(errors.map(\.kind) == [.create, .update, .delete], "sorted by id: n1, p1, p2")
+        #expect(errors.map(\.message) == ["name taken", "read-only", "read-only"])
+        #expect(errors[1].serverCopy?["price"] == 1, "an update error carries the server's copy")
+        try Self.expectChangesKept(client)
+        #expect(try client.store.verify().problems == [])
+
+        await server.clearRejections()
+        try client.store.resolve("Product", "n1", .recreate)
+        try client.store.resolve("Product", "p1", .retry)
+        try client.store.resolve("Product", "p2", .retry)
+        #expect(try await client.engine.sync().rejected == 0)
+        await Self.expectChangesLanded(server)
+        try await Self.expectConverged(client, server)
+    }
+
+    @Test("stop() mid-sync ends at a page boundary; the next sync finishes")
+    func stopMidSync() async throws {
+        let (server, client) = try await Self.setUp()
+        let engine = client.engine
+        await engine.setEventHandler { event in
+            if case .sync(let n) = event, n.status == .inProgress, n.processedCount == 10 { engine.stop() }
+        }
+        await Self.expectFailure(.cancelled) { try await engine.sync() }
+        #expect(await !engine.isSyncing)
+        #expect(try client.model("Product").count() == 10)
+        #expect(try client.store.verify().problems == [])
+        await engine.setEventHandler(nil)
+        #expect(try await engine.sync().pulled == 10)
+        try await Self.expectConverged(client, server)
+    }
+
+    @Test("killed between pages: the reopened store resumes where it stopped")
+    func killedBetweenPages() async throws {
+        let (server, client) = try await Self.setUp()
+        try await client.engine.sync()
+        try Self.changeOffline(client)
+        for i in 3...20 { await server.update("Product", "p\(i)", ["stock": .int(Int64(i))]) }
+        await server.inject(.fail(SyncError(.network, "the app was killed")), on: .pull, after: 2)
+        await Self.expectFailure(.network) { try await client.engine.sync() }
+        let reopened = try await client.reopened(backend: server, models: Self.models)
+        #expect(await reopened.engine.isLoggedIn, "the session persists in the store")
+        #expect(try reopened.store.verify().problems == [])
+        #expect(try reopened.model("Product").findAll().filter { $0["stock"] != nil }.count == 10, "two whole pages")
+        let report = try await reopened.engine.sync()
+        #expect(report.pulled < 18, "resumed from the stored cursor, not from the start")
+        await Self.expectChangesLanded(server)
+        try await Self.expectConverged(reopened, server)
+    }
+
+    @Test("the server forgets the client: reset, full sync, local changes kept")
+    func unknownClient() async throws {
+        let (server, client) = try await Self.setUp(8)
+        try await client.engine.sync()
+        try Self.changeOffline(client)
+        await server.delete("Product", "p3")
+        await server.forgetClients()
+        let report = try await client.engine.sync()
+        #expect(report.clientWasReset)
+        #expect(client.log.notifications(.error).contains { $0.errorCode == .unknownClient })
+        await Self.expectChangesLanded(server)
+        try await Self.expectConverged(client, server)
+    }
+}
