@@ -1,10 +1,11 @@
 import ArgumentParser
 import Foundation
 import Satchel
+import SatchelSync
 
 /// `satchel`: the command-line front end of a Satchel store.
 @main
-struct SatchelCommand: ParsableCommand {
+struct SatchelCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "satchel",
         abstract: "An embedded document store with sync, on LevelDB.",
@@ -14,7 +15,8 @@ struct SatchelCommand: ParsableCommand {
             """,
         subcommands: [
             ImportCommand.self, IndexCommand.self, PutCommand.self, UpdateCommand.self, DeleteCommand.self, FindCommand.self,
-            StatsCommand.self, CheckCommand.self, RepairCommand.self, DemoCommand.self,
+            StatsCommand.self, CheckCommand.self, RepairCommand.self, SyncCommand.self, ErrorsCommand.self, ResolveCommand.self,
+            LogoutCommand.self, ResetCommand.self, DemoCommand.self,
         ]
     )
 
@@ -23,12 +25,19 @@ struct SatchelCommand: ParsableCommand {
     @OptionGroup var store: StoreOptions
 
     /// Runs the command; any error becomes one line on stderr and a non-zero exit.
-    static func main() {
+    static func main() async {
         do {
             var command = try parseAsRoot()
-            try command.run()
+            if var command = command as? any AsyncParsableCommand {
+                try await command.run()
+            } else {
+                try command.run()
+            }
         } catch let error as SatchelError {
             Output.error(error.message)
+            Foundation.exit(1)
+        } catch let error as SyncError {
+            Output.error(error.description)
             Foundation.exit(1)
         } catch let exit as ExitCode {
             Foundation.exit(exit.rawValue)

@@ -253,13 +253,14 @@ public actor SyncEngine {
     private func syncModel(_ definition: ModelDefinition, mode: Mode, session: SyncSession, report: inout SyncReport) async throws {
         let model = try storage { try store.model(definition.name) }
         let settings = configuration(of: definition.name)
+        let pulledBefore = report.pulled
         try await push(model, definition: definition, settings: settings, session: session, report: &report)
         if definition.syncType == .bulkOnly || (mode == .bulk && backend.capabilities.bulkSnapshot) {
             try await bulk(model, definition: definition, settings: settings, session: session, report: &report)
         } else {
             try await pull(model, definition: definition, settings: settings, session: session, full: mode == .full, report: &report)
         }
-        if !report.schemaChanged { emit(.sync(SyncNotification(status: .ok, model: definition.name, processedCount: report.pulled))) }
+        if !report.schemaChanged { emit(.sync(SyncNotification(status: .ok, model: definition.name, processedCount: report.pulled - pulledBefore))) }
     }
 
     // MARK: - Calls

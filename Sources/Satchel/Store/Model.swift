@@ -173,7 +173,8 @@ public struct Model: Sendable, Hashable {
         return ModelStatistics(
             model: name, partition: entry.definition.partition, objects: entry.counters.objects,
             pendingCreates: entry.counters.pendingCreates, pendingUpdates: entry.counters.pendingUpdates,
-            pendingDeletes: entry.counters.pendingDeletes, approximateBytes: Int(bytes))
+            pendingDeletes: entry.counters.pendingDeletes, inFlight: entry.counters.inFlight, syncErrors: entry.counters.errors,
+            approximateBytes: Int(bytes))
     }
 }
 
@@ -187,6 +188,10 @@ public struct ModelStatistics: Sendable, Hashable {
     public var pendingCreates: Int
     public var pendingUpdates: Int
     public var pendingDeletes: Int
+    /// Changes pushed whose outcome is not known yet.
+    public var inFlight: Int
+    /// Changes the server refused, kept until resolved.
+    public var syncErrors: Int
     /// LevelDB's estimate of the bytes the model's data takes on disk (0 until a memtable flush).
     public var approximateBytes: Int
 }

@@ -1,0 +1,212 @@
+import ArgumentParser
+import Foundation
+import Satchel
+import SatchelSync
+
+/// Which server to talk to, and as whom.
+struct BackendOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("The server's kind: memory (an in-memory server kept in the --url file).", valueName: "name"))
+    var backend: String?
+    @Option(help: ArgumentHelp("Where the server is (for memory: the file holding its state, created when missing).", valueName: "url"))
+    var url: String?
+    @Option(help: "The user to log in as (needed only when no session is stored).") var user: String?
+    @Option(help: "The user's password (never stored).") var password: String?
+    @Option(help: ArgumentHelp("The Kinto bucket holding the collections.", valueName: "bucket")) var bucket: String?
+
+    var isGiven: Bool { backend != nil || url != nil }
+
+    /// The backend, and what to do once the command is done with it (save the in-memory
+    /// server's state).
+    func connect() throws -> (backend: any SyncBackend, finish: @Sendable () async throws -> Void) {
+        guard let backend else {
+            if url != nil { throw ValidationError("--url needs --backend") }
+            return (DisconnectedBackend(), {})
+        }
+        guard let url, !url.isEmpty else { throw ValidationError("--backend \(backend) needs --url") }
+        switch backend {
+        case "memory":
+            let file = URL(fileURLWithPath: url)
+            // Objects keep the ids clients give them, as on Kinto.
+            var options = InMemoryBackend.Options()
+            options.serverAssignsIDs = false
+            let server: InMemoryBackend
+            if FileManager.default.fileExists(atPath: file.path) {
+                let data = try Data(contentsOf: file)
+                let json: JSONObject
+                do { json = try JSONObject(parsing: data) } catch {
+                    throw SyncError(.protocolViolation, "\(url) does not hold an in-memory server's state: \(error)")
+                }
+                server = try InMemoryBackend(options: options, savedState: json)
+            } else {
+                server = InMemoryBackend(options: options)
+            }
+            return (server, { try Data(await server.savedState().jsonBytes).write(to: file, options: .atomic) })
+        case "rhoconnect", "kinto", "parse", "salesforce":
+            throw SyncError(.notSupported, "the \(backend) adapter is not part of this build yet (available: memory)")
+        default:
+            throw ValidationError("unknown backend '\(backend)' (available: memory)")
+        }
+    }
+
+    /// Logs `engine` in when credentials are given; otherwise a session must be stored.
+    func logIn(_ engine: SyncEngine) async throws {
+        switch (user, password) {
+        case let (user?, password?): try await engine.logIn(Credentials(user: user, password: password))
+        case (nil, nil):
+            if await !engine.isLoggedIn { throw SyncError(.notLoggedIn, "no session is stored: pass --user and --password") }
+        default: throw ValidationError("--user and --password go together")
+        }
+    }
+}
+
+/// Stands in when no backend is given: every call fails, so only local work is done.
+struct DisconnectedBackend: SyncBackend {
+    var name: String { "none" }
+    var capabilities: SyncCapabilities { SyncCapabilities() }
+
+    private func unavailable() -> SyncError { SyncError(.notSupported, "no server given: pass --backend and --url") }
+
+    func logIn(_ credentials: Credentials) async throws -> SyncSession { throw unavailable() }
+    func logOut(_ session: SyncSession) async throws { throw unavailable() }
+    func resetClient(_ session: SyncSession) async throws -> SyncSession { throw unavailable() }
+    func pull(_ request: PullRequest) async throws -> PullPage { throw unavailable() }
+    func push(_ request: PushRequest) async throws -> [PushResult] { throw unavailable() }
+}
+
+/// Runs `body` with a store and an engine on `backend`, then finishes the backend, whatever
+/// happened.
+func withEngine<T>(
+    _ options: StoreOptions, _ backendOptions: BackendOptions, pageSize: Int? = nil, _ body: (SyncEngine) async throws -> T
+) async throws -> T {
+    let (backend, finish) = try backendOptions.connect()
+    let store = try Store(path: options.path)
+    defer { try? store.close() }
+    var configuration = SyncEngine.Configuration()
+    if let pageSize { configuration.pageSize = pageSize }
+    let engine = SyncEngine(store: store, backend: backend, configuration: configuration)
+    let result: T
+    do {
+        result = try await body(engine)
+    } catch {
+        try? await finish()
+        throw error
+    }
+    try await finish()
+    return result
+}
+
+struct SyncCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sync",
+        abstract: "Run one sync cycle; print each notification as a line of JSON.",
+        discussion: """
+            Exit 0: complete. Exit 3: complete, but the server refused some records (see 'satchel errors'). \
+            Any other non-zero exit: the cycle failed (network, authentication, protocol); nothing was lost.
+            """
+    )
+
+    @OptionGroup var store: StoreOptions
+    @OptionGroup var server: BackendOptions
+    @Option(name: .customLong("model"), help: ArgumentHelp("A model to sync (repeatable; default: every model).", valueName: "model"))
+    var models: [String] = []
+    @Option(help: "Objects per page asked of the server.") var pageSize: Int?
+    @Flag(help: "Replace each model's data with the server's bulk snapshot.") var bulk = false
+    @Flag(help: "Pull everything again, deleting what the server no longer has.") var full = false
+
+    func validate() throws {
+        if bulk && full { throw ValidationError("--bulk and --full do not go together") }
+        if let pageSize, pageSize < 1 { throw ValidationError("--page-size must be positive") }
+        if server.backend == nil { throw ValidationError("sync needs --backend and --url") }
+    }
+
+    func run() async throws {
+        let report = try await withEngine(store, server, pageSize: pageSize) { engine in
+            await engine.setEventHandler { event in
+                if case .sync(let notification) = event { Output.line(notification.description) }
+            }
+            try await server.logIn(engine)
+            return try await engine.sync(models: models.isEmpty ? nil : models, mode: full ? .full : bulk ? .bulk : .incremental)
+        }
+        if report.rejected > 0 { throw ExitCode(3) }
+    }
+}
+
+struct ErrorsCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "errors",
+        abstract: "List the stored per-record sync errors, one JSON object per line."
+    )
+
+    @OptionGroup var store: StoreOptions
+    @Argument(help: "Only this model's errors.") var model: String?
+
+    func run() throws {
+        try store.withStore { store in
+            if let model, store.existingModel(model) == nil { throw SatchelError(.notFound, "no model named '\(model)'", model: model) }
+            for error in try store.recordErrors(model: model) { Output.line(error.json.description) }
+        }
+    }
+}
+
+struct ResolveCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "resolve",
+        abstract: "Resolve a stored sync error; the next sync acts on it.",
+        discussion: "Create errors: delete or recreate. Update errors: retry or rollback (to the server's copy). Delete errors: retry."
+    )
+
+    @OptionGroup var store: StoreOptions
+    @Argument var model: String
+    @Argument var id: String
+    @Option(help: "delete, recreate, retry or rollback.") var action: String
+
+    func validate() throws {
+        if RecordErrorAction(rawValue: action) == nil {
+            throw ValidationError("--action is one of \(RecordErrorAction.allCases.map(\.rawValue).joined(separator: ", ")), not '\(action)'")
+        }
+    }
+
+    func run() throws {
+        try store.withStore { try $0.resolve(model, id, RecordErrorAction(rawValue: action)!) }
+        Output.line("resolved \(model) \(id): \(action)")
+    }
+}
+
+struct LogoutCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "logout",
+        abstract: "Forget the stored session (and tell the server, when --backend and --url are given)."
+    )
+
+    @OptionGroup var store: StoreOptions
+    @OptionGroup var server: BackendOptions
+
+    func run() async throws {
+        try await withEngine(store, server) { try await $0.logOut() }
+        Output.line("logged out")
+    }
+}
+
+struct ResetCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "reset",
+        abstract: "--client: drop synced data and the client id; --full: wipe the user partition and the session.",
+        discussion: "A client reset tells the server to forget this client, so it needs --backend and --url while a session is stored."
+    )
+
+    @OptionGroup var store: StoreOptions
+    @OptionGroup var server: BackendOptions
+    @Flag(help: "Drop the synced data and the client id; keep the session.") var client = false
+    @Flag(help: "Wipe the user partition (synced or not) and the session.") var full = false
+
+    func validate() throws {
+        if client == full { throw ValidationError("pass one of --client and --full") }
+    }
+
+    func run() async throws {
+        try await withEngine(store, server) { engine in
+            if client { try await engine.clientReset() } else { try await engine.fullResetAndLogout() }
+        }
+        Output.line(client ? "client reset" : "full reset; logged out")
+    }
+}

@@ -1,0 +1,150 @@
+import Foundation
+import Satchel
+import SatchelSync
+import SatchelTestSupport
+import Testing
+
+/// `satchel sync`, `errors`, `resolve`, `logout` and `reset`, against the in-memory server kept in
+/// a file.
+@Suite("satchel sync commands")
+struct SyncCLITests {
+    struct Setup {
+        let directory = TemporaryDirectory()
+        var db: String { directory.child("db") }
+        var serverFile: String { directory.child("server.json") }
+
+        func run(_ arguments: [String]) throws -> CLI.Result { try CLI.run(["--db", db] + arguments) }
+
+        func sync(_ extra: [String] = []) throws -> CLI.Result {
+            try run(["sync", "--backend", "memory", "--url", serverFile] + extra)
+        }
+
+        /// Changes the server's state as another client would.
+        func onServer(_ body: (InMemoryBackend) async -> Void) async throws {
+            let saved = try JSONObject(parsing: Data(contentsOf: URL(fileURLWithPath: serverFile)))
+            let server = try InMemoryBackend(savedState: saved)
+            await body(server)
+            try Data(await server.savedState().jsonBytes).write(to: URL(fileURLWithPath: serverFile))
+        }
+
+        func serverObjects(_ model: String) async throws -> [String: JSONObject] {
+            let saved = try JSONObject(parsing: Data(contentsOf: URL(fileURLWithPath: serverFile)))
+            return await (try InMemoryBackend(savedState: saved)).objects(model)
+        }
+    }
+
+    @Test("sync prints one notification per line and pushes local changes; a session persists")
+    func syncRoundTrip() async throws {
+        let setup = Setup()
+        #expect(try setup.run(["put", "Product", #"{"object":"p1","name":"Lamp","price":3}"#]).status == 0)
+        let anonymous = try setup.sync()
+        #expect(anonymous.status != 0 && anonymous.status != 3)
+        #expect(anonymous.stderr.split(separator: "\n").count == 1)
+        #expect(anonymous.stderr.contains("--user"))
+
+        let first = try setup.sync(["--user", "ann", "--password", "hunter2"])
+        #expect(first.status == 0, "\(first.stderr)")
+        let notifications = try first.lines.map { try JSONObject(parsing: $0) }
+        #expect(notifications.map { $0["status"]?.stringValue } == ["inProgress", "inProgress", "ok", "complete"])
+        #expect(notifications[2]["model"] == "Product")
+        #expect(try await setup.serverObjects("Product") == ["p1": ["name": "Lamp", "price": 3]])
+        let stats = try JSONObject(parsing: try setup.run(["stats", "--json"]).lines.first ?? "")
+        #expect(stats["pending"] == ["create": 0, "update": 0, "delete": 0])
+        #expect(stats["errors"] == 0)
+
+        // The password is in no file: not the store's, not the server's.
+        for file in try FileManager.default.subpathsOfDirectory(atPath: setup.directory.path) {
+            let data = (try? Data(contentsOf: URL(fileURLWithPath: setup.directory.child(file)))) ?? Data()
+            #expect(data.range(of: Data("hunter2".utf8)) == nil, "\(file) holds the password")
+        }
+
+        // Another client's change arrives; the session stored is enough.
+        try await setup.onServer { await $0.put("Product", ["name": "Kettle", "price": 20], id: "p2") }
+        #expect(try setup.sync().status == 0)
+        #expect(try setup.run(["find", "Product", "--id", "p2"]).lines == [#"{"name":"Kettle","object":"p2","price":20}"#])
+    }
+
+    @Test("a refused update exits 3, is listed by errors, and resolve settles it")
+    func rejectedRecords() async throws {
+        let setup = Setup()
+        _ = try setup.run(["put", "Product", #"{"object":"p1","name":"Lamp","price":3}"#])
+        #expect(try setup.sync(["--user", "ann", "--password", "x"]).status == 0)
+        // A conflict: the server's copy changed since this client last saw it.
+        try await setup.onServer { await $0.update("Product", "p1", ["price": 5]) }
+        _ = try setup.run(["update", "Product", "p1", #"{"price":4}"#])
+        let sync = try setup.sync()
+        #expect(sync.status == 3)
+        #expect(sync.lines.contains { $0.contains(#""error":"rejectedRecords""#) })
+        let errors = try setup.run(["errors"])
+        #expect(errors.status == 0)
+        let error = try JSONObject(parsing: errors.lines.first ?? "")
+        #expect(errors.lines.count == 1)
+        #expect(error["model"] == "Product" && error["object"] == "p1" && error["kind"] == "update")
+        #expect(error["server"] == ["name": "Lamp", "price": 5])
+        #expect(try setup.run(["find", "Product", "--id", "p1"]).lines.first?.contains(#""price":4"#) == true, "local value kept")
+        #expect(try JSONObject(parsing: try setup.run(["stats", "--json"]).lines.first ?? "")["errors"] == 1)
+
+        let wrong = try setup.run(["resolve", "Product", "p1", "--action", "recreate"])
+        #expect(wrong.status != 0 && wrong.stderr.contains("retry or rollback"))
+        #expect(try setup.run(["resolve", "Product", "p1", "--action", "rollback"]).status == 0)
+        #expect(try setup.run(["find", "Product", "--id", "p1"]).lines.first?.contains(#""price":5"#) == true)
+        #expect(try setup.sync().status == 0)
+        #expect(try setup.run(["errors", "Product"]).lines.isEmpty)
+        #expect(try setup.run(["check"]).status == 0)
+    }
+
+    @Test("an unknown client is reset and synced again, saying so in a line")
+    func unknownClient() async throws {
+        let setup = Setup()
+        _ = try setup.run(["put", "Product", #"{"object":"p1","name":"Lamp"}"#])
+        #expect(try setup.sync(["--user", "ann", "--password", "x"]).status == 0)
+        _ = try setup.run(["put", "Product", #"{"object":"p2","name":"Made offline"}"#])
+        try await setup.onServer { await $0.forgetClients() }
+        let sync = try setup.sync()
+        #expect(sync.status == 0)
+        #expect(sync.lines.contains { $0.contains("unknownClient") && $0.contains("resetting") })
+        #expect(try await setup.serverObjects("Product").keys.sorted() == ["p1", "p2"])
+    }
+
+    @Test("logout, reset --client and reset --full")
+    func logoutAndResets() async throws {
+        let setup = Setup()
+        _ = try setup.run(["put", "Product", #"{"object":"p1","name":"Lamp"}"#])
+        _ = try setup.run(["put", "Note", #"{"object":"n1","text":"local"}"#])
+        #expect(try setup.sync(["--user", "ann", "--password", "x", "--model", "Product"]).status == 0)
+
+        let noServer = try setup.run(["reset", "--client"])
+        #expect(noServer.status != 0 && noServer.stderr.contains("--backend"))
+        #expect(try setup.run(["reset", "--client", "--backend", "memory", "--url", setup.serverFile]).status == 0)
+        #expect(try setup.run(["find", "Product", "--count"]).lines == ["0"])
+        #expect(try setup.run(["find", "Note", "--count"]).lines == ["0"], "every syncing model's data goes, pushed or not")
+        #expect(try setup.sync(["--model", "Product"]).status == 0, "the session is kept")
+        #expect(try setup.run(["find", "Product", "--count"]).lines == ["1"])
+
+        #expect(try setup.run(["logout"]).status == 0)
+        #expect(try setup.sync().status == 1)
+        #expect(try setup.sync(["--user", "ann", "--password", "x", "--model", "Product"]).status == 0)
+        #expect(try setup.run(["reset", "--full"]).status == 0)
+        #expect(try setup.run(["find", "Product", "--count"]).lines == ["0"])
+        #expect(try setup.sync().status == 1, "logged out")
+        #expect(try setup.run(["reset"]).status != 0)
+    }
+
+    @Test("bad sync arguments are one-line errors")
+    func badArguments() throws {
+        let setup = Setup()
+        for arguments in [
+            ["sync"], ["sync", "--backend", "memory"], ["sync", "--backend", "ftp", "--url", "x"],
+            ["sync", "--backend", "memory", "--url", setup.serverFile, "--bulk", "--full"],
+            ["sync", "--backend", "memory", "--url", setup.serverFile, "--user", "ann"],
+            ["resolve", "Product", "p1", "--action", "explode"], ["resolve", "Product", "p1", "--action", "retry"],
+        ] {
+            let result = try setup.run(arguments)
+            #expect(result.status != 0 && result.status != 3, "\(arguments)")
+            #expect(result.stderr.split(separator: "\n").count == 1, "\(arguments): \(result.stderr)")
+        }
+        try Data("not json".utf8).write(to: URL(fileURLWithPath: setup.serverFile))
+        let corrupt = try setup.sync(["--user", "ann", "--password", "x"])
+        #expect(corrupt.status == 1 && corrupt.stderr.contains("in-memory server"))
+    }
+}
