@@ -1,12 +1,14 @@
 import ArgumentParser
 import Foundation
 import Satchel
+import SatchelSync
+import Synchronization
 
 /// `satchel demo`: the main job on the embedded default, end to end, through the Swift API.
-struct DemoCommand: ParsableCommand {
+struct DemoCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "demo",
-        abstract: "Create a store, import the Fixtures/ data, index, query and change it, and show the change log.",
+        abstract: "Create a store, import the Fixtures/ data, index, query and change it, and sync it with an in-memory server.",
         discussion: """
             Without --db the demo works in a new temporary directory and prints its path, so the store can be \
             explored afterwards with the other commands. Fixtures are found with --fixtures, $SATCHEL_FIXTURES, \
@@ -19,7 +21,7 @@ struct DemoCommand: ParsableCommand {
     @Option(help: ArgumentHelp("The folder holding products.json, customers.json and orders.jsonl.", valueName: "dir"))
     var fixtures: String?
 
-    func run() throws {
+    func run() async throws {
         let fixtures = try locateFixtures()
         let path = try prepareDirectory()
         let store = try Store(path: path)
@@ -29,7 +31,8 @@ struct DemoCommand: ParsableCommand {
         // 1. Models: three synced property bags in the user partition, one local model.
         let products = try store.model("Product")
         let customers = try store.model("Customer")
-        let orders = try store.model("Order")
+        // An order's `customer` holds a customer's id: sync renames follow it.
+        let orders = try store.register(ModelDefinition(name: "Order", associations: ["customer": "Customer"]))
         let settings = try store.register(ModelDefinition(name: "Setting", partition: .local))
 
         // 2. Import the fixtures: validated whole, then written in batches.
@@ -100,12 +103,57 @@ struct DemoCommand: ParsableCommand {
             say("\(model.name): \(statistics.objects) objects, pending create \(statistics.pendingCreates), update \(statistics.pendingUpdates), delete \(statistics.pendingDeletes)")
         }
 
-        // 7. A full consistency check: documents, counters, and every index entry both ways.
+        // 7. Sync with a server (in memory here; RhoConnect, Kinto… behind the same protocol).
+        try await sync(store, products: products, orders: orders, customers: customers, placed: placed)
+
+        // 8. A full consistency check: documents, counters, and every index entry both ways.
         let report = try store.verify()
         section("check")
         say("\(report.keys) keys, \(report.objects) objects, \(report.pendingChanges) pending changes: \(report.isHealthy ? "ok" : "\(report.problemCount) problems")")
         say("\nexplore it: satchel --db \(path) find Product --where brand=\(brand.stringValue ?? "")")
         if !report.isHealthy { throw ExitCode.failure }
+    }
+
+    /// Pushes everything to a new in-memory server that gives objects its own ids, brings
+    /// another client's changes back, and settles a conflict.
+    private func sync(_ store: Store, products: Model, orders: Model, customers: Model, placed: Document) async throws {
+        section("sync (an in-memory server)")
+        let server = InMemoryBackend()
+        let engine = SyncEngine(store: store, backend: server)
+        let counts = Mutex<[SyncNotification.Status: Int]>([:])
+        await engine.setEventHandler { event in
+            if case .sync(let notification) = event { counts.withLock { $0[notification.status, default: 0] += 1 } }
+        }
+        try await engine.logIn(Credentials(user: "demo", password: "demo"))
+        let first = try await engine.sync()
+        let seen = counts.withLock { $0 }
+        say("first sync of \(first.models.joined(separator: ", ")) (customers before the orders that refer to them): "
+            + "pushed \(first.accepted) changes, pulled \(first.pulled) objects; notifications: "
+            + seen.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.key.rawValue) \($0.value)" }.joined(separator: ", "))
+        let order = try require(try orders.findFirst(where: ["total": 39.98]), "the placed order")
+        let owner = try require(try customers.find(order["customer"]?.stringValue ?? ""), "its customer")
+        say("the server gave objects its own ids: order \(placed.id) is now \(order.id), "
+            + "and its customer reference follows: \(owner.id) (\(owner["name"]?.stringValue ?? "?"))")
+        let product = try require(try products.findFirst(where: "price" > 100, order: [.ascending("price")]), "a product over 100")
+
+        // Another client changes the server; the next sync brings it here.
+        await server.update("Product", product.id, ["price": 123.45, "tags": .null])
+        await server.delete("Order", order.id)
+        let second = try await engine.sync()
+        say("another client repriced \(product.id) and deleted order \(order.id): the next sync pulled \(second.pulled) → "
+            + "price \(try products.find(product.id)?["price"] ?? .null), order \(try orders.find(order.id) == nil ? "gone" : "still here")")
+
+        // A conflict: both sides change the same product. The server refuses the stale update.
+        await server.update("Product", product.id, ["price": 150])
+        try products.update(product.id, with: ["price": 99])
+        let third = try await engine.sync()
+        let error = try require(try store.recordErrors(model: "Product").first, "a record error")
+        say("both sides changed \(product.id): \(third.rejected) change refused (\(error.message)); "
+            + "kept here as \(error.kind.rawValue) error, local price \(try products.find(product.id)?["price"] ?? .null), server's \(error.serverCopy?["price"] ?? .null)")
+        try store.resolve("Product", product.id, .rollback)
+        try await engine.sync()
+        say("resolve(\(product.id), .rollback) and sync → price \(try products.find(product.id)?["price"] ?? .null); "
+            + "pending changes \(try store.pendingChanges().count), errors \(try store.recordErrors().count)")
     }
 
     private func say(_ text: String) { Output.line(text) }
