@@ -337,23 +337,30 @@ public actor InMemoryBackend: SyncBackend {
     private func changes(_ request: PullRequest, since: Int64?) -> (PullPage, Cursor) {
         let collection = state.collections[request.model.name] ?? ServerState.Collection()
         let filter = request.configuration.serverFilter
-        var feed: [(version: Int64, id: String, entry: ServerState.Entry?)] = []
-        for (id, entry) in collection.objects where entry.version > (since ?? .min) {
-            if since == nil && !Self.matches(entry.attributes, filter) { continue }
-            feed.append((entry.version, id, entry))
-        }
-        if let since, options.deletions == .inPages {
-            for (id, version) in collection.tombstones where version > since { feed.append((version, id, nil)) }
-        }
-        feed.sort { $0.version < $1.version }
         let size = max(1, request.pageSize)
-        var page = PullPage(totalCount: collection.objects.values.count { Self.matches($0.attributes, filter) })
-        for item in feed.prefix(size) {
-            guard let entry = item.entry, Self.matches(entry.attributes, filter) else {
-                // Deleted, or no longer within the client's filter.
-                if item.entry == nil || options.deletions == .inPages { page.deletes.append(item.id) }
+        var page = PullPage(totalCount: filter == nil ? collection.objects.count : collection.objects.values.count { Self.matches($0.attributes, filter) })
+        var index = collection.feedIndex(after: since ?? .min)
+        var reached = since ?? 0
+        var taken = 0
+        while index < collection.feed.count {
+            let item = collection.feed[index]
+            guard collection.isCurrent(item) else {
+                index += 1
                 continue
             }
+            if taken == size { break }
+            index += 1
+            reached = item.clock
+            guard let entry = collection.objects[item.id], Self.matches(entry.attributes, filter) else {
+                // Deleted, or no longer within the client's filter: news only to a client that
+                // may hold the object, and only where deletions travel in pages.
+                if since != nil && options.deletions == .inPages {
+                    page.deletes.append(item.id)
+                    taken += 1
+                }
+                continue
+            }
+            taken += 1
             if options.wholeObjects || since == nil {
                 page.upserts.append(serverObject(item.id, entry, request: request))
             } else {
@@ -364,9 +371,8 @@ public actor InMemoryBackend: SyncBackend {
                 if !removed.isEmpty { page.removals[item.id] = removed }
             }
         }
-        page.done = feed.count <= size
-        let reached = page.done ? state.clock : feed[size - 1].version
-        return (page, Cursor(since: reached))
+        page.done = index == collection.feed.count
+        return (page, Cursor(since: page.done ? state.clock : reached))
     }
 
     /// The objects in the model's fetch order, up to its fetch limit, a page from `cursor.offset`.

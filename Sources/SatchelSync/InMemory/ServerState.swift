@@ -19,6 +19,40 @@ struct ServerState: Sendable {
         var objects: [String: Entry] = [:]
         /// Deleted ids and when.
         var tombstones: [String: Int64] = [:]
+        /// Every write, in clock order: the change feed. An entry is current while its clock is
+        /// the object's version (or its tombstone's); older ones are skipped, and dropped when
+        /// they outnumber the current ones.
+        var feed: [(clock: Int64, id: String)] = []
+
+        /// Whether a feed entry is the object's latest write.
+        func isCurrent(_ item: (clock: Int64, id: String)) -> Bool {
+            objects[item.id]?.version == item.clock || tombstones[item.id] == item.clock
+        }
+
+        /// Appends a write to the feed, compacting it when mostly stale.
+        mutating func record(_ clock: Int64, _ id: String) {
+            feed.append((clock, id))
+            let current = objects.count + tombstones.count
+            if feed.count > 1024 && feed.count > 2 * current {
+                let (objects, tombstones) = (self.objects, self.tombstones)
+                feed.removeAll { objects[$0.id]?.version != $0.clock && tombstones[$0.id] != $0.clock }
+            }
+        }
+
+        /// The index of the first feed entry after `clock`.
+        func feedIndex(after clock: Int64) -> Int {
+            var low = 0, high = feed.count
+            while low < high {
+                let middle = (low + high) / 2
+                if feed[middle].clock <= clock { low = middle + 1 } else { high = middle }
+            }
+            return low
+        }
+
+        /// Rebuilds the feed from the objects and tombstones (after loading).
+        mutating func rebuildFeed() {
+            feed = (objects.map { ($0.value.version, $0.key) } + tombstones.map { ($0.value, $0.key) }).sorted { $0.0 < $1.0 }
+        }
     }
 
     /// A result of a push the server reports in a later pull (RhoConnect's links and errors).
@@ -65,7 +99,10 @@ struct ServerState: Sendable {
         var collection = collections[model] ?? Collection()
         defer { collections[model] = collection }
         guard !kept.isEmpty else {
-            if collection.objects.removeValue(forKey: id) != nil { collection.tombstones[id] = now }
+            if collection.objects.removeValue(forKey: id) != nil {
+                collection.tombstones[id] = now
+                collection.record(now, id)
+            }
             return nil
         }
         var entry = collection.objects[id] ?? Entry(attributes: JSONObject(), version: now)
@@ -81,6 +118,7 @@ struct ServerState: Sendable {
         entry.version = now
         collection.objects[id] = entry
         collection.tombstones[id] = nil
+        collection.record(now, id)
         return now
     }
 
@@ -146,6 +184,7 @@ struct ServerState: Sendable {
                     removedAt: try Self.clocks(object["removedAt"], fail))
             }
             collection.tombstones = try Self.clocks(value["tombstones"], fail)
+            collection.rebuildFeed()
             collections[name] = collection
         }
         for (token, user) in json["sessions"]?.objectValue ?? JSONObject() { sessions[token] = user.stringValue }
