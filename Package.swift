@@ -48,7 +48,7 @@ let package = Package(
         .executableTarget(
             name: "SatchelBench",
             dependencies: [
-                "Satchel", "CLevelDB", "CSQLite", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "Satchel", "SatchelSync", "CLevelDB", "CSQLite", .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: settings
         ),

@@ -6,7 +6,7 @@ import Foundation
 /// Prints one line per measure and baseline: `<measure> n=N satchel=X <unit> baseline_<name>=Y <unit> ratio=X/Y`
 /// (units ending in `/s` are throughputs, higher is better; others are times, lower is better).
 @main
-struct SatchelBench: ParsableCommand {
+struct SatchelBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "satchel-bench",
         abstract: "Measure Satchel against baselines in the same process. Build with -c release."
@@ -17,6 +17,8 @@ struct SatchelBench: ParsableCommand {
         case store
         /// The JSON codec against Foundation's.
         case codec
+        /// The sync engine pulling a server's objects into an empty store.
+        case sync
     }
 
     @Option(help: "Number of documents.") var docs = 100_000
@@ -33,7 +35,7 @@ struct SatchelBench: ParsableCommand {
     @Option(help: "Comma-separated groups to run: \(Group.allCases.map(\.rawValue).joined(separator: ", ")).")
     var only: String?
 
-    func run() throws {
+    func run() async throws {
         let groups = try only.map { list in
             try list.split(separator: ",").map { name in
                 guard let group = Group(rawValue: String(name)) else { throw ValidationError("unknown group '\(name)'") }
@@ -47,6 +49,7 @@ struct SatchelBench: ParsableCommand {
             switch group {
             case .codec: try CodecBench.run(count: min(docs, 100_000))
             case .store: try runStore()
+            case .sync: try await SyncBench.run(count: docs, directory: directory)
             }
         }
     }

@@ -47,7 +47,10 @@ public struct ModelSyncConfiguration: Sendable, Hashable {
 
     /// `attributes` without those that do not travel.
     func syncing(_ attributes: JSONObject) -> JSONObject {
-        JSONObject(attributes.filter { syncs($0.key) }.map { ($0.key, $0.value) })
+        if onlyAttributes == nil && ignoredAttributes.isEmpty && deviceOnlyAttributes.isEmpty && attributes[Document.idAttribute] == nil {
+            return attributes  // everything travels (the usual case, on every pulled object)
+        }
+        return attributes.filter { name, _ in syncs(name) }
     }
 }
 

@@ -215,13 +215,17 @@ extension SyncEngine {
         _ objects: [ServerObject], to model: Model, settings: ModelSyncConfiguration, blobs: [String: [String: String]],
         tx: Transaction, notification: inout ObjectNotification
     ) throws {
+        // With no local change anywhere in the model, no object needs protecting (the usual case
+        // of a first sync): three reads per object saved.
+        let quiet = try !tx.hasLocalChanges(model)
+        let deviceOnly = Set(settings.deviceOnlyAttributes)
         for object in objects {
-            let protected = try protectedAttributes(model, object.id, settings: settings, tx: tx)
+            let protected = quiet ? (all: false, names: deviceOnly, deletedLocally: false) : try protectedAttributes(model, object.id, settings: settings, tx: tx)
             if protected.all { continue }
             // The server's version is the base of the next push of a change to the object.
             if let version = object.version { try tx.setVersion(model, object.id, version) }
             var incoming = settings.syncing(object.attributes)
-            if var error = try tx.recordError(model, object.id), error.kind == .update {
+            if !quiet, var error = try tx.recordError(model, object.id), error.kind == .update {
                 // Keep the error's copy of the server's object current, for a rollback.
                 var copy = object.isWhole ? JSONObject() : (error.server ?? JSONObject())
                 for (name, value) in incoming { copy[name] = value.isNull ? nil : value }
@@ -243,7 +247,7 @@ extension SyncEngine {
                 new = old ?? JSONObject()
                 for (name, value) in incoming where !protected.names.contains(name) { new[name] = value.isNull ? nil : value }
             }
-            switch try tx.writeServerObject(model, object.id, new) {
+            switch try tx.writeServerObject(model, object.id, new, replacing: old) {
             case .created: notification.created.append(object.id)
             case .updated: notification.updated.append(object.id)
             case .deleted: notification.deleted.append(object.id)

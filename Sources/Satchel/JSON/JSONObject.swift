@@ -152,12 +152,29 @@ public struct JSONObject: Sendable, Hashable {
 }
 
 extension JSONObject: Sequence {
-    /// Members in name byte order.
-    public func makeIterator() -> some IteratorProtocol<(key: String, value: JSONValue)> {
-        members.lazy.map { (key: $0.name, value: $0.value) }.makeIterator()
+    /// Iterates the members in name byte order.
+    public struct Iterator: IteratorProtocol {
+        private let members: [Member]
+        private var index = 0
+
+        init(_ members: [Member]) { self.members = members }
+
+        public mutating func next() -> (key: String, value: JSONValue)? {
+            guard index < members.count else { return nil }
+            defer { index += 1 }
+            return (members[index].name, members[index].value)
+        }
     }
 
+    /// Members in name byte order.
+    public func makeIterator() -> Iterator { Iterator(members) }
+
     public var underestimatedCount: Int { members.count }
+
+    /// The members for which `isIncluded` holds, as an object (no re-sorting).
+    public func filter(_ isIncluded: (_ name: String, _ value: JSONValue) throws -> Bool) rethrows -> JSONObject {
+        JSONObject(sortedUniqueMembers: try members.filter { try isIncluded($0.name, $0.value) })
+    }
 }
 
 extension JSONObject: ExpressibleByDictionaryLiteral {

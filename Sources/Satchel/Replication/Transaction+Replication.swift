@@ -18,9 +18,16 @@ extension Transaction {
     /// recording no pending change. Indexes and counters follow.
     @discardableResult
     package func writeServerObject(_ model: Model, _ id: String, _ attributes: JSONObject?) throws -> ObjectEffect {
+        let old = try readDocument(model, id, partition: entry(of: model).definition.partition)
+        return try writeServerObject(model, id, attributes, replacing: old)
+    }
+
+    /// ``writeServerObject(_:_:_:)`` for a caller that has just read the object: `old` must be
+    /// what this transaction holds for it (nil: none).
+    @discardableResult
+    package func writeServerObject(_ model: Model, _ id: String, _ attributes: JSONObject?, replacing old: JSONObject?) throws -> ObjectEffect {
         checkOpen()
         let entry = try entry(of: model)
-        let old = try readDocument(model, id, partition: entry.definition.partition)
         var new = attributes?.removingNulls().filtering(out: Document.idAttribute)
         if new?.isEmpty == true { new = nil }
         switch (old, new) {
@@ -37,6 +44,13 @@ extension Transaction {
             try apply(entry, model, id: id, old: o, new: n, recordChange: false)
             return .updated
         }
+    }
+
+    /// Whether `model` has pending changes, changes in flight or record errors: when it has
+    /// none, no object of it needs protecting from server data.
+    package func hasLocalChanges(_ model: Model) throws -> Bool {
+        let counters = try workingCounters(model.name)
+        return counters.pendingCreates + counters.pendingUpdates + counters.pendingDeletes + counters.inFlight + counters.errors > 0
     }
 
     // MARK: - Per-object records

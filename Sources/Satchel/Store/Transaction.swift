@@ -14,7 +14,7 @@ public final class Transaction {
     let store: Store
     /// Writes not yet committed that reads must see: document and change-log keys → new value,
     /// or nil for a delete. Keys of `partition` only.
-    var overlay: [[UInt8]: [UInt8]?] = [:]
+    var overlay = Overlay()
     /// Index entry writes, in order (a later write of a key wins, as in the batch). Nothing reads
     /// them back before the commit, so they skip the overlay's hashing.
     private var indexWrites: [([UInt8], [UInt8]?)] = []
@@ -322,7 +322,7 @@ public final class Transaction {
     ) throws {
         let pending: [([UInt8], [UInt8]?)] =
             partition == self.partition
-            ? overlay.filter { $0.key.starts(with: prefix) }.map { ($0.key, $0.value) }
+            ? overlay.writes.filter { $0.key.starts(with: prefix) }.map { ($0.key, $0.value) }
                 .sorted { UTF8Order.compareBytes($0.0, $1.0) < 0 }
             : []
         var next = 0
@@ -364,7 +364,7 @@ public final class Transaction {
         flushCounters()
         guard let partition, !overlay.isEmpty || !indexWrites.isEmpty || !catalogUpdates.isEmpty else { return }
         var batch = LevelDBWriteBatch()
-        for (key, value) in overlay {
+        for (key, value) in overlay.writes {
             if let value { batch.put(key, value) } else { batch.delete(key) }
         }
         for (key, value) in indexWrites {

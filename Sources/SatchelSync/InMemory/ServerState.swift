@@ -96,7 +96,8 @@ struct ServerState: Sendable {
     mutating func write(_ model: String, _ id: String, _ attributes: JSONObject?) -> Int64? {
         let kept = JSONObject((attributes ?? JSONObject()).filter { !$0.value.isNull && $0.key != Document.idAttribute }.map { ($0.key, $0.value) })
         let now = tick()
-        var collection = collections[model] ?? Collection()
+        // Taken out of the dictionary while changed, so the change does not copy it.
+        var collection = collections.removeValue(forKey: model) ?? Collection()
         defer { collections[model] = collection }
         guard !kept.isEmpty else {
             if collection.objects.removeValue(forKey: id) != nil {
