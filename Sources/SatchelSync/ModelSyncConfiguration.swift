@@ -18,8 +18,10 @@ public struct ModelSyncConfiguration: Sendable, Hashable {
     /// Attributes that live on this device only: never pushed, never overwritten or removed by
     /// the server.
     public var deviceOnlyAttributes: [String]
-    /// At most this many objects per pull (a hint for the adapter), and their order.
+    /// A pull from no cursor (a first sync, a full resync) takes at most this many objects, the
+    /// first in ``fetchOrder`` (for servers that can; a hint for the adapter).
     public var fetchLimit: Int?
+    /// The order a pull from no cursor takes objects in (then by id).
     public var fetchOrder: [SortKey]
     /// Leave blob attributes as their URLs during the first sync of the model (download later).
     public var skipBlobsOnFirstSync: Bool

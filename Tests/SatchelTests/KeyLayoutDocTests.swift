@@ -21,7 +21,9 @@ struct KeyLayoutDocTests {
         guard let start = text.range(of: "<!-- examples -->"), let end = text.range(of: "<!-- /examples -->") else { return [] }
         return try text[start.upperBound..<end.lowerBound].split(separator: "\n").compactMap { line in
             let cells = line.split(separator: "|").map { $0.trimmingCharacters(in: .whitespaces).trimmingCharacters(in: CharacterSet(charactersIn: "`")) }
-            guard cells.count == 3, let family = ["meta": KeyFamily.meta, "doc": .document, "idx": .index, "chg": .change][cells[0]] else { return nil }
+            guard cells.count == 3, let family = [
+                "meta": KeyFamily.meta, "doc": .document, "idx": .index, "chg": .change, "out": .outbox, "err": .error, "ver": .version,
+            ][cells[0]] else { return nil }
             guard case .array(let elements) = try JSONValue(parsing: cells[1]) else { return nil }
             return Example(family: family, elements: elements, hex: cells[2])
         }
@@ -30,7 +32,7 @@ struct KeyLayoutDocTests {
     @Test("every worked example encodes to the documented bytes")
     func examplesMatch() throws {
         let examples = try Self.examples()
-        #expect(examples.count >= 10)
+        #expect(examples.count >= 27)
         for example in examples {
             let actual = Keys.encode(example.family, example.elements).map { String(format: "%02x", $0) }.joined(separator: " ")
             #expect(actual == example.hex, "\(example.family) \(example.elements)")
@@ -44,5 +46,10 @@ struct KeyLayoutDocTests {
         #expect(Keys.modelDefinition("Product") == Keys.encode(.meta, ["model", "Product"]))
         #expect(Keys.modelStats("Product") == Keys.encode(.meta, ["stats", "Product"]))
         #expect(Keys.format == Keys.encode(.meta, ["format"]))
+        #expect(Keys.objectRecord(.outbox, "Product", "p1") == Keys.encode(.outbox, ["Product", "p1"]))
+        #expect(Keys.objectRecord(.error, "Product", "p1") == Keys.encode(.error, ["Product", "p1"]))
+        #expect(Keys.objectRecord(.version, "Product", "p1") == Keys.encode(.version, ["Product", "p1"]))
+        #expect(Keys.syncState("Product") == Keys.encode(.meta, ["sync", "Product"]))
+        #expect(Keys.session == Keys.encode(.meta, ["session"]))
     }
 }
