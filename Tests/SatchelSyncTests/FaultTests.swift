@@ -2,6 +2,7 @@ import Foundation
 import Satchel
 import SatchelSync
 import SatchelSyncConformance
+import SatchelTestSupport
 import Testing
 
 /// The faults the in-memory backend injects, each followed by the same checks: no local change
@@ -87,6 +88,14 @@ struct FaultTests {
         #expect(created.count == 20 && Set(created).count == 20)
         #expect(await server.calls.filter { $0 == .pull }.count == 5, "four pages and the repeat")
         try await Self.expectConverged(client, server)
+
+        // Again with local changes on their way and the server's changes coming back.
+        try Self.changeOffline(client)
+        for i in 3...14 { await server.update("Product", "p\(i)", ["stock": .int(Int64(i))]) }
+        await server.inject(.duplicatePage, on: .pull, after: 1)
+        try await client.engine.sync()
+        await Self.expectChangesLanded(server)
+        try await Self.expectConverged(client, server)
     }
 
     @Test("5xx then success: retried with backoff and jitter, Retry-After honoured")
@@ -171,6 +180,20 @@ struct FaultTests {
         await engine.setEventHandler(nil)
         #expect(try await engine.sync().pulled == 10)
         try await Self.expectConverged(client, server)
+
+        // Stopped while local changes were pushed and the server's changes were coming.
+        try Self.changeOffline(client)
+        for i in 3...20 { await server.update("Product", "p\(i)", ["stock": .int(Int64(i))]) }
+        await engine.setEventHandler { event in
+            if case .sync(let n) = event, n.status == .inProgress, n.processedCount == 5 { engine.stop() }
+        }
+        await Self.expectFailure(.cancelled) { try await engine.sync() }
+        #expect(try client.model("Product").findAll().filter { $0["stock"] != nil }.count == 5, "one whole page")
+        #expect(try client.store.verify().problems == [])
+        await engine.setEventHandler(nil)
+        try await engine.sync()
+        await Self.expectChangesLanded(server)
+        try await Self.expectConverged(client, server)
     }
 
     @Test("killed between pages: the reopened store resumes where it stopped")
@@ -189,6 +212,26 @@ struct FaultTests {
         #expect(report.pulled < 18, "resumed from the stored cursor, not from the start")
         await Self.expectChangesLanded(server)
         try await Self.expectConverged(reopened, server)
+    }
+
+    @Test("an app that does not allow resets gets the unknown-client error, and loses nothing")
+    func unknownClientWithoutReset() async throws {
+        let server = InMemoryBackend()
+        await server.put("Product", ["name": "Lamp"], id: "p1")
+        let directory = TemporaryDirectory()
+        let store = try Store(path: directory.child("store"))
+        defer { try? store.close() }
+        _ = try store.model("Product")
+        var configuration = SyncEngine.Configuration()
+        configuration.resetOnUnknownClient = false
+        let engine = SyncEngine(store: store, backend: server, configuration: configuration)
+        try await engine.logIn(Self.credentials)
+        try await engine.sync()
+        try store.model("Product").update("p1", with: ["price": 3])
+        await server.forgetClients()
+        await Self.expectFailure(.unknownClient) { try await engine.sync() }
+        #expect(try store.model("Product").pendingChanges().map(\.objectID) == ["p1"])
+        #expect(try store.model("Product").find("p1")?["price"] == 3)
     }
 
     @Test("the server forgets the client: reset, full sync, local changes kept")
