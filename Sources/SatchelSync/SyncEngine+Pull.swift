@@ -41,7 +41,7 @@ extension SyncEngine {
                     status: .inProgress, model: definition.name, totalCount: page.totalCount, processedCount: processed,
                     cumulativeCount: page.count)))
             }
-            for (from, to) in outcome.links { try storage { try rewriteReferences(to: definition.name, from: from, to: to) } }
+            try storage { try rewriteReferences(to: definition.name, renames: Dictionary(outcome.links, uniquingKeysWith: { _, last in last })) }
             if !page.errors.isEmpty {
                 emit(.sync(SyncNotification(
                     status: .error, model: definition.name, errorCode: .rejectedRecords,

@@ -87,7 +87,7 @@ extension SyncEngine {
             kind = .delete
             attributes = later!.attributes
         case (.create, _):
-            kind = .create  // the create carries the object's current attributes
+            break  // still a create: it carries the object's current attributes
         case (.update, _):
             for (name, value) in later!.attributes { attributes[name] = value }
         case (.delete, _):
@@ -198,7 +198,7 @@ extension SyncEngine {
                 }
             }
         }
-        for (from, to) in renamed { try rewriteReferences(to: definition.name, from: from, to: to) }
+        try rewriteReferences(to: definition.name, renames: Dictionary(renamed, uniquingKeysWith: { _, last in last }))
         report.accepted += accepted
         report.rejected += rejected
         if !renamed.isEmpty { emit(.objects(ObjectNotification(model: definition.name, created: renamed.map(\.to)))) }
@@ -213,16 +213,18 @@ extension SyncEngine {
         change.allSatisfy { name, value in value.isNull ? server[name] == nil : server[name] == value }
     }
 
-    /// Rewrites the attributes of other models that refer to object `from` of `parent` through a
-    /// declared association, one batch per partition.
-    func rewriteReferences(to parent: String, from: String, to: String) throws {
+    /// Rewrites the attributes of other models that refer to renamed objects of `parent` (old id →
+    /// server id) through a declared association: one batch per partition, one pass per child
+    /// model and attribute.
+    func rewriteReferences(to parent: String, renames: [String: String]) throws {
+        guard !renames.isEmpty else { return }
         let children = store.models.filter { $0.associations.values.contains(parent) }
         for partition in Set(children.map(\.partition)) {
             try store.bulkUpdate { tx in
                 for child in children where child.partition == partition {
                     let model = try store.model(child.name)
                     for (attribute, target) in child.associations where target == parent {
-                        try tx.rewriteReferences(in: model, attribute: attribute, from: from, to: to)
+                        try tx.rewriteReferences(in: model, attribute: attribute, renames: renames)
                     }
                 }
             }

@@ -39,6 +39,9 @@ public final class FaultyBackend: SyncBackend {
     /// How many times `call` was made (faulty ones included).
     public func count(_ call: BackendCall) -> Int { state.withLock { $0.counts[call] ?? 0 } }
 
+    /// Faults injected that no call has met yet.
+    public var unusedFaults: Int { state.withLock { $0.pending.count } }
+
     private func fault(for call: BackendCall) -> Fault? {
         state.withLock { state in
             state.counts[call, default: 0] += 1

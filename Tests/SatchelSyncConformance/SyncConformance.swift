@@ -421,6 +421,7 @@ public enum SyncConformance {
         let device = try await device(server)
         device.faults.inject(.repeatPreviousPage, on: .pull, after: 1)
         try await device.engine.sync(models: ["Product"])
+        #expect(device.faults.unusedFaults == 0, "a page was served twice")
         let created = device.log.objects("Product").created
         #expect(created.count == 12 && Set(created) == Set(ids), "each object created once")
         try await device.expectConverged()

@@ -70,23 +70,15 @@ enum ReferenceOrder {
         }
     }
 
-    static func compare(_ a: Int64, _ b: Double) -> Int {
-        if b >= 9_223_372_036_854_775_808.0 { return -1 }
-        if b < -9_223_372_036_854_775_808.0 { return 1 }
-        let floor = b.rounded(.down)
-        let f = Int64(floor)
-        if a != f { return a < f ? -1 : 1 }
-        return b > floor ? -1 : 0
-    }
-
     static func compare(_ a: JSONValue, _ b: JSONValue) -> Int {
         let ra = rank(a), rb = rank(b)
         if ra != rb { return ra < rb ? -1 : 1 }
         switch (a, b) {
         case (.int(let x), .int(let y)): return x == y ? 0 : (x < y ? -1 : 1)
         case (.double(let x), .double(let y)): return x == y ? 0 : (x < y ? -1 : 1)
-        case (.int(let x), .double(let y)): return compare(x, y)
-        case (.double(let x), .int(let y)): return -compare(y, x)
+        // Mixed numbers: the query semantics' exact comparison, which key order must agree with.
+        case (.int(let x), .double(let y)): return ValueOrder.compare(x, y)
+        case (.double(let x), .int(let y)): return -ValueOrder.compare(y, x)
         case (.string(let x), .string(let y)): return sign(compareBytes(Array(x.utf8), Array(y.utf8)))
         case (.array(let x), .array(let y)): return compare(x, y)
         case (.object(let x), .object(let y)):

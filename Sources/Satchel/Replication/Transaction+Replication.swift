@@ -215,31 +215,31 @@ extension Transaction {
         return moved
     }
 
-    /// Rewrites attribute `attribute` of every object of `model` whose value is `.string(from)`
-    /// to `.string(to)`, in the documents and in their pending and in-flight changes, recording
-    /// no new change. Returns the ids rewritten.
-    @discardableResult
-    package func rewriteReferences(in model: Model, attribute: String, from: String, to: String) throws -> [String] {
+    /// Rewrites, in one pass, `attribute` of the objects of `model` — and of their pending and
+    /// in-flight changes — where it holds an old id of `renames` (old id → new id). The objects
+    /// are found with one `in` query (index-served when `attribute` is indexed), so a push that
+    /// renames many parents reads each child model once, not once per parent.
+    package func rewriteReferences(in model: Model, attribute: String, renames: [String: String]) throws {
+        guard !renames.isEmpty else { return }
+        func renamed(_ value: JSONValue?) -> JSONValue? { value?.stringValue.flatMap { renames[$0] }.map(JSONValue.string) }
         let field = Field(components: [attribute])
-        var rewritten: [String] = []
-        for document in try findAll(Query(where: field == .string(from)), in: model) {
+        for document in try findAll(Query(where: field.isIn(renames.keys.map(JSONValue.string))), in: model) {
+            guard let new = renamed(document[attribute]) else { continue }
             var attributes = document.attributes
-            attributes[attribute] = .string(to)
-            try writeServerObject(model, document.id, attributes)
-            rewritten.append(document.id)
+            attributes[attribute] = new
+            try writeServerObject(model, document.id, attributes, replacing: document.attributes)
         }
-        for change in try pendingChanges(of: model) where change.attributes[attribute] == .string(from) {
+        for change in try pendingChanges(of: model) {
+            guard let new = renamed(change.attributes[attribute]) else { continue }
             var attributes = change.attributes
-            attributes[attribute] = .string(to)
+            attributes[attribute] = new
             try setPendingChange(model, change.objectID, kind: change.kind, attributes: attributes)
         }
         for (id, var record) in try outboxRecords(of: model) {
-            if record.attributes[attribute] == .string(from) {
-                record.attributes[attribute] = .string(to)
-                try setOutbox(model, id, record)
-            }
+            guard let new = renamed(record.attributes[attribute]) else { continue }
+            record.attributes[attribute] = new
+            try setOutbox(model, id, record)
         }
-        return rewritten
     }
 }
 

@@ -73,18 +73,23 @@ extension Store {
             guard let entry = definitions[key], entry.definition.partition == partition else { return nil }
             return (key, entry)
         }
+        /// The model and id of a `(family, model, objectId)` key; nil after reporting why not.
+        func objectKey(_ what: String) -> (NameKey, ModelEntry, String)? {
+            guard elements.count == 2, let id = elements[1].stringValue else {
+                report.report("\(where_): a malformed \(what) key")
+                return nil
+            }
+            guard let (name, entry) = model(elements[0]) else {
+                report.report("\(where_): \(what) '\(id)' belongs to an unknown model '\(elements[0].stringValue ?? "?")'")
+                return nil
+            }
+            return (name, entry, id)
+        }
         switch family {
         case .meta:
             break  // definitions were decoded at open; counters are compared at the end
         case .document:
-            guard elements.count == 2, let id = elements[1].stringValue else {
-                report.report("\(where_): a malformed object key")
-                return
-            }
-            guard let (name, _) = model(elements[0]) else {
-                report.report("\(where_): object '\(id)' belongs to an unknown model '\(elements[0].stringValue ?? "?")'")
-                return
-            }
+            guard let (name, _, id) = objectKey("object") else { return }
             report.objects += 1
             counted[name, default: ModelCounters()].objects += 1
             do {
@@ -107,14 +112,7 @@ extension Store {
                 report.report("model '\(name.name)': \(error)")
             }
         case .change:
-            guard elements.count == 2, let id = elements[1].stringValue else {
-                report.report("\(where_): a malformed change key")
-                return
-            }
-            guard let (name, entry) = model(elements[0]) else {
-                report.report("\(where_): a pending change of '\(id)' belongs to an unknown model")
-                return
-            }
+            guard let (name, entry, id) = objectKey("pending change") else { return }
             report.pendingChanges += 1
             if !entry.definition.recordsChanges {
                 report.report("model '\(name.name)' does not sync but has a pending change for '\(id)'")
@@ -126,14 +124,7 @@ extension Store {
                 report.report("model '\(name.name)': \(error)")
             }
         case .outbox, .error, .version:
-            guard elements.count == 2, let id = elements[1].stringValue else {
-                report.report("\(where_): a malformed \(family) key")
-                return
-            }
-            guard let (name, _) = model(elements[0]) else {
-                report.report("\(where_): a \(family) record of '\(id)' belongs to an unknown model")
-                return
-            }
+            guard let (name, _, id) = objectKey("\(family) record") else { return }
             do {
                 switch family {
                 case .outbox:

@@ -405,8 +405,8 @@ public actor InMemoryBackend: SyncBackend {
 
     private func serverObject(_ id: String, _ entry: ServerState.Entry, request: PullRequest, changedAfter: Int64? = nil) -> ServerObject {
         var attributes = entry.attributes
-        if let changedAfter { attributes = JSONObject(attributes.filter { (entry.setAt[$0.key] ?? .max) > changedAfter }.map { ($0.key, $0.value) }) }
-        if let only = request.configuration.onlyAttributes { attributes = JSONObject(attributes.filter { only.contains($0.key) }.map { ($0.key, $0.value) }) }
+        if let changedAfter { attributes = attributes.filter { name, _ in (entry.setAt[name] ?? .max) > changedAfter } }
+        if let only = request.configuration.onlyAttributes { attributes = attributes.filter { name, _ in only.contains(name) } }
         for name in request.configuration.ignoredAttributes { attributes[name] = nil }
         var blobURLs: [String: String] = [:]
         for name in request.model.blobAttributes {

@@ -94,7 +94,7 @@ struct ServerState: Sendable {
     /// recording which attributes changed when. Returns the object's new version (nil: deleted).
     @discardableResult
     mutating func write(_ model: String, _ id: String, _ attributes: JSONObject?) -> Int64? {
-        let kept = JSONObject((attributes ?? JSONObject()).filter { !$0.value.isNull && $0.key != Document.idAttribute }.map { ($0.key, $0.value) })
+        let kept = (attributes ?? JSONObject()).filter { name, value in !value.isNull && name != Document.idAttribute }
         let now = tick()
         // Taken out of the dictionary while changed, so the change does not copy it.
         var collection = collections.removeValue(forKey: model) ?? Collection()
