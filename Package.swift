@@ -22,6 +22,11 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.0"),
+        // The RhoConnect adapter unzips bulk-data files.
+        .package(url: "https://github.com/weichsel/ZIPFoundation.git", from: "0.9.20"),
+        // Tests only: the loopback RhoConnect server's HTTP server, and its multipart parser.
+        .package(url: "https://github.com/swhitty/FlyingFox.git", from: "0.27.1"),
+        .package(url: "https://github.com/vapor/multipart-kit.git", from: "4.7.1"),
     ],
     targets: [
         // Layer 0: the C seam. A module map and a header, no Swift.
@@ -33,18 +38,25 @@ let package = Package(
         .target(name: "Satchel", dependencies: ["CLevelDB"], swiftSettings: settings),
         // Layer 2: the sync engine and the backend adapter protocol, with the in-memory backend.
         .target(name: "SatchelSync", dependencies: ["Satchel"], swiftSettings: settings),
+        // Layer 3: adapters. Each speaks one server's protocol and depends on the engine only
+        // (and what its wire format needs: bulk-data files are zipped SQLite databases).
+        .systemLibrary(name: "CSQLite", providers: [.apt(["libsqlite3-dev"]), .brew(["sqlite"])]),
+        .target(
+            name: "SatchelRhoConnect",
+            dependencies: ["Satchel", "SatchelSync", "CSQLite", .product(name: "ZIPFoundation", package: "ZIPFoundation")],
+            swiftSettings: settings
+        ),
         // Top layer: the command-line tool.
         .executableTarget(
             name: "SatchelCLI",
             dependencies: [
-                "Satchel", "SatchelSync",
+                "Satchel", "SatchelSync", "SatchelRhoConnect",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: settings
         ),
         // The benchmark: Satchel against baselines run in the same process. It reaches LevelDB's C
-        // API directly for the raw baseline, and SQLite's for two more; nothing else uses SQLite.
-        .systemLibrary(name: "CSQLite", providers: [.apt(["libsqlite3-dev"]), .brew(["sqlite"])]),
+        // API directly for the raw baseline, and SQLite's for two more.
         .executableTarget(
             name: "SatchelBench",
             dependencies: [
@@ -68,7 +80,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SatchelCLITests",
-            dependencies: ["Satchel", "SatchelSync", "SatchelTestSupport", "SatchelCLI"],
+            dependencies: ["Satchel", "SatchelSync", "SatchelTestSupport", "SatchelCLI", "RhoConnectTestServer"],
             swiftSettings: settings
         ),
         // The adapter conformance kit: one suite every backend adapter must pass.
@@ -81,6 +93,27 @@ let package = Package(
         .testTarget(
             name: "SatchelSyncTests",
             dependencies: ["Satchel", "SatchelSync", "SatchelTestSupport", "SatchelSyncConformance"],
+            swiftSettings: settings
+        ),
+        // A RhoConnect server on loopback, driven by Fixtures/rhoconnect: written from the
+        // protocol, sharing no code with the adapter it tests.
+        .target(
+            name: "RhoConnectTestServer",
+            dependencies: [
+                "CSQLite",
+                .product(name: "FlyingFox", package: "FlyingFox"),
+                .product(name: "FlyingSocks", package: "FlyingFox"),
+                .product(name: "MultipartKit", package: "multipart-kit"),
+                .product(name: "ZIPFoundation", package: "ZIPFoundation"),
+            ],
+            path: "Tests/RhoConnectTestServer",
+            swiftSettings: settings
+        ),
+        .testTarget(
+            name: "SatchelRhoConnectTests",
+            dependencies: [
+                "Satchel", "SatchelSync", "SatchelRhoConnect", "SatchelTestSupport", "SatchelSyncConformance", "RhoConnectTestServer",
+            ],
             swiftSettings: settings
         ),
     ],

@@ -4,7 +4,7 @@
 # nothing that is already there. Uses sudo when not run as root.
 set -euo pipefail
 
-packages=(libleveldb-dev libsnappy-dev libsqlite3-dev)
+packages=(libleveldb-dev libsnappy-dev libsqlite3-dev zlib1g-dev)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

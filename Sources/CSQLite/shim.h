@@ -1,2 +1,3 @@
-// SQLite's C API from Debian's libsqlite3-dev, for satchel-bench's baselines only.
+// SQLite's C API from Debian's libsqlite3-dev: the RhoConnect adapter reads bulk-data files with it
+// (and writes them in its test server); satchel-bench runs its baselines on it.
 #include <sqlite3.h>

@@ -35,6 +35,11 @@ public protocol SyncBackend: Sendable {
     /// without its client identity.
     func resetClient(_ session: SyncSession) async throws -> SyncSession
 
+    /// Called before a ``SyncEngine/Mode/full`` sync of a model (before its push): a server that
+    /// sends a client only what it lacks (RhoConnect) is told to forget what this client has of
+    /// the model, so that the pull from no cursor sends everything again.
+    func prepareFullPull(_ request: PullRequest) async throws
+
     /// One page of the server's changes after ``PullRequest/cursor``.
     func pull(_ request: PullRequest) async throws -> PullPage
     /// Sends local changes; returns one result per change, for each id of the request.
@@ -54,6 +59,7 @@ public protocol SyncBackend: Sendable {
 extension SyncBackend {
     public func prepare(_ session: SyncSession) async throws -> SyncSession { session }
     public func resetClient(_ session: SyncSession) async throws -> SyncSession { session }
+    public func prepareFullPull(_ request: PullRequest) async throws {}
     public func bulkSnapshot(_ request: PullRequest) async throws -> PullPage {
         throw SyncError(.notSupported, "\(name) has no bulk snapshot")
     }
@@ -70,7 +76,7 @@ extension SyncBackend {
 
 /// The calls of ``SyncBackend``, by name (for fault injection and call counts).
 public enum BackendCall: String, Sendable, Hashable, CaseIterable {
-    case logIn, logOut, prepare, resetClient, pull, push, bulkSnapshot, search, remoteIDs, downloadBlob
+    case logIn, logOut, prepare, resetClient, prepareFullPull, pull, push, bulkSnapshot, search, remoteIDs, downloadBlob
 }
 
 /// What a server can do.
@@ -196,7 +202,9 @@ public struct ServerRecordError: Sendable, Hashable {
 public struct PullPage: Sendable {
     /// Objects created or changed.
     public var upserts: [ServerObject]
-    /// Attributes removed: object id → attribute names. An object left with none is deleted.
+    /// Attributes removed: object id → attribute names. An object left with none is deleted; so
+    /// is one all of whose attributes are listed (a delete, with what that means for an object
+    /// changed here).
     public var removals: [String: [String]]
     /// Objects deleted whole.
     public var deletes: [String]
@@ -207,8 +215,11 @@ public struct PullPage: Sendable {
     /// An error of the server's source as a whole (RhoConnect's `source-error`): reported, the
     /// page is still applied.
     public var sourceError: String?
-    /// The server's schema changed: the engine stops syncing and reports it.
+    /// The server's schema changed: the engine stores the cursor, stops syncing and reports it.
     public var schemaChanged: Bool
+    /// What the server says about the model (RhoConnect's source `metadata`), stored with the
+    /// page; see ``SyncEngine/serverMetadata(_:)``.
+    public var metadata: JSONValue?
     /// Where the next page starts; stored with this page.
     public var nextCursor: JSONValue?
     /// Whether this is the last page for now.
@@ -218,8 +229,8 @@ public struct PullPage: Sendable {
 
     public init(
         upserts: [ServerObject] = [], removals: [String: [String]] = [:], deletes: [String] = [], links: [String: String] = [:],
-        errors: [ServerRecordError] = [], sourceError: String? = nil, schemaChanged: Bool = false, nextCursor: JSONValue? = nil,
-        done: Bool = true, totalCount: Int? = nil
+        errors: [ServerRecordError] = [], sourceError: String? = nil, schemaChanged: Bool = false, metadata: JSONValue? = nil,
+        nextCursor: JSONValue? = nil, done: Bool = true, totalCount: Int? = nil
     ) {
         self.upserts = upserts
         self.removals = removals
@@ -228,6 +239,7 @@ public struct PullPage: Sendable {
         self.errors = errors
         self.sourceError = sourceError
         self.schemaChanged = schemaChanged
+        self.metadata = metadata
         self.nextCursor = nextCursor
         self.done = done
         self.totalCount = totalCount

@@ -19,6 +19,10 @@ extension SyncEngine {
             let request = pullRequest(definition, cursor: state.cursor, session: session, settings: settings)
             let page = try await withRetry { try await self.backend.pull(request) }
             if page.schemaChanged {
+                // The cursor acknowledges the page that said so.
+                state.cursor = page.nextCursor
+                let stored = state
+                try storage { try store.bulkUpdate { try $0.setSyncState(model, stored) } }
                 report.schemaChanged = true
                 emit(.sync(SyncNotification(status: .schemaChanged, model: definition.name, totalCount: page.totalCount)))
                 return
@@ -31,6 +35,8 @@ extension SyncEngine {
                 try apply(page, to: model, definition: definition, settings: settings, blobs: blobs, state: &state)
             }
             seen?.formUnion(page.upserts.map(\.id))
+            // A linked object is the server's too, even when the server does not send it again.
+            seen?.formUnion(page.links.values)
             processed += page.count
             report.pulled += page.count
             report.rejected += page.errors.count
@@ -188,6 +194,13 @@ extension SyncEngine {
             for id in page.deletes where try Self.applyServerDelete(id, to: model, tx: tx) { notification.deleted.append(id) }
             for (id, names) in page.removals.sorted(by: { $0.key < $1.key }) {
                 guard var document = try tx.find(id, in: model) else { continue }
+                let listed = Set(names)
+                let keys = document.attributes.keys
+                if keys.contains(where: listed.contains), keys.allSatisfy({ listed.contains($0) || !settings.syncs($0) }) {
+                    // Every attribute the server could know of is removed: the object is.
+                    if try Self.applyServerDelete(id, to: model, tx: tx) { notification.deleted.append(id) }
+                    continue
+                }
                 let protected = try Self.protectedAttributes(model, id, settings: settings, tx: tx)
                 if protected.all { continue }
                 for name in names where settings.syncs(name) && !protected.names.contains(name) { document.attributes[name] = nil }
@@ -199,6 +212,7 @@ extension SyncEngine {
             }
             try Self.applyUpserts(page.upserts, to: model, settings: settings, blobs: blobs, tx: tx, notification: &notification)
             newState.cursor = page.nextCursor
+            if let metadata = page.metadata { newState.metadata = metadata }
             if page.done {
                 newState.initialSyncComplete = true
                 newState.lastSync = Self.now()

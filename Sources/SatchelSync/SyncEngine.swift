@@ -98,9 +98,25 @@ public actor SyncEngine {
     /// Logs in and stores the session (never the password).
     ///
     /// - Throws: ``SyncError`` `.unauthorized` for wrong credentials.
+    ///
+    /// Logging in again as the user whose session expired (a 401) keeps what the adapter stored
+    /// beside the proof of login, such as the client id, so the server still knows this client.
     public func logIn(_ credentials: Credentials) async throws {
-        let session = try await withRetry { try await self.backend.logIn(credentials) }
+        var session = try await withRetry { try await self.backend.logIn(credentials) }
+        if let stored = try storage({ try store.storedSession() }), stored["expired"]?.boolValue == true {
+            let previous = Self.decode(stored)
+            if previous.user == session.user {
+                for (key, value) in previous.data where session.data[key] == nil { session.data[key] = value }
+            }
+        }
         try storage { try store.setStoredSession(Self.encode(session)) }
+    }
+
+    /// After a 401: the session no longer logs in, but its data is kept for the next login.
+    func expireSession() throws {
+        guard var stored = try store.storedSession() else { return }
+        stored["expired"] = true
+        try store.setStoredSession(stored)
     }
 
     /// Logs out of the server (best effort) and forgets the session.
@@ -113,7 +129,7 @@ public actor SyncEngine {
     public var isLoggedIn: Bool { (try? currentSession()) != nil }
 
     func currentSession() throws -> SyncSession? {
-        try storage { try store.storedSession().map(Self.decode) }
+        try storage { try store.storedSession().flatMap { $0["expired"]?.boolValue == true ? nil : Self.decode($0) } }
     }
 
     static func encode(_ session: SyncSession) -> JSONObject { ["user": .string(session.user), "data": .object(session.data)] }
@@ -168,6 +184,12 @@ public actor SyncEngine {
     public func initialSyncComplete(_ model: String) throws -> Bool {
         guard let handle = store.existingModel(model) else { return false }
         return try storage { try store.bulkUpdate { try $0.syncState(handle).initialSyncComplete } }
+    }
+
+    /// What the server last said about `model` (RhoConnect's source metadata), nil if nothing.
+    public func serverMetadata(_ model: String) throws -> JSONValue? {
+        guard let handle = store.existingModel(model) else { return nil }
+        return try storage { try store.bulkUpdate { try $0.syncState(handle).metadata } }
     }
 
     // MARK: - Sync
@@ -254,8 +276,13 @@ public actor SyncEngine {
         let model = try storage { try store.model(definition.name) }
         let settings = configuration(of: definition.name)
         let pulledBefore = report.pulled
+        let usesBulk = definition.syncType == .bulkOnly || (mode == .bulk && backend.capabilities.bulkSnapshot)
+        if mode == .full && !usesBulk {
+            let request = pullRequest(definition, cursor: nil, session: session, settings: settings)
+            try await withRetry { try await self.backend.prepareFullPull(request) }
+        }
         try await push(model, definition: definition, settings: settings, session: session, report: &report)
-        if definition.syncType == .bulkOnly || (mode == .bulk && backend.capabilities.bulkSnapshot) {
+        if usesBulk {
             try await bulk(model, definition: definition, settings: settings, session: session, report: &report)
         } else {
             try await pull(model, definition: definition, settings: settings, session: session, full: mode == .full, report: &report)
@@ -273,7 +300,7 @@ public actor SyncEngine {
                 return try await body()
             } catch {
                 let failure = Self.syncError(error)
-                if failure.code == .unauthorized { try? store.setStoredSession(nil) }
+                if failure.code == .unauthorized { try? expireSession() }
                 guard failure.isRetryable, attempt < configuration.retry.maxAttempts else { throw failure }
                 try checkStopped()
                 let delay = configuration.retry.delay(after: attempt, serverAsked: failure.retryAfter, random: configuration.random())

@@ -14,6 +14,10 @@ public protocol ConformanceServer: Sendable {
     /// Whether the server refuses an update or delete made from an older version than its own
     /// (Kinto's 412); otherwise concurrent changes to different attributes merge.
     var detectsConflicts: Bool { get }
+    /// Whether every value travels as a string (RhoConnect): the kit's models are then
+    /// fixed-schema with typed attributes, so numbers come back as numbers, and ``objects(_:)``
+    /// gives values of those types.
+    var valuesAreStrings: Bool { get }
 
     /// Creates an object on the server (with id `id`, or one the server picks when nil);
     /// returns its id.
@@ -31,6 +35,10 @@ public protocol ConformanceServer: Sendable {
     func allowAll() async throws
     /// Releases the server (or its part).
     func shutdown() async throws
+}
+
+extension ConformanceServer {
+    public var valuesAreStrings: Bool { false }
 }
 
 /// Makes servers for the conformance kit.

@@ -85,6 +85,10 @@ public final class FaultyBackend: SyncBackend {
         try await perform(.resetClient) { try await wrapped.resetClient(session) }
     }
 
+    public func prepareFullPull(_ request: PullRequest) async throws {
+        try await perform(.prepareFullPull) { try await wrapped.prepareFullPull(request) }
+    }
+
     public func pull(_ request: PullRequest) async throws -> PullPage {
         let fault = fault(for: .pull)
         if case .repeatPreviousPage? = fault, let previous = state.withLock({ $0.previousPage }) { return previous }

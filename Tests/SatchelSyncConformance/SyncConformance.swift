@@ -1,4 +1,4 @@
-import Satchel
+public import Satchel
 import SatchelSync
 public import Testing
 
@@ -42,6 +42,24 @@ public enum SyncConformance {
     static let order = ModelDefinition(name: "Order", associations: ["customer": "Customer"])
     static let models = [product, customer, order]
 
+    /// The models' attribute types, for servers whose values are strings.
+    public static let schemas: [String: [String: AttributeType]] = [
+        "Product": ["name": .string, "price": .integer, "brand": .string],
+        "Customer": ["name": .string],
+        "Order": ["customer": .string, "total": .integer],
+    ]
+
+    /// The kit's models for `server`: fixed-schema with typed attributes when its values are
+    /// strings.
+    static func models(for server: any ConformanceServer) -> [ModelDefinition] {
+        guard server.valuesAreStrings else { return models }
+        return models.map { model in
+            var typed = model
+            typed.kind = .fixedSchema(schemas[model.name] ?? [:])
+            return typed
+        }
+    }
+
     /// A device logged in to `server`, through a ``FaultyBackend``.
     struct Device {
         var client: SyncClient
@@ -55,7 +73,9 @@ public enum SyncConformance {
         func products() throws -> Model { try client.model("Product") }
 
         /// Closes the store and opens it again, as after the app was killed.
-        mutating func restart() async throws { client = try await client.reopened(backend: faults, models: SyncConformance.models) }
+        mutating func restart() async throws {
+            client = try await client.reopened(backend: faults, models: SyncConformance.models(for: server))
+        }
 
         func expectConverged(_ models: [String] = ["Product"], sourceLocation: SourceLocation = #_sourceLocation) async throws {
             try await client.expectConverged(with: server, models: models, sourceLocation: sourceLocation)
@@ -64,7 +84,7 @@ public enum SyncConformance {
 
     static func device(_ server: any ConformanceServer, retry: RetryPolicy = RetryPolicy(maxAttempts: 1)) async throws -> Device {
         let faults = FaultyBackend(server.backend)
-        let client = try SyncClient(backend: faults, models: models, pageSize: 5, retry: retry)
+        let client = try SyncClient(backend: faults, models: models(for: server), pageSize: 5, retry: retry)
         await client.record()
         try await client.engine.logIn(server.credentials)
         return Device(client: client, faults: faults, server: server)

@@ -95,11 +95,14 @@ package struct SyncStateRecord: Equatable, Sendable {
     package var initialSyncComplete: Bool
     /// When the last complete cycle ended (ISO 8601).
     package var lastSync: String?
+    /// What the server last said about the model (RhoConnect's source metadata).
+    package var metadata: JSONValue?
 
-    package init(cursor: JSONValue? = nil, initialSyncComplete: Bool = false, lastSync: String? = nil) {
+    package init(cursor: JSONValue? = nil, initialSyncComplete: Bool = false, lastSync: String? = nil, metadata: JSONValue? = nil) {
         self.cursor = cursor
         self.initialSyncComplete = initialSyncComplete
         self.lastSync = lastSync
+        self.metadata = metadata
     }
 
     var json: JSONObject {
@@ -107,10 +110,11 @@ package struct SyncStateRecord: Equatable, Sendable {
         if let cursor { object["cursor"] = cursor }
         if initialSyncComplete { object["initial"] = true }
         if let lastSync { object["last"] = .string(lastSync) }
+        if let metadata { object["metadata"] = metadata }
         return object
     }
 
     init(json: JSONObject) {
-        self.init(cursor: json["cursor"], initialSyncComplete: json["initial"]?.boolValue ?? false, lastSync: json["last"]?.stringValue)
+        self.init(cursor: json["cursor"], initialSyncComplete: json["initial"]?.boolValue ?? false, lastSync: json["last"]?.stringValue, metadata: json["metadata"])
     }
 }

@@ -1,0 +1,366 @@
+public import Foundation
+public import Satchel
+public import SatchelSync
+
+/// A RhoConnect server, spoken to as the RhoConnect client does.
+///
+/// Point it at the server's root (`http://host:9292/`); it uses protocol 4's routes
+/// (`/rc/v1/...`, `/app/v1/...`), or the legacy `/application` routes with
+/// ``Configuration/Routes/legacy``.
+///
+/// ```swift
+/// let backend = RhoConnectBackend(url: URL(string: "http://127.0.0.1:9292/")!)
+/// let engine = SyncEngine(store: store, backend: backend)
+/// try await engine.logIn(Credentials(user: "ann", password: "secret"))
+/// try await engine.sync()
+/// ```
+///
+/// What it maps:
+/// - the `rhoconnect_session` cookie of the login, replayed on every request, and the client id
+///   (`X-RhoConnect-CLIENT-ID`) are the session's data;
+/// - query pages become ``PullPage``s whose cursor is the page token: the engine stores it with
+///   the page, so the next request acknowledges exactly the pages applied (after a restart
+///   too), and a page whose answer was lost is sent again by the server;
+/// - `insert` (partial objects), `delete` (attributes; all of an object's = the object),
+///   `links`, `metadata`, `schema-changed`, `source-error`, and `create-error` /
+///   `update-error` (with `update-rollback` as the server's copy) / `delete-error` as record
+///   errors;
+/// - pushes: creates wait for their link (``PushOutcome/awaitingLink``); updates and deletes
+///   are received, and errors come in the next page;
+/// - values are strings on the wire; a property-bag model keeps them as strings, a fixed-schema
+///   model reads them as its declared types;
+/// - a 401 logs out; a 500 `Unknown client` is ``SyncError/Code/unknownClient``.
+public struct RhoConnectBackend: SyncBackend {
+    /// Where the server is and how to talk to it.
+    public struct Configuration: Sendable {
+        /// Protocol 4's routes, or the legacy ones under `/application`.
+        public enum Routes: Sendable, Hashable {
+            case protocol4
+            case legacy
+        }
+
+        /// The server's root, e.g. `http://host:9292/`.
+        public var url: URL
+        public var routes: Routes
+        /// Seconds to wait for an answer.
+        public var timeout: TimeInterval
+        /// The wait between polls while the server builds a bulk-data file (`wait`).
+        public var bulkPollInterval: Duration
+        /// How many times to poll before giving up.
+        public var bulkMaxPolls: Int
+        /// `max_results` of a search.
+        public var searchMaxResults: Int
+        /// How the adapter waits between bulk polls (tests record instead of sleeping).
+        public var sleep: @Sendable (Duration) async throws -> Void
+
+        public init(
+            url: URL, routes: Routes = .protocol4, timeout: TimeInterval = 60, bulkPollInterval: Duration = .seconds(5),
+            bulkMaxPolls: Int = 120, searchMaxResults: Int = 1000,
+            sleep: @escaping @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) }
+        ) {
+            self.url = url
+            self.routes = routes
+            self.timeout = timeout
+            self.bulkPollInterval = bulkPollInterval
+            self.bulkMaxPolls = bulkMaxPolls
+            self.searchMaxResults = searchMaxResults
+            self.sleep = sleep
+        }
+    }
+
+    public let configuration: Configuration
+    let http: RhoConnectHTTP
+
+    public init(configuration: Configuration) {
+        self.configuration = configuration
+        http = RhoConnectHTTP(timeout: configuration.timeout)
+    }
+
+    /// An adapter for the server at `url` (its root), with protocol 4's routes.
+    public init(url: URL) { self.init(configuration: Configuration(url: url)) }
+
+    public var name: String { "rhoconnect" }
+
+    public var capabilities: SyncCapabilities {
+        SyncCapabilities(deletions: .inPages, bulkSnapshot: true, search: configuration.routes == .protocol4)
+    }
+
+    // MARK: - Session data
+
+    static let cookieKey = "cookie"
+    static let clientKey = "client"
+
+    static func cookie(_ session: SyncSession) -> String? { session.data[cookieKey]?.stringValue }
+    static func clientID(_ session: SyncSession) -> String? { session.data[clientKey]?.stringValue }
+
+    func clientID(_ session: SyncSession) throws(SyncError) -> String {
+        guard let id = Self.clientID(session) else { throw SyncError(.unknownClient, "the session has no RhoConnect client id") }
+        return id
+    }
+
+    func url(_ path: String, _ query: [(String, String)] = []) throws(SyncError) -> URL {
+        try RhoConnectHTTP.url(configuration.url, path, query)
+    }
+
+    func send(
+        _ method: String, _ url: URL, _ session: SyncSession?, body: Data? = nil, contentType: String? = nil, what: String
+    ) async throws(SyncError) -> RhoConnectHTTP.Answer {
+        let answer = try await http.send(
+            method, url, cookie: session.flatMap(Self.cookie), clientID: session.flatMap(Self.clientID), body: body, contentType: contentType)
+        return try RhoConnectHTTP.check(answer, what)
+    }
+
+    static func json(_ answer: RhoConnectHTTP.Answer, _ what: String) throws(SyncError) -> JSONValue {
+        do {
+            return try JSONValue(parsing: answer.body)
+        } catch {
+            throw SyncError(.protocolViolation, "\(what): the answer is not JSON (\(answer.body.count) bytes: \(error))")
+        }
+    }
+
+    static func body(_ object: JSONObject) -> Data { Data(object.jsonBytes) }
+
+    // MARK: - Log in, client
+
+    public func logIn(_ credentials: Credentials) async throws -> SyncSession {
+        let url = try url(configuration.routes == .protocol4 ? "rc/v1/app/login" : "application/clientlogin")
+        let body: JSONObject = ["login": .string(credentials.user), "password": .string(credentials.password), "remember_me": 1]
+        let answer = try await send("POST", url, nil, body: Self.body(body), what: "login")
+        let cookie = RhoConnectHTTP.cookie(from: answer)
+        guard !cookie.isEmpty else { throw SyncError(.protocolViolation, "login: the server set no session cookie") }
+        return SyncSession(user: credentials.user, data: [Self.cookieKey: .string(cookie)])
+    }
+
+    /// RhoConnect has no logout call: the session is simply forgotten.
+    public func logOut(_ session: SyncSession) async throws {}
+
+    /// Creates the client on the server when the session has none yet.
+    public func prepare(_ session: SyncSession) async throws -> SyncSession {
+        guard Self.clientID(session) == nil else { return session }
+        let answer: RhoConnectHTTP.Answer
+        switch configuration.routes {
+        case .protocol4: answer = try await send("POST", url("rc/v1/clients"), session, body: Data(), what: "client create")
+        case .legacy: answer = try await send("GET", url("application/clientcreate"), session, what: "client create")
+        }
+        guard case .object(let object) = try Self.json(answer, "client create"), case .object(let client)? = object["client"],
+            case .string(let id)? = client["client_id"], !id.isEmpty
+        else {
+            throw SyncError(.protocolViolation, "client create: the answer has no client.client_id")
+        }
+        var prepared = session
+        prepared.data[Self.clientKey] = .string(id)
+        return prepared
+    }
+
+    /// Asks the server to flush this client's documents; the client id is kept. A client the
+    /// server no longer knows is dropped, and the next sync creates a new one.
+    public func resetClient(_ session: SyncSession) async throws -> SyncSession {
+        guard let id = Self.clientID(session) else { return session }
+        do {
+            try await requestReset(id, session)
+            return session
+        } catch {
+            guard error.code == .unknownClient else { throw error }
+            var reset = session
+            reset.data[Self.clientKey] = nil
+            return reset
+        }
+    }
+
+    /// Resets the model's documents of this client on the server, so that the next query sends
+    /// every object again (RhoConnect sends a client only what it lacks). The legacy routes
+    /// reset the whole client.
+    public func prepareFullPull(_ request: PullRequest) async throws {
+        try await requestReset(try clientID(request.session), request.session, sources: [request.model.name])
+    }
+
+    func requestReset(_ id: String, _ session: SyncSession, sources: [String]? = nil) async throws(SyncError) {
+        switch configuration.routes {
+        case .protocol4:
+            let body = sources.map { Self.body(["sources": .array($0.map { .object(["name": .string($0)]) })]) } ?? Data()
+            _ = try await send("POST", url("rc/v1/clients/\(RhoConnectHTTP.escape(id))/reset"), session, body: body, what: "client reset")
+        case .legacy:
+            _ = try await send("GET", url("application/clientreset", [("client_id", id)]), session, what: "client reset")
+        }
+    }
+
+    // MARK: - Query
+
+    func sourceQuery(_ request: PullRequest) -> [(String, String)] {
+        (request.configuration.serverFilter ?? JSONObject()).map { name, value in
+            ("query[\(name)]", RhoConnectValues.outgoing(value).stringValue ?? "")
+        }
+    }
+
+    public func pull(_ request: PullRequest) async throws -> PullPage {
+        let id = try clientID(request.session)
+        var query = [("p_size", String(max(1, request.pageSize))), ("version", String(RhoConnectPage.version))]
+        if case .string(let token)? = request.cursor { query.append(("token", token)) }
+        query += sourceQuery(request)
+        let source = request.model.name
+        let url: URL
+        switch configuration.routes {
+        case .protocol4: url = try self.url("app/v1/\(RhoConnectHTTP.escape(source))", query)
+        case .legacy: url = try self.url("application", [("client_id", id), ("source_name", source)] + query)
+        }
+        let answer = try await send("GET", url, request.session, what: "query of \(source)")
+        return try RhoConnectPage(Self.json(answer, "query of \(source)")).pullPage(for: request.model)
+    }
+
+    // MARK: - Push
+
+    public func push(_ request: PushRequest) async throws -> [PushResult] {
+        let id = try clientID(request.session)
+        let source = request.model.name
+        var sections: [PendingChange.Kind: JSONObject] = [:]
+        var blobs: [(part: String, file: String, data: Data)] = []
+        var blobFields = Set<String>()
+        for change in request.changes {
+            var attributes = RhoConnectValues.outgoing(change.attributes)
+            if change.kind == .create {
+                // Nulls are nothing to create.
+                attributes = attributes.filter { _, value in !value.isNull }
+            }
+            sections[change.kind, default: JSONObject()][change.id] = .object(attributes)
+            for (attribute, data) in change.blobs.sorted(by: { $0.key < $1.key }) where change.kind != .delete {
+                let file = (change.attributes[attribute]?.stringValue).map { ($0 as NSString).lastPathComponent } ?? attribute
+                blobs.append(("\(attribute)-\(change.id)", file.isEmpty ? attribute : file, data))
+                blobFields.insert(attribute)
+            }
+        }
+        var cud: JSONObject = ["source_name": .string(source), "client_id": .string(id)]
+        for kind in [PendingChange.Kind.create, .update, .delete] {
+            if let section = sections[kind] { cud[kind.rawValue] = .object(section) }
+        }
+        let url = try self.url(configuration.routes == .protocol4 ? "app/v1/\(RhoConnectHTTP.escape(source))" : "application")
+        if blobs.isEmpty {
+            _ = try await send("POST", url, request.session, body: Self.body(cud), what: "push of \(source)")
+        } else {
+            cud["blob_fields"] = .array(blobFields.sorted().map(JSONValue.string))
+            let form = MultipartForm(files: blobs, cud: Self.body(cud))
+            _ = try await send("POST", url, request.session, body: form.body, contentType: form.contentType, what: "push of \(source)")
+        }
+        // The server answers later, in query pages: links for creates, errors for any change.
+        return request.changes.map { PushResult(id: $0.id, outcome: $0.kind == .create ? .awaitingLink : .accepted()) }
+    }
+
+    // MARK: - Bulk data
+
+    public func bulkSnapshot(_ request: PullRequest) async throws -> PullPage {
+        let source = request.model.name
+        guard request.model.partition != .local else { throw SyncError(.notSupported, "\(source) is a local model") }
+        let partition = request.model.partition.rawValue
+        var polls = 0
+        while true {
+            let answer: RhoConnectHTTP.Answer
+            switch configuration.routes {
+            case .protocol4:
+                answer = try await send(
+                    "POST", url("rc/v1/app/bulk_data"), request.session,
+                    body: Self.body(["partition": .string(partition), "sources": [.string(source)]]), what: "bulk data")
+            case .legacy:
+                let query = [("partition", partition), ("client_id", try clientID(request.session)), ("sources[]", source)]
+                answer = try await send("GET", url("application/bulk_data", query), request.session, what: "bulk data")
+            }
+            guard case .object(let result) = try Self.json(answer, "bulk data"), case .string(let status)? = result["result"] else {
+                throw SyncError(.protocolViolation, "bulk data: the answer has no result")
+            }
+            switch status {
+            case "wait":
+                polls += 1
+                guard polls < configuration.bulkMaxPolls else {
+                    throw SyncError(.server, "bulk data: the server was still building the file after \(polls) polls")
+                }
+                try await configuration.sleep(configuration.bulkPollInterval)
+            case "nop":
+                return PullPage(done: true, totalCount: 0)
+            case "url":
+                guard case .string(let path)? = result["url"], !path.isEmpty else {
+                    throw SyncError(.server, "bulk data: the server could not build the file (an empty url)")
+                }
+                return try await bulkFile(path + ".rzip", request)
+            default:
+                throw SyncError(.protocolViolation, "bulk data: unknown result '\(status)'")
+            }
+        }
+    }
+
+    func bulkFile(_ path: String, _ request: PullRequest) async throws(SyncError) -> PullPage {
+        guard let url = URL(string: path, relativeTo: configuration.url)?.absoluteURL else {
+            throw SyncError(.protocolViolation, "bulk data: '\(path)' is not a URL")
+        }
+        let answer = try await send("GET", url, request.session, what: "bulk file download")
+        var page = PullPage(done: true)
+        for (id, attributes) in try BulkDataFile.objects(of: request.model.name, inZip: answer.body) {
+            var object = try RhoConnectPage.serverObject(id, attributes, model: request.model)
+            object.isWhole = true
+            page.upserts.append(object)
+        }
+        page.totalCount = page.upserts.count
+        return page
+    }
+
+    // MARK: - Search
+
+    /// Searches the server's source with `search[name]=value` parameters, acknowledging each
+    /// page's token until the server has nothing more.
+    public func search(_ request: PullRequest, query: JSONObject) async throws -> PullPage {
+        guard configuration.routes == .protocol4 else { throw SyncError(.notSupported, "search needs protocol 4's routes") }
+        let source = request.model.name
+        var parameters = [
+            ("p_size", String(max(1, request.pageSize))), ("version", String(RhoConnectPage.version)), ("offset", "0"),
+            ("max_results", String(configuration.searchMaxResults)),
+        ]
+        for (name, value) in query { parameters.append(("search[\(name)]", RhoConnectValues.outgoing(value).stringValue ?? "")) }
+        let url = try url("rc/v1/app/search", parameters)
+        var found = PullPage(done: true)
+        var token: String?
+        for _ in 0..<10_000 {
+            var entry: JSONObject = ["name": .string(source)]
+            if let token { entry["token"] = .string(token) }
+            let answer = try await send("POST", url, request.session, body: Self.body(["sources": [.object(entry)]]), what: "search of \(source)")
+            guard case .array(let elements) = try Self.json(answer, "search of \(source)") else {
+                throw SyncError(.protocolViolation, "search of \(source): the answer is not a JSON array")
+            }
+            var count = 0
+            token = nil
+            for element in elements {
+                guard case .array(let items) = element, !items.isEmpty else { continue }  // `[]`: nothing left for that source
+                if let message = Self.searchError(items) { throw SyncError(.server, "search of \(source): \(message)") }
+                let page = try RhoConnectPage(element, search: true)
+                guard page.source == source else {
+                    throw SyncError(.protocolViolation, "search of \(source): the server answered for source '\(page.source ?? "")'")
+                }
+                let objects = try page.pullPage(for: request.model)
+                found.upserts += objects.upserts
+                count += page.count
+                token = page.token
+            }
+            if count == 0 || token == nil { break }
+        }
+        found.totalCount = found.upserts.count
+        return found
+    }
+
+    /// The message of a `search-error` element, if `items` is one.
+    static func searchError(_ items: [JSONValue]) -> String? {
+        for case .object(let item) in items {
+            guard let error = item["search-error"] else { continue }
+            return (try? RhoConnectPage.sourceError(error)) ?? "search-error"
+        }
+        return nil
+    }
+
+    // MARK: - Blobs
+
+    public func downloadBlob(_ url: String, session: SyncSession) async throws -> Data {
+        guard var components = URL(string: url, relativeTo: configuration.url).flatMap({ URLComponents(url: $0.absoluteURL, resolvingAgainstBaseURL: true) }) else {
+            throw SyncError(.protocolViolation, "blob: '\(url)' is not a URL")
+        }
+        if let id = Self.clientID(session) {
+            components.queryItems = (components.queryItems ?? []) + [URLQueryItem(name: "client_id", value: id)]
+        }
+        guard let target = components.url else { throw SyncError(.protocolViolation, "blob: '\(url)' is not a URL") }
+        return try await send("GET", target, session, what: "blob download").body
+    }
+}
