@@ -13,6 +13,9 @@ extension SyncEngine {
         var state = try storage { try store.bulkUpdate { try $0.syncState(model) } }
         if full { state.cursor = nil }
         var seen: Set<String>? = full ? [] : nil
+        // Attributes a full pull sent of objects it sent in parts (RhoConnect's inserts): the
+        // others are gone from the server.
+        var seenAttributes: [String: Set<String>] = [:]
         var processed = 0
         while true {
             try checkStopped()
@@ -35,6 +38,9 @@ extension SyncEngine {
                 try apply(page, to: model, definition: definition, settings: settings, blobs: blobs, state: &state)
             }
             seen?.formUnion(page.upserts.map(\.id))
+            if full {
+                for object in page.upserts where !object.isWhole { seenAttributes[object.id, default: []].formUnion(object.attributes.keys) }
+            }
             // A linked object is the server's too, even when the server does not send it again.
             seen?.formUnion(page.links.values)
             processed += page.count
@@ -56,7 +62,7 @@ extension SyncEngine {
             if page.done { break }
         }
         if let seen {
-            try reconcile(model, definition: definition, keeping: seen)
+            try reconcile(model, definition: definition, keeping: seen, attributes: seenAttributes, settings: settings)
         } else if backend.capabilities.deletions == .byListingIDs {
             let request = pullRequest(definition, cursor: state.cursor, session: session, settings: settings)
             let ids = try await withRetry { try await self.backend.remoteIDs(request) }
@@ -137,14 +143,33 @@ extension SyncEngine {
     }
 
     /// Deletes the synced objects of `model` not in `keeping` (unless they exist only here or
-    /// have local changes, which are then reported), in one batch.
-    func reconcile(_ model: Model, definition: ModelDefinition, keeping: Set<String>) throws {
+    /// have local changes, which are then reported), in one batch. Objects with an entry in
+    /// `attributes` lose the attributes not in it (those without local changes).
+    func reconcile(
+        _ model: Model, definition: ModelDefinition, keeping: Set<String>, attributes: [String: Set<String>] = [:],
+        settings: ModelSyncConfiguration = ModelSyncConfiguration()
+    ) throws {
         let notification = try storage {
             try store.bulkUpdate { tx -> ObjectNotification in
                 var notification = ObjectNotification(model: definition.name)
-                for document in try tx.findAll(in: model) where !keeping.contains(document.id) {
-                    if try Self.isLocalOnly(model, document.id, tx) { continue }
-                    if try Self.applyServerDelete(document.id, to: model, tx: tx) { notification.deleted.append(document.id) }
+                for document in try tx.findAll(in: model) {
+                    guard keeping.contains(document.id) else {
+                        if try Self.isLocalOnly(model, document.id, tx) { continue }
+                        if try Self.applyServerDelete(document.id, to: model, tx: tx) { notification.deleted.append(document.id) }
+                        continue
+                    }
+                    guard let sent = attributes[document.id] else { continue }
+                    let stale = document.attributes.keys.filter { !sent.contains($0) && settings.syncs($0) }
+                    if stale.isEmpty { continue }
+                    let protected = try Self.protectedAttributes(model, document.id, settings: settings, tx: tx)
+                    if protected.all || protected.deletedLocally { continue }
+                    let kept = document.attributes.filter { name, _ in !stale.contains(name) || protected.names.contains(name) }
+                    if kept.count == document.attributes.count { continue }
+                    switch try tx.writeServerObject(model, document.id, kept, replacing: document.attributes) {
+                    case .deleted: notification.deleted.append(document.id)
+                    case .updated: notification.updated.append(document.id)
+                    default: break
+                    }
                 }
                 return notification
             }

@@ -121,9 +121,11 @@ public actor RhoConnectServer {
     public func setSchemaVersion(_ source: String, _ version: String) { state.fixture.sources[source, default: .init()].schemaVersion = version }
     /// The number of `wait` answers before a bulk file is ready.
     public func setBulkWaits(_ waits: Int) { state.bulkWaits = waits }
-    /// Answers the next request whose path starts with `pathPrefix` with `status` and `body`
-    /// instead (for malformed-answer tests).
-    public func sabotageNext(_ pathPrefix: String, status: Int = 200, body: Data) { state.sabotage.append((pathPrefix, status, body)) }
+    /// Answers the next `method` request whose path starts with `pathPrefix` with `status` and
+    /// `body` instead (for malformed-answer tests).
+    public func sabotageNext(_ method: String, _ pathPrefix: String, status: Int = 200, body: Data) {
+        state.sabotage.append(("\(method) \(pathPrefix)", status, body))
+    }
     /// The client ids the server knows, with their user.
     public var clients: [String: String] { state.clients.mapValues(\.user) }
 
@@ -139,7 +141,7 @@ public actor RhoConnectServer {
             clientID: request.headers[HTTPHeader("X-RhoConnect-CLIENT-ID")] ?? query["client_id"],
             contentType: request.headers[HTTPHeader("Content-Type")], body: body)
         state.requests.append(logged)
-        if let index = state.sabotage.firstIndex(where: { request.path.hasPrefix($0.0) }) {
+        if let index = state.sabotage.firstIndex(where: { "\(request.method.rawValue) \(request.path)".hasPrefix($0.0) }) {
             let (_, status, body) = state.sabotage.remove(at: index)
             return HTTPResponse(statusCode: HTTPStatusCode(status, phrase: "Sabotaged"), body: body)
         }

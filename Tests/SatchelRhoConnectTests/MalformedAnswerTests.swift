@@ -1,0 +1,96 @@
+import Foundation
+import RhoConnectTestServer
+import Satchel
+import SatchelRhoConnect
+import SatchelSync
+import SatchelSyncConformance
+import Testing
+
+/// Hostile and broken answers: each gives a typed, clear error, and leaves the store as it was;
+/// the next sync against a sane server converges.
+@Suite("RhoConnect adapter: malformed answers")
+struct MalformedAnswerTests {
+    struct Case: Sendable, CustomTestStringConvertible {
+        var name: String
+        var path: String
+        var status = 200
+        var body: String
+        var code: SyncError.Code
+        var testDescription: String { name }
+    }
+
+    static let header = #"{"version":3},{"token":"42"},{"count":1},{"progress_count":0},{"total_count":1}"#
+
+    static let pageCases: [Case] = [
+        Case(name: "truncated JSON", path: "/app/v1/Product", body: #"[{"version":3},{"token":"4751"#, code: .protocolViolation),
+        Case(name: "not JSON", path: "/app/v1/Product", body: "<html>Bad gateway</html>", code: .protocolViolation),
+        Case(name: "an object, not a page", path: "/app/v1/Product", body: #"{"version":3}"#, code: .protocolViolation),
+        Case(
+            name: "wrong version", path: "/app/v1/Product",
+            body: #"[{"version":2},{"token":""},{"count":0},{"progress_count":0},{"total_count":0},{}]"#, code: .versionMismatch),
+        Case(name: "no version", path: "/app/v1/Product", body: #"[{"token":""},{"count":0},{}]"#, code: .protocolViolation),
+        Case(name: "no token", path: "/app/v1/Product", body: #"[{"version":3},{"count":0},{"total_count":0},{}]"#, code: .protocolViolation),
+        Case(name: "no count", path: "/app/v1/Product", body: #"[{"version":3},{"token":"42"},{"total_count":3},{}]"#, code: .protocolViolation),
+        Case(name: "insert is a list", path: "/app/v1/Product", body: "[\(header),{\"insert\":[\"1\"]}]", code: .protocolViolation),
+        Case(name: "an object that is a string", path: "/app/v1/Product", body: "[\(header),{\"insert\":{\"1\":\"x\"}}]", code: .protocolViolation),
+        Case(name: "a link without its id", path: "/app/v1/Product", body: "[\(header),{\"links\":{\"tmp\":{}}}]", code: .protocolViolation),
+        Case(name: "elements after the command", path: "/app/v1/Product", body: "[\(header),{},{}]", code: .protocolViolation),
+        Case(name: "a server error", path: "/app/v1/Product", status: 503, body: "down for maintenance", code: .server),
+        Case(name: "a client without an id", path: "/rc/v1/clients", body: #"{"client":{}}"#, code: .protocolViolation),
+    ]
+
+    @Test(arguments: pageCases)
+    func answer(_ bad: Case) async throws {
+        let server = try await RhoConnectServer.start(try Fixture.named("products"))
+        let client = try SyncClient(backend: RhoConnectBackend.forTests(server), models: [ModelDefinition(name: "Product")])
+        try await client.engine.logIn(Credentials(user: "ann", password: "secret"))
+        if bad.path != "/rc/v1/clients" { try await client.engine.sync() }
+        try await server.runScript("edits")
+        try client.model("Product").create(["object": "made-here", "name": "Made here"])
+        let before = try client.objects("Product")
+        let pending = try client.store.pendingChanges()
+
+        await server.sabotageNext(bad.path == "/rc/v1/clients" ? "POST" : "GET", bad.path, status: bad.status, body: Data(bad.body.utf8))
+        let error = await #expect(throws: SyncError.self) { try await client.engine.sync() }
+        #expect(error?.code == bad.code, "\(String(describing: error))")
+        #expect(error.map { !$0.message.isEmpty } == true)
+        if bad.status == 503 { #expect(error?.httpStatus == 503 && error?.isRetryable == true) }
+        #expect(try client.objects("Product") == before, "the store is as it was")
+        // No local change lost: still pending, or already pushed (pushes go before queries).
+        let stillPending = Set(try client.store.pendingChanges().map(\.objectID))
+        let pushed = await server.objects("Product", user: "ann").values.contains { $0["name"] == "Made here" }
+        #expect(pending.allSatisfy { stillPending.contains($0.objectID) } || pushed)
+        #expect(try client.store.verify().problems == [])
+
+        try await client.engine.sync()
+        let remote = await server.objects("Product", user: "ann")
+        #expect(try client.objects("Product").mapValues { $0.map(\.key).sorted() } == remote.mapValues { $0.keys.sorted() })
+        #expect(try client.model("Product").find("3") == nil && remote.values.filter { $0["name"] == "Made here" }.count == 1)
+        await server.stop()
+    }
+
+    @Test("a login that sets no cookie")
+    func loginWithoutCookie() async throws {
+        let server = try await RhoConnectServer.start(try Fixture.named("products"))
+        let client = try SyncClient(backend: RhoConnectBackend.forTests(server), models: [ModelDefinition(name: "Product")])
+        await server.sabotageNext("POST", "/rc/v1/app/login", body: Data())
+        let error = await #expect(throws: SyncError.self) { try await client.engine.logIn(Credentials(user: "ann", password: "secret")) }
+        #expect(error?.code == .protocolViolation && error?.rhoConnectCode == 4)
+        #expect(await !client.engine.isLoggedIn)
+        await server.stop()
+    }
+
+    @Test("a bulk file that is not a zip")
+    func badBulkFile() async throws {
+        let server = try await RhoConnectServer.start(try Fixture.named("products"))
+        let client = try SyncClient(backend: RhoConnectBackend.forTests(server), models: [ModelDefinition(name: "Product")])
+        try await client.engine.logIn(Credentials(user: "ann", password: "secret"))
+        try await client.engine.sync()
+        let before = try client.objects("Product")
+        await server.sabotageNext("GET", "/data/", body: Data("PK not really".utf8))
+        let error = await #expect(throws: SyncError.self) { try await client.engine.sync(mode: .bulk) }
+        #expect(error?.code == .protocolViolation)
+        #expect(try client.objects("Product") == before)
+        await server.stop()
+    }
+}

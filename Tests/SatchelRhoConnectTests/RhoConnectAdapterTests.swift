@@ -1,0 +1,430 @@
+import Foundation
+import RhoConnectTestServer
+import Satchel
+import SatchelRhoConnect
+import SatchelSync
+import SatchelSyncConformance
+import Testing
+
+/// The RhoConnect adapter against the loopback server and the `products` fixture: the protocol
+/// features one by one, as they appear on the wire.
+@Suite("RhoConnect adapter")
+struct RhoConnectAdapterTests {
+    static let product = ModelDefinition(name: "Product")
+    static let catalog = ModelDefinition(name: "Catalog", partition: .app)
+    static let photo = ModelDefinition(name: "Photo", blobAttributes: ["image"])
+
+    /// A started server with the fixture, and a device logged in as ann, through a fault
+    /// injector.
+    struct Setup {
+        let server: RhoConnectServer
+        var device: SyncClient
+        let faults: FaultyBackend
+
+        init(models: [ModelDefinition] = [RhoConnectAdapterTests.product], pageSize: Int = 5, routes: RhoConnectBackend.Configuration.Routes = .protocol4)
+            async throws
+        {
+            server = try await RhoConnectServer.start(try Fixture.named("products"))
+            faults = FaultyBackend(RhoConnectBackend.forTests(server, routes: routes))
+            device = try SyncClient(backend: faults, models: models, pageSize: pageSize)
+            await device.record()
+            try await device.engine.logIn(Credentials(user: "ann", password: "secret"))
+        }
+
+        var products: Model { get throws { try device.model("Product") } }
+
+        /// The queries of `source` the server received: their `token` parameter (nil: none).
+        func queryTokens(_ source: String = "Product") async -> [String?] {
+            await server.requests.filter { $0.method == "GET" && $0.path == "/app/v1/\(source)" }.map { $0.query["token"] }
+        }
+
+        /// The JSON body of the last push of `source`.
+        func lastPush(_ source: String = "Product") async throws -> [String: Any] {
+            let push = try #require(await server.requests.last { $0.method == "POST" && $0.path == "/app/v1/\(source)" })
+            return try #require(try JSONSerialization.jsonObject(with: push.body) as? [String: Any])
+        }
+
+        /// Asserts the store holds the server's objects (values compared as strings), with no
+        /// pending change, and is healthy.
+        func expectMatchesServer(_ source: String = "Product", sourceLocation: SourceLocation = #_sourceLocation) async throws {
+            let remote = await server.objects(source, user: "ann").mapValues { JSONObject($0.map { ($0.key, JSONValue.string($0.value)) }) }
+            // RhoConnect keeps strings: a number written here is "5" there.
+            let local = try device.objects(source).mapValues { JSONObject($0.map { ($0.key, JSONValue.string(RhoConnectConformanceServer.wire($0.value))) }) }
+            #expect(local == remote, "only here: \(local.filter { remote[$0.key] != $0.value }); only there: \(remote.filter { local[$0.key] != $0.value })", sourceLocation: sourceLocation)
+            #expect(try device.store.pendingChanges().isEmpty, sourceLocation: sourceLocation)
+            #expect(try device.store.verify().problems == [], sourceLocation: sourceLocation)
+        }
+
+        func stop() async { await server.stop() }
+    }
+
+    // MARK: - Pulling
+
+    @Test("a first sync pulls more objects than p_size in pages, acknowledging each page's token")
+    func multiPageInitialSync() async throws {
+        let setup = try await Setup()
+        let report = try await setup.device.engine.sync()
+        #expect(report.pulled == 12)
+        let tokens = await setup.queryTokens()
+        #expect(tokens.count == 4, "3 pages of at most 5 objects, then the acknowledging request: \(tokens)")
+        #expect(tokens.first == .some(nil), "the first query carries no token")
+        #expect(Set(tokens.dropFirst().compactMap { $0 }).count == 3, "each page acknowledged by its own token")
+        let queries = await setup.server.requests.filter { $0.path == "/app/v1/Product" }
+        #expect(queries.allSatisfy { $0.query["p_size"] == "5" && $0.query["version"] == "3" && $0.cookie?.contains("rhoconnect_session=") == true })
+        #expect(queries.allSatisfy { $0.clientID?.count == 32 }, "the client id header on every query")
+        // A property bag keeps RhoConnect's strings.
+        #expect(try setup.products.find("1")?.attributes == ["name": "iPhone", "brand": "Apple", "price": "199.99"])
+        #expect(try await setup.device.engine.serverMetadata("Product") == ["title": "Products", "version": 1])
+        try await setup.expectMatchesServer()
+        await setup.stop()
+    }
+
+    @Test("a fixed-schema model reads the strings as its declared types")
+    func typedValues() async throws {
+        let typed = ModelDefinition(name: "Product", kind: .fixedSchema(["name": .string, "brand": .string, "price": .number]))
+        let setup = try await Setup(models: [typed])
+        try await setup.device.engine.sync()
+        #expect(try setup.products.find("1")?["price"] == 199.99)
+        #expect(try setup.products.find("4")?["price"] == 5)
+        try setup.products.update("4", with: ["price": 8])
+        try await setup.device.engine.sync()
+        #expect(await setup.server.objects("Product", user: "ann")["4"]?["price"] == "8", "pushed as a string")
+        await setup.stop()
+    }
+
+    @Test("a delta sync applies server edits, attribute removals and whole-object removals")
+    func deltaSync() async throws {
+        let setup = try await Setup()
+        try await setup.device.engine.sync()
+        setup.device.log.clear()
+        try await setup.server.runScript("edits")
+        try await setup.device.engine.sync()
+        let products = try setup.products
+        #expect(try products.find("1")?["price"] == "149.99")
+        #expect(try products.find("2")?.attributes == ["name": "G2", "price": "99.99"], "the removed attribute is gone")
+        #expect(try products.find("3") == nil, "the object whose attributes were all removed is gone")
+        #expect(try products.find("13")?["name"] == "Nexus")
+        let objects = setup.device.log.objects("Product")
+        #expect(objects.deleted == ["3"])
+        #expect(objects.created == ["13"])
+        #expect(Set(objects.updated) == ["1", "2"])
+        try await setup.expectMatchesServer()
+        await setup.stop()
+    }
+
+    @Test("an app-partition source is shared by every user")
+    func appPartition() async throws {
+        let setup = try await Setup(models: [Self.product, Self.catalog])
+        try await setup.device.engine.sync(models: ["Catalog"])
+        #expect(try setup.device.objects("Catalog").count == 2)
+        await setup.server.put("Catalog", user: "bob", id: "c3", ["title": "Autumn"])
+        try await setup.device.engine.sync(models: ["Catalog"])
+        #expect(try setup.device.objects("Catalog")["c3"] == ["title": "Autumn"])
+        await setup.stop()
+    }
+
+    @Test("query parameters from the model's server filter")
+    func serverFilter() async throws {
+        let setup = try await Setup()
+        await setup.device.engine.configure("Product", ModelSyncConfiguration(serverFilter: ["brand": "Acme"]))
+        try await setup.device.engine.sync()
+        let query = try #require(await setup.server.requests.first { $0.path == "/app/v1/Product" }?.query)
+        #expect(query["query[brand]"] == "Acme")
+        await setup.stop()
+    }
+
+    // MARK: - Pushing
+
+    @Test("local creates, updates and deletes are pushed in one CUD request and creates linked")
+    func pushAndLink() async throws {
+        let setup = try await Setup()
+        try await setup.device.engine.sync()
+        let products = try setup.products
+        try products.create(["object": "tmp-1", "name": "Fairphone", "price": "450", "dual_sim": true])
+        try products.update("1", with: ["price": "189.99", "brand": .null])
+        try products.destroy("2")
+        setup.device.log.clear()
+        let report = try await setup.device.engine.sync()
+        #expect(report.accepted == 3)
+        let body = try await setup.lastPush()
+        #expect(body["source_name"] as? String == "Product")
+        #expect((body["create"] as? [String: [String: String]])?["tmp-1"] == ["name": "Fairphone", "price": "450", "dual_sim": "true"], "values as strings")
+        let update = try #require((body["update"] as? [String: [String: Any]])?["1"])
+        #expect(update["price"] as? String == "189.99" && update["brand"] is NSNull && update.count == 2, "only the changed attributes")
+        #expect((body["delete"] as? [String: [String: String]])?["2"] == ["name": "G2", "brand": "Android", "price": "99.99"], "the last attributes")
+        // The link renamed the object to the server's id.
+        #expect(try products.find("tmp-1") == nil)
+        let created = try #require(setup.device.log.objects("Product").created.first)
+        #expect(try products.find(created)?["name"] == "Fairphone")
+        #expect(await setup.server.objects("Product", user: "ann")[created]?["name"] == "Fairphone")
+        try await setup.device.engine.sync()
+        try await setup.expectMatchesServer()
+        await setup.stop()
+    }
+
+    // MARK: - Errors
+
+    @Test("create-error: delete, and recreate")
+    func createErrors() async throws {
+        let setup = try await Setup()
+        try await setup.device.engine.sync()
+        let products = try setup.products
+        try products.create(["object": "bad-1", "name": "wrongname"])
+        try products.create(["object": "bad-2", "name": "wrongname"])
+        #expect(try await setup.device.engine.sync().rejected == 2)
+        let errors = try setup.device.store.recordErrors(model: "Product")
+        #expect(errors.map(\.message) == ["error create", "error create"], "the server's message")
+        #expect(errors.allSatisfy { $0.kind == .create && $0.attributes == ["name": "wrongname"] })
+        let notification = try #require(setup.device.log.notifications(.error, model: "Product").last)
+        #expect(notification.errorCode == .rejectedRecords && SyncError(notification.errorCode!, "").rhoConnectCode == 8)
+
+        try setup.device.store.resolve("Product", "bad-1", .delete)
+        try products.update("bad-2", with: ["name": "rightname"])
+        try setup.device.store.resolve("Product", "bad-2", .recreate)
+        #expect(try await setup.device.engine.sync().rejected == 0)
+        #expect(await setup.server.objects("Product", user: "ann").values.contains { $0["name"] == "rightname" })
+        #expect(try products.find("bad-1") == nil)
+        try await setup.expectMatchesServer()
+        await setup.stop()
+    }
+
+    @Test("update-error: rollback takes update-rollback's values; retry sends the change again")
+    func updateErrors() async throws {
+        let setup = try await Setup()
+        try await setup.device.engine.sync()
+        let products = try setup.products
+        try products.update("4", with: ["name": "wrongname"])
+        #expect(try await setup.device.engine.sync().rejected == 1)
+        var error = try #require(try setup.device.store.recordErrors(model: "Product").first)
+        #expect(error.kind == .update && error.message == "error update")
+        #expect(error.serverCopy == ["name": "Widget A", "brand": "Acme", "price": "5"], "the server's copy from update-rollback")
+        try setup.device.store.resolve("Product", "4", .rollback)
+        #expect(try products.find("4")?["name"] == "Widget A")
+
+        try products.update("5", with: ["name": "wrongname"])
+        #expect(try await setup.device.engine.sync().rejected == 1)
+        error = try #require(try setup.device.store.recordErrors(model: "Product").first)
+        #expect(error.objectID == "5")
+        await setup.server.clearRules()
+        try setup.device.store.resolve("Product", "5", .retry)
+        #expect(try await setup.device.engine.sync().rejected == 0)
+        #expect(await setup.server.objects("Product", user: "ann")["5"]?["name"] == "wrongname")
+        try await setup.expectMatchesServer()
+        await setup.stop()
+    }
+
+    @Test("delete-error: retry")
+    func deleteErrors() async throws {
+        let setup = try await Setup()
+        try await setup.device.engine.sync()
+        try setup.products.destroy("11")
+        #expect(try await setup.device.engine.sync().rejected == 1)
+        let error = try #require(try setup.device.store.recordErrors(model: "Product").first)
+        #expect(error.kind == .delete && error.message == "error delete" && error.actions == [.retry])
+        await setup.server.clearRules()
+        try setup.device.store.resolve("Product", "11", .retry)
+        #expect(try await setup.device.engine.sync().rejected == 0)
+        #expect(await setup.server.objects("Product", user: "ann")["11"] == nil)
+        try await setup.expectMatchesServer()
+        await setup.stop()
+    }
+
+    @Test("errors are delivered once; a source-error is reported and the page still applied")
+    func sourceErrorAndOnce() async throws {
+        let setup = try await Setup()
+        await setup.server.addRule(Fixture.Rule(source: "Product", operation: "query", message: "Error during query"))
+        try await setup.device.engine.sync()
+        #expect(setup.device.log.notifications(.error, model: "Product").contains { $0.message == "query-error: Error during query" })
+        #expect(try setup.products.count() == 12)
+        await setup.server.clearRules()
+        try setup.products.create(["object": "bad", "name": "wrongname"])
+        await setup.server.addRule(Fixture.Rule(source: "Product", operation: "create", message: "no"))
+        #expect(try await setup.device.engine.sync().rejected == 1)
+        #expect(try await setup.device.engine.sync().rejected == 0, "not delivered again")
+        #expect(try setup.device.store.recordErrors(model: "Product").count == 1)
+        await setup.stop()
+    }
+
+    // MARK: - Tokens
+
+    @Test("a page whose answer was lost is resent for the old token; nothing is lost or doubled")
+    func resend() async throws {
+        var setup = try await Setup()
+        setup.faults.inject(.dropAnswer, on: .pull, after: 1)
+        await #expect(throws: SyncError.self) { try await setup.device.engine.sync() }
+        #expect(try setup.products.count() == 5, "the first page only")
+        // The app is killed and started again: the stored token goes with the next query.
+        setup.device = try await setup.device.reopened(backend: setup.faults, models: [Self.product])
+        try await setup.device.engine.sync()
+        let tokens = await setup.queryTokens()
+        #expect(tokens[2] == tokens[1], "after the restart, the stored token of page 1 was sent again: \(tokens)")
+        let answers = await setup.server.requests.filter { $0.path == "/app/v1/Product" }.count
+        #expect(answers == 5, "page 1, page 2 (lost), page 2 again, page 3, the end")
+        #expect(try setup.products.count() == 12)
+        #expect(Set(setup.device.log.objects("Product").created).count == setup.device.log.objects("Product").created.count)
+        try await setup.expectMatchesServer()
+        await setup.stop()
+    }
+
+    @Test("the server drops a pending page when a query has no token (why the adapter keeps its token)")
+    func noTokenDropsThePage() async throws {
+        let setup = try await Setup()
+        let backend = RhoConnectBackend.forTests(setup.server)
+        let session = try await backend.prepare(try await backend.logIn(Credentials(user: "ann", password: "secret")))
+        let request = PullRequest(model: Self.product, cursor: nil, pageSize: 5, session: session, configuration: ModelSyncConfiguration())
+        let first = try await backend.pull(request)
+        #expect(first.upserts.count == 5 && first.nextCursor != nil)
+        // Asked again without the token: the server forgets the first page (already counted as
+        // the client's) and moves on.
+        let second = try await backend.pull(request)
+        #expect(Set(second.upserts.map(\.id)).isDisjoint(with: first.upserts.map(\.id)))
+        // With a different token it resends its pending page.
+        var stale = request
+        stale.cursor = "1"
+        let resent = try await backend.pull(stale)
+        #expect(resent.upserts.map(\.id) == second.upserts.map(\.id) && resent.nextCursor == second.nextCursor)
+        await setup.stop()
+    }
+
+    // MARK: - Session and client
+
+    @Test("a 401 logs out; logging in again keeps the client and syncs on")
+    func unauthorized() async throws {
+        let setup = try await Setup()
+        try await setup.device.engine.sync()
+        let clients = await setup.server.clients
+        await setup.server.expireSessions()
+        try await setup.server.runScript("edits")
+        let error = await #expect(throws: SyncError.self) { try await setup.device.engine.sync() }
+        #expect(error?.code == .unauthorized && error?.rhoConnectCode == 9)
+        #expect(await !setup.device.engine.isLoggedIn)
+        try await setup.device.engine.logIn(Credentials(user: "ann", password: "secret"))
+        try await setup.device.engine.sync()
+        #expect(await setup.server.clients == clients, "the same client: the server still knows what it has")
+        #expect(try setup.products.find("3") == nil, "the removal made meanwhile arrived")
+        try await setup.expectMatchesServer()
+        await setup.stop()
+    }
+
+    @Test("wrong credentials: a clear error and no session")
+    func wrongPassword() async throws {
+        let setup = try await Setup()
+        let error = await #expect(throws: SyncError.self) {
+            try await setup.device.engine.logIn(Credentials(user: "ann", password: "nope"))
+        }
+        #expect(error?.code == .unauthorized && error?.message.contains("Unable to authenticate 'ann'") == true)
+        await setup.stop()
+    }
+
+    @Test("an unknown client is reset: a new client, everything synced again, local changes kept")
+    func unknownClient() async throws {
+        let setup = try await Setup()
+        try await setup.device.engine.sync()
+        let before = await setup.server.clients
+        try setup.products.create(["object": "offline", "name": "Offline"])
+        await setup.server.forgetClients()
+        try await setup.server.runScript("edits")
+        let report = try await setup.device.engine.sync()
+        #expect(report.clientWasReset)
+        #expect(await setup.server.clients.keys.first != before.keys.first)
+        #expect(await setup.server.objects("Product", user: "ann").values.contains { $0["name"] == "Offline" })
+        #expect(try setup.products.find("3") == nil)
+        try await setup.device.engine.sync()
+        try await setup.expectMatchesServer()
+        await setup.stop()
+    }
+
+    @Test("schema-changed stops the sync and is acknowledged")
+    func schemaChanged() async throws {
+        let setup = try await Setup()
+        try await setup.device.engine.sync()
+        await setup.server.setSchemaVersion("Product", "2")
+        #expect(try await setup.device.engine.sync().schemaChanged)
+        #expect(setup.device.log.notifications(.schemaChanged, model: "Product").count == 1)
+        #expect(try await !setup.device.engine.sync().schemaChanged, "acknowledged by the next query")
+        await setup.stop()
+    }
+
+    // MARK: - Bulk, search, blobs
+
+    @Test("bulk sync: polls while the server builds the file, replaces the data, keeps local changes")
+    func bulk() async throws {
+        let setup = try await Setup(models: [Self.product, Self.catalog])
+        try await setup.device.engine.sync()
+        try setup.products.update("4", with: ["price": "4.50"])
+        try setup.products.create(["object": "local-1", "name": "Local"])
+        await setup.server.setBulkWaits(2)
+        try await setup.server.runScript("edits")
+        try await setup.device.engine.sync(mode: .bulk)
+        let bulkRequests = await setup.server.requests.filter { $0.path == "/rc/v1/app/bulk_data" }
+        #expect(bulkRequests.count == 4, "two waits, then a file, for Product; a file for Catalog")
+        #expect(await setup.server.requests.contains { $0.path.hasSuffix(".data.rzip") })
+        let products = try setup.products
+        #expect(try products.find("3") == nil && products.find("13")?["name"] == "Nexus")
+        #expect(try products.find("1")?["price"] == "149.99")
+        #expect(await setup.server.objects("Product", user: "ann")["4"]?["price"] == "4.50", "the local update was pushed")
+        #expect(try setup.device.objects("Catalog").count == 2)
+        try await setup.device.engine.sync()
+        try await setup.expectMatchesServer()
+        await setup.stop()
+    }
+
+    @Test("search: found objects are stored, and later syncs do not send them again")
+    func search() async throws {
+        let setup = try await Setup()
+        let ids = try await setup.device.engine.search("Product", query: ["name": "widget"])
+        #expect(Set(ids) == ["4", "5", "12"])
+        #expect(try setup.products.count() == 3)
+        let search = try #require(await setup.server.requests.first { $0.path == "/rc/v1/app/search" })
+        #expect(search.query["search[name]"] == "widget")
+        let report = try await setup.device.engine.sync()
+        #expect(report.pulled == 9, "the other nine only")
+        try await setup.expectMatchesServer()
+        await setup.stop()
+    }
+
+    @Test("blobs: -rhoblob URLs are downloaded; local blobs are pushed as multipart and reach another device")
+    func blobs() async throws {
+        let setup = try await Setup(models: [Self.product, Self.photo])
+        try await setup.device.engine.sync(models: ["Photo"])
+        let photos = try setup.device.model("Photo")
+        let seed = try #require(try photos.find("ph1"))
+        #expect(seed["caption"] == "A seed photo" && seed["image-rhoblob"] == nil)
+        let reference = try #require(seed["image"]?.stringValue)
+        #expect(try setup.device.store.blobs.data(for: reference) == Data("seed photo bytes".utf8))
+        let blobRequest = try #require(await setup.server.requests.first { $0.path == "/blobs/seed.txt" })
+        #expect(blobRequest.query["client_id"] != nil && blobRequest.cookie != nil)
+
+        let bytes = Data("new photo".utf8)
+        let local = try setup.device.store.blobs.put(bytes)
+        try photos.create(["object": "ph-new", "caption": "Taken here", "image": .string(local)])
+        try await setup.device.engine.sync(models: ["Photo"])
+        let push = try #require(await setup.server.requests.last { $0.path == "/app/v1/Photo" && $0.method == "POST" })
+        #expect(push.contentType?.hasPrefix("multipart/form-data; boundary=") == true)
+        let stored = try #require(await setup.server.objects("Photo", user: "ann").values.first { $0["caption"] == "Taken here" })
+        let url = try #require(stored["image"])
+        #expect(url.contains("/blobs/"))
+
+        // Another device of the same user gets the photo.
+        let other = try SyncClient(backend: RhoConnectBackend.forTests(setup.server), models: [Self.photo])
+        try await other.engine.logIn(Credentials(user: "ann", password: "secret"))
+        try await other.engine.sync()
+        let copy = try #require(try other.model("Photo").findAll().first { $0["caption"] == "Taken here" })
+        #expect(try other.store.blobs.data(for: copy["image"]?.stringValue ?? "") == bytes)
+        await setup.stop()
+    }
+
+    // MARK: - Legacy routes
+
+    @Test("the legacy /application routes sync too")
+    func legacyRoutes() async throws {
+        let setup = try await Setup(routes: .legacy)
+        try await setup.device.engine.sync()
+        try setup.products.update("1", with: ["price": "1"])
+        try await setup.device.engine.sync()
+        let paths = Set(await setup.server.requests.map(\.path))
+        #expect(paths.isSubset(of: ["/application/clientlogin", "/application/clientcreate", "/application"]), "\(paths)")
+        try await setup.expectMatchesServer()
+        await setup.stop()
+    }
+}
