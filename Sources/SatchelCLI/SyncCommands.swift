@@ -1,13 +1,18 @@
 import ArgumentParser
 import Foundation
 import Satchel
+import SatchelRhoConnect
 import SatchelSync
 
 /// Which server to talk to, and as whom.
 struct BackendOptions: ParsableArguments {
-    @Option(help: ArgumentHelp("The server's kind: memory (an in-memory server kept in the --url file).", valueName: "name"))
+    @Option(help: ArgumentHelp(
+        "The server's kind: rhoconnect (a RhoConnect server), or memory (an in-memory server kept in the --url file).",
+        valueName: "name"))
     var backend: String?
-    @Option(help: ArgumentHelp("Where the server is (for memory: the file holding its state, created when missing).", valueName: "url"))
+    @Option(help: ArgumentHelp(
+        "Where the server is: for rhoconnect its root (http://HOST:PORT/); for memory the file holding its state (created when missing).",
+        valueName: "url"))
     var url: String?
     @Option(help: "The user to log in as (needed only when no session is stored).") var user: String?
     @Option(help: "The user's password (never stored).") var password: String?
@@ -41,10 +46,15 @@ struct BackendOptions: ParsableArguments {
                 server = InMemoryBackend(options: options)
             }
             return (server, { try Data(await server.savedState().jsonBytes).write(to: file, options: .atomic) })
-        case "rhoconnect", "kinto", "parse", "salesforce":
-            throw SyncError(.notSupported, "the \(backend) adapter is not part of this build yet (available: memory)")
+        case "rhoconnect":
+            guard let root = URL(string: url), ["http", "https"].contains(root.scheme?.lowercased() ?? ""), root.host != nil else {
+                throw ValidationError("--url for rhoconnect is the server's root, such as http://127.0.0.1:9292/ (not '\(url)')")
+            }
+            return (RhoConnectBackend(url: root), {})
+        case "kinto", "parse", "salesforce":
+            throw SyncError(.notSupported, "the \(backend) adapter is not part of this build yet (available: rhoconnect, memory)")
         default:
-            throw ValidationError("unknown backend '\(backend)' (available: memory)")
+            throw ValidationError("unknown backend '\(backend)' (available: rhoconnect, memory)")
         }
     }
 
@@ -107,7 +117,9 @@ struct SyncCommand: AsyncParsableCommand {
 
     @OptionGroup var store: StoreOptions
     @OptionGroup var server: BackendOptions
-    @Option(name: .customLong("model"), help: ArgumentHelp("A model to sync (repeatable; default: every model).", valueName: "model"))
+    @Option(
+        name: .customLong("model"),
+        help: ArgumentHelp("A model to sync (repeatable; default: every model); one the store lacks is made a property bag.", valueName: "model"))
     var models: [String] = []
     @Option(help: "Objects per page asked of the server.") var pageSize: Int?
     @Flag(help: "Replace each model's data with the server's bulk snapshot.") var bulk = false
@@ -120,6 +132,10 @@ struct SyncCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        // A model named here that the store does not know yet is a property bag to sync.
+        try store.withStore { store in
+            for name in models where store.existingModel(name) == nil { _ = try store.register(ModelDefinition(name: name)) }
+        }
         let report = try await withEngine(store, server, pageSize: pageSize) { engine in
             await engine.setEventHandler { event in
                 if case .sync(let notification) = event { Output.line(notification.description) }
