@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the system libraries Satchel builds against, when missing (Debian/Ubuntu): the LevelDB
-# and Snappy headers, and SQLite's for the benchmark's baselines. Safe to run again: it installs
+# and Snappy headers, SQLite's (RhoConnect bulk-data files, the benchmark's baselines) and zlib's (unzipping
+# bulk-data files). Safe to run again: it installs
 # nothing that is already there. Uses sudo when not run as root.
 set -euo pipefail
 
