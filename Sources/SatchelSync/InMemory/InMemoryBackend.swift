@@ -284,12 +284,16 @@ public actor InMemoryBackend: SyncBackend {
         var offset: Int?
         var at: Int64?
         var ack: Int64?
+        /// Within a pull that started from no cursor: objects go whole until it is done (as a
+        /// RhoConnect server sends a new client everything it has of each object).
+        var fresh = false
 
-        init(since: Int64? = nil, offset: Int? = nil, at: Int64? = nil, ack: Int64? = nil) {
+        init(since: Int64? = nil, offset: Int? = nil, at: Int64? = nil, ack: Int64? = nil, fresh: Bool = false) {
             self.since = since
             self.offset = offset
             self.at = at
             self.ack = ack
+            self.fresh = fresh
         }
 
         init(_ value: JSONValue?) throws {
@@ -299,6 +303,7 @@ public actor InMemoryBackend: SyncBackend {
             offset = object["offset"]?.intValue.map(Int.init)
             at = object["at"]?.intValue
             ack = object["ack"]?.intValue
+            fresh = object["fresh"]?.boolValue ?? false
             if since == nil && (offset == nil || at == nil) { throw SyncError(.server, "bad cursor \(value)", httpStatus: 400) }
         }
 
@@ -308,6 +313,7 @@ public actor InMemoryBackend: SyncBackend {
             if let offset { object["offset"] = .int(Int64(offset)) }
             if let at { object["at"] = .int(at) }
             if let ack { object["ack"] = .int(ack) }
+            if fresh { object["fresh"] = true }
             return .object(object)
         }
     }
@@ -320,7 +326,7 @@ public actor InMemoryBackend: SyncBackend {
         var page: PullPage
         var next: Cursor
         if let since = cursor.since {
-            (page, next) = changes(request, since: since)
+            (page, next) = changes(request, since: since, fresh: cursor.fresh)
         } else if cursor.offset != nil || request.configuration.fetchLimit != nil || !request.configuration.fetchOrder.isEmpty {
             (page, next) = listing(request, cursor: cursor)
         } else {
@@ -334,7 +340,7 @@ public actor InMemoryBackend: SyncBackend {
     }
 
     /// The objects and tombstones changed after `since` (everything when nil), oldest first.
-    private func changes(_ request: PullRequest, since: Int64?) -> (PullPage, Cursor) {
+    private func changes(_ request: PullRequest, since: Int64?, fresh: Bool = false) -> (PullPage, Cursor) {
         let collection = state.collections[request.model.name] ?? ServerState.Collection()
         let filter = request.configuration.serverFilter
         let size = max(1, request.pageSize)
@@ -361,7 +367,7 @@ public actor InMemoryBackend: SyncBackend {
                 continue
             }
             taken += 1
-            if options.wholeObjects || since == nil {
+            if options.wholeObjects || since == nil || fresh {
                 page.upserts.append(serverObject(item.id, entry, request: request))
             } else {
                 var partial = serverObject(item.id, entry, request: request, changedAfter: since)
@@ -372,7 +378,7 @@ public actor InMemoryBackend: SyncBackend {
             }
         }
         page.done = index == collection.feed.count
-        return (page, Cursor(since: page.done ? state.clock : reached))
+        return (page, Cursor(since: page.done ? state.clock : reached, fresh: !page.done && (since == nil || fresh)))
     }
 
     /// The objects in the model's fetch order, up to its fetch limit, a page from `cursor.offset`.
