@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs the system libraries Satchel builds against, when missing (Debian/Ubuntu): the LevelDB
-# and Snappy headers, SQLite's (RhoConnect bulk-data files, the benchmark's baselines) and zlib's (unzipping
-# bulk-data files). Safe to run again: it installs
-# nothing that is already there. Uses sudo when not run as root.
+# and Snappy headers, SQLite's (RhoConnect bulk-data files, the benchmark's baselines) and zlib's
+# (unzipping bulk-data files). Safe to run again: it installs nothing that is already there. Uses
+# sudo when not run as root.
 set -euo pipefail
 
 packages=(libleveldb-dev libsnappy-dev libsqlite3-dev zlib1g-dev)
