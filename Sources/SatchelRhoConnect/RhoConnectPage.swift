@@ -81,8 +81,9 @@ struct RhoConnectPage: Equatable {
         // A changed value is listed under both: its old value under `delete`, the new one under
         // `insert`. Only what `insert` does not set is removed. An object all of whose
         // attributes are listed is removed with them (the engine sees that).
+        let inserted = Dictionary(inserts, uniquingKeysWith: { _, last in last })
         for (id, attributes) in deletes {
-            let set = inserts.first(where: { $0.0 == id })?.1
+            let set = inserted[id]
             let names = attributes.keys.map { Self.blobName($0) }.filter { set?[$0] == nil && set?["\($0)-rhoblob"] == nil }
             if !names.isEmpty { page.removals[id] = names }
         }
@@ -108,12 +109,12 @@ struct RhoConnectPage: Equatable {
         default: throw Self.violation("'schema-changed' is not \"true\"")
         }
         if let error = command["source-error"] { page.sourceError = try Self.sourceError(error) }
-        let rollbacks = try objects("update-rollback")
+        let rollbacks = Dictionary(try objects("update-rollback"), uniquingKeysWith: { _, last in last })
         for kind in [PendingChange.Kind.create, .update, .delete] {
             for error in try recordErrors(kind) {
                 var error = error
                 if let attributes = error.attributes { error.attributes = try RhoConnectValues.incoming(attributes, of: model) }
-                if kind == .update, let copy = rollbacks.first(where: { $0.0 == error.id })?.1 {
+                if kind == .update, let copy = rollbacks[error.id] {
                     error.serverCopy = try RhoConnectValues.incoming(copy, of: model)
                 }
                 page.errors.append(error)

@@ -158,18 +158,13 @@ extension SyncEngine {
                         if try Self.applyServerDelete(document.id, to: model, tx: tx) { notification.deleted.append(document.id) }
                         continue
                     }
-                    guard let sent = attributes[document.id] else { continue }
-                    let stale = document.attributes.keys.filter { !sent.contains($0) && settings.syncs($0) }
-                    if stale.isEmpty { continue }
+                    guard let sent = attributes[document.id],
+                        document.attributes.keys.contains(where: { !sent.contains($0) && settings.syncs($0) })
+                    else { continue }
                     let protected = try Self.protectedAttributes(model, document.id, settings: settings, tx: tx)
                     if protected.all || protected.deletedLocally { continue }
-                    let kept = document.attributes.filter { name, _ in !stale.contains(name) || protected.names.contains(name) }
-                    if kept.count == document.attributes.count { continue }
-                    switch try tx.writeServerObject(model, document.id, kept, replacing: document.attributes) {
-                    case .deleted: notification.deleted.append(document.id)
-                    case .updated: notification.updated.append(document.id)
-                    default: break
-                    }
+                    let kept = document.attributes.filter { name, _ in sent.contains(name) || !settings.syncs(name) || protected.names.contains(name) }
+                    notification.note(try tx.writeServerObject(model, document.id, kept, replacing: document.attributes), document.id)
                 }
                 return notification
             }
@@ -218,7 +213,7 @@ extension SyncEngine {
             }
             for id in page.deletes where try Self.applyServerDelete(id, to: model, tx: tx) { notification.deleted.append(id) }
             for (id, names) in page.removals.sorted(by: { $0.key < $1.key }) {
-                guard var document = try tx.find(id, in: model) else { continue }
+                guard let document = try tx.find(id, in: model) else { continue }
                 let listed = Set(names)
                 let keys = document.attributes.keys
                 if keys.contains(where: listed.contains), keys.allSatisfy({ listed.contains($0) || !settings.syncs($0) }) {
@@ -228,12 +223,9 @@ extension SyncEngine {
                 }
                 let protected = try Self.protectedAttributes(model, id, settings: settings, tx: tx)
                 if protected.all { continue }
-                for name in names where settings.syncs(name) && !protected.names.contains(name) { document.attributes[name] = nil }
-                switch try tx.writeServerObject(model, id, document.attributes) {
-                case .deleted: notification.deleted.append(id)
-                case .updated: notification.updated.append(id)
-                default: break
-                }
+                var remaining = document.attributes
+                for name in names where settings.syncs(name) && !protected.names.contains(name) { remaining[name] = nil }
+                notification.note(try tx.writeServerObject(model, id, remaining, replacing: document.attributes), id)
             }
             try Self.applyUpserts(page.upserts, to: model, settings: settings, blobs: blobs, tx: tx, notification: &notification)
             newState.cursor = page.nextCursor
@@ -286,12 +278,7 @@ extension SyncEngine {
                 new = old ?? JSONObject()
                 for (name, value) in incoming where !protected.names.contains(name) { new[name] = value.isNull ? nil : value }
             }
-            switch try tx.writeServerObject(model, object.id, new, replacing: old) {
-            case .created: notification.created.append(object.id)
-            case .updated: notification.updated.append(object.id)
-            case .deleted: notification.deleted.append(object.id)
-            case .unchanged: break
-            }
+            notification.note(try tx.writeServerObject(model, object.id, new, replacing: old), object.id)
         }
     }
 
@@ -402,4 +389,16 @@ extension SyncEngine {
     }
 
     static func now() -> String { ISO8601DateFormatter().string(from: Date()) }
+}
+
+extension ObjectNotification {
+    /// Lists `id` under what a write of server data did to it.
+    mutating func note(_ effect: Transaction.ObjectEffect, _ id: String) {
+        switch effect {
+        case .created: created.append(id)
+        case .updated: updated.append(id)
+        case .deleted: deleted.append(id)
+        case .unchanged: break
+        }
+    }
 }
