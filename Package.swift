@@ -16,6 +16,8 @@ let package = Package(
     products: [
         .library(name: "Satchel", targets: ["Satchel"]),
         .library(name: "SatchelSync", targets: ["SatchelSync"]),
+        .library(name: "SatchelRhoConnect", targets: ["SatchelRhoConnect"]),
+        .library(name: "SatchelKinto", targets: ["SatchelKinto"]),
         .executable(name: "satchel", targets: ["SatchelCLI"]),
         .executable(name: "satchel-bench", targets: ["SatchelBench"]),
     ],
@@ -46,11 +48,12 @@ let package = Package(
             dependencies: ["Satchel", "SatchelSync", "CSQLite", .product(name: "ZIPFoundation", package: "ZIPFoundation")],
             swiftSettings: settings
         ),
+        .target(name: "SatchelKinto", dependencies: ["Satchel", "SatchelSync"], swiftSettings: settings),
         // Top layer: the command-line tool.
         .executableTarget(
             name: "SatchelCLI",
             dependencies: [
-                "Satchel", "SatchelSync", "SatchelRhoConnect",
+                "Satchel", "SatchelSync", "SatchelRhoConnect", "SatchelKinto",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: settings
@@ -107,6 +110,11 @@ let package = Package(
                 .product(name: "ZIPFoundation", package: "ZIPFoundation"),
             ],
             path: "Tests/RhoConnectTestServer",
+            swiftSettings: settings
+        ),
+        .testTarget(
+            name: "SatchelKintoTests",
+            dependencies: ["Satchel", "SatchelSync", "SatchelKinto", "SatchelTestSupport", "SatchelSyncConformance"],
             swiftSettings: settings
         ),
         .testTarget(

@@ -1,0 +1,362 @@
+public import Foundation
+import Satchel
+public import SatchelSync
+import Synchronization
+
+/// A Kinto server (https://kinto.readthedocs.io), spoken to over its HTTP API v1.
+///
+/// Point it at the API root (`http://host:8888/v1`) and a bucket; each model syncs with the
+/// collection of the same name in that bucket, created (with the bucket) when missing.
+///
+/// ```swift
+/// let backend = KintoBackend(url: URL(string: "http://127.0.0.1:8888/v1")!, bucket: "app")
+/// let engine = SyncEngine(store: store, backend: backend)
+/// try await engine.logIn(Credentials(user: "ann", password: "s3cret"))
+/// try await engine.sync()
+/// ```
+///
+/// What it maps:
+/// - **Pull**: `GET …/records?_sort=last_modified&_since=<cursor>&_limit=<page size>`, paging
+///   through `Next-Page`; tombstones (`deleted: true`) are deletes. The cursor is the collection
+///   timestamp reached (the highest `last_modified` applied), stored with each page; a delta
+///   asks `If-None-Match` with it, and a `304` ends the pull at once.
+/// - **Push**: `POST /batch`, at most 25 changes a request. Creates are `PUT` with
+///   `If-None-Match: *`, updates `PATCH` and deletes `DELETE` with `If-Match` of the record's
+///   last known `last_modified`; `last_modified` is never sent in a body.
+/// - **Conflicts**: a `412` is a record error carrying the server's current record
+///   (``RecordError/serverCopy``): ``RecordErrorAction/retry`` pushes the change again over it,
+///   ``RecordErrorAction/rollback`` takes it. A `403` or `400` on a record is a record error too.
+/// - **Errors**: `401` is ``SyncError/Code/unauthorized``; `Retry-After` and `Backoff` become
+///   ``SyncError/retryAfter`` (after a `Backoff`, calls fail as retryable until it has passed).
+/// - Ids and attribute names are mapped by ``KintoMapping``.
+///
+/// Kinto authenticates every request (HTTP basic auth), so the adapter needs the password for
+/// as long as it syncs. It keeps it in memory only: after ``SyncEngine/logIn(_:)`` in this
+/// process, or from ``Configuration/credentials`` (say, read from the keychain at launch).
+public final class KintoBackend: SyncBackend {
+    /// Where the server is and how to talk to it.
+    public struct Configuration: Sendable {
+        /// The API root, e.g. `http://host:8888/v1`.
+        public var url: URL
+        /// The bucket holding one collection per model.
+        public var bucket: String
+        /// Seconds to wait for an answer.
+        public var timeout: TimeInterval
+        /// Credentials to use when this process has not logged in (never stored by Satchel).
+        public var credentials: Credentials?
+
+        public init(url: URL, bucket: String, timeout: TimeInterval = 60, credentials: Credentials? = nil) {
+            self.url = url
+            self.bucket = bucket
+            self.timeout = timeout
+            self.credentials = credentials
+        }
+    }
+
+    private struct State {
+        var credentials: Credentials?
+        /// No request before this instant (the server's `Backoff`).
+        var backoffUntil: ContinuousClock.Instant?
+    }
+
+    public let configuration: Configuration
+    let http: SyncHTTPClient
+    private let state: Mutex<State>
+
+    public init(configuration: Configuration) {
+        self.configuration = configuration
+        http = SyncHTTPClient(timeout: configuration.timeout)
+        state = Mutex(State(credentials: configuration.credentials))
+    }
+
+    /// An adapter for the server whose API root is `url`, syncing with `bucket`.
+    public convenience init(url: URL, bucket: String, credentials: Credentials? = nil) {
+        self.init(configuration: Configuration(url: url, bucket: bucket, credentials: credentials))
+    }
+
+    public var name: String { "kinto" }
+
+    /// Deletions come as tombstones; a batch holds at most 25 requests.
+    public var capabilities: SyncCapabilities { SyncCapabilities(deletions: .inPages, maxPushBatch: Self.batchLimit) }
+
+    /// Kinto's default `batch_max_requests`.
+    static let batchLimit = 25
+
+    // MARK: - Log in
+
+    public func logIn(_ credentials: Credentials) async throws -> SyncSession {
+        let answer = try await send("GET", root(""), credentials: credentials, what: "login")
+        try check(answer, "login")
+        let body = try Self.json(answer, "login")
+        guard let principal = body["user"]?.objectValue?["id"]?.stringValue else {
+            throw SyncError(.unauthorized, "login: Kinto did not accept the user name and password of \(credentials.user)", httpStatus: 401)
+        }
+        state.withLock { $0.credentials = credentials }
+        return SyncSession(user: credentials.user, data: ["principal": .string(principal)])
+    }
+
+    /// Kinto has no logout call (basic auth): the password is forgotten.
+    public func logOut(_ session: SyncSession) async throws {
+        state.withLock { $0.credentials = nil }
+    }
+
+    // MARK: - Pull
+
+    /// Where a pull stands: the highest `last_modified` applied, and the `Next-Page` URL while
+    /// paging.
+    struct Cursor {
+        var since: Int64?
+        var next: String?
+
+        init(since: Int64?, next: String?) {
+            self.since = since
+            self.next = next
+        }
+
+        init(_ value: JSONValue?) {
+            since = value?.objectValue?["since"]?.intValue
+            next = value?.objectValue?["next"]?.stringValue
+        }
+
+        var json: JSONValue? {
+            guard since != nil || next != nil else { return nil }
+            var object = JSONObject()
+            if let since { object["since"] = .int(since) }
+            if let next { object["next"] = .string(next) }
+            return .object(object)
+        }
+    }
+
+    public func pull(_ request: PullRequest) async throws -> PullPage {
+        let cursor = Cursor(request.cursor)
+        let what = "pull of \(request.model.name)"
+        var answer: SyncHTTPClient.Response
+        if let next = cursor.next, let url = URL(string: next), next.hasPrefix(configuration.url.absoluteString) {
+            answer = try await send("GET", url, what: what)
+            if answer.status == 400 {
+                // The page token expired (Kinto keeps them 10 minutes): go on from the cursor.
+                answer = try await send("GET", try recordsURL(request, since: cursor.since), what: what)
+            }
+        } else {
+            var headers: [String: String] = [:]
+            if let since = cursor.since { headers["If-None-Match"] = "\"\(since)\"" }
+            answer = try await send("GET", try recordsURL(request, since: cursor.since), headers: headers, what: what)
+        }
+        switch answer.status {
+        case 304:
+            return PullPage(nextCursor: Cursor(since: cursor.since, next: nil).json, done: true)
+        case 404 where Self.missingContainer(answer):
+            try await ensureCollection(request.model.name)
+            return PullPage(nextCursor: Cursor(since: cursor.since, next: nil).json, done: true)
+        default:
+            try check(answer, what)
+        }
+        guard let records = try Self.json(answer, what)["data"]?.arrayValue else {
+            throw SyncError(.protocolViolation, "\(what): the answer has no `data` list")
+        }
+        var page = PullPage()
+        var since = cursor.since
+        for value in records {
+            guard let record = KintoMapping.record(value) else {
+                throw SyncError(.protocolViolation, "\(what): a record without a string `id` and an integer `last_modified`")
+            }
+            switch record {
+            case .object(let id, let attributes, let version):
+                page.upserts.append(ServerObject(id: id, attributes: attributes, isWhole: true, version: .int(version)))
+                since = max(since ?? version, version)
+            case .deleted(let id, let version):
+                page.deletes.append(id)
+                since = max(since ?? version, version)
+            }
+        }
+        let next = answer.header("next-page")
+        if let next, !next.hasPrefix(configuration.url.absoluteString) {
+            throw SyncError(.protocolViolation, "\(what): the next page is on another server (\(next))")
+        }
+        page.nextCursor = Cursor(since: since, next: next).json
+        page.done = next == nil
+        return page
+    }
+
+    /// The records of the request's model changed after `since`, oldest first.
+    func recordsURL(_ request: PullRequest, since: Int64?) throws(SyncError) -> URL {
+        var query: [(String, String)] = [("_sort", "last_modified"), ("_limit", String(max(1, request.pageSize)))]
+        if let since { query.append(("_since", String(since))) }
+        // A server filter is Kinto's querystring filters (`name=value`, `min_n=2`, ...).
+        for (name, value) in request.configuration.serverFilter ?? JSONObject() {
+            query.append((name, value.stringValue ?? String(decoding: value.jsonBytes, as: UTF8.self)))
+        }
+        return try root(collectionPath(request.model.name) + "/records", query)
+    }
+
+    // MARK: - Push
+
+    public func push(_ request: PushRequest) async throws -> [PushResult] {
+        var results: [PushResult] = []
+        var start = 0
+        while start < request.changes.count {
+            let chunk = Array(request.changes[start..<min(start + Self.batchLimit, request.changes.count)])
+            results += try await pushBatch(chunk, model: request.model.name, mayCreateCollection: true)
+            start += chunk.count
+        }
+        return results
+    }
+
+    func pushBatch(_ changes: [OutgoingChange], model: String, mayCreateCollection: Bool) async throws -> [PushResult] {
+        let what = "push to \(model)"
+        let path = "/" + collectionPath(model) + "/records/"
+        let requests: [JSONValue] = changes.map { change in
+            var sub: JSONObject = ["path": .string(path + KintoMapping.recordID(change.id))]
+            var headers = JSONObject()
+            if change.kind == .create {
+                headers["If-None-Match"] = "*"
+            } else if let version = change.baseVersion?.intValue {
+                headers["If-Match"] = .string("\"\(version)\"")
+            }
+            sub["headers"] = .object(headers)
+            switch change.kind {
+            case .create:
+                sub["method"] = "PUT"
+                sub["body"] = ["data": .object(KintoMapping.data(change.attributes.filter { !$1.isNull }))]
+            case .update:
+                sub["method"] = "PATCH"
+                sub["body"] = ["data": .object(KintoMapping.data(change.attributes))]
+            case .delete:
+                sub["method"] = "DELETE"
+            }
+            return .object(sub)
+        }
+        let body: JSONObject = ["requests": .array(requests)]
+        let answer = try await send("POST", root("batch"), body: Data(body.jsonBytes), what: what)
+        try check(answer, what)
+        guard let responses = try Self.json(answer, what)["responses"]?.arrayValue, responses.count == changes.count else {
+            throw SyncError(.protocolViolation, "\(what): the batch answer does not hold one response per request")
+        }
+        var results: [PushResult] = []
+        var retry: [OutgoingChange] = []
+        for (change, response) in zip(changes, responses) {
+            guard let status = response["status"]?.intValue.map(Int.init) else {
+                throw SyncError(.protocolViolation, "\(what): a batch response without a status")
+            }
+            let body = response["body"] ?? .null
+            if status == 404 && body["errno"]?.intValue == 111 && mayCreateCollection {
+                retry.append(change)
+                continue
+            }
+            results.append(PushResult(id: change.id, outcome: try Self.outcome(of: change, status: status, body: body, what)))
+        }
+        if !retry.isEmpty {
+            try await ensureCollection(model)
+            results += try await pushBatch(retry, model: model, mayCreateCollection: false)
+        }
+        return results
+    }
+
+    /// What one batch response means for its change.
+    static func outcome(of change: OutgoingChange, status: Int, body: JSONValue, _ what: String) throws(SyncError) -> PushOutcome {
+        let message = body["message"]?.stringValue ?? body["error"]?.stringValue ?? "HTTP \(status)"
+        switch status {
+        case 200, 201:
+            if change.kind == .delete { return .accepted() }
+            return .accepted(version: body["data"]?["last_modified"]?.intValue.map(JSONValue.int))
+        case 404:
+            return .notFound
+        case 412:
+            let existing = body["details"]?["existing"].flatMap(KintoMapping.record)
+            guard case .object(_, let attributes, let version)? = existing else {
+                // Nothing (live) there: a create may go on; an update or delete has no object.
+                return change.kind == .create ? .retryLater(message: message) : .notFound
+            }
+            if change.kind == .create, change.attributes.allSatisfy({ name, value in value.isNull || attributes[name] == value }) {
+                // An earlier push of this create went through and its answer was lost.
+                return .accepted(version: .int(version))
+            }
+            let text = change.kind == .create ? "a record with this id already exists on the server" : "the record was modified on the server meanwhile"
+            return .rejected(message: text, code: "412", serverCopy: attributes)
+        case 401:
+            throw SyncError(.unauthorized, "\(what): \(message)", httpStatus: 401)
+        case 408, 409, 429, 500...:
+            return .retryLater(message: "\(message) (HTTP \(status))")
+        default:
+            return .rejected(message: "\(message) (HTTP \(status))", code: String(status))
+        }
+    }
+
+    // MARK: - Buckets and collections
+
+    func collectionPath(_ model: String) -> String {
+        "buckets/\(SyncHTTPClient.escape(configuration.bucket))/collections/\(KintoMapping.recordID(model))"
+    }
+
+    /// Whether a 404 is about the bucket or the collection (errno 111) rather than a record.
+    static func missingContainer(_ answer: SyncHTTPClient.Response) -> Bool {
+        (try? JSONValue(parsing: answer.body))?["errno"]?.intValue == 111
+    }
+
+    /// Creates the bucket and the model's collection, unless they exist.
+    func ensureCollection(_ model: String) async throws {
+        let empty = Data(#"{"data":{}}"#.utf8)
+        let bucket = try await send(
+            "PUT", root("buckets/\(SyncHTTPClient.escape(configuration.bucket))"), headers: ["If-None-Match": "*"], body: empty,
+            what: "creating bucket \(configuration.bucket)")
+        // 412: it exists. 403: it may exist, writable by others only; the collection tells.
+        if ![201, 412, 403].contains(bucket.status) { try check(bucket, "creating bucket \(configuration.bucket)") }
+        let what = "creating collection \(model) in bucket \(configuration.bucket)"
+        let collection = try await send("PUT", root(collectionPath(model)), headers: ["If-None-Match": "*"], body: empty, what: what)
+        if ![201, 412].contains(collection.status) { try check(collection, what) }
+    }
+
+    // MARK: - HTTP
+
+    func root(_ path: String, _ query: [(String, String)] = []) throws(SyncError) -> URL {
+        try SyncHTTPClient.url(configuration.url, path, query)
+    }
+
+    /// Sends a request with basic auth, honouring and recording the server's `Backoff`.
+    func send(
+        _ method: String, _ url: URL, headers: [String: String] = [:], body: Data? = nil, credentials: Credentials? = nil, what: String
+    ) async throws(SyncError) -> SyncHTTPClient.Response {
+        let (stored, backoff) = state.withLock { ($0.credentials, $0.backoffUntil) }
+        if let backoff {
+            let left = backoff - ContinuousClock.now
+            if left > .zero {
+                throw SyncError(.server, "\(what): Kinto asked clients to back off for \(left.components.seconds + 1) more seconds", retryAfter: left)
+            }
+        }
+        guard let credentials = credentials ?? stored else {
+            throw SyncError(.notLoggedIn, "\(what): the Kinto adapter has no password in this process; log in again (Satchel never stores passwords)")
+        }
+        var headers = headers
+        headers["Authorization"] = "Basic " + Data("\(credentials.user):\(credentials.password)".utf8).base64EncodedString()
+        let answer = try await http.send(method, url, headers: headers, body: body)
+        if let seconds = answer.header("backoff").flatMap({ Int64($0.trimmingCharacters(in: .whitespaces)) }), seconds > 0 {
+            state.withLock { $0.backoffUntil = ContinuousClock.now + .seconds(seconds) }
+        }
+        return answer
+    }
+
+    /// Throws the error an answer other than 2xx stands for.
+    func check(_ answer: SyncHTTPClient.Response, _ what: String) throws(SyncError) {
+        guard !(200..<300).contains(answer.status) else { return }
+        let error = try? JSONValue(parsing: answer.body)
+        let message = error?["message"]?.stringValue ?? error?["error"]?.stringValue ?? answer.text
+        let detail = message.isEmpty ? "" : ": \(message)"
+        switch answer.status {
+        case 401:
+            throw SyncError(.unauthorized, "\(what): Kinto did not accept the user name and password\(detail)", httpStatus: 401)
+        case 403:
+            throw SyncError(
+                .server, "\(what): this user may not use bucket \(configuration.bucket)\(detail)", httpStatus: 403)
+        default:
+            throw SyncError(.server, "\(what) failed with HTTP \(answer.status)\(detail)", httpStatus: answer.status, retryAfter: answer.retryAfter)
+        }
+    }
+
+    static func json(_ answer: SyncHTTPClient.Response, _ what: String) throws(SyncError) -> JSONValue {
+        do {
+            return try JSONValue(parsing: answer.body)
+        } catch {
+            throw SyncError(.protocolViolation, "\(what): the answer is not JSON (\(answer.body.count) bytes)")
+        }
+    }
+}

@@ -1,0 +1,100 @@
+import Foundation
+public import Satchel
+
+/// How Satchel's objects map onto Kinto records, both ways. This file owns the wire layout of a
+/// record; the adapter and the tests that look at the server directly both go through it.
+///
+/// **Ids.** Kinto accepts record (and collection) ids matching `^[a-zA-Z0-9][a-zA-Z0-9_-]*$`.
+/// A Satchel id that matches, and does not start with `x--`, is sent as it is. Any other id is
+/// sent as `x--` followed by the unpadded base64url encoding (RFC 4648 §5) of its UTF-8 bytes,
+/// which uses only `A-Z a-z 0-9 - _`: `"bad id"` ↔ `"x--YmFkIGlk"`. The mapping is reversible,
+/// and a record id that starts with `x--` but does not decode is kept as it is.
+///
+/// **Attributes.** A record's `id` is the object's id (Satchel's `object` attribute), its
+/// `last_modified` the object's version. Satchel attributes named `id`, `last_modified` or
+/// `deleted` (Kinto's words: `deleted: true` marks a tombstone), and any name starting with
+/// `~`, travel with one more `~` in front (`id` ↔ `~id`, `~x` ↔ `~~x`); a field starting with
+/// `~` loses one on the way back.
+///
+/// **Removed attributes.** Kinto's batch endpoint applies a `PATCH` as a shallow merge that
+/// keeps a `null` rather than removing the field, so an attribute removed here is stored as
+/// `null` there. A `null` field reads as no attribute (Satchel never stores nulls), and a record
+/// whose fields are all `null` reads as a deleted object.
+public enum KintoMapping {
+    /// The prefix of encoded ids.
+    static let encodedPrefix = "x--"
+
+    /// The Kinto id for a Satchel object id (or model name).
+    public static func recordID(_ id: String) -> String {
+        if isPlainKintoID(id) && !id.hasPrefix(encodedPrefix) { return id }
+        var encoded = Data(id.utf8).base64EncodedString()
+        encoded = encoded.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+        while encoded.hasSuffix("=") { encoded.removeLast() }
+        return encodedPrefix + encoded
+    }
+
+    /// The Satchel object id for a Kinto record id.
+    public static func objectID(_ recordID: String) -> String {
+        guard recordID.hasPrefix(encodedPrefix) else { return recordID }
+        var base64 = String(recordID.dropFirst(encodedPrefix.count))
+        base64 = base64.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while base64.count % 4 != 0 { base64 += "=" }
+        guard let data = Data(base64Encoded: base64), let id = String(data: data, encoding: .utf8), Self.recordID(id) == recordID else {
+            return recordID
+        }
+        return id
+    }
+
+    /// Whether `id` is a valid Kinto id as it is.
+    static func isPlainKintoID(_ id: String) -> Bool {
+        guard let first = id.utf8.first, isAlphanumeric(first) else { return false }
+        return id.utf8.allSatisfy { isAlphanumeric($0) || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: "-") }
+    }
+
+    private static func isAlphanumeric(_ byte: UInt8) -> Bool {
+        (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
+            || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+    }
+
+    static let reserved: Set<String> = ["id", "last_modified", "deleted"]
+
+    /// The record field for a Satchel attribute.
+    public static func field(_ attribute: String) -> String {
+        reserved.contains(attribute) || attribute.hasPrefix("~") ? "~" + attribute : attribute
+    }
+
+    /// The Satchel attribute for a record field (nil for Kinto's own fields).
+    public static func attribute(_ field: String) -> String? {
+        if field.hasPrefix("~") { return String(field.dropFirst()) }
+        return reserved.contains(field) ? nil : field
+    }
+
+    /// A record's `data` for Satchel attributes (a `null` stays: it removes the attribute).
+    public static func data(_ attributes: JSONObject) -> JSONObject {
+        JSONObject(attributes.map { (field($0.key), $0.value) })
+    }
+
+    /// What a record of a listing is.
+    public enum Record: Sendable, Hashable {
+        /// A live record: the object's id, its attributes (nulls dropped) and version.
+        case object(id: String, attributes: JSONObject, version: Int64)
+        /// A tombstone, or a record whose fields are all null: the object is gone.
+        case deleted(id: String, version: Int64)
+    }
+
+    /// Reads one record of a listing or a response; nil when it lacks a string `id` or an integer
+    /// `last_modified`.
+    public static func record(_ value: JSONValue) -> Record? {
+        guard let fields = value.objectValue, let recordID = fields["id"]?.stringValue, let version = fields["last_modified"]?.intValue else {
+            return nil
+        }
+        let id = objectID(recordID)
+        if fields["deleted"] == .bool(true) && fields.keys.allSatisfy({ ["id", "last_modified", "deleted"].contains($0) }) {
+            return .deleted(id: id, version: version)
+        }
+        let attributes = JSONObject(fields.compactMap { name, value in
+            value.isNull ? nil : attribute(name).map { ($0, value) }
+        })
+        return attributes.isEmpty ? .deleted(id: id, version: version) : .object(id: id, attributes: attributes, version: version)
+    }
+}

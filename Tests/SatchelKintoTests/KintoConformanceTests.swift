@@ -1,0 +1,10 @@
+import SatchelSyncConformance
+import Testing
+
+@Suite("Conformance: Kinto adapter against a real Kinto server", .enabled(if: KintoServers.enabled, KintoServers.skipReason))
+struct KintoConformanceTests {
+    @Test(arguments: SyncConformance.scenarios)
+    func conformance(_ scenario: SyncConformance.Scenario) async throws {
+        try await scenario.run(on: KintoHarness())
+    }
+}

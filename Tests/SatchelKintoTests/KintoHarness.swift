@@ -1,0 +1,106 @@
+import Foundation
+import Satchel
+import SatchelKinto
+import SatchelSync
+import SatchelSyncConformance
+import Synchronization
+
+/// The real Kinto server as a conformance server: each scenario gets its own bucket, owned by
+/// an administrator. The device's user may read the bucket and create records in the kit's
+/// collections, and may write the records it creates, and those the administrator puts, through
+/// a group per record (`/buckets/B/groups/w-ID`, the device its member). So the administrator
+/// can refuse the device's changes as a real deployment would, with a 403: a create by holding
+/// the id already (a record the device may not write), an update or a delete by taking the
+/// device out of the record's group (which, unlike a change of the record's permissions, leaves
+/// the record's `last_modified` alone).
+struct KintoHarness: ConformanceHarness {
+    static let admin = Credentials(user: "satchel-admin", password: "admin-secret")
+
+    func makeServer() async throws -> any ConformanceServer {
+        let url = try KintoServers.main()
+        let bucket = KintoServers.unique("kit")
+        let device = Credentials(user: KintoServers.unique("device"), password: "device-secret")
+        let admin = KintoAdmin(url, Self.admin)
+        let principal = try await KintoAdmin(url, device).principal()
+        try await admin.call("PUT", "buckets/\(bucket)", ["data": [:], "permissions": ["read": [.string(principal)]]])
+        for model in ["Product", "Customer", "Order"] {
+            try await admin.call(
+                "PUT", "buckets/\(bucket)/collections/\(model)", ["data": [:], "permissions": ["record:create": [.string(principal)]]])
+        }
+        return KintoConformanceServer(url: url, bucket: bucket, device: device, principal: principal, admin: admin)
+    }
+}
+
+final class KintoConformanceServer: ConformanceServer {
+    let url: URL
+    let bucket: String
+    let device: Credentials
+    let principal: String
+    let admin: KintoAdmin
+    /// Refusals in force: ids held for refused creates, ids whose write permission was taken.
+    private let refused = Mutex<(creates: [(String, String)], writes: [(String, String)])>(([], []))
+
+    /// Marks the records that hold an id for a refused create (not the device's objects).
+    static let placeholder = "satchelRefusedCreate"
+
+    init(url: URL, bucket: String, device: Credentials, principal: String, admin: KintoAdmin) {
+        self.url = url
+        self.bucket = bucket
+        self.device = device
+        self.principal = principal
+        self.admin = admin
+    }
+
+    var backend: any SyncBackend { KintoBackend(configuration: .init(url: url, bucket: bucket, timeout: 30, credentials: device)) }
+    var credentials: Credentials { device }
+    var detectsConflicts: Bool { true }
+
+    func record(_ model: String, _ id: String) -> String { admin.records(bucket, model) + "/" + KintoMapping.recordID(id) }
+
+    func put(_ model: String, _ attributes: JSONObject, id: String?) async throws -> String {
+        let id = id ?? KintoServers.unique("srv")
+        try await admin.call("PUT", group(model, id), ["data": ["members": [.string(principal)]]])
+        let writers = "/" + group(model, id)
+        try await admin.call(
+            "PUT", record(model, id), ["data": .object(KintoMapping.data(attributes)), "permissions": ["write": [.string(writers)]]])
+        return id
+    }
+
+    /// The group whose members may write record `id` of `model`.
+    func group(_ model: String, _ id: String) -> String {
+        "buckets/\(bucket)/groups/w-\(KintoMapping.recordID(model))-\(KintoMapping.recordID(id))"
+    }
+
+    func update(_ model: String, _ id: String, _ changes: JSONObject) async throws {
+        try await admin.call("PATCH", record(model, id), ["data": .object(KintoMapping.data(changes))])
+    }
+
+    func delete(_ model: String, _ id: String) async throws { try await admin.call("DELETE", record(model, id)) }
+
+    func objects(_ model: String) async throws -> [String: JSONObject] {
+        try await admin.objects(bucket, model).filter { $0.value[Self.placeholder] == nil }
+    }
+
+    func refuse(_ kind: PendingChange.Kind, model: String, id: String) async throws {
+        if kind == .create {
+            try await admin.call("PUT", record(model, id), ["data": [.init(Self.placeholder): true]])
+            refused.withLock { $0.creates.append((model, id)) }
+        } else {
+            try await admin.call("PATCH", group(model, id), ["data": ["members": []]])
+            refused.withLock { $0.writes.append((model, id)) }
+        }
+    }
+
+    func allowAll() async throws {
+        let (creates, writes) = refused.withLock { state in
+            defer { state = ([], []) }
+            return state
+        }
+        for (model, id) in creates { try await admin.call("DELETE", record(model, id)) }
+        for (model, id) in writes {
+            try await admin.call("PATCH", group(model, id), ["data": ["members": [.string(principal)]]])
+        }
+    }
+
+    func shutdown() async throws { _ = try await admin.raw("DELETE", "buckets/\(bucket)") }
+}

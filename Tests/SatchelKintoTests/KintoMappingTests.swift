@@ -1,0 +1,52 @@
+import Foundation
+import Satchel
+import SatchelKinto
+import Testing
+
+@Suite("Kinto: ids and attributes on the wire")
+struct KintoMappingTests {
+    @Test(arguments: ["p1", "Product_2-b", "9"])
+    func plainIDsTravelAsTheyAre(_ id: String) {
+        #expect(KintoMapping.recordID(id) == id)
+        #expect(KintoMapping.objectID(id) == id)
+    }
+
+    @Test(arguments: ["bad id", "_x", "-x", "a.b", "x--looks-encoded", "héllo ✓", "a/b?c", ""])
+    func otherIDsAreEncodedReversibly(_ id: String) throws {
+        let encoded = KintoMapping.recordID(id)
+        #expect(encoded != id)
+        #expect(encoded.hasPrefix("x--"))
+        let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
+        #expect(encoded.allSatisfy(allowed.contains), "\(encoded) is a valid Kinto id")
+        #expect(KintoMapping.objectID(encoded) == id)
+    }
+
+    @Test func aForeignIDWithThePrefixIsKept() {
+        #expect(KintoMapping.objectID("x--!!") == "x--!!")
+        #expect(KintoMapping.objectID("x--YQ") == "x--YQ", "'a' would travel as itself, so this is not its encoding")
+    }
+
+    @Test func kintosFieldNamesAreEscaped() {
+        let data = KintoMapping.data(["id": "mine", "last_modified": 3, "deleted": true, "~t": 1, "name": "n", "gone": .null])
+        #expect(data == ["~id": "mine", "~last_modified": 3, "~deleted": true, "~~t": 1, "name": "n", "gone": .null])
+    }
+
+    @Test func recordsReadBack() throws {
+        let record: JSONValue = ["id": "x--YmFkIGlk", "last_modified": 17, "~id": "mine", "~~t": 1, "name": "n", "gone": .null]
+        #expect(KintoMapping.record(record) == .object(id: "bad id", attributes: ["id": "mine", "~t": 1, "name": "n"], version: 17))
+    }
+
+    @Test func tombstonesAndEmptyRecordsAreDeletes() {
+        #expect(KintoMapping.record(["id": "a", "last_modified": 5, "deleted": true]) == .deleted(id: "a", version: 5))
+        #expect(KintoMapping.record(["id": "a", "last_modified": 6, "name": .null]) == .deleted(id: "a", version: 6))
+        // A live record written by another client with a field named `deleted` is not a tombstone.
+        #expect(
+            KintoMapping.record(["id": "a", "last_modified": 7, "deleted": true, "name": "n"])
+                == .object(id: "a", attributes: ["name": "n"], version: 7))
+    }
+
+    @Test(arguments: [JSONValue.array([]), ["id": 3, "last_modified": 1], ["id": "a"], ["id": "a", "last_modified": "1"]])
+    func malformedRecordsAreRefused(_ value: JSONValue) {
+        #expect(KintoMapping.record(value) == nil)
+    }
+}

@@ -1,0 +1,135 @@
+import Foundation
+import Satchel
+import SatchelKinto
+import SatchelSync
+import Testing
+
+/// The real Kinto servers `scripts/kinto.sh up` started for this test run, found through the
+/// environment it exports:
+/// - `SATCHEL_KINTO_URL`: memory backend, basic auth accepting any user;
+/// - `SATCHEL_KINTO_ACCOUNTS_URL` and `SATCHEL_KINTO_ACCOUNTS_DIR`: PostgreSQL backend, the
+///   accounts plugin alone (a wrong password is a real 401), restartable with the script.
+///
+/// Without them (a bare `swift test`) the Kinto suites are skipped, saying why; with
+/// `SATCHEL_KINTO_REQUIRED=1` (CI, `scripts/test.sh`) a missing server fails them instead.
+enum KintoServers {
+    static let environment = ProcessInfo.processInfo.environment
+
+    /// Whether the suites should run: a server is configured, or one is required.
+    static let enabled = environment["SATCHEL_KINTO_URL"] != nil || environment["SATCHEL_KINTO_REQUIRED"] == "1"
+    static let skipReason: Comment = "no Kinto server: run `bash scripts/test.sh`, or `eval \"$(bash scripts/kinto.sh up DIR)\"` first"
+
+    static func url(_ variable: String) throws -> URL {
+        guard let text = environment[variable], let url = URL(string: text) else {
+            throw SyncError(.network, "\(variable) is not set: the Kinto servers were not started (see scripts/kinto.sh)")
+        }
+        return url
+    }
+
+    /// The memory-backed server (any user:password).
+    static func main() throws -> URL { try url("SATCHEL_KINTO_URL") }
+    /// The PostgreSQL-backed server with the accounts plugin.
+    static func accounts() throws -> URL { try url("SATCHEL_KINTO_ACCOUNTS_URL") }
+
+    /// Stops (`stop`) or starts again (`start`) the accounts server, through the project's script.
+    static func accountsServer(_ command: String) throws {
+        guard let directory = environment["SATCHEL_KINTO_ACCOUNTS_DIR"] else {
+            throw SyncError(.network, "SATCHEL_KINTO_ACCOUNTS_DIR is not set")
+        }
+        let script = environment["SATCHEL_KINTO_SCRIPT"]
+            ?? URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../scripts/kinto.sh").standardized.path
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/bash")
+        process.arguments = [script, command, directory]
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            throw SyncError(.server, "scripts/kinto.sh \(command) \(directory) failed with status \(process.terminationStatus)")
+        }
+    }
+
+    /// A short unique name for buckets and users.
+    static func unique(_ prefix: String) -> String { "\(prefix)-\(UUID().uuidString.prefix(8).lowercased())" }
+}
+
+/// Talks to Kinto directly, as another client or the administrator would (not through the
+/// adapter under test).
+struct KintoAdmin: Sendable {
+    let url: URL
+    let credentials: Credentials
+    let http = SyncHTTPClient(timeout: 30)
+
+    init(_ url: URL, _ credentials: Credentials) {
+        self.url = url
+        self.credentials = credentials
+    }
+
+    /// Sends a request; throws unless the status is 2xx. Returns the JSON body.
+    @discardableResult
+    func call(_ method: String, _ path: String, _ body: JSONObject? = nil, headers: [String: String] = [:]) async throws -> JSONValue {
+        let answer = try await raw(method, path, body, headers: headers)
+        guard (200..<300).contains(answer.status) else {
+            throw SyncError(.server, "\(method) \(path): HTTP \(answer.status) \(answer.text)", httpStatus: answer.status)
+        }
+        return answer.body.isEmpty ? .null : try JSONValue(parsing: answer.body)
+    }
+
+    func raw(_ method: String, _ path: String, _ body: JSONObject? = nil, headers: [String: String] = [:]) async throws -> SyncHTTPClient.Response {
+        var headers = headers
+        headers["Authorization"] = "Basic " + Data("\(credentials.user):\(credentials.password)".utf8).base64EncodedString()
+        let target = path.hasPrefix("http") ? URL(string: path)! : try SyncHTTPClient.url(url, path)
+        return try await http.send(method, target, headers: headers, body: body.map { Data($0.jsonBytes) })
+    }
+
+    /// The principal (`user.id`) Kinto gives these credentials.
+    func principal() async throws -> String {
+        guard let id = try await call("GET", "")["user"]?["id"]?.stringValue else { throw SyncError(.unauthorized, "no user id") }
+        return id
+    }
+
+    func records(_ bucket: String, _ collection: String) -> String {
+        "buckets/\(bucket)/collections/\(KintoMapping.recordID(collection))/records"
+    }
+
+    /// Every record of a collection (following `Next-Page`), as the mapping reads them.
+    func list(_ bucket: String, _ collection: String) async throws -> [KintoMapping.Record] {
+        var next: String? = records(bucket, collection) + "?_limit=1000"
+        var result: [KintoMapping.Record] = []
+        while let path = next {
+            let answer = try await raw("GET", path)
+            guard answer.status == 200, let data = try JSONValue(parsing: answer.body)["data"]?.arrayValue else {
+                throw SyncError(.server, "listing \(collection): HTTP \(answer.status)")
+            }
+            result += data.compactMap(KintoMapping.record)
+            next = answer.header("next-page")
+        }
+        return result
+    }
+
+    /// The live objects of a collection, by id.
+    func objects(_ bucket: String, _ collection: String) async throws -> [String: JSONObject] {
+        var objects: [String: JSONObject] = [:]
+        for case .object(let id, let attributes, _) in try await list(bucket, collection) { objects[id] = attributes }
+        return objects
+    }
+
+    /// Writes records in batches of 25: id → attributes.
+    func putMany(_ bucket: String, _ collection: String, _ objects: [(String, JSONObject)], permissions: JSONObject? = nil) async throws {
+        var start = 0
+        while start < objects.count {
+            let chunk = objects[start..<min(start + 25, objects.count)]
+            let requests: [JSONValue] = chunk.map { id, attributes in
+                var body: JSONObject = ["data": .object(KintoMapping.data(attributes))]
+                if let permissions { body["permissions"] = .object(permissions) }
+                return ["method": "PUT", "path": .string("/" + records(bucket, collection) + "/" + KintoMapping.recordID(id)), "body": .object(body)]
+            }
+            let answer = try await call("POST", "batch", ["requests": .array(requests)])
+            for response in answer["responses"]?.arrayValue ?? [] where !(200..<300).contains(response["status"]?.intValue ?? 0) {
+                throw SyncError(.server, "batch write: \(response)")
+            }
+            start += chunk.count
+        }
+    }
+}
