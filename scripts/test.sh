@@ -1,17 +1,31 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing, builds everything (failing on any compiler
-# warning in our own code), then runs every test.
+# warning in our own code), starts the Kinto test servers unless SATCHEL_KINTO_URL already names
+# one (scripts/kinto.sh), then runs every test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/bootstrap.sh
 
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+kinto_root=""
+cleanup() {
+    rm -f "$log"
+    if [ -n "$kinto_root" ]; then bash scripts/kinto.sh down "$kinto_root"; fi
+}
+trap cleanup EXIT
 swift build --build-tests 2>&1 | tee "$log"
 if grep -E "^$PWD/(Sources|Tests)/.*: warning:" "$log"; then
     echo "error: compiler warnings in Satchel's code (listed above)" >&2
     exit 1
+fi
+
+if [ -z "${SATCHEL_KINTO_URL:-}" ]; then
+    kinto_root=$(mktemp -d /tmp/satchel-kinto.XXXXXX)
+    chmod 755 "$kinto_root" # the user postgres must reach the PostgreSQL cluster inside
+    kinto_env=$(bash scripts/kinto.sh up "$kinto_root")
+    eval "$kinto_env"
+    export SATCHEL_KINTO_REQUIRED=1 # the Kinto tests now fail instead of skipping without a server
 fi
 
 swift test --skip-build

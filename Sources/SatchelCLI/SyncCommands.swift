@@ -1,22 +1,23 @@
 import ArgumentParser
 import Foundation
 import Satchel
+import SatchelKinto
 import SatchelRhoConnect
 import SatchelSync
 
 /// Which server to talk to, and as whom.
 struct BackendOptions: ParsableArguments {
     @Option(help: ArgumentHelp(
-        "The server's kind: rhoconnect (a RhoConnect server), or memory (an in-memory server kept in the --url file).",
+        "The server's kind: rhoconnect (a RhoConnect server), kinto (a Kinto server), or memory (an in-memory server kept in the --url file).",
         valueName: "name"))
     var backend: String?
     @Option(help: ArgumentHelp(
-        "Where the server is: for rhoconnect its root (http://HOST:PORT/); for memory the file holding its state (created when missing).",
+        "Where the server is: for rhoconnect its root (http://HOST:PORT/); for kinto its /v1 root (http://HOST:PORT/v1); for memory the file holding its state (created when missing).",
         valueName: "url"))
     var url: String?
-    @Option(help: "The user to log in as (needed only when no session is stored).") var user: String?
+    @Option(help: "The user to log in as (needed only when no session is stored; with kinto, on every sync).") var user: String?
     @Option(help: "The user's password (never stored).") var password: String?
-    @Option(help: ArgumentHelp("The Kinto bucket holding the collections.", valueName: "bucket")) var bucket: String?
+    @Option(help: ArgumentHelp("The Kinto bucket holding one collection per model (created when missing).", valueName: "bucket")) var bucket: String?
 
     var isGiven: Bool { backend != nil || url != nil }
 
@@ -47,15 +48,31 @@ struct BackendOptions: ParsableArguments {
             }
             return (server, { try Data(await server.savedState().jsonBytes).write(to: file, options: .atomic) })
         case "rhoconnect":
-            guard let root = URL(string: url), ["http", "https"].contains(root.scheme?.lowercased() ?? ""), root.host != nil else {
+            guard let root = Self.httpURL(url) else {
                 throw ValidationError("--url for rhoconnect is the server's root, such as http://127.0.0.1:9292/ (not '\(url)')")
             }
             return (RhoConnectBackend(url: root), {})
-        case "kinto", "parse", "salesforce":
-            throw SyncError(.notSupported, "the \(backend) adapter is not part of this build yet (available: rhoconnect, memory)")
+        case "kinto":
+            guard let root = Self.httpURL(url) else {
+                throw ValidationError("--url for kinto is the server's /v1 root, such as http://127.0.0.1:8888/v1 (not '\(url)')")
+            }
+            guard let bucket, !bucket.isEmpty else {
+                throw ValidationError("--backend kinto needs --bucket B: the bucket holding one collection per model")
+            }
+            // Kinto checks the password on every request, and Satchel never stores it.
+            let credentials = user.flatMap { user in password.map { Credentials(user: user, password: $0) } }
+            return (KintoBackend(url: root, bucket: bucket, credentials: credentials), {})
+        case "parse", "salesforce":
+            throw SyncError(.notSupported, "the \(backend) adapter is not part of this build yet (available: rhoconnect, kinto, memory)")
         default:
-            throw ValidationError("unknown backend '\(backend)' (available: rhoconnect, memory)")
+            throw ValidationError("unknown backend '\(backend)' (available: rhoconnect, kinto, memory)")
         }
+    }
+
+    /// `text` as an http(s) URL with a host.
+    static func httpURL(_ text: String) -> URL? {
+        guard let url = URL(string: text), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host != nil else { return nil }
+        return url
     }
 
     /// Logs `engine` in when credentials are given; otherwise a session must be stored.

@@ -274,7 +274,7 @@ public final class KintoBackend: SyncBackend {
             let text = change.kind == .create ? "a record with this id already exists on the server" : "the record was modified on the server meanwhile"
             return .rejected(message: text, code: "412", serverCopy: attributes)
         case 401:
-            throw SyncError(.unauthorized, "\(what): \(message)", httpStatus: 401)
+            throw SyncError(.unauthorized, "\(what): Kinto did not accept the user name and password: \(message)", httpStatus: 401)
         case 408, 409, 429, 500...:
             return .retryLater(message: "\(message) (HTTP \(status))")
         default:
@@ -324,7 +324,7 @@ public final class KintoBackend: SyncBackend {
             }
         }
         guard let credentials = credentials ?? stored else {
-            throw SyncError(.notLoggedIn, "\(what): the Kinto adapter has no password in this process; log in again (Satchel never stores passwords)")
+            throw SyncError(.notLoggedIn, "\(what): Kinto asks for the password on every request and Satchel never stores it: log in again (satchel sync: pass --user and --password)")
         }
         var headers = headers
         headers["Authorization"] = "Basic " + Data("\(credentials.user):\(credentials.password)".utf8).base64EncodedString()

@@ -6,9 +6,10 @@ import Testing
 
 /// The real Kinto servers `scripts/kinto.sh up` started for this test run, found through the
 /// environment it exports:
-/// - `SATCHEL_KINTO_URL`: memory backend, basic auth accepting any user;
-/// - `SATCHEL_KINTO_ACCOUNTS_URL` and `SATCHEL_KINTO_ACCOUNTS_DIR`: PostgreSQL backend, the
-///   accounts plugin alone (a wrong password is a real 401), restartable with the script.
+/// - `SATCHEL_KINTO_URL` and `SATCHEL_KINTO_DIR`: PostgreSQL backend (seeded with SQL by the
+///   big scenario), basic auth accepting any user;
+/// - `SATCHEL_KINTO_ACCOUNTS_URL`: memory backend, the accounts plugin alone (a wrong password
+///   is a real 401).
 ///
 /// Without them (a bare `swift test`) the Kinto suites are skipped, saying why; with
 /// `SATCHEL_KINTO_REQUIRED=1` (CI, `scripts/test.sh`) a missing server fails them instead.
@@ -19,39 +20,66 @@ enum KintoServers {
     static let enabled = environment["SATCHEL_KINTO_URL"] != nil || environment["SATCHEL_KINTO_REQUIRED"] == "1"
     static let skipReason: Comment = "no Kinto server: run `bash scripts/test.sh`, or `eval \"$(bash scripts/kinto.sh up DIR)\"` first"
 
-    static func url(_ variable: String) throws -> URL {
-        guard let text = environment[variable], let url = URL(string: text) else {
-            throw SyncError(.network, "\(variable) is not set: the Kinto servers were not started (see scripts/kinto.sh)")
+    static func variable(_ name: String) throws -> String {
+        guard let value = environment[name], !value.isEmpty else {
+            throw SyncError(.network, "\(name) is not set: the Kinto servers were not started (see scripts/kinto.sh)")
         }
-        return url
+        return value
     }
 
-    /// The memory-backed server (any user:password).
-    static func main() throws -> URL { try url("SATCHEL_KINTO_URL") }
-    /// The PostgreSQL-backed server with the accounts plugin.
-    static func accounts() throws -> URL { try url("SATCHEL_KINTO_ACCOUNTS_URL") }
+    /// The PostgreSQL-backed server (any user:password).
+    static func main() throws -> URL { URL(string: try variable("SATCHEL_KINTO_URL"))! }
+    /// The server with the accounts plugin.
+    static func accounts() throws -> URL { URL(string: try variable("SATCHEL_KINTO_ACCOUNTS_URL"))! }
 
-    /// Stops (`stop`) or starts again (`start`) the accounts server, through the project's script.
-    static func accountsServer(_ command: String) throws {
-        guard let directory = environment["SATCHEL_KINTO_ACCOUNTS_DIR"] else {
-            throw SyncError(.network, "SATCHEL_KINTO_ACCOUNTS_DIR is not set")
-        }
-        let script = environment["SATCHEL_KINTO_SCRIPT"]
+    /// Runs SQL on the main server's database; returns what psql printed.
+    @discardableResult
+    static func sql(_ statement: String) throws -> String { try script(["psql", try variable("SATCHEL_KINTO_DIR"), "-c", statement]) }
+
+    /// Runs `scripts/kinto.sh` with `arguments`; returns its standard output, trimmed.
+    @discardableResult
+    static func script(_ arguments: [String]) throws -> String {
+        let path = environment["SATCHEL_KINTO_SCRIPT"]
             ?? URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../scripts/kinto.sh").standardized.path
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/bin/bash")
-        process.arguments = [script, command, directory]
+        process.arguments = [path] + arguments
         process.standardInput = FileHandle.nullDevice
-        process.standardOutput = FileHandle.nullDevice
+        let output = Pipe()
+        process.standardOutput = output
         try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         guard process.terminationStatus == 0 else {
-            throw SyncError(.server, "scripts/kinto.sh \(command) \(directory) failed with status \(process.terminationStatus)")
+            throw SyncError(.server, "scripts/kinto.sh \(arguments.joined(separator: " ")) failed with status \(process.terminationStatus)")
         }
+        return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
     /// A short unique name for buckets and users.
     static func unique(_ prefix: String) -> String { "\(prefix)-\(UUID().uuidString.prefix(8).lowercased())" }
+}
+
+/// A PostgreSQL-backed Kinto of one test's own, which the test may stop and start again.
+struct OwnKintoServer {
+    let root: String
+    var directory: String { root + "/main" }
+    let url: URL
+
+    /// Starts one in a new directory under the system's temporary directory (readable by the
+    /// user postgres, which runs its database).
+    static func start() throws -> OwnKintoServer {
+        let root = NSTemporaryDirectory() + KintoServers.unique("satchel-kinto-own")
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+        let text = try KintoServers.script(["start", root + "/main", "--postgresql"])
+        guard let url = URL(string: text) else { throw SyncError(.protocolViolation, "kinto.sh printed no URL: \(text)") }
+        return OwnKintoServer(root: root, url: url)
+    }
+
+    func stop() throws { try KintoServers.script(["stop", directory]) }
+    func restart() throws { try KintoServers.script(["start", directory]) }
+    /// Stops the server and its database and removes its files.
+    func remove() throws { try KintoServers.script(["down", root]) }
 }
 
 /// Talks to Kinto directly, as another client or the administrator would (not through the

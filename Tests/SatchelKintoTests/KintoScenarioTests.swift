@@ -1,0 +1,203 @@
+import Foundation
+import Satchel
+import SatchelKinto
+import SatchelSync
+import SatchelSyncConformance
+import SatchelTestSupport
+import Testing
+
+/// A whole life against a real Kinto: a big first pull, server changes, local changes,
+/// conflicts, a refused password, and a server that goes away mid-sync.
+@Suite("Kinto scenario against a real Kinto server", .enabled(if: KintoServers.enabled, KintoServers.skipReason), .serialized)
+struct KintoScenarioTests {
+    static let product = ModelDefinition(name: "Product")
+
+    /// A device syncing `bucket` on the server at `url`.
+    static func device(_ url: URL, bucket: String, _ credentials: Credentials, pageSize: Int, wrap: (any SyncBackend) -> any SyncBackend = { $0 })
+        async throws -> SyncClient
+    {
+        let backend = wrap(KintoBackend(configuration: .init(url: url, bucket: bucket, timeout: 30)))
+        let client = try SyncClient(backend: backend, models: [product], pageSize: pageSize)
+        await client.record()
+        try await client.engine.logIn(credentials)
+        return client
+    }
+
+    /// `count` products `p1`… with a name, a price and a brand.
+    static func products(_ range: ClosedRange<Int>) -> [(String, JSONObject)] {
+        range.map { i in ("p\(i)", ["name": .string("Product \(i)"), "price": .int(Int64(i)), "brand": i % 2 == 0 ? "Acme" : "Zenith"]) }
+    }
+
+    static func expectSame(_ device: SyncClient, _ server: KintoAdmin, _ bucket: String, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        let local = try device.objects("Product")
+        let remote = try await server.objects(bucket, "Product")
+        #expect(local.count == remote.count, sourceLocation: sourceLocation)
+        #expect(local == remote, "the store and the server differ", sourceLocation: sourceLocation)
+        #expect(try device.store.changeFates(model: "Product") == [:], sourceLocation: sourceLocation)
+        #expect(try device.store.verify().problems == [], sourceLocation: sourceLocation)
+    }
+
+    @Test("20,000 records in pages, server edits and deletes, local changes, conflicts resolved both ways")
+    func lifeOfACollection() async throws {
+        let url = try KintoServers.main()
+        let user = Credentials(user: KintoServers.unique("ann"), password: "ann-secret")
+        let bucket = KintoServers.unique("app")
+        let server = KintoAdmin(url, user)
+        try await server.call("PUT", "buckets/\(bucket)", ["data": [:]])
+        try await server.call("PUT", "buckets/\(bucket)/collections/Product", ["data": [:]])
+        // 20,000 records written straight into the server's database (Kinto's API writes about
+        // 150 a second here); Kinto's trigger gives each its own increasing last_modified.
+        try KintoServers.sql(
+            """
+            INSERT INTO objects (id, parent_id, resource_name, data, deleted)
+            SELECT 'p' || i, '/buckets/\(bucket)/collections/Product', 'record',
+                   jsonb_build_object('name', 'Product ' || i, 'price', i, 'brand', CASE WHEN i % 2 = 0 THEN 'Acme' ELSE 'Zenith' END),
+                   false
+            FROM generate_series(1, 20000) AS i
+            """)
+        #expect(try await server.list(bucket, "Product").count == 20_000)
+
+        // The first pull: 20,000 records in 40 pages.
+        let device = try await Self.device(url, bucket: bucket, user, pageSize: 500)
+        let first = try await device.engine.sync(models: ["Product"])
+        #expect(first.pulled == 20_000)
+        #expect(device.log.notifications(.inProgress, model: "Product").count >= 40, "pages of 500")
+        #expect(try device.model("Product").count() == 20_000)
+        #expect(try device.model("Product").find("p12345")?.attributes == ["name": "Product 12345", "price": 12345, "brand": "Zenith"])
+        // Nothing changed: the collection answers 304.
+        #expect(try await device.engine.sync(models: ["Product"]).pulled == 0)
+
+        // Server-side edits, attribute removals, deletes and creates, then a delta.
+        var edits: [(String, JSONObject)] = []
+        for i in 1...100 { edits.append(("p\(i)", ["name": .string("Product \(i)"), "price": .int(Int64(1000 + i)), "brand": "Acme"])) }
+        for i in 101...150 { edits.append(("p\(i)", ["name": .string("Product \(i)"), "price": .int(Int64(i))])) }
+        for i in 20_001...20_010 { edits.append(("p\(i)", ["name": .string("New \(i)")])) }
+        try await server.putMany(bucket, "Product", edits)
+        for i in 151...180 { try await server.call("DELETE", server.records(bucket, "Product") + "/p\(i)") }
+        device.log.clear()
+        let delta = try await device.engine.sync(models: ["Product"])
+        #expect(delta.pulled == 190)
+        let changed = device.log.objects("Product")
+        #expect(changed.deleted.count == 30 && changed.created.count == 10)
+        #expect(try device.model("Product").find("p120")?["brand"] == nil, "a removed attribute is removed here")
+        #expect(try device.model("Product").find("p160") == nil)
+        try await Self.expectSame(device, server, bucket)
+
+        // Local creates (one with an id Kinto would refuse as it is), updates, deletes.
+        let products = try device.model("Product")
+        for i in 1...30 { try products.create(["object": .string("local \(i)"), "name": .string("Local \(i)"), "id": .string("own-\(i)")]) }
+        for i in 200..<240 { try products.update("p\(i)", with: ["price": .int(Int64(-i)), "brand": .null]) }
+        for i in 300..<320 { try products.destroy("p\(i)") }
+        let pushed = try await device.engine.sync(models: ["Product"])
+        #expect(pushed.accepted == 90 && pushed.rejected == 0)
+        let raw = try await server.call("GET", server.records(bucket, "Product") + "/" + KintoMapping.recordID("local 7"))
+        #expect(raw["data"]?["~id"] == "own-7", "an attribute named id travels escaped")
+        #expect(raw["data"]?["last_modified"]?.intValue != nil)
+        try await Self.expectSame(device, server, bucket)
+
+        // A concurrent edit: 412, resolved by retry (the local change wins)...
+        try await server.call("PATCH", server.records(bucket, "Product") + "/p1", ["data": ["name": "Server name"]])
+        try products.update("p1", with: ["price": 999])
+        #expect(try await device.engine.sync(models: ["Product"]).rejected == 1)
+        let conflict = try #require(try device.store.recordErrors(model: "Product").first)
+        #expect(conflict.code == "412" && conflict.serverCopy?["name"] == "Server name" && conflict.actions == [.retry, .rollback])
+        try device.store.resolve("Product", "p1", .retry)
+        #expect(try await device.engine.sync(models: ["Product"]).rejected == 0)
+        #expect(try await server.objects(bucket, "Product")["p1"] == ["name": "Server name", "price": 999, "brand": "Acme"])
+        // ... and by rollback (the server's record wins).
+        try await server.call("PATCH", server.records(bucket, "Product") + "/p2", ["data": ["price": 2]])
+        try products.update("p2", with: ["price": 50])
+        #expect(try await device.engine.sync(models: ["Product"]).rejected == 1)
+        try device.store.resolve("Product", "p2", .rollback)
+        #expect(try products.find("p2")?["price"] == 2)
+        try await device.engine.sync(models: ["Product"])
+        try await Self.expectSame(device, server, bucket)
+    }
+
+    @Test("a wrong password is a clear 401 error and leaves the store as it was (accounts plugin)")
+    func wrongPassword() async throws {
+        let url = try KintoServers.accounts()
+        let name = KintoServers.unique("bob")
+        let anonymous = KintoAdmin(url, Credentials(user: "", password: ""))
+        _ = try await anonymous.raw("PUT", "accounts/\(name)", ["data": ["password": "right-password"]])
+        let user = Credentials(user: name, password: "right-password")
+        let bucket = KintoServers.unique("acc")
+        let device = try await Self.device(url, bucket: bucket, user, pageSize: 50)
+        try device.model("Product").create(["object": "a1", "name": "First"])
+        try await device.engine.sync(models: ["Product"])
+        try device.model("Product").update("a1", with: ["name": "Changed offline"])
+        let before = try device.objects("Product")
+
+        // The password changes on the server (another device of the user did it).
+        try await KintoAdmin(url, user).call("PATCH", "accounts/\(name)", ["data": ["password": "new-password"]])
+        await expectUnauthorized { try await device.engine.sync(models: ["Product"]) }
+        await expectUnauthorized { try await device.engine.logIn(Credentials(user: name, password: "wrong")) }
+        #expect(try device.objects("Product") == before)
+        let fate = try device.store.changeFates(model: "Product")["a1"]
+        #expect(fate == .pending(.update) || fate == .inFlight(.update, awaitingLink: false), "the local change waits: \(String(describing: fate))")
+        #expect(try device.store.verify().problems == [])
+
+        // A fresh device with a wrong password gets nothing stored.
+        let fresh = try SyncClient(backend: KintoBackend(url: url, bucket: bucket), models: [Self.product])
+        await expectUnauthorized { try await fresh.engine.logIn(Credentials(user: name, password: "right-password")) }
+        #expect(await !fresh.engine.isLoggedIn)
+
+        try await device.engine.logIn(Credentials(user: name, password: "new-password"))
+        #expect(try await device.engine.sync(models: ["Product"]).accepted == 1)
+        #expect(try await KintoAdmin(url, Credentials(user: name, password: "new-password")).objects(bucket, "Product")["a1"]?["name"] == "Changed offline")
+    }
+
+    func expectUnauthorized(sourceLocation: SourceLocation = #_sourceLocation, _ body: () async throws -> Void) async {
+        do {
+            try await body()
+            Issue.record("expected a 401", sourceLocation: sourceLocation)
+        } catch let error as SyncError {
+            #expect(error.code == .unauthorized && error.httpStatus == 401, "\(error)", sourceLocation: sourceLocation)
+            #expect(error.message.contains("user name and password"), "a clear message: \(error.message)", sourceLocation: sourceLocation)
+        } catch {
+            Issue.record("expected a SyncError, got \(error)", sourceLocation: sourceLocation)
+        }
+    }
+
+    @Test("the server stops mid-sync and starts again: the next sync converges, nothing lost (PostgreSQL backend)")
+    func serverStopsMidSync() async throws {
+        let own = try OwnKintoServer.start()
+        defer { try? own.remove() }
+        let url = own.url
+        let user = Credentials(user: KintoServers.unique("cy"), password: "pw")
+        let bucket = KintoServers.unique("restart")
+        let server = KintoAdmin(url, user)
+        try await server.call("PUT", "buckets/\(bucket)", ["data": [:]])
+        try await server.call("PUT", "buckets/\(bucket)/collections/Product", ["data": [:]])
+        try await server.putMany(bucket, "Product", Self.products(1...200))
+
+        var faults: FaultyBackend?
+        let device = try await Self.device(url, bucket: bucket, user, pageSize: 20) { backend in
+            faults = FaultyBackend(backend)
+            return faults!
+        }
+        try await device.engine.sync(models: ["Product"])
+        // Changes on both sides, then a sync during which the server goes away after a page.
+        try await server.putMany(bucket, "Product", Self.products(201...260))
+        let products = try device.model("Product")
+        try products.create(["object": "offline", "name": "Made offline"])
+        try products.update("p5", with: ["price": 5000])
+        try products.destroy("p6")
+        faults?.inject(.before({ try? own.stop() }), on: .pull, after: 1)
+        do {
+            try await device.engine.sync(models: ["Product"])
+            Issue.record("the sync went through a stopped server")
+        } catch let error as SyncError {
+            #expect(error.code == .network, "\(error)")
+        }
+        #expect(try device.store.verify().problems == [])
+        #expect(try products.count() > 200 && products.count() < 260, "the first page stays applied")
+
+        try own.restart()
+        try await device.engine.sync(models: ["Product"])
+        let remote = try await server.objects(bucket, "Product")
+        #expect(remote["offline"]?["name"] == "Made offline" && remote["p5"]?["price"] == 5000 && remote["p6"] == nil)
+        #expect(remote.count == 260)
+        try await Self.expectSame(device, server, bucket)
+    }
+}
