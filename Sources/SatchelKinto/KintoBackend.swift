@@ -81,6 +81,8 @@ public final class KintoBackend: SyncBackend {
 
     /// Kinto's default `batch_max_requests`.
     static let batchLimit = 25
+    /// How many times a request that lost a write race (409, errno 122) is sent.
+    static let raceAttempts = 5
 
     // MARK: - Log in
 
@@ -145,9 +147,12 @@ public final class KintoBackend: SyncBackend {
         switch answer.status {
         case 304:
             return PullPage(nextCursor: Cursor(since: cursor.since, next: nil).json, done: true)
-        case 404 where Self.missingContainer(answer):
+        case 404 where Self.missingContainer(answer), 403 where cursor.since == nil && cursor.next == nil:
+            // A missing collection (Kinto answers 403 for a bucket that does not exist, as for one
+            // this user may not read): create what is missing, then ask again.
             try await ensureCollection(request.model.name)
-            return PullPage(nextCursor: Cursor(since: cursor.since, next: nil).json, done: true)
+            answer = try await send("GET", try recordsURL(request, since: nil), what: what)
+            try check(answer, what)
         default:
             try check(answer, what)
         }
@@ -180,8 +185,9 @@ public final class KintoBackend: SyncBackend {
 
     /// The records of the request's model changed after `since`, oldest first.
     func recordsURL(_ request: PullRequest, since: Int64?) throws(SyncError) -> URL {
-        var query: [(String, String)] = [("_sort", "last_modified"), ("_limit", String(max(1, request.pageSize)))]
-        if let since { query.append(("_since", String(since))) }
+        // `_since` even on a first pull (0): without it Kinto lists no tombstones, and a record
+        // deleted while the first pull pages on would never be seen deleted.
+        var query: [(String, String)] = [("_since", String(since ?? 0)), ("_sort", "last_modified"), ("_limit", String(max(1, request.pageSize)))]
         // A server filter is Kinto's querystring filters (`name=value`, `min_n=2`, ...).
         for (name, value) in request.configuration.serverFilter ?? JSONObject() {
             query.append((name, value.stringValue ?? String(decoding: value.jsonBytes, as: UTF8.self)))
@@ -328,7 +334,15 @@ public final class KintoBackend: SyncBackend {
         }
         var headers = headers
         headers["Authorization"] = "Basic " + Data("\(credentials.user):\(credentials.password)".utf8).base64EncodedString()
-        let answer = try await http.send(method, url, headers: headers, body: body)
+        var answer = try await http.send(method, url, headers: headers, body: body)
+        // 409 errno 122, "Integrity constraint violated, please retry": two writes raced for the
+        // same timestamp on Kinto's PostgreSQL backend, and this one was rolled back whole (a
+        // batch included). Sending it again is what Kinto asks.
+        var attempts = 1
+        while answer.status == 409, attempts < Self.raceAttempts, (try? JSONValue(parsing: answer.body))?["errno"]?.intValue == 122 {
+            answer = try await http.send(method, url, headers: headers, body: body)
+            attempts += 1
+        }
         if let seconds = answer.header("backoff").flatMap({ Int64($0.trimmingCharacters(in: .whitespaces)) }), seconds > 0 {
             state.withLock { $0.backoffUntil = ContinuousClock.now + .seconds(seconds) }
         }

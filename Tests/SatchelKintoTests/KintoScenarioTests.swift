@@ -4,6 +4,7 @@ import SatchelKinto
 import SatchelSync
 import SatchelSyncConformance
 import SatchelTestSupport
+import Synchronization
 import Testing
 
 /// A whole life against a real Kinto: a big first pull, server changes, local changes,
@@ -114,6 +115,32 @@ struct KintoScenarioTests {
         try await Self.expectSame(device, server, bucket)
     }
 
+    @Test("a first sync that only pulls creates the bucket and the collection; a record deleted during the first pull is seen deleted")
+    func firstPullOfANewBucket() async throws {
+        let url = try KintoServers.main()
+        let user = Credentials(user: KintoServers.unique("dee"), password: "pw")
+        let bucket = KintoServers.unique("new")
+        let device = try await Self.device(url, bucket: bucket, user, pageSize: 2)
+        #expect(try await device.engine.sync(models: ["Product"]).pulled == 0)
+        let server = KintoAdmin(url, user)
+        #expect(try await server.call("GET", "buckets/\(bucket)/collections/Product")["data"]?["id"] == "Product")
+
+        // Records, then a first pull on another device that pages while the server deletes one it
+        // already sent and edits another: the delete is not missed.
+        try await server.putMany(bucket, "Product", Self.products(1...6))
+        let second = try await Self.device(url, bucket: bucket, user, pageSize: 2) { backend in
+            BeforeSecondPull(wrapped: backend) {
+                try await server.call("DELETE", server.records(bucket, "Product") + "/p1")
+                try await server.call("PATCH", server.records(bucket, "Product") + "/p2", ["data": ["price": 200]])
+            }
+        }
+        try await second.engine.sync(models: ["Product"])
+        try await second.engine.sync(models: ["Product"])
+        #expect(try second.model("Product").find("p1") == nil)
+        #expect(try second.model("Product").find("p2")?["price"] == 200)
+        try await Self.expectSame(second, server, bucket)
+    }
+
     @Test("a wrong password is a clear 401 error and leaves the store as it was (accounts plugin)")
     func wrongPassword() async throws {
         let url = try KintoServers.accounts()
@@ -199,5 +226,27 @@ struct KintoScenarioTests {
         #expect(remote["offline"]?["name"] == "Made offline" && remote["p5"]?["price"] == 5000 && remote["p6"] == nil)
         #expect(remote.count == 260)
         try await Self.expectSame(device, server, bucket)
+    }
+}
+
+/// Runs `action` once, before the second pull request goes to the server.
+final class BeforeSecondPull: SyncBackend {
+    let wrapped: any SyncBackend
+    let action: @Sendable () async throws -> Void
+    private let pulls = Mutex(0)
+
+    init(wrapped: any SyncBackend, action: @escaping @Sendable () async throws -> Void) {
+        self.wrapped = wrapped
+        self.action = action
+    }
+
+    var name: String { wrapped.name }
+    var capabilities: SyncCapabilities { wrapped.capabilities }
+    func logIn(_ credentials: Credentials) async throws -> SyncSession { try await wrapped.logIn(credentials) }
+    func logOut(_ session: SyncSession) async throws { try await wrapped.logOut(session) }
+    func push(_ request: PushRequest) async throws -> [PushResult] { try await wrapped.push(request) }
+    func pull(_ request: PullRequest) async throws -> PullPage {
+        if pulls.withLock({ $0 += 1; return $0 }) == 2 { try await action() }
+        return try await wrapped.pull(request)
     }
 }

@@ -108,6 +108,12 @@ struct KintoAdmin: Sendable {
         var headers = headers
         headers["Authorization"] = "Basic " + Data("\(credentials.user):\(credentials.password)".utf8).base64EncodedString()
         let target = path.hasPrefix("http") ? URL(string: path)! : try SyncHTTPClient.url(url, path)
+        // Concurrent writes on Kinto's PostgreSQL backend may lose a race for a timestamp: 409,
+        // errno 122, "please retry".
+        for _ in 1..<5 {
+            let answer = try await http.send(method, target, headers: headers, body: body.map { Data($0.jsonBytes) })
+            guard answer.status == 409, (try? JSONValue(parsing: answer.body))?["errno"]?.intValue == 122 else { return answer }
+        }
         return try await http.send(method, target, headers: headers, body: body.map { Data($0.jsonBytes) })
     }
 
