@@ -52,13 +52,21 @@ close_inherited_fds() {
     done
 }
 
+# Runs a command with no signal blocked. A caller may start this script with signals blocked
+# (threads of a Swift test process do), and a server inheriting that mask would ignore the TERM
+# that `stop` sends.
+unblocked() {
+    python3 -c 'import os, signal, sys; signal.pthread_sigmask(signal.SIG_SETMASK, []); os.execvp(sys.argv[1], sys.argv[1:])' "$@"
+}
+
 # Runs a PostgreSQL program (Debian's layout, newest version) as the user postgres when we are
 # root: the server refuses to run as root.
 pg() {
     local bin
     bin=$(printf '%s\n' /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
     [ -d "$bin" ] || die "PostgreSQL is not installed (scripts/bootstrap.sh installs it)"
-    if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$bin/$1" "${@:2}"; else "$bin/$1" "${@:2}"; fi
+    # From /: the user postgres may not enter the caller's directory.
+    if [ "$(id -u)" -eq 0 ]; then (cd / && unblocked runuser -u postgres -- "$bin/$1" "${@:2}"); else unblocked "$bin/$1" "${@:2}"; fi
 }
 
 cmd_install() {
@@ -152,12 +160,18 @@ format = %(asctime)s %(levelname)-5.5s [%(name)s] %(message)s
 EOF
 }
 
-# Whether the Kinto of DIR is alive: its pid file names a live process that is still Kinto (a
-# zombie's command line is empty).
+# Whether the Kinto of DIR is alive: its pid file names a live process, not a zombie, that is
+# still Kinto.
 running() {
-    local pid
+    local pid state cmdline
     pid=$(cat "$1/kinto.pid" 2>/dev/null) && kill -0 "$pid" 2>/dev/null || return 1
-    [ ! -d /proc/self ] || grep -qa kinto "/proc/$pid/cmdline" 2>/dev/null
+    [ -r "/proc/$pid/stat" ] || return 0
+    # A zombie has exited. A process mid-exec may show an empty command line for an instant, so
+    # only a non-empty one without "kinto" means the pid now belongs to another program.
+    state=$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | cut -d' ' -f1)
+    [ "$state" != Z ] || return 1
+    cmdline=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)
+    [ -z "$cmdline" ] || [[ $cmdline == *kinto* ]]
 }
 
 # Whether GET URL/__heartbeat__ answers 200.
@@ -201,7 +215,7 @@ cmd_start() {
     url=http://127.0.0.1:$(port_of "$dir/kinto.ini")/v1
     if ! running "$dir"; then
         # setsid: its own session, away from our terminal. It execs (no fork), so $! is Kinto itself.
-        (close_inherited_fds && exec setsid "$venv/bin/kinto" start --ini "$dir/kinto.ini" </dev/null >>"$dir/kinto.log" 2>&1) &
+        (close_inherited_fds && exec setsid python3 -c 'import os, signal, sys; signal.pthread_sigmask(signal.SIG_SETMASK, []); os.execv(sys.argv[1], sys.argv[1:])' "$venv/bin/kinto" start --ini "$dir/kinto.ini" </dev/null >>"$dir/kinto.log" 2>&1) &
         echo $! >"$dir/kinto.pid"
     fi
     deadline=$((SECONDS + 60))
