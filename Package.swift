@@ -63,7 +63,8 @@ let package = Package(
         .executableTarget(
             name: "SatchelBench",
             dependencies: [
-                "Satchel", "SatchelSync", "CLevelDB", "CSQLite", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "Satchel", "SatchelSync", "SatchelKinto", "CLevelDB", "CSQLite",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: settings
         ),
@@ -114,7 +115,10 @@ let package = Package(
         ),
         .testTarget(
             name: "SatchelKintoTests",
-            dependencies: ["Satchel", "SatchelSync", "SatchelKinto", "SatchelTestSupport", "SatchelSyncConformance"],
+            dependencies: [
+                "Satchel", "SatchelSync", "SatchelKinto", "SatchelTestSupport", "SatchelSyncConformance",
+                .product(name: "FlyingFox", package: "FlyingFox"), .product(name: "FlyingSocks", package: "FlyingFox"),
+            ],
             swiftSettings: settings
         ),
         .testTarget(

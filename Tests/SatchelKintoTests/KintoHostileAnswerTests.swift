@@ -1,0 +1,104 @@
+import Foundation
+import Satchel
+import SatchelKinto
+import SatchelSync
+import SatchelSyncConformance
+import Testing
+
+/// Answers a real Kinto cannot be made to give on cue, from an in-process stub: malformed or
+/// truncated bodies, and the server asking clients to wait.
+@Suite("Kinto adapter: hostile answers, Backoff and Retry-After")
+struct KintoHostileAnswerTests {
+    static let product = ModelDefinition(name: "Product")
+    static let page = #"{"data":[{"id":"p1","last_modified":10,"name":"One"}]}"#
+
+    /// A device logged in to the stub, with one object pulled and a local change pending.
+    static func device(_ stub: KintoStub, retries: Int = 1) async throws -> SyncClient {
+        let backend = KintoBackend(url: await stub.root, bucket: "b")
+        let client = try SyncClient(backend: backend, models: [product], pageSize: 10, retry: RetryPolicy(maxAttempts: retries))
+        await client.record()
+        try await client.engine.logIn(Credentials(user: "ann", password: "pw"))
+        await stub.enqueue([.init(status: 200, body: page)])
+        try await client.engine.sync(models: ["Product"])
+        try client.model("Product").update("p1", with: ["name": "Local"])
+        return client
+    }
+
+    static let malformedPulls: [(String, KintoStub.Answer)] = [
+        ("truncated JSON", .init(status: 200, body: #"{"data":[{"id":"p2","last_modified":11,"na"#)),
+        ("not JSON", .init(status: 200, body: "<html>proxy error</html>")),
+        ("no data list", .init(status: 200, body: #"{"data":5}"#)),
+        ("a record without id", .init(status: 200, body: #"{"data":[{"last_modified":11,"name":"x"}]}"#)),
+        ("a string last_modified", .init(status: 200, body: #"{"data":[{"id":"p2","last_modified":"11"}]}"#)),
+        ("a next page on another server", .init(status: 200, headers: ["Next-Page": "http://evil.example/v1/x"], body: #"{"data":[]}"#)),
+    ]
+
+    @Test(arguments: malformedPulls.map(\.0))
+    func malformedPageLeavesTheStoreAsItWas(_ name: String) async throws {
+        let stub = try await KintoStub.start()
+        let device = try await Self.device(stub)
+        let answer = try #require(Self.malformedPulls.first { $0.0 == name }?.1)
+        // The push goes through; the pull's answer is the bad one.
+        await stub.enqueue([.init(status: 200, body: #"{"responses":[{"status":200,"body":{"data":{"id":"p1","last_modified":12,"name":"Local"}}}]}"#), answer])
+        let before = try device.objects("Product")
+        await #expect(throws: SyncError.self) { try await device.engine.sync(models: ["Product"]) }
+        #expect(device.log.notifications(.error).last?.errorCode == .protocolViolation)
+        #expect(try device.objects("Product") == before)
+        #expect(try device.store.verify().problems == [])
+        // The next, good answer converges.
+        await stub.enqueue([.init(status: 200, body: #"{"data":[{"id":"p1","last_modified":12,"name":"Local"},{"id":"p2","last_modified":13,"name":"Two"}]}"#)])
+        try await device.engine.sync(models: ["Product"])
+        #expect(try device.objects("Product") == ["p1": ["name": "Local"], "p2": ["name": "Two"]])
+        await stub.stop()
+    }
+
+    @Test("a batch answer without one response per change is refused; the change is sent again")
+    func malformedBatch() async throws {
+        let stub = try await KintoStub.start()
+        let device = try await Self.device(stub)
+        await stub.enqueue([.init(status: 200, body: #"{"responses":[]}"#)])
+        await #expect(throws: SyncError.self) { try await device.engine.sync(models: ["Product"]) }
+        #expect(device.log.notifications(.error).last?.errorCode == .protocolViolation)
+        await stub.enqueue([
+            .init(status: 200, body: #"{"responses":[{"status":200,"body":{"data":{"id":"p1","last_modified":12,"name":"Local"}}}]}"#),
+            .init(status: 304, body: ""),
+        ])
+        try await device.engine.sync(models: ["Product"])
+        #expect(try device.store.changeFates(model: "Product") == [:])
+        let requests = await stub.requests
+        #expect(requests.filter { $0.hasPrefix("POST /v1/batch") }.count == 2, "the update went twice: \(requests)")
+        #expect(requests.last?.contains("_since=10") == true, "the delta asks from the cursor")
+    }
+
+    @Test("Backoff: the next call waits for the time the server asked, through the engine's retry")
+    func backoff() async throws {
+        let stub = try await KintoStub.start()
+        let device = try await Self.device(stub, retries: 2)
+        await stub.enqueue([
+            .init(status: 200, headers: ["Backoff": "30"], body: #"{"responses":[{"status":200,"body":{"data":{"id":"p1","last_modified":12,"name":"Local"}}}]}"#)
+        ])
+        do {
+            try await device.engine.sync(models: ["Product"])
+            Issue.record("a call went out during the backoff")
+        } catch let error as SyncError {
+            #expect(error.code == .server && error.isRetryable)
+            #expect((error.retryAfter ?? .zero) > .seconds(25), "\(error)")
+        }
+        #expect(device.delays.all.contains { $0 >= .seconds(25) }, "the engine waited as asked: \(device.delays.all)")
+        #expect(await stub.requests.count == 2, "no request during the backoff")
+    }
+
+    @Test("Retry-After on a 503 is the engine's wait before it tries again")
+    func retryAfter() async throws {
+        let stub = try await KintoStub.start()
+        let device = try await Self.device(stub, retries: 2)
+        await stub.enqueue([
+            .init(status: 200, body: #"{"responses":[{"status":200,"body":{"data":{"id":"p1","last_modified":12,"name":"Local"}}}]}"#),
+            .init(status: 503, headers: ["Retry-After": "7"], body: #"{"code":503,"errno":201,"error":"Service Unavailable","message":"Flushing"}"#),
+            .init(status: 200, body: #"{"data":[{"id":"p1","last_modified":12,"name":"Local"}]}"#),
+        ])
+        try await device.engine.sync(models: ["Product"])
+        #expect(device.delays.all.contains(.seconds(7)), "\(device.delays.all)")
+        #expect(try device.objects("Product") == ["p1": ["name": "Local"]])
+    }
+}

@@ -1,0 +1,70 @@
+import FlyingFox
+import FlyingSocks
+import Foundation
+
+/// An in-process HTTP server on a free loopback port that answers like Kinto would not: each
+/// request other than the root (`/v1/`, a login) gets the next canned answer, in order. For the
+/// answers a real Kinto cannot be made to give on cue (truncated or malformed bodies, `Backoff`,
+/// `Retry-After`).
+actor KintoStub {
+    struct Answer: Sendable {
+        var status: Int
+        var headers: [String: String] = [:]
+        var body: String
+    }
+
+    private let http: HTTPServer
+    private var task: Task<Void, any Error>?
+    private var answers: [Answer] = []
+    /// The method and path (with query) of every request after the login, in order.
+    private(set) var requests: [String] = []
+
+    static func start() async throws -> KintoStub {
+        let address = try sockaddr_in.inet(ip4: "127.0.0.1", port: 0)
+        let stub = KintoStub(http: HTTPServer(address: address, timeout: 10, logger: .disabled))
+        await stub.run()
+        try await stub.http.waitUntilListening(timeout: 10)
+        guard case .ip4(_, let port)? = await stub.http.listeningAddress else { throw URLError(.cannotConnectToHost) }
+        await stub.setURL(URL(string: "http://127.0.0.1:\(port)/v1")!)
+        return stub
+    }
+
+    private var actualURL: URL?
+    private func setURL(_ url: URL) { actualURL = url }
+    /// The stub's API root, `http://127.0.0.1:PORT/v1`.
+    var root: URL { actualURL! }
+
+    private init(http: HTTPServer) { self.http = http }
+
+    private func run() async {
+        await http.appendRoute("*") { [weak self] request in
+            guard let self else { return HTTPResponse(statusCode: .internalServerError) }
+            return await self.handle(request)
+        }
+        let http = self.http
+        task = Task { try await http.run() }
+    }
+
+    func stop() async {
+        await http.stop(timeout: 1)
+        task?.cancel()
+    }
+
+    /// Queues answers for the next requests.
+    func enqueue(_ more: [Answer]) { answers += more }
+
+    private func handle(_ request: HTTPRequest) async -> HTTPResponse {
+        let answer: Answer
+        if request.path == "/v1/" || request.path == "/v1" {
+            answer = Answer(status: 200, body: #"{"user":{"id":"basicauth:stub"}}"#)
+        } else {
+            let query = request.query.map { "\($0.name)=\($0.value)" }.joined(separator: "&")
+            requests.append("\(request.method.rawValue) \(request.path)" + (query.isEmpty ? "" : "?\(query)"))
+            answer = answers.isEmpty ? Answer(status: 500, body: #"{"code":500,"errno":999,"error":"no canned answer"}"#) : answers.removeFirst()
+        }
+        var headers = FlyingFox.HTTPHeaders()
+        headers.addValue("application/json", for: HTTPHeader("Content-Type"))
+        for (name, value) in answer.headers { headers.addValue(value, for: HTTPHeader(name)) }
+        return HTTPResponse(statusCode: HTTPStatusCode(answer.status, phrase: "Stub"), headers: headers, body: Data(answer.body.utf8))
+    }
+}
