@@ -1,5 +1,6 @@
 import ArgumentParser
 import Satchel
+import SatchelSync
 import Foundation
 
 /// `satchel-bench`: Satchel against baselines run in the same process on the same data.
@@ -19,7 +20,15 @@ struct SatchelBench: AsyncParsableCommand {
         case codec
         /// The sync engine pulling a server's objects into an empty store.
         case sync
+        /// A first pull from a real Kinto server (needs --kinto-url; not run by default).
+        case kinto
+
+        static let byDefault: [Group] = [.store, .codec, .sync]
     }
+
+    @Option(help: "A Kinto server's /v1 root, for the kinto group.") var kintoURL: String?
+    @Option(help: "The Kinto bucket of the kinto group (its Product collection is written when empty).") var kintoBucket = "satchel-bench"
+    @Option(help: "user:password for the Kinto server.") var kintoUser = "bench:bench"
 
     @Option(help: "Number of documents.") var docs = 100_000
     @Option(help: "Systems to compare with: leveldb_raw, sqlite_json, rhoconnect_eav (comma list; default all).")
@@ -41,7 +50,7 @@ struct SatchelBench: AsyncParsableCommand {
                 guard let group = Group(rawValue: String(name)) else { throw ValidationError("unknown group '\(name)'") }
                 return group
             }
-        } ?? Group.allCases
+        } ?? (kintoURL == nil ? Group.byDefault : Group.allCases)
         #if DEBUG
         FileHandle.standardError.write(Data("warning: a debug build; measure with swift run -c release satchel-bench\n".utf8))
         #endif
@@ -50,8 +59,17 @@ struct SatchelBench: AsyncParsableCommand {
             case .codec: try CodecBench.run(count: min(docs, 100_000))
             case .store: try runStore()
             case .sync: try await SyncBench.run(count: docs, directory: directory)
+            case .kinto: try await runKinto()
             }
         }
+    }
+
+    private func runKinto() async throws {
+        guard let text = kintoURL, let url = URL(string: text) else { throw ValidationError("the kinto group needs --kinto-url http://HOST:PORT/v1") }
+        let parts = kintoUser.split(separator: ":", maxSplits: 1).map(String.init)
+        guard parts.count == 2 else { throw ValidationError("--kinto-user is user:password") }
+        try await KintoBench.run(
+            url: url, bucket: kintoBucket, credentials: Credentials(user: parts[0], password: parts[1]), count: docs, directory: directory)
     }
 
     private func runStore() throws {

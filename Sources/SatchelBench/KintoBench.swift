@@ -1,0 +1,101 @@
+import Foundation
+import Satchel
+import SatchelKinto
+import SatchelSync
+
+/// A first pull from a real Kinto server: every record of a collection into an empty store, in
+/// pages of 1,000, through the Kinto adapter and the engine, against fetching and parsing the same
+/// pages over the same HTTP client without storing them (what the network and Kinto cost alone).
+/// Needs a running server (`scripts/kinto.sh start DIR`); not part of the default groups.
+enum KintoBench {
+    static let pageSize = 1000
+
+    static func run(url: URL, bucket: String, credentials: Credentials, count: Int, directory: String?) async throws {
+        let fileManager = FileManager.default
+        let base = directory ?? fileManager.temporaryDirectory.appendingPathComponent("satchel-kinto-bench-\(ProcessInfo.processInfo.processIdentifier)").path
+        try fileManager.createDirectory(atPath: base, withIntermediateDirectories: true)
+        defer { if directory == nil { try? fileManager.removeItem(atPath: base) } }
+
+        let http = SyncHTTPClient(timeout: 120)
+        let authorization = "Basic " + Data("\(credentials.user):\(credentials.password)".utf8).base64EncodedString()
+        let records = try SyncHTTPClient.url(url, "buckets/\(bucket)/collections/Product/records")
+        let held = try await fetchAll(records, http: http, authorization: authorization)
+        if held == 0 {
+            try await seed(url: url, bucket: bucket, count: count, http: http, authorization: authorization)
+        } else if held != count {
+            throw SatchelError(.invalidArgument, "bucket \(bucket) holds \(held) products, not \(count): use another bucket or --docs \(held)")
+        }
+        log("kinto: \(count) records in \(url.absoluteString) bucket \(bucket), pages of \(pageSize)")
+
+        var pull = Double.infinity, fetch = Double.infinity
+        for round in 0..<3 {
+            pull = min(pull, try await pullAll(url: url, bucket: bucket, credentials: credentials, count: count, path: "\(base)/pull-\(round)"))
+            let start = ContinuousClock.now
+            let fetched = try await fetchAll(records, http: http, authorization: authorization)
+            guard fetched == count else { throw SatchelError(.unknown, "fetched \(fetched) records, not \(count)") }
+            fetch = min(fetch, seconds(ContinuousClock.now - start))
+        }
+        Report.line("kinto_pull", n: count, satchel: Double(count) / pull, unit: "records/s", baselines: [("http_fetch", Double(count) / fetch)])
+    }
+
+    /// Seconds for one first sync of the collection into a new store.
+    static func pullAll(url: URL, bucket: String, credentials: Credentials, count: Int, path: String) async throws -> Double {
+        let store = try Store(path: path)
+        _ = try store.register(ModelDefinition(name: "Product"))
+        var configuration = SyncEngine.Configuration()
+        configuration.pageSize = pageSize
+        let engine = SyncEngine(store: store, backend: KintoBackend(url: url, bucket: bucket), configuration: configuration)
+        try await engine.logIn(credentials)
+        let start = ContinuousClock.now
+        let report = try await engine.sync()
+        let elapsed = ContinuousClock.now - start
+        guard report.pulled == count, try store.model("Product").count() == count else {
+            throw SatchelError(.unknown, "the sync pulled \(report.pulled) records, not \(count)")
+        }
+        try store.close()
+        try FileManager.default.removeItem(atPath: path)
+        return seconds(elapsed)
+    }
+
+    /// Fetches every page as the adapter asks for them and parses each; returns the record count.
+    static func fetchAll(_ records: URL, http: SyncHTTPClient, authorization: String) async throws -> Int {
+        var next: URL? = try SyncHTTPClient.url(records, "", [("_sort", "last_modified"), ("_limit", String(pageSize))])
+        var total = 0
+        while let url = next {
+            let answer = try await http.send("GET", url, headers: ["Authorization": authorization])
+            if answer.status == 404 || answer.status == 403 { return 0 }
+            guard answer.status == 200 else { throw SatchelError(.unknown, "GET \(url): HTTP \(answer.status) \(answer.text)") }
+            total += try JSONValue(parsing: answer.body)["data"]?.arrayValue?.count ?? 0
+            next = answer.header("next-page").flatMap(URL.init(string:))
+        }
+        return total
+    }
+
+    /// Creates the bucket and collection and writes `count` bench products, 25 a batch.
+    static func seed(url: URL, bucket: String, count: Int, http: SyncHTTPClient, authorization: String) async throws {
+        log("kinto: writing \(count) records through the API (slow: a few hundred a second)")
+        let headers = ["Authorization": authorization]
+        let empty = Data(#"{"data":{}}"#.utf8)
+        _ = try await http.send("PUT", try SyncHTTPClient.url(url, "buckets/\(bucket)"), headers: headers, body: empty)
+        _ = try await http.send("PUT", try SyncHTTPClient.url(url, "buckets/\(bucket)/collections/Product"), headers: headers, body: empty)
+        var generator = BenchData.Generator()
+        var written = 0
+        while written < count {
+            let requests: [JSONValue] = (written..<min(written + 25, count)).map { _ in
+                let item = generator.next()
+                let path = "/buckets/\(bucket)/collections/Product/records/\(KintoMapping.recordID(item.id))"
+                return ["method": "PUT", "path": .string(path), "body": ["data": .object(KintoMapping.data(item.attributes))]]
+            }
+            let body: JSONObject = ["requests": .array(requests)]
+            let answer = try await http.send("POST", try SyncHTTPClient.url(url, "batch"), headers: headers, body: Data(body.jsonBytes))
+            guard answer.status == 200 else { throw SatchelError(.unknown, "seeding: HTTP \(answer.status) \(answer.text)") }
+            written += requests.count
+        }
+    }
+
+    static func log(_ text: String) { FileHandle.standardError.write(Data((text + "\n").utf8)) }
+
+    static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+}
