@@ -39,7 +39,7 @@ public actor RhoConnectServer {
         let port = try freePort()
         let server = RhoConnectServer(fixture: fixture, port: port)
         await server.run()
-        try await server.http.waitUntilListening(timeout: 10)
+        try await server.http.waitUntilListening(timeout: 30)
         return server
     }
 

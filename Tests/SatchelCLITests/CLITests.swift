@@ -42,6 +42,14 @@ enum CLI {
         process.waitUntilExit()
         return Result(status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self), stderr: String(decoding: errData, as: UTF8.self))
     }
+
+    /// Runs the CLI off the test's threads (the concurrency pool has one per core): an in-process
+    /// server, and the other tests, keep running while it waits.
+    static func detached(_ arguments: [String]) async throws -> Result {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(with: Swift.Result { try run(arguments) }) }
+        }
+    }
 }
 
 @Suite("satchel CLI")

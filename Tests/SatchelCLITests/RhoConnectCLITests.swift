@@ -7,30 +7,23 @@ import Testing
 /// `satchel sync --backend rhoconnect` against the loopback RhoConnect server.
 @Suite("satchel sync --backend rhoconnect")
 struct RhoConnectCLITests {
-    /// Runs the CLI off the test's threads, so the in-process server keeps answering it.
-    static func run(_ arguments: [String]) async throws -> CLI.Result {
-        try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async { continuation.resume(with: Result { try CLI.run(arguments) }) }
-        }
-    }
-
     @Test("syncs, pushes, exits 3 on a refused record, and names the models it was given")
     func sync() async throws {
         let server = try await RhoConnectServer.start(try Fixture.named("products"))
         let directory = TemporaryDirectory()
         let db = directory.child("db")
         let url = server.url.absoluteString
-        let first = try await Self.run(["--db", db, "sync", "--backend", "rhoconnect", "--url", url, "--user", "ann", "--password", "secret", "--model", "Product"])
+        let first = try await CLI.detached(["--db", db, "sync", "--backend", "rhoconnect", "--url", url, "--user", "ann", "--password", "secret", "--model", "Product"])
         #expect(first.status == 0, "\(first.stderr)")
         #expect(first.lines.last == #"{"processed":0,"status":"complete"}"#)
-        #expect(try await Self.run(["--db", db, "find", "Product", "--id", "1"]).lines == [#"{"brand":"Apple","name":"iPhone","object":"1","price":"199.99"}"#])
+        #expect(try await CLI.detached(["--db", db, "find", "Product", "--id", "1"]).lines == [#"{"brand":"Apple","name":"iPhone","object":"1","price":"199.99"}"#])
 
-        _ = try await Self.run(["--db", db, "put", "Product", #"{"object":"tmp","name":"wrongname"}"#])
-        let refused = try await Self.run(["--db", db, "sync", "--backend", "rhoconnect", "--url", url])
+        _ = try await CLI.detached(["--db", db, "put", "Product", #"{"object":"tmp","name":"wrongname"}"#])
+        let refused = try await CLI.detached(["--db", db, "sync", "--backend", "rhoconnect", "--url", url])
         #expect(refused.status == 3, "\(refused.stderr)")
-        #expect(try await Self.run(["--db", db, "errors"]).stdout.contains("error create"))
+        #expect(try await CLI.detached(["--db", db, "errors"]).stdout.contains("error create"))
 
-        let bad = try await Self.run(["--db", db, "sync", "--backend", "rhoconnect", "--url", "not a url"])
+        let bad = try await CLI.detached(["--db", db, "sync", "--backend", "rhoconnect", "--url", "not a url"])
         #expect(bad.status != 0 && bad.stderr.contains("server's root"))
         await server.stop()
     }

@@ -48,7 +48,7 @@ struct KintoScenarioTests {
         try await server.call("PUT", "buckets/\(bucket)/collections/Product", ["data": [:]])
         // 20,000 records written straight into the server's database (Kinto's API writes about
         // 150 a second here); Kinto's trigger gives each its own increasing last_modified.
-        try KintoServers.sql(
+        try await KintoServers.sql(
             """
             INSERT INTO objects (id, parent_id, resource_name, data, deleted)
             SELECT 'p' || i, '/buckets/\(bucket)/collections/Product', 'record',
@@ -128,12 +128,12 @@ struct KintoScenarioTests {
         // Records, then a first pull on another device that pages while the server deletes one it
         // already sent and edits another: the delete is not missed.
         try await server.putMany(bucket, "Product", Self.products(1...6))
-        let second = try await Self.device(url, bucket: bucket, user, pageSize: 2) { backend in
-            BeforeSecondPull(wrapped: backend) {
-                try await server.call("DELETE", server.records(bucket, "Product") + "/p1")
-                try await server.call("PATCH", server.records(bucket, "Product") + "/p2", ["data": ["price": 200]])
-            }
+        let hook = BeforePull(wrapped: KintoBackend(configuration: .init(url: url, bucket: bucket, timeout: 30)))
+        hook.arm(pull: 2) {
+            try await server.call("DELETE", server.records(bucket, "Product") + "/p1")
+            try await server.call("PATCH", server.records(bucket, "Product") + "/p2", ["data": ["price": 200]])
         }
+        let second = try await Self.device(url, bucket: bucket, user, pageSize: 2) { _ in hook }
         try await second.engine.sync(models: ["Product"])
         try await second.engine.sync(models: ["Product"])
         #expect(try second.model("Product").find("p1") == nil)
@@ -188,8 +188,17 @@ struct KintoScenarioTests {
 
     @Test("the server stops mid-sync and starts again: the next sync converges, nothing lost (PostgreSQL backend)")
     func serverStopsMidSync() async throws {
-        let own = try OwnKintoServer.start()
-        defer { try? own.remove() }
+        let own = try await OwnKintoServer.start()
+        do {
+            try await Self.stopMidSync(own)
+        } catch {
+            try? await own.remove()
+            throw error
+        }
+        try await own.remove()
+    }
+
+    static func stopMidSync(_ own: OwnKintoServer) async throws {
         let url = own.url
         let user = Credentials(user: KintoServers.unique("cy"), password: "pw")
         let bucket = KintoServers.unique("restart")
@@ -198,10 +207,11 @@ struct KintoScenarioTests {
         try await server.call("PUT", "buckets/\(bucket)/collections/Product", ["data": [:]])
         try await server.putMany(bucket, "Product", Self.products(1...200))
 
-        var faults: FaultyBackend?
+        let hook = Mutex<BeforePull?>(nil)
         let device = try await Self.device(url, bucket: bucket, user, pageSize: 20) { backend in
-            faults = FaultyBackend(backend)
-            return faults!
+            let wrapped = BeforePull(wrapped: backend)
+            hook.withLock { $0 = wrapped }
+            return wrapped
         }
         try await device.engine.sync(models: ["Product"])
         // Changes on both sides, then a sync during which the server goes away after a page.
@@ -210,7 +220,12 @@ struct KintoScenarioTests {
         try products.create(["object": "offline", "name": "Made offline"])
         try products.update("p5", with: ["price": 5000])
         try products.destroy("p6")
-        faults?.inject(.before({ try? own.stop() }), on: .pull, after: 1)
+        // The server goes away after the first page of the pull.
+        let stopped = Mutex(false)
+        hook.withLock { $0 }?.arm(pull: 2) {
+            stopped.withLock { $0 = true }
+            try await own.stop()
+        }
         do {
             try await device.engine.sync(models: ["Product"])
             Issue.record("the sync went through a stopped server")
@@ -218,9 +233,10 @@ struct KintoScenarioTests {
             #expect(error.code == .network, "\(error)")
         }
         #expect(try device.store.verify().problems == [])
+        #expect(stopped.withLock { $0 }, "the server was stopped mid-sync")
         #expect(try products.count() > 200 && products.count() < 260, "the first page stays applied")
 
-        try own.restart()
+        try await own.restart()
         try await device.engine.sync(models: ["Product"])
         let remote = try await server.objects(bucket, "Product")
         #expect(remote["offline"]?["name"] == "Made offline" && remote["p5"]?["price"] == 5000 && remote["p6"] == nil)
@@ -229,16 +245,17 @@ struct KintoScenarioTests {
     }
 }
 
-/// Runs `action` once, before the second pull request goes to the server.
-final class BeforeSecondPull: SyncBackend {
+/// Runs an action once, before a chosen pull request goes to the server.
+final class BeforePull: SyncBackend {
+    typealias Action = @Sendable () async throws -> Void
     let wrapped: any SyncBackend
-    let action: @Sendable () async throws -> Void
-    private let pulls = Mutex(0)
+    /// Pulls left before the action, and the action.
+    private let armed = Mutex<(left: Int, action: Action?)>((0, nil))
 
-    init(wrapped: any SyncBackend, action: @escaping @Sendable () async throws -> Void) {
-        self.wrapped = wrapped
-        self.action = action
-    }
+    init(wrapped: any SyncBackend) { self.wrapped = wrapped }
+
+    /// Runs `action` before the `number`th pull from now (1: the next one).
+    func arm(pull number: Int, _ action: @escaping Action) { armed.withLock { $0 = (number, action) } }
 
     var name: String { wrapped.name }
     var capabilities: SyncCapabilities { wrapped.capabilities }
@@ -246,7 +263,14 @@ final class BeforeSecondPull: SyncBackend {
     func logOut(_ session: SyncSession) async throws { try await wrapped.logOut(session) }
     func push(_ request: PushRequest) async throws -> [PushResult] { try await wrapped.push(request) }
     func pull(_ request: PullRequest) async throws -> PullPage {
-        if pulls.withLock({ $0 += 1; return $0 }) == 2 { try await action() }
+        let action: Action? = armed.withLock { state in
+            guard state.action != nil else { return nil }
+            state.left -= 1
+            guard state.left == 0 else { return nil }
+            defer { state.action = nil }
+            return state.action
+        }
+        try await action?()
         return try await wrapped.pull(request)
     }
 }

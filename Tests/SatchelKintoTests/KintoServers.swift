@@ -34,11 +34,20 @@ enum KintoServers {
 
     /// Runs SQL on the main server's database; returns what psql printed.
     @discardableResult
-    static func sql(_ statement: String) throws -> String { try script(["psql", try variable("SATCHEL_KINTO_DIR"), "-c", statement]) }
+    static func sql(_ statement: String) async throws -> String {
+        try await script(["psql", try variable("SATCHEL_KINTO_DIR"), "-c", statement])
+    }
 
-    /// Runs `scripts/kinto.sh` with `arguments`; returns its standard output, trimmed.
+    /// Runs `scripts/kinto.sh` with `arguments` off the test's threads (it waits for servers to
+    /// start); returns its standard output, trimmed.
     @discardableResult
-    static func script(_ arguments: [String]) throws -> String {
+    static func script(_ arguments: [String]) async throws -> String {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(with: Result { try runScript(arguments) }) }
+        }
+    }
+
+    private static func runScript(_ arguments: [String]) throws -> String {
         let path = environment["SATCHEL_KINTO_SCRIPT"]
             ?? URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../scripts/kinto.sh").standardized.path
         let process = Process()
@@ -68,18 +77,18 @@ struct OwnKintoServer {
 
     /// Starts one in a new directory under the system's temporary directory (readable by the
     /// user postgres, which runs its database).
-    static func start() throws -> OwnKintoServer {
+    static func start() async throws -> OwnKintoServer {
         let root = NSTemporaryDirectory() + KintoServers.unique("satchel-kinto-own")
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
-        let text = try KintoServers.script(["start", root + "/main", "--postgresql"])
+        let text = try await KintoServers.script(["start", root + "/main", "--postgresql"])
         guard let url = URL(string: text) else { throw SyncError(.protocolViolation, "kinto.sh printed no URL: \(text)") }
         return OwnKintoServer(root: root, url: url)
     }
 
-    func stop() throws { try KintoServers.script(["stop", directory]) }
-    func restart() throws { try KintoServers.script(["start", directory]) }
+    func stop() async throws { try await KintoServers.script(["stop", directory]) }
+    func restart() async throws { try await KintoServers.script(["start", directory]) }
     /// Stops the server and its database and removes its files.
-    func remove() throws { try KintoServers.script(["down", root]) }
+    func remove() async throws { try await KintoServers.script(["down", root]) }
 }
 
 /// Talks to Kinto directly, as another client or the administrator would (not through the
