@@ -17,7 +17,7 @@ enum KintoBench {
         defer { if directory == nil { try? fileManager.removeItem(atPath: base) } }
 
         let http = SyncHTTPClient(timeout: 120)
-        let authorization = "Basic " + Data("\(credentials.user):\(credentials.password)".utf8).base64EncodedString()
+        let authorization = SyncHTTPClient.basicAuthorization(credentials)
         let records = try SyncHTTPClient.url(url, "buckets/\(bucket)/collections/Product/records")
         let held = try await fetchAll(records, http: http, authorization: authorization)
         if held == 0 {

@@ -260,7 +260,7 @@ public final class KintoBackend: SyncBackend {
 
     /// What one batch response means for its change.
     static func outcome(of change: OutgoingChange, status: Int, body: JSONValue, _ what: String) throws(SyncError) -> PushOutcome {
-        let message = body["message"]?.stringValue ?? body["error"]?.stringValue ?? "HTTP \(status)"
+        let message = Self.message(of: body) ?? "HTTP \(status)"
         switch status {
         case 200, 201:
             if change.kind == .delete { return .accepted() }
@@ -333,7 +333,7 @@ public final class KintoBackend: SyncBackend {
             throw SyncError(.notLoggedIn, "\(what): Kinto asks for the password on every request and Satchel never stores it: log in again (satchel sync: pass --user and --password)")
         }
         var headers = headers
-        headers["Authorization"] = "Basic " + Data("\(credentials.user):\(credentials.password)".utf8).base64EncodedString()
+        headers["Authorization"] = SyncHTTPClient.basicAuthorization(credentials)
         var answer = try await http.send(method, url, headers: headers, body: body)
         // 409 errno 122, "Integrity constraint violated, please retry": two writes raced for the
         // same timestamp on Kinto's PostgreSQL backend, and this one was rolled back whole (a
@@ -352,8 +352,7 @@ public final class KintoBackend: SyncBackend {
     /// Throws the error an answer other than 2xx stands for.
     func check(_ answer: SyncHTTPClient.Response, _ what: String) throws(SyncError) {
         guard !(200..<300).contains(answer.status) else { return }
-        let error = try? JSONValue(parsing: answer.body)
-        let message = error?["message"]?.stringValue ?? error?["error"]?.stringValue ?? answer.text
+        let message = (try? JSONValue(parsing: answer.body)).flatMap(Self.message(of:)) ?? answer.text
         let detail = message.isEmpty ? "" : ": \(message)"
         switch answer.status {
         case 401:
@@ -365,6 +364,9 @@ public final class KintoBackend: SyncBackend {
             throw SyncError(.server, "\(what) failed with HTTP \(answer.status)\(detail)", httpStatus: answer.status, retryAfter: answer.retryAfter)
         }
     }
+
+    /// The text of a Kinto error body (`{"code","errno","error","message"}`).
+    static func message(of body: JSONValue) -> String? { body["message"]?.stringValue ?? body["error"]?.stringValue }
 
     static func json(_ answer: SyncHTTPClient.Response, _ what: String) throws(SyncError) -> JSONValue {
         do {

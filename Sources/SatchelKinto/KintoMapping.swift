@@ -89,7 +89,7 @@ public enum KintoMapping {
             return nil
         }
         let id = objectID(recordID)
-        if fields["deleted"] == .bool(true) && fields.keys.allSatisfy({ ["id", "last_modified", "deleted"].contains($0) }) {
+        if fields["deleted"] == .bool(true) && fields.keys.allSatisfy(reserved.contains) {
             return .deleted(id: id, version: version)
         }
         let attributes = JSONObject(fields.compactMap { name, value in

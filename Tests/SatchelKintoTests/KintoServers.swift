@@ -115,7 +115,7 @@ struct KintoAdmin: Sendable {
 
     func raw(_ method: String, _ path: String, _ body: JSONObject? = nil, headers: [String: String] = [:]) async throws -> SyncHTTPClient.Response {
         var headers = headers
-        headers["Authorization"] = "Basic " + Data("\(credentials.user):\(credentials.password)".utf8).base64EncodedString()
+        headers["Authorization"] = SyncHTTPClient.basicAuthorization(credentials)
         let target = path.hasPrefix("http") ? URL(string: path)! : try SyncHTTPClient.url(url, path)
         // Concurrent writes on Kinto's PostgreSQL backend may lose a race for a timestamp: 409,
         // errno 122, "please retry".

@@ -79,6 +79,11 @@ public struct SyncHTTPClient: Sendable {
         return Response(status: http.statusCode, headers: fields, body: data, url: url)
     }
 
+    /// The `Authorization` header of HTTP basic auth for `credentials`.
+    public static func basicAuthorization(_ credentials: Credentials) -> String {
+        "Basic " + Data("\(credentials.user):\(credentials.password)".utf8).base64EncodedString()
+    }
+
     // MARK: - URLs
 
     /// Characters left as they are in a query value or a path segment (RFC 3986 unreserved).
