@@ -33,8 +33,24 @@ die() { say "$*"; exit 1; }
 usage() { { echo usage:; sed -n '5,24s/^#//p' "$script"; } >&2; exit 2; }
 
 # A TCP port on 127.0.0.1 that nothing listens on right now, and a random secret.
+# It is picked at random below the kernel's ephemeral range (32768 and up on Linux): a port the
+# kernel hands out for port 0 may be the local port of an outgoing connection by the time the
+# server binds it.
 free_port() {
-    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+    python3 -c '
+import random, socket
+for _ in range(100):
+    port = random.randrange(20000, 32000)
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        print(port)
+        break
+else:
+    raise SystemExit("no free port between 20000 and 32000")
+'
 }
 secret() { python3 -c 'import secrets; print(secrets.token_hex(32))'; }
 

@@ -64,21 +64,27 @@ public actor RhoConnectServer {
         task?.cancel()
     }
 
-    /// A free TCP port on 127.0.0.1 (the kernel picks one for a socket bound to port 0).
+    /// A free TCP port on 127.0.0.1, picked at random below the kernel's ephemeral range
+    /// (32768 and up on Linux): a port the kernel hands out for port 0 may also be the local port
+    /// of an outgoing connection by the time the server binds it, and the tests make thousands.
     static func freePort() throws -> UInt16 {
+        for _ in 0..<100 {
+            let port = UInt16.random(in: 20_000..<32_000)
+            if try isFree(port) { return port }
+        }
+        throw FixtureError("no free port between 20000 and 32000")
+    }
+
+    private static func isFree(_ port: UInt16) throws -> Bool {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw FixtureError("socket() failed") }
         defer { close(fd) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = 0
+        address.sin_port = port.bigEndian
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
-        guard bound == 0 else { throw FixtureError("bind() failed") }
-        let named = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
-        guard named == 0 else { throw FixtureError("getsockname() failed") }
-        return UInt16(bigEndian: address.sin_port)
+        let length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        return withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } } == 0
     }
 
     // MARK: - The backend's data, as tests change it
