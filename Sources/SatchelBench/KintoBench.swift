@@ -8,7 +8,7 @@ import SatchelSync
 /// pages over the same HTTP client without storing them (what the network and Kinto cost alone).
 /// Needs a running server (`scripts/kinto.sh start DIR`); not part of the default groups.
 enum KintoBench {
-    static let pageSize = 1000
+    static let pageSize = SyncBench.pageSize
 
     static func run(url: URL, bucket: String, credentials: Credentials, count: Int, directory: String?) async throws {
         let fileManager = FileManager.default
@@ -29,32 +29,14 @@ enum KintoBench {
 
         var pull = Double.infinity, fetch = Double.infinity
         for round in 0..<3 {
-            pull = min(pull, try await pullAll(url: url, bucket: bucket, credentials: credentials, count: count, path: "\(base)/pull-\(round)"))
+            let backend = KintoBackend(url: url, bucket: bucket)
+            pull = min(pull, try await SyncBench.firstSync(from: backend, credentials: credentials, count: count, path: "\(base)/pull-\(round)"))
             let start = ContinuousClock.now
             let fetched = try await fetchAll(records, http: http, authorization: authorization)
             guard fetched == count else { throw SatchelError(.unknown, "fetched \(fetched) records, not \(count)") }
-            fetch = min(fetch, seconds(ContinuousClock.now - start))
+            fetch = min(fetch, Report.seconds(ContinuousClock.now - start))
         }
         Report.line("kinto_pull", n: count, satchel: Double(count) / pull, unit: "records/s", baselines: [("http_fetch", Double(count) / fetch)])
-    }
-
-    /// Seconds for one first sync of the collection into a new store.
-    static func pullAll(url: URL, bucket: String, credentials: Credentials, count: Int, path: String) async throws -> Double {
-        let store = try Store(path: path)
-        _ = try store.register(ModelDefinition(name: "Product"))
-        var configuration = SyncEngine.Configuration()
-        configuration.pageSize = pageSize
-        let engine = SyncEngine(store: store, backend: KintoBackend(url: url, bucket: bucket), configuration: configuration)
-        try await engine.logIn(credentials)
-        let start = ContinuousClock.now
-        let report = try await engine.sync()
-        let elapsed = ContinuousClock.now - start
-        guard report.pulled == count, try store.model("Product").count() == count else {
-            throw SatchelError(.unknown, "the sync pulled \(report.pulled) records, not \(count)")
-        }
-        try store.close()
-        try FileManager.default.removeItem(atPath: path)
-        return seconds(elapsed)
     }
 
     /// Fetches every page as the adapter asks for them and parses each; returns the record count.
@@ -94,8 +76,4 @@ enum KintoBench {
     }
 
     static func log(_ text: String) { FileHandle.standardError.write(Data((text + "\n").utf8)) }
-
-    static func seconds(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-    }
 }

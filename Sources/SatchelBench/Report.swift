@@ -10,10 +10,14 @@ enum Report {
         for _ in 0..<repeats {
             let start = ContinuousClock.now
             try body()
-            let elapsed = ContinuousClock.now - start
-            best = min(best, Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+            best = min(best, seconds(ContinuousClock.now - start))
         }
         return best
+    }
+
+    /// `duration` in seconds.
+    static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 
     static func format(_ value: Double) -> String {

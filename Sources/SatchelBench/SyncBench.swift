@@ -28,19 +28,20 @@ enum SyncBench {
 
         var pull = Double.infinity, save = Double.infinity
         for round in 0..<3 {
-            pull = min(pull, try await pullAll(from: server, count: count, path: "\(base)/pull-\(round)"))
+            pull = min(pull, try await firstSync(from: server, credentials: Credentials(user: "bench", password: "bench"), count: count, path: "\(base)/pull-\(round)"))
             save = min(save, try saveAll(items, path: "\(base)/save-\(round)"))
         }
         Report.line("sync_pull", n: count, satchel: Double(count) / pull, unit: "objects/s", baselines: [("bulk_save", Double(count) / save)])
     }
 
-    /// Seconds for one first sync of everything into a new store.
-    private static func pullAll(from server: InMemoryBackend, count: Int, path: String) async throws -> Double {
+    /// Seconds for one first sync of the server's `count` products into a new store, in pages of
+    /// ``pageSize`` (the sync and the Kinto measures).
+    static func firstSync(from server: any SyncBackend, credentials: Credentials, count: Int, path: String) async throws -> Double {
         let store = try Store(path: path)
         var configuration = SyncEngine.Configuration()
         configuration.pageSize = pageSize
         let engine = SyncEngine(store: store, backend: server, configuration: configuration)
-        try await engine.logIn(Credentials(user: "bench", password: "bench"))
+        try await engine.logIn(credentials)
         _ = try store.model("Product")
         let start = ContinuousClock.now
         let report = try await engine.sync()
@@ -50,7 +51,7 @@ enum SyncBench {
         }
         try store.close()
         try FileManager.default.removeItem(atPath: path)
-        return seconds(elapsed)
+        return Report.seconds(elapsed)
     }
 
     /// Seconds to save the same objects, a batch per page, without the engine.
@@ -69,10 +70,6 @@ enum SyncBench {
         let elapsed = ContinuousClock.now - start
         try store.close()
         try FileManager.default.removeItem(atPath: path)
-        return seconds(elapsed)
-    }
-
-    private static func seconds(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+        return Report.seconds(elapsed)
     }
 }

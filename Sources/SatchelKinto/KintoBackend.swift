@@ -133,7 +133,7 @@ public final class KintoBackend: SyncBackend {
         let cursor = Cursor(request.cursor)
         let what = "pull of \(request.model.name)"
         var answer: SyncHTTPClient.Response
-        if let next = cursor.next, let url = URL(string: next), next.hasPrefix(configuration.url.absoluteString) {
+        if let next = cursor.next, isOnThisServer(next), let url = URL(string: next) {
             answer = try await send("GET", url, what: what)
             if answer.status == 400 {
                 // The page token expired (Kinto keeps them 10 minutes): go on from the cursor.
@@ -168,20 +168,22 @@ public final class KintoBackend: SyncBackend {
             switch record {
             case .object(let id, let attributes, let version):
                 page.upserts.append(ServerObject(id: id, attributes: attributes, isWhole: true, version: .int(version)))
-                since = max(since ?? version, version)
-            case .deleted(let id, let version):
+            case .deleted(let id, _):
                 page.deletes.append(id)
-                since = max(since ?? version, version)
             }
+            since = max(since ?? record.version, record.version)
         }
         let next = answer.header("next-page")
-        if let next, !next.hasPrefix(configuration.url.absoluteString) {
+        if let next, !isOnThisServer(next) {
             throw SyncError(.protocolViolation, "\(what): the next page is on another server (\(next))")
         }
         page.nextCursor = Cursor(since: since, next: next).json
         page.done = next == nil
         return page
     }
+
+    /// Whether `url` is under the configured API root (a `Next-Page` is followed only then).
+    func isOnThisServer(_ url: String) -> Bool { url.hasPrefix(configuration.url.absoluteString) }
 
     /// The records of the request's model changed after `since`, oldest first.
     func recordsURL(_ request: PullRequest, since: Int64?) throws(SyncError) -> URL {

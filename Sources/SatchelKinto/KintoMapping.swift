@@ -80,6 +80,13 @@ public enum KintoMapping {
         case object(id: String, attributes: JSONObject, version: Int64)
         /// A tombstone, or a record whose fields are all null: the object is gone.
         case deleted(id: String, version: Int64)
+
+        /// The record's `last_modified`.
+        public var version: Int64 {
+            switch self {
+            case .object(_, _, let version), .deleted(_, let version): version
+            }
+        }
     }
 
     /// Reads one record of a listing or a response; nil when it lacks a string `id` or an integer
