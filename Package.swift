@@ -68,9 +68,11 @@ let package = Package(
             ],
             swiftSettings: settings
         ),
+        // Tests only: what Swift's Glibc module does not show of posix_spawn.
+        .target(name: "CSpawn", path: "Tests/CSpawn"),
         .target(
             name: "SatchelTestSupport",
-            dependencies: ["Satchel"],
+            dependencies: ["Satchel", "CSpawn"],
             path: "Tests/SatchelTestSupport",
             swiftSettings: settings
         ),

@@ -21,33 +21,16 @@ enum CLI {
     }
 
     static func run(_ arguments: [String], environment: [String: String] = [:]) throws -> Result {
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        let out = Pipe(), err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        // Read both pipes to the end before waiting, so a large output cannot block the child.
-        let group = DispatchGroup()
-        nonisolated(unsafe) var errData = Data()
-        group.enter()
-        DispatchQueue.global().async {
-            errData = err.fileHandleForReading.readDataToEndOfFile()
-            group.leave()
-        }
-        let outData = out.fileHandleForReading.readDataToEndOfFile()
-        group.wait()
-        process.waitUntilExit()
-        return Result(status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self), stderr: String(decoding: errData, as: UTF8.self))
+        let child = try ChildProcess.run(
+            executable.path, arguments, environment: ProcessInfo.processInfo.environment.merging(environment) { $1 })
+        return Result(status: child.status, stdout: String(decoding: child.stdout, as: UTF8.self), stderr: String(decoding: child.stderr, as: UTF8.self))
     }
 
     /// Runs the CLI off the test's threads (the concurrency pool has one per core): an in-process
     /// server, and the other tests, keep running while it waits.
-    static func detached(_ arguments: [String]) async throws -> Result {
+    static func detached(_ arguments: [String], environment: [String: String] = [:]) async throws -> Result {
         try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async { continuation.resume(with: Swift.Result { try run(arguments) }) }
+            DispatchQueue.global().async { continuation.resume(with: Swift.Result { try run(arguments, environment: environment) }) }
         }
     }
 }

@@ -2,6 +2,7 @@ import Foundation
 import Satchel
 import SatchelKinto
 import SatchelSync
+import SatchelTestSupport
 import Testing
 
 /// The real Kinto servers `scripts/kinto.sh up` started for this test run, found through the
@@ -50,19 +51,12 @@ enum KintoServers {
     private static func runScript(_ arguments: [String]) throws -> String {
         let path = environment["SATCHEL_KINTO_SCRIPT"]
             ?? URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../scripts/kinto.sh").standardized.path
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/bash")
-        process.arguments = [path] + arguments
-        process.standardInput = FileHandle.nullDevice
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw SyncError(.server, "scripts/kinto.sh \(arguments.joined(separator: " ")) failed with status \(process.terminationStatus)")
+        let child = try ChildProcess.run("/bin/bash", [path] + arguments)
+        FileHandle.standardError.write(child.stderr)
+        guard child.status == 0 && !child.signaled else {
+            throw SyncError(.server, "scripts/kinto.sh \(arguments.joined(separator: " ")) failed with status \(child.status)")
         }
-        return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        return String(decoding: child.stdout, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
     /// A short unique name for buckets and users.

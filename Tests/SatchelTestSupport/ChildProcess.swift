@@ -1,0 +1,104 @@
+import CSpawn
+public import Foundation
+
+/// Runs a program to its end and collects what it wrote, through `posix_spawn`.
+///
+/// Not Foundation's `Process`: on Linux (Swift 6.3), `Process.run()` reads `/proc/self/fd` with
+/// a 256-byte over-read of each directory entry, which crashes the caller now and then when it
+/// has many descriptors open (swift-corelibs-foundation pull request 5472) — and a test run has
+/// over a thousand (stores, servers, HTTP sessions running in parallel).
+///
+/// The child gets `/dev/null` as standard input, pipes for its output, none of the caller's
+/// other descriptors, an empty signal mask and default signal handlers.
+public enum ChildProcess {
+    public struct Result: Sendable {
+        /// The exit status; for a child killed by a signal, the signal's number.
+        public var status: Int32
+        /// Whether a signal ended the child.
+        public var signaled: Bool
+        public var stdout: Data
+        public var stderr: Data
+    }
+
+    public struct Failure: Error, CustomStringConvertible {
+        public var description: String
+    }
+
+    /// Runs `executable` with `arguments` (without the program name) and `environment` (the
+    /// caller's when nil) and waits for it.
+    public static func run(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws -> Result {
+        var output: [Int32] = [-1, -1]
+        var errors: [Int32] = [-1, -1]
+        guard satchel_pipe_cloexec(&output) == 0 else { throw Failure(description: "pipe: \(String(cString: strerror(errno)))") }
+        guard satchel_pipe_cloexec(&errors) == 0 else {
+            close(output[0]); close(output[1])
+            throw Failure(description: "pipe: \(String(cString: strerror(errno)))")
+        }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_adddup2(&actions, output[1], 1)
+        posix_spawn_file_actions_adddup2(&actions, errors[1], 2)
+        satchel_spawn_addclosefrom(&actions, 3)
+
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var empty = sigset_t()
+        sigemptyset(&empty)
+        posix_spawnattr_setsigmask(&attributes, &empty)
+        var defaults = sigset_t()
+        sigfillset(&defaults)
+        sigdelset(&defaults, SIGKILL)
+        sigdelset(&defaults, SIGSTOP)
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        let env = (environment ?? ProcessInfo.processInfo.environment).map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer {
+            for pointer in argv { free(pointer) }
+            for pointer in env { free(pointer) }
+        }
+        var pid = pid_t()
+        let spawned = posix_spawn(&pid, executable, &actions, &attributes, argv, env)
+        close(output[1])
+        close(errors[1])
+        guard spawned == 0 else {
+            close(output[0]); close(errors[0])
+            throw Failure(description: "cannot run \(executable): \(String(cString: strerror(spawned)))")
+        }
+        let (stdout, stderr) = drain(output[0], errors[0])
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        // WIFSIGNALED / WTERMSIG / WEXITSTATUS, which Swift does not import (macros).
+        let signal = status & 0x7f
+        if signal != 0 && signal != 0x7f { return Result(status: signal, signaled: true, stdout: stdout, stderr: stderr) }
+        return Result(status: (status >> 8) & 0xff, signaled: false, stdout: stdout, stderr: stderr)
+    }
+
+    /// Reads both pipes to their ends (together, so that a child filling one cannot block),
+    /// then closes them.
+    private static func drain(_ first: Int32, _ second: Int32) -> (Data, Data) {
+        var data = [Data(), Data()]
+        var fds = [pollfd(fd: first, events: Int16(POLLIN), revents: 0), pollfd(fd: second, events: Int16(POLLIN), revents: 0)]
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while fds.contains(where: { $0.fd >= 0 }) {
+            if poll(&fds, nfds_t(fds.count), -1) < 0 {
+                if errno == EINTR { continue }
+                break
+            }
+            for index in fds.indices where fds[index].fd >= 0 && fds[index].revents != 0 {
+                let n = read(fds[index].fd, &buffer, buffer.count)
+                if n > 0 {
+                    data[index].append(contentsOf: buffer[0..<n])
+                } else if n == 0 || errno != EINTR {
+                    close(fds[index].fd)
+                    fds[index].fd = -1  // poll skips negative descriptors
+                }
+            }
+        }
+        return (data[0], data[1])
+    }
+}
