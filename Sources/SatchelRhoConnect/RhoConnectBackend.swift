@@ -88,13 +88,11 @@ public struct RhoConnectBackend: SyncBackend {
     // MARK: - Session data
 
     static let cookieKey = "cookie"
-    static let clientKey = "client"
 
     static func cookie(_ session: SyncSession) -> String? { session.data[cookieKey]?.stringValue }
-    static func clientID(_ session: SyncSession) -> String? { session.data[clientKey]?.stringValue }
 
     func clientID(_ session: SyncSession) throws(SyncError) -> String {
-        guard let id = Self.clientID(session) else { throw SyncError(.unknownClient, "the session has no RhoConnect client id") }
+        guard let id = session.clientID else { throw SyncError(.unknownClient, "the session has no RhoConnect client id") }
         return id
     }
 
@@ -106,7 +104,7 @@ public struct RhoConnectBackend: SyncBackend {
         _ method: String, _ url: URL, _ session: SyncSession?, body: Data? = nil, contentType: String? = nil, what: String
     ) async throws(SyncError) -> RhoConnectHTTP.Answer {
         let answer = try await http.send(
-            method, url, cookie: session.flatMap(Self.cookie), clientID: session.flatMap(Self.clientID), body: body, contentType: contentType)
+            method, url, cookie: session.flatMap(Self.cookie), clientID: session?.clientID, body: body, contentType: contentType)
         return try RhoConnectHTTP.check(answer, what)
     }
 
@@ -136,7 +134,7 @@ public struct RhoConnectBackend: SyncBackend {
 
     /// Creates the client on the server when the session has none yet.
     public func prepare(_ session: SyncSession) async throws -> SyncSession {
-        guard Self.clientID(session) == nil else { return session }
+        guard session.clientID == nil else { return session }
         let answer: RhoConnectHTTP.Answer
         switch configuration.routes {
         case .protocol4: answer = try await send("POST", url("rc/v1/clients"), session, body: Data(), what: "client create")
@@ -148,21 +146,21 @@ public struct RhoConnectBackend: SyncBackend {
             throw SyncError(.protocolViolation, "client create: the answer has no client.client_id")
         }
         var prepared = session
-        prepared.data[Self.clientKey] = .string(id)
+        prepared.clientID = id
         return prepared
     }
 
     /// Asks the server to flush this client's documents; the client id is kept. A client the
     /// server no longer knows is dropped, and the next sync creates a new one.
     public func resetClient(_ session: SyncSession) async throws -> SyncSession {
-        guard let id = Self.clientID(session) else { return session }
+        guard let id = session.clientID else { return session }
         do {
             try await requestReset(id, session)
             return session
         } catch {
             guard error.code == .unknownClient else { throw error }
             var reset = session
-            reset.data[Self.clientKey] = nil
+            reset.clientID = nil
             return reset
         }
     }
@@ -357,7 +355,7 @@ public struct RhoConnectBackend: SyncBackend {
         guard var components = URL(string: url, relativeTo: configuration.url).flatMap({ URLComponents(url: $0.absoluteURL, resolvingAgainstBaseURL: true) }) else {
             throw SyncError(.protocolViolation, "blob: '\(url)' is not a URL")
         }
-        if let id = Self.clientID(session) {
+        if let id = session.clientID {
             components.queryItems = (components.queryItems ?? []) + [URLQueryItem(name: "client_id", value: id)]
         }
         guard let target = components.url else { throw SyncError(.protocolViolation, "blob: '\(url)' is not a URL") }

@@ -28,11 +28,12 @@ public protocol SyncBackend: Sendable {
     func logIn(_ credentials: Credentials) async throws -> SyncSession
     /// Logs out of the server (the engine forgets the session whatever happens).
     func logOut(_ session: SyncSession) async throws
-    /// Called at the start of every sync cycle: register the client, refresh a token. The session
-    /// returned replaces the stored one.
+    /// Called at the start of every sync cycle: register the client (set
+    /// ``SyncSession/clientID`` when it is nil), refresh a token. The session returned replaces
+    /// the stored one.
     func prepare(_ session: SyncSession) async throws -> SyncSession
-    /// Tells the server to forget this client's sync state (a client reset); returns the session
-    /// without its client identity.
+    /// Tells the server to forget this client's sync state (a client reset); returns the session,
+    /// without its ``SyncSession/clientID`` when the server no longer has that client.
     func resetClient(_ session: SyncSession) async throws -> SyncSession
 
     /// Called before a ``SyncEngine/Mode/full`` sync of a model (before its push): a server that
@@ -118,15 +119,23 @@ public struct Credentials: Sendable, CustomStringConvertible {
     public var description: String { "Credentials(user: \(user), password: ***)" }
 }
 
-/// A logged-in session: the user, and whatever the adapter needs to prove it (a cookie, a
-/// token, a client id), as JSON. Stored in the store's `user` partition.
+/// A logged-in session: the user, whatever the adapter needs to prove the login (a cookie, a
+/// token), and this device's client id on the server. Stored in the store's `user` partition.
 public struct SyncSession: Sendable, Hashable {
     public var user: String
+    /// The proof of login, as JSON: forgotten at logout and when the server refuses it (a 401).
     public var data: JSONObject
+    /// This device's identity on a server that registers clients (RhoConnect), given by
+    /// ``SyncBackend/prepare(_:)``. The engine keeps it across logins of the same user, logouts
+    /// and expired sessions, so the server goes on sending this device what changed since its
+    /// last sync; it changes only when the server forgets the client (a client reset, an
+    /// unknown client) or the store is wiped. nil until the server gives one.
+    public var clientID: String?
 
-    public init(user: String, data: JSONObject = JSONObject()) {
+    public init(user: String, data: JSONObject = JSONObject(), clientID: String? = nil) {
         self.user = user
         self.data = data
+        self.clientID = clientID
     }
 }
 

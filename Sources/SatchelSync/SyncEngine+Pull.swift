@@ -62,7 +62,7 @@ extension SyncEngine {
             if page.done { break }
         }
         if let seen {
-            try reconcile(model, definition: definition, keeping: seen, attributes: seenAttributes, settings: settings)
+            try reconcile(model, definition: definition, keeping: seen, attributes: seenAttributes, settings: settings, endingFullPull: true)
         } else if backend.capabilities.deletions == .byListingIDs {
             let request = pullRequest(definition, cursor: state.cursor, session: session, settings: settings)
             let ids = try await withRetry { try await self.backend.remoteIDs(request) }
@@ -102,6 +102,7 @@ extension SyncEngine {
                 }
                 try Self.applyUpserts(objects, to: model, settings: settings, blobs: blobs, tx: tx, notification: &notification)
                 state.cursor = cursor
+                state.fullPullPending = false
                 state.initialSyncComplete = true
                 state.lastSync = Self.now()
                 try tx.setSyncState(model, state)
@@ -144,14 +145,20 @@ extension SyncEngine {
 
     /// Deletes the synced objects of `model` not in `keeping` (unless they exist only here or
     /// have local changes, which are then reported), in one batch. Objects with an entry in
-    /// `attributes` lose the attributes not in it (those without local changes).
+    /// `attributes` lose the attributes not in it (those without local changes). With
+    /// `endingFullPull`, the same batch records that no full pull is owed any more.
     func reconcile(
         _ model: Model, definition: ModelDefinition, keeping: Set<String>, attributes: [String: Set<String>] = [:],
-        settings: ModelSyncConfiguration = ModelSyncConfiguration()
+        settings: ModelSyncConfiguration = ModelSyncConfiguration(), endingFullPull: Bool = false
     ) throws {
         let notification = try storage {
             try store.bulkUpdate { tx -> ObjectNotification in
                 var notification = ObjectNotification(model: definition.name)
+                if endingFullPull {
+                    var state = try tx.syncState(model)
+                    state.fullPullPending = false
+                    try tx.setSyncState(model, state)
+                }
                 for document in try tx.findAll(in: model) {
                     guard keeping.contains(document.id) else {
                         if try Self.isLocalOnly(model, document.id, tx) { continue }

@@ -29,6 +29,10 @@ public actor SyncEngine {
         /// When the server says it does not know this client: reset the client and sync again
         /// (once), instead of failing.
         public var resetOnUnknownClient = true
+        /// What becomes of the `user` partition when another user logs in than the one whose
+        /// session the store holds (RhoConnect's "sync user changed" hook); called with the
+        /// previous user and the new one. By default it is wiped.
+        public var onUserChange: @Sendable (_ previousUser: String, _ newUser: String) -> UserChangeAction = { _, _ in .wipeUserData }
         /// How to wait between retries (tests pass one that records the delays).
         public var sleep: @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) }
         /// Random numbers in 0..<1 for the retry jitter.
@@ -93,105 +97,6 @@ public actor SyncEngine {
         if stopRequested.load(ordering: .acquiring) { throw SyncError(.cancelled, "the sync was stopped") }
     }
 
-    // MARK: - Session
-
-    /// Logs in and stores the session (never the password).
-    ///
-    /// - Throws: ``SyncError`` `.unauthorized` for wrong credentials.
-    ///
-    /// Logging in again as the user whose session expired (a 401) keeps what the adapter stored
-    /// beside the proof of login, such as the client id, so the server still knows this client.
-    public func logIn(_ credentials: Credentials) async throws {
-        var session = try await withRetry { try await self.backend.logIn(credentials) }
-        if let stored = try storage({ try store.storedSession() }), stored["expired"]?.boolValue == true {
-            let previous = Self.decode(stored)
-            if previous.user == session.user {
-                for (key, value) in previous.data where session.data[key] == nil { session.data[key] = value }
-            }
-        }
-        try storage { try store.setStoredSession(Self.encode(session)) }
-    }
-
-    /// After a 401: the session no longer logs in, but its data is kept for the next login.
-    func expireSession() throws {
-        guard var stored = try store.storedSession() else { return }
-        stored["expired"] = true
-        try store.setStoredSession(stored)
-    }
-
-    /// Logs out of the server (best effort) and forgets the session.
-    public func logOut() async throws {
-        if let session = try currentSession() { try? await backend.logOut(session) }
-        try storage { try store.setStoredSession(nil) }
-    }
-
-    /// Whether a session is stored.
-    public var isLoggedIn: Bool { (try? currentSession()) != nil }
-
-    func currentSession() throws -> SyncSession? {
-        try storage { try store.storedSession().flatMap { $0["expired"]?.boolValue == true ? nil : Self.decode($0) } }
-    }
-
-    static func encode(_ session: SyncSession) -> JSONObject { ["user": .string(session.user), "data": .object(session.data)] }
-
-    static func decode(_ json: JSONObject) -> SyncSession {
-        SyncSession(user: json["user"]?.stringValue ?? "", data: json["data"]?.objectValue ?? JSONObject())
-    }
-
-    // MARK: - Resets
-
-    /// Drops every synced object with its pending changes, errors, versions and cursors (in the
-    /// `user` and `app` partitions), and tells the server to forget this client; keeps the
-    /// session. The next sync starts afresh.
-    public func clientReset() async throws {
-        if let session = try currentSession() {
-            let reset = try await withRetry { try await self.backend.resetClient(session) }
-            try storage { try store.setStoredSession(Self.encode(reset)) }
-        }
-        try storage { try store.wipeSyncedData(in: [.user, .app]) }
-    }
-
-    /// After the server forgot this client: a new client identity, every cursor dropped, and
-    /// creates whose server id was to come from the forgotten client's pulls sent again. The
-    /// data stays, and so do local changes not yet pushed: the full sync that follows re-pulls
-    /// everything and deletes what the server no longer has.
-    func recoverUnknownClient() async throws {
-        guard let session = try currentSession() else { throw SyncError(.notLoggedIn, "log in before syncing") }
-        let reset = try await withRetry { try await self.backend.resetClient(session) }
-        try storage {
-            try store.setStoredSession(Self.encode(reset))
-            for definition in store.models where definition.syncType != .none && definition.partition != .local {
-                let model = try store.model(definition.name)
-                try store.bulkUpdate { tx in
-                    for (id, record) in try tx.outboxRecords(of: model) where record.state == .awaitingLink {
-                        try Self.requeue(model, id, record, tx)
-                    }
-                    var state = try tx.syncState(model)
-                    state.cursor = nil
-                    try tx.setSyncState(model, state)
-                }
-            }
-        }
-    }
-
-    /// Wipes the `user` partition (every model's data in it, synced or not) and logs out.
-    public func fullResetAndLogout() async throws {
-        try storage { try store.wipeSyncedData(in: [.user], includingUnsynced: true) }
-        try await logOut()
-    }
-
-    /// Whether a first complete pull of `model` has finished.
-    public func initialSyncComplete(_ model: String) throws -> Bool {
-        guard let handle = store.existingModel(model) else { return false }
-        return try storage { try store.bulkUpdate { try $0.syncState(handle).initialSyncComplete } }
-    }
-
-    /// What the server last said about `model` (RhoConnect's source metadata), nil if nothing.
-    public func serverMetadata(_ model: String) throws -> JSONValue? {
-        guard let handle = store.existingModel(model) else { return nil }
-        return try storage { try store.bulkUpdate { try $0.syncState(handle).metadata } }
-    }
-
     // MARK: - Sync
 
     /// Runs one sync cycle of `models` (default: every model that syncs, parents first).
@@ -239,15 +144,6 @@ public actor SyncEngine {
         }
     }
 
-    /// The stored session, after the backend prepared it (registered the client, refreshed a
-    /// token); stored again when it changed.
-    func preparedSession() async throws -> SyncSession {
-        guard let stored = try currentSession() else { throw SyncError(.notLoggedIn, "log in before syncing") }
-        let session = try await withRetry { try await self.backend.prepare(stored) }
-        if session != stored { try storage { try store.setStoredSession(Self.encode(session)) } }
-        return session
-    }
-
     /// The models to sync: those of the user and app partitions that sync, parents before the
     /// models whose associations refer to them, then by name.
     func orderedModels(_ names: [String]?) throws -> [ModelDefinition] {
@@ -277,7 +173,9 @@ public actor SyncEngine {
         let settings = configuration(of: definition.name)
         let pulledBefore = report.pulled
         let usesBulk = definition.syncType == .bulkOnly || (mode == .bulk && backend.capabilities.bulkSnapshot)
-        if mode == .full && !usesBulk {
+        // A full pull asked for, or one owed since the server's record of this client was lost.
+        let full = try mode == .full || storage { try store.bulkUpdate { try $0.syncState(model).fullPullPending } }
+        if full && !usesBulk {
             let request = pullRequest(definition, cursor: nil, session: session, settings: settings)
             try await withRetry { try await self.backend.prepareFullPull(request) }
         }
@@ -285,22 +183,24 @@ public actor SyncEngine {
         if usesBulk {
             try await bulk(model, definition: definition, settings: settings, session: session, report: &report)
         } else {
-            try await pull(model, definition: definition, settings: settings, session: session, full: mode == .full, report: &report)
+            try await pull(model, definition: definition, settings: settings, session: session, full: full, report: &report)
         }
         if !report.schemaChanged { emit(.sync(SyncNotification(status: .ok, model: definition.name, processedCount: report.pulled - pulledBefore))) }
     }
 
     // MARK: - Calls
 
-    /// Runs a backend call, retrying what may succeed later with backoff; a 401 drops the session.
-    func withRetry<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
+    /// Runs a backend call, retrying what may succeed later with backoff; a 401 drops the stored
+    /// proof of login (unless `keepingSessionOn401`: a login that failed leaves the session it
+    /// would have replaced).
+    func withRetry<T: Sendable>(keepingSessionOn401: Bool = false, _ body: @Sendable () async throws -> T) async throws -> T {
         var attempt = 1
         while true {
             do {
                 return try await body()
             } catch {
                 let failure = Self.syncError(error)
-                if failure.code == .unauthorized { try? expireSession() }
+                if failure.code == .unauthorized && !keepingSessionOn401 { try? expireSession() }
                 guard failure.isRetryable, attempt < configuration.retry.maxAttempts else { throw failure }
                 try checkStopped()
                 let delay = configuration.retry.delay(after: attempt, serverAsked: failure.retryAfter, random: configuration.random())

@@ -14,6 +14,9 @@ public struct SyncNotification: Sendable, Hashable, CustomStringConvertible {
         case complete
         /// The server's schema for ``model`` changed; syncing stopped.
         case schemaChanged
+        /// Another user logged in than the one whose session the store held; ``message`` says
+        /// what became of the `user` partition (wiped, unless the app chose to keep it).
+        case userChanged
     }
 
     public var status: Status

@@ -20,14 +20,17 @@ struct KintoHarness: ConformanceHarness {
         let url = try KintoServers.main()
         let bucket = KintoServers.unique("kit")
         let device = Credentials(user: KintoServers.unique("device"), password: "device-secret")
+        let other = Credentials(user: KintoServers.unique("other"), password: "other-secret")
         let admin = KintoAdmin(url, Self.admin)
         let principal = try await KintoAdmin(url, device).principal()
-        try await admin.call("PUT", "buckets/\(bucket)", ["data": [:], "permissions": ["read": [.string(principal)]]])
+        let otherPrincipal = try await KintoAdmin(url, other).principal()
+        let readers: [JSONValue] = [.string(principal), .string(otherPrincipal)]
+        try await admin.call("PUT", "buckets/\(bucket)", ["data": [:], "permissions": ["read": .array(readers)]])
         for model in ["Product", "Customer", "Order"] {
             try await admin.call(
-                "PUT", "buckets/\(bucket)/collections/\(model)", ["data": [:], "permissions": ["record:create": [.string(principal)]]])
+                "PUT", "buckets/\(bucket)/collections/\(model)", ["data": [:], "permissions": ["record:create": .array(readers)]])
         }
-        return KintoConformanceServer(url: url, bucket: bucket, device: device, principal: principal, admin: admin)
+        return KintoConformanceServer(url: url, bucket: bucket, device: device, other: other, principal: principal, admin: admin)
     }
 }
 
@@ -35,6 +38,7 @@ final class KintoConformanceServer: ConformanceServer {
     let url: URL
     let bucket: String
     let device: Credentials
+    let other: Credentials
     let principal: String
     let admin: KintoAdmin
     /// Refusals in force: ids held for refused creates, ids whose write permission was taken.
@@ -43,16 +47,19 @@ final class KintoConformanceServer: ConformanceServer {
     /// Marks the records that hold an id for a refused create (not the device's objects).
     static let placeholder = "satchelRefusedCreate"
 
-    init(url: URL, bucket: String, device: Credentials, principal: String, admin: KintoAdmin) {
+    init(url: URL, bucket: String, device: Credentials, other: Credentials, principal: String, admin: KintoAdmin) {
         self.url = url
         self.bucket = bucket
         self.device = device
+        self.other = other
         self.principal = principal
         self.admin = admin
     }
 
     var backend: any SyncBackend { KintoBackend(configuration: .init(url: url, bucket: bucket, timeout: 30, credentials: device)) }
     var credentials: Credentials { device }
+    /// A second user who may read the bucket and create records.
+    var otherCredentials: Credentials { other }
     var detectsConflicts: Bool { true }
 
     func record(_ model: String, _ id: String) -> String { admin.records(bucket, model) + "/" + KintoMapping.recordID(id) }
@@ -80,6 +87,19 @@ final class KintoConformanceServer: ConformanceServer {
     func objects(_ model: String) async throws -> [String: JSONObject] {
         try await admin.objects(bucket, model).filter { $0.value[Self.placeholder] == nil }
     }
+
+    /// The record's `data` as Kinto stores it, less `id` and `last_modified`.
+    func storedObject(_ model: String, _ id: String) async throws -> JSONObject? {
+        let answer = try await admin.raw("GET", record(model, id))
+        if answer.status == 404 { return nil }
+        guard answer.status == 200, let data = try JSONValue(parsing: answer.body)["data"]?.objectValue else {
+            throw SyncError(.server, "reading record \(id) of \(model): HTTP \(answer.status) \(answer.text)")
+        }
+        return data.filter { name, _ in name != "id" && name != "last_modified" }
+    }
+
+    /// Kinto registers no clients.
+    func clientCount() async throws -> Int? { nil }
 
     func refuse(_ kind: PendingChange.Kind, model: String, id: String) async throws {
         if kind == .create {

@@ -36,13 +36,27 @@ struct RhoConnectConformanceServer: ConformanceServer {
     func delete(_ model: String, _ id: String) async throws { await server.delete(model, user: user, id: id) }
 
     /// The server's objects, typed as the kit's fixed-schema models read them.
-    func objects(_ model: String) async throws -> [String: JSONObject] {
+    func objects(_ model: String) async throws -> [String: JSONObject] { try await objects(model, of: credentials) }
+
+    var otherCredentials: Credentials { Credentials(user: "bob", password: "secret") }
+
+    /// Each user has data of their own.
+    func objects(_ model: String, of user: Credentials) async throws -> [String: JSONObject] {
         let types = SyncConformance.schemas[model] ?? [:]
-        return await server.objects(model, user: user).mapValues { attributes in
+        return await server.objects(model, user: user.user).mapValues { attributes in
             JSONObject(attributes.map { name, value in
                 (name, types[name] == .integer ? Int64(value).map(JSONValue.int) ?? .string(value) : .string(value))
             })
         }
+    }
+
+    func storedObject(_ model: String, _ id: String) async throws -> JSONObject? {
+        await server.objects(model, user: user)[id].map { JSONObject($0.map { ($0.key, JSONValue.string($0.value)) }) }
+    }
+
+    /// Clients created (`POST /rc/v1/clients`), from the server's request log.
+    func clientCount() async throws -> Int? {
+        await server.requests.count { $0.method == "POST" && $0.path == "/rc/v1/clients" }
     }
 
     func refuse(_ kind: PendingChange.Kind, model: String, id: String) async throws {

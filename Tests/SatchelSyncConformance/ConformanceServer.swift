@@ -28,6 +28,17 @@ public protocol ConformanceServer: Sendable {
     func delete(_ model: String, _ id: String) async throws
     /// The server's objects of `model`, by id, as a client would store them.
     func objects(_ model: String) async throws -> [String: JSONObject]
+    /// Credentials of a second user of the server.
+    var otherCredentials: Credentials { get }
+    /// The server's objects of `model` that `user` syncs, by id, as a client would store them
+    /// (by default ``objects(_:)``: every user sees the same data).
+    func objects(_ model: String, of user: Credentials) async throws -> [String: JSONObject]
+    /// Object `id` of `model` exactly as the server keeps it, read from the server's own data
+    /// and not through the adapter: attribute names as stored there, a `null` kept as a `null`
+    /// (nil: no such object). What any other client of the server would read.
+    func storedObject(_ model: String, _ id: String) async throws -> JSONObject?
+    /// How many clients the server has registered (nil: the server registers none).
+    func clientCount() async throws -> Int?
     /// Makes the server refuse pushed changes of `kind` to object `id` of `model` (by a
     /// validation rule, a conflict — however the server can), until ``allowAll()``.
     func refuse(_ kind: PendingChange.Kind, model: String, id: String) async throws
@@ -39,6 +50,8 @@ public protocol ConformanceServer: Sendable {
 
 extension ConformanceServer {
     public var valuesAreStrings: Bool { false }
+
+    public func objects(_ model: String, of user: Credentials) async throws -> [String: JSONObject] { try await objects(model) }
 }
 
 /// Makes servers for the conformance kit.

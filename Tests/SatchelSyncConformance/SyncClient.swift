@@ -102,9 +102,9 @@ public struct SyncClient: Sendable {
     }
 
     /// Asserts the store is healthy, has no pending or in-flight change nor record error, and
-    /// holds exactly the server's objects of `models`.
+    /// holds exactly the server's objects of `models` (those `user` syncs, when given).
     public func expectConverged(
-        with server: any ConformanceServer, models: [String], sourceLocation: SourceLocation = #_sourceLocation
+        with server: any ConformanceServer, models: [String], user: Credentials? = nil, sourceLocation: SourceLocation = #_sourceLocation
     ) async throws {
         let report = try store.verify()
         #expect(report.problems == [], "store check", sourceLocation: sourceLocation)
@@ -112,7 +112,7 @@ public struct SyncClient: Sendable {
             #expect(try model(name).pendingChanges() == [], "pending changes of \(name)", sourceLocation: sourceLocation)
             #expect(try store.changeFates(model: name) == [:], "unsettled changes of \(name)", sourceLocation: sourceLocation)
             let local = try objects(name)
-            let remote = try await server.objects(name)
+            let remote = if let user { try await server.objects(name, of: user) } else { try await server.objects(name) }
             #expect(local == remote, "\(name): the store and the server differ", sourceLocation: sourceLocation)
         }
     }

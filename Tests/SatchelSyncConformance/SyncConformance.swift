@@ -40,7 +40,9 @@ public enum SyncConformance {
     static let product = ModelDefinition(name: "Product")
     static let customer = ModelDefinition(name: "Customer")
     static let order = ModelDefinition(name: "Order", associations: ["customer": "Customer"])
-    static let models = [product, customer, order]
+    /// A model that never syncs.
+    static let setting = ModelDefinition(name: "Setting", partition: .local)
+    static let models = [product, customer, order, setting]
 
     /// The models' attribute types, for servers whose values are strings.
     public static let schemas: [String: [String: AttributeType]] = [
@@ -54,8 +56,9 @@ public enum SyncConformance {
     static func models(for server: any ConformanceServer) -> [ModelDefinition] {
         guard server.valuesAreStrings else { return models }
         return models.map { model in
+            guard let schema = schemas[model.name] else { return model }
             var typed = model
-            typed.kind = .fixedSchema(schemas[model.name] ?? [:])
+            typed.kind = .fixedSchema(schema)
             return typed
         }
     }
@@ -77,8 +80,10 @@ public enum SyncConformance {
             client = try await client.reopened(backend: faults, models: SyncConformance.models(for: server))
         }
 
-        func expectConverged(_ models: [String] = ["Product"], sourceLocation: SourceLocation = #_sourceLocation) async throws {
-            try await client.expectConverged(with: server, models: models, sourceLocation: sourceLocation)
+        func expectConverged(
+            _ models: [String] = ["Product"], user: Credentials? = nil, sourceLocation: SourceLocation = #_sourceLocation
+        ) async throws {
+            try await client.expectConverged(with: server, models: models, user: user, sourceLocation: sourceLocation)
         }
     }
 
@@ -146,6 +151,9 @@ public enum SyncConformance {
         Scenario(name: "a full resync re-pulls everything", body: fullResync),
         Scenario(name: "a bulk sync replaces data, keeping local changes", body: bulkSync),
         Scenario(name: "a second device converges", body: secondDevice),
+        Scenario(name: "re-login keeps deltas", body: reLoginKeepsDeltas),
+        Scenario(name: "removal is absence on the server", body: removalIsAbsence),
+        Scenario(name: "another user: the user partition is wiped, local models kept", body: anotherUser),
     ]
 
     static func pullsInPages(_ server: any ConformanceServer) async throws {
@@ -578,5 +586,103 @@ public enum SyncConformance {
         try await first.engine.sync()
         #expect(try first.client.model("Order").find(order.id)?["total"] == 4)
         try await first.expectConverged(["Product", "Customer", "Order"])
+    }
+
+    /// An app logs in at every launch with the credentials it saved: the server must go on
+    /// sending this device deltas (deletes, removed attributes), not treat it as a new device.
+    static func reLoginKeepsDeltas(_ server: any ConformanceServer) async throws {
+        let ids = try await seed(server, 4)
+        var device = try await device(server)
+        try await device.engine.sync(models: ["Product"])
+        let clients = try await server.clientCount()
+        #expect(clients.map { $0 == 1 } ?? true, "one client registered by the first sync")
+
+        try await device.engine.logIn(server.credentials)
+        try await server.delete("Product", ids[0])
+        try await server.update("Product", ids[1], ["brand": .null])
+        try await device.engine.sync(models: ["Product"])
+        #expect(try device.products().find(ids[0]) == nil, "the server's delete arrived")
+        #expect(try device.products().find(ids[1]).map { !$0.attributes.contains("brand") } == true, "the server's removal arrived")
+        #expect(device.log.notifications(.userChanged).isEmpty)
+        try await device.expectConverged()
+
+        // Killed, restarted, logged out and in again: still the same client.
+        try await device.restart()
+        try await device.engine.logOut()
+        #expect(await !device.engine.isLoggedIn)
+        try await device.engine.logIn(server.credentials)
+        try await server.delete("Product", ids[2])
+        try await server.update("Product", ids[3], ["name": .null])
+        try await device.engine.sync(models: ["Product"])
+        #expect(try device.products().find(ids[2]) == nil, "the server's delete arrived after a logout and a login")
+        #expect(try device.products().find(ids[3]).map { !$0.attributes.contains("name") } == true)
+        #expect(try await server.clientCount() == clients, "no second client for the same device and user")
+        try await device.expectConverged()
+    }
+
+    /// A local removal must remove the attribute from the server's own copy, not leave a `null`
+    /// there for every other client to read; a conflict with it is still detected.
+    static func removalIsAbsence(_ server: any ConformanceServer) async throws {
+        let ids = try await seed(server, 2)
+        let device = try await device(server)
+        let products = try device.products()
+        try await device.engine.sync(models: ["Product"])
+        try products.update(ids[0], with: ["brand": .null, "price": 70])
+        #expect(try await device.engine.sync(models: ["Product"]).rejected == 0)
+        let stored = try #require(try await server.storedObject("Product", ids[0]))
+        #expect(!stored.contains("brand"), "the server keeps \(stored)")
+        #expect(stored.contains("name") && stored.contains("price"))
+        #expect(try await server.objects("Product")[ids[0]] == ["name": "Product 1", "price": 70])
+        try await device.expectConverged()
+
+        // Removed here while the server changed another attribute.
+        try await server.update("Product", ids[1], ["name": "Server name"])
+        try products.update(ids[1], with: ["brand": .null])
+        let report = try await device.engine.sync(models: ["Product"])
+        if server.detectsConflicts {
+            #expect(report.rejected == 1, "the removal was made from an older version")
+            #expect(try device.store.recordErrors(model: "Product").first?.serverCopy?["name"] == "Server name")
+            try device.store.resolve("Product", ids[1], .retry)
+            #expect(try await device.engine.sync(models: ["Product"]).rejected == 0)
+        } else {
+            #expect(report.rejected == 0)
+        }
+        let second = try #require(try await server.storedObject("Product", ids[1]))
+        #expect(!second.contains("brand"), "the server keeps \(second)")
+        #expect(try await server.objects("Product")[ids[1]] == ["name": "Server name", "price": 2])
+        try await device.expectConverged()
+    }
+
+    /// Another user logs in on the same store: the first user's data must not stay (RhoConnect
+    /// wipes it unless the app says otherwise), after a logout too; models that never sync stay.
+    static func anotherUser(_ server: any ConformanceServer) async throws {
+        try await seed(server, 3)
+        let device = try await device(server)
+        let settings = try device.client.model("Setting")
+        try await device.engine.sync(models: ["Product"])
+        try settings.create(["object": "s1", "theme": "dark"])
+        try device.products().create(["object": "draft", "name": "Not pushed"])
+
+        try await device.engine.logIn(server.otherCredentials)
+        #expect(try device.products().count() == 0, "none of the first user's objects stays")
+        #expect(try device.products().pendingChanges().isEmpty, "nor their changes")
+        #expect(try settings.find("s1")?["theme"] == "dark", "a local model is kept")
+        #expect(try await !device.engine.initialSyncComplete("Product"))
+        #expect(device.log.notifications(.userChanged).count == 1, "the app is told")
+        try await device.engine.sync()
+        #expect(try await serverObjects(server, "Product", where: "name", is: "Not pushed").isEmpty, "not pushed as the other user's")
+        try await device.expectConverged(["Product", "Customer", "Order"], user: server.otherCredentials)
+
+        // Back to the first user, who logs out; the other logs in again.
+        try await device.engine.logIn(server.credentials)
+        try await device.engine.sync()
+        try await device.expectConverged(["Product", "Customer", "Order"])
+        try await device.engine.logOut()
+        try await device.engine.logIn(server.otherCredentials)
+        #expect(try device.products().count() == 0, "a logout does not hand the data to the next user")
+        #expect(device.log.notifications(.userChanged).count == 3)
+        #expect(try settings.count() == 1)
+        try await device.engine.sync()
+        try await device.expectConverged(["Product"], user: server.otherCredentials)
     }
 }

@@ -2,6 +2,7 @@ import Foundation
 import Satchel
 import SatchelSync
 import SatchelSyncConformance
+import SatchelTestSupport
 import Synchronization
 import Testing
 
@@ -294,6 +295,70 @@ struct EngineTests {
         #expect(await server.calls.last == .logOut)
     }
 
+    @Test("a logout forgets the proof of login but keeps the user and the client; a failed login leaves the session alone")
+    func logoutKeepsTheClient() async throws {
+        var options = InMemoryBackend.Options()
+        options.users = ["ann": "secret", "bob": "secret"]
+        let server = InMemoryBackend(options: options)
+        let client = try await Self.client(server)
+        try await client.engine.sync()
+        let stored = try #require(try client.store.storedSession())
+        let clientID = try #require(stored["client"]?.stringValue)
+        #expect(stored["data"]?["token"] != nil)
+
+        await #expect { try await client.engine.logIn(Credentials(user: "bob", password: "guess")) } throws: {
+            ($0 as? SyncError)?.code == .unauthorized
+        }
+        #expect(try client.store.storedSession() == stored, "a refused login changes nothing")
+        #expect(await client.engine.isLoggedIn)
+
+        try await client.engine.logOut()
+        #expect(try client.store.storedSession() == ["user": "ann", "client": .string(clientID), "loggedOut": true])
+        try await client.engine.logIn(Self.credentials)
+        try await client.engine.sync()
+        #expect(await server.clientIDs == [clientID])
+
+        try await client.engine.fullResetAndLogout()
+        #expect(try client.store.storedSession() == nil, "a full reset forgets the client too")
+    }
+
+    @Test("an app that keeps the user partition on a user change: the data stays, and a full pull is owed even across a restart")
+    func keepUserDataOnUserChange() async throws {
+        let server = InMemoryBackend()
+        await Self.seed(server, 6)
+        let directory = TemporaryDirectory()
+        let models = [ModelDefinition(name: "Product")]
+        func engine(_ store: Store) -> SyncEngine {
+            var configuration = SyncEngine.Configuration()
+            configuration.pageSize = 4
+            configuration.onUserChange = { previous, new in previous == "ann" && new == "bob" ? .keepUserData : .wipeUserData }
+            return SyncEngine(store: store, backend: server, configuration: configuration)
+        }
+        var client = try SyncClient(backend: server, models: models, directory: directory)
+        var first = engine(client.store)
+        try await first.logIn(Self.credentials)
+        try await first.sync()
+        try client.model("Product").create(["object": "draft", "name": "Made by ann"])
+
+        let events = EventLogBox()
+        await first.setEventHandler { events.append($0) }
+        try await first.logIn(Credentials(user: "bob", password: "x"))
+        #expect(events.messages == ["logged in as 'bob' after 'ann': the user partition was kept, as the app asked; the next sync pulls everything again"])
+        #expect(try client.model("Product").count() == 7)
+        // Killed before syncing; meanwhile the server deletes an object.
+        try client.store.close()
+        await server.delete("Product", "p2")
+        client = try SyncClient(backend: server, models: models, directory: directory)
+        first = engine(client.store)
+        try await first.sync()
+        #expect(try client.model("Product").find("p2") == nil, "the full pull deleted what the server no longer has")
+        let remote = await server.objects("Product")
+        #expect(remote.values.contains { $0["name"] == "Made by ann" }, "ann's unpushed create was pushed as bob's")
+        #expect(try client.objects("Product") == remote)
+        // The full pull was done once: the next sync is a delta.
+        #expect(try await first.sync().pulled == 0)
+    }
+
     @Test("a second sync while one runs is refused as busy")
     func busy() async throws {
         let gate = GatedBackend(InMemoryBackend())
@@ -378,5 +443,16 @@ final class GatedBackend: SyncBackend {
             if resume { continuation.resume() }
         }
         return try await wrapped.pull(request)
+    }
+}
+
+/// Collects the messages of sync notifications.
+final class EventLogBox: Sendable {
+    private let events = Mutex<[SyncEvent]>([])
+
+    func append(_ event: SyncEvent) { events.withLock { $0.append(event) } }
+
+    var messages: [String] {
+        events.withLock { $0.compactMap { if case .sync(let n) = $0 { n.message } else { nil } } }
     }
 }

@@ -21,9 +21,9 @@ struct InMemoryBackendTests {
     func prepareRegistersClient() async throws {
         let server = InMemoryBackend()
         let session = try await Self.session(server)
-        #expect(session.data["client"]?.stringValue != nil)
+        #expect(session.clientID != nil)
         let reset = try await server.resetClient(session)
-        #expect(reset.data["client"] == nil)
+        #expect(reset.clientID == nil)
         await #expect { try await Self.pull(server, session, after: nil) } throws: { ($0 as? SyncError)?.code == .unknownClient }
     }
 

@@ -21,6 +21,9 @@ struct InMemoryServer: ConformanceServer {
     func update(_ model: String, _ id: String, _ changes: JSONObject) async throws { await server.update(model, id, changes) }
     func delete(_ model: String, _ id: String) async throws { await server.delete(model, id) }
     func objects(_ model: String) async throws -> [String: JSONObject] { await server.objects(model) }
+    var otherCredentials: Credentials { Credentials(user: "bob", password: "secret") }
+    func storedObject(_ model: String, _ id: String) async throws -> JSONObject? { await server.object(model, id) }
+    func clientCount() async throws -> Int? { await server.clientIDs.count }
 
     func refuse(_ kind: PendingChange.Kind, model: String, id: String) async throws {
         await server.reject(InMemoryBackend.Rejection(model: model, kinds: [kind], ids: [id], message: "refused for the test"))

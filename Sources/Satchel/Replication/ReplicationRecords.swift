@@ -87,10 +87,12 @@ package struct RecordErrorRecord: Equatable, Sendable {
 }
 
 /// A model's sync state, stored under `(meta, "sync", model)` as
-/// `{"cursor":…?,"initial":true?,"last":"2026-11-21T20:00:00Z"?}`.
+/// `{"cursor":…?,"full":true?,"initial":true?,"last":"2026-11-21T20:00:00Z"?,"metadata":…?}`.
 package struct SyncStateRecord: Equatable, Sendable {
     /// Where the next pull starts: opaque to everyone but the adapter that made it.
     package var cursor: JSONValue?
+    /// Whether the next pull must be a full one (the server's record of this client was lost).
+    package var fullPullPending: Bool
     /// Whether a first complete pull of the model has finished.
     package var initialSyncComplete: Bool
     /// When the last complete cycle ended (ISO 8601).
@@ -98,8 +100,12 @@ package struct SyncStateRecord: Equatable, Sendable {
     /// What the server last said about the model (RhoConnect's source metadata).
     package var metadata: JSONValue?
 
-    package init(cursor: JSONValue? = nil, initialSyncComplete: Bool = false, lastSync: String? = nil, metadata: JSONValue? = nil) {
+    package init(
+        cursor: JSONValue? = nil, fullPullPending: Bool = false, initialSyncComplete: Bool = false, lastSync: String? = nil,
+        metadata: JSONValue? = nil
+    ) {
         self.cursor = cursor
+        self.fullPullPending = fullPullPending
         self.initialSyncComplete = initialSyncComplete
         self.lastSync = lastSync
         self.metadata = metadata
@@ -108,6 +114,7 @@ package struct SyncStateRecord: Equatable, Sendable {
     var json: JSONObject {
         var object = JSONObject()
         if let cursor { object["cursor"] = cursor }
+        if fullPullPending { object["full"] = true }
         if initialSyncComplete { object["initial"] = true }
         if let lastSync { object["last"] = .string(lastSync) }
         if let metadata { object["metadata"] = metadata }
@@ -115,6 +122,8 @@ package struct SyncStateRecord: Equatable, Sendable {
     }
 
     init(json: JSONObject) {
-        self.init(cursor: json["cursor"], initialSyncComplete: json["initial"]?.boolValue ?? false, lastSync: json["last"]?.stringValue, metadata: json["metadata"])
+        self.init(
+            cursor: json["cursor"], fullPullPending: json["full"]?.boolValue ?? false, initialSyncComplete: json["initial"]?.boolValue ?? false,
+            lastSync: json["last"]?.stringValue, metadata: json["metadata"])
     }
 }

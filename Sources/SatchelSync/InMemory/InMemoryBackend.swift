@@ -202,6 +202,9 @@ public actor InMemoryBackend: SyncBackend {
     /// The server's object `id` of `model`.
     public func object(_ model: String, _ id: String) -> JSONObject? { state.collections[model]?.objects[id]?.attributes }
 
+    /// The ids of the clients the server knows (registered, not reset or forgotten), sorted.
+    public var clientIDs: [String] { state.clients.sorted() }
+
     /// The bytes of a blob the server holds.
     public func blob(at url: String) -> Data? { state.blobs[url] }
 
@@ -235,12 +238,12 @@ public actor InMemoryBackend: SyncBackend {
         let fault = try enter(.prepare)
         try authenticate(session)
         var session = session
-        if let client = session.data["client"]?.stringValue {
+        if let client = session.clientID {
             guard state.clients.contains(client) else { throw SyncError(.unknownClient, "unknown client '\(client)'", httpStatus: 404) }
         } else {
             let client = state.newID("c")
             state.clients.insert(client)
-            session.data["client"] = .string(client)
+            session.clientID = client
         }
         try leave(.prepare, fault)
         return session
@@ -250,11 +253,11 @@ public actor InMemoryBackend: SyncBackend {
         let fault = try enter(.resetClient)
         try authenticate(session)
         var session = session
-        if let client = session.data["client"]?.stringValue {
+        if let client = session.clientID {
             state.clients.remove(client)
             state.outcomes[client] = nil
         }
-        session.data["client"] = nil
+        session.clientID = nil
         try leave(.resetClient, fault)
         return session
     }
@@ -268,7 +271,7 @@ public actor InMemoryBackend: SyncBackend {
     /// The session's client id, checked.
     private func client(_ session: SyncSession) throws -> String {
         try authenticate(session)
-        guard let client = session.data["client"]?.stringValue else {
+        guard let client = session.clientID else {
             throw SyncError(.protocolViolation, "the session has no client id (prepare was not called)", httpStatus: 400)
         }
         guard state.clients.contains(client) else { throw SyncError(.unknownClient, "unknown client '\(client)'", httpStatus: 404) }

@@ -1,0 +1,187 @@
+import Foundation
+public import Satchel
+
+/// What becomes of the `user` partition when another user logs in than the one whose session
+/// the store holds (see ``SyncEngine/Configuration/onUserChange``).
+public enum UserChangeAction: Sendable, Hashable {
+    /// Wipe it: every object of the `user` partition, synced or not, with its pending changes
+    /// (RhoConnect's default). One user's data never stays on the device for the next.
+    case wipeUserData
+    /// Keep it, with the changes not yet pushed: the next sync pushes them as the new user's and
+    /// pulls every model whole again, deleting what the new user's server does not have.
+    case keepUserData
+}
+
+extension SyncEngine {
+    /// The session as the store keeps it: `{"user":…,"data":{…},"client":…}`, and after a logout
+    /// or a refused login `{"user":…,"client":…,"loggedOut":true}` (the proof of login gone, the
+    /// user and the client id kept for the next login).
+    struct StoredSession {
+        var session: SyncSession
+        var loggedOut: Bool
+
+        init(_ session: SyncSession, loggedOut: Bool = false) {
+            self.session = session
+            self.loggedOut = loggedOut
+            if loggedOut { self.session.data = JSONObject() }
+        }
+
+        init(json: JSONObject) {
+            session = SyncSession(
+                user: json["user"]?.stringValue ?? "", data: json["data"]?.objectValue ?? JSONObject(), clientID: json["client"]?.stringValue)
+            // `expired` is what stores written before 0.2 say after a 401.
+            loggedOut = json["loggedOut"]?.boolValue == true || json["expired"]?.boolValue == true
+        }
+
+        var json: JSONObject {
+            var object: JSONObject = ["user": .string(session.user)]
+            if loggedOut { object["loggedOut"] = true } else { object["data"] = .object(session.data) }
+            if let id = session.clientID { object["client"] = .string(id) }
+            return object
+        }
+    }
+
+    func storedSession() throws -> StoredSession? { try storage { try store.storedSession().map(StoredSession.init(json:)) } }
+
+    func setStoredSession(_ stored: StoredSession?) throws { try storage { try store.setStoredSession(stored?.json) } }
+
+    // MARK: - Session
+
+    /// Logs in and stores the session (never the password).
+    ///
+    /// Logging in again as the user of the stored session — at every launch with saved
+    /// credentials, after a logout, after the server refused the old session — keeps this
+    /// device's client id and every model's cursor: the next sync is a delta. Logging in as
+    /// another user first does what ``Configuration/onUserChange`` says (by default, wipes the
+    /// `user` partition; `app` and `local` stay), drops every cursor so that the new user's data
+    /// is pulled whole, and reports it as a ``SyncNotification/Status/userChanged``
+    /// notification.
+    ///
+    /// - Throws: ``SyncError`` `.unauthorized` for wrong credentials; the store is then as it
+    ///   was, the stored session included.
+    public func logIn(_ credentials: Credentials) async throws {
+        var session = try await withRetry(keepingSessionOn401: true) { try await self.backend.logIn(credentials) }
+        let previous = try storedSession()
+        if let previous, previous.session.user != session.user {
+            try userChanged(from: previous.session.user, to: session.user)
+        }
+        if session.clientID == nil { session.clientID = previous?.session.clientID }
+        try setStoredSession(StoredSession(session))
+    }
+
+    /// Another user logged in: the app's choice for the `user` partition, and every cursor
+    /// dropped (the server's record of what this client has belongs to the other user).
+    private func userChanged(from previous: String, to user: String) throws {
+        let action = configuration.onUserChange(previous, user)
+        try forgetServerPositions()
+        let what: String
+        switch action {
+        case .wipeUserData:
+            try storage { try store.wipeSyncedData(in: [.user], includingUnsynced: true) }
+            what = "the user partition (\(previous)'s data and unpushed changes) was wiped; app and local data kept"
+        case .keepUserData:
+            what = "the user partition was kept, as the app asked; the next sync pulls everything again"
+        }
+        emit(.sync(SyncNotification(status: .userChanged, message: "logged in as '\(user)' after '\(previous)': \(what)")))
+    }
+
+    /// After a 401: the proof of login is gone; the user and the client id stay for the next
+    /// login.
+    func expireSession() throws {
+        guard let stored = try storedSession(), !stored.loggedOut else { return }
+        try setStoredSession(StoredSession(stored.session, loggedOut: true))
+    }
+
+    /// Logs out of the server (best effort) and forgets the proof of login. The user's data
+    /// stays, and so do the user name and the client id: the same user's next login goes on
+    /// with deltas; another user's wipes the data first (see ``logIn(_:)``).
+    public func logOut() async throws {
+        guard let stored = try storedSession() else { return }
+        if !stored.loggedOut { try? await backend.logOut(stored.session) }
+        try setStoredSession(StoredSession(stored.session, loggedOut: true))
+    }
+
+    /// Whether a session is stored.
+    public var isLoggedIn: Bool { (try? currentSession()) != nil }
+
+    func currentSession() throws -> SyncSession? {
+        try storedSession().flatMap { $0.loggedOut ? nil : $0.session }
+    }
+
+    /// The stored session, after the backend prepared it (registered the client, refreshed a
+    /// token); stored again when it changed. A new client identity drops every cursor first.
+    func preparedSession() async throws -> SyncSession {
+        guard let stored = try currentSession() else { throw SyncError(.notLoggedIn, "log in before syncing") }
+        let session = try await withRetry { try await self.backend.prepare(stored) }
+        if session != stored {
+            if session.clientID != stored.clientID { try forgetServerPositions() }
+            try setStoredSession(StoredSession(session))
+        }
+        return session
+    }
+
+    // MARK: - Resets
+
+    /// Drops every synced object with its pending changes, errors, versions and cursors (in the
+    /// `user` and `app` partitions), and tells the server to forget this client; keeps the
+    /// session. The next sync starts afresh.
+    public func clientReset() async throws {
+        if let session = try currentSession() {
+            let reset = try await withRetry { try await self.backend.resetClient(session) }
+            try setStoredSession(StoredSession(reset))
+        }
+        try storage { try store.wipeSyncedData(in: [.user, .app]) }
+    }
+
+    /// After the server forgot this client: a new client identity, and every cursor dropped. The
+    /// data stays, and so do local changes not yet pushed: the full sync that follows re-pulls
+    /// everything and deletes what the server no longer has.
+    func recoverUnknownClient() async throws {
+        guard let session = try currentSession() else { throw SyncError(.notLoggedIn, "log in before syncing") }
+        let reset = try await withRetry { try await self.backend.resetClient(session) }
+        try setStoredSession(StoredSession(reset))
+        try forgetServerPositions()
+    }
+
+    /// When what the server knew of this client is lost (a new client, another user): every
+    /// model of the `user` and `app` partitions that synced before loses its cursor, and its next
+    /// pull is a full one (so objects deleted on the server meanwhile go here too), even after a
+    /// crash; creates whose server id was to come in the lost client's pulls are sent again.
+    func forgetServerPositions() throws {
+        try storage {
+            for definition in store.models where definition.syncType != .none && definition.partition != .local {
+                let model = try store.model(definition.name)
+                try store.bulkUpdate { tx in
+                    for (id, record) in try tx.outboxRecords(of: model) where record.state == .awaitingLink {
+                        try Self.requeue(model, id, record, tx)
+                    }
+                    var state = try tx.syncState(model)
+                    guard state.cursor != nil || state.initialSyncComplete else { return }
+                    state.cursor = nil
+                    state.fullPullPending = true
+                    try tx.setSyncState(model, state)
+                }
+            }
+        }
+    }
+
+    /// Wipes the `user` partition (every model's data in it, synced or not), logs out, and
+    /// forgets the session with the client id: the next login starts as a new device would.
+    public func fullResetAndLogout() async throws {
+        try storage { try store.wipeSyncedData(in: [.user], includingUnsynced: true) }
+        try await logOut()
+        try setStoredSession(nil)
+    }
+
+    /// Whether a first complete pull of `model` has finished.
+    public func initialSyncComplete(_ model: String) throws -> Bool {
+        guard let handle = store.existingModel(model) else { return false }
+        return try storage { try store.bulkUpdate { try $0.syncState(handle).initialSyncComplete } }
+    }
+
+    /// What the server last said about `model` (RhoConnect's source metadata), nil if nothing.
+    public func serverMetadata(_ model: String) throws -> JSONValue? {
+        guard let handle = store.existingModel(model) else { return nil }
+        return try storage { try store.bulkUpdate { try $0.syncState(handle).metadata } }
+    }
+}
