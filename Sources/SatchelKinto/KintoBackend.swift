@@ -22,7 +22,11 @@ import Synchronization
 ///   asks `If-None-Match` with it, and a `304` ends the pull at once.
 /// - **Push**: `POST /batch`, at most 25 changes a request. Creates are `PUT` with
 ///   `If-None-Match: *`, updates `PATCH` and deletes `DELETE` with `If-Match` of the record's
-///   last known `last_modified`; `last_modified` is never sent in a body.
+///   last known `last_modified`; `last_modified` is never sent in a body. An update that removes
+///   attributes is a `PUT` of the whole object (a batch's `PATCH` would store the removed
+///   attribute as `null`), with the same `If-Match`; where that would erase fields this device
+///   does not pull (a model with an attribute list) or that no version guards, it is sent alone
+///   as a `PATCH` with `Content-Type: application/merge-patch+json`.
 /// - **Conflicts**: a `412` is a record error carrying the server's current record
 ///   (``RecordError/serverCopy``): ``RecordErrorAction/retry`` pushes the change again over it,
 ///   ``RecordErrorAction/rollback`` takes it. A `403` or `400` on a record is a record error too.
@@ -200,14 +204,30 @@ public final class KintoBackend: SyncBackend {
     // MARK: - Push
 
     public func push(_ request: PushRequest) async throws -> [PushResult] {
+        // An update that removes attributes goes in the batch as a PUT of the whole object, unless
+        // that would erase what this device never pulls (an attribute list) or what changed on
+        // the server meanwhile (no version to guard it with): then on its own, as a merge patch.
+        let replaceable = request.configuration.onlyAttributes == nil && request.configuration.ignoredAttributes.isEmpty
+        var batched: [OutgoingChange] = []
+        var alone: [OutgoingChange] = []
+        for change in request.changes {
+            let replaced = replaceable && change.object != nil && change.baseVersion?.intValue != nil
+            if Self.removesAttributes(change) && !replaced { alone.append(change) } else { batched.append(change) }
+        }
         var results: [PushResult] = []
         var start = 0
-        while start < request.changes.count {
-            let chunk = Array(request.changes[start..<min(start + Self.batchLimit, request.changes.count)])
+        while start < batched.count {
+            let chunk = Array(batched[start..<min(start + Self.batchLimit, batched.count)])
             results += try await pushBatch(chunk, model: request.model.name, mayCreateCollection: true)
             start += chunk.count
         }
+        for change in alone { results.append(try await mergePatch(change, model: request.model.name)) }
         return results
+    }
+
+    /// Whether `change` is an update that removes attributes.
+    static func removesAttributes(_ change: OutgoingChange) -> Bool {
+        change.kind == .update && change.attributes.contains { $0.value.isNull }
     }
 
     func pushBatch(_ changes: [OutgoingChange], model: String, mayCreateCollection: Bool) async throws -> [PushResult] {
@@ -227,8 +247,15 @@ public final class KintoBackend: SyncBackend {
                 sub["method"] = "PUT"
                 sub["body"] = ["data": .object(KintoMapping.data(change.attributes.filter { !$1.isNull }))]
             case .update:
-                sub["method"] = "PATCH"
-                sub["body"] = ["data": .object(KintoMapping.data(change.attributes))]
+                if Self.removesAttributes(change), let object = change.object {
+                    // A batch's PATCH is a plain merge that keeps a null; a PUT replaces the
+                    // record, guarded by If-Match like the PATCH (a 412 when it changed).
+                    sub["method"] = "PUT"
+                    sub["body"] = ["data": .object(KintoMapping.data(object))]
+                } else {
+                    sub["method"] = "PATCH"
+                    sub["body"] = ["data": .object(KintoMapping.data(change.attributes))]
+                }
             case .delete:
                 sub["method"] = "DELETE"
             }
@@ -258,6 +285,20 @@ public final class KintoBackend: SyncBackend {
             results += try await pushBatch(retry, model: model, mayCreateCollection: false)
         }
         return results
+    }
+
+    /// An update that removes attributes, sent on its own as a JSON merge patch (RFC 7396), in
+    /// which a null removes the field. Only outside `/batch`: Kinto sends a batch's sub-requests
+    /// on as plain JSON, whatever their `Content-Type`.
+    func mergePatch(_ change: OutgoingChange, model: String) async throws -> PushResult {
+        let what = "push to \(model)"
+        var headers = ["Content-Type": "application/merge-patch+json"]
+        if let version = change.baseVersion?.intValue { headers["If-Match"] = "\"\(version)\"" }
+        let url = try root(collectionPath(model) + "/records/" + KintoMapping.recordID(change.id))
+        let body: JSONObject = ["data": .object(KintoMapping.data(change.attributes))]
+        let answer = try await send("PATCH", url, headers: headers, body: Data(body.jsonBytes), what: what)
+        let json = (try? JSONValue(parsing: answer.body)) ?? .null
+        return PushResult(id: change.id, outcome: try Self.outcome(of: change, status: answer.status, body: json, what))
     }
 
     /// What one batch response means for its change.

@@ -16,10 +16,10 @@ public import Satchel
 /// `~`, travel with one more `~` in front (`id` ↔ `~id`, `~x` ↔ `~~x`); a field starting with
 /// `~` loses one on the way back.
 ///
-/// **Removed attributes.** Kinto's batch endpoint applies a `PATCH` as a shallow merge that
-/// keeps a `null` rather than removing the field, so an attribute removed here is stored as
-/// `null` there. A `null` field reads as no attribute (Satchel never stores nulls), and a record
-/// whose fields are all `null` reads as a deleted object.
+/// **Removed attributes.** An attribute removed here is absent from the record there (the
+/// adapter replaces the record, or sends a merge patch). A `null` field another client wrote
+/// reads as no attribute (Satchel never stores nulls), and a record whose fields are all `null`
+/// reads as a deleted object.
 public enum KintoMapping {
     /// The prefix of encoded ids.
     static let encodedPrefix = "x--"

@@ -270,13 +270,21 @@ public struct OutgoingChange: Sendable, Hashable {
     public var baseVersion: JSONValue?
     /// The bytes of blob attributes among `attributes` (attribute → file contents).
     public var blobs: [String: Data]
+    /// For an update, the whole object after the change, as it travels (device-only and ignored
+    /// attributes left out): for servers that can remove an attribute only by replacing the
+    /// object (Kinto). nil for creates and deletes.
+    public var object: JSONObject?
 
-    public init(id: String, kind: PendingChange.Kind, attributes: JSONObject, baseVersion: JSONValue? = nil, blobs: [String: Data] = [:]) {
+    public init(
+        id: String, kind: PendingChange.Kind, attributes: JSONObject, baseVersion: JSONValue? = nil, blobs: [String: Data] = [:],
+        object: JSONObject? = nil
+    ) {
         self.id = id
         self.kind = kind
         self.attributes = attributes
         self.baseVersion = baseVersion
         self.blobs = blobs
+        self.object = object
     }
 }
 

@@ -47,7 +47,8 @@ extension SyncEngine {
                     let version = try tx.version(model, change.objectID)
                     try tx.setPendingChange(model, change.objectID, kind: nil)
                     try tx.setOutbox(model, change.objectID, OutboxRecord(kind: change.kind, attributes: attributes, baseVersion: version))
-                    changes.append(OutgoingChange(id: change.objectID, kind: change.kind, attributes: attributes, baseVersion: version))
+                    let object = change.kind == .update ? document.map { settings.syncing($0.attributes) } : nil
+                    changes.append(OutgoingChange(id: change.objectID, kind: change.kind, attributes: attributes, baseVersion: version, object: object))
                 }
                 return changes
             }

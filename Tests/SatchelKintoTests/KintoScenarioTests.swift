@@ -94,6 +94,8 @@ struct KintoScenarioTests {
         let raw = try await server.call("GET", server.records(bucket, "Product") + "/" + KintoMapping.recordID("local 7"))
         #expect(raw["data"]?["~id"] == "own-7", "an attribute named id travels escaped")
         #expect(raw["data"]?["last_modified"]?.intValue != nil)
+        let removed = try await server.call("GET", server.records(bucket, "Product") + "/p200")["data"]?.objectValue
+        #expect(removed.map { !$0.contains("brand") && $0["price"] == -200 } == true, "a removed attribute is gone from the record: \(String(describing: removed))")
         try await Self.expectSame(device, server, bucket)
 
         // A concurrent edit: 412, resolved by retry (the local change wins)...
@@ -113,6 +115,54 @@ struct KintoScenarioTests {
         #expect(try products.find("p2")?["price"] == 2)
         try await device.engine.sync(models: ["Product"])
         try await Self.expectSame(device, server, bucket)
+    }
+
+    @Test("a removal leaves no null in the record; device-only attributes stay here, ignored ones there; a concurrent edit is a 412")
+    func removalsOnTheServer() async throws {
+        let url = try KintoServers.main()
+        let user = Credentials(user: KintoServers.unique("eve"), password: "pw")
+        let bucket = KintoServers.unique("rm")
+        let server = KintoAdmin(url, user)
+        try await server.call("PUT", "buckets/\(bucket)", ["data": [:]])
+        try await server.call("PUT", "buckets/\(bucket)/collections/Product", ["data": [:]])
+        try await server.putMany(bucket, "Product", [
+            ("p1", ["name": "One", "brand": "Acme", "colour": "red"]), ("p2", ["name": "Two", "brand": "Acme", "secret": "server only"]),
+        ])
+        func record(_ id: String) async throws -> JSONObject {
+            try #require(try await server.call("GET", server.records(bucket, "Product") + "/" + id)["data"]?.objectValue)
+        }
+        let device = try await Self.device(url, bucket: bucket, user, pageSize: 50)
+        let products = try device.model("Product")
+        await device.engine.configure("Product", ModelSyncConfiguration(deviceOnlyAttributes: ["favourite"]))
+        try await device.engine.sync(models: ["Product"])
+
+        try products.update("p1", with: ["colour": .null, "favourite": true])
+        #expect(try await device.engine.sync(models: ["Product"]).rejected == 0)
+        let p1 = try await record("p1")
+        #expect(!p1.contains("colour"), "removed, not null: \(p1)")
+        #expect(!p1.contains("favourite"), "a device-only attribute never leaves the device")
+        #expect(p1["name"] == "One" && p1["brand"] == "Acme")
+        #expect(try products.find("p1")?["favourite"] == true)
+
+        // This device stops pulling `secret`: a removal here must not erase it there.
+        await device.engine.configure("Product", ModelSyncConfiguration(ignoredAttributes: ["secret"], deviceOnlyAttributes: ["favourite"]))
+        try products.update("p2", with: ["brand": .null])
+        #expect(try await device.engine.sync(models: ["Product"]).rejected == 0)
+        let p2 = try await record("p2")
+        #expect(!p2.contains("brand") && p2["secret"] == "server only" && p2["name"] == "Two", "\(p2)")
+
+        // A removal made from an older version is refused with the server's record (412).
+        try await server.call("PATCH", server.records(bucket, "Product") + "/p1", ["data": ["name": "Server name"]])
+        try products.update("p1", with: ["brand": .null])
+        #expect(try await device.engine.sync(models: ["Product"]).rejected == 1)
+        let conflict = try #require(try device.store.recordErrors(model: "Product").first)
+        #expect(conflict.code == "412" && conflict.serverCopy?["brand"] == "Acme" && conflict.serverCopy?["name"] == "Server name")
+        #expect(try await record("p1")["brand"] == "Acme", "nothing was written")
+        try device.store.resolve("Product", "p1", .retry)
+        #expect(try await device.engine.sync(models: ["Product"]).rejected == 0)
+        let resolved = try await record("p1")
+        #expect(!resolved.contains("brand") && resolved["name"] == "Server name", "\(resolved)")
+        #expect(try products.find("p1")?.attributes == ["name": "Server name", "favourite": true])
     }
 
     @Test("a first sync that only pulls creates the bucket and the collection; a record deleted during the first pull is seen deleted")
