@@ -21,37 +21,21 @@ struct BackendOptions: ParsableArguments {
 
     var isGiven: Bool { backend != nil || url != nil }
 
-    /// The backend, and what to do once the command is done with it (save the in-memory
-    /// server's state).
-    func connect() throws -> (backend: any SyncBackend, finish: @Sendable () async throws -> Void) {
+    /// The backend.
+    func connect() throws -> any SyncBackend {
         guard let backend else {
             if url != nil { throw ValidationError("--url needs --backend") }
-            return (DisconnectedBackend(), {})
+            return DisconnectedBackend()
         }
         guard let url, !url.isEmpty else { throw ValidationError("--backend \(backend) needs --url") }
         switch backend {
         case "memory":
-            let file = URL(fileURLWithPath: url)
-            // Objects keep the ids clients give them, as on Kinto.
-            var options = InMemoryBackend.Options()
-            options.serverAssignsIDs = false
-            let server: InMemoryBackend
-            if FileManager.default.fileExists(atPath: file.path) {
-                let data = try Data(contentsOf: file)
-                let json: JSONObject
-                do { json = try JSONObject(parsing: data) } catch {
-                    throw SyncError(.protocolViolation, "\(url) does not hold an in-memory server's state: \(error)")
-                }
-                server = try InMemoryBackend(options: options, savedState: json)
-            } else {
-                server = InMemoryBackend(options: options)
-            }
-            return (server, { try Data(await server.savedState().jsonBytes).write(to: file, options: .atomic) })
+            return try MemoryServer(file: URL(fileURLWithPath: url))
         case "rhoconnect":
             guard let root = Self.httpURL(url) else {
                 throw ValidationError("--url for rhoconnect is the server's root, such as http://127.0.0.1:9292/ (not '\(url)')")
             }
-            return (RhoConnectBackend(url: root), {})
+            return RhoConnectBackend(url: root)
         case "kinto":
             guard let root = Self.httpURL(url) else {
                 throw ValidationError("--url for kinto is the server's /v1 root, such as http://127.0.0.1:8888/v1 (not '\(url)')")
@@ -61,7 +45,7 @@ struct BackendOptions: ParsableArguments {
             }
             // Kinto checks the password on every request, and Satchel never stores it.
             let credentials = user.flatMap { user in password.map { Credentials(user: user, password: $0) } }
-            return (KintoBackend(url: root, bucket: bucket, credentials: credentials), {})
+            return KintoBackend(url: root, bucket: bucket, credentials: credentials)
         case "parse", "salesforce":
             throw SyncError(.notSupported, "the \(backend) adapter is not part of this build yet (available: rhoconnect, kinto, memory)")
         default:
@@ -100,26 +84,16 @@ struct DisconnectedBackend: SyncBackend {
     func push(_ request: PushRequest) async throws -> [PushResult] { throw unavailable() }
 }
 
-/// Runs `body` with a store and an engine on `backend`, then finishes the backend, whatever
-/// happened.
+/// Runs `body` with a store and an engine on the backend the options name.
 func withEngine<T>(
     _ options: StoreOptions, _ backendOptions: BackendOptions, pageSize: Int? = nil, _ body: (SyncEngine) async throws -> T
 ) async throws -> T {
-    let (backend, finish) = try backendOptions.connect()
+    let backend = try backendOptions.connect()
     let store = try Store(path: options.path)
     defer { try? store.close() }
     var configuration = SyncEngine.Configuration()
     if let pageSize { configuration.pageSize = pageSize }
-    let engine = SyncEngine(store: store, backend: backend, configuration: configuration)
-    let result: T
-    do {
-        result = try await body(engine)
-    } catch {
-        try? await finish()
-        throw error
-    }
-    try await finish()
-    return result
+    return try await body(SyncEngine(store: store, backend: backend, configuration: configuration))
 }
 
 struct SyncCommand: AsyncParsableCommand {

@@ -13,10 +13,11 @@ struct SyncCLITests {
         var db: String { directory.child("db") }
         var serverFile: String { directory.child("server.json") }
 
-        func run(_ arguments: [String]) throws -> CLI.Result { try CLI.run(["--db", db] + arguments) }
+        /// Runs the CLI on this store, off the test's threads.
+        func run(_ arguments: [String]) async throws -> CLI.Result { try await CLI.detached(["--db", db] + arguments) }
 
-        func sync(_ extra: [String] = []) throws -> CLI.Result {
-            try run(["sync", "--backend", "memory", "--url", serverFile] + extra)
+        func sync(_ extra: [String] = [], environment: [String: String] = [:]) async throws -> CLI.Result {
+            try await CLI.detached(["--db", db, "sync", "--backend", "memory", "--url", serverFile] + extra, environment: environment)
         }
 
         /// Changes the server's state as another client would.
@@ -36,19 +37,19 @@ struct SyncCLITests {
     @Test("sync prints one notification per line and pushes local changes; a session persists")
     func syncRoundTrip() async throws {
         let setup = Setup()
-        #expect(try setup.run(["put", "Product", #"{"object":"p1","name":"Lamp","price":3}"#]).status == 0)
-        let anonymous = try setup.sync()
+        #expect(try await setup.run(["put", "Product", #"{"object":"p1","name":"Lamp","price":3}"#]).status == 0)
+        let anonymous = try await setup.sync()
         #expect(anonymous.status != 0 && anonymous.status != 3)
         #expect(anonymous.stderr.split(separator: "\n").count == 1)
         #expect(anonymous.stderr.contains("--user"))
 
-        let first = try setup.sync(["--user", "ann", "--password", "hunter2"])
+        let first = try await setup.sync(["--user", "ann", "--password", "hunter2"])
         #expect(first.status == 0, "\(first.stderr)")
         let notifications = try first.lines.map { try JSONObject(parsing: $0) }
         #expect(notifications.map { $0["status"]?.stringValue } == ["inProgress", "inProgress", "ok", "complete"])
         #expect(notifications[2]["model"] == "Product")
         #expect(try await setup.serverObjects("Product") == ["p1": ["name": "Lamp", "price": 3]])
-        let stats = try JSONObject(parsing: try setup.run(["stats", "--json"]).lines.first ?? "")
+        let stats = try JSONObject(parsing: try await setup.run(["stats", "--json"]).lines.first ?? "")
         #expect(stats["pending"] == ["create": 0, "update": 0, "delete": 0])
         #expect(stats["errors"] == 0)
 
@@ -60,47 +61,47 @@ struct SyncCLITests {
 
         // Another client's change arrives; the session stored is enough.
         try await setup.onServer { await $0.put("Product", ["name": "Kettle", "price": 20], id: "p2") }
-        #expect(try setup.sync().status == 0)
-        #expect(try setup.run(["find", "Product", "--id", "p2"]).lines == [#"{"name":"Kettle","object":"p2","price":20}"#])
+        #expect(try await setup.sync().status == 0)
+        #expect(try await setup.run(["find", "Product", "--id", "p2"]).lines == [#"{"name":"Kettle","object":"p2","price":20}"#])
     }
 
     @Test("a refused update exits 3, is listed by errors, and resolve settles it")
     func rejectedRecords() async throws {
         let setup = Setup()
-        _ = try setup.run(["put", "Product", #"{"object":"p1","name":"Lamp","price":3}"#])
-        #expect(try setup.sync(["--user", "ann", "--password", "x"]).status == 0)
+        _ = try await setup.run(["put", "Product", #"{"object":"p1","name":"Lamp","price":3}"#])
+        #expect(try await setup.sync(["--user", "ann", "--password", "x"]).status == 0)
         // A conflict: the server's copy changed since this client last saw it.
         try await setup.onServer { await $0.update("Product", "p1", ["price": 5]) }
-        _ = try setup.run(["update", "Product", "p1", #"{"price":4}"#])
-        let sync = try setup.sync()
+        _ = try await setup.run(["update", "Product", "p1", #"{"price":4}"#])
+        let sync = try await setup.sync()
         #expect(sync.status == 3)
         #expect(sync.lines.contains { $0.contains(#""error":"rejectedRecords""#) })
-        let errors = try setup.run(["errors"])
+        let errors = try await setup.run(["errors"])
         #expect(errors.status == 0)
         let error = try JSONObject(parsing: errors.lines.first ?? "")
         #expect(errors.lines.count == 1)
         #expect(error["model"] == "Product" && error["object"] == "p1" && error["kind"] == "update")
         #expect(error["server"] == ["name": "Lamp", "price": 5])
-        #expect(try setup.run(["find", "Product", "--id", "p1"]).lines.first?.contains(#""price":4"#) == true, "local value kept")
-        #expect(try JSONObject(parsing: try setup.run(["stats", "--json"]).lines.first ?? "")["errors"] == 1)
+        #expect(try await setup.run(["find", "Product", "--id", "p1"]).lines.first?.contains(#""price":4"#) == true, "local value kept")
+        #expect(try JSONObject(parsing: try await setup.run(["stats", "--json"]).lines.first ?? "")["errors"] == 1)
 
-        let wrong = try setup.run(["resolve", "Product", "p1", "--action", "recreate"])
+        let wrong = try await setup.run(["resolve", "Product", "p1", "--action", "recreate"])
         #expect(wrong.status != 0 && wrong.stderr.contains("retry or rollback"))
-        #expect(try setup.run(["resolve", "Product", "p1", "--action", "rollback"]).status == 0)
-        #expect(try setup.run(["find", "Product", "--id", "p1"]).lines.first?.contains(#""price":5"#) == true)
-        #expect(try setup.sync().status == 0)
-        #expect(try setup.run(["errors", "Product"]).lines.isEmpty)
-        #expect(try setup.run(["check"]).status == 0)
+        #expect(try await setup.run(["resolve", "Product", "p1", "--action", "rollback"]).status == 0)
+        #expect(try await setup.run(["find", "Product", "--id", "p1"]).lines.first?.contains(#""price":5"#) == true)
+        #expect(try await setup.sync().status == 0)
+        #expect(try await setup.run(["errors", "Product"]).lines.isEmpty)
+        #expect(try await setup.run(["check"]).status == 0)
     }
 
     @Test("an unknown client is reset and synced again, saying so in a line")
     func unknownClient() async throws {
         let setup = Setup()
-        _ = try setup.run(["put", "Product", #"{"object":"p1","name":"Lamp"}"#])
-        #expect(try setup.sync(["--user", "ann", "--password", "x"]).status == 0)
-        _ = try setup.run(["put", "Product", #"{"object":"p2","name":"Made offline"}"#])
+        _ = try await setup.run(["put", "Product", #"{"object":"p1","name":"Lamp"}"#])
+        #expect(try await setup.sync(["--user", "ann", "--password", "x"]).status == 0)
+        _ = try await setup.run(["put", "Product", #"{"object":"p2","name":"Made offline"}"#])
         try await setup.onServer { await $0.forgetClients() }
-        let sync = try setup.sync()
+        let sync = try await setup.sync()
         #expect(sync.status == 0)
         #expect(sync.lines.contains { $0.contains("unknownClient") && $0.contains("resetting") })
         #expect(try await setup.serverObjects("Product").keys.sorted() == ["p1", "p2"])
@@ -109,29 +110,29 @@ struct SyncCLITests {
     @Test("logout, reset --client and reset --full")
     func logoutAndResets() async throws {
         let setup = Setup()
-        _ = try setup.run(["put", "Product", #"{"object":"p1","name":"Lamp"}"#])
-        _ = try setup.run(["put", "Note", #"{"object":"n1","text":"local"}"#])
-        #expect(try setup.sync(["--user", "ann", "--password", "x", "--model", "Product"]).status == 0)
+        _ = try await setup.run(["put", "Product", #"{"object":"p1","name":"Lamp"}"#])
+        _ = try await setup.run(["put", "Note", #"{"object":"n1","text":"local"}"#])
+        #expect(try await setup.sync(["--user", "ann", "--password", "x", "--model", "Product"]).status == 0)
 
-        let noServer = try setup.run(["reset", "--client"])
+        let noServer = try await setup.run(["reset", "--client"])
         #expect(noServer.status != 0 && noServer.stderr.contains("--backend"))
-        #expect(try setup.run(["reset", "--client", "--backend", "memory", "--url", setup.serverFile]).status == 0)
-        #expect(try setup.run(["find", "Product", "--count"]).lines == ["0"])
-        #expect(try setup.run(["find", "Note", "--count"]).lines == ["0"], "every syncing model's data goes, pushed or not")
-        #expect(try setup.sync(["--model", "Product"]).status == 0, "the session is kept")
-        #expect(try setup.run(["find", "Product", "--count"]).lines == ["1"])
+        #expect(try await setup.run(["reset", "--client", "--backend", "memory", "--url", setup.serverFile]).status == 0)
+        #expect(try await setup.run(["find", "Product", "--count"]).lines == ["0"])
+        #expect(try await setup.run(["find", "Note", "--count"]).lines == ["0"], "every syncing model's data goes, pushed or not")
+        #expect(try await setup.sync(["--model", "Product"]).status == 0, "the session is kept")
+        #expect(try await setup.run(["find", "Product", "--count"]).lines == ["1"])
 
-        #expect(try setup.run(["logout"]).status == 0)
-        #expect(try setup.sync().status == 1)
-        #expect(try setup.sync(["--user", "ann", "--password", "x", "--model", "Product"]).status == 0)
-        #expect(try setup.run(["reset", "--full"]).status == 0)
-        #expect(try setup.run(["find", "Product", "--count"]).lines == ["0"])
-        #expect(try setup.sync().status == 1, "logged out")
-        #expect(try setup.run(["reset"]).status != 0)
+        #expect(try await setup.run(["logout"]).status == 0)
+        #expect(try await setup.sync().status == 1)
+        #expect(try await setup.sync(["--user", "ann", "--password", "x", "--model", "Product"]).status == 0)
+        #expect(try await setup.run(["reset", "--full"]).status == 0)
+        #expect(try await setup.run(["find", "Product", "--count"]).lines == ["0"])
+        #expect(try await setup.sync().status == 1, "logged out")
+        #expect(try await setup.run(["reset"]).status != 0)
     }
 
     @Test("bad sync arguments are one-line errors")
-    func badArguments() throws {
+    func badArguments() async throws {
         let setup = Setup()
         for arguments in [
             ["sync"], ["sync", "--backend", "memory"], ["sync", "--backend", "ftp", "--url", "x"],
@@ -139,12 +140,65 @@ struct SyncCLITests {
             ["sync", "--backend", "memory", "--url", setup.serverFile, "--user", "ann"],
             ["resolve", "Product", "p1", "--action", "explode"], ["resolve", "Product", "p1", "--action", "retry"],
         ] {
-            let result = try setup.run(arguments)
+            let result = try await setup.run(arguments)
             #expect(result.status != 0 && result.status != 3, "\(arguments)")
             #expect(result.stderr.split(separator: "\n").count == 1, "\(arguments): \(result.stderr)")
         }
         try Data("not json".utf8).write(to: URL(fileURLWithPath: setup.serverFile))
-        let corrupt = try setup.sync(["--user", "ann", "--password", "x"])
+        let corrupt = try await setup.sync(["--user", "ann", "--password", "x"])
         #expect(corrupt.status == 1 && corrupt.stderr.contains("in-memory server"))
+    }
+
+    /// Where the kill test stops the CLI: right after the server answered a push (Customer,
+    /// Order, Product, in that order), or right before the next call, once the store has
+    /// recorded the push as accepted.
+    static let killPoints = ["after-push:1", "before-pull:1", "before-push:2", "after-push:2", "before-pull:3", "after-push:3"]
+
+    @Test("killed (SIGKILL) at any point of a push, the memory server loses nothing it acknowledged: each change lands once", arguments: killPoints)
+    func killedMidPush(_ point: String) async throws {
+        let setup = Setup()
+        let seed = (1...300).map { #"{"object":"p\#($0)","name":"Product \#($0)","price":\#($0),"brand":"Acme"}"# }
+        let file = setup.directory.child("seed.jsonl")
+        try Data(seed.joined(separator: "\n").utf8).write(to: URL(fileURLWithPath: file))
+        #expect(try await setup.run(["import", "Product", file]).status == 0)
+        #expect(try await setup.sync(["--user", "ann", "--password", "x"]).status == 0)
+
+        // Offline: creates, updates (some removing an attribute) and deletes in three models.
+        do {
+            let store = try Store(path: setup.db)
+            let products = try store.model("Product"), customers = try store.model("Customer"), orders = try store.model("Order")
+            try store.bulkUpdate { tx in
+                for i in 301...500 { _ = try tx.create(["object": .string("p\(i)"), "name": .string("New \(i)")], in: products) }
+                for i in 1...80 { _ = try tx.update("p\(i)", with: ["price": .int(Int64(1000 + i)), "brand": i % 2 == 0 ? .null : "Zenith"], in: products) }
+                for i in 281...300 { try tx.destroy("p\(i)", in: products) }
+                for i in 1...50 {
+                    _ = try tx.create(["object": .string("c\(i)"), "name": .string("Customer \(i)")], in: customers)
+                    _ = try tx.create(["object": .string("o\(i)"), "customer": .string("c\(i)"), "total": .int(Int64(i))], in: orders)
+                }
+            }
+            try store.close()
+        }
+
+        let killed = try await setup.sync(environment: ["SATCHEL_KILL_AT": point])
+        #expect(killed.status == SIGKILL, "killed at \(point): \(killed.stderr)")
+        let after = try await setup.sync()
+        #expect(after.status == 0, "\(after.stderr)")
+        #expect(try await setup.run(["check"]).status == 0)
+        let stats = try await setup.run(["stats", "--json"]).lines.map { try JSONObject(parsing: $0) }
+        #expect(stats.allSatisfy { $0["pending"] == ["create": 0, "update": 0, "delete": 0] && $0["errors"] == 0 }, "\(stats)")
+
+        // The server holds every change once: what this store holds, and what a second store pulls.
+        #expect(try await setup.serverObjects("Product").count == 480)
+        #expect(try await setup.serverObjects("Product")["p2"] == ["name": "Product 2", "price": 1002])
+        #expect(try await setup.serverObjects("Customer").count == 50)
+        #expect(try await setup.serverObjects("Order").count == 50)
+        let second = setup.directory.child("second")
+        #expect(try await CLI.detached(["--db", second, "sync", "--backend", "memory", "--url", setup.serverFile, "--user", "ann", "--password", "x",
+                             "--model", "Product", "--model", "Customer", "--model", "Order"]).status == 0)
+        for model in ["Product", "Customer", "Order"] {
+            let here = try await setup.run(["find", model]).lines.sorted()
+            let there = try await CLI.detached(["--db", second, "find", model]).lines.sorted()
+            #expect(here == there && !here.isEmpty, "\(model) differs between the two stores")
+        }
     }
 }

@@ -82,6 +82,35 @@ struct InMemoryBackendTests {
         }
     }
 
+    @Test("when each attribute changed survives a save: a delta after a reload sends only what changed; format 1 still loads")
+    func attributeTimesSurviveASave() async throws {
+        var options = InMemoryBackend.Options()
+        options.wholeObjects = false
+        let server = InMemoryBackend(options: options)
+        let session = try await Self.session(server)
+        await server.put("Product", ["name": "Lamp", "price": 3, "brand": "Acme"], id: "p1")
+        let first = try await Self.pull(server, session, after: nil)
+        await server.update("Product", "p1", ["price": 4])
+        let reloaded = try InMemoryBackend(options: options, savedState: await server.savedState())
+        await reloaded.update("Product", "p1", ["brand": .null])
+        let delta = try await Self.pull(server, session, after: first.nextCursor)
+        #expect(delta.upserts.map(\.attributes) == [["price": 4]])
+        #expect(delta.removals.isEmpty)
+        let reloadedDelta = try await Self.pull(reloaded, session, after: first.nextCursor)
+        #expect(reloadedDelta.upserts.map(\.attributes) == [["price": 4]], "name was set before the cursor, price after")
+        #expect(reloadedDelta.removals == ["p1": ["brand"]])
+        // Only attributes set before the object's version are listed with their time; an older
+        // file that lists them all still loads.
+        let saved = await reloaded.savedState()
+        let entry = saved["collections"]?["Product"]?["objects"]?["p1"]
+        #expect(entry?["setAt"] == ["name": 1, "price": 2], "\(String(describing: entry))")
+        #expect(await server.savedState()["collections"]?["Product"]?["objects"]?["p1"]?["setAt"] == ["name": 1, "brand": 1])
+        var old = saved
+        old["format"] = "satchel-memory-server 1"
+        let legacy = try InMemoryBackend(options: options, savedState: old)
+        #expect(await legacy.objects("Product") == reloaded.objects("Product"))
+    }
+
     @Test("a cursor the server never gave is refused")
     func badCursor() async throws {
         let server = InMemoryBackend()

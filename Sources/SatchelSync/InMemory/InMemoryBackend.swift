@@ -85,7 +85,13 @@ public actor InMemoryBackend: SyncBackend {
     public nonisolated let capabilities: SyncCapabilities
     public nonisolated let options: Options
 
-    var state: ServerState
+    var state: ServerState {
+        didSet { revision &+= 1 }
+    }
+    /// A number that changes whenever what ``savedState()`` returns does (a login, a new
+    /// client, a push, an outcome delivered…): a server kept on disk writes itself again when it
+    /// moved.
+    public private(set) var revision = 0
     private var scheduled: [(call: Operation, skip: Int, fault: Fault)] = []
     private var lastPage: PullPage?
     private var rejections: [Rejection] = []
@@ -414,7 +420,7 @@ public actor InMemoryBackend: SyncBackend {
 
     private func serverObject(_ id: String, _ entry: ServerState.Entry, request: PullRequest, changedAfter: Int64? = nil) -> ServerObject {
         var attributes = entry.attributes
-        if let changedAfter { attributes = attributes.filter { name, _ in (entry.setAt[name] ?? .max) > changedAfter } }
+        if let changedAfter { attributes = attributes.filter { name, _ in entry.setTime(name) > changedAfter } }
         if let only = request.configuration.onlyAttributes { attributes = attributes.filter { name, _ in only.contains(name) } }
         for name in request.configuration.ignoredAttributes { attributes[name] = nil }
         var blobURLs: [String: String] = [:]

@@ -10,9 +10,13 @@ struct ServerState: Sendable {
         var attributes: JSONObject
         /// The clock when the object last changed: its version, and its place in the change feed.
         var version: Int64
-        /// The clock when each attribute was last set, and when each removed one went.
+        /// The clock when each attribute set before ``version`` was last set (the others were set
+        /// at ``version``: usually all of them), and when each removed one went.
         var setAt: [String: Int64] = [:]
         var removedAt: [String: Int64] = [:]
+
+        /// When attribute `name` was last set.
+        func setTime(_ name: String) -> Int64 { setAt[name] ?? version }
     }
 
     struct Collection: Sendable {
@@ -107,14 +111,16 @@ struct ServerState: Sendable {
             return nil
         }
         var entry = collection.objects[id] ?? Entry(attributes: JSONObject(), version: now)
-        for (name, value) in kept where entry.attributes[name] != value {
-            entry.setAt[name] = now
-            entry.removedAt[name] = nil
+        var setAt: [String: Int64] = [:]
+        for (name, value) in kept {
+            if entry.attributes[name] == value {
+                setAt[name] = entry.setTime(name)  // unchanged: set when it was
+            } else {
+                entry.removedAt[name] = nil  // set now, at the new version
+            }
         }
-        for (name, _) in entry.attributes where kept[name] == nil {
-            entry.setAt[name] = nil
-            entry.removedAt[name] = now
-        }
+        for (name, _) in entry.attributes where kept[name] == nil { entry.removedAt[name] = now }
+        entry.setAt = setAt
         entry.attributes = kept
         entry.version = now
         collection.objects[id] = entry
@@ -134,26 +140,26 @@ struct ServerState: Sendable {
 
     // MARK: - JSON
 
+    /// The state as JSON: `{"format":"satchel-memory-server 2","clock":…,"collections":{model:
+    /// {"objects":{id:{"attributes":{…},"version":v,"setAt":{…}?,"removedAt":{…}?}},
+    /// "tombstones":{id:clock}}},…}`, where `setAt` lists only the attributes set before the
+    /// object's version (the others were set at it). Objects are built in one pass and sorted
+    /// once (a ``JSONObject`` keeps its members sorted: inserting them one by one is quadratic).
     var json: JSONObject {
-        var collections = JSONObject()
-        for (name, collection) in self.collections {
-            var objects = JSONObject()
-            for (id, entry) in collection.objects {
-                objects[id] = .object([
-                    "attributes": .object(entry.attributes), "version": .int(entry.version),
-                    "setAt": .object(Self.clocks(entry.setAt)), "removedAt": .object(Self.clocks(entry.removedAt)),
-                ])
-            }
-            collections[name] = .object(["objects": .object(objects), "tombstones": .object(Self.clocks(collection.tombstones))])
-        }
-        var outcomes = JSONObject()
-        for (client, models) in self.outcomes {
-            var byModel = JSONObject()
-            for (model, list) in models { byModel[model] = .array(list.map { .object(Self.json($0)) }) }
-            outcomes[client] = .object(byModel)
-        }
+        let collections = JSONObject(self.collections.map { name, collection in
+            let objects = JSONObject(collection.objects.map { id, entry in
+                var object: JSONObject = ["attributes": .object(entry.attributes), "version": .int(entry.version)]
+                if !entry.setAt.isEmpty { object["setAt"] = .object(Self.clocks(entry.setAt)) }
+                if !entry.removedAt.isEmpty { object["removedAt"] = .object(Self.clocks(entry.removedAt)) }
+                return (id, JSONValue.object(object))
+            })
+            return (name, JSONValue.object(["objects": .object(objects), "tombstones": .object(Self.clocks(collection.tombstones))]))
+        })
+        let outcomes = JSONObject(self.outcomes.map { client, models in
+            (client, JSONValue.object(JSONObject(models.map { model, list in (model, JSONValue.array(list.map { .object(Self.json($0)) })) })))
+        })
         return [
-            "format": "satchel-memory-server 1", "clock": .int(clock), "nextID": .int(Int64(nextID)),
+            "format": "satchel-memory-server 2", "clock": .int(clock), "nextID": .int(Int64(nextID)),
             "collections": .object(collections),
             "sessions": .object(JSONObject(sessions.map { ($0.key, JSONValue.string($0.value)) })),
             "clients": .array(clients.sorted().map { .string($0) }),
@@ -170,7 +176,10 @@ struct ServerState: Sendable {
     /// - Throws: ``SyncError`` `.protocolViolation` naming what is malformed.
     init(json: JSONObject) throws {
         func fail(_ what: String) -> SyncError { SyncError(.protocolViolation, "the in-memory server's state is malformed: \(what)") }
-        guard json["format"]?.stringValue == "satchel-memory-server 1" else { throw fail("not a saved in-memory server") }
+        // Format 1 listed every attribute in `setAt`; format 2 only those set before the version.
+        guard let format = json["format"]?.stringValue, ["satchel-memory-server 1", "satchel-memory-server 2"].contains(format) else {
+            throw fail("not a saved in-memory server")
+        }
         guard let clock = json["clock"]?.intValue, let nextID = json["nextID"]?.intValue else { throw fail("clock") }
         self.clock = clock
         self.nextID = Int(nextID)
@@ -180,9 +189,9 @@ struct ServerState: Sendable {
                 guard let attributes = object["attributes"]?.objectValue, let version = object["version"]?.intValue else {
                     throw fail("object '\(id)' of '\(name)'")
                 }
+                let setAt = try Self.clocks(object["setAt"], fail).filter { $0.value != version }
                 collection.objects[id] = Entry(
-                    attributes: attributes, version: version, setAt: try Self.clocks(object["setAt"], fail),
-                    removedAt: try Self.clocks(object["removedAt"], fail))
+                    attributes: attributes, version: version, setAt: setAt, removedAt: try Self.clocks(object["removedAt"], fail))
             }
             collection.tombstones = try Self.clocks(value["tombstones"], fail)
             collection.rebuildFeed()
@@ -203,7 +212,7 @@ struct ServerState: Sendable {
     }
 
     private static func clocks(_ values: [String: Int64]) -> JSONObject {
-        JSONObject(values.map { ($0.key, JSONValue.int($0.value)) })
+        JSONObject(values.lazy.map { ($0.key, JSONValue.int($0.value)) })
     }
 
     private static func clocks(_ value: JSONValue?, _ fail: (String) -> SyncError) throws -> [String: Int64] {
