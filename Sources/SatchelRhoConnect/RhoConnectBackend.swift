@@ -16,8 +16,9 @@ public import SatchelSync
 /// ```
 ///
 /// What it maps:
-/// - the `rhoconnect_session` cookie of the login, replayed on every request, and the client id
-///   (`X-RhoConnect-CLIENT-ID`) are the session's data;
+/// - the `rhoconnect_session` cookie of the login, replayed on every request, is the session's
+///   data; the client id (`X-RhoConnect-CLIENT-ID`) is its ``SyncSession/clientID``, created at
+///   the first sync and kept by the engine across logins;
 /// - query pages become ``PullPage``s whose cursor is the page token: the engine stores it with
 ///   the page, so the next request acknowledges exactly the pages applied (after a restart
 ///   too), and a page whose answer was lost is sent again by the server;

@@ -29,7 +29,7 @@ extension SyncEngine {
         init(json: JSONObject) {
             session = SyncSession(
                 user: json["user"]?.stringValue ?? "", data: json["data"]?.objectValue ?? JSONObject(), clientID: json["client"]?.stringValue)
-            // `expired` is what stores written before 0.2 say after a 401.
+            // `expired` is what earlier builds wrote after a 401.
             loggedOut = json["loggedOut"]?.boolValue == true || json["expired"]?.boolValue == true
         }
 

@@ -29,6 +29,16 @@ struct KintoScenarioTests {
         range.map { i in ("p\(i)", ["name": .string("Product \(i)"), "price": .int(Int64(i)), "brand": i % 2 == 0 ? "Acme" : "Zenith"]) }
     }
 
+    /// A new bucket named after `prefix` holding an empty `Product` collection, made by `user`,
+    /// who administers it through the returned client.
+    static func productCollection(_ url: URL, _ user: Credentials, bucket prefix: String) async throws -> (KintoAdmin, String) {
+        let bucket = KintoServers.unique(prefix)
+        let server = KintoAdmin(url, user)
+        try await server.call("PUT", "buckets/\(bucket)", ["data": [:]])
+        try await server.call("PUT", "buckets/\(bucket)/collections/Product", ["data": [:]])
+        return (server, bucket)
+    }
+
     static func expectSame(_ device: SyncClient, _ server: KintoAdmin, _ bucket: String, sourceLocation: SourceLocation = #_sourceLocation) async throws {
         let local = try device.objects("Product")
         let remote = try await server.objects(bucket, "Product")
@@ -42,10 +52,7 @@ struct KintoScenarioTests {
     func lifeOfACollection() async throws {
         let url = try KintoServers.main()
         let user = Credentials(user: KintoServers.unique("ann"), password: "ann-secret")
-        let bucket = KintoServers.unique("app")
-        let server = KintoAdmin(url, user)
-        try await server.call("PUT", "buckets/\(bucket)", ["data": [:]])
-        try await server.call("PUT", "buckets/\(bucket)/collections/Product", ["data": [:]])
+        let (server, bucket) = try await Self.productCollection(url, user, bucket: "app")
         // 20,000 records written straight into the server's database (Kinto's API writes about
         // 150 a second here); Kinto's trigger gives each its own increasing last_modified.
         try await KintoServers.sql(
@@ -121,10 +128,7 @@ struct KintoScenarioTests {
     func removalsOnTheServer() async throws {
         let url = try KintoServers.main()
         let user = Credentials(user: KintoServers.unique("eve"), password: "pw")
-        let bucket = KintoServers.unique("rm")
-        let server = KintoAdmin(url, user)
-        try await server.call("PUT", "buckets/\(bucket)", ["data": [:]])
-        try await server.call("PUT", "buckets/\(bucket)/collections/Product", ["data": [:]])
+        let (server, bucket) = try await Self.productCollection(url, user, bucket: "rm")
         try await server.putMany(bucket, "Product", [
             ("p1", ["name": "One", "brand": "Acme", "colour": "red"]), ("p2", ["name": "Two", "brand": "Acme", "secret": "server only"]),
         ])
@@ -251,10 +255,7 @@ struct KintoScenarioTests {
     static func stopMidSync(_ own: OwnKintoServer) async throws {
         let url = own.url
         let user = Credentials(user: KintoServers.unique("cy"), password: "pw")
-        let bucket = KintoServers.unique("restart")
-        let server = KintoAdmin(url, user)
-        try await server.call("PUT", "buckets/\(bucket)", ["data": [:]])
-        try await server.call("PUT", "buckets/\(bucket)/collections/Product", ["data": [:]])
+        let (server, bucket) = try await Self.productCollection(url, user, bucket: "restart")
         try await server.putMany(bucket, "Product", Self.products(1...200))
 
         let hook = Mutex<BeforePull?>(nil)
