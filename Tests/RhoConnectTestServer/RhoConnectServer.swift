@@ -35,56 +35,37 @@ public actor RhoConnectServer {
     public var requests: [Request] { state.requests }
 
     /// Starts a server with `fixture` on a free port.
+    ///
+    /// The server binds port 0 and the kernel picks the port as it binds: a port chosen first
+    /// and bound after can be taken meanwhile (by another test's server, or by one of the tests'
+    /// thousands of outgoing connections), and the server then never listens.
     public static func start(_ fixture: Fixture = Fixture()) async throws -> RhoConnectServer {
-        let port = try freePort()
-        let server = RhoConnectServer(fixture: fixture, port: port)
-        await server.run()
-        try await server.http.waitUntilListening(timeout: 30)
+        let http = HTTPServer(address: try .inet(ip4: "127.0.0.1", port: 0), timeout: 30, logger: .disabled)
+        let task = Task { try await http.run() }
+        try await http.waitUntilListening(timeout: 30)
+        guard case .ip4(_, let port)? = await http.listeningAddress else {
+            task.cancel()
+            throw FixtureError("the loopback RhoConnect server has no port")
+        }
+        let server = RhoConnectServer(fixture: fixture, port: port, http: http, task: task)
+        await http.appendRoute("*") { [weak server] request in
+            guard let server else { return HTTPResponse(statusCode: .internalServerError) }
+            return await server.handle(request)
+        }
         return server
     }
 
-    private init(fixture: Fixture, port: UInt16) {
+    private init(fixture: Fixture, port: UInt16, http: HTTPServer, task: Task<Void, any Error>) {
         url = URL(string: "http://127.0.0.1:\(port)/")!
         state = ServerData(fixture: fixture, root: "http://127.0.0.1:\(port)")
-        http = HTTPServer(address: try! .inet(ip4: "127.0.0.1", port: port), timeout: 30, logger: .disabled)
-    }
-
-    private func run() async {
-        await http.appendRoute("*") { [weak self] request in
-            guard let self else { return HTTPResponse(statusCode: .internalServerError) }
-            return await self.handle(request)
-        }
-        let http = self.http
-        task = Task { try await http.run() }
+        self.http = http
+        self.task = task
     }
 
     /// Stops the server.
     public func stop() async {
         await http.stop(timeout: 1)
         task?.cancel()
-    }
-
-    /// A free TCP port on 127.0.0.1, picked at random below the kernel's ephemeral range
-    /// (32768 and up on Linux): a port the kernel hands out for port 0 may also be the local port
-    /// of an outgoing connection by the time the server binds it, and the tests make thousands.
-    static func freePort() throws -> UInt16 {
-        for _ in 0..<100 {
-            let port = UInt16.random(in: 20_000..<32_000)
-            if try isFree(port) { return port }
-        }
-        throw FixtureError("no free port between 20000 and 32000")
-    }
-
-    private static func isFree(_ port: UInt16) throws -> Bool {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw FixtureError("socket() failed") }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        return withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } } == 0
     }
 
     // MARK: - The backend's data, as tests change it

@@ -20,55 +20,49 @@ enum CLI {
         return Fixtures.directory.deletingLastPathComponent().appendingPathComponent(".build/debug/satchel")
     }
 
-    static func run(_ arguments: [String], environment: [String: String] = [:]) throws -> Result {
-        let child = try ChildProcess.run(
+    /// Runs the CLI to its end, waiting off the test's threads (the concurrency pool has one per
+    /// core): an in-process server, and the other tests, keep running meanwhile.
+    static func run(_ arguments: [String], environment: [String: String] = [:]) async throws -> Result {
+        let child = try await ChildProcess.detached(
             executable.path, arguments, environment: ProcessInfo.processInfo.environment.merging(environment) { $1 })
         return Result(status: child.status, stdout: String(decoding: child.stdout, as: UTF8.self), stderr: String(decoding: child.stderr, as: UTF8.self))
-    }
-
-    /// Runs the CLI off the test's threads (the concurrency pool has one per core): an in-process
-    /// server, and the other tests, keep running while it waits.
-    static func detached(_ arguments: [String], environment: [String: String] = [:]) async throws -> Result {
-        try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async { continuation.resume(with: Swift.Result { try run(arguments, environment: environment) }) }
-        }
     }
 }
 
 @Suite("satchel CLI")
 struct CLITests {
     @Test("put, find, update and delete through the command line")
-    func singleObjectWrites() throws {
+    func singleObjectWrites() async throws {
         let directory = TemporaryDirectory()
         let db = directory.child("db")
-        let put = try CLI.run(["--db", db, "put", "Product", #"{"object":"p1","name":"Lamp","price":10,"tags":["a"]}"#])
+        let put = try await CLI.run(["--db", db, "put", "Product", #"{"object":"p1","name":"Lamp","price":10,"tags":["a"]}"#])
         #expect(put.status == 0)
         #expect(put.lines == [#"{"name":"Lamp","object":"p1","price":10,"tags":["a"]}"#])
-        let generated = try CLI.run(["--db", db, "put", "Product", #"{"name":"Kettle","price":25.5}"#])
+        let generated = try await CLI.run(["--db", db, "put", "Product", #"{"name":"Kettle","price":25.5}"#])
         let generatedObject = try JSONObject(parsing: generated.lines.first ?? "")
         #expect(generatedObject["object"]?.stringValue?.count == 26)
 
-        #expect(try CLI.run(["find", "--db", db, "Product", "--id", "p1"]).lines == put.lines)
-        #expect(try CLI.run(["--db", db, "find", "Product", "--count"]).lines == ["2"])
-        #expect(try CLI.run(["--db", db, "find", "Product", "--where", "price=10"]).lines == put.lines)
-        #expect(try CLI.run(["--db", db, "find", "Product", "--where", "price = 10.0", "--where", "name=Lamp", "--count"]).lines == ["1"])
-        #expect(try CLI.run(["--db", db, "find", "Product", "--where", "name=\"10\""]).lines.isEmpty)
+        #expect(try await CLI.run(["find", "--db", db, "Product", "--id", "p1"]).lines == put.lines)
+        #expect(try await CLI.run(["--db", db, "find", "Product", "--count"]).lines == ["2"])
+        #expect(try await CLI.run(["--db", db, "find", "Product", "--where", "price=10"]).lines == put.lines)
+        #expect(try await CLI.run(["--db", db, "find", "Product", "--where", "price = 10.0", "--where", "name=Lamp", "--count"]).lines == ["1"])
+        #expect(try await CLI.run(["--db", db, "find", "Product", "--where", "name=\"10\""]).lines.isEmpty)
 
-        let update = try CLI.run(["--db", db, "update", "Product", "p1", #"{"price":12,"tags":null}"#])
+        let update = try await CLI.run(["--db", db, "update", "Product", "p1", #"{"price":12,"tags":null}"#])
         #expect(update.lines == [#"{"name":"Lamp","object":"p1","price":12}"#])
-        let removed = try CLI.run(["--db", db, "update", "Product", "p1", #"{"price":null,"name":null}"#])
+        let removed = try await CLI.run(["--db", db, "update", "Product", "p1", #"{"price":null,"name":null}"#])
         #expect(removed.status == 0)
         #expect(removed.stdout.isEmpty)
-        let missing = try CLI.run(["--db", db, "find", "Product", "--id", "p1"])
+        let missing = try await CLI.run(["--db", db, "find", "Product", "--id", "p1"])
         #expect(missing.status == 1)
         #expect(missing.stdout.isEmpty)
 
-        #expect(try CLI.run(["--db", db, "delete", "Product", generatedObject["object"]!.stringValue!]).status == 0)
-        let again = try CLI.run(["--db", db, "delete", "Product", "p1"])
+        #expect(try await CLI.run(["--db", db, "delete", "Product", generatedObject["object"]!.stringValue!]).status == 0)
+        let again = try await CLI.run(["--db", db, "delete", "Product", "p1"])
         #expect(again.status == 1)
         #expect(again.stderr.contains("no object"))
-        #expect(try CLI.run(["--db", db, "find", "Product", "--count"]).lines == ["0"])
-        #expect(try CLI.run(["--db", db, "find", "Nothing", "--count"]).lines == ["0"])
+        #expect(try await CLI.run(["--db", db, "find", "Product", "--count"]).lines == ["0"])
+        #expect(try await CLI.run(["--db", db, "find", "Nothing", "--count"]).lines == ["0"])
     }
 
     @Test("bad input gives one line on stderr and a non-zero exit, changing nothing", arguments: [
@@ -76,44 +70,44 @@ struct CLITests {
         ["update", "Product", "p1", "not json"], ["update", "Product", "nope", "{\"a\":1}"], ["find", "Product", "--where", "price"],
         ["put", "", "{\"a\":1}"], ["import", "Product", "/nonexistent/file.json"],
     ])
-    func badInput(_ arguments: [String]) throws {
+    func badInput(_ arguments: [String]) async throws {
         let directory = TemporaryDirectory()
         let db = directory.child("db")
-        #expect(try CLI.run(["--db", db, "put", "Product", #"{"object":"p1","a":1}"#]).status == 0)
-        let result = try CLI.run(["--db", db] + arguments)
+        #expect(try await CLI.run(["--db", db, "put", "Product", #"{"object":"p1","a":1}"#]).status == 0)
+        let result = try await CLI.run(["--db", db] + arguments)
         #expect(result.status != 0)
         #expect(result.stderr.split(separator: "\n").count == 1, "\(result.stderr)")
         #expect(result.stderr.hasPrefix("satchel: ") || result.stderr.hasPrefix("Error: "))
-        #expect(try CLI.run(["--db", db, "find", "Product"]).lines == [#"{"a":1,"object":"p1"}"#])
+        #expect(try await CLI.run(["--db", db, "find", "Product"]).lines == [#"{"a":1,"object":"p1"}"#])
     }
 
     @Test("import prints its count; a malformed file imports nothing")
-    func importFiles() throws {
+    func importFiles() async throws {
         let directory = TemporaryDirectory()
         let db = directory.child("db")
-        let result = try CLI.run(["--db", db, "import", "Product", Fixtures.url("products.json").path])
+        let result = try await CLI.run(["--db", db, "import", "Product", Fixtures.url("products.json").path])
         #expect(result.status == 0)
         #expect(result.lines == ["imported 300"])
         #expect(result.stderr.isEmpty)  // no progress bar when stderr is not a terminal
         let bad = directory.child("bad.jsonl")
         try Data(((0..<5000).map { "{\"i\":\($0)}" }.joined(separator: "\n") + "\n{\"i\":").utf8).write(to: URL(fileURLWithPath: bad))
-        let failed = try CLI.run(["--db", db, "import", "Product", bad, "--batch-size", "10"])
+        let failed = try await CLI.run(["--db", db, "import", "Product", bad, "--batch-size", "10"])
         #expect(failed.status == 1)
         #expect(failed.stderr.contains("line 5001"))
-        #expect(try CLI.run(["--db", db, "find", "Product", "--count"]).lines == ["300"])
-        let check = try CLI.run(["--db", db, "check"])
+        #expect(try await CLI.run(["--db", db, "find", "Product", "--count"]).lines == ["300"])
+        let check = try await CLI.run(["--db", db, "check"])
         #expect(check.status == 0)
         #expect(check.lines.last?.hasSuffix("ok") == true)
     }
 
     @Test("stats --json prints one object per model with the contract's keys")
-    func statsJSON() throws {
+    func statsJSON() async throws {
         let directory = TemporaryDirectory()
         let db = directory.child("db")
-        _ = try CLI.run(["--db", db, "import", "Order", Fixtures.url("orders.jsonl").path])
-        _ = try CLI.run(["--db", db, "put", "Customer", #"{"object":"c1","name":"A"}"#])
-        _ = try CLI.run(["--db", db, "update", "Order", "ord-00001", #"{"status":"x"}"#])
-        let result = try CLI.run(["--db", db, "stats", "--json"])
+        _ = try await CLI.run(["--db", db, "import", "Order", Fixtures.url("orders.jsonl").path])
+        _ = try await CLI.run(["--db", db, "put", "Customer", #"{"object":"c1","name":"A"}"#])
+        _ = try await CLI.run(["--db", db, "update", "Order", "ord-00001", #"{"status":"x"}"#])
+        let result = try await CLI.run(["--db", db, "stats", "--json"])
         #expect(result.status == 0)
         let lines = try result.lines.map { try JSONObject(parsing: $0) }
         #expect(lines.map { $0["model"] } == ["Customer", "Order"])
@@ -126,24 +120,24 @@ struct CLITests {
     }
 
     @Test("a store held by another process is reported as locked")
-    func locked() throws {
+    func locked() async throws {
         let directory = TemporaryDirectory()
         let db = directory.child("db")
         let store = try Store(path: db)
         defer { try? store.close() }
         try store.model("Product").create(["object": "p", "a": 1])
-        let result = try CLI.run(["--db", db, "find", "Product", "--count"])
+        let result = try await CLI.run(["--db", db, "find", "Product", "--count"])
         #expect(result.status == 1)
         #expect(result.stderr.contains("locked") || result.stderr.contains("another process"))
         #expect(result.stdout.isEmpty)
     }
 
     @Test("check exits non-zero on an undecodable object or counters that disagree with the data")
-    func checkFindsDamage() throws {
+    func checkFindsDamage() async throws {
         let directory = TemporaryDirectory()
         let db = directory.child("db")
-        #expect(try CLI.run(["--db", db, "put", "Product", #"{"object":"p1","a":1}"#]).status == 0)
-        #expect(try CLI.run(["--db", db, "check"]).status == 0)
+        #expect(try await CLI.run(["--db", db, "put", "Product", #"{"object":"p1","a":1}"#]).status == 0)
+        #expect(try await CLI.run(["--db", db, "check"]).status == 0)
         // Behind Satchel's back: a damaged object, and an object the counters do not know.
         let store = try Store(path: db)
         var batch = LevelDBWriteBatch()
@@ -151,7 +145,7 @@ struct CLITests {
         batch.put(Keys.document("Product", "p2"), Array("{\"a\":2}".utf8))
         try store.database(.user).write(batch, sync: false)
         try store.close()
-        let result = try CLI.run(["--db", db, "check"])
+        let result = try await CLI.run(["--db", db, "check"])
         #expect(result.status == 1)
         #expect(result.stdout.contains("object 'p1' of model 'Product' does not decode"))
         #expect(result.stdout.contains("stored counters (objects 1"))
@@ -159,82 +153,82 @@ struct CLITests {
     }
 
     @Test("index and find with every option, through the command line")
-    func queries() throws {
+    func queries() async throws {
         let directory = TemporaryDirectory()
         let db = directory.child("db")
-        #expect(try CLI.run(["--db", db, "import", "Product", Fixtures.url("products.json").path]).status == 0)
-        let built = try CLI.run(["--db", db, "index", "Product", "brand,price"])
+        #expect(try await CLI.run(["--db", db, "import", "Product", Fixtures.url("products.json").path]).status == 0)
+        let built = try await CLI.run(["--db", db, "index", "Product", "brand,price"])
         #expect(built.lines == ["index brand,price of Product: 300 entries"])
-        #expect(try CLI.run(["--db", db, "index", "Product", "tags[]"]).status == 0)
-        #expect(try CLI.run(["--db", db, "index", "Product", "--list"]).lines == [
+        #expect(try await CLI.run(["--db", db, "index", "Product", "tags[]"]).status == 0)
+        #expect(try await CLI.run(["--db", db, "index", "Product", "--list"]).lines == [
             "brand,price\tvalue\tready\t300 entries", "tags[]\telements\tready\t496 entries",
         ])
 
-        func find(_ arguments: String...) throws -> [String] {
-            let result = try CLI.run(["--db", db, "find", "Product"] + arguments)
+        func find(_ arguments: String...) async throws -> [String] {
+            let result = try await CLI.run(["--db", db, "find", "Product"] + arguments)
             #expect(result.status == 0, "\(arguments): \(result.stderr)")
             return result.lines
         }
-        let top = try find("--where", "brand=Acme", "--order", "price:desc", "--limit", "3", "--select", "name,price")
+        let top = try await find("--where", "brand=Acme", "--order", "price:desc", "--limit", "3", "--select", "name,price")
         #expect(top.count == 3)
         let prices = try top.map { try JSONObject(parsing: $0) }.map { $0["price"]!.doubleValue! }
         #expect(prices == prices.sorted(by: >))
         #expect(try JSONObject(parsing: top[0]).keys == ["name", "object", "price"])
-        #expect(try find("--where", "brand=Acme", "--order", "price:desc", "--limit", "3", "--explain")
+        #expect(try await find("--where", "brand=Acme", "--order", "price:desc", "--limit", "3", "--explain")
             == ["index brand,price: brand == \"Acme\", read in reverse index order; stop after 3"])
-        let page2 = try find("--where", "brand=Acme", "--order", "price:desc", "--limit", "3", "--offset", "3")
-        let firstSix = try find("--where", "brand=Acme", "--order", "price:desc", "--limit", "6")
+        let page2 = try await find("--where", "brand=Acme", "--order", "price:desc", "--limit", "3", "--offset", "3")
+        let firstSix = try await find("--where", "brand=Acme", "--order", "price:desc", "--limit", "6")
         #expect(page2 == Array(firstSix.suffix(3)))
 
-        let all = try find().map { try JSONObject(parsing: $0) }
-        func expectCount(_ condition: String, _ predicate: (JSONObject) -> Bool) throws {
-            #expect(try find("--where", condition, "--count") == [String(all.filter(predicate).count)], "\(condition)")
+        let all = try await find().map { try JSONObject(parsing: $0) }
+        func expectCount(_ condition: String, _ predicate: (JSONObject) -> Bool) async throws {
+            #expect(try await find("--where", condition, "--count") == [String(all.filter(predicate).count)], "\(condition)")
         }
-        try expectCount("price < 100") { ($0["price"]?.doubleValue ?? .infinity) < 100 }
-        try expectCount("price>=500") { ($0["price"]?.doubleValue ?? -1) >= 500 }
-        try expectCount("brand != Acme") { $0["brand"] != "Acme" }
-        try expectCount("name ^= Acme") { $0["name"]?.stringValue?.hasPrefix("Acme") == true }
-        try expectCount("tags ~= sale") { $0["tags"]?.arrayValue?.contains("sale") == true }
-        try expectCount("description ~= quiet") { $0["description"]?.stringValue?.contains("quiet") == true }
-        try expectCount("brand in Acme,Hooli,Stark") { ["Acme", "Hooli", "Stark"].contains($0["brand"]?.stringValue ?? "") }
-        try expectCount("discontinued=true") { $0["discontinued"] == true }
-        #expect(try find("--where", "tags ~= sale", "--explain").first?.hasPrefix("index tags[]") == true)
-        #expect(try find("--where", "brand=Acme", "--where", "price>=100", "--explain").first?.hasPrefix("index brand,price") == true)
+        try await expectCount("price < 100") { ($0["price"]?.doubleValue ?? .infinity) < 100 }
+        try await expectCount("price>=500") { ($0["price"]?.doubleValue ?? -1) >= 500 }
+        try await expectCount("brand != Acme") { $0["brand"] != "Acme" }
+        try await expectCount("name ^= Acme") { $0["name"]?.stringValue?.hasPrefix("Acme") == true }
+        try await expectCount("tags ~= sale") { $0["tags"]?.arrayValue?.contains("sale") == true }
+        try await expectCount("description ~= quiet") { $0["description"]?.stringValue?.contains("quiet") == true }
+        try await expectCount("brand in Acme,Hooli,Stark") { ["Acme", "Hooli", "Stark"].contains($0["brand"]?.stringValue ?? "") }
+        try await expectCount("discontinued=true") { $0["discontinued"] == true }
+        #expect(try await find("--where", "tags ~= sale", "--explain").first?.hasPrefix("index tags[]") == true)
+        #expect(try await find("--where", "brand=Acme", "--where", "price>=100", "--explain").first?.hasPrefix("index brand,price") == true)
 
-        #expect(try CLI.run(["--db", db, "index", "Product", "category", "--keys-only"]).status == 0)
-        #expect(try CLI.run(["--db", db, "index", "Product", "--list"]).lines.last == "category\tvalue, keys only\tready\t300 entries")
-        #expect(try find("--where", "category=books", "--explain").first?.hasPrefix("index category") == true)
-        try expectCount("category=books") { $0["category"] == "books" }
-        #expect(try CLI.run(["--db", db, "index", "Product", "--drop", "category"]).status == 0)
-        let dropped = try CLI.run(["--db", db, "index", "Product", "--drop", "tags[]"])
+        #expect(try await CLI.run(["--db", db, "index", "Product", "category", "--keys-only"]).status == 0)
+        #expect(try await CLI.run(["--db", db, "index", "Product", "--list"]).lines.last == "category\tvalue, keys only\tready\t300 entries")
+        #expect(try await find("--where", "category=books", "--explain").first?.hasPrefix("index category") == true)
+        try await expectCount("category=books") { $0["category"] == "books" }
+        #expect(try await CLI.run(["--db", db, "index", "Product", "--drop", "category"]).status == 0)
+        let dropped = try await CLI.run(["--db", db, "index", "Product", "--drop", "tags[]"])
         #expect(dropped.lines == ["dropped index tags[] of Product"])
-        #expect(try find("--where", "tags ~= sale", "--explain").first?.hasPrefix("scan Product") == true)
-        let stats = try JSONObject(parsing: try CLI.run(["--db", db, "stats", "--json"]).lines[0])
+        #expect(try await find("--where", "tags ~= sale", "--explain").first?.hasPrefix("scan Product") == true)
+        let stats = try JSONObject(parsing: try await CLI.run(["--db", db, "stats", "--json"]).lines[0])
         #expect(stats["indexes"] == ["brand,price": 300])
-        #expect(try CLI.run(["--db", db, "check"]).status == 0)
+        #expect(try await CLI.run(["--db", db, "check"]).status == 0)
     }
 
     @Test("check exits non-zero when an index disagrees with its documents")
-    func checkFindsIndexDamage() throws {
+    func checkFindsIndexDamage() async throws {
         let directory = TemporaryDirectory()
         let db = directory.child("db")
-        #expect(try CLI.run(["--db", db, "put", "Product", #"{"object":"p1","brand":"A"}"#]).status == 0)
-        #expect(try CLI.run(["--db", db, "index", "Product", "brand"]).status == 0)
+        #expect(try await CLI.run(["--db", db, "put", "Product", #"{"object":"p1","brand":"A"}"#]).status == 0)
+        #expect(try await CLI.run(["--db", db, "index", "Product", "brand"]).status == 0)
         let store = try Store(path: db)
         var batch = LevelDBWriteBatch()
         batch.put(Keys.document("Product", "p1"), Array(#"{"brand":"B"}"#.utf8))  // the index still says A
         try store.database(.user).write(batch, sync: false)
         try store.close()
-        let result = try CLI.run(["--db", db, "check"])
+        let result = try await CLI.run(["--db", db, "check"])
         #expect(result.status == 1)
         #expect(result.stdout.contains("lacks its entry in index brand"))
         #expect(result.stdout.contains("does not match the object"))
     }
 
     @Test("the demo runs end to end")
-    func demo() throws {
+    func demo() async throws {
         let directory = TemporaryDirectory()
-        let result = try CLI.run(["demo", "--db", directory.child("demo"), "--fixtures", Fixtures.directory.path])
+        let result = try await CLI.run(["demo", "--db", directory.child("demo"), "--fixtures", Fixtures.directory.path])
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout.contains("imported 300 Product objects"))
         #expect(result.stdout.contains("a failing bulkUpdate wrote nothing"))
@@ -250,30 +244,19 @@ struct CLITests {
     }
 
     @Test("an import killed mid-way leaves only whole batches")
-    func killedImport() throws {
+    func killedImport() async throws {
         let directory = TemporaryDirectory()
         let db = directory.child("db")
         let file = directory.child("many.jsonl")
         let total = 200_000
         try Data((0..<total).map { "{\"i\":\($0),\"s\":\"some text to make the object bigger\"}" }.joined(separator: "\n").utf8)
             .write(to: URL(fileURLWithPath: file))
-        let process = Process()
-        process.executableURL = CLI.executable
-        process.arguments = ["--db", db, "import", "Item", file, "--batch-size", "100", "--progress", "lines"]
-        let err = Pipe()
-        process.standardError = err
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
-        // Wait for proof that batches are landing, then kill without warning.
-        var seen = ""
-        while !seen.contains("batch 3 committed") {
-            let data = err.fileHandleForReading.availableData
-            if data.isEmpty { break }
-            seen += String(decoding: data, as: UTF8.self)
-        }
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
-        #expect(seen.contains("batch 3 committed"))
+        // Once batches are landing, killed without warning.
+        let child = try await ChildProcess.detached(
+            CLI.executable.path, ["--db", db, "import", "Item", file, "--batch-size", "100", "--progress", "lines"],
+            killWhen: { $0.contains("batch 3 committed") })
+        #expect(child.signaled && child.status == SIGKILL)
+        #expect(String(decoding: child.stderr, as: UTF8.self).contains("batch 3 committed"))
         let store = try Store(path: db)
         defer { try? store.close() }
         let items = try store.model("Item")

@@ -18,35 +18,35 @@ struct KintoCLITests {
         let directory = TemporaryDirectory()
         let (a, b) = (directory.child("a"), directory.child("b"))
         func sync(_ db: String, _ extra: [String] = ["--user", "cli", "--password", "pw"]) async throws -> CLI.Result {
-            try await CLI.detached(["--db", db, "sync", "--backend", "kinto", "--url", url, "--bucket", bucket, "--model", "Note"] + extra)
+            try await CLI.run(["--db", db, "sync", "--backend", "kinto", "--url", url, "--bucket", bucket, "--model", "Note"] + extra)
         }
 
-        _ = try await CLI.detached(["--db", a, "put", "Note", #"{"object":"n1","title":"Hello","tags":["x"]}"#])
-        _ = try await CLI.detached(["--db", a, "put", "Note", #"{"object":"odd id/1","title":"Odd"}"#])
+        _ = try await CLI.run(["--db", a, "put", "Note", #"{"object":"n1","title":"Hello","tags":["x"]}"#])
+        _ = try await CLI.run(["--db", a, "put", "Note", #"{"object":"odd id/1","title":"Odd"}"#])
         let first = try await sync(a)
         #expect(first.status == 0, "\(first.stderr)")
         #expect(first.lines.last == #"{"processed":0,"status":"complete"}"#)
         let pulled = try await sync(b)
         #expect(pulled.status == 0, "\(pulled.stderr)")
-        #expect(try await CLI.detached(["--db", b, "find", "Note", "--id", "odd id/1"]).lines == [#"{"object":"odd id/1","title":"Odd"}"#])
+        #expect(try await CLI.run(["--db", b, "find", "Note", "--id", "odd id/1"]).lines == [#"{"object":"odd id/1","title":"Odd"}"#])
 
         // Both edit n1; b syncs second and meets Kinto's 412.
-        _ = try await CLI.detached(["--db", a, "update", "Note", "n1", #"{"title":"From A"}"#])
-        _ = try await CLI.detached(["--db", b, "update", "Note", "n1", #"{"title":"From B"}"#])
+        _ = try await CLI.run(["--db", a, "update", "Note", "n1", #"{"title":"From A"}"#])
+        _ = try await CLI.run(["--db", b, "update", "Note", "n1", #"{"title":"From B"}"#])
         #expect(try await sync(a).status == 0)
         let conflict = try await sync(b)
         #expect(conflict.status == 3, "\(conflict.stderr)")
-        let errors = try await CLI.detached(["--db", b, "errors", "Note"])
+        let errors = try await CLI.run(["--db", b, "errors", "Note"])
         #expect(errors.stdout.contains(#""server":{"tags":["x"],"title":"From A"}"#), "\(errors.stdout)")
-        #expect(try await CLI.detached(["--db", b, "resolve", "Note", "n1", "--action", "retry"]).status == 0)
+        #expect(try await CLI.run(["--db", b, "resolve", "Note", "n1", "--action", "retry"]).status == 0)
         #expect(try await sync(b).status == 0)
         #expect(try await sync(a).status == 0)
-        #expect(try await CLI.detached(["--db", a, "find", "Note", "--id", "n1"]).lines == [#"{"object":"n1","tags":["x"],"title":"From B"}"#])
+        #expect(try await CLI.run(["--db", a, "find", "Note", "--id", "n1"]).lines == [#"{"object":"n1","tags":["x"],"title":"From B"}"#])
 
         // Without the password (never stored), and without a bucket: one-line errors.
         let noPassword = try await sync(a, [])
         #expect(noPassword.status != 0 && noPassword.stderr.contains("--password"), "\(noPassword.stderr)")
-        let noBucket = try await CLI.detached(["--db", a, "sync", "--backend", "kinto", "--url", url])
+        let noBucket = try await CLI.run(["--db", a, "sync", "--backend", "kinto", "--url", url])
         #expect(noBucket.status != 0 && noBucket.stderr.contains("--bucket"), "\(noBucket.stderr)")
     }
 }

@@ -13,17 +13,17 @@ struct RhoConnectCLITests {
         let directory = TemporaryDirectory()
         let db = directory.child("db")
         let url = server.url.absoluteString
-        let first = try await CLI.detached(["--db", db, "sync", "--backend", "rhoconnect", "--url", url, "--user", "ann", "--password", "secret", "--model", "Product"])
+        let first = try await CLI.run(["--db", db, "sync", "--backend", "rhoconnect", "--url", url, "--user", "ann", "--password", "secret", "--model", "Product"])
         #expect(first.status == 0, "\(first.stderr)")
         #expect(first.lines.last == #"{"processed":0,"status":"complete"}"#)
-        #expect(try await CLI.detached(["--db", db, "find", "Product", "--id", "1"]).lines == [#"{"brand":"Apple","name":"iPhone","object":"1","price":"199.99"}"#])
+        #expect(try await CLI.run(["--db", db, "find", "Product", "--id", "1"]).lines == [#"{"brand":"Apple","name":"iPhone","object":"1","price":"199.99"}"#])
 
-        _ = try await CLI.detached(["--db", db, "put", "Product", #"{"object":"tmp","name":"wrongname"}"#])
-        let refused = try await CLI.detached(["--db", db, "sync", "--backend", "rhoconnect", "--url", url])
+        _ = try await CLI.run(["--db", db, "put", "Product", #"{"object":"tmp","name":"wrongname"}"#])
+        let refused = try await CLI.run(["--db", db, "sync", "--backend", "rhoconnect", "--url", url])
         #expect(refused.status == 3, "\(refused.stderr)")
-        #expect(try await CLI.detached(["--db", db, "errors"]).stdout.contains("error create"))
+        #expect(try await CLI.run(["--db", db, "errors"]).stdout.contains("error create"))
 
-        let bad = try await CLI.detached(["--db", db, "sync", "--backend", "rhoconnect", "--url", "not a url"])
+        let bad = try await CLI.run(["--db", db, "sync", "--backend", "rhoconnect", "--url", "not a url"])
         #expect(bad.status != 0 && bad.stderr.contains("server's root"))
         await server.stop()
     }
@@ -40,20 +40,20 @@ struct RhoConnectCLITests {
         let server = try await RhoConnectServer.start(try Fixture.named("products"))
         let directory = TemporaryDirectory()
         let db = directory.child("db")
-        let first = try await CLI.detached(Self.sync(db, server, as: "ann", ["--model", "Product"]))
+        let first = try await CLI.run(Self.sync(db, server, as: "ann", ["--model", "Product"]))
         #expect(first.status == 0, "\(first.stderr)")
-        #expect(try await CLI.detached(["--db", db, "find", "Product", "--count"]).lines == ["12"])
+        #expect(try await CLI.run(["--db", db, "find", "Product", "--count"]).lines == ["12"])
 
         await server.delete("Product", user: "ann", id: "1")
         await server.delete("Product", user: "ann", id: "2")
         await server.update("Product", user: "ann", id: "3", ["brand": nil])
-        let second = try await CLI.detached(Self.sync(db, server, as: "ann", ["--model", "Product"]))
+        let second = try await CLI.run(Self.sync(db, server, as: "ann", ["--model", "Product"]))
         #expect(second.status == 0, "\(second.stderr)")
         #expect(!second.stdout.contains("userChanged"))
-        #expect(try await CLI.detached(["--db", db, "find", "Product", "--id", "1"]).status == 1, "deleted on the server")
-        #expect(try await CLI.detached(["--db", db, "find", "Product", "--id", "2"]).status == 1, "deleted on the server")
-        #expect(try await CLI.detached(["--db", db, "find", "Product", "--id", "3"]).lines == [#"{"name":"Pixel","object":"3","price":"499"}"#])
-        #expect(try await CLI.detached(["--db", db, "find", "Product", "--count"]).lines == ["10"])
+        #expect(try await CLI.run(["--db", db, "find", "Product", "--id", "1"]).status == 1, "deleted on the server")
+        #expect(try await CLI.run(["--db", db, "find", "Product", "--id", "2"]).status == 1, "deleted on the server")
+        #expect(try await CLI.run(["--db", db, "find", "Product", "--id", "3"]).lines == [#"{"name":"Pixel","object":"3","price":"499"}"#])
+        #expect(try await CLI.run(["--db", db, "find", "Product", "--count"]).lines == ["10"])
 
         // What the server saw: two logins, one client.
         let requests = await server.requests
@@ -78,28 +78,28 @@ struct RhoConnectCLITests {
         await server.put("Product", user: "ann", id: "a1", ["name": "Ann's own"])
         await server.put("Product", user: "bob", id: "b1", ["name": "Bob's own"])
         let models = ["--model", "Product", "--model", "Catalog"]
-        #expect(try await CLI.detached(Self.sync(db, server, as: "ann", models)).status == 0)
-        #expect(try await CLI.detached(["--db", db, "find", "Product", "--id", "a1"]).status == 0)
-        #expect(try await CLI.detached(["--db", db, "find", "Catalog", "--count"]).lines == ["2"])
-        _ = try await CLI.detached(["--db", db, "put", "Product", #"{"object":"draft","name":"Ann's draft"}"#])
+        #expect(try await CLI.run(Self.sync(db, server, as: "ann", models)).status == 0)
+        #expect(try await CLI.run(["--db", db, "find", "Product", "--id", "a1"]).status == 0)
+        #expect(try await CLI.run(["--db", db, "find", "Catalog", "--count"]).lines == ["2"])
+        _ = try await CLI.run(["--db", db, "put", "Product", #"{"object":"draft","name":"Ann's draft"}"#])
         // Shared (app) data changes meanwhile.
         await server.delete("Catalog", user: "bob", id: "c2")
 
-        let bob = try await CLI.detached(Self.sync(db, server, as: "bob", models))
+        let bob = try await CLI.run(Self.sync(db, server, as: "bob", models))
         #expect(bob.status == 0, "\(bob.stderr)")
         let switched = bob.lines.filter { $0.contains(#""status":"userChanged""#) }
         #expect(switched.count == 1, "one line says so: \(bob.stdout)")
         #expect(switched.first?.contains("wiped") == true)
-        #expect(try await CLI.detached(["--db", db, "find", "Product", "--id", "a1"]).status == 1, "ann's data is gone")
-        #expect(try await CLI.detached(["--db", db, "find", "Product", "--id", "draft"]).status == 1)
-        #expect(try await CLI.detached(["--db", db, "find", "Product", "--id", "b1"]).status == 0, "bob's data arrived")
-        #expect(try await CLI.detached(["--db", db, "find", "Catalog", "--count"]).lines == ["1"], "app data kept, and re-pulled whole")
-        #expect(try await CLI.detached(["--db", db, "find", "Setting", "--id", "s1"]).lines == [#"{"object":"s1","theme":"dark"}"#])
+        #expect(try await CLI.run(["--db", db, "find", "Product", "--id", "a1"]).status == 1, "ann's data is gone")
+        #expect(try await CLI.run(["--db", db, "find", "Product", "--id", "draft"]).status == 1)
+        #expect(try await CLI.run(["--db", db, "find", "Product", "--id", "b1"]).status == 0, "bob's data arrived")
+        #expect(try await CLI.run(["--db", db, "find", "Catalog", "--count"]).lines == ["1"], "app data kept, and re-pulled whole")
+        #expect(try await CLI.run(["--db", db, "find", "Setting", "--id", "s1"]).lines == [#"{"object":"s1","theme":"dark"}"#])
         #expect(await server.objects("Product", user: "bob")["draft"] == nil, "ann's draft was not pushed as bob's")
-        #expect(try await CLI.detached(["--db", db, "check"]).status == 0)
+        #expect(try await CLI.run(["--db", db, "check"]).status == 0)
 
         // The same user again: no switch.
-        let again = try await CLI.detached(Self.sync(db, server, as: "bob", models))
+        let again = try await CLI.run(Self.sync(db, server, as: "bob", models))
         #expect(again.status == 0 && !again.stdout.contains("userChanged"))
         await server.stop()
     }

@@ -14,10 +14,10 @@ struct SyncCLITests {
         var serverFile: String { directory.child("server.json") }
 
         /// Runs the CLI on this store, off the test's threads.
-        func run(_ arguments: [String]) async throws -> CLI.Result { try await CLI.detached(["--db", db] + arguments) }
+        func run(_ arguments: [String]) async throws -> CLI.Result { try await CLI.run(["--db", db] + arguments) }
 
         func sync(_ extra: [String] = [], environment: [String: String] = [:]) async throws -> CLI.Result {
-            try await CLI.detached(["--db", db, "sync", "--backend", "memory", "--url", serverFile] + extra, environment: environment)
+            try await CLI.run(["--db", db, "sync", "--backend", "memory", "--url", serverFile] + extra, environment: environment)
         }
 
         /// Changes the server's state as another client would.
@@ -193,11 +193,11 @@ struct SyncCLITests {
         #expect(try await setup.serverObjects("Customer").count == 50)
         #expect(try await setup.serverObjects("Order").count == 50)
         let second = setup.directory.child("second")
-        #expect(try await CLI.detached(["--db", second, "sync", "--backend", "memory", "--url", setup.serverFile, "--user", "ann", "--password", "x",
+        #expect(try await CLI.run(["--db", second, "sync", "--backend", "memory", "--url", setup.serverFile, "--user", "ann", "--password", "x",
                              "--model", "Product", "--model", "Customer", "--model", "Order"]).status == 0)
         for model in ["Product", "Customer", "Order"] {
             let here = try await setup.run(["find", model]).lines.sorted()
-            let there = try await CLI.detached(["--db", second, "find", model]).lines.sorted()
+            let there = try await CLI.run(["--db", second, "find", model]).lines.sorted()
             #expect(here == there && !here.isEmpty, "\(model) differs between the two stores")
         }
     }

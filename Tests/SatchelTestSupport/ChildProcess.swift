@@ -25,8 +25,11 @@ public enum ChildProcess {
     }
 
     /// Runs `executable` with `arguments` (without the program name) and `environment` (the
-    /// caller's when nil) and waits for it.
-    public static func run(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws -> Result {
+    /// caller's when nil) and waits for it. When `killWhen` holds for what the child has written
+    /// on stderr so far, the child is killed with SIGKILL, as a crash would stop it.
+    public static func run(
+        _ executable: String, _ arguments: [String], environment: [String: String]? = nil, killWhen: ((String) -> Bool)? = nil
+    ) throws -> Result {
         var output: [Int32] = [-1, -1]
         var errors: [Int32] = [-1, -1]
         guard satchel_pipe_cloexec(&output) == 0 else { throw Failure(description: "pipe: \(String(cString: strerror(errno)))") }
@@ -69,7 +72,11 @@ public enum ChildProcess {
             close(output[0]); close(errors[0])
             throw Failure(description: "cannot run \(executable): \(String(cString: strerror(spawned)))")
         }
-        let (stdout, stderr) = drain(output[0], errors[0])
+        let (stdout, stderr) = drain(output[0], errors[0]) { stderr in
+            guard let killWhen, killWhen(String(decoding: stderr, as: UTF8.self)) else { return false }
+            kill(pid, SIGKILL)
+            return true
+        }
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
         // WIFSIGNALED / WTERMSIG / WEXITSTATUS, which Swift does not import (macros).
@@ -78,10 +85,26 @@ public enum ChildProcess {
         return Result(status: (status >> 8) & 0xff, signaled: false, stdout: stdout, stderr: stderr)
     }
 
+    /// ``run(_:_:environment:killWhen:)`` waiting on a thread of its own, not one of the
+    /// concurrency pool's (two, on two cores): a test waiting for a child must not starve the
+    /// in-process servers other tests run meanwhile.
+    public static func detached(
+        _ executable: String, _ arguments: [String], environment: [String: String]? = nil,
+        killWhen: (@Sendable (String) -> Bool)? = nil
+    ) async throws -> Result {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread.detachNewThread {
+                continuation.resume(with: Swift.Result { try run(executable, arguments, environment: environment, killWhen: killWhen) })
+            }
+        }
+    }
+
     /// Reads both pipes to their ends (together, so that a child filling one cannot block),
-    /// then closes them.
-    private static func drain(_ first: Int32, _ second: Int32) -> (Data, Data) {
+    /// then closes them. `stop` sees the second pipe's data after each read, until it returns
+    /// true.
+    private static func drain(_ first: Int32, _ second: Int32, stop: (Data) -> Bool) -> (Data, Data) {
         var data = [Data(), Data()]
+        var stopped = false
         var fds = [pollfd(fd: first, events: Int16(POLLIN), revents: 0), pollfd(fd: second, events: Int16(POLLIN), revents: 0)]
         var buffer = [UInt8](repeating: 0, count: 65536)
         while fds.contains(where: { $0.fd >= 0 }) {
@@ -93,6 +116,7 @@ public enum ChildProcess {
                 let n = read(fds[index].fd, &buffer, buffer.count)
                 if n > 0 {
                     data[index].append(contentsOf: buffer[0..<n])
+                    if index == 1 && !stopped { stopped = stop(data[1]) }
                 } else if n == 0 || errno != EINTR {
                     close(fds[index].fd)
                     fds[index].fd = -1  // poll skips negative descriptors
