@@ -123,6 +123,15 @@ let package = Package(
             ],
             swiftSettings: settings
         ),
+        // The README's Swift tours, extracted at build time and run as written.
+        .executableTarget(name: "ReadmeTourGenerator", path: "Tests/ReadmeTourGenerator", swiftSettings: settings),
+        .plugin(name: "ReadmeTour", capability: .buildTool(), dependencies: ["ReadmeTourGenerator"], path: "Plugins/ReadmeTour"),
+        .testTarget(
+            name: "ReadmeTests",
+            dependencies: ["Satchel", "SatchelSync", "SatchelTestSupport"],
+            swiftSettings: settings,
+            plugins: ["ReadmeTour"]
+        ),
         .testTarget(
             name: "SatchelRhoConnectTests",
             dependencies: [

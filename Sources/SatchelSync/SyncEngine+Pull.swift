@@ -54,6 +54,7 @@ extension SyncEngine {
                     cumulativeCount: page.count)))
             }
             try storage { try rewriteReferences(to: definition.name, renames: Dictionary(outcome.links, uniquingKeysWith: { _, last in last })) }
+            for (local, server) in outcome.links { report.serverIDs[definition.name, default: [:]][local] = server }
             if !page.errors.isEmpty {
                 emit(.sync(SyncNotification(
                     status: .error, model: definition.name, errorCode: .rejectedRecords,

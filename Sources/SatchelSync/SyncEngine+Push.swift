@@ -200,6 +200,7 @@ extension SyncEngine {
             }
         }
         try rewriteReferences(to: definition.name, renames: Dictionary(renamed, uniquingKeysWith: { _, last in last }))
+        for (local, server) in renamed { report.serverIDs[definition.name, default: [:]][local] = server }
         report.accepted += accepted
         report.rejected += rejected
         if !renamed.isEmpty { emit(.objects(ObjectNotification(model: definition.name, created: renamed.map(\.to)))) }

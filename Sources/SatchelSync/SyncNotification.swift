@@ -85,6 +85,10 @@ public struct SyncReport: Sendable, Hashable {
     public var schemaChanged = false
     /// Whether an unknown client was reset and synced again.
     public var clientWasReset = false
+    /// The ids the server gave objects created here, per model: local id → server id. The object
+    /// (and every reference to it) now has the server's id; an app that holds the local id
+    /// follows it here (`report.serverIDs["Product"]?[id] ?? id`).
+    public var serverIDs: [String: [String: String]] = [:]
 
     public init() {}
 }

@@ -240,6 +240,9 @@ public enum SyncConformance {
         if customerID != "c-local" {
             #expect(try device.client.model("Customer").find("c-local") == nil)
             #expect(device.log.objects("Customer").created.contains(customerID))
+            #expect(report.serverIDs["Customer"] == ["c-local": customerID], "the report says which id the server gave")
+        } else {
+            #expect(report.serverIDs.isEmpty)
         }
         try await device.engine.sync()
         try await device.expectConverged(["Customer", "Order"])
