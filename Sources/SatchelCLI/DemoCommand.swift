@@ -28,7 +28,8 @@ struct DemoCommand: AsyncParsableCommand {
         defer { try? store.close() }
         say("Satchel demo: store at \(path)")
 
-        // 1. Models: three synced property bags in the user partition, one local model.
+        // 1. Models: three synced property bags in the user partition, and a local model (kept
+        // on this device, never synced) for the app's settings.
         let products = try store.model("Product")
         let customers = try store.model("Customer")
         // An order's `customer` holds a customer's id: sync renames follow it.
@@ -98,10 +99,11 @@ struct DemoCommand: AsyncParsableCommand {
 
         // 6. The change log: what the next sync will push.
         section("pending changes")
-        for model in [products, customers, orders, settings] {
+        for model in [products, customers, orders] {
             let statistics = try model.statistics()
             say("\(model.name): \(statistics.objects) objects, pending create \(statistics.pendingCreates), update \(statistics.pendingUpdates), delete \(statistics.pendingDeletes)")
         }
+        say("\(settings.name): \(try settings.count()) object, nothing pending: a local model (the app's own settings) never syncs")
 
         // 7. Sync with a server (in memory here; RhoConnect, Kinto… behind the same protocol).
         try await sync(store, products: products, orders: orders, customers: customers, placed: placed)
@@ -110,7 +112,7 @@ struct DemoCommand: AsyncParsableCommand {
         let report = try store.verify()
         section("check")
         say("\(report.keys) keys, \(report.objects) objects, \(report.pendingChanges) pending changes: \(report.isHealthy ? "ok" : "\(report.problemCount) problems")")
-        say("\nexplore it: satchel --db \(path) find Product --where brand=\(brand.stringValue ?? "")")
+        say("\nexplore it: \(Self.invocation) --db \(path) find Product --where brand=\(brand.stringValue ?? "") --limit 3")
         if !report.isHealthy { throw ExitCode.failure }
     }
 
@@ -128,8 +130,9 @@ struct DemoCommand: AsyncParsableCommand {
         let first = try await engine.sync()
         let seen = counts.withLock { $0 }
         say("first sync of \(first.models.joined(separator: ", ")) (customers before the orders that refer to them): "
-            + "pushed \(first.accepted) changes, pulled \(first.pulled) objects; notifications: "
-            + seen.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.key.rawValue) \($0.value)" }.joined(separator: ", "))
+            + "pushed \(first.accepted) changes, pulled \(first.pulled) objects")
+        say("  its notifications: \(seen[.inProgress] ?? 0) inProgress (a push done or a page applied), "
+            + "\(seen[.ok] ?? 0) ok (a model done), \(seen[.complete] ?? 0) complete (the whole sync)")
         let order = try require(try orders.findFirst(where: ["total": 39.98]), "the placed order")
         let owner = try require(try customers.find(order["customer"]?.stringValue ?? ""), "its customer")
         say("the server gave objects its own ids: order \(placed.id) is now \(order.id), "
@@ -154,6 +157,14 @@ struct DemoCommand: AsyncParsableCommand {
         try await engine.sync()
         say("resolve(\(product.id), .rollback) and sync → price \(try products.find(product.id)?["price"] ?? .null); "
             + "pending changes \(try store.pendingChanges().count), errors \(try store.recordErrors().count)")
+    }
+
+    /// How to run this program again, as typed: its path when it was started by one (`swift run`
+    /// starts `.build/debug/satchel`), else its name, found on `PATH`.
+    static var invocation: String {
+        let program = CommandLine.arguments[0]
+        guard program.contains("/") else { return program }
+        return URL(fileURLWithPath: program).standardizedFileURL.path
     }
 
     private func say(_ text: String) { Output.line(text) }

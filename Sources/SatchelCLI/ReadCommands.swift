@@ -8,9 +8,11 @@ struct FindCommand: ParsableCommand {
         abstract: "Query a model.",
         discussion: """
             Prints the matching objects as JSON, one per line. --where takes ATTR OP VALUE in one argument with OP one \
-            of = != < <= > >= ^= (prefix) ~= (contains) in (comma list); VALUE is read as JSON when it parses, else as \
-            a string; several --where are and-ed. Attribute paths may reach into objects with dots (address.city). \
-            --id of a missing object prints nothing and exits 1.
+            of = (or ==) != < <= > >= ^= (prefix) ~= (contains) in (comma list); VALUE is read as JSON when it parses, \
+            else as a string; a VALUE that is empty or starts with an operator character must be quoted as JSON \
+            (name="" or name="=x"). Several --where are and-ed. Attribute paths may reach into objects with dots \
+            (address.city). --order takes ATTR, ATTR:asc or ATTR:desc. --id of a missing object prints one line on \
+            stderr and exits 1. A model the store does not have is an error.
             """
     )
 
@@ -18,32 +20,50 @@ struct FindCommand: ParsableCommand {
     @Argument(help: "The model.") var model: String
     @Option(help: "Only the object with this id.") var id: String?
     @Option(name: .customLong("where"), help: "A condition ATTR OP VALUE, e.g. brand=Acme or 'price < 100'.") var conditions: [String] = []
-    @Option(help: ArgumentHelp("Order by ATTR, ascending, or ATTR:desc; repeat for more keys.", valueName: "attr[:desc]"))
+    @Option(help: ArgumentHelp("Order by ATTR, ascending, or ATTR:desc (ATTR:asc); repeat for more keys.", valueName: "attr[:desc]"))
     var order: [String] = []
-    @Option(help: "At most this many objects.") var limit: Int?
-    @Option(help: "Skip this many objects first.") var offset = 0
+    @Option(parsing: .unconditional, help: "At most this many objects (a positive integer).") var limit: Int?
+    @Option(parsing: .unconditional, help: "Skip this many objects first.") var offset = 0
     @Option(help: ArgumentHelp("Only these attributes (comma list).", valueName: "a,b")) var select: String?
     @Flag(help: "Print the number of matches instead of the objects.") var count = false
     @Flag(help: "Print how the query runs (index or scan) instead of running it.") var explain = false
 
-    func run() throws {
+    func validate() throws {
+        if let limit, limit < 1 { throw ValidationError("--limit must be a positive integer, not \(limit)") }
+        if offset < 0 { throw ValidationError("--offset must be zero or a positive integer, not \(offset)") }
+        _ = try query()
+    }
+
+    /// The query the options ask; a malformed condition or order key is a usage error.
+    func query() throws -> Query {
         var condition = try conditions.map { try WhereClause(parsing: $0).condition }.reduce(Condition.all, &&)
         if let id { condition = Field.id == .string(id) && condition }
-        let sortKeys = try order.map { text -> SortKey in
-            if text.hasSuffix(":desc") { return .descending(Field(String(text.dropLast(5)))) }
-            if text.hasSuffix(":asc") { return .ascending(Field(String(text.dropLast(4)))) }
-            guard !text.isEmpty else { throw SatchelError(.invalidArgument, "--order needs an attribute") }
-            return .ascending(Field(text))
-        }
+        let sortKeys = try order.map(Self.sortKey)
         let projection = select.map { $0.split(separator: ",").map { Field(String($0)) } }
-        let query = Query(where: condition, order: sortKeys, limit: limit, offset: offset, select: projection)
-        let printed = try store.withStore { store -> Int in
-            // Reading never registers a model: an unknown model has no objects.
-            guard let model = store.existingModel(model) else {
-                if explain { Output.line("no model named '\(self.model)': nothing to read") }
-                if count { Output.line("0") }
-                return 0
+        return Query(where: condition, order: sortKeys, limit: limit, offset: offset, select: projection)
+    }
+
+    /// `ATTR`, `ATTR:asc` or `ATTR:desc`.
+    static func sortKey(_ text: String) throws -> SortKey {
+        var attribute = Substring(text)
+        var descending = false
+        if let colon = text.lastIndex(of: ":") {
+            switch text[text.index(after: colon)...] {
+            case "asc": break
+            case "desc": descending = true
+            default: throw ValidationError("--order takes ATTR, ATTR:asc or ATTR:desc, not '\(text)'")
             }
+            attribute = text[..<colon]
+        }
+        guard !attribute.isEmpty else { throw ValidationError("--order needs an attribute: ATTR, ATTR:asc or ATTR:desc") }
+        let field = Field(String(attribute))
+        return descending ? .descending(field) : .ascending(field)
+    }
+
+    func run() throws {
+        let query = try query()
+        let printed = try store.withStore { store -> Int in
+            let model = try store.existingModel(named: model)
             if explain {
                 Output.line(try model.explain(query).description)
                 return 1
@@ -55,9 +75,15 @@ struct FindCommand: ParsableCommand {
                 if !count { Output.line(document.description) }
             }
             if count { Output.line(String(n)) }
+            if let id, n == 0 {
+                let exists = try model.find(id) != nil
+                throw SatchelError(
+                    .notFound, exists ? "object '\(id)' of \(model.name) does not match the conditions" : "no object '\(id)' in \(model.name)",
+                    model: model.name, objectID: id)
+            }
             return n
         }
-        if id != nil && printed == 0 && !explain { throw ExitCode.failure }
+        _ = printed
     }
 }
 
@@ -101,8 +127,9 @@ struct IndexCommand: ParsableCommand {
 
     func run() throws {
         try store.withStore { store in
+            // Indexes belong to a model the store has: `put` and `import` make models, not this.
+            let model = try store.existingModel(named: self.model)
             if list {
-                guard let model = store.existingModel(model) else { return }
                 for index in try model.indexes {
                     let kind = index.definition.kind == .arrayElements ? "elements" : index.definition.storesDocuments ? "value" : "value, keys only"
                     Output.line("\(index.definition)\t\(kind)\t\(index.isReady ? "ready" : "incomplete")\t\(index.entries) entries")
@@ -111,7 +138,7 @@ struct IndexCommand: ParsableCommand {
             }
             if let drop {
                 let definition = try definition(drop)
-                guard let model = store.existingModel(model), try model.dropIndex(definition) else {
+                guard try model.dropIndex(definition) else {
                     throw SatchelError(.notFound, "model '\(self.model)' has no index \(definition)")
                 }
                 Output.line("dropped index \(definition) of \(self.model)")
@@ -119,7 +146,6 @@ struct IndexCommand: ParsableCommand {
             }
             guard let attributes else { throw SatchelError(.invalidArgument, "name the attributes to index, or use --list or --drop") }
             let definition = try definition(attributes)
-            let model = try store.model(model)
             let bar = Output.stderrIsTerminal ? ProgressBar() : nil
             try model.createIndex(definition) { progress in
                 bar?.draw(fraction: progress.total > 0 ? Double(progress.processed) / Double(progress.total) : 1,
@@ -202,10 +228,11 @@ struct RepairCommand: ParsableCommand {
     @OptionGroup var store: StoreOptions
 
     func run() throws {
-        guard FileManager.default.fileExists(atPath: store.path) else {
-            throw SatchelError(.storeMissing, "no store at \(store.path)")
+        let path = try store.path()
+        guard FileManager.default.fileExists(atPath: path) else {
+            throw SatchelError(.storeMissing, "no store at \(path)")
         }
-        let report = try Store.repair(path: store.path)
+        let report = try Store.repair(path: path)
         for problem in report.problems { Output.line("problem: \(problem)") }
         Output.line("repaired: \(report.models) models, \(report.objects) objects, \(report.pendingChanges) pending changes; "
             + (report.isHealthy ? "ok" : "\(report.problemCount) problems remain"))

@@ -10,9 +10,11 @@ struct SatchelCommand: AsyncParsableCommand {
         commandName: "satchel",
         abstract: "An embedded document store with sync, on LevelDB.",
         discussion: """
-            Every command works on the store directory given by --db (default: $SATCHEL_DB, else ./satchel.db), \
-            created when missing. Documents print as JSON, one per line, keys sorted, the id under "object".
+            Every command works on the store directory given by --db (or $SATCHEL_DB). Commands that write objects \
+            (put, import, sync) create it when missing; the others need it to exist. Documents print as JSON, one per \
+            line, keys sorted, the id under "object".
             """,
+        version: SatchelCommand.version,
         subcommands: [
             ImportCommand.self, IndexCommand.self, PutCommand.self, UpdateCommand.self, DeleteCommand.self, FindCommand.self,
             StatsCommand.self, CheckCommand.self, RepairCommand.self, SyncCommand.self, ErrorsCommand.self, ResolveCommand.self,
@@ -24,8 +26,16 @@ struct SatchelCommand: AsyncParsableCommand {
     /// value to the subcommand's option group of the same type.
     @OptionGroup var store: StoreOptions
 
+    /// This build's version (the newest entry of CHANGELOG.md).
+    static let version = "0.1.0"
+
     /// Runs the command; any error becomes one line on stderr and a non-zero exit.
     static func main() async {
+        if let word = unknownCommand(in: Array(CommandLine.arguments.dropFirst())) {
+            let hint = Names.suggestion(for: word, among: commandNames).map { "; did you mean '\($0)'?" } ?? ""
+            Output.error("'\(word)' is not a satchel command\(hint) (see 'satchel help')")
+            Foundation.exit(ExitCode.validationFailure.rawValue)
+        }
         do {
             var command = try parseAsRoot()
             if var command = command as? any AsyncParsableCommand {
@@ -53,18 +63,64 @@ struct SatchelCommand: AsyncParsableCommand {
     }
 }
 
+extension SatchelCommand {
+    /// The subcommands' names, and `help`.
+    static var commandNames: [String] { configuration.subcommands.compactMap { $0.configuration.commandName } + ["help"] }
+
+    /// The first word of `arguments` in a subcommand's place, when it names none (`satchel fnd`):
+    /// ArgumentParser would report it as unexpected arguments of the root command.
+    static func unknownCommand(in arguments: [String]) -> String? {
+        var index = 0
+        while index < arguments.count {
+            let word = arguments[index]
+            if word == "--db" {
+                index += 2  // the option and its value
+                continue
+            }
+            if word.hasPrefix("-") { return nil }  // --db=DIR, --help, --version: ArgumentParser's
+            return commandNames.contains(word) ? nil : word
+        }
+        return nil
+    }
+}
+
 /// Options every command shares.
 struct StoreOptions: ParsableArguments {
-    @Option(name: .long, help: ArgumentHelp("The store directory.", valueName: "dir"))
+    @Option(name: .long, help: ArgumentHelp("The store directory (default: $SATCHEL_DB).", valueName: "dir"))
     var db: String?
 
-    var path: String { db ?? ProcessInfo.processInfo.environment["SATCHEL_DB"] ?? "satchel.db" }
+    /// The store's directory: `--db`, else `$SATCHEL_DB`; neither is a usage error (a store
+    /// silently made in the current directory answers no question right).
+    func path() throws -> String {
+        if let db, !db.isEmpty { return db }
+        if let path = ProcessInfo.processInfo.environment["SATCHEL_DB"], !path.isEmpty { return path }
+        throw ValidationError("no store given: pass --db DIR (or set SATCHEL_DB)")
+    }
 
-    /// Opens the store, runs `body`, and closes the store even when `body` fails.
-    func withStore<T>(_ body: (Store) throws -> T) throws -> T {
-        let store = try Store(path: path)
+    /// Opens the store, runs `body`, and closes the store even when `body` fails. Only commands
+    /// that write objects (`creating`) make a store that does not exist; the others fail with
+    /// `storeMissing`.
+    func withStore<T>(creating: Bool = false, _ body: (Store) throws -> T) throws -> T {
+        let store = try open(creating: creating)
         defer { try? store.close() }
         return try body(store)
+    }
+
+    func open(creating: Bool) throws -> Store {
+        var configuration = Store.Configuration()
+        configuration.createIfMissing = creating
+        return try Store(path: try path(), configuration: configuration)
+    }
+}
+
+extension Store {
+    /// The model named `name`, or an error naming the models the store has, nearest first: a
+    /// question about a model the store has never seen gets no silent empty answer.
+    func existingModel(named name: String) throws -> Model {
+        if let model = existingModel(name) { return model }
+        let names = Names.nearestFirst(to: name, among: models.map(\.name))
+        let known = names.isEmpty ? "the store has no models" : "the store has \(names.joined(separator: ", "))"
+        throw SatchelError(.notFound, "no model named '\(name)': \(known)", model: name)
     }
 }
 
@@ -72,7 +128,11 @@ struct StoreOptions: ParsableArguments {
 enum Output {
     static func line(_ text: String) { print(text) }
 
-    static func error(_ message: String) {
+    /// The one line of a failure, on stderr.
+    static func error(_ message: String) { note(message) }
+
+    /// A line on stderr, where scripts reading stdout do not see it.
+    static func note(_ message: String) {
         FileHandle.standardError.write(Data("satchel: \(message)\n".utf8))
     }
 

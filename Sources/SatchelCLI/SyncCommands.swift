@@ -84,12 +84,14 @@ struct DisconnectedBackend: SyncBackend {
     func push(_ request: PushRequest) async throws -> [PushResult] { throw unavailable() }
 }
 
-/// Runs `body` with a store and an engine on the backend the options name.
+/// Runs `body` with a store and an engine on the backend the options name; only a sync makes a
+/// store that does not exist (`creating`).
 func withEngine<T>(
-    _ options: StoreOptions, _ backendOptions: BackendOptions, pageSize: Int? = nil, _ body: (SyncEngine) async throws -> T
+    _ options: StoreOptions, _ backendOptions: BackendOptions, pageSize: Int? = nil, creating: Bool = false,
+    _ body: (SyncEngine) async throws -> T
 ) async throws -> T {
     let backend = try backendOptions.connect()
-    let store = try Store(path: options.path)
+    let store = try options.open(creating: creating)
     defer { try? store.close() }
     var configuration = SyncEngine.Configuration()
     if let pageSize { configuration.pageSize = pageSize }
@@ -124,10 +126,10 @@ struct SyncCommand: AsyncParsableCommand {
 
     func run() async throws {
         // A model named here that the store does not know yet is a property bag to sync.
-        try store.withStore { store in
+        try store.withStore(creating: true) { store in
             for name in models where store.existingModel(name) == nil { _ = try store.register(ModelDefinition(name: name)) }
         }
-        let report = try await withEngine(store, server, pageSize: pageSize) { engine in
+        let report = try await withEngine(store, server, pageSize: pageSize, creating: true) { engine in
             await engine.setEventHandler { event in
                 if case .sync(let notification) = event { Output.line(notification.description) }
             }
@@ -149,7 +151,7 @@ struct ErrorsCommand: ParsableCommand {
 
     func run() throws {
         try store.withStore { store in
-            if let model, store.existingModel(model) == nil { throw SatchelError(.notFound, "no model named '\(model)'", model: model) }
+            if let model { _ = try store.existingModel(named: model) }
             for error in try store.recordErrors(model: model) { Output.line(error.json.description) }
         }
     }

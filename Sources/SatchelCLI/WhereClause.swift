@@ -1,16 +1,21 @@
+import ArgumentParser
 import Satchel
 
 /// One `--where` condition of `satchel find`: `ATTR OP VALUE` in one argument.
 ///
-/// OP is one of `=` `!=` `<` `<=` `>` `>=` `^=` (prefix) `~=` (contains) or `in` (a comma list,
-/// written with spaces around it: `brand in Acme,Globex`). The first operator in the text splits
-/// it, so attribute names cannot contain operator characters. Spaces around the attribute and the
-/// value are ignored. VALUE is read as JSON when it parses, else as a string (`price=10` is the
-/// number 10, `name=Widget` and `name="10"` are strings); each element of an `in` list is read
-/// the same way on its own.
+/// OP is one of `=` (or `==`) `!=` `<` `<=` `>` `>=` `^=` (prefix) `~=` (contains) or `in` (a
+/// comma list, written with spaces around it: `brand in Acme,Globex`). The first operator in the
+/// text splits it, so attribute names cannot contain operator characters. Spaces around the
+/// attribute and the value are ignored. VALUE is read as JSON when it parses, else as a string
+/// (`price=10` is the number 10, `name=Widget` and `name="10"` are strings); each element of an
+/// `in` list is read the same way on its own.
+///
+/// A mistake is a usage error, never a silent other question: a VALUE (or list element) that is
+/// empty or starts with an operator character (`price<<100`, `brand= =Acme`) must be written as a
+/// JSON string (`name=""`, `name="<b>"`).
 struct WhereClause: Equatable {
     enum Operator: String, CaseIterable {
-        case equal = "=", notEqual = "!=", less = "<", lessOrEqual = "<=", greater = ">", greaterOrEqual = ">="
+        case equal = "=", doubleEqual = "==", notEqual = "!=", less = "<", lessOrEqual = "<=", greater = ">", greaterOrEqual = ">="
         case beginsWith = "^=", contains = "~=", oneOf = "in"
     }
 
@@ -19,7 +24,12 @@ struct WhereClause: Equatable {
     var value: JSONValue
 
     /// Symbolic operators, longest first so `<=` wins over `<` at the same place.
-    private static let symbols: [Operator] = [.notEqual, .lessOrEqual, .greaterOrEqual, .beginsWith, .contains, .equal, .less, .greater]
+    private static let symbols: [Operator] = [
+        .doubleEqual, .notEqual, .lessOrEqual, .greaterOrEqual, .beginsWith, .contains, .equal, .less, .greater,
+    ]
+    /// The characters operators are made of: a value starting with one is a typo.
+    private static let operatorCharacters: Set<Unicode.Scalar> = ["=", "!", "<", ">", "^", "~"]
+    static let operatorList = "= == != < <= > >= ^= ~= in"
 
     init(attribute: String, op: Operator, value: JSONValue) {
         self.attribute = attribute
@@ -48,27 +58,28 @@ struct WhereClause: Equatable {
             i += 1
         }
         guard let found else {
-            throw SatchelError(.invalidArgument, "condition '\(text)' has no operator (use = != < <= > >= ^= ~= or in)")
+            throw ValidationError("condition '\(text)' has no operator (use \(Self.operatorList))")
         }
         var attributeText = String(String.UnicodeScalarView(scalars[..<found.index]))
         var valueText = String(String.UnicodeScalarView(scalars[(found.index + found.length)...]))
         attributeText = attributeText.trimmingSpaces
         valueText = valueText.trimmingSpaces
-        guard !attributeText.isEmpty else { throw SatchelError(.invalidArgument, "condition '\(text)' has no attribute") }
+        guard !attributeText.isEmpty else { throw ValidationError("condition '\(text)' has no attribute") }
         attribute = attributeText
-        op = found.op
+        op = found.op == .doubleEqual ? .equal : found.op
         if op == .oneOf {
-            value = .array(valueText.split(separator: ",", omittingEmptySubsequences: false).map { Self.readValue(String($0).trimmingSpaces) })
+            let elements = valueText.split(separator: ",", omittingEmptySubsequences: false).map { String($0).trimmingSpaces }
+            value = .array(try elements.map { try Self.readValue($0, in: text) })
         } else {
-            value = Self.readValue(valueText)
+            value = try Self.readValue(valueText, in: text)
         }
     }
 
-    /// The clause as a condition, with Satchel's semantics (DESIGN §3).
+    /// The clause as a condition, with Satchel's query semantics (docs/QUERIES.md).
     var condition: Condition {
         let field = Field(attribute)
         switch op {
-        case .equal: return field == value
+        case .equal, .doubleEqual: return field == value
         case .notEqual: return field != value
         case .less: return field < value
         case .lessOrEqual: return field <= value
@@ -83,9 +94,18 @@ struct WhereClause: Equatable {
         }
     }
 
-    /// JSON when it parses, else the text as a string.
-    static func readValue(_ text: String) -> JSONValue {
-        (try? JSONValue(parsing: text)) ?? .string(text)
+    /// JSON when it parses, else the text as a string; empty text, or text that starts with an
+    /// operator character, must be quoted.
+    static func readValue(_ text: String, in clause: String) throws -> JSONValue {
+        if let json = try? JSONValue(parsing: text) { return json }
+        guard let first = text.unicodeScalars.first else {
+            throw ValidationError("condition '\(clause)' has an empty value (write \"\" for the empty string)")
+        }
+        if operatorCharacters.contains(first) {
+            throw ValidationError(
+                "condition '\(clause)': the value '\(text)' starts with an operator character (operators: \(operatorList); quote a value that starts so, as in name=\"\(text)\")")
+        }
+        return .string(text)
     }
 }
 

@@ -25,7 +25,7 @@ struct ImportCommand: ParsableCommand {
     func run() throws {
         let style = progress == .auto ? (Output.stderrIsTerminal ? .bar : .none) : progress
         let bar = ProgressBar()
-        let count = try store.withStore { store in
+        let count = try store.withStore(creating: true) { store in
             try store.importObjects(
                 from: URL(fileURLWithPath: file), into: try store.model(model), batchSize: batchSize
             ) { state in
@@ -78,7 +78,7 @@ struct PutCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "put",
         abstract: "Store one object: replaces the object with its \"object\" id, or creates one with a new id.",
-        discussion: "Prints the stored object, or nothing when the null rule deleted it."
+        discussion: "Prints the stored object; when the null rule deleted it (no attribute left), one line on stderr says so."
     )
 
     @OptionGroup var store: StoreOptions
@@ -87,16 +87,27 @@ struct PutCommand: ParsableCommand {
 
     func run() throws {
         var attributes = try parseObjectArgument(json)
-        let stored = try store.withStore { store -> Document? in
+        let id = attributes.removeValue(forKey: Document.idAttribute)
+        let stored = try store.withStore(creating: true) { store -> Document? in
             let model = try store.model(model)
-            switch attributes.removeValue(forKey: Document.idAttribute) {
+            switch id {
             case .string(let id)?: return try model.save(Document(id: id, attributes: attributes))
             case nil, .null?: return try model.create(attributes)
             case let other?:
                 throw SatchelError(.invalidDocument, "the object id ('object') must be a string, got \(other)")
             }
         }
-        if let stored { Output.line(stored.description) }
+        report(stored, model: model, id: id?.stringValue)
+    }
+}
+
+/// Prints a stored object on stdout, or, when the null rule deleted it, says so on stderr (so a
+/// script reading stdout sees no document).
+func report(_ stored: Document?, model: String, id: String?) {
+    if let stored {
+        Output.line(stored.description)
+    } else {
+        Output.note("deleted \(model) \(id ?? "object"): no attribute left (null removes an attribute)")
     }
 }
 
@@ -104,7 +115,7 @@ struct UpdateCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "update",
         abstract: "Merge attributes into an object: each given attribute replaces the old value; null removes it.",
-        discussion: "Prints the stored object, or nothing when the null rule deleted it."
+        discussion: "Prints the stored object; when the null rule deleted it (no attribute left), one line on stderr says so."
     )
 
     @OptionGroup var store: StoreOptions
@@ -115,12 +126,9 @@ struct UpdateCommand: ParsableCommand {
     func run() throws {
         let attributes = try parseObjectArgument(json)
         let stored = try store.withStore { store in
-            guard let model = store.existingModel(model) else {
-                throw SatchelError(.notFound, "no model named '\(model)'")
-            }
-            return try model.update(id, with: attributes)
+            try store.existingModel(named: model).update(id, with: attributes)
         }
-        if let stored { Output.line(stored.description) }
+        report(stored, model: model, id: id)
     }
 }
 
@@ -136,7 +144,7 @@ struct DeleteCommand: ParsableCommand {
 
     func run() throws {
         let existed = try store.withStore { store in
-            try store.existingModel(model)?.destroy(id) ?? false
+            try store.existingModel(named: model).destroy(id)
         }
         if !existed { throw SatchelError(.notFound, "model '\(model)' has no object '\(id)'") }
     }

@@ -204,11 +204,19 @@ public actor SyncEngine {
                 guard failure.isRetryable, attempt < configuration.retry.maxAttempts else { throw failure }
                 try checkStopped()
                 let delay = configuration.retry.delay(after: attempt, serverAsked: failure.retryAfter, random: configuration.random())
-                emit(.sync(SyncNotification(status: .error, errorCode: failure.code, message: "\(failure.message); retrying in \(delay)")))
+                emit(.sync(SyncNotification(status: .error, errorCode: failure.code, message: "\(failure.message); retrying in \(Self.rounded(delay))")))
                 try await configuration.sleep(delay)
                 attempt += 1
             }
         }
+    }
+
+    /// A wait as people read it: `0.6 s`, `2 s`, `31 s` (tenths below 10 seconds).
+    static func rounded(_ duration: Duration) -> String {
+        let (seconds, attoseconds) = duration.components
+        let value = Double(seconds) + Double(attoseconds) / 1e18
+        let rounded = value < 10 ? (value * 10).rounded() / 10 : value.rounded()
+        return rounded == rounded.rounded() ? "\(Int(rounded)) s" : "\(rounded) s"
     }
 
     /// Any error as a SyncError: the store's as `.storage`, an unknown one as `.network`.

@@ -6,6 +6,11 @@ import Testing
 
 /// Runs the built `satchel` executable.
 enum CLI {
+    struct Failure: Error, CustomStringConvertible {
+        var description: String
+        init(_ description: String) { self.description = description }
+    }
+
     struct Result {
         var status: Int32
         var stdout: String
@@ -62,7 +67,8 @@ struct CLITests {
         #expect(again.status == 1)
         #expect(again.stderr.contains("no object"))
         #expect(try await CLI.run(["--db", db, "find", "Product", "--count"]).lines == ["0"])
-        #expect(try await CLI.run(["--db", db, "find", "Nothing", "--count"]).lines == ["0"])
+        let unknown = try await CLI.run(["--db", db, "find", "Nothing", "--count"])
+        #expect(unknown.status == 1 && unknown.stdout.isEmpty, "a model the store never saw is no empty answer")
     }
 
     @Test("bad input gives one line on stderr and a non-zero exit, changing nothing", arguments: [
@@ -237,6 +243,14 @@ struct CLITests {
         #expect(result.stdout.contains("pushed 1051 changes"))
         #expect(result.stdout.contains("1 change refused"))
         #expect(result.stdout.contains("pending changes 0, errors 0"))
+        #expect(result.stdout.contains("1 complete (the whole sync)"), "notifications are explained")
+        #expect(result.stdout.contains("Setting: 1 object, nothing pending: a local model"))
+        // The command the demo suggests works as printed.
+        let explore = try #require(result.lines.last { $0.hasPrefix("explore it: ") })
+        let words = explore.dropFirst("explore it: ".count).split(separator: " ").map(String.init)
+        let suggested = try await ChildProcess.detached(words[0], Array(words.dropFirst()))
+        #expect(suggested.status == 0, "\(explore): \(String(decoding: suggested.stderr, as: UTF8.self))")
+        #expect(String(decoding: suggested.stdout, as: UTF8.self).split(separator: "\n").count == 3)
         let reopened = try Store(path: directory.child("demo"))
         defer { try? reopened.close() }
         #expect(try reopened.model("Order").count() == 600, "one deleted on the server")

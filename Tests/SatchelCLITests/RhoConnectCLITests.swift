@@ -103,4 +103,16 @@ struct RhoConnectCLITests {
         #expect(again.status == 0 && !again.stdout.contains("userChanged"))
         await server.stop()
     }
+
+    @Test("a retried call says how long it waits, rounded")
+    func retryNotification() async throws {
+        let server = try await RhoConnectServer.start(try Fixture.named("products"))
+        let directory = TemporaryDirectory()
+        await server.sabotageNext("GET", "/app/v1/Product", status: 503, body: Data("busy".utf8))
+        let result = try await CLI.run(Self.sync(directory.child("db"), server, as: "ann", ["--model", "Product"]))
+        #expect(result.status == 0, "\(result.stderr)")
+        let retry = try #require(result.lines.first { $0.contains("retrying in") })
+        #expect(retry.range(of: #"retrying in [0-9]+(\.[0-9])? s""#, options: .regularExpression) != nil, "\(retry)")
+        await server.stop()
+    }
 }

@@ -135,11 +135,13 @@ struct TransactionTests {
         }
     }
 
+    // The child process that stops leaves its store behind: the parent owns the directory and
+    // removes it.
     @Test("a write from inside a block stops the program instead of deadlocking")
     func reentrancy() async {
-        await #expect(processExitsWith: .failure) {
-            let directory = TemporaryDirectory()
-            let store = try Store(path: directory.child("s"))
+        let directory = TemporaryDirectory()
+        await #expect(processExitsWith: .failure) { [path = directory.child("s") as String] in
+            let store = try Store(path: path)
             let products = try store.model("Product")
             try store.bulkUpdate { _ in
                 try products.create(["a": 1])
@@ -149,9 +151,9 @@ struct TransactionTests {
 
     @Test("a transaction used after its block stops the program")
     func escapedTransaction() async {
-        await #expect(processExitsWith: .failure) {
-            let directory = TemporaryDirectory()
-            let store = try Store(path: directory.child("s"))
+        let directory = TemporaryDirectory()
+        await #expect(processExitsWith: .failure) { [path = directory.child("s") as String] in
+            let store = try Store(path: path)
             let products = try store.model("Product")
             var escaped: Transaction?
             try store.bulkUpdate { tx in escaped = tx }

@@ -1,0 +1,134 @@
+import Foundation
+import Satchel
+import SatchelTestSupport
+import Testing
+
+/// A wrong question never gets a silent or wrong answer: each mistake as a user types it, its
+/// exit code (64, ArgumentParser's, for usage errors; 1 for the others), and its one line.
+@Suite("satchel: mistakes as typed")
+struct MistakeTests {
+    /// A store with two products and the models Product, Order and Customer.
+    struct Shop {
+        let directory = TemporaryDirectory()
+        var db: String { directory.child("db") }
+
+        init() async throws {
+            for (model, json) in [
+                ("Product", #"{"object":"p1","name":"Lamp","brand":"Acme","price":10}"#),
+                ("Product", #"{"object":"p2","name":"Kettle","brand":"","price":200}"#),
+                ("Order", #"{"object":"o1","total":3}"#), ("Customer", #"{"object":"c1","name":"Ann"}"#),
+            ] {
+                let put = try await CLI.run(["--db", db, "put", model, json])
+                guard put.status == 0 else { throw CLI.Failure("put failed: \(put.stderr)") }
+            }
+        }
+
+        func run(_ arguments: [String], environment: [String: String] = [:]) async throws -> CLI.Result {
+            try await CLI.run(["--db", db] + arguments, environment: environment)
+        }
+    }
+
+    /// The result is a failure with `status` and exactly one line on stderr holding `text`.
+    static func expectFailure(_ result: CLI.Result, _ status: Int32, _ text: String, sourceLocation: SourceLocation = #_sourceLocation) {
+        #expect(result.status == status, "exit \(result.status): \(result.stderr)", sourceLocation: sourceLocation)
+        let lines = result.stderr.split(separator: "\n")
+        #expect(lines.count == 1, "one line on stderr: \(result.stderr)", sourceLocation: sourceLocation)
+        #expect(result.stderr.contains(text), "\(result.stderr) says '\(text)'", sourceLocation: sourceLocation)
+        #expect(result.stdout.isEmpty, "nothing on stdout: \(result.stdout)", sourceLocation: sourceLocation)
+    }
+
+    @Test("--where: == is equality; a value starting with an operator, or empty and unquoted, is a usage error")
+    func whereMistakes() async throws {
+        let shop = try await Shop()
+        let doubled = try await shop.run(["find", "Product", "--where", "brand == Acme"])
+        #expect(doubled.status == 0 && doubled.lines == [#"{"brand":"Acme","name":"Lamp","object":"p1","price":10}"#])
+        Self.expectFailure(try await shop.run(["find", "Product", "--where", "price<<100"]), 64, "starts with an operator character")
+        Self.expectFailure(try await shop.run(["find", "Product", "--where", "brand= =Acme"]), 64, "starts with an operator character")
+        Self.expectFailure(try await shop.run(["find", "Product", "--where", "brand="]), 64, #"has an empty value (write "" for the empty string)"#)
+        Self.expectFailure(try await shop.run(["find", "Product", "--where", "brand in Acme,,Hooli"]), 64, "empty value")
+        let quoted = try await shop.run(["find", "Product", "--where", #"brand="""#])
+        #expect(quoted.status == 0 && quoted.lines.count == 1 && quoted.lines.first?.contains(#""object":"p2""#) == true)
+        let operatorInJSON = try await shop.run(["find", "Product", "--where", #"name="<b>""#, "--count"])
+        #expect(operatorInJSON.status == 0 && operatorInJSON.lines == ["0"])
+    }
+
+    @Test("a model the store has never seen is an error naming its models, nearest first; index makes no model")
+    func unknownModels() async throws {
+        let shop = try await Shop()
+        Self.expectFailure(try await shop.run(["find", "Nosuch"]), 1, "no model named 'Nosuch': the store has ")
+        let wrongCase = try await shop.run(["find", "product"])
+        Self.expectFailure(wrongCase, 1, "no model named 'product': the store has Product, ")
+        Self.expectFailure(try await shop.run(["find", "Prodcut", "--count"]), 1, "the store has Product,")
+        Self.expectFailure(try await shop.run(["index", "Nosuch", "a"]), 1, "no model named 'Nosuch'")
+        Self.expectFailure(try await shop.run(["index", "Nosuch", "--list"]), 1, "no model named 'Nosuch'")
+        Self.expectFailure(try await shop.run(["errors", "Nosuch"]), 1, "no model named 'Nosuch'")
+        let models = try await shop.run(["stats", "--json"]).lines.compactMap { try? JSONObject(parsing: $0)["model"]?.stringValue }
+        #expect(models.sorted() == ["Customer", "Order", "Product"], "index created no model")
+    }
+
+    @Test("--order takes ATTR, ATTR:asc or ATTR:desc only")
+    func orderSuffix() async throws {
+        let shop = try await Shop()
+        Self.expectFailure(try await shop.run(["find", "Product", "--order", "price:up"]), 64, "--order takes ATTR, ATTR:asc or ATTR:desc, not 'price:up'")
+        Self.expectFailure(try await shop.run(["find", "Product", "--order", ":desc"]), 64, "--order needs an attribute")
+        #expect(try await shop.run(["find", "Product", "--order", "price:desc", "--select", "price"]).lines == [
+            #"{"object":"p2","price":200}"#, #"{"object":"p1","price":10}"#,
+        ])
+    }
+
+    @Test("no --db (nor SATCHEL_DB) is a usage error; a read never creates a store")
+    func storeRequired() async throws {
+        let directory = TemporaryDirectory()
+        let missing = directory.child("nothing-here")
+        Self.expectFailure(try await CLI.run(["find", "Product"], environment: ["SATCHEL_DB": ""]), 64, "no store given: pass --db DIR (or set SATCHEL_DB)")
+        for read in [["find", "Product"], ["stats"], ["check"], ["errors"], ["index", "Product", "--list"]] {
+            Self.expectFailure(try await CLI.run(["--db", missing] + read), 1, "no store at \(missing)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: missing), "no store was made")
+        // SATCHEL_DB stands for --db; a write creates the store.
+        #expect(try await CLI.run(["put", "Product", #"{"object":"p1","a":1}"#], environment: ["SATCHEL_DB": missing]).status == 0)
+        #expect(try await CLI.run(["find", "Product", "--count"], environment: ["SATCHEL_DB": missing]).lines == ["1"])
+    }
+
+    @Test("a misspelled command is named, with the nearest one; --version prints the CHANGELOG's version")
+    func misspelledCommand() async throws {
+        let shop = try await Shop()
+        Self.expectFailure(try await shop.run(["fnd", "Product"]), 64, "'fnd' is not a satchel command; did you mean 'find'?")
+        Self.expectFailure(try await CLI.run(["imprt", "Product", "x.json"]), 64, "did you mean 'import'?")
+        Self.expectFailure(try await CLI.run(["frobnicate"]), 64, "'frobnicate' is not a satchel command (see 'satchel help')")
+        let version = try await CLI.run(["--version"])
+        #expect(version.status == 0)
+        let changelog = try String(contentsOf: Fixtures.directory.deletingLastPathComponent().appendingPathComponent("CHANGELOG.md"), encoding: .utf8)
+        let newest = changelog.split(separator: "\n").first { $0.hasPrefix("## 0.") || $0.hasPrefix("## 1.") }
+        #expect(newest.map { $0.dropFirst(3).hasPrefix(version.lines.first ?? "?") } == true, "\(version.stdout) vs \(String(describing: newest))")
+    }
+
+    @Test("--limit and --offset say what they take")
+    func limits() async throws {
+        let shop = try await Shop()
+        Self.expectFailure(try await shop.run(["find", "Product", "--limit", "-1"]), 64, "--limit must be a positive integer, not -1")
+        Self.expectFailure(try await shop.run(["find", "Product", "--limit", "0"]), 64, "--limit must be a positive integer, not 0")
+        Self.expectFailure(try await shop.run(["find", "Product", "--offset", "-2"]), 64, "--offset must be zero or a positive integer")
+        #expect(try await shop.run(["find", "Product", "--order", "price", "--limit", "1", "--offset", "1"]).lines.first?.contains("p2") == true)
+    }
+
+    @Test("find --id of a missing object: one line on stderr, exit 1")
+    func missingID() async throws {
+        let shop = try await Shop()
+        Self.expectFailure(try await shop.run(["find", "Product", "--id", "nope"]), 1, "no object 'nope' in Product")
+        Self.expectFailure(try await shop.run(["find", "Product", "--id", "p1", "--where", "price>100"]), 1, "object 'p1' of Product does not match the conditions")
+        #expect(try await shop.run(["find", "Product", "--id", "p1"]).status == 0)
+    }
+
+    @Test("an update the null rule turns into a delete says so on stderr; stdout stays empty")
+    func nullRuleDelete() async throws {
+        let shop = try await Shop()
+        let deleted = try await shop.run(["update", "Product", "p1", #"{"name":null,"brand":null,"price":null}"#])
+        #expect(deleted.status == 0)
+        #expect(deleted.stdout.isEmpty)
+        #expect(deleted.stderr == "satchel: deleted Product p1: no attribute left (null removes an attribute)\n")
+        #expect(try await shop.run(["find", "Product", "--id", "p1"]).status == 1)
+        let put = try await shop.run(["put", "Order", #"{"object":"o1","total":null}"#])
+        #expect(put.status == 0 && put.stdout.isEmpty && put.stderr.contains("deleted Order o1"))
+    }
+}
