@@ -1,6 +1,6 @@
 import Foundation
 
-/// Timing and the one-line report format of DESIGN §5:
+/// Timing and the one-line report format (docs/BENCHMARKS.md):
 /// `<measure> n=N satchel=X <unit> baseline_<name>=Y <unit> ratio=X/Y`.
 enum Report {
     /// Seconds taken by `body`, best of `repeats` runs (after one warm-up run when `warmUp`).

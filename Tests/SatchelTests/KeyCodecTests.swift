@@ -56,7 +56,7 @@ enum TupleGen {
     static let values = Generator<JSONValue, Shrink.None<JSONValue>>(run: { rng in value(&rng) })
 }
 
-/// The order the DESIGN specifies, written independently of the encoding.
+/// The order docs/KEY_LAYOUT.md specifies, written independently of the encoding.
 enum ReferenceOrder {
     static func rank(_ v: JSONValue) -> Int {
         switch v {

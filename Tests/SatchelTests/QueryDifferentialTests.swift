@@ -5,7 +5,7 @@ import Testing
 @testable import Satchel
 
 /// A query written for the test: turned into Satchel's `Condition` through the public builders,
-/// and evaluated by the naive evaluator below, which implements DESIGN §3 on its own.
+/// and evaluated by the naive evaluator below, which implements docs/QUERIES.md on its own.
 indirect enum TestCondition: CustomStringConvertible {
     case compare(String, String, JSONValue)  // field path, operator, operand
     case oneOf(String, [JSONValue])
@@ -41,7 +41,7 @@ indirect enum TestCondition: CustomStringConvertible {
     var description: String { condition.description }
 }
 
-/// The semantics of DESIGN §3, written plainly over documents.
+/// The semantics of docs/QUERIES.md, written plainly over documents.
 enum NaiveEvaluator {
     static func value(_ document: Document, _ path: String) -> JSONValue? {
         if path == "object" { return .string(document.id) }
