@@ -183,7 +183,9 @@ private func settleSQLite(_ db: SQLiteDatabase) throws {
 /// Applies the settings all SQLite baselines share: WAL without fsync (LevelDB's default
 /// durability: a process crash loses nothing, a machine crash may lose the last writes), and a
 /// page cache the size of Satchel's block cache.
-private func configure(_ db: SQLiteDatabase, cacheBytes: Int) throws {
+/// The SQLite settings every baseline uses: WAL, no fsync (as Satchel's default writes), and a
+/// page cache the size of Satchel's block cache.
+func configure(_ db: SQLiteDatabase, cacheBytes: Int) throws {
     try db.execute("PRAGMA journal_mode=WAL")
     try db.execute("PRAGMA synchronous=OFF")
     try db.execute("PRAGMA cache_size=-\(cacheBytes / 1024)")

@@ -22,8 +22,10 @@ struct SatchelBench: AsyncParsableCommand {
         case sync
         /// A first pull from a real Kinto server (needs --kinto-url; not run by default).
         case kinto
+        /// Importing a JSON-lines file, against SQLite reading and inserting the same lines.
+        case `import`
 
-        static let byDefault: [Group] = [.store, .codec, .sync]
+        static let byDefault: [Group] = [.store, .codec, .sync, .import]
     }
 
     @Option(help: "A Kinto server's /v1 root, for the kinto group.") var kintoURL: String?
@@ -60,6 +62,7 @@ struct SatchelBench: AsyncParsableCommand {
             case .store: try runStore()
             case .sync: try await SyncBench.run(count: docs, directory: directory)
             case .kinto: try await runKinto()
+            case .import: try ImportBench.run(count: docs, directory: directory)
             }
         }
     }
