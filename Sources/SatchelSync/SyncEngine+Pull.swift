@@ -53,7 +53,6 @@ extension SyncEngine {
                     status: .inProgress, model: definition.name, totalCount: page.totalCount, processedCount: processed,
                     cumulativeCount: page.count)))
             }
-            try storage { try rewriteReferences(to: definition.name, renames: Dictionary(outcome.links, uniquingKeysWith: { _, last in last })) }
             for (local, server) in outcome.links { report.serverIDs[definition.name, default: [:]][local] = server }
             if !page.errors.isEmpty {
                 emit(.sync(SyncNotification(
@@ -210,6 +209,9 @@ extension SyncEngine {
                     acknowledged += 1
                 }
             }
+            // References to the renamed objects change in the same batch (or, in another
+            // partition, from a record written in it).
+            try tx.rewriteReferences(to: model, renames: Dictionary(links, uniquingKeysWith: { _, last in last }))
             for error in page.errors {
                 let pushed = try tx.outbox(model, error.id)
                 try tx.setOutbox(model, error.id, nil)

@@ -198,8 +198,10 @@ extension SyncEngine {
                     try Self.requeue(model, change.id, record, tx)
                 }
             }
+            // References to the renamed objects change in the same batch (or, in another
+            // partition, from a record written in it).
+            try tx.rewriteReferences(to: model, renames: Dictionary(renamed, uniquingKeysWith: { _, last in last }))
         }
-        try rewriteReferences(to: definition.name, renames: Dictionary(renamed, uniquingKeysWith: { _, last in last }))
         for (local, server) in renamed { report.serverIDs[definition.name, default: [:]][local] = server }
         report.accepted += accepted
         report.rejected += rejected
@@ -213,23 +215,5 @@ extension SyncEngine {
     /// Whether `server` already has every attribute of `change` (null: absent).
     static func holds(_ server: JSONObject, _ change: JSONObject) -> Bool {
         change.allSatisfy { name, value in value.isNull ? server[name] == nil : server[name] == value }
-    }
-
-    /// Rewrites the attributes of other models that refer to renamed objects of `parent` (old id →
-    /// server id) through a declared association: one batch per partition, one pass per child
-    /// model and attribute.
-    func rewriteReferences(to parent: String, renames: [String: String]) throws {
-        guard !renames.isEmpty else { return }
-        let children = store.models.filter { $0.associations.values.contains(parent) }
-        for partition in Set(children.map(\.partition)) {
-            try store.bulkUpdate { tx in
-                for child in children where child.partition == partition {
-                    let model = try store.model(child.name)
-                    for (attribute, target) in child.associations where target == parent {
-                        try tx.rewriteReferences(in: model, attribute: attribute, renames: renames)
-                    }
-                }
-            }
-        }
     }
 }

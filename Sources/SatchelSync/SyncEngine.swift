@@ -135,6 +135,8 @@ public actor SyncEngine {
     }
 
     private func cycle(_ names: [String]?, mode: Mode, report: inout SyncReport) async throws {
+        // References a rename left for other partitions, should an earlier rewrite have failed.
+        try storage { try store.finishRewrites() }
         let session = try await preparedSession()
         for definition in try orderedModels(names) {
             try checkStopped()

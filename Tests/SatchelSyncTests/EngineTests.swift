@@ -359,6 +359,49 @@ struct EngineTests {
         #expect(try await first.sync().pulled == 0)
     }
 
+    /// Where the server's ids come (the push's answer, or a later pull's links) and where the
+    /// child model lives (the parent's partition, or another).
+    static let remapCases: [(linksViaPull: Bool, childPartition: Partition)] = [(false, .user), (false, .app), (true, .user), (true, .app)]
+
+    @Test("an id remap and its rewritten references land together: stopped right after the rename's batch, reopened, no reference is left behind", arguments: remapCases)
+    func remapSurvivesAStop(_ remap: (linksViaPull: Bool, childPartition: Partition)) async throws {
+        var options = InMemoryBackend.Options()
+        options.linksViaPull = remap.linksViaPull
+        let server = InMemoryBackend(options: options)
+        let models = [
+            ModelDefinition(name: "Customer"),
+            ModelDefinition(name: "Order", partition: remap.childPartition, associations: ["customer": "Customer"]),
+        ]
+        let directory = TemporaryDirectory()
+        var client = try SyncClient(backend: server, models: models, directory: directory)
+        try await client.engine.logIn(Self.credentials)
+        try client.model("Customer").create(["object": "c-local", "name": "Ann"])
+        try client.model("Order").create(["object": "o-local", "customer": "c-local", "total": 3])
+        try client.model("Order").create(["object": "o-2", "customer": "c-local", "total": 4])
+        struct Stop: Error {}
+        client.store.afterRenameBatch { throw Stop() }
+        await #expect(throws: (any Error).self) { try await client.engine.sync() }
+        let customerID = try #require(await server.objects("Customer").keys.first)
+        #expect(customerID != "c-local")
+        // In another partition the references wait, recorded in the rename's batch; check says so.
+        let leftover = try client.store.verify().problems
+        if remap.childPartition == .user {
+            #expect(leftover == [])
+        } else {
+            #expect(leftover.count == 1 && leftover[0].contains("references to them in other partitions are not all rewritten yet"), "\(leftover)")
+        }
+
+        // As after a kill: closed without another write, opened again.
+        client = try await client.reopened(backend: server, models: models)
+        #expect(try client.model("Customer").find(customerID)?["name"] == "Ann")
+        #expect(try client.model("Order").findAll().map { $0["customer"] } == [.string(customerID), .string(customerID)])
+        #expect(try client.model("Order").pendingChanges().allSatisfy { $0.attributes["customer"] != "c-local" })
+        #expect(try client.store.verify().problems == [])
+        try await client.engine.sync()
+        #expect(await server.objects("Order").values.map { $0["customer"] } == [.string(customerID), .string(customerID)])
+        try await client.expectConverged(with: InMemoryServer(server: server), models: ["Customer", "Order"])
+    }
+
     @Test("a second sync while one runs is refused as busy")
     func busy() async throws {
         let gate = GatedBackend(InMemoryBackend())

@@ -51,5 +51,7 @@ struct KeyLayoutDocTests {
         #expect(Keys.objectRecord(.version, "Product", "p1") == Keys.encode(.version, ["Product", "p1"]))
         #expect(Keys.syncState("Product") == Keys.encode(.meta, ["sync", "Product"]))
         #expect(Keys.session == Keys.encode(.meta, ["session"]))
+        #expect(Keys.rewrite("Customer", "01J") == Keys.encode(.meta, ["rewrite", "Customer", "01J"]))
+        #expect(Keys.rewrite("Customer", "01J").starts(with: Keys.rewritePrefix))
     }
 }

@@ -185,6 +185,7 @@ extension Transaction {
     @discardableResult
     package func rename(_ model: Model, from: String, to: String) throws -> Bool {
         checkOpen()
+        renamed = true
         let entry = try entry(of: model)
         var moved = false
         if let attributes = try readDocument(model, from, partition: entry.definition.partition) {
@@ -215,11 +216,39 @@ extension Transaction {
         return moved
     }
 
+    /// Rewrites the references to objects of `parent` that were given new ids (`renames`: old
+    /// id → new id), in every model whose associations point at `parent`: their objects, pending
+    /// changes and changes in flight. Those in this transaction's partition are rewritten in this
+    /// batch, so the renames and the references land together. Those in other partitions cannot
+    /// share the batch: a durable record of the renames goes in it instead, and once the batch has
+    /// landed the store rewrites them and deletes the record — at once, or, if the process dies
+    /// first, when the store next opens (or before the next sync). See ``Store/finishRewrites()``.
+    package func rewriteReferences(to parent: Model, renames: [String: String]) throws {
+        guard !renames.isEmpty else { return }
+        let partition = try entry(of: parent).definition.partition
+        var elsewhere = false
+        for child in store.models where child.associations.values.contains(parent.name) {
+            guard child.partition == partition else {
+                elsewhere = true
+                continue
+            }
+            let model = Model(store: store, name: child.name)
+            for (attribute, target) in child.associations where target == parent.name {
+                try rewriteReferences(in: model, attribute: attribute, renames: renames)
+            }
+        }
+        guard elsewhere else { return }
+        try claim(partition, model: parent.name)
+        let record: JSONObject = ["renames": .object(JSONObject(renames.map { ($0.key, JSONValue.string($0.value)) }))]
+        overlay[Keys.rewrite(parent.name, ObjectID.generate())] = .some(record.jsonBytes)
+        leftRewrites = true
+    }
+
     /// Rewrites, in one pass, `attribute` of the objects of `model` — and of their pending and
     /// in-flight changes — where it holds an old id of `renames` (old id → new id). The objects
     /// are found with one `in` query (index-served when `attribute` is indexed), so a push that
     /// renames many parents reads each child model once, not once per parent.
-    package func rewriteReferences(in model: Model, attribute: String, renames: [String: String]) throws {
+    func rewriteReferences(in model: Model, attribute: String, renames: [String: String]) throws {
         guard !renames.isEmpty else { return }
         func renamed(_ value: JSONValue?) -> JSONValue? { value?.stringValue.flatMap { renames[$0] }.map(JSONValue.string) }
         let field = Field(components: [attribute])
@@ -244,6 +273,65 @@ extension Transaction {
 }
 
 extension Store {
+    // MARK: - Unfinished rewrites
+
+    /// Finishes every rewrite of references that a rename's batch left for other partitions
+    /// (see ``Transaction/rewriteReferences(to:renames:)``): rewrites them, one batch per
+    /// partition, then deletes the record. Idempotent: a reference already rewritten holds no
+    /// old id. Runs after such a batch, when the store opens, and before each sync.
+    package func finishRewrites() throws {
+        try writer.withLock(allowingReentry: true) {
+            for partition in Partition.allCases {
+                let db = database(partition)
+                var records: [(key: [UInt8], model: String, renames: [String: String])] = []
+                let iterator = try db.makeIterator()
+                let prefix = Keys.rewritePrefix
+                iterator.seek(prefix)
+                while iterator.isValid && iterator.keyHasPrefix(prefix) {
+                    let key = iterator.key
+                    let (_, elements) = try Keys.decode(key)
+                    guard elements.count == 3, let model = elements[1].stringValue,
+                        let renames = try? JSONObject(parsing: iterator.value)["renames"]?.objectValue
+                    else { throw SatchelError(.corruption, "an undecodable rewrite record in the \(partition.rawValue) partition") }
+                    records.append((key, model, renames.reduce(into: [:]) { $0[$1.key] = $1.value.stringValue }))
+                    iterator.next()
+                }
+                try iterator.checkError()
+                for record in records {
+                    for child in models where child.partition != partition && child.associations.values.contains(record.model) {
+                        let transaction = Transaction(store: self)
+                        defer { transaction.finish() }
+                        let model = Model(store: self, name: child.name)
+                        for (attribute, target) in child.associations where target == record.model {
+                            try transaction.rewriteReferences(in: model, attribute: attribute, renames: record.renames)
+                        }
+                        try transaction.commit(durable: configuration.durableWrites)
+                    }
+                    var batch = LevelDBWriteBatch()
+                    batch.delete(record.key)
+                    try db.write(batch, sync: configuration.durableWrites)
+                }
+            }
+        }
+    }
+
+    /// The unfinished rewrites, for ``verify()``: partition, model, and the old ids.
+    func unfinishedRewrites() throws -> [(partition: Partition, model: String, oldIDs: [String])] {
+        var result: [(Partition, String, [String])] = []
+        for partition in Partition.allCases {
+            let iterator = try database(partition).makeIterator()
+            iterator.seek(Keys.rewritePrefix)
+            while iterator.isValid && iterator.keyHasPrefix(Keys.rewritePrefix) {
+                let elements = (try? Keys.decode(iterator.key))?.1 ?? []
+                let renames = (try? JSONObject(parsing: iterator.value))?["renames"]?.objectValue ?? JSONObject()
+                result.append((partition, elements.count > 1 ? elements[1].stringValue ?? "?" : "?", renames.keys))
+                iterator.next()
+            }
+            try iterator.checkError()
+        }
+        return result
+    }
+
     // MARK: - Session
 
     /// The stored sync session (in the `user` partition), or nil when logged out.

@@ -496,6 +496,24 @@ enum Keys {
         return k.bytes
     }
 
+    /// `(meta, "rewrite", model, stamp)` → an unfinished rewrite of the references, in other
+    /// partitions, to objects of `model` that were given new ids: `{"renames":{old:new,…}}`.
+    /// Written in the batch of the renames, deleted once those references are rewritten.
+    static func rewrite(_ model: String, _ stamp: String) -> [UInt8] {
+        var k = KeyEncoder(.meta)
+        k.append("rewrite")
+        k.append(model)
+        k.append(stamp)
+        return k.bytes
+    }
+
+    /// `(meta, "rewrite")`: every unfinished rewrite.
+    static var rewritePrefix: [UInt8] {
+        var k = KeyEncoder(.meta)
+        k.append("rewrite")
+        return k.bytes
+    }
+
     /// `(meta, "session")` → the sync session as JSON (user partition).
     static var session: [UInt8] {
         var k = KeyEncoder(.meta)

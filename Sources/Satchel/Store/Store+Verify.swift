@@ -46,6 +46,10 @@ extension Store {
             }
             try iterator.checkError()
         }
+        for rewrite in try unfinishedRewrites() {
+            report.report(
+                "model '\(rewrite.model)': \(rewrite.oldIDs.count) objects were given new ids, and references to them in other partitions are not all rewritten yet (old ids \(rewrite.oldIDs.prefix(5).joined(separator: ", "))\(rewrite.oldIDs.count > 5 ? ", …" : ""); the next open or sync rewrites them)")
+        }
         for (name, entry) in definitions {
             var actual = counted[name] ?? ModelCounters()
             // Only ready indexes have exact counters; the others are being built or dropped.

@@ -78,6 +78,14 @@ public final class Store: Sendable {
     /// can cache the entry of the model they write.
     let catalogVersion = Atomic<Int>(0)
     let writer = WriterLock()
+    #if DEBUG
+    /// Crash points for tests (debug builds only).
+    let faultHooks = Mutex(FaultHooks())
+
+    /// Runs `hook` right after each batch that gives objects new ids (a sync's renames) lands;
+    /// a hook that throws stops the work there, as a crash would (debug builds only).
+    package func afterRenameBatch(_ hook: (@Sendable () throws -> Void)?) { faultHooks.withLock { $0.afterRenameBatch = hook } }
+    #endif
 
     // MARK: - Opening and closing
 
@@ -130,6 +138,10 @@ public final class Store: Sendable {
         }
         self.catalog = Mutex(catalog)
         try resumeDrops()
+        // References a rename's batch left for other partitions, when the process died before
+        // rewriting them: before anything reads those models. A failure leaves them for the
+        // next sync (and `verify` reports them).
+        try? finishRewrites()
     }
 
     /// Closes the store. Idempotent.
@@ -336,6 +348,13 @@ public final class Store: Sendable {
             defer { transaction.finish() }
             let result = try body(transaction)
             try transaction.commit(durable: durable ?? configuration.durableWrites)
+            #if DEBUG
+            if transaction.renamed, let hook = faultHooks.withLock({ $0.afterRenameBatch }) { try hook() }
+            #endif
+            // The references the batch could not rewrite (other partitions). The batch has
+            // landed: a failure here leaves the record for the next open or sync, and `verify`
+            // reports it meanwhile.
+            if transaction.leftRewrites { try? finishRewrites() }
             return result
         }
     }
@@ -390,3 +409,11 @@ final class WriterLock: Sendable {
         #endif
     }
 }
+
+#if DEBUG
+/// Points where a test can stop the program's work as a crash would (debug builds only).
+struct FaultHooks: Sendable {
+    /// Runs right after a batch that gave objects new ids lands.
+    var afterRenameBatch: (@Sendable () throws -> Void)?
+}
+#endif

@@ -24,9 +24,18 @@ public final class Transaction {
     private var cachedEntry: (name: String, version: Int, entry: ModelEntry)?
     private var currentCounters: (name: String, counters: ModelCounters)?
     private(set) var partition: Partition?
+    /// The models whose objects or index entries this transaction has written: a query of any
+    /// other model sees exactly what the store holds.
+    private var touchedModels: Set<NameKey> = []
+    private var lastTouched: String?
     /// Working copies of the counters of the models this transaction touched.
     private var counters: [NameKey: ModelCounters] = [:]
     private var finished = false
+    /// Whether the transaction gave an object a new id (``rename(_:from:to:)``).
+    var renamed = false
+    /// Whether it left references in other partitions to rewrite once it lands
+    /// (``rewriteReferences(to:renames:)``).
+    var leftRewrites = false
     /// Changes to the in-memory catalog that take effect once the batch is written.
     private var catalogUpdates: [(inout Catalog) -> Void] = []
 
@@ -172,9 +181,9 @@ public final class Transaction {
         checkOpen()
         try query.validate()
         let partition = try store.entry(model.name).definition.partition
-        if partition != self.partition || (overlay.isEmpty && indexWrites.isEmpty) {
-            // Nothing pending here, and this thread holds the writer lock: the store is this
-            // transaction's view.
+        if partition != self.partition || !touchedModels.contains(NameKey(model.name)) {
+            // Nothing of the model pending here, and this thread holds the writer lock: the store
+            // is this transaction's view of it (indexes included).
             return try model.findAll(query)
         }
         var matches: [Document] = []
@@ -197,6 +206,7 @@ public final class Transaction {
     func apply(_ entry: ModelEntry, _ model: Model, id: String, old: JSONObject?, new: JSONObject?, recordChange: Bool = true) throws {
         let definition = entry.definition
         try claim(definition.partition, model: model.name)
+        touch(model.name)
         let key = Keys.document(prefix: model.documentPrefix, id)
         var counters = try workingCounters(model.name)
         let bytes = try new.map { try StoredDocument.encode($0, model: model.name, id: id) }
@@ -262,6 +272,13 @@ public final class Transaction {
         default:
             throw SatchelError(.invalidDocument, "the object id ('object') must be a string, got \(value.kindName)", model: model)
         }
+    }
+
+    /// Notes that this transaction wrote objects or index entries of `model`.
+    private func touch(_ model: String) {
+        if let lastTouched, UTF8Order.equal(lastTouched, model) { return }
+        touchedModels.insert(NameKey(model))
+        lastTouched = model
     }
 
     func claim(_ partition: Partition, model: String) throws(SatchelError) {
@@ -386,6 +403,7 @@ public final class Transaction {
     /// Writes `value` (nil: deletes) under `key` in `partition`, as part of this transaction.
     func rawWrite(_ key: [UInt8], _ value: [UInt8]?, partition: Partition, model: String) throws(SatchelError) {
         try claim(partition, model: model)
+        touch(model)
         if key.first == KeyFamily.index.rawValue {
             indexWrites.append((key, value))
         } else {
