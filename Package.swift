@@ -18,6 +18,8 @@ let package = Package(
         .library(name: "SatchelSync", targets: ["SatchelSync"]),
         .library(name: "SatchelRhoConnect", targets: ["SatchelRhoConnect"]),
         .library(name: "SatchelKinto", targets: ["SatchelKinto"]),
+        // For adapter authors' tests: the conformance kit and fault injection.
+        .library(name: "SatchelSyncTesting", targets: ["SatchelSyncTesting"]),
         .executable(name: "satchel", targets: ["SatchelCLI"]),
         .executable(name: "satchel-bench", targets: ["SatchelBench"]),
     ],
@@ -89,16 +91,12 @@ let package = Package(
             dependencies: ["Satchel", "SatchelSync", "SatchelTestSupport", "SatchelCLI", "RhoConnectTestServer"],
             swiftSettings: settings
         ),
-        // The adapter conformance kit: one suite every backend adapter must pass.
-        .target(
-            name: "SatchelSyncConformance",
-            dependencies: ["Satchel", "SatchelSync", "SatchelTestSupport"],
-            path: "Tests/SatchelSyncConformance",
-            swiftSettings: settings
-        ),
+        // For tests of adapters (ours and others'): the conformance kit every adapter must pass,
+        // and fault injection at the adapter's boundary. Uses Swift Testing.
+        .target(name: "SatchelSyncTesting", dependencies: ["Satchel", "SatchelSync"], swiftSettings: settings),
         .testTarget(
             name: "SatchelSyncTests",
-            dependencies: ["Satchel", "SatchelSync", "SatchelTestSupport", "SatchelSyncConformance"],
+            dependencies: ["Satchel", "SatchelSync", "SatchelTestSupport", "SatchelSyncTesting"],
             swiftSettings: settings
         ),
         // A RhoConnect server on loopback, driven by Fixtures/rhoconnect: written from the
@@ -118,7 +116,7 @@ let package = Package(
         .testTarget(
             name: "SatchelKintoTests",
             dependencies: [
-                "Satchel", "SatchelSync", "SatchelKinto", "SatchelTestSupport", "SatchelSyncConformance",
+                "Satchel", "SatchelSync", "SatchelKinto", "SatchelTestSupport", "SatchelSyncTesting",
                 .product(name: "FlyingFox", package: "FlyingFox"), .product(name: "FlyingSocks", package: "FlyingFox"),
             ],
             swiftSettings: settings
@@ -135,7 +133,7 @@ let package = Package(
         .testTarget(
             name: "SatchelRhoConnectTests",
             dependencies: [
-                "Satchel", "SatchelSync", "SatchelRhoConnect", "SatchelTestSupport", "SatchelSyncConformance", "RhoConnectTestServer",
+                "Satchel", "SatchelSync", "SatchelRhoConnect", "SatchelTestSupport", "SatchelSyncTesting", "RhoConnectTestServer",
             ],
             swiftSettings: settings
         ),

@@ -54,7 +54,7 @@ final class MemoryServer: SyncBackend {
 
     /// Runs a call of the server, and keeps what it changed before answering (whether it
     /// succeeded or not).
-    private func perform<T: Sendable>(_ call: BackendCall, _ body: () async throws -> T) async throws -> T {
+    private func perform<T: Sendable>(_ call: String, _ body: () async throws -> T) async throws -> T {
         TestHooks.arrive(before: call)
         let answer: T
         do {
@@ -103,23 +103,23 @@ final class MemoryServer: SyncBackend {
         }
     }
 
-    func logIn(_ credentials: Credentials) async throws -> SyncSession { try await perform(.logIn) { try await server.logIn(credentials) } }
-    func logOut(_ session: SyncSession) async throws { try await perform(.logOut) { try await server.logOut(session) } }
-    func prepare(_ session: SyncSession) async throws -> SyncSession { try await perform(.prepare) { try await server.prepare(session) } }
+    func logIn(_ credentials: Credentials) async throws -> SyncSession { try await perform("logIn") { try await server.logIn(credentials) } }
+    func logOut(_ session: SyncSession) async throws { try await perform("logOut") { try await server.logOut(session) } }
+    func prepare(_ session: SyncSession) async throws -> SyncSession { try await perform("prepare") { try await server.prepare(session) } }
     func resetClient(_ session: SyncSession) async throws -> SyncSession {
-        try await perform(.resetClient) { try await server.resetClient(session) }
+        try await perform("resetClient") { try await server.resetClient(session) }
     }
-    func pull(_ request: PullRequest) async throws -> PullPage { try await perform(.pull) { try await server.pull(request) } }
-    func push(_ request: PushRequest) async throws -> [PushResult] { try await perform(.push) { try await server.push(request) } }
+    func pull(_ request: PullRequest) async throws -> PullPage { try await perform("pull") { try await server.pull(request) } }
+    func push(_ request: PushRequest) async throws -> [PushResult] { try await perform("push") { try await server.push(request) } }
     func bulkSnapshot(_ request: PullRequest) async throws -> PullPage {
-        try await perform(.bulkSnapshot) { try await server.bulkSnapshot(request) }
+        try await perform("bulkSnapshot") { try await server.bulkSnapshot(request) }
     }
     func search(_ request: PullRequest, query: JSONObject) async throws -> PullPage {
-        try await perform(.search) { try await server.search(request, query: query) }
+        try await perform("search") { try await server.search(request, query: query) }
     }
-    func remoteIDs(_ request: PullRequest) async throws -> [String] { try await perform(.remoteIDs) { try await server.remoteIDs(request) } }
+    func remoteIDs(_ request: PullRequest) async throws -> [String] { try await perform("remoteIDs") { try await server.remoteIDs(request) } }
     func downloadBlob(_ url: String, session: SyncSession) async throws -> Data {
-        try await perform(.downloadBlob) { try await server.downloadBlob(url, session: session) }
+        try await perform("downloadBlob") { try await server.downloadBlob(url, session: session) }
     }
 }
 
@@ -139,15 +139,15 @@ enum TestHooks {
     private static let seen = Mutex<[String: Int]>([:])
     #endif
 
-    static func arrive(before call: BackendCall) { arrive(call, before: true) }
-    static func arrive(after call: BackendCall) { arrive(call, before: false) }
+    static func arrive(before call: String) { arrive(call, before: true) }
+    static func arrive(after call: String) { arrive(call, before: false) }
 
-    private static func arrive(_ call: BackendCall, before: Bool) {
+    private static func arrive(_ call: String, before: Bool) {
         #if DEBUG
-        guard let point, point.call == call.rawValue, point.before == before else { return }
+        guard let point, point.call == call, point.before == before else { return }
         let count = seen.withLock { seen in
-            seen[call.rawValue, default: 0] += 1
-            return seen[call.rawValue]!
+            seen[call, default: 0] += 1
+            return seen[call]!
         }
         if count == point.count { kill(getpid(), SIGKILL) }
         #endif

@@ -17,7 +17,7 @@ public import Satchel
 /// ``PushOutcome/rejected(message:code:serverCopy:)`` result, or a ``PullPage/errors`` entry.
 ///
 /// ``InMemoryBackend`` is the reference implementation. Every adapter must pass the conformance
-/// kit (`Tests/SatchelSyncConformance`).
+/// kit (`Tests/SatchelSyncTesting`).
 public protocol SyncBackend: Sendable {
     /// A short name for notifications and logs (`rhoconnect`, `kinto`, `memory`).
     var name: String { get }
@@ -73,11 +73,6 @@ extension SyncBackend {
     public func downloadBlob(_ url: String, session: SyncSession) async throws -> Data {
         throw SyncError(.notSupported, "\(name) cannot download blobs")
     }
-}
-
-/// The calls of ``SyncBackend``, by name (for fault injection and call counts).
-public enum BackendCall: String, Sendable, Hashable, CaseIterable {
-    case logIn, logOut, prepare, resetClient, prepareFullPull, pull, push, bulkSnapshot, search, remoteIDs, downloadBlob
 }
 
 /// What a server can do.

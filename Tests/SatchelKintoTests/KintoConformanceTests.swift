@@ -1,4 +1,4 @@
-import SatchelSyncConformance
+import SatchelSyncTesting
 import Testing
 
 @Suite("Conformance: Kinto adapter against a real Kinto server", .enabled(if: KintoServers.enabled, KintoServers.skipReason))

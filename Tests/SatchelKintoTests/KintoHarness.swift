@@ -2,7 +2,7 @@ import Foundation
 import Satchel
 import SatchelKinto
 import SatchelSync
-import SatchelSyncConformance
+import SatchelSyncTesting
 import Synchronization
 
 /// The real Kinto server as a conformance server: each scenario gets its own bucket, owned by

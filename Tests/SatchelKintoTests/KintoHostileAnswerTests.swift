@@ -2,7 +2,7 @@ import Foundation
 import Satchel
 import SatchelKinto
 import SatchelSync
-import SatchelSyncConformance
+import SatchelSyncTesting
 import Testing
 
 /// Answers a real Kinto cannot be made to give on cue, from an in-process stub: malformed or

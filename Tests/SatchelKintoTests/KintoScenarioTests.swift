@@ -2,7 +2,7 @@ import Foundation
 import Satchel
 import SatchelKinto
 import SatchelSync
-import SatchelSyncConformance
+import SatchelSyncTesting
 import SatchelTestSupport
 import Synchronization
 import Testing

@@ -3,7 +3,7 @@ import RhoConnectTestServer
 import Satchel
 import SatchelRhoConnect
 import SatchelSync
-import SatchelSyncConformance
+import SatchelSyncTesting
 import Testing
 
 /// Hostile and broken answers: each gives a typed, clear error, and leaves the store as it was;

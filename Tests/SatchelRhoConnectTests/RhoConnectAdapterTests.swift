@@ -3,7 +3,7 @@ import RhoConnectTestServer
 import Satchel
 import SatchelRhoConnect
 import SatchelSync
-import SatchelSyncConformance
+import SatchelSyncTesting
 import Testing
 
 /// The RhoConnect adapter against the loopback server and the `products` fixture: the protocol

@@ -1,4 +1,4 @@
-import SatchelSyncConformance
+import SatchelSyncTesting
 import Testing
 
 @Suite("Conformance: RhoConnect adapter against the loopback RhoConnect server")

@@ -3,7 +3,7 @@ import RhoConnectTestServer
 import Satchel
 import SatchelRhoConnect
 import SatchelSync
-import SatchelSyncConformance
+import SatchelSyncTesting
 
 /// The loopback RhoConnect server as a conformance server: one server per scenario, user `ann`.
 struct RhoConnectHarness: ConformanceHarness {

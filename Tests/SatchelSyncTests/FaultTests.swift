@@ -1,27 +1,30 @@
 import Foundation
 import Satchel
 import SatchelSync
-import SatchelSyncConformance
+import SatchelSyncTesting
 import SatchelTestSupport
 import Testing
 
-/// The faults the in-memory backend injects, each followed by the same checks: no local change
-/// lost, no page half applied, the store's check clean, and the next sync converging.
-@Suite("Faults, with the in-memory backend's fault injection")
+/// Faults injected around the in-memory backend (and events of the server itself), each followed
+/// by the same checks: no local change lost, no page half applied, the store's check clean, and
+/// the next sync converging.
+@Suite("Faults around the in-memory backend")
 struct FaultTests {
     static let credentials = Credentials(user: "ann", password: "secret")
     static let models = [ModelDefinition(name: "Product")]
 
-    /// A server with `count` products, and a logged-in client with pages of 5 and no retries.
+    /// A server with `count` products, the faults around it, and a logged-in client with pages of
+    /// 5 and no retries.
     static func setUp(
         _ count: Int = 20, options: InMemoryBackend.Options = InMemoryBackend.Options(), retry: RetryPolicy = RetryPolicy(maxAttempts: 1)
-    ) async throws -> (InMemoryBackend, SyncClient) {
+    ) async throws -> (InMemoryBackend, FaultyBackend, SyncClient) {
         let server = InMemoryBackend(options: options)
         for i in 1...count { await server.put("Product", ["name": .string("Product \(i)"), "price": .int(Int64(i))], id: "p\(i)") }
-        let client = try SyncClient(backend: server, models: models, pageSize: 5, retry: retry)
+        let faults = FaultyBackend(server)
+        let client = try SyncClient(backend: faults, models: models, pageSize: 5, retry: retry)
         await client.record()
         try await client.engine.logIn(credentials)
-        return (server, client)
+        return (server, faults, client)
     }
 
     /// Local changes of every kind, made offline after a first sync.
@@ -60,8 +63,8 @@ struct FaultTests {
 
     @Test("a connection dropped mid-page loses the page, nothing else")
     func droppedMidPage() async throws {
-        let (server, client) = try await Self.setUp()
-        await server.inject(.dropConnection, on: .pull, after: 2)
+        let (server, faults, client) = try await Self.setUp()
+        faults.inject(.dropAnswer, on: .pull, after: 2)
         await Self.expectFailure(.network) { try await client.engine.sync() }
         #expect(try client.model("Product").count() == 10, "two whole pages, not the dropped one")
         #expect(try client.store.verify().problems == [])
@@ -71,7 +74,7 @@ struct FaultTests {
 
         // Again while local changes are on their way, and with the push's answer lost too.
         try Self.changeOffline(client)
-        await server.inject(.dropConnection, on: .push)
+        faults.inject(.dropAnswer, on: .push)
         await Self.expectFailure(.network) { try await client.engine.sync() }
         try Self.expectChangesKept(client)
         try await client.engine.sync()
@@ -81,18 +84,18 @@ struct FaultTests {
 
     @Test("a page served twice is applied once")
     func duplicatedPage() async throws {
-        let (server, client) = try await Self.setUp()
-        await server.inject(.duplicatePage, on: .pull, after: 1)
+        let (server, faults, client) = try await Self.setUp()
+        faults.inject(.repeatPreviousPage, on: .pull, after: 1)
         try await client.engine.sync()
         let created = client.log.objects("Product").created
         #expect(created.count == 20 && Set(created).count == 20)
-        #expect(await server.calls.filter { $0 == .pull }.count == 5, "four pages and the repeat")
+        #expect(faults.count(.pull) == 5, "four pages and the repeat")
         try await Self.expectConverged(client, server)
 
         // Again with local changes on their way and the server's changes coming back.
         try Self.changeOffline(client)
         for i in 3...14 { await server.update("Product", "p\(i)", ["stock": .int(Int64(i))]) }
-        await server.inject(.duplicatePage, on: .pull, after: 1)
+        faults.inject(.repeatPreviousPage, on: .pull, after: 1)
         try await client.engine.sync()
         await Self.expectChangesLanded(server)
         try await Self.expectConverged(client, server)
@@ -100,11 +103,11 @@ struct FaultTests {
 
     @Test("5xx then success: retried with backoff and jitter, Retry-After honoured")
     func serverErrorsThenSuccess() async throws {
-        let (server, client) = try await Self.setUp(retry: RetryPolicy(maxAttempts: 3, baseDelay: .seconds(1), jitter: 0.5))
+        let (server, faults, client) = try await Self.setUp(retry: RetryPolicy(maxAttempts: 3, baseDelay: .seconds(1), jitter: 0.5))
         try await client.engine.sync()
         try Self.changeOffline(client)
-        await server.failNext(2, with: SyncError(.server, "service unavailable", httpStatus: 503), on: .push)
-        await server.inject(.fail(SyncError(.server, "overloaded", httpStatus: 503, retryAfter: .seconds(30))), on: .pull)
+        faults.failNext(2, with: SyncError(.server, "service unavailable", httpStatus: 503), on: .push)
+        faults.inject(.fail(SyncError(.server, "overloaded", httpStatus: 503, retryAfter: .seconds(30))), on: .pull)
         try await client.engine.sync()
         // random() is 0.5 in SyncClient, so the jitter adds nothing: 1 s, 2 s, then the server's 30 s.
         #expect(client.delays.all == [.seconds(1), .seconds(2), .seconds(30)])
@@ -116,7 +119,7 @@ struct FaultTests {
         try products.create(["object": "n2", "name": "Second"])
         try products.update("p3", with: ["price": 300])
         try products.destroy("p4")
-        await server.failNext(3, on: .push)
+        faults.failNext(3, on: .push)
         await Self.expectFailure(.server) { try await client.engine.sync() }
         #expect(try client.store.changeFates(model: "Product").count == 3)
         try await client.engine.sync()
@@ -127,11 +130,11 @@ struct FaultTests {
 
     @Test("a 401 mid-sync drops the session; after logging in, the sync converges")
     func unauthorizedMidSync() async throws {
-        let (server, client) = try await Self.setUp()
+        let (server, faults, client) = try await Self.setUp()
         try await client.engine.sync()
         try Self.changeOffline(client)
         for i in 21...32 { await server.put("Product", ["name": .string("Product \(i)")], id: "p\(i)") }
-        await server.inject(.expireSessions, on: .pull, after: 1)
+        faults.inject(.before { await server.expireSessions() }, on: .pull, after: 1)
         await Self.expectFailure(.unauthorized) { try await client.engine.sync() }
         #expect(await !client.engine.isLoggedIn)
         #expect(try client.store.verify().problems == [])
@@ -143,7 +146,7 @@ struct FaultTests {
 
     @Test("rejected create, update and delete are kept as errors and resolved")
     func rejectedRecords() async throws {
-        let (server, client) = try await Self.setUp(5)
+        let (server, _, client) = try await Self.setUp(5)
         try await client.engine.sync()
         try Self.changeOffline(client)
         await server.reject(InMemoryBackend.Rejection(matching: ["name": "Made offline"], message: "name taken"))
@@ -168,7 +171,7 @@ struct FaultTests {
 
     @Test("stop() mid-sync ends at a page boundary; the next sync finishes")
     func stopMidSync() async throws {
-        let (server, client) = try await Self.setUp()
+        let (server, _, client) = try await Self.setUp()
         let engine = client.engine
         await engine.setEventHandler { event in
             if case .sync(let n) = event, n.status == .inProgress, n.processedCount == 10 { engine.stop() }
@@ -198,13 +201,13 @@ struct FaultTests {
 
     @Test("killed between pages: the reopened store resumes where it stopped")
     func killedBetweenPages() async throws {
-        let (server, client) = try await Self.setUp()
+        let (server, faults, client) = try await Self.setUp()
         try await client.engine.sync()
         try Self.changeOffline(client)
         for i in 3...20 { await server.update("Product", "p\(i)", ["stock": .int(Int64(i))]) }
-        await server.inject(.fail(SyncError(.network, "the app was killed")), on: .pull, after: 2)
+        faults.inject(.fail(SyncError(.network, "the app was killed")), on: .pull, after: 2)
         await Self.expectFailure(.network) { try await client.engine.sync() }
-        let reopened = try await client.reopened(backend: server, models: Self.models)
+        let reopened = try await client.reopened(backend: faults, models: Self.models)
         #expect(await reopened.engine.isLoggedIn, "the session persists in the store")
         #expect(try reopened.store.verify().problems == [])
         #expect(try reopened.model("Product").findAll().filter { $0["stock"] != nil }.count == 10, "two whole pages")
@@ -236,7 +239,7 @@ struct FaultTests {
 
     @Test("the server forgets the client: reset, full sync, local changes kept")
     func unknownClient() async throws {
-        let (server, client) = try await Self.setUp(8)
+        let (server, _, client) = try await Self.setUp(8)
         try await client.engine.sync()
         try Self.changeOffline(client)
         await server.delete("Product", "p3")

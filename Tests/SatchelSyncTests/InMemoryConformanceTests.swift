@@ -1,6 +1,6 @@
 import Satchel
 import SatchelSync
-import SatchelSyncConformance
+import SatchelSyncTesting
 import Testing
 
 /// The in-memory backend as a conformance server.

@@ -6,18 +6,18 @@ import FoundationNetworking
 /// The HTTP plumbing every adapter needs: an ephemeral `URLSession` (no cookie jar, no cache:
 /// an adapter keeps what it must), answers of any status returned as they are, and transport
 /// failures mapped onto ``SyncError``.
-public struct SyncHTTPClient: Sendable {
+package struct SyncHTTPClient: Sendable {
     /// A server's answer, whatever its status.
-    public struct Response: Sendable {
-        public var status: Int
+    package struct Response: Sendable {
+        package var status: Int
         /// Header fields by lower-cased name (HTTP names are case-insensitive: Kinto sends
         /// `Etag`).
-        public var headers: [String: String]
-        public var body: Data
+        package var headers: [String: String]
+        package var body: Data
         /// The URL that was asked.
-        public var url: URL
+        package var url: URL
 
-        public init(status: Int, headers: [String: String], body: Data, url: URL) {
+        package init(status: Int, headers: [String: String], body: Data, url: URL) {
             self.status = status
             self.headers = headers
             self.body = body
@@ -25,21 +25,21 @@ public struct SyncHTTPClient: Sendable {
         }
 
         /// The header field `name`, looked up case-insensitively.
-        public func header(_ name: String) -> String? { headers[name.lowercased()] }
+        package func header(_ name: String) -> String? { headers[name.lowercased()] }
 
         /// The start of the body as text, for error messages.
-        public var text: String {
+        package var text: String {
             String(decoding: body.prefix(300), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         }
 
         /// `Retry-After` in seconds (the HTTP-date form is not used by the servers Satchel speaks to).
-        public var retryAfter: Duration? { header("retry-after").flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }.map { .seconds($0) } }
+        package var retryAfter: Duration? { header("retry-after").flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }.map { .seconds($0) } }
     }
 
     let session: URLSession
 
     /// A client that waits `timeout` seconds for each answer.
-    public init(timeout: TimeInterval) {
+    package init(timeout: TimeInterval) {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.httpShouldSetCookies = false
         configuration.httpCookieAcceptPolicy = .never
@@ -52,7 +52,7 @@ public struct SyncHTTPClient: Sendable {
 
     /// Sends a request. Any status is an answer; no answer at all is ``SyncError/Code/network``
     /// (``SyncError/Code/cancelled`` when the task was cancelled).
-    public func send(_ method: String, _ url: URL, headers: [String: String] = [:], body: Data? = nil) async throws(SyncError) -> Response {
+    package func send(_ method: String, _ url: URL, headers: [String: String] = [:], body: Data? = nil) async throws(SyncError) -> Response {
         var request = URLRequest(url: url)
         request.httpMethod = method
         for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
@@ -80,7 +80,7 @@ public struct SyncHTTPClient: Sendable {
     }
 
     /// The `Authorization` header of HTTP basic auth for `credentials`.
-    public static func basicAuthorization(_ credentials: Credentials) -> String {
+    package static func basicAuthorization(_ credentials: Credentials) -> String {
         "Basic " + Data("\(credentials.user):\(credentials.password)".utf8).base64EncodedString()
     }
 
@@ -90,10 +90,10 @@ public struct SyncHTTPClient: Sendable {
     static let unreserved = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 
     /// `text` percent-encoded for a path segment or a query value.
-    public static func escape(_ text: String) -> String { text.addingPercentEncoding(withAllowedCharacters: unreserved) ?? text }
+    package static func escape(_ text: String) -> String { text.addingPercentEncoding(withAllowedCharacters: unreserved) ?? text }
 
     /// `root` + `path` (already escaped) + the query items, in order, escaped.
-    public static func url(_ root: URL, _ path: String, _ query: [(String, String)] = []) throws(SyncError) -> URL {
+    package static func url(_ root: URL, _ path: String, _ query: [(String, String)] = []) throws(SyncError) -> URL {
         var text = root.absoluteString
         if !text.hasSuffix("/") { text += "/" }
         text += path

@@ -1,8 +1,8 @@
 public import Foundation
 public import Satchel
 
-/// A sync server held in memory: the reference ``SyncBackend`` for adapter authors, and the
-/// engine's test double, with fault injection.
+/// A sync server held in memory: the reference ``SyncBackend`` for adapter authors, and a
+/// server for an app's own tests and previews.
 ///
 /// It keeps a change feed like Kinto's: every write moves a clock, an object's version is the
 /// clock of its last change, and a pull returns the objects (and tombstones) changed after its
@@ -18,10 +18,10 @@ public import Satchel
 /// try await engine.sync()
 /// ```
 ///
-/// Faults, injected into a coming call with ``inject(_:on:after:)``: a call that fails before
-/// the server does anything, a connection dropped after the server did the work (the answer is
-/// lost), the last page served again, sessions expired (401s), clients forgotten ("unknown
-/// client"); and records refused by a rule (``reject(_:)``).
+/// The server itself can refuse records by a rule (``reject(_:)``), expire its sessions and
+/// forget its clients. Faults of the connection — failed calls, lost answers, repeated pages —
+/// are injected around it, as around any adapter, by `FaultyBackend` of the
+/// `SatchelSyncTesting` library.
 public actor InMemoryBackend: SyncBackend {
     /// How the server behaves.
     public struct Options: Sendable {
@@ -45,8 +45,6 @@ public actor InMemoryBackend: SyncBackend {
 
         public init() {}
     }
-
-    public typealias Operation = BackendCall
 
     /// A rule by which the server refuses pushed changes.
     public struct Rejection: Sendable, Hashable {
@@ -92,11 +90,7 @@ public actor InMemoryBackend: SyncBackend {
     /// client, a push, an outcome delivered…): a server kept on disk writes itself again when it
     /// moved.
     public private(set) var revision = 0
-    private var scheduled: [(call: Operation, skip: Int, fault: Fault)] = []
-    private var lastPage: PullPage?
     private var rejections: [Rejection] = []
-    /// Every call received, in order.
-    public private(set) var calls: [Operation] = []
 
     public init(options: Options = Options()) {
         self.init(options: options, state: ServerState())
@@ -118,32 +112,7 @@ public actor InMemoryBackend: SyncBackend {
     /// Everything the server holds, as JSON (for ``init(options:savedState:)``).
     public func savedState() -> JSONObject { state.json }
 
-    // MARK: - Faults
-
-    /// A fault of the in-memory server.
-    public enum Fault: Sendable {
-        /// The call fails with this error before the server does anything (a 503, a timeout).
-        case fail(SyncError)
-        /// The server does the work, then the connection drops: the client gets a `.network`
-        /// error, not the answer (a pull's page is lost; a push's changes are applied).
-        case dropConnection
-        /// A pull answers with the page the previous pull returned, again.
-        case duplicatePage
-        /// The server forgets every session just before the call: it gets a 401.
-        case expireSessions
-        /// The server forgets every client just before the call: it gets "unknown client".
-        case forgetClients
-    }
-
-    /// Injects `fault` into the call of `call` that comes after `skip` more of them.
-    public func inject(_ fault: Fault, on call: Operation, after skip: Int = 0) {
-        scheduled.append((call, max(0, skip), fault))
-    }
-
-    /// The next `count` calls of `call` fail with `error` (by default a 503).
-    public func failNext(_ count: Int = 1, with error: SyncError = SyncError(.server, "service unavailable", httpStatus: 503), on call: Operation) {
-        for _ in 0..<max(0, count) { inject(.fail(error), on: call) }
-    }
+    // MARK: - Rules and events
 
     /// Refuses the pushed changes that `rule` matches, from now on.
     public func reject(_ rule: Rejection) { rejections.append(rule) }
@@ -158,31 +127,6 @@ public actor InMemoryBackend: SyncBackend {
     public func forgetClients() {
         state.clients.removeAll()
         state.outcomes.removeAll()
-    }
-
-    /// Records the call and fires the fault scheduled for it: returns it when it acts later
-    /// (a dropped connection, a duplicate page).
-    @discardableResult
-    private func enter(_ operation: Operation) throws -> Fault? {
-        calls.append(operation)
-        guard let index = scheduled.firstIndex(where: { $0.call == operation }) else { return nil }
-        if scheduled[index].skip > 0 {
-            scheduled[index].skip -= 1
-            return nil
-        }
-        let fault = scheduled.remove(at: index).fault
-        switch fault {
-        case .fail(let error): throw error
-        case .expireSessions: state.sessions.removeAll()
-        case .forgetClients: forgetClients()
-        case .dropConnection, .duplicatePage: break
-        }
-        return fault
-    }
-
-    /// Ends a call: a scheduled dropped connection loses its answer.
-    private func leave(_ operation: Operation, _ fault: Fault?) throws {
-        if case .dropConnection? = fault { throw SyncError(.network, "the connection dropped mid-answer (\(operation.rawValue))") }
     }
 
     // MARK: - The server's side
@@ -224,24 +168,19 @@ public actor InMemoryBackend: SyncBackend {
     // MARK: - Session
 
     public func logIn(_ credentials: Credentials) async throws -> SyncSession {
-        let fault = try enter(.logIn)
         if let users = options.users, users[credentials.user] != credentials.password {
             throw SyncError(.unauthorized, "wrong user name or password", httpStatus: 401)
         }
         let token = state.newID("t")
         state.sessions[token] = credentials.user
-        try leave(.logIn, fault)
         return SyncSession(user: credentials.user, data: ["token": .string(token)])
     }
 
     public func logOut(_ session: SyncSession) async throws {
-        let fault = try enter(.logOut)
         if let token = session.data["token"]?.stringValue { state.sessions[token] = nil }
-        try leave(.logOut, fault)
     }
 
     public func prepare(_ session: SyncSession) async throws -> SyncSession {
-        let fault = try enter(.prepare)
         try authenticate(session)
         var session = session
         if let client = session.clientID {
@@ -251,12 +190,10 @@ public actor InMemoryBackend: SyncBackend {
             state.clients.insert(client)
             session.clientID = client
         }
-        try leave(.prepare, fault)
         return session
     }
 
     public func resetClient(_ session: SyncSession) async throws -> SyncSession {
-        let fault = try enter(.resetClient)
         try authenticate(session)
         var session = session
         if let client = session.clientID {
@@ -264,7 +201,6 @@ public actor InMemoryBackend: SyncBackend {
             state.outcomes[client] = nil
         }
         session.clientID = nil
-        try leave(.resetClient, fault)
         return session
     }
 
@@ -328,9 +264,7 @@ public actor InMemoryBackend: SyncBackend {
     }
 
     public func pull(_ request: PullRequest) async throws -> PullPage {
-        let fault = try enter(.pull)
         let client = try client(request.session)
-        if case .duplicatePage? = fault, let lastPage { return lastPage }
         let cursor = try Cursor(request.cursor)
         var page: PullPage
         var next: Cursor
@@ -343,8 +277,6 @@ public actor InMemoryBackend: SyncBackend {
         }
         next.ack = deliverOutcomes(to: client, model: request.model.name, acknowledging: cursor.ack, into: &page)
         page.nextCursor = next.json
-        lastPage = page
-        try leave(.pull, fault)
         return page
     }
 
@@ -457,7 +389,6 @@ public actor InMemoryBackend: SyncBackend {
     // MARK: - Push
 
     public func push(_ request: PushRequest) async throws -> [PushResult] {
-        let fault = try enter(.push)
         let client = try client(request.session)
         let model = request.model.name
         var results: [PushResult] = []
@@ -482,7 +413,6 @@ public actor InMemoryBackend: SyncBackend {
             }
             results.append(PushResult(id: change.id, outcome: outcome))
         }
-        try leave(.push, fault)
         return results
     }
 
@@ -526,39 +456,31 @@ public actor InMemoryBackend: SyncBackend {
     // MARK: - Snapshots, search, listing, blobs
 
     public func bulkSnapshot(_ request: PullRequest) async throws -> PullPage {
-        let fault = try enter(.bulkSnapshot)
         _ = try client(request.session)
         var plain = request
         plain.configuration.fetchLimit = nil
         var (page, next) = listing(plain, cursor: try Cursor(request.cursor))
         page.nextCursor = next.json
-        try leave(.bulkSnapshot, fault)
         return page
     }
 
     /// Objects whose attributes equal every member of `query`, in one page.
     public func search(_ request: PullRequest, query: JSONObject) async throws -> PullPage {
-        let fault = try enter(.search)
         _ = try client(request.session)
         let found = ordered(request).filter { Self.matches($0.entry.attributes, query) }
         let page = PullPage(upserts: found.map { serverObject($0.id, $0.entry, request: request) }, totalCount: found.count)
-        try leave(.search, fault)
         return page
     }
 
     public func remoteIDs(_ request: PullRequest) async throws -> [String] {
-        let fault = try enter(.remoteIDs)
         _ = try client(request.session)
         let ids = ordered(request).map(\.id)
-        try leave(.remoteIDs, fault)
         return ids
     }
 
     public func downloadBlob(_ url: String, session: SyncSession) async throws -> Data {
-        let fault = try enter(.downloadBlob)
         try authenticate(session)
         guard let data = state.blobs[url] else { throw SyncError(.server, "no blob at \(url)", httpStatus: 404) }
-        try leave(.downloadBlob, fault)
         return data
     }
 }

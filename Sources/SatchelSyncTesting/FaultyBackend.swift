@@ -3,8 +3,20 @@ public import Satchel
 public import SatchelSync
 import Synchronization
 
-/// Wraps any adapter and injects faults at its boundary, so the conformance kit can put every
-/// adapter through lost answers, failed calls and repeated pages, whatever its server.
+/// The calls of ``SatchelSync/SyncBackend``, by name.
+public enum BackendCall: String, Sendable, Hashable, CaseIterable {
+    case logIn, logOut, prepare, resetClient, prepareFullPull, pull, push, bulkSnapshot, search, remoteIDs, downloadBlob
+}
+
+/// Wraps any adapter and injects faults at its boundary, so that tests can put every adapter
+/// through lost answers, failed calls and repeated pages, whatever its server, and count its
+/// calls. The one fault injector of Satchel's tests.
+///
+/// ```swift
+/// let faults = FaultyBackend(InMemoryBackend())
+/// faults.inject(.dropAnswer, on: .push)           // the push lands, its answer is lost
+/// faults.inject(.fail(SyncError(.server, "busy", httpStatus: 503)), on: .pull, after: 2)
+/// ```
 public final class FaultyBackend: SyncBackend {
     public enum Fault: Sendable {
         /// The call fails with this error; nothing reaches the server.
@@ -13,13 +25,15 @@ public final class FaultyBackend: SyncBackend {
         case dropAnswer
         /// A pull answers with the previous pull's page again.
         case repeatPreviousPage
-        /// Runs this before the call goes through (to stop the engine, say).
-        case before(@Sendable () -> Void)
+        /// Runs this before the call goes through: stop the engine, change the server (expire
+        /// its sessions, make it forget this client)…
+        case before(@Sendable () async -> Void)
     }
 
     private struct State {
         var pending: [(call: BackendCall, skip: Int, fault: Fault)] = []
         var counts: [BackendCall: Int] = [:]
+        var calls: [BackendCall] = []
         var previousPage: PullPage?
     }
 
@@ -36,8 +50,16 @@ public final class FaultyBackend: SyncBackend {
         state.withLock { $0.pending.append((call, skip, fault)) }
     }
 
+    /// The next `count` calls of `call` fail with `error` (by default a 503).
+    public func failNext(_ count: Int, with error: SyncError = SyncError(.server, "service unavailable", httpStatus: 503), on call: BackendCall) {
+        for _ in 0..<max(0, count) { inject(.fail(error), on: call) }
+    }
+
     /// How many times `call` was made (faulty ones included).
     public func count(_ call: BackendCall) -> Int { state.withLock { $0.counts[call] ?? 0 } }
+
+    /// Every call made, in order.
+    public var calls: [BackendCall] { state.withLock { $0.calls } }
 
     /// Faults injected that no call has met yet.
     public var unusedFaults: Int { state.withLock { $0.pending.count } }
@@ -45,6 +67,7 @@ public final class FaultyBackend: SyncBackend {
     private func fault(for call: BackendCall) -> Fault? {
         state.withLock { state in
             state.counts[call, default: 0] += 1
+            state.calls.append(call)
             guard let index = state.pending.firstIndex(where: { $0.call == call }) else { return nil }
             if state.pending[index].skip > 0 {
                 state.pending[index].skip -= 1
@@ -61,7 +84,7 @@ public final class FaultyBackend: SyncBackend {
     private func run<T: Sendable>(_ fault: Fault?, _ call: BackendCall, _ body: () async throws -> T) async throws -> T {
         switch fault {
         case .fail(let error)?: throw error
-        case .before(let hook)?: hook()
+        case .before(let hook)?: await hook()
         default: break
         }
         let answer = try await body()

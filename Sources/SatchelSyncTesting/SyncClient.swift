@@ -1,7 +1,6 @@
 import Foundation
 public import Satchel
 public import SatchelSync
-public import SatchelTestSupport
 import Synchronization
 public import Testing
 
@@ -52,21 +51,48 @@ public final class DelayLog: Sendable {
     public var all: [Duration] { delays.withLock { $0 } }
 }
 
-/// A device: a store in its own directory, and an engine syncing it through a backend.
+/// A directory under the system's temporary directory, removed when the last client using it
+/// goes.
+final class ScratchDirectory: Sendable {
+    let path: String
+
+    init() throws {
+        let name = "satchel-sync-\(ProcessInfo.processInfo.processIdentifier)-\(UUID().uuidString)"
+        path = FileManager.default.temporaryDirectory.appendingPathComponent(name).path
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    }
+
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+}
+
+/// A device: a store, and an engine syncing it through a backend.
 public struct SyncClient: Sendable {
-    public let directory: TemporaryDirectory
+    /// The store's directory.
+    public let storePath: String
+    /// Keeps a temporary store directory alive while a client uses it.
+    private let scratch: ScratchDirectory?
     public let store: Store
     public let engine: SyncEngine
     public let log: EventLog
     public let delays: DelayLog
 
-    /// Opens (or reopens) the store in `directory`, registers `models`, and makes an engine.
+    /// Opens (or reopens) the store at `storePath` (by default a new one in a temporary
+    /// directory, removed when the client goes), registers `models`, and makes an engine whose
+    /// retries record their delays instead of sleeping.
     public init(
         backend: any SyncBackend, models: [ModelDefinition], pageSize: Int = 5, retry: RetryPolicy = RetryPolicy(maxAttempts: 1),
-        directory: TemporaryDirectory = TemporaryDirectory("satchel-sync")
+        storePath: String? = nil
     ) throws {
-        self.directory = directory
-        store = try Store(path: directory.child("store"))
+        let scratch = storePath == nil ? try ScratchDirectory() : nil
+        try self.init(backend: backend, models: models, pageSize: pageSize, retry: retry, storePath: storePath ?? scratch!.path + "/store", scratch: scratch)
+    }
+
+    private init(
+        backend: any SyncBackend, models: [ModelDefinition], pageSize: Int, retry: RetryPolicy, storePath: String, scratch: ScratchDirectory?
+    ) throws {
+        self.storePath = storePath
+        self.scratch = scratch
+        store = try Store(path: storePath)
         for model in models { _ = try store.register(model) }
         let log = EventLog()
         let delays = DelayLog()
@@ -89,7 +115,8 @@ public struct SyncClient: Sendable {
     /// Closes the store, as a killed app would leave it, and opens it again with a new engine.
     public func reopened(backend: any SyncBackend, models: [ModelDefinition], pageSize: Int = 5) async throws -> SyncClient {
         try store.close()
-        let client = try SyncClient(backend: backend, models: models, pageSize: pageSize, directory: directory)
+        let client = try SyncClient(
+            backend: backend, models: models, pageSize: pageSize, retry: RetryPolicy(maxAttempts: 1), storePath: storePath, scratch: scratch)
         await client.record()
         return client
     }
