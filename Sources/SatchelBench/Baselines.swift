@@ -2,10 +2,36 @@ import CLevelDB
 import Foundation
 import Satchel
 
-/// Raw LevelDB through its C API: the same keys and values Satchel writes (documents under
-/// `(doc, model, id)`, entries of the brand and price indexes holding their documents), the same
-/// batches and the same options, with the index entries maintained by hand and no other work.
-/// It returns bytes, never parsed documents: the floor under Satchel.
+/// The raw baseline's keys: the shape and about the size of Satchel's — a family byte, the
+/// model's name, the index number, the value (type-tagged, ordered bytes), the id — written by
+/// hand, with nothing to escape (the benchmark's names, ids and values hold no 0x00). Satchel's
+/// own encoding stays Satchel's: the core exports nothing for its benchmark.
+enum RawKeys {
+    static let documentPrefix: [UInt8] = [0x10] + Array("Product".utf8) + [0]
+
+    static func document(_ id: String) -> [UInt8] { documentPrefix + Array(id.utf8) + [0] }
+
+    static func indexPrefix(_ index: UInt8) -> [UInt8] { [0x20] + Array("Product".utf8) + [0, index] }
+
+    /// A string as a terminated run of bytes; an integer as 8 big-endian bytes with the sign bit
+    /// flipped, so byte order is numeric order.
+    static func value(_ value: JSONValue) -> [UInt8] {
+        switch value {
+        case .string(let text): return [0x30] + Array(text.utf8) + [0]
+        case .int(let n): return [0x21] + withUnsafeBytes(of: (UInt64(bitPattern: n) ^ (1 << 63)).bigEndian, Array.init)
+        default: fatalError("the benchmark indexes strings and integers only")
+        }
+    }
+
+    static func indexEntry(_ index: UInt8, _ value: JSONValue, id: String) -> [UInt8] {
+        indexPrefix(index) + Self.value(value) + Array(id.utf8) + [0]
+    }
+}
+
+/// Raw LevelDB through its C API: the documents as Satchel stores them (compact JSON), under keys
+/// of the same shape (``RawKeys``), entries of the brand and price indexes holding their
+/// documents, the same batches and the same options, with the index entries maintained by hand
+/// and no other work. It returns bytes, never parsed documents: the floor under Satchel.
 final class RawLevelDBSystem: BenchSystem {
     let name = "leveldb_raw"
     private let db: OpaquePointer
@@ -14,9 +40,9 @@ final class RawLevelDBSystem: BenchSystem {
     private let readOptions: OpaquePointer
     private let writeOptions: OpaquePointer
     private let verifyChecksums: Bool
-    private let brandPrefix = BenchmarkSupport.indexPrefix(model: "Product", indexID: 1)
-    private let pricePrefix = BenchmarkSupport.indexPrefix(model: "Product", indexID: 2)
-    private let documentPrefix = BenchmarkSupport.documentKey(model: "Product", id: "").dropLast(3)
+    private let brandPrefix = RawKeys.indexPrefix(1)
+    private let pricePrefix = RawKeys.indexPrefix(2)
+    private let documentPrefix = RawKeys.documentPrefix
 
     init(directory: String, configuration: Store.Configuration) throws {
         let options = leveldb_options_create()!
@@ -69,16 +95,16 @@ final class RawLevelDBSystem: BenchSystem {
         defer { leveldb_writebatch_destroy(writeBatch) }
         for item in batch {
             let bytes = item.attributes.jsonBytes
-            put(writeBatch, BenchmarkSupport.documentKey(model: "Product", id: item.id), bytes)
-            put(writeBatch, BenchmarkSupport.indexEntry(model: "Product", indexID: 1, value: item.attributes["brand"]!, id: item.id), bytes)
-            put(writeBatch, BenchmarkSupport.indexEntry(model: "Product", indexID: 2, value: item.attributes["price"]!, id: item.id), bytes)
+            put(writeBatch, RawKeys.document(item.id), bytes)
+            put(writeBatch, RawKeys.indexEntry(1, item.attributes["brand"]!, id: item.id), bytes)
+            put(writeBatch, RawKeys.indexEntry(2, item.attributes["price"]!, id: item.id), bytes)
         }
         try write(writeBatch)
     }
 
     /// The raw value bytes of a document, or nil.
     private func value(_ id: String) throws -> [UInt8]? {
-        let key = BenchmarkSupport.documentKey(model: "Product", id: id)
+        let key = RawKeys.document(id)
         var length = 0
         var error: UnsafeMutablePointer<CChar>?
         let value = key.withUnsafeBufferPointer { k in
@@ -113,12 +139,12 @@ final class RawLevelDBSystem: BenchSystem {
     }
 
     func findBrand(_ brand: String, limit: Int?) throws -> Int {
-        let start = brandPrefix + BenchmarkSupport.valueBytes(.string(brand))
+        let start = brandPrefix + RawKeys.value(.string(brand))
         return try readIndex(prefix: start, start: start, limit: limit)
     }
 
     func priceRange(from price: Int64, limit: Int) throws -> Int {
-        try readIndex(prefix: pricePrefix, start: pricePrefix + BenchmarkSupport.valueBytes(.int(price)), limit: limit)
+        try readIndex(prefix: pricePrefix, start: pricePrefix + RawKeys.value(.int(price)), limit: limit)
     }
 
     func updatePrice(_ id: String, to price: Int64) throws {
@@ -129,12 +155,12 @@ final class RawLevelDBSystem: BenchSystem {
         let batch = leveldb_writebatch_create()!
         defer { leveldb_writebatch_destroy(batch) }
         let bytes = attributes.jsonBytes
-        put(batch, BenchmarkSupport.documentKey(model: "Product", id: id), bytes)
+        put(batch, RawKeys.document(id), bytes)
         // Both entries hold the document: rewrite the brand entry, move the price entry.
-        put(batch, BenchmarkSupport.indexEntry(model: "Product", indexID: 1, value: attributes["brand"]!, id: id), bytes)
-        let oldKey = BenchmarkSupport.indexEntry(model: "Product", indexID: 2, value: old, id: id)
+        put(batch, RawKeys.indexEntry(1, attributes["brand"]!, id: id), bytes)
+        let oldKey = RawKeys.indexEntry(2, old, id: id)
         oldKey.withUnsafeBufferPointer { leveldb_writebatch_delete(batch, UnsafeRawPointer($0.baseAddress!).assumingMemoryBound(to: CChar.self), $0.count) }
-        put(batch, BenchmarkSupport.indexEntry(model: "Product", indexID: 2, value: .int(price), id: id), bytes)
+        put(batch, RawKeys.indexEntry(2, .int(price), id: id), bytes)
         try write(batch)
     }
 
@@ -146,7 +172,7 @@ final class RawLevelDBSystem: BenchSystem {
         leveldb_readoptions_set_fill_cache(scanOptions, 0)
         let iterator = leveldb_create_iterator(db, scanOptions)!
         defer { leveldb_iter_destroy(iterator) }
-        let prefix = Array(documentPrefix)
+        let prefix = documentPrefix
         prefix.withUnsafeBufferPointer { leveldb_iter_seek(iterator, UnsafeRawPointer($0.baseAddress!).assumingMemoryBound(to: CChar.self), $0.count) }
         var n = 0
         var bytes = 0
@@ -182,8 +208,6 @@ private func settleSQLite(_ db: SQLiteDatabase) throws {
 
 /// Applies the settings all SQLite baselines share: WAL without fsync (LevelDB's default
 /// durability: a process crash loses nothing, a machine crash may lose the last writes), and a
-/// page cache the size of Satchel's block cache.
-/// The SQLite settings every baseline uses: WAL, no fsync (as Satchel's default writes), and a
 /// page cache the size of Satchel's block cache.
 func configure(_ db: SQLiteDatabase, cacheBytes: Int) throws {
     try db.execute("PRAGMA journal_mode=WAL")
