@@ -2,7 +2,7 @@
 ///
 /// A `SatchelError` carries a ``Code`` to match on, a human-readable ``message`` that says what
 /// went wrong (and, where possible, what to do about it), and the model and object the failed
-/// operation was about. Messages name models, attributes and ids, never document bodies.
+/// operation was about. Messages name models, attributes and ids, never object bodies.
 ///
 /// ```swift
 /// do {

@@ -7,9 +7,9 @@ import Satchel
 /// hand, with nothing to escape (the benchmark's names, ids and values hold no 0x00). Satchel's
 /// own encoding stays Satchel's: the core exports nothing for its benchmark.
 enum RawKeys {
-    static let documentPrefix: [UInt8] = [0x10] + Array("Product".utf8) + [0]
+    static let objectPrefix: [UInt8] = [0x10] + Array("Product".utf8) + [0]
 
-    static func document(_ id: String) -> [UInt8] { documentPrefix + Array(id.utf8) + [0] }
+    static func object(_ id: String) -> [UInt8] { objectPrefix + Array(id.utf8) + [0] }
 
     static func indexPrefix(_ index: UInt8) -> [UInt8] { [0x20] + Array("Product".utf8) + [0, index] }
 
@@ -28,10 +28,10 @@ enum RawKeys {
     }
 }
 
-/// Raw LevelDB through its C API: the documents as Satchel stores them (compact JSON), under keys
+/// Raw LevelDB through its C API: the objects as Satchel stores them (compact JSON), under keys
 /// of the same shape (``RawKeys``), entries of the brand and price indexes holding their
-/// documents, the same batches and the same options, with the index entries maintained by hand
-/// and no other work. It returns bytes, never parsed documents: the floor under Satchel.
+/// objects, the same batches and the same options, with the index entries maintained by hand
+/// and no other work. It returns bytes, never parsed objects: the floor under Satchel.
 final class RawLevelDBSystem: BenchSystem {
     let name = "leveldb_raw"
     private let db: OpaquePointer
@@ -42,7 +42,7 @@ final class RawLevelDBSystem: BenchSystem {
     private let verifyChecksums: Bool
     private let brandPrefix = RawKeys.indexPrefix(1)
     private let pricePrefix = RawKeys.indexPrefix(2)
-    private let documentPrefix = RawKeys.documentPrefix
+    private let objectPrefix = RawKeys.objectPrefix
 
     init(directory: String, configuration: Store.Configuration) throws {
         let options = leveldb_options_create()!
@@ -95,16 +95,16 @@ final class RawLevelDBSystem: BenchSystem {
         defer { leveldb_writebatch_destroy(writeBatch) }
         for item in batch {
             let bytes = item.attributes.jsonBytes
-            put(writeBatch, RawKeys.document(item.id), bytes)
+            put(writeBatch, RawKeys.object(item.id), bytes)
             put(writeBatch, RawKeys.indexEntry(1, item.attributes["brand"]!, id: item.id), bytes)
             put(writeBatch, RawKeys.indexEntry(2, item.attributes["price"]!, id: item.id), bytes)
         }
         try write(writeBatch)
     }
 
-    /// The raw value bytes of a document, or nil.
+    /// The raw value bytes of an object, or nil.
     private func value(_ id: String) throws -> [UInt8]? {
-        let key = RawKeys.document(id)
+        let key = RawKeys.object(id)
         var length = 0
         var error: UnsafeMutablePointer<CChar>?
         let value = key.withUnsafeBufferPointer { k in
@@ -119,7 +119,7 @@ final class RawLevelDBSystem: BenchSystem {
     func get(_ id: String) throws -> Int { try value(id)?.count ?? 0 }
 
     /// Index entries starting at `start`, within `prefix`, up to `limit`: each entry holds its
-    /// document (as Satchel's value indexes do), so no further read is needed.
+    /// object (as Satchel's value indexes do), so no further read is needed.
     private func readIndex(prefix: [UInt8], start: [UInt8], limit: Int?) throws -> Int {
         let iterator = leveldb_create_iterator(db, readOptions)!
         defer { leveldb_iter_destroy(iterator) }
@@ -155,8 +155,8 @@ final class RawLevelDBSystem: BenchSystem {
         let batch = leveldb_writebatch_create()!
         defer { leveldb_writebatch_destroy(batch) }
         let bytes = attributes.jsonBytes
-        put(batch, RawKeys.document(id), bytes)
-        // Both entries hold the document: rewrite the brand entry, move the price entry.
+        put(batch, RawKeys.object(id), bytes)
+        // Both entries hold the object: rewrite the brand entry, move the price entry.
         put(batch, RawKeys.indexEntry(1, attributes["brand"]!, id: id), bytes)
         let oldKey = RawKeys.indexEntry(2, old, id: id)
         oldKey.withUnsafeBufferPointer { leveldb_writebatch_delete(batch, UnsafeRawPointer($0.baseAddress!).assumingMemoryBound(to: CChar.self), $0.count) }
@@ -172,7 +172,7 @@ final class RawLevelDBSystem: BenchSystem {
         leveldb_readoptions_set_fill_cache(scanOptions, 0)
         let iterator = leveldb_create_iterator(db, scanOptions)!
         defer { leveldb_iter_destroy(iterator) }
-        let prefix = documentPrefix
+        let prefix = objectPrefix
         prefix.withUnsafeBufferPointer { leveldb_iter_seek(iterator, UnsafeRawPointer($0.baseAddress!).assumingMemoryBound(to: CChar.self), $0.count) }
         var n = 0
         var bytes = 0
@@ -217,8 +217,8 @@ func configure(_ db: SQLiteDatabase, cacheBytes: Int) throws {
 
 /// SQLite with JSON documents: `docs(id TEXT PRIMARY KEY, body TEXT)` and expression indexes on
 /// `json_extract(body, '$.brand')` and `'$.price'`, the way a Swift developer would store
-/// documents in SQLite. Each document read is parsed with Satchel's own JSON parser (the fastest
-/// at hand), so it hands the app what Satchel does: a parsed document.
+/// objects in SQLite. Each object read is parsed with Satchel's own JSON parser (the fastest
+/// at hand), so it hands the app what Satchel does: a parsed object.
 final class SQLiteJSONSystem: BenchSystem {
     let name = "sqlite_json"
     private let db: SQLiteDatabase
@@ -295,7 +295,7 @@ final class SQLiteJSONSystem: BenchSystem {
 
 /// SQLite with RhoConnect's own client schema (`object_values`, one row per attribute, values as
 /// text, its three indexes: rhoconnect-protocol.md §7.2). Reads gather every attribute of each
-/// object found into a document, as the client does.
+/// object found into an object, as the client does.
 final class RhoConnectEAVSystem: BenchSystem {
     let name = "rhoconnect_eav"
     private let db: SQLiteDatabase
@@ -341,7 +341,7 @@ final class RhoConnectEAVSystem: BenchSystem {
         try db.execute("COMMIT")
     }
 
-    /// Every attribute of one object, gathered into a document (RhoConnect's find by id).
+    /// Every attribute of one object, gathered into an object (RhoConnect's find by id).
     private func load(_ id: String) throws -> Int {
         defer { attributes.reset() }
         attributes.bind(1, id)

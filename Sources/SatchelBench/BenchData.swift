@@ -1,6 +1,6 @@
 import Satchel
 
-/// A deterministic generator (SplitMix64): the same documents on every run and machine.
+/// A deterministic generator (SplitMix64): the same objects on every run and machine.
 struct SplitMix64: RandomNumberGenerator {
     private var state: UInt64
     init(seed: UInt64) { state = seed }
@@ -13,7 +13,7 @@ struct SplitMix64: RandomNumberGenerator {
     }
 }
 
-/// The benchmark's documents: like the Fixtures/ products, about 250 bytes of compact JSON, with
+/// The benchmark's objects: like the Fixtures/ products, about 250 bytes of compact JSON, with
 /// 8 attributes: name, brand (50 values), price (1–1000), quantity, a unique sku, category (20
 /// values), an ISO date and a ~60-character description.
 enum BenchData {
@@ -32,7 +32,7 @@ enum BenchData {
         return "p" + String(repeating: "0", count: max(0, 9 - digits.count)) + digits
     }
 
-    /// Documents in order, the same sequence on every run: `make` for a few, a `Generator` to
+    /// Objects in order, the same sequence on every run: `make` for a few, a `Generator` to
     /// stream many without holding them.
     static func make(count: Int, seed: UInt64 = 42) -> [Item] {
         var generator = Generator(seed: seed)

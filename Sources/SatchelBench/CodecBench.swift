@@ -1,10 +1,10 @@
 import Foundation
 import Satchel
 
-/// Satchel's JSON codec against Foundation's on the benchmark documents, in the same process:
-/// decoding compact JSON into a document value, and encoding it back with sorted keys.
+/// Satchel's JSON codec against Foundation's on the benchmark objects, in the same process:
+/// decoding compact JSON into an object value, and encoding it back with sorted keys.
 enum CodecBench {
-    /// The Codable twin of a benchmark document, for JSONDecoder/JSONEncoder.
+    /// The Codable twin of a benchmark object, for JSONDecoder/JSONEncoder.
     struct Product: Codable {
         var name: String
         var brand: String
@@ -21,7 +21,7 @@ enum CodecBench {
         let texts = items.map { $0.attributes.jsonBytes }
         let datas = texts.map { Data($0) }
         let bytes = texts.reduce(0) { $0 + $1.count }
-        FileHandle.standardError.write(Data("codec: \(count) documents, \(bytes / count) bytes on average\n".utf8))
+        FileHandle.standardError.write(Data("codec: \(count) objects, \(bytes / count) bytes on average\n".utf8))
 
         var sink = 0
         let satchelDecode = try Report.seconds {

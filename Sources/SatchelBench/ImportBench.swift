@@ -4,7 +4,7 @@ import Satchel
 
 /// Importing a JSON-lines file into an empty model: Satchel's streaming import (the file checked
 /// whole, then written in batches of 1,000, each one transaction) against SQLite reading the same
-/// lines and inserting each as a JSON document (`json()` validating it, the id taken from its
+/// lines and inserting each as a JSON object (`json()` validating it, the id taken from its
 /// `object`), 1,000 to a transaction. Neither side has a secondary index, and the model records
 /// no changes (a cache of server data), so both do the same work: read, check, store.
 enum ImportBench {
@@ -31,7 +31,7 @@ enum ImportBench {
         Report.line("import", n: count, satchel: Double(count) / satchel, unit: "docs/s", baselines: [("sqlite_json", Double(count) / sqlite)])
     }
 
-    /// The benchmark's documents as JSON lines, each with its id under `object`.
+    /// The benchmark's objects as JSON lines, each with its id under `object`.
     private static func writeLines(count: Int, to path: String) throws {
         _ = FileManager.default.createFile(atPath: path, contents: nil)
         guard let handle = FileHandle(forWritingAtPath: path) else { throw BenchError("cannot write \(path)") }

@@ -32,7 +32,7 @@ struct SatchelBench: AsyncParsableCommand {
     @Option(help: "The Kinto bucket of the kinto group (its Product collection is written when empty).") var kintoBucket = "satchel-bench"
     @Option(help: "user:password for the Kinto server.") var kintoUser = "bench:bench"
 
-    @Option(help: "Number of documents.") var docs = 100_000
+    @Option(help: "Number of objects.") var docs = 100_000
     @Option(help: "Systems to compare with: leveldb_raw, sqlite_json, rhoconnect_eav (comma list; default all).")
     var baselines: String?
     @Option(help: "A directory for the databases (default: a new temporary one, removed afterwards).") var directory: String?
@@ -94,7 +94,7 @@ struct SatchelBench: AsyncParsableCommand {
             ("rhoconnect_eav", { try RhoConnectEAVSystem(directory: $0, configuration: configuration) }),
         ]
         for (name, make) in all where chosen?.contains(name) ?? true { systems.append(make) }
-        StoreBench.log("store: \(docs) documents, block cache \(configuration.blockCacheSize >> 20) MiB, write buffer \(configuration.writeBufferSize >> 20) MiB, compression \(configuration.compression), checksums \(configuration.verifyChecksums), batches of \(StoreBench.batchSize)")
+        StoreBench.log("store: \(docs) objects, block cache \(configuration.blockCacheSize >> 20) MiB, write buffer \(configuration.writeBufferSize >> 20) MiB, compression \(configuration.compression), checksums \(configuration.verifyChecksums), batches of \(StoreBench.batchSize)")
         let selected = measures.map { Set($0.split(separator: ",").map(String.init)) }
         let results = try StoreBench.run(count: docs, systems: systems, directory: base, measures: selected)
         StoreBench.report(results, count: docs)

@@ -2,21 +2,21 @@ import Foundation
 import Satchel
 
 /// One system under test. Every method does the same work in each system; only these calls are
-/// timed (generating the documents is not).
+/// timed (generating the objects is not).
 protocol BenchSystem: AnyObject {
     var name: String { get }
-    /// Writes one batch of documents (a transaction), starting from the same documents in every
+    /// Writes one batch of objects (a transaction), starting from the same objects in every
     /// system: each encodes what it stores (JSON text, or one text per attribute) in the call.
     func load(_ batch: [BenchData.Item]) throws
-    /// Reads one document by id; returns something derived from it.
+    /// Reads one object by id; returns something derived from it.
     func get(_ id: String) throws -> Int
-    /// Documents whose brand equals `brand`, at most `limit`; returns how many.
+    /// Objects whose brand equals `brand`, at most `limit`; returns how many.
     func findBrand(_ brand: String, limit: Int?) throws -> Int
-    /// Documents with price ≥ `price`, by price, at most `limit`; returns how many.
+    /// Objects with price ≥ `price`, by price, at most `limit`; returns how many.
     func priceRange(from price: Int64, limit: Int) throws -> Int
-    /// Sets one document's price (one transaction, keeping the price index right).
+    /// Sets one object's price (one transaction, keeping the price index right).
     func updatePrice(_ id: String, to price: Int64) throws
-    /// Reads every document; returns how many.
+    /// Reads every object; returns how many.
     func scan() throws -> Int
     /// Finishes the background work a load leaves (LevelDB compactions, SQLite's WAL), untimed,
     /// so the read measures compare settled stores.
@@ -69,7 +69,7 @@ enum StoreBench {
             try FileManager.default.createDirectory(atPath: roundDirectory, withIntermediateDirectories: true)
             for make in makers {
                 let system = try make(roundDirectory)
-                log("\(system.name): loading \(count) documents")
+                log("\(system.name): loading \(count) objects")
                 var generator = BenchData.Generator()
                 var loadTime = 0.0
                 var loaded = 0
@@ -149,7 +149,7 @@ enum StoreBench {
         try measure("scan", higherIsBetter: true) { system, _ in
             var scanned = 0
             let seconds = try timed { scanned = try system.scan() }
-            if scanned != count { throw BenchError("\(system.name) scanned \(scanned) of \(count) documents") }
+            if scanned != count { throw BenchError("\(system.name) scanned \(scanned) of \(count) objects") }
             return Double(scanned) / seconds
         }
         if sink == 42 { print("") }

@@ -63,7 +63,7 @@ enum SyncBench {
         while index < items.count {
             let end = min(index + pageSize, items.count)
             try store.bulkUpdate { tx in
-                for item in items[index..<end] { try tx.save(Document(id: item.id, attributes: item.attributes), in: model) }
+                for item in items[index..<end] { try tx.save(Object(id: item.id, attributes: item.attributes), in: model) }
             }
             index = end
         }

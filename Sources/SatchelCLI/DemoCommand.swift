@@ -41,7 +41,7 @@ struct DemoCommand: AsyncParsableCommand {
             let count = try store.importObjects(from: fixtures.appendingPathComponent(file), into: model, batchSize: 250)
             say("imported \(count) \(model.name) objects from \(file)")
         }
-        try settings.save(Document(id: "theme", attributes: ["value": "dark"]))
+        try settings.save(Object(id: "theme", attributes: ["value": "dark"]))
 
         // 3. Indexes, built over the imported objects and kept current by every write.
         section("indexes")
@@ -77,7 +77,7 @@ struct DemoCommand: AsyncParsableCommand {
         section("changes")
         let updated = try products.update(first.id, with: ["price": 19.99, "tags": .null])
         say("update(prod-0001, price = 19.99, tags = null) → \(updated.map(\.description) ?? "deleted")")
-        let placed = try store.bulkUpdate { tx -> Document in
+        let placed = try store.bulkUpdate { tx -> Object in
             let order = try tx.create(["customer": .string(customer.id), "status": "pending", "items": [["product": .string(first.id), "qty": 2]], "total": 39.98], in: orders)
             let stock = (try tx.find(first.id, in: products)?["quantity"]?.intValue ?? 2) - 2
             try tx.update(first.id, with: ["quantity": .int(stock)], in: products)
@@ -108,7 +108,7 @@ struct DemoCommand: AsyncParsableCommand {
         // 7. Sync with a server (in memory here; RhoConnect, Kinto… behind the same protocol).
         try await sync(store, products: products, orders: orders, customers: customers, placed: placed)
 
-        // 8. A full consistency check: documents, counters, and every index entry both ways.
+        // 8. A full consistency check: objects, counters, and every index entry both ways.
         let report = try store.verify()
         section("check")
         say("\(report.keys) keys, \(report.objects) objects, \(report.pendingChanges) pending changes: \(report.isHealthy ? "ok" : "\(report.problemCount) problems")")
@@ -118,7 +118,7 @@ struct DemoCommand: AsyncParsableCommand {
 
     /// Pushes everything to a new in-memory server that gives objects its own ids, brings
     /// another client's changes back, and settles a conflict.
-    private func sync(_ store: Store, products: Model, orders: Model, customers: Model, placed: Document) async throws {
+    private func sync(_ store: Store, products: Model, orders: Model, customers: Model, placed: Object) async throws {
         section("sync (an in-memory server)")
         let server = InMemoryBackend()
         let engine = SyncEngine(store: store, backend: server)

@@ -70,9 +70,9 @@ struct FindCommand: ParsableCommand {
             }
             let cursor = try model.cursor(query)
             var n = 0
-            while let document = try cursor.next() {
+            while let object = try cursor.next() {
                 n += 1
-                if !count { Output.line(document.description) }
+                if !count { Output.line(object.description) }
             }
             if count { Output.line(String(n)) }
             if let id, n == 0 {
@@ -122,7 +122,7 @@ struct IndexCommand: ParsableCommand {
             guard fields.count == 1 else { throw SatchelError(.invalidArgument, "an array-element index has exactly one attribute") }
             return .elements(of: fields[0])
         }
-        return IndexDefinition(fields, storesDocuments: !keysOnly)
+        return IndexDefinition(fields, storesObjects: !keysOnly)
     }
 
     func run() throws {
@@ -131,7 +131,7 @@ struct IndexCommand: ParsableCommand {
             let model = try store.existingModel(named: self.model)
             if list {
                 for index in try model.indexes {
-                    let kind = index.definition.kind == .arrayElements ? "elements" : index.definition.storesDocuments ? "value" : "value, keys only"
+                    let kind = index.definition.kind == .arrayElements ? "elements" : index.definition.storesObjects ? "value" : "value, keys only"
                     Output.line("\(index.definition)\t\(kind)\t\(index.isReady ? "ready" : "incomplete")\t\(index.entries) entries")
                 }
                 return

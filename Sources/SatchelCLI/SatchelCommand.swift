@@ -11,7 +11,7 @@ struct SatchelCommand: AsyncParsableCommand {
         abstract: "An embedded document store with sync, on LevelDB.",
         discussion: """
             Every command works on the store directory given by --db (or $SATCHEL_DB). Commands that write objects \
-            (put, import, sync) create it when missing; the others need it to exist. Documents print as JSON, one per \
+            (put, import, sync) create it when missing; the others need it to exist. Objects print as JSON, one per \
             line, keys sorted, the id under "object".
             """,
         version: SatchelCommand.version,

@@ -87,11 +87,11 @@ struct PutCommand: ParsableCommand {
 
     func run() throws {
         var attributes = try parseObjectArgument(json)
-        let id = attributes.removeValue(forKey: Document.idAttribute)
-        let stored = try store.withStore(creating: true) { store -> Document? in
+        let id = attributes.removeValue(forKey: Object.idAttribute)
+        let stored = try store.withStore(creating: true) { store -> Object? in
             let model = try store.model(model)
             switch id {
-            case .string(let id)?: return try model.save(Document(id: id, attributes: attributes))
+            case .string(let id)?: return try model.save(Object(id: id, attributes: attributes))
             case nil, .null?: return try model.create(attributes)
             case let other?:
                 throw SatchelError(.invalidDocument, "the object id ('object') must be a string, got \(other)")
@@ -102,8 +102,8 @@ struct PutCommand: ParsableCommand {
 }
 
 /// Prints a stored object on stdout, or, when the null rule deleted it, says so on stderr (so a
-/// script reading stdout sees no document).
-func report(_ stored: Document?, model: String, id: String?) {
+/// script reading stdout sees no object).
+func report(_ stored: Object?, model: String, id: String?) {
     if let stored {
         Output.line(stored.description)
     } else {

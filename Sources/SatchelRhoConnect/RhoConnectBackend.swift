@@ -151,7 +151,7 @@ public struct RhoConnectBackend: SyncBackend {
         return prepared
     }
 
-    /// Asks the server to flush this client's documents; the client id is kept. A client the
+    /// Asks the server to flush this client's objects; the client id is kept. A client the
     /// server no longer knows is dropped, and the next sync creates a new one.
     public func resetClient(_ session: SyncSession) async throws -> SyncSession {
         guard let id = session.clientID else { return session }
@@ -166,7 +166,7 @@ public struct RhoConnectBackend: SyncBackend {
         }
     }
 
-    /// Resets the model's documents of this client on the server, so that the next query sends
+    /// Resets the model's objects of this client on the server, so that the next query sends
     /// every object again (RhoConnect sends a client only what it lacks). The legacy routes
     /// reset the whole client.
     public func prepareFullPull(_ request: PullRequest) async throws {

@@ -41,7 +41,7 @@ public struct ModelSyncConfiguration: Sendable, Hashable {
 
     /// Whether an attribute travels between this device and the server.
     func syncs(_ attribute: String) -> Bool {
-        if attribute == Document.idAttribute { return false }
+        if attribute == Object.idAttribute { return false }
         if deviceOnlyAttributes.contains(attribute) || ignoredAttributes.contains(attribute) { return false }
         if let onlyAttributes { return onlyAttributes.contains(attribute) }
         return true
@@ -49,7 +49,7 @@ public struct ModelSyncConfiguration: Sendable, Hashable {
 
     /// `attributes` without those that do not travel.
     func syncing(_ attributes: JSONObject) -> JSONObject {
-        if onlyAttributes == nil && ignoredAttributes.isEmpty && deviceOnlyAttributes.isEmpty && attributes[Document.idAttribute] == nil {
+        if onlyAttributes == nil && ignoredAttributes.isEmpty && deviceOnlyAttributes.isEmpty && attributes[Object.idAttribute] == nil {
             return attributes  // everything travels (the usual case, on every pulled object)
         }
         return attributes.filter { name, _ in syncs(name) }

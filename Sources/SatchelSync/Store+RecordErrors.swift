@@ -145,7 +145,7 @@ extension Store {
                     // only if the server's copy lacks them, which it does.
                     var attributes = try tx.find(id, in: model)?.attributes ?? JSONObject()
                     for name in error.attributes.keys where server[name] == nil { attributes[name] = nil }
-                    for (name, value) in server where name != Document.idAttribute { attributes[name] = value.isNull ? nil : value }
+                    for (name, value) in server where name != Object.idAttribute { attributes[name] = value.isNull ? nil : value }
                     try tx.writeServerObject(model, id, attributes)
                 }
             case (.delete, .retry):

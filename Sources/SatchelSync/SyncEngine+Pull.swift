@@ -96,9 +96,9 @@ extension SyncEngine {
                 var notification = ObjectNotification(model: definition.name)
                 // Everything not in the snapshot goes, except what exists only here (pending or
                 // in-flight creates).
-                for document in try tx.findAll(in: model) where !keep.contains(document.id) {
-                    if try Self.isLocalOnly(model, document.id, tx) { continue }
-                    if try tx.writeServerObject(model, document.id, nil) == .deleted { notification.deleted.append(document.id) }
+                for object in try tx.findAll(in: model) where !keep.contains(object.id) {
+                    if try Self.isLocalOnly(model, object.id, tx) { continue }
+                    if try tx.writeServerObject(model, object.id, nil) == .deleted { notification.deleted.append(object.id) }
                 }
                 try Self.applyUpserts(objects, to: model, settings: settings, blobs: blobs, tx: tx, notification: &notification)
                 state.cursor = cursor
@@ -159,19 +159,19 @@ extension SyncEngine {
                     state.fullPullPending = false
                     try tx.setSyncState(model, state)
                 }
-                for document in try tx.findAll(in: model) {
-                    guard keeping.contains(document.id) else {
-                        if try Self.isLocalOnly(model, document.id, tx) { continue }
-                        if try Self.applyServerDelete(document.id, to: model, tx: tx) { notification.deleted.append(document.id) }
+                for object in try tx.findAll(in: model) {
+                    guard keeping.contains(object.id) else {
+                        if try Self.isLocalOnly(model, object.id, tx) { continue }
+                        if try Self.applyServerDelete(object.id, to: model, tx: tx) { notification.deleted.append(object.id) }
                         continue
                     }
-                    guard let sent = attributes[document.id],
-                        document.attributes.keys.contains(where: { !sent.contains($0) && settings.syncs($0) })
+                    guard let sent = attributes[object.id],
+                        object.attributes.keys.contains(where: { !sent.contains($0) && settings.syncs($0) })
                     else { continue }
-                    let protected = try Self.protectedAttributes(model, document.id, settings: settings, tx: tx)
+                    let protected = try Self.protectedAttributes(model, object.id, settings: settings, tx: tx)
                     if protected.all || protected.deletedLocally { continue }
-                    let kept = document.attributes.filter { name, _ in sent.contains(name) || !settings.syncs(name) || protected.names.contains(name) }
-                    notification.note(try tx.writeServerObject(model, document.id, kept, replacing: document.attributes), document.id)
+                    let kept = object.attributes.filter { name, _ in sent.contains(name) || !settings.syncs(name) || protected.names.contains(name) }
+                    notification.note(try tx.writeServerObject(model, object.id, kept, replacing: object.attributes), object.id)
                 }
                 return notification
             }
@@ -223,9 +223,9 @@ extension SyncEngine {
             }
             for id in page.deletes where try Self.applyServerDelete(id, to: model, tx: tx) { notification.deleted.append(id) }
             for (id, names) in page.removals.sorted(by: { $0.key < $1.key }) {
-                guard let document = try tx.find(id, in: model) else { continue }
+                guard let object = try tx.find(id, in: model) else { continue }
                 let listed = Set(names)
-                let keys = document.attributes.keys
+                let keys = object.attributes.keys
                 if keys.contains(where: listed.contains), keys.allSatisfy({ listed.contains($0) || !settings.syncs($0) }) {
                     // Every attribute the server could know of is removed: the object is.
                     if try Self.applyServerDelete(id, to: model, tx: tx) { notification.deleted.append(id) }
@@ -233,9 +233,9 @@ extension SyncEngine {
                 }
                 let protected = try Self.protectedAttributes(model, id, settings: settings, tx: tx)
                 if protected.all { continue }
-                var remaining = document.attributes
+                var remaining = object.attributes
                 for name in names where settings.syncs(name) && !protected.names.contains(name) { remaining[name] = nil }
-                notification.note(try tx.writeServerObject(model, id, remaining, replacing: document.attributes), id)
+                notification.note(try tx.writeServerObject(model, id, remaining, replacing: object.attributes), id)
             }
             try Self.applyUpserts(page.upserts, to: model, settings: settings, blobs: blobs, tx: tx, notification: &notification)
             newState.cursor = page.nextCursor

@@ -26,16 +26,16 @@ extension SyncEngine {
                 for change in try tx.pendingChanges(of: model) {
                     if try tx.recordError(model, change.objectID) != nil { continue }
                     if let outbox = try tx.outbox(model, change.objectID), outbox.state == .awaitingLink { continue }
-                    let document = try tx.find(change.objectID, in: model)
-                    if let document, Self.refersTo(blocked, document: document, definition: definition) { continue }
+                    let object = try tx.find(change.objectID, in: model)
+                    if let object, Self.refersTo(blocked, object: object, definition: definition) { continue }
                     var attributes: JSONObject
                     switch change.kind {
                     case .create:
-                        guard let document else {
+                        guard let object else {
                             try tx.setPendingChange(model, change.objectID, kind: nil)
                             continue
                         }
-                        attributes = settings.syncing(document.attributes)
+                        attributes = settings.syncing(object.attributes)
                     case .update, .delete:
                         attributes = settings.syncing(change.attributes)
                         if change.kind == .update && attributes.isEmpty {
@@ -47,8 +47,8 @@ extension SyncEngine {
                     let version = try tx.version(model, change.objectID)
                     try tx.setPendingChange(model, change.objectID, kind: nil)
                     try tx.setOutbox(model, change.objectID, OutboxRecord(kind: change.kind, attributes: attributes, baseVersion: version))
-                    let object = change.kind == .update ? document.map { settings.syncing($0.attributes) } : nil
-                    changes.append(OutgoingChange(id: change.objectID, kind: change.kind, attributes: attributes, baseVersion: version, object: object))
+                    let whole = change.kind == .update ? object.map { settings.syncing($0.attributes) } : nil
+                    changes.append(OutgoingChange(id: change.objectID, kind: change.kind, attributes: attributes, baseVersion: version, object: whole))
                 }
                 return changes
             }
@@ -96,7 +96,7 @@ extension SyncEngine {
             // the old object had.
             kind = .update
             var update = later!.attributes
-            if later!.kind == .create, let document = try tx.find(id, in: model) { update = document.attributes }
+            if later!.kind == .create, let object = try tx.find(id, in: model) { update = object.attributes }
             for (name, _) in attributes where !update.contains(name) { update[name] = .null }
             attributes = update
         }
@@ -121,9 +121,9 @@ extension SyncEngine {
         return blocked
     }
 
-    static func refersTo(_ blocked: [String: Set<String>], document: Document, definition: ModelDefinition) -> Bool {
+    static func refersTo(_ blocked: [String: Set<String>], object: Object, definition: ModelDefinition) -> Bool {
         for (attribute, parent) in definition.associations {
-            if let id = document[attribute]?.stringValue, blocked[parent]?.contains(id) == true { return true }
+            if let id = object[attribute]?.stringValue, blocked[parent]?.contains(id) == true { return true }
         }
         return false
     }

@@ -3,7 +3,7 @@ internal import FlyingFox
 internal import FlyingSocks
 
 /// A RhoConnect server on 127.0.0.1, for tests: protocol 4's routes (and the legacy
-/// `/application` ones), cookie sessions, client documents, paging with token ack / resend /
+/// `/application` ones), cookie sessions, client objects, paging with token ack / resend /
 /// drop, CUD with links and errors delivered once, search, bulk data and blobs — the rules of
 /// RhoConnect 7.x as `rhoconnect-protocol.md` describes them. The backend behind it is the
 /// fixture's data, which tests change as another client (or the backend) would.
@@ -157,7 +157,7 @@ struct Answer {
     static let unknownClient = text(500, "Unknown client")
 }
 
-/// What the server keeps for one client and source (RhoConnect's client documents).
+/// What the server keeps for one client and source (RhoConnect's client objects).
 struct ClientSource {
     /// What the client has (the CD).
     var known: [String: [String: String]] = [:]

@@ -138,7 +138,7 @@ struct ServerData {
     mutating func withClient(_ request: RhoConnectServer.Request, user: String, _ body: (inout ServerData, String) -> Answer) -> Answer {
         guard let id = request.clientID, var client = clients[id] else { return .unknownClient }
         if client.user != user {
-            // The client moved to another user: its documents are flushed.
+            // The client moved to another user: its objects are flushed.
             client = Client(user: user)
             clients[id] = client
         }

@@ -147,8 +147,8 @@ struct CLITests {
         // Behind Satchel's back: a damaged object, and an object the counters do not know.
         let store = try Store(path: db)
         var batch = LevelDBWriteBatch()
-        batch.put(Keys.document("Product", "p1"), Array("{\"a\":".utf8))
-        batch.put(Keys.document("Product", "p2"), Array("{\"a\":2}".utf8))
+        batch.put(Keys.object("Product", "p1"), Array("{\"a\":".utf8))
+        batch.put(Keys.object("Product", "p2"), Array("{\"a\":2}".utf8))
         try store.database(.user).write(batch, sync: false)
         try store.close()
         let result = try await CLI.run(["--db", db, "check"])
@@ -214,7 +214,7 @@ struct CLITests {
         #expect(try await CLI.run(["--db", db, "check"]).status == 0)
     }
 
-    @Test("check exits non-zero when an index disagrees with its documents")
+    @Test("check exits non-zero when an index disagrees with its objects")
     func checkFindsIndexDamage() async throws {
         let directory = TemporaryDirectory()
         let db = directory.child("db")
@@ -222,7 +222,7 @@ struct CLITests {
         #expect(try await CLI.run(["--db", db, "index", "Product", "brand"]).status == 0)
         let store = try Store(path: db)
         var batch = LevelDBWriteBatch()
-        batch.put(Keys.document("Product", "p1"), Array(#"{"brand":"B"}"#.utf8))  // the index still says A
+        batch.put(Keys.object("Product", "p1"), Array(#"{"brand":"B"}"#.utf8))  // the index still says A
         try store.database(.user).write(batch, sync: false)
         try store.close()
         let result = try await CLI.run(["--db", db, "check"])

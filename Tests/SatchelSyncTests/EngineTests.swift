@@ -130,14 +130,14 @@ struct EngineTests {
         try await client.engine.sync()
         let products = try client.model("Product")
         let discarded = try products.beginEditing("p1")
-        discarded.document["price"] = 999
+        discarded.object["price"] = 999
         #expect(try discarded.finishEditing(save: false) == nil)
         #expect(try products.find("p1")?["price"] == 1)
         #expect(try products.pendingChanges().isEmpty)
 
         let draft = try products.beginEditing("p1")
-        draft.document["price"] = 2
-        draft.document["brand"] = nil
+        draft.object["price"] = 2
+        draft.object["brand"] = nil
         #expect(draft.hasChanges)
         #expect(try products.find("p1")?["price"] == 1, "the draft is a copy")
         try draft.finishEditing(save: true)

@@ -56,7 +56,7 @@ struct ChangeLogTests {
             try products.update(p.id, with: ["name": "A"])
             #expect(try change(products, p.id)?.attributes == ["price": 3, "color": .null, "size": "L"])
             // Save (replace) records the difference.
-            try products.save(Document(id: p.id, attributes: ["name": "B", "price": 3]))
+            try products.save(Object(id: p.id, attributes: ["name": "B", "price": 3]))
             #expect(try change(products, p.id)?.attributes == ["price": 3, "color": .null, "size": .null, "name": "B"])
             #expect(try products.statistics().pendingUpdates == 1)
         }
@@ -136,7 +136,7 @@ struct ChangeLogTests {
                 case 0 where !exists: try products.create(["object": .string(id), "v": .int(Int64(step))])
                 case 1 where exists: try products.update(id, with: ["v": Bool.random(using: &rng) ? .null : .int(Int64(step))])
                 case 2: try products.destroy(id)
-                case 3: try products.save(Document(id: id, attributes: ["w": .int(Int64(step % 3))]))
+                case 3: try products.save(Object(id: id, attributes: ["w": .int(Int64(step % 3))]))
                 default: if Int.random(in: 0..<20, using: &rng) == 0 { try clearChanges(store, products) }
                 }
             }

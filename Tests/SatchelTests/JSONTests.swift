@@ -175,7 +175,7 @@ struct JSONTests {
         #expect(try JSONValue(parsing: value.jsonBytes).isIdentical(to: value))
     }
 
-    @Test("a non-object where an object is expected is an invalid document")
+    @Test("a non-object where an object is expected is an invalid object")
     func notAnObject() {
         for text in ["[]", "1", "\"x\"", "null", "true"] {
             #expect {

@@ -114,7 +114,7 @@ struct KeyCodecTests {
     @Test("byte order of encoded tuples equals tuple order")
     func orderMatches() async {
         await propertyCheck(count: 3000, input: TupleGen.tuples, TupleGen.tuples) { a, b in
-            let ea = Keys.encode(.document, a), eb = Keys.encode(.document, b)
+            let ea = Keys.encode(.object, a), eb = Keys.encode(.object, b)
             let expected = ReferenceOrder.compare(a, b)
             #expect(ReferenceOrder.compareBytes(ea, eb) == expected, "\(a) vs \(b)")
         }
@@ -148,14 +148,14 @@ struct KeyCodecTests {
     func documentKeysArePrefixFree() async {
         let strings = Generator<String, Shrink.None<String>>(run: { rng in TupleGen.string(&rng) })
         await propertyCheck(count: 3000, input: strings, strings, strings) { model, id, other in
-            let key = Keys.document(model, id)
-            #expect(key.starts(with: Keys.documentPrefix(model)))
-            let otherKey = Keys.document(model, other)
+            let key = Keys.object(model, id)
+            #expect(key.starts(with: Keys.objectPrefix(model)))
+            let otherKey = Keys.object(model, other)
             if !UTF8Order.equal(id, other) {
                 #expect(!otherKey.starts(with: key))
                 #expect(!key.starts(with: otherKey))
             }
-            let otherModelPrefix = Keys.documentPrefix(other)
+            let otherModelPrefix = Keys.objectPrefix(other)
             if !UTF8Order.equal(model, other) { #expect(!key.starts(with: otherModelPrefix)) }
         }
     }

@@ -22,7 +22,7 @@ struct KeyLayoutDocTests {
         return try text[start.upperBound..<end.lowerBound].split(separator: "\n").compactMap { line in
             let cells = line.split(separator: "|").map { $0.trimmingCharacters(in: .whitespaces).trimmingCharacters(in: CharacterSet(charactersIn: "`")) }
             guard cells.count == 3, let family = [
-                "meta": KeyFamily.meta, "doc": .document, "idx": .index, "chg": .change, "out": .outbox, "err": .error, "ver": .version,
+                "meta": KeyFamily.meta, "doc": .object, "idx": .index, "chg": .change, "out": .outbox, "err": .error, "ver": .version,
             ][cells[0]] else { return nil }
             guard case .array(let elements) = try JSONValue(parsing: cells[1]) else { return nil }
             return Example(family: family, elements: elements, hex: cells[2])
@@ -41,7 +41,7 @@ struct KeyLayoutDocTests {
 
     @Test("the named key constructors produce the documented layouts")
     func constructors() {
-        #expect(Keys.document("Product", "p1") == Keys.encode(.document, ["Product", "p1"]))
+        #expect(Keys.object("Product", "p1") == Keys.encode(.object, ["Product", "p1"]))
         #expect(Keys.change("Product", "p1") == Keys.encode(.change, ["Product", "p1"]))
         #expect(Keys.modelDefinition("Product") == Keys.encode(.meta, ["model", "Product"]))
         #expect(Keys.modelStats("Product") == Keys.encode(.meta, ["stats", "Product"]))

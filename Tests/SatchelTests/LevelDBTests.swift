@@ -28,7 +28,7 @@ struct LevelDBTests {
     func missingCurrent() throws {
         let directory = TemporaryDirectory()
         let path = directory.child("s")
-        var expected: [Document] = []
+        var expected: [Object] = []
         do {
             var configuration = Store.Configuration()
             configuration.writeBufferSize = 64 << 10  // force table files

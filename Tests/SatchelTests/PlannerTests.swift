@@ -121,7 +121,7 @@ struct PlannerTests {
             let first = try cursor.next()
             try products.destroy(where: "brand" == "B5")
             try products.create(["brand": "B5", "price": 1])
-            var rest: [Document] = []
+            var rest: [Object] = []
             while let d = try cursor.next() { rest.append(d) }
             #expect(first != nil)
             #expect(rest.count == 49)

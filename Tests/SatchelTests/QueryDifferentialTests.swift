@@ -41,11 +41,11 @@ indirect enum TestCondition: CustomStringConvertible {
     var description: String { condition.description }
 }
 
-/// The semantics of docs/QUERIES.md, written plainly over documents.
+/// The semantics of docs/QUERIES.md, written plainly over objects.
 enum NaiveEvaluator {
-    static func value(_ document: Document, _ path: String) -> JSONValue? {
-        if path == "object" { return .string(document.id) }
-        var current: JSONValue? = .object(document.attributes)
+    static func value(_ object: Object, _ path: String) -> JSONValue? {
+        if path == "object" { return .string(object.id) }
+        var current: JSONValue? = .object(object.attributes)
         for name in path.split(separator: ".", omittingEmptySubsequences: false) {
             guard case .object(let object)? = current else { return nil }
             current = object.first { Array($0.key.utf8) == Array(name.utf8) }?.value
@@ -81,7 +81,7 @@ enum NaiveEvaluator {
         }
     }
 
-    static func matches(_ p: TestCondition, _ d: Document) -> Bool {
+    static func matches(_ p: TestCondition, _ d: Object) -> Bool {
         switch p {
         case .compare(let f, let op, let operand):
             guard let v = value(d, f) else { return false }
@@ -119,11 +119,11 @@ enum NaiveEvaluator {
         }
     }
 
-    /// The documents in query order: the total order null (and missing) < false < true <
+    /// The objects in query order: the total order null (and missing) < false < true <
     /// numbers < strings < arrays < objects, ties by id in the last key's direction.
-    static func sorted(_ documents: [Document], _ order: [(String, Bool)]) -> [Document] {
+    static func sorted(_ objects: [Object], _ order: [(String, Bool)]) -> [Object] {
         let tieDescending = order.last?.1 ?? false
-        return documents.sorted { a, b in
+        return objects.sorted { a, b in
             for (path, descending) in order {
                 let c = ReferenceOrder.compare(value(a, path) ?? .null, value(b, path) ?? .null)
                 if c != 0 { return descending ? c > 0 : c < 0 }
@@ -134,7 +134,7 @@ enum NaiveEvaluator {
     }
 }
 
-/// Random documents and queries over a small vocabulary, so that conditions often match.
+/// Random objects and queries over a small vocabulary, so that conditions often match.
 struct QueryGenerator {
     var rng: SplitMixRNG
 
@@ -162,7 +162,7 @@ struct QueryGenerator {
         }
     }
 
-    mutating func document(_ i: Int) -> JSONObject {
+    mutating func object(_ i: Int) -> JSONObject {
         var attributes = JSONObject()
         if chance(0.85) { attributes["a"] = chance(0.8) ? .int(Int64.random(in: -4...4, using: &rng)) : value() }
         if chance(0.85) { attributes["b"] = chance(0.8) ? .string(pick(Self.strings)) : value() }
@@ -226,14 +226,14 @@ struct SplitMixRNG: RandomNumberGenerator {
 struct QueryDifferentialTests {
     /// Covering and keys-only value indexes, composite ones, a dotted path, an element index.
     static let indexes: [IndexDefinition] = [
-        IndexDefinition("a"), IndexDefinition(["b"], storesDocuments: false), IndexDefinition("b", "a"),
-        IndexDefinition(["n.x"], storesDocuments: false), IndexDefinition("c", "n.x", "b"), .elements(of: "tags"), IndexDefinition("m"),
+        IndexDefinition("a"), IndexDefinition(["b"], storesObjects: false), IndexDefinition("b", "a"),
+        IndexDefinition(["n.x"], storesObjects: false), IndexDefinition("c", "n.x", "b"), .elements(of: "tags"), IndexDefinition("m"),
     ]
 
     @Test("random queries give the naive evaluator's answers, with and without indexes", arguments: [UInt64(1), 2, 3, 4])
     func differential(seed: UInt64) throws {
         var generator = QueryGenerator(rng: SplitMixRNG(state: seed))
-        let documents = (0..<400).map { generator.document($0) }
+        let objects = (0..<400).map { generator.object($0) }
         let plain = TemporaryDirectory(), indexed = TemporaryDirectory()
         let plainStore = try Store(path: plain.child("s")), indexedStore = try Store(path: indexed.child("s"))
         defer {
@@ -244,11 +244,11 @@ struct QueryDifferentialTests {
         // Half the indexes exist before the data (maintained on write), half are built after (backfill).
         for index in Self.indexes.prefix(3) { try indexedModel.createIndex(index) }
         for store in [plainStore, indexedStore] {
-            try store.bulkUpdate { tx in for d in documents { try tx.create(d, in: store === plainStore ? plainModel : indexedModel) } }
+            try store.bulkUpdate { tx in for d in objects { try tx.create(d, in: store === plainStore ? plainModel : indexedModel) } }
         }
         for index in Self.indexes.dropFirst(3) { try indexedModel.createIndex(index, batchSize: 64) }
         let all = try plainModel.findAll()
-        #expect(all.count == documents.count)
+        #expect(all.count == objects.count)
 
         var indexUses = 0
         for round in 0..<600 {
@@ -293,7 +293,7 @@ struct QueryDifferentialTests {
             for step in 0..<400 {
                 switch Int.random(in: 0..<10, using: &generator.rng) {
                 case 0, 1:
-                    let d = generator.document(step)
+                    let d = generator.object(step)
                     if try model.find(d["object"]!.stringValue!) == nil {
                         known.append(try model.create(d).id)
                     }
@@ -308,7 +308,7 @@ struct QueryDifferentialTests {
                 case 5, 6:
                     try store.bulkUpdate { tx in
                         for i in 0..<5 {
-                            let d = generator.document(step * 10 + i)
+                            let d = generator.object(step * 10 + i)
                             if try tx.find(d["object"]!.stringValue!, in: model) == nil { known.append(try tx.create(d, in: model).id) }
                         }
                         if let id = known.randomElement(using: &generator.rng) { try tx.destroy(id, in: model) }
@@ -316,14 +316,14 @@ struct QueryDifferentialTests {
                 case 7:
                     // A rolled-back bulk update: none of it may show, in data or indexes.
                     try? store.bulkUpdate { tx in
-                        for i in 0..<5 { try tx.create(generator.document(100_000 + step * 10 + i), in: model) }
+                        for i in 0..<5 { try tx.create(generator.object(100_000 + step * 10 + i), in: model) }
                         if let id = known.randomElement(using: &generator.rng) { try tx.update(id, with: ["a": 99], in: model) }
                         throw Rollback()
                     }
                 case 8:
                     try model.destroy(where: "a" == .int(Int64.random(in: -4...4, using: &generator.rng)))
                 default:
-                    let index = generator.pick([IndexDefinition("b"), IndexDefinition(["n.x", "a"], storesDocuments: false), IndexDefinition("m")])
+                    let index = generator.pick([IndexDefinition("b"), IndexDefinition(["n.x", "a"], storesObjects: false), IndexDefinition("m")])
                     if try model.indexes.contains(where: { $0.definition == index }) {
                         try model.dropIndex(index)
                     } else {

@@ -45,7 +45,7 @@ struct StoreTests {
             #expect(updated?["price"] == 12)
             #expect(try products.find(widget.id)?.attributes == ["name": "Widget", "price": 12, "tags": ["a", "b"], "color": "red"])
 
-            let saved = try products.save(Document(id: widget.id, attributes: ["name": "Widget 2"]))
+            let saved = try products.save(Object(id: widget.id, attributes: ["name": "Widget 2"]))
             #expect(saved?.attributes == ["name": "Widget 2"])
             #expect(try products.find(widget.id)?.attributes == ["name": "Widget 2"])
 
@@ -92,10 +92,10 @@ struct StoreTests {
             #expect(try products.count() == 0)
 
             let q = try products.create(["name": "Q"])
-            #expect(try products.save(Document(id: q.id, attributes: ["name": .null])) == nil)
+            #expect(try products.save(Object(id: q.id, attributes: ["name": .null])) == nil)
             #expect(try products.find(q.id) == nil)
             // Saving nothing but nulls for an id that does not exist creates nothing.
-            #expect(try products.save(Document(id: "ghost", attributes: ["a": .null])) == nil)
+            #expect(try products.save(Object(id: "ghost", attributes: ["a": .null])) == nil)
             #expect(try products.find("ghost") == nil)
             expectError(.invalidDocument) { try products.create(["a": .null]) }
             expectError(.invalidDocument) { try products.create([:]) }
@@ -130,7 +130,7 @@ struct StoreTests {
     func reopen() throws {
         let directory = TemporaryDirectory()
         let path = directory.child("store")
-        var expected: [Document] = []
+        var expected: [Object] = []
         do {
             let store = try Store(path: path)
             try store.register(ModelDefinition(name: "Setting", partition: .local))
@@ -163,7 +163,7 @@ struct StoreTests {
             expectError(.schemaViolation) { try prices.create(["sku": "A2", "color": "red"]) }
             expectError(.schemaViolation) { try prices.create(["sku": 5]) }
             expectError(.schemaViolation) { try prices.update(p.id, with: ["qty": 1.5]) }
-            expectError(.schemaViolation) { try prices.save(Document(id: p.id, attributes: ["amount": "cheap"])) }
+            expectError(.schemaViolation) { try prices.save(Object(id: p.id, attributes: ["amount": "cheap"])) }
             #expect(try dump(store) == before)
             #expect(try prices.update(p.id, with: ["qty": 4.0, "amount": .null])?.attributes == ["sku": "A1", "qty": 4.0])
             expectError(.invalidName) { try store.register(ModelDefinition(name: "Bad", kind: .fixedSchema(["object": .string]))) }
@@ -244,13 +244,13 @@ struct StoreTests {
         expectError(.unsupportedFormat) { _ = try Store(path: path) }
     }
 
-    @Test("a damaged document is reported as corruption")
+    @Test("a damaged object is reported as corruption")
     func damagedDocument() throws {
         try withTemporaryStore { store in
             let products = try store.model("P")
             let p = try products.create(["a": 1])
             var batch = LevelDBWriteBatch()
-            batch.put(Keys.document("P", p.id), Array("{\"a\":".utf8))
+            batch.put(Keys.object("P", p.id), Array("{\"a\":".utf8))
             try store.database(.user).write(batch, sync: false)
             expectError(.corruption) { _ = try products.find(p.id) }
             expectError(.corruption) { _ = try products.findAll() }

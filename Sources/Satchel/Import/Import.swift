@@ -69,8 +69,8 @@ extension Store {
             guard !batch.isEmpty else { return }
             try bulkUpdate { tx in
                 for var object in batch {
-                    if case .string(let id)? = object.removeValue(forKey: Document.idAttribute) {
-                        try tx.save(Document(id: id, attributes: object), in: model)
+                    if case .string(let id)? = object.removeValue(forKey: Object.idAttribute) {
+                        try tx.save(Object(id: id, attributes: object), in: model)
                     } else {
                         try tx.create(object, in: model)
                     }
@@ -102,19 +102,19 @@ extension Store {
         guard case .object(var object) = value else {
             throw SatchelError(.invalidDocument, "line \(item.line) (item \(item.index + 1)): expected a JSON object, got \(value.kindName)")
         }
-        let id = object.removeValue(forKey: Document.idAttribute)
+        let id = object.removeValue(forKey: Object.idAttribute)
         switch id {
         case nil, .null?:
             if object.removingNulls().isEmpty {
                 throw SatchelError(.invalidDocument, "line \(item.line) (item \(item.index + 1)): an object without an id needs at least one non-null attribute")
             }
         case .string(let id)?:
-            object[Document.idAttribute] = .string(id)
+            object[Object.idAttribute] = .string(id)
         case let other?:
             throw SatchelError(.invalidDocument, "line \(item.line) (item \(item.index + 1)): the object id ('object') must be a string, got \(other.kindName)")
         }
         do {
-            try definition.validate(object.removingNulls().filtering(out: Document.idAttribute), objectID: "")
+            try definition.validate(object.removingNulls().filtering(out: Object.idAttribute), objectID: "")
         } catch {
             throw SatchelError(error.code, "line \(item.line) (item \(item.index + 1)): \(error.message)", model: definition.name)
         }

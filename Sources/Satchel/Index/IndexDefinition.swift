@@ -7,11 +7,11 @@
 /// - An **array-element index** on one field has one entry per element of an array value, and
 ///   one per string value; it serves `contains`.
 ///
-/// A value index **stores documents** by default: each entry holds a copy of its object, so a
+/// A value index **stores objects** by default: each entry holds a copy of its object, so a
 /// query reads one contiguous key range instead of one random read per match (about five times
 /// faster on a million objects). The price is disk space (one more copy of each object per
 /// index) and writes: every change of an object rewrites its entries. Pass
-/// `storesDocuments: false` for a keys-only index. Array-element indexes are keys-only.
+/// `storesObjects: false` for a keys-only index. Array-element indexes are keys-only.
 ///
 /// ```swift
 /// try products.createIndex(IndexDefinition("brand"))
@@ -31,29 +31,29 @@ public struct IndexDefinition: Sendable, Hashable, CustomStringConvertible {
     public let fields: [Field]
     public let kind: Kind
     /// Whether each entry holds a copy of its object (value indexes only).
-    public let storesDocuments: Bool
+    public let storesObjects: Bool
 
-    /// A value index on `fields`, in order; `storesDocuments: false` for a keys-only index.
-    public init(_ fields: [Field], storesDocuments: Bool = true) {
+    /// A value index on `fields`, in order; `storesObjects: false` for a keys-only index.
+    public init(_ fields: [Field], storesObjects: Bool = true) {
         self.fields = fields
         self.kind = .value
-        self.storesDocuments = storesDocuments
+        self.storesObjects = storesObjects
     }
 
-    /// A value index on `fields`, in order, storing documents.
+    /// A value index on `fields`, in order, storing objects.
     public init(_ fields: Field...) { self.init(fields) }
 
     private init(fields: [Field], kind: Kind) {
         self.fields = fields
         self.kind = kind
-        self.storesDocuments = false
+        self.storesObjects = false
     }
 
     /// An array-element index on `field`.
     public static func elements(of field: Field) -> IndexDefinition { IndexDefinition(fields: [field], kind: .arrayElements) }
 
     /// `brand`, `brand,price`, or `tags[]` for an array-element index. (Whether entries store
-    /// documents is not part of the name: a model has at most one index on the same fields.)
+    /// objects is not part of the name: a model has at most one index on the same fields.)
     public var description: String {
         let names = fields.map(\.description).joined(separator: ",")
         return kind == .arrayElements ? names + "[]" : names
@@ -90,17 +90,17 @@ struct StoredIndex: Sendable, Hashable {
     var isMaintained: Bool { state != .dropping }
 
     /// Stored under `(meta, "index", model, id)`:
-    /// `{"documents":true,"fields":[["brand"],["address","city"]],"id":1,"kind":"value","state":"ready"}`.
+    /// `{"objects":true,"fields":[["brand"],["address","city"]],"id":1,"kind":"value","state":"ready"}`.
     var json: JSONObject {
         [
             "id": .int(Int64(id)), "kind": .string(definition.kind.rawValue), "state": .string(state.rawValue),
             "fields": .array(definition.fields.map { .array($0.components.map(JSONValue.string)) }),
-            "documents": .bool(definition.storesDocuments),
+            "objects": .bool(definition.storesObjects),
         ]
     }
 
     /// Whether entries hold a copy of their object.
-    var storesDocuments: Bool { definition.storesDocuments }
+    var storesObjects: Bool { definition.storesObjects }
 
     init(id: Int, definition: IndexDefinition, state: State, model: String) {
         self.id = id
@@ -123,7 +123,7 @@ struct StoredIndex: Sendable, Hashable {
         self.id = Int(id)
         self.state = state
         self.prefix = Keys.indexPrefix(model, Int(id))
-        self.definition = kind == .value ? IndexDefinition(paths, storesDocuments: json["documents"]?.boolValue ?? false) : .elements(of: paths[0])
+        self.definition = kind == .value ? IndexDefinition(paths, storesObjects: json["objects"]?.boolValue ?? false) : .elements(of: paths[0])
     }
 
     // MARK: - Entries

@@ -9,7 +9,7 @@ public struct IndexBuildProgress: Sendable {
 
 /// An index of a model, with its state and size.
 public struct IndexInfo: Sendable, Hashable {
-    /// The index's definition (``IndexDefinition/storesDocuments`` included).
+    /// The index's definition (``IndexDefinition/storesObjects`` included).
     public var definition: IndexDefinition
     /// False while the index is being built or dropped; queries use only ready indexes.
     public var isReady: Bool
@@ -49,10 +49,10 @@ extension Model {
                 if existing.state == .dropping {
                     throw SatchelError(.busy, "index \(definition) of model '\(name)' is being dropped", model: name)
                 }
-                if existing.definition.storesDocuments != definition.storesDocuments {
+                if existing.definition.storesObjects != definition.storesObjects {
                     throw SatchelError(
                         .invalidArgument,
-                        "model '\(name)' has an index on \(definition) that \(existing.definition.storesDocuments ? "stores" : "does not store") documents; drop it first",
+                        "model '\(name)' has an index on \(definition) that \(existing.definition.storesObjects ? "stores" : "does not store") objects; drop it first",
                         model: name)
                 }
                 return (existing, entry.definition.partition, entry.counters.objects)
@@ -75,7 +75,7 @@ extension Model {
         while true {
             let count = try store.bulkUpdate { tx -> Int in
                 let iterator = try store.database(partition).makeIterator()
-                let prefix = documentPrefix
+                let prefix = objectPrefix
                 if let resumeAfter {
                     iterator.seek(resumeAfter)
                     if iterator.isValid && iterator.keyHasPrefix(prefix) && iterator.withKey({ $0.elementsEqual(resumeAfter) }) { iterator.next() }
@@ -87,9 +87,9 @@ extension Model {
                     let key = iterator.key
                     let id = try key.withUnsafeBytes { try Keys.objectID(fromKey: $0, prefixLength: prefix.count) }
                     let value = iterator.value
-                    let attributes = try value.withUnsafeBytes { try StoredDocument.decode($0, model: name, id: id) }
+                    let attributes = try value.withUnsafeBytes { try StoredObject.decode($0, model: name, id: id) }
                     for entryKey in index.entries(model: name, objectID: id, attributes: attributes) {
-                        try tx.rawWrite(entryKey, index.storesDocuments ? value : [], partition: partition, model: name)
+                        try tx.rawWrite(entryKey, index.storesObjects ? value : [], partition: partition, model: name)
                     }
                     resumeAfter = key
                     n += 1

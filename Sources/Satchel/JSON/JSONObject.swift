@@ -2,7 +2,7 @@
 ///
 /// Names are compared byte-exactly (by Unicode scalars), so two names that Swift's `String`
 /// considers canonically equivalent stay two attributes. Iteration and JSON output follow the
-/// sorted order, which is why Satchel prints documents with sorted keys.
+/// sorted order, which is why Satchel prints objects with sorted keys.
 ///
 /// Setting a member to `nil` through the subscript removes it. Setting it to ``JSONValue/null``
 /// stores an explicit null, which is how updates say "remove this attribute" (the null rule).

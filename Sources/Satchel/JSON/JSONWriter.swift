@@ -3,7 +3,7 @@
 /// escaped. Doubles print in Swift's shortest round-trip form, so every value reads back exactly,
 /// and a double always reads back as a double (`1.0`, `1e+16`).
 ///
-/// This is the byte layout of stored documents.
+/// This is the byte layout of stored objects.
 struct JSONWriter {
     private(set) var bytes: [UInt8] = []
     private let maxDepth: Int

@@ -29,10 +29,10 @@ public struct Field: Sendable, Hashable, ExpressibleByStringLiteral, CustomStrin
     public var description: String { components.joined(separator: ".") }
 
     /// The path of the object id, `object`.
-    public static let id = Field(components: [Document.idAttribute])
+    public static let id = Field(components: [Object.idAttribute])
 
     /// Whether the path is the object id.
-    var isID: Bool { components.count == 1 && UTF8Order.equal(components[0], Document.idAttribute) }
+    var isID: Bool { components.count == 1 && UTF8Order.equal(components[0], Object.idAttribute) }
 
     public static func == (a: Field, b: Field) -> Bool {
         a.components.count == b.components.count && zip(a.components, b.components).allSatisfy { UTF8Order.equal($0, $1) }
@@ -42,10 +42,10 @@ public struct Field: Sendable, Hashable, ExpressibleByStringLiteral, CustomStrin
         for component in components { UTF8Order.hash(component, into: &hasher) }
     }
 
-    /// The value at this path in `document`, or nil when missing.
-    func value(in document: Document) -> JSONValue? {
-        if isID { return .string(document.id) }
-        return value(in: document.attributes)
+    /// The value at this path in `object`, or nil when missing.
+    func value(in object: Object) -> JSONValue? {
+        if isID { return .string(object.id) }
+        return value(in: object.attributes)
     }
 
     /// The value at this path in `attributes`, or nil when missing.
@@ -59,11 +59,11 @@ public struct Field: Sendable, Hashable, ExpressibleByStringLiteral, CustomStrin
     }
 }
 
-/// A condition on documents: comparisons of fields with values, combined with and, or and not.
+/// A condition on objects: comparisons of fields with values, combined with and, or and not.
 ///
 /// Semantics (the same in the Swift API and the CLI):
 /// - `==` is equality of the whole value; numbers compare numerically and exactly, strings by
-///   Unicode scalars. `!=` matches documents that have the field with another value. A missing
+///   Unicode scalars. `!=` matches objects that have the field with another value. A missing
 ///   field never matches any condition but `exists(false)`; `== null` matches nothing.
 /// - `<` `<=` `>` `>=` compare within one type class: numbers with numbers, strings with
 ///   strings (UTF-8 byte order), booleans with booleans.
@@ -93,44 +93,44 @@ public struct Condition: Sendable, Hashable, CustomStringConvertible {
 
     init(_ node: Node) { self.node = node }
 
-    /// Matches every document.
+    /// Matches every object.
     public static let all = Condition(.always)
 
-    /// Matches no document.
+    /// Matches no object.
     public static let none = Condition(.not(.always))
 
-    /// Documents whose fields equal the given values (RhoConnect's `find_all(conditions)`).
+    /// Objects whose fields equal the given values (RhoConnect's `find_all(conditions)`).
     public init(equalities: JSONObject) {
         let nodes = equalities.map { Node.compare(Field(components: [$0.key]), .equal, $0.value) }
         self.node = nodes.isEmpty ? .always : nodes.count == 1 ? nodes[0] : .and(nodes)
     }
 
-    /// Whether `document` satisfies the condition.
-    public func matches(_ document: Document) -> Bool { Self.evaluate(node, document) }
+    /// Whether `object` satisfies the condition.
+    public func matches(_ object: Object) -> Bool { Self.evaluate(node, object) }
 
     public var description: String { Self.describe(node) }
 
     // MARK: - Evaluation
 
-    static func evaluate(_ node: Node, _ document: Document) -> Bool {
+    static func evaluate(_ node: Node, _ object: Object) -> Bool {
         switch node {
         case .always: return true
         case .compare(let field, let op, let operand):
-            guard let value = field.value(in: document) else { return false }
+            guard let value = field.value(in: object) else { return false }
             return compare(value, op, operand)
         case .oneOf(let field, let values):
-            guard let value = field.value(in: document) else { return false }
+            guard let value = field.value(in: object) else { return false }
             return values.contains(value)
         case .beginsWith(let field, let prefix):
-            guard case .string(let s)? = field.value(in: document) else { return false }
+            guard case .string(let s)? = field.value(in: object) else { return false }
             return UTF8Order.hasPrefix(s, prefix)
         case .contains(let field, let operand):
-            return contains(field.value(in: document), operand)
+            return contains(field.value(in: object), operand)
         case .exists(let field, let present):
-            return (field.value(in: document) != nil) == present
-        case .and(let nodes): return nodes.allSatisfy { evaluate($0, document) }
-        case .or(let nodes): return nodes.contains { evaluate($0, document) }
-        case .not(let inner): return !evaluate(inner, document)
+            return (field.value(in: object) != nil) == present
+        case .and(let nodes): return nodes.allSatisfy { evaluate($0, object) }
+        case .or(let nodes): return nodes.contains { evaluate($0, object) }
+        case .not(let inner): return !evaluate(inner, object)
         }
     }
 

@@ -1,21 +1,21 @@
 extension Model {
     /// The results of `query`, read lazily from one snapshot.
-    public func cursor(_ query: Query) throws -> DocumentCursor {
+    public func cursor(_ query: Query) throws -> ObjectCursor {
         let entry = try store.entry(name)
-        let plan = Planner.plan(query, model: name, entry: entry, documentPrefix: documentPrefix)
-        return try DocumentCursor(model: self, query: query, plan: plan)
+        let plan = Planner.plan(query, model: name, entry: entry, objectPrefix: objectPrefix)
+        return try ObjectCursor(model: self, query: query, plan: plan)
     }
 
     /// How `query` would run: the index or scan chosen, the conditions checked on each
-    /// document, and whether a sort is needed.
+    /// object, and whether a sort is needed.
     public func explain(_ query: Query) throws -> QueryPlan {
-        Planner.plan(query, model: name, entry: try store.entry(name), documentPrefix: documentPrefix).explain()
+        Planner.plan(query, model: name, entry: try store.entry(name), objectPrefix: objectPrefix).explain()
     }
 
-    /// Every document `query` selects, in its order.
-    public func findAll(_ query: Query) throws -> [Document] { try cursor(query).all() }
+    /// Every object `query` selects, in its order.
+    public func findAll(_ query: Query) throws -> [Object] { try cursor(query).all() }
 
-    /// Documents matching `condition`, in `order`, at most `limit` after skipping `offset`,
+    /// Objects matching `condition`, in `order`, at most `limit` after skipping `offset`,
     /// reduced to the `select`ed attributes.
     ///
     /// ```swift
@@ -24,23 +24,23 @@ extension Model {
     /// ```
     public func findAll(
         where condition: Condition, order: [SortKey] = [], limit: Int? = nil, offset: Int = 0, select: [Field]? = nil
-    ) throws -> [Document] {
+    ) throws -> [Object] {
         try findAll(Query(where: condition, order: order, limit: limit, offset: offset, select: select))
     }
 
-    /// The first document matching `condition` in `order` (any match without an order).
+    /// The first object matching `condition` in `order` (any match without an order).
     /// On an indexed field this reads a handful of keys, not the model.
-    public func findFirst(where condition: Condition, order: [SortKey] = []) throws -> Document? {
+    public func findFirst(where condition: Condition, order: [SortKey] = []) throws -> Object? {
         try cursor(Query(where: condition, order: order, limit: 1)).next()
     }
 
-    /// The number of documents matching `condition`.
+    /// The number of objects matching `condition`.
     public func count(where condition: Condition) throws -> Int {
         if case .always = condition.node { return try count() }
         return try cursor(Query(where: condition)).countMatches()
     }
 
-    /// Deletes, in one transaction, every document matching `condition`; returns how many.
+    /// Deletes, in one transaction, every object matching `condition`; returns how many.
     @discardableResult
     public func destroy(where condition: Condition) throws -> Int {
         try store.write { try $0.destroy(where: condition, in: self) }

@@ -9,12 +9,12 @@ struct KeyRange: Sendable {
     static func prefix(_ prefix: [UInt8]) -> KeyRange { KeyRange(start: prefix, end: Keys.prefixEnd(prefix)) }
 }
 
-/// A query's physical plan: where candidates come from, what is left to check on each document,
+/// A query's physical plan: where candidates come from, what is left to check on each object,
 /// and whether an in-memory sort is needed.
 struct Plan {
     enum Source {
         case ids([String])
-        case documents(KeyRange, reverse: Bool)
+        case objects(KeyRange, reverse: Bool)
         case index(StoredIndex, ranges: [KeyRange], valueCount: Int, reverse: Bool)
     }
 
@@ -68,7 +68,7 @@ enum Planner {
         }
     }
 
-    static func plan(_ query: Query, model: String, entry: ModelEntry, documentPrefix: [UInt8]) -> Plan {
+    static func plan(_ query: Query, model: String, entry: ModelEntry, objectPrefix: [UInt8]) -> Plan {
         let conjuncts = Self.conjuncts(query.condition.node)
         let tieDescending = query.order.last?.descending ?? false
 
@@ -118,10 +118,10 @@ enum Planner {
 
         // 3. The scan, narrowed by conditions on the id.
         let idBounds = Self.bounds(for: Field.id, conjuncts: conjuncts)
-        var scanRange = KeyRange.prefix(documentPrefix)
+        var scanRange = KeyRange.prefix(objectPrefix)
         var scanConsumed = ConjunctSet()
         var narrowed: Bounds?
-        if let bounds = idBounds, bounds.isStringClass, let range = bounds.range(after: documentPrefix) {
+        if let bounds = idBounds, bounds.isStringClass, let range = bounds.range(after: objectPrefix) {
             scanRange = range
             scanConsumed = bounds.consumed
             narrowed = bounds
@@ -168,7 +168,7 @@ enum Planner {
         let hasReadyIndex = entry.indexes.contains { $0.state == .ready }
         let unserved = !conjuncts.isEmpty && scanConsumed.isEmpty
         return Plan(
-            source: .documents(scanRange, reverse: scanReverse), residual: residual, sortInMemory: sorted,
+            source: .objects(scanRange, reverse: scanReverse), residual: residual, sortInMemory: sorted,
             explain: {
                 var detail = "scan \(model) (\(objects) objects)"
                 if let narrowed { detail += " within \(narrowed.describe(Field.id))" }
@@ -241,7 +241,7 @@ enum Planner {
                 ranges.append(strings)
             }
             // `contains` stays in the residual: the string range is filtered by substring on the
-            // key, and every document is checked again.
+            // key, and every object is checked again.
             return Candidate(
                 index: index, ranges: ranges, valueCount: 2, consumed: ConjunctSet(), score: 9, deliversOrder: false, reverse: false,
                 contains: (field, value))
@@ -416,7 +416,7 @@ enum Planner {
 }
 
 /// Which conjuncts a plan consumed: a bit per conjunct (the first 64; later ones are never
-/// consumed, so they stay in the residual and are checked on each document).
+/// consumed, so they stay in the residual and are checked on each object).
 struct ConjunctSet: Sendable {
     private var bits: UInt64 = 0
 

@@ -14,7 +14,7 @@ public struct SortKey: Sendable, Hashable, CustomStringConvertible {
     public var description: String { descending ? "\(field) desc" : "\(field) asc" }
 }
 
-/// A query: which documents, in which order, how many, and which attributes.
+/// A query: which objects, in which order, how many, and which attributes.
 ///
 /// ```swift
 /// let query = Query(where: "brand" == "Acme" && "price" < 100)
@@ -32,9 +32,9 @@ public struct SortKey: Sendable, Hashable, CustomStringConvertible {
 public struct Query: Sendable, Hashable {
     public var condition: Condition
     public var order: [SortKey]
-    /// At most this many documents; nil for all.
+    /// At most this many objects; nil for all.
     public var limit: Int?
-    /// Skip this many documents first.
+    /// Skip this many objects first.
     public var offset: Int
     /// Keep only these attributes (the id is always kept); nil for all.
     public var projection: [Field]?
@@ -47,7 +47,7 @@ public struct Query: Sendable, Hashable {
         self.projection = projection
     }
 
-    /// Documents whose attributes equal `conditions` (RhoConnect's `find_all(conditions)`).
+    /// Objects whose attributes equal `conditions` (RhoConnect's `find_all(conditions)`).
     public init(where conditions: JSONObject) { self.init(where: Condition(equalities: conditions)) }
 
     /// Adds an order key.
@@ -80,15 +80,15 @@ public struct Query: Sendable, Hashable {
         if offset < 0 { throw SatchelError(.invalidArgument, "the offset cannot be negative") }
     }
 
-    /// `document` reduced to the projection.
-    func project(_ document: Document) -> Document {
-        guard let projection else { return document }
+    /// `object` reduced to the projection.
+    func project(_ object: Object) -> Object {
+        guard let projection else { return object }
         var attributes = JSONObject()
         for field in projection where !field.isID {
-            guard let value = field.value(in: document.attributes) else { continue }
+            guard let value = field.value(in: object.attributes) else { continue }
             attributes.setValue(value, at: field.components[...])
         }
-        return Document(id: document.id, attributes: attributes)
+        return Object(id: object.id, attributes: attributes)
     }
 }
 
@@ -108,7 +108,7 @@ extension JSONObject {
 
 /// How a query runs, as ``Model/explain(_:)`` tells it.
 public struct QueryPlan: Sendable, CustomStringConvertible {
-    /// How the documents are found.
+    /// How the objects are found.
     public enum Access: Sendable, Hashable {
         /// Direct gets by object id.
         case idLookup
@@ -119,9 +119,9 @@ public struct QueryPlan: Sendable, CustomStringConvertible {
     }
 
     public var access: Access
-    /// Whether the access delivers the documents in the query's order (no sort needed, so a
+    /// Whether the access delivers the objects in the query's order (no sort needed, so a
     /// `limit` stops the read early).
     public var deliversOrder: Bool
-    /// What the access does, what is checked on each document, and how the result is ordered.
+    /// What the access does, what is checked on each object, and how the result is ordered.
     public var description: String
 }

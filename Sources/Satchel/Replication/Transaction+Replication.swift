@@ -2,7 +2,7 @@ import Synchronization
 
 /// The writes the sync engine makes inside a ``Transaction``: server data (which records no
 /// pending change), the outbox, record errors, server versions, sync state, renames. Every one
-/// goes into the transaction's single batch, with the documents, index entries and counters, so
+/// goes into the transaction's single batch, with the objects, index entries and counters, so
 /// a page applied, or a push's results, land whole or not at all.
 ///
 /// `package`: the sync engine's seam into the core, not app API.
@@ -18,7 +18,7 @@ extension Transaction {
     /// recording no pending change. Indexes and counters follow.
     @discardableResult
     package func writeServerObject(_ model: Model, _ id: String, _ attributes: JSONObject?) throws -> ObjectEffect {
-        let old = try readDocument(model, id, partition: entry(of: model).definition.partition)
+        let old = try readObject(model, id, partition: entry(of: model).definition.partition)
         return try writeServerObject(model, id, attributes, replacing: old)
     }
 
@@ -28,7 +28,7 @@ extension Transaction {
     package func writeServerObject(_ model: Model, _ id: String, _ attributes: JSONObject?, replacing old: JSONObject?) throws -> ObjectEffect {
         checkOpen()
         let entry = try entry(of: model)
-        var new = attributes?.removingNulls().filtering(out: Document.idAttribute)
+        var new = attributes?.removingNulls().filtering(out: Object.idAttribute)
         if new?.isEmpty == true { new = nil }
         switch (old, new) {
         case (nil, nil):
@@ -179,7 +179,7 @@ extension Transaction {
 
     // MARK: - Renames
 
-    /// Gives object `from` the id `to`: its document, index entries, pending change, outbox
+    /// Gives object `from` the id `to`: its object, index entries, pending change, outbox
     /// record, error and version move, with no pending change recorded. Returns false when
     /// nothing had the old id.
     @discardableResult
@@ -188,9 +188,9 @@ extension Transaction {
         renamed = true
         let entry = try entry(of: model)
         var moved = false
-        if let attributes = try readDocument(model, from, partition: entry.definition.partition) {
+        if let attributes = try readObject(model, from, partition: entry.definition.partition) {
             try apply(entry, model, id: from, old: attributes, new: nil, recordChange: false)
-            let existing = try readDocument(model, to, partition: entry.definition.partition)
+            let existing = try readObject(model, to, partition: entry.definition.partition)
             try apply(entry, model, id: to, old: existing, new: attributes, recordChange: false)
             moved = true
         }
@@ -252,11 +252,11 @@ extension Transaction {
         guard !renames.isEmpty else { return }
         func renamed(_ value: JSONValue?) -> JSONValue? { value?.stringValue.flatMap { renames[$0] }.map(JSONValue.string) }
         let field = Field(components: [attribute])
-        for document in try findAll(Query(where: field.isIn(renames.keys.map(JSONValue.string))), in: model) {
-            guard let new = renamed(document[attribute]) else { continue }
-            var attributes = document.attributes
+        for object in try findAll(Query(where: field.isIn(renames.keys.map(JSONValue.string))), in: model) {
+            guard let new = renamed(object[attribute]) else { continue }
+            var attributes = object.attributes
             attributes[attribute] = new
-            try writeServerObject(model, document.id, attributes, replacing: document.attributes)
+            try writeServerObject(model, object.id, attributes, replacing: object.attributes)
         }
         for change in try pendingChanges(of: model) {
             guard let new = renamed(change.attributes[attribute]) else { continue }
@@ -362,7 +362,7 @@ extension Store {
                 var batch = LevelDBWriteBatch()
                 var reset: [NameKey: ModelCounters] = [:]
                 for (name, entry) in entries where includingUnsynced || entry.definition.syncType != .none {
-                    for prefix in [KeyFamily.document, .change, .outbox, .error, .version].map({ Keys.objectRecordPrefix($0, name.name) })
+                    for prefix in [KeyFamily.object, .change, .outbox, .error, .version].map({ Keys.objectRecordPrefix($0, name.name) })
                         + [Keys.indexModelPrefix(name.name)]
                     {
                         let iterator = try db.makeIterator(fillCache: false)

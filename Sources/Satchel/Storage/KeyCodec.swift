@@ -321,7 +321,7 @@ enum KeyFamily: UInt8, CaseIterable {
     /// `(meta, name, …)`: format version, model definitions, per-model counters.
     case meta = 0x01
     /// `(doc, model, objectId)` → the object's attributes as compact JSON.
-    case document = 0x02
+    case object = 0x02
     /// `(idx, model, indexId, values…, objectId)` → empty: one secondary index entry.
     case index = 0x03
     /// `(chg, model, objectId)` → the pending local change (see ``PendingChange``).
@@ -445,22 +445,22 @@ enum Keys {
     }
 
     /// `(doc, model)`: the prefix of every object of `model`.
-    static func documentPrefix(_ model: String) -> [UInt8] {
-        var k = KeyEncoder(.document, capacity: model.utf8.count + 40)
+    static func objectPrefix(_ model: String) -> [UInt8] {
+        var k = KeyEncoder(.object, capacity: model.utf8.count + 40)
         k.append(model)
         return k.bytes
     }
 
     /// `(doc, model, objectId)`.
-    static func document(_ model: String, _ id: String) -> [UInt8] {
-        var k = KeyEncoder(.document, capacity: model.utf8.count + id.utf8.count + 8)
+    static func object(_ model: String, _ id: String) -> [UInt8] {
+        var k = KeyEncoder(.object, capacity: model.utf8.count + id.utf8.count + 8)
         k.append(model)
         k.append(id)
         return k.bytes
     }
 
-    /// `(doc, model, objectId)` built on a prefix from ``documentPrefix(_:)``.
-    static func document(prefix: [UInt8], _ id: String) -> [UInt8] {
+    /// `(doc, model, objectId)` built on a prefix from ``objectPrefix(_:)``.
+    static func object(prefix: [UInt8], _ id: String) -> [UInt8] {
         var k = KeyEncoder(prefix: prefix)
         k.append(id)
         return k.bytes
@@ -473,7 +473,7 @@ enum Keys {
     static func change(_ model: String, _ id: String) -> [UInt8] { objectRecord(.change, model, id) }
 
     /// `(family, model)`: the prefix of every per-object record of `family` for `model`
-    /// (documents, pending changes, outbox, errors, versions).
+    /// (objects, pending changes, outbox, errors, versions).
     static func objectRecordPrefix(_ family: KeyFamily, _ model: String) -> [UInt8] {
         var k = KeyEncoder(family, capacity: model.utf8.count + 8)
         k.append(model)

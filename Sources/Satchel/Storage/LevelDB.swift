@@ -5,7 +5,7 @@ import Synchronization
 /// A C pointer that may cross threads.
 ///
 /// `@unchecked Sendable` is safe here because the box is immutable and every pointer put in it
-/// is one LevelDB documents as thread-safe: `leveldb_t` ("safe for concurrent access from multiple
+/// is one LevelDB objects as thread-safe: `leveldb_t` ("safe for concurrent access from multiple
 /// threads without any external synchronization", `include/leveldb/db.h`), a snapshot (immutable),
 /// the LRU cache and bloom filter policy (internally synchronised), and read/write options that
 /// are never modified after creation.

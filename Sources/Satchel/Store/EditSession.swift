@@ -2,8 +2,8 @@
 ///
 /// ```swift
 /// let edit = try products.beginEditing("p-1")
-/// edit.document["price"] = 12
-/// edit.document["discount"] = nil
+/// edit.object["price"] = 12
+/// edit.object["discount"] = nil
 /// try edit.finishEditing(save: true)      // writes only what changed, logged for sync
 /// ```
 ///
@@ -14,19 +14,19 @@ public final class EditSession {
     /// The model of the object.
     public let model: Model
     /// The object as it was when editing began.
-    public let original: Document
+    public let original: Object
     /// The draft: change its attributes freely.
-    public var document: Document
+    public var object: Object
     private var finished = false
 
-    init(model: Model, original: Document) {
+    init(model: Model, original: Object) {
         self.model = model
         self.original = original
-        self.document = original
+        self.object = original
     }
 
     /// Whether the draft differs from the original.
-    public var hasChanges: Bool { !Transaction.diff(original.attributes, document.attributes.removingNulls()).isEmpty }
+    public var hasChanges: Bool { !Transaction.diff(original.attributes, object.attributes.removingNulls()).isEmpty }
 
     /// With `save: true`, writes the attributes that changed (logged for sync, like any update);
     /// with `save: false`, discards the draft. Either way the session ends.
@@ -36,13 +36,13 @@ public final class EditSession {
     /// - Throws: ``SatchelError`` `.notFound` when the object was deleted meanwhile; the session
     ///   then stays open, so the draft is not lost.
     @discardableResult
-    public func finishEditing(save: Bool) throws -> Document? {
+    public func finishEditing(save: Bool) throws -> Object? {
         precondition(!finished, "finishEditing was already called on this edit session")
         guard save else {
             finished = true
             return nil
         }
-        let changes = Transaction.diff(original.attributes, document.attributes.removingNulls())
+        let changes = Transaction.diff(original.attributes, object.attributes.removingNulls())
         let stored = changes.isEmpty ? try model.find(original.id) : try model.update(original.id, with: changes)
         if changes.isEmpty && stored == nil {
             throw SatchelError(.notFound, "model '\(model.name)' has no object '\(original.id)'", model: model.name, objectID: original.id)
@@ -60,9 +60,9 @@ extension Model {
     ///
     /// - Throws: ``SatchelError`` `.notFound` when there is no such object.
     public func beginEditing(_ id: String) throws -> EditSession {
-        guard let document = try find(id) else {
+        guard let object = try find(id) else {
             throw SatchelError(.notFound, "model '\(name)' has no object '\(id)'", model: name, objectID: id)
         }
-        return EditSession(model: self, original: document)
+        return EditSession(model: self, original: object)
     }
 }

@@ -19,12 +19,12 @@ public struct Model: Sendable, Hashable {
     /// The model's name.
     public let name: String
     /// `(doc, model)`: computed once per handle, reused by every key of the model.
-    let documentPrefix: [UInt8]
+    let objectPrefix: [UInt8]
 
     init(store: Store, name: String) {
         self.store = store
         self.name = name
-        self.documentPrefix = Keys.documentPrefix(name)
+        self.objectPrefix = Keys.objectPrefix(name)
     }
 
     public static func == (a: Model, b: Model) -> Bool { a.store === b.store && UTF8Order.equal(a.name, b.name) }
@@ -43,19 +43,19 @@ public struct Model: Sendable, Hashable {
 
     /// Creates an object; see ``Transaction/create(_:in:)``.
     @discardableResult
-    public func create(_ attributes: JSONObject) throws -> Document {
+    public func create(_ attributes: JSONObject) throws -> Object {
         try store.write { try $0.create(attributes, in: self) }
     }
 
     /// Replaces (or creates) an object whole; see ``Transaction/save(_:in:)``.
     @discardableResult
-    public func save(_ document: Document) throws -> Document? {
-        try store.write { try $0.save(document, in: self) }
+    public func save(_ object: Object) throws -> Object? {
+        try store.write { try $0.save(object, in: self) }
     }
 
     /// Merges attributes into an object; see ``Transaction/update(_:with:in:)``.
     @discardableResult
-    public func update(_ id: String, with attributes: JSONObject) throws -> Document? {
+    public func update(_ id: String, with attributes: JSONObject) throws -> Object? {
         try store.write { try $0.update(id, with: attributes, in: self) }
     }
 
@@ -74,29 +74,29 @@ public struct Model: Sendable, Hashable {
     // MARK: - Reads
 
     /// The object `id`, or nil.
-    public func find(_ id: String) throws -> Document? {
+    public func find(_ id: String) throws -> Object? {
         let partition = try definition.partition
-        let key = Keys.document(prefix: documentPrefix, id)
+        let key = Keys.object(prefix: objectPrefix, id)
         return try store.database(partition).withValue(forKey: key) { bytes in
-            try bytes.map { Document(id: id, storedAttributes: try StoredDocument.decode($0, model: name, id: id)) }
+            try bytes.map { Object(id: id, storedAttributes: try StoredObject.decode($0, model: name, id: id)) }
         }
     }
 
     /// Every object of the model, by id.
-    public func findAll() throws -> [Document] {
-        var result: [Document] = []
+    public func findAll() throws -> [Object] {
+        var result: [Object] = []
         try forEach { result.append($0) }
         return result
     }
 
     /// Every object whose attributes equal `conditions` (RhoConnect's `find_all(conditions)`).
     /// The condition `object` matches the id. A null condition matches nothing.
-    public func findAll(where conditions: JSONObject) throws -> [Document] {
+    public func findAll(where conditions: JSONObject) throws -> [Object] {
         try findAll(Query(where: conditions))
     }
 
     /// The first object whose attributes equal `conditions`.
-    public func findFirst(where conditions: JSONObject) throws -> Document? {
+    public func findFirst(where conditions: JSONObject) throws -> Object? {
         try findFirst(where: Condition(equalities: conditions))
     }
 
@@ -109,28 +109,28 @@ public struct Model: Sendable, Hashable {
     }
 
     /// Visits every object by id on one consistent view of the data.
-    public func forEach(_ body: (Document) throws -> Void) throws {
-        try scanDocuments { document in
-            try body(document)
+    public func forEach(_ body: (Object) throws -> Void) throws {
+        try scanObjects { object in
+            try body(object)
             return true
         }
     }
 
     /// Visits objects by id until `body` returns false.
-    func scanDocuments(_ body: (Document) throws -> Bool) throws {
+    func scanObjects(_ body: (Object) throws -> Bool) throws {
         let partition = try definition.partition
         // A LevelDB iterator reads an implicit snapshot: concurrent writes stay invisible. A full
         // scan does not fill the block cache (LevelDB's advice for bulk reads): it would evict the
         // hot blocks for data read once.
         let iterator = try store.database(partition).makeIterator(fillCache: false)
-        let prefix = documentPrefix
+        let prefix = objectPrefix
         iterator.seek(prefix)
         while iterator.isValid && iterator.keyHasPrefix(prefix) {
-            let document = try iterator.withKey { key in
+            let object = try iterator.withKey { key in
                 let id = try Keys.objectID(fromKey: key, prefixLength: prefix.count)
-                return Document(id: id, storedAttributes: try iterator.withValue { try StoredDocument.decode($0, model: name, id: id) })
+                return Object(id: id, storedAttributes: try iterator.withValue { try StoredObject.decode($0, model: name, id: id) })
             }
-            guard try body(document) else { return }
+            guard try body(object) else { return }
             iterator.next()
         }
         try iterator.checkError()
@@ -168,7 +168,7 @@ public struct Model: Sendable, Hashable {
         let db = store.database(entry.definition.partition)
         let changePrefix = Keys.changePrefix(name)
         let bytes =
-            try db.approximateSize(start: documentPrefix, limit: Keys.prefixEnd(documentPrefix))
+            try db.approximateSize(start: objectPrefix, limit: Keys.prefixEnd(objectPrefix))
             + db.approximateSize(start: changePrefix, limit: Keys.prefixEnd(changePrefix))
         return ModelStatistics(
             model: name, partition: entry.definition.partition, objects: entry.counters.objects,
@@ -196,7 +196,7 @@ public struct ModelStatistics: Sendable, Hashable {
     public var approximateBytes: Int
 }
 
-extension Document {
+extension Object {
     /// Whether every equality condition holds (RhoConnect's `find_all(conditions)`): each
     /// attribute equals the given value, numbers comparing numerically and strings by Unicode
     /// scalars. The condition `object` compares the id. A missing attribute, or a null

@@ -92,13 +92,13 @@ extension Store {
         switch family {
         case .meta:
             break  // definitions were decoded at open; counters are compared at the end
-        case .document:
+        case .object:
             guard let (name, _, id) = objectKey("object") else { return }
             report.objects += 1
             counted[name, default: ModelCounters()].objects += 1
             do {
-                let attributes = try value.withUnsafeBytes { try StoredDocument.decode($0, model: name.name, id: id) }
-                // Every document has each of its entries in every ready index.
+                let attributes = try value.withUnsafeBytes { try StoredObject.decode($0, model: name.name, id: id) }
+                // Every object has each of its entries in every ready index.
                 for index in definitions[name]?.indexes ?? [] where index.state == .ready {
                     for entryKey in index.entries(model: name.name, objectID: id, attributes: attributes)
                     where (try? database(partition).get(entryKey)) == nil {
@@ -109,7 +109,7 @@ extension Store {
                 if attributes.contains(where: { $0.value.isNull }) {
                     report.report("model '\(name.name)': object '\(id)' stores a null attribute")
                 }
-                if attributes.contains(Document.idAttribute) {
+                if attributes.contains(Object.idAttribute) {
                     report.report("model '\(name.name)': object '\(id)' stores its id as an attribute")
                 }
             } catch {
@@ -144,7 +144,7 @@ extension Store {
                 report.report("model '\(name.name)': an undecodable \(family) record for '\(id)'")
             }
         case .index:
-            // (idx, model, indexId, values…, objectId): the entry must be one its document makes.
+            // (idx, model, indexId, values…, objectId): the entry must be one its object makes.
             guard elements.count >= 3, let indexID = elements[1].stringValue.flatMap({ Int($0) }), let id = elements.last?.stringValue else {
                 report.report("\(where_): a malformed index key")
                 return
@@ -159,16 +159,16 @@ extension Store {
             }
             counted[name, default: ModelCounters()].adjustIndex(indexID, by: 1)
             guard index.state != .dropping else { return }
-            guard let stored = try? database(partition).get(Keys.document(name.name, id)) else {
+            guard let stored = try? database(partition).get(Keys.object(name.name, id)) else {
                 report.report("model '\(name.name)': index \(index.definition) has an entry for '\(id)', which does not exist")
                 return
             }
-            guard let attributes = try? stored.withUnsafeBytes({ try StoredDocument.decode($0, model: name.name, id: id) }) else {
-                return  // reported with the document itself
+            guard let attributes = try? stored.withUnsafeBytes({ try StoredObject.decode($0, model: name.name, id: id) }) else {
+                return  // reported with the object itself
             }
             if !index.entries(model: name.name, objectID: id, attributes: attributes).contains(key) {
                 report.report("model '\(name.name)': index \(index.definition) has an entry for '\(id)' that does not match the object")
-            } else if value != (index.storesDocuments ? stored : []) {
+            } else if value != (index.storesObjects ? stored : []) {
                 report.report("model '\(name.name)': index \(index.definition) holds a stale copy of '\(id)'")
             }
         }
@@ -214,7 +214,7 @@ extension Store {
             for (name, entry) in entries {
                 var counters = ModelCounters()
                 let model = Model(store: self, name: name.name)
-                try model.scanDocuments { _ in
+                try model.scanObjects { _ in
                     counters.objects += 1
                     return true
                 }

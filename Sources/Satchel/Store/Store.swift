@@ -28,7 +28,7 @@ public final class Store: Sendable {
     public struct Configuration: Sendable {
         /// Bytes of LRU block cache per partition (default 32 MiB, filled only as blocks are
         /// read). The cache holds uncompressed blocks: a read it serves skips the file read, the
-        /// checksum and the decompression. On a million documents a get took 8.8 µs with
+        /// checksum and the decompression. On a million objects a get took 8.8 µs with
         /// LevelDB's default 8 MiB and 7.3 µs with 32 MiB.
         public var blockCacheSize = 32 << 20
         /// Bits per key of the bloom filter that spares disk reads for absent keys (default 10;
@@ -38,7 +38,7 @@ public final class Store: Sendable {
         ///
         /// Index entries land all over the key space, so a small buffer (LevelDB's default is
         /// 4 MiB) flushes often and makes compactions rewrite the same data again and again:
-        /// loading a million documents with two indexes went from 69,000 to 235,000 documents
+        /// loading a million objects with two indexes went from 69,000 to 235,000 objects
         /// a second (raw LevelDB) when the buffer grew from 4 to 64 MiB. The memory is used only
         /// while writes are buffered, up to twice this size during a flush.
         public var writeBufferSize = 64 << 20
@@ -259,7 +259,7 @@ public final class Store: Sendable {
 
     private func register(_ definition: ModelDefinition, replacingExisting: Bool) throws -> Model {
         try ModelDefinition.validateName(definition.name)
-        if case .fixedSchema(let schema) = definition.kind, schema.keys.contains(Document.idAttribute) {
+        if case .fixedSchema(let schema) = definition.kind, schema.keys.contains(Object.idAttribute) {
             throw SatchelError(.invalidName, "'object' is the object id, not a schema attribute", model: definition.name)
         }
         let key = NameKey(definition.name)

@@ -12,7 +12,7 @@ import Synchronization
 /// afterwards stops the program. It is not `Sendable`: keep it on the block's thread.
 public final class Transaction {
     let store: Store
-    /// Writes not yet committed that reads must see: document and change-log keys → new value,
+    /// Writes not yet committed that reads must see: object and change-log keys → new value,
     /// or nil for a delete. Keys of `partition` only.
     var overlay = Overlay()
     /// Index entry writes, in order (a later write of a key wins, as in the batch). Nothing reads
@@ -57,43 +57,43 @@ public final class Transaction {
     ///   when no attribute remains or `object` is not a string, `.schemaViolation` for a
     ///   fixed-schema model.
     @discardableResult
-    public func create(_ attributes: JSONObject, in model: Model) throws -> Document {
+    public func create(_ attributes: JSONObject, in model: Model) throws -> Object {
         checkOpen()
         let entry = try entry(of: model)
         let definition = entry.definition
-        let (idValue, new) = attributes.splitting(Document.idAttribute)
+        let (idValue, new) = attributes.splitting(Object.idAttribute)
         let givenID = try Self.id(from: idValue, model: model.name)
         let id = givenID ?? ObjectID.generate()
         if new.isEmpty {
             throw SatchelError(.invalidDocument, "an object needs at least one non-null attribute", model: model.name, objectID: id)
         }
         try definition.validate(new, objectID: id)
-        if givenID != nil, try readDocument(model, id, partition: definition.partition) != nil {
+        if givenID != nil, try readObject(model, id, partition: definition.partition) != nil {
             throw SatchelError(.alreadyExists, "model '\(model.name)' already has an object '\(id)'", model: model.name, objectID: id)
         }
         try apply(entry, model, id: id, old: nil, new: new)
-        return Document(id: id, attributes: new)
+        return Object(id: id, attributes: new)
     }
 
     /// Replaces an object whole, creating it when missing (an upsert). Attributes the object had
-    /// and `document` lacks are removed; null attributes are dropped; an object left with no
+    /// and `object` lacks are removed; null attributes are dropped; an object left with no
     /// attributes is deleted.
     ///
     /// - Returns: the stored object, or nil when the null rule deleted it (or left nothing to create).
     @discardableResult
-    public func save(_ document: Document, in model: Model) throws -> Document? {
+    public func save(_ object: Object, in model: Model) throws -> Object? {
         checkOpen()
         let entry = try entry(of: model)
         let definition = entry.definition
-        let new = document.attributes.removingNulls()
-        try definition.validate(new, objectID: document.id)
-        let old = try readDocument(model, document.id, partition: definition.partition)
+        let new = object.attributes.removingNulls()
+        try definition.validate(new, objectID: object.id)
+        let old = try readObject(model, object.id, partition: definition.partition)
         if new.isEmpty {
-            if let old { try apply(entry, model, id: document.id, old: old, new: nil) }
+            if let old { try apply(entry, model, id: object.id, old: old, new: nil) }
             return nil
         }
-        try apply(entry, model, id: document.id, old: old, new: new)
-        return Document(id: document.id, attributes: new)
+        try apply(entry, model, id: object.id, old: old, new: new)
+        return Object(id: object.id, attributes: new)
     }
 
     /// Merges `attributes` into object `id`: each given attribute replaces the old value whole,
@@ -103,25 +103,25 @@ public final class Transaction {
     /// - Throws: ``SatchelError`` `.notFound` when there is no such object; `.invalidDocument`
     ///   when `attributes` carries an `object` id other than `id`.
     @discardableResult
-    public func update(_ id: String, with attributes: JSONObject, in model: Model) throws -> Document? {
+    public func update(_ id: String, with attributes: JSONObject, in model: Model) throws -> Object? {
         checkOpen()
         let entry = try entry(of: model)
         let definition = entry.definition
-        if let given = try Self.id(from: attributes[Document.idAttribute], model: model.name), !UTF8Order.equal(given, id) {
+        if let given = try Self.id(from: attributes[Object.idAttribute], model: model.name), !UTF8Order.equal(given, id) {
             throw SatchelError(.invalidDocument, "an update cannot change the object id", model: model.name, objectID: id)
         }
-        guard let old = try readDocument(model, id, partition: definition.partition) else {
+        guard let old = try readObject(model, id, partition: definition.partition) else {
             throw SatchelError(.notFound, "model '\(model.name)' has no object '\(id)'", model: model.name, objectID: id)
         }
         var new = old
-        for (name, value) in attributes where !UTF8Order.equal(name, Document.idAttribute) { new[name] = value.isNull ? nil : value }
+        for (name, value) in attributes where !UTF8Order.equal(name, Object.idAttribute) { new[name] = value.isNull ? nil : value }
         try definition.validate(new, objectID: id)
         if new.isEmpty {
             try apply(entry, model, id: id, old: old, new: nil)
             return nil
         }
         if !new.isIdentical(to: old) { try apply(entry, model, id: id, old: old, new: new) }
-        return Document(id: id, attributes: new)
+        return Object(id: id, attributes: new)
     }
 
     /// Deletes object `id`.
@@ -131,7 +131,7 @@ public final class Transaction {
     public func destroy(_ id: String, in model: Model) throws -> Bool {
         checkOpen()
         let entry = try entry(of: model)
-        guard let old = try readDocument(model, id, partition: entry.definition.partition) else { return false }
+        guard let old = try readObject(model, id, partition: entry.definition.partition) else { return false }
         try apply(entry, model, id: id, old: old, new: nil)
         return true
     }
@@ -151,33 +151,33 @@ public final class Transaction {
     public func destroy(where condition: Condition, in model: Model) throws -> Int {
         checkOpen()
         let matches = try findAll(Query(where: condition, select: []), in: model)
-        for document in matches { try destroy(document.id, in: model) }
+        for object in matches { try destroy(object.id, in: model) }
         return matches.count
     }
 
     // MARK: - Public reads
 
     /// The object `id`, as this transaction sees it (its own writes included).
-    public func find(_ id: String, in model: Model) throws -> Document? {
+    public func find(_ id: String, in model: Model) throws -> Object? {
         checkOpen()
         let partition = try entry(of: model).definition.partition
-        return try readDocument(model, id, partition: partition).map { Document(id: id, attributes: $0) }
+        return try readObject(model, id, partition: partition).map { Object(id: id, attributes: $0) }
     }
 
     /// Every object of `model`, by id, as this transaction sees them.
-    public func findAll(in model: Model) throws -> [Document] {
-        try findAll(Query(order: [.ascending(Field(Document.idAttribute))]), in: model)
+    public func findAll(in model: Model) throws -> [Object] {
+        try findAll(Query(order: [.ascending(Field(Object.idAttribute))]), in: model)
     }
 
     /// Every object of `model` whose attributes equal `conditions`, by id.
-    public func findAll(where conditions: JSONObject, in model: Model) throws -> [Document] {
-        try findAll(Query(where: Condition(equalities: conditions), order: [.ascending(Field(Document.idAttribute))]), in: model)
+    public func findAll(where conditions: JSONObject, in model: Model) throws -> [Object] {
+        try findAll(Query(where: Condition(equalities: conditions), order: [.ascending(Field(Object.idAttribute))]), in: model)
     }
 
-    /// The documents `query` selects, as this transaction sees them. Before the transaction
+    /// The objects `query` selects, as this transaction sees them. Before the transaction
     /// has written to the model's partition the query uses indexes; after, it scans the model
     /// and merges the transaction's own writes.
-    public func findAll(_ query: Query, in model: Model) throws -> [Document] {
+    public func findAll(_ query: Query, in model: Model) throws -> [Object] {
         checkOpen()
         try query.validate()
         let partition = try store.entry(model.name).definition.partition
@@ -186,12 +186,12 @@ public final class Transaction {
             // is this transaction's view of it (indexes included).
             return try model.findAll(query)
         }
-        var matches: [Document] = []
-        let prefix = model.documentPrefix
+        var matches: [Object] = []
+        let prefix = model.objectPrefix
         try scan(prefix: prefix, partition: partition) { key, value in
             let id = try Keys.objectID(fromKey: key, prefixLength: prefix.count)
-            let document = Document(id: id, storedAttributes: try StoredDocument.decode(value, model: model.name, id: id))
-            if query.condition.matches(document) { matches.append(document) }
+            let object = Object(id: id, storedAttributes: try StoredObject.decode(value, model: model.name, id: id))
+            if query.condition.matches(object) { matches.append(object) }
         }
         if !query.order.isEmpty { matches = Sorter(order: query.order).sort(matches) }
         var result = matches.dropFirst(query.offset).map(query.project)
@@ -201,24 +201,24 @@ public final class Transaction {
 
     // MARK: - The write primitive
 
-    /// Moves object `id` from `old` to `new` (nil: deleted): the document, the counters and the
+    /// Moves object `id` from `old` to `new` (nil: deleted): the object, the counters and the
     /// coalesced pending change.
     func apply(_ entry: ModelEntry, _ model: Model, id: String, old: JSONObject?, new: JSONObject?, recordChange: Bool = true) throws {
         let definition = entry.definition
         try claim(definition.partition, model: model.name)
         touch(model.name)
-        let key = Keys.document(prefix: model.documentPrefix, id)
+        let key = Keys.object(prefix: model.objectPrefix, id)
         var counters = try workingCounters(model.name)
-        let bytes = try new.map { try StoredDocument.encode($0, model: model.name, id: id) }
+        let bytes = try new.map { try StoredObject.encode($0, model: model.name, id: id) }
         overlay[key] = .some(bytes)
         counters.objects += (new == nil ? 0 : 1) - (old == nil ? 0 : 1)
         defer { setCounters(counters, model: model.name) }
-        // Index entries move in the same batch as the document. An index that stores documents
+        // Index entries move in the same batch as the object. An index that stores objects
         // rewrites its entries whenever the object changes.
         for index in entry.indexes where index.isMaintained {
             let before = old.map { index.entries(model: model.name, objectID: id, attributes: $0) } ?? []
             let after = new.map { index.entries(model: model.name, objectID: id, attributes: $0) } ?? []
-            if before == after && !index.storesDocuments { continue }
+            if before == after && !index.storesObjects { continue }
             var delta = 0
             for entryKey in before where !after.contains(entryKey) {
                 indexWrites.append((entryKey, nil))
@@ -226,8 +226,8 @@ public final class Transaction {
             }
             for entryKey in after {
                 let existed = before.contains(entryKey)
-                if existed && !index.storesDocuments { continue }
-                indexWrites.append((entryKey, index.storesDocuments ? bytes! : []))
+                if existed && !index.storesObjects { continue }
+                indexWrites.append((entryKey, index.storesObjects ? bytes! : []))
                 if !existed { delta += 1 }
             }
             counters.adjustIndex(index.id, by: delta)
@@ -320,14 +320,14 @@ public final class Transaction {
         return try store.database(partition).get(key)
     }
 
-    func readDocument(_ model: Model, _ id: String, partition: Partition? = nil) throws -> JSONObject? {
+    func readObject(_ model: Model, _ id: String, partition: Partition? = nil) throws -> JSONObject? {
         let partition = try partition ?? store.entry(model.name).definition.partition
-        let key = Keys.document(prefix: model.documentPrefix, id)
+        let key = Keys.object(prefix: model.objectPrefix, id)
         if partition == self.partition, let pending = overlay[key] {
-            return try pending.map { bytes in try bytes.withUnsafeBytes { try StoredDocument.decode($0, model: model.name, id: id) } }
+            return try pending.map { bytes in try bytes.withUnsafeBytes { try StoredObject.decode($0, model: model.name, id: id) } }
         }
         return try store.database(partition).withValue(forKey: key) { bytes in
-            try bytes.map { try StoredDocument.decode($0, model: model.name, id: id) }
+            try bytes.map { try StoredObject.decode($0, model: model.name, id: id) }
         }
     }
 
@@ -429,7 +429,7 @@ extension Transaction: Sendable {}
 
 /// The stored form of an object's attributes (the value under `(doc, model, objectId)`): compact
 /// JSON of the attributes without the id, keys in byte order, no nulls.
-enum StoredDocument {
+enum StoredObject {
     static func encode(_ attributes: JSONObject, model: String, id: String) throws(SatchelError) -> [UInt8] {
         do {
             return try JSONWriter.encodeChecked(attributes)

@@ -98,7 +98,7 @@ struct ServerState: Sendable {
     /// recording which attributes changed when. Returns the object's new version (nil: deleted).
     @discardableResult
     mutating func write(_ model: String, _ id: String, _ attributes: JSONObject?) -> Int64? {
-        let kept = (attributes ?? JSONObject()).filter { name, value in !value.isNull && name != Document.idAttribute }
+        let kept = (attributes ?? JSONObject()).filter { name, value in !value.isNull && name != Object.idAttribute }
         let now = tick()
         // Taken out of the dictionary while changed, so the change does not copy it.
         var collection = collections.removeValue(forKey: model) ?? Collection()
@@ -134,7 +134,7 @@ struct ServerState: Sendable {
     @discardableResult
     mutating func merge(_ model: String, _ id: String, _ changes: JSONObject) -> Int64? {
         guard var attributes = collections[model]?.objects[id]?.attributes else { return nil }
-        for (name, value) in changes where name != Document.idAttribute { attributes[name] = value.isNull ? nil : value }
+        for (name, value) in changes where name != Object.idAttribute { attributes[name] = value.isNull ? nil : value }
         return write(model, id, attributes)
     }
 

@@ -8,8 +8,8 @@
 /// print(widget.id, widget["price"] ?? .null)
 /// ```
 ///
-/// `Document` is a `Sendable` value type.
-public struct Document: Sendable, Hashable, CustomStringConvertible {
+/// `Object` is a `Sendable` value type.
+public struct Object: Sendable, Hashable, CustomStringConvertible {
     /// The reserved attribute name that holds the object id.
     public static let idAttribute = "object"
 
@@ -21,11 +21,11 @@ public struct Document: Sendable, Hashable, CustomStringConvertible {
     public init(id: String, attributes: JSONObject) {
         self.id = id
         var attributes = attributes
-        attributes[Document.idAttribute] = nil
+        attributes[Object.idAttribute] = nil
         self.attributes = attributes
     }
 
-    /// A document from stored attributes, which never hold the id.
+    /// An object from stored attributes, which never hold the id.
     init(id: String, storedAttributes: JSONObject) {
         self.id = id
         self.attributes = storedAttributes
@@ -40,14 +40,14 @@ public struct Document: Sendable, Hashable, CustomStringConvertible {
     /// The object as JSON: its attributes plus the id under `object`.
     public var json: JSONObject {
         var object = attributes
-        object[Document.idAttribute] = .string(id)
+        object[Object.idAttribute] = .string(id)
         return object
     }
 
     /// The object as compact JSON text with sorted keys, e.g. `{"name":"Widget","object":"p1"}`.
     public var description: String { json.description }
 
-    public static func == (a: Document, b: Document) -> Bool { UTF8Order.equal(a.id, b.id) && a.attributes == b.attributes }
+    public static func == (a: Object, b: Object) -> Bool { UTF8Order.equal(a.id, b.id) && a.attributes == b.attributes }
 
     public func hash(into hasher: inout Hasher) {
         UTF8Order.hash(id, into: &hasher)

@@ -7,7 +7,7 @@
 ///
 /// A cursor holds a LevelDB snapshot and iterator: the store cannot close while one is alive.
 /// It is not `Sendable`; read it on one thread.
-public final class DocumentCursor {
+public final class ObjectCursor {
     private let model: Model
     private let query: Query
     private let plan: Plan
@@ -18,20 +18,20 @@ public final class DocumentCursor {
     private var state: SourceState
     private var remainingOffset: Int
     private var remainingLimit: Int?
-    private var sorted: [Document]?
+    private var sorted: [Object]?
     private var sortedPosition = 0
     /// Length of `(idx, model, indexId)`, where an index entry's values start.
     private var entryPrefixLength = 0
-    /// Whether the index's entries hold their documents (no read of the object needed).
+    /// Whether the index's entries hold their objects (no read of the object needed).
     private var entriesHoldDocuments = false
-    /// Candidates read from the source (documents fetched or decoded), for tests and tuning.
+    /// Candidates read from the source (objects fetched or decoded), for tests and tuning.
     private(set) var candidatesRead = 0
-    /// The most documents an in-memory sort held at once.
+    /// The most objects an in-memory sort held at once.
     private(set) var peakBuffered = 0
 
     private enum SourceState {
         case ids([String], position: Int)
-        case documents(LevelDBIterator, KeyRange, reverse: Bool, started: Bool)
+        case objects(LevelDBIterator, KeyRange, reverse: Bool, started: Bool)
         case index(LevelDBIterator, ranges: [KeyRange], rangeIndex: Int, started: Bool, valueCount: Int, reverse: Bool)
         case done
     }
@@ -49,15 +49,15 @@ public final class DocumentCursor {
         case .ids(let ids):
             snapshot = try db.makeSnapshot()
             state = .ids(ids, position: 0)
-        case .documents(let range, let reverse):
+        case .objects(let range, let reverse):
             snapshot = nil
             // A scan of the whole model does not fill the block cache (data read once).
-            let whole = query.limit == nil && UTF8Order.compareBytes(range.start, model.documentPrefix) == 0
-            state = .documents(try db.makeIterator(fillCache: !whole), range, reverse: reverse, started: false)
+            let whole = query.limit == nil && UTF8Order.compareBytes(range.start, model.objectPrefix) == 0
+            state = .objects(try db.makeIterator(fillCache: !whole), range, reverse: reverse, started: false)
         case .index(let index, let ranges, let valueCount, let reverse):
-            snapshot = index.storesDocuments ? nil : try db.makeSnapshot()
+            snapshot = index.storesObjects ? nil : try db.makeSnapshot()
             entryPrefixLength = index.prefix.count
-            entriesHoldDocuments = index.storesDocuments
+            entriesHoldDocuments = index.storesObjects
             let ranges = reverse ? ranges.reversed() : ranges
             state = .index(try db.makeIterator(snapshot: snapshot), ranges: ranges, rangeIndex: 0, started: false, valueCount: valueCount, reverse: reverse)
         }
@@ -66,8 +66,8 @@ public final class DocumentCursor {
     /// How the query runs.
     public var queryPlan: QueryPlan { plan.explain() }
 
-    /// The next document, or nil after the last.
-    public func next() throws -> Document? {
+    /// The next object, or nil after the last.
+    public func next() throws -> Object? {
         if plan.sortInMemory {
             if sorted == nil { sorted = try sortAll() }
             guard let sorted, sortedPosition < sorted.count else { return nil }
@@ -75,31 +75,31 @@ public final class DocumentCursor {
             return query.project(sorted[sortedPosition])
         }
         while remainingLimit != 0 {
-            guard let document = try nextMatch() else { return nil }
+            guard let object = try nextMatch() else { return nil }
             if remainingOffset > 0 {
                 remainingOffset -= 1
                 continue
             }
             if let limit = remainingLimit { remainingLimit = limit - 1 }
-            return query.project(document)
+            return query.project(object)
         }
         return nil
     }
 
-    /// Every remaining document.
-    public func all() throws -> [Document] {
-        var result: [Document] = []
-        while let document = try next() { result.append(document) }
+    /// Every remaining object.
+    public func all() throws -> [Object] {
+        var result: [Object] = []
+        while let object = try next() { result.append(object) }
         return result
     }
 
-    /// The number of matches, ignoring limit and offset, without decoding documents when the
+    /// The number of matches, ignoring limit and offset, without decoding objects when the
     /// plan's ranges answer the condition exactly.
     func countMatches() throws -> Int {
         var n = 0
         if case .always = plan.residual {
             switch state {
-            case .documents, .index:
+            case .objects, .index:
                 while try advance() { n += 1 }
                 return n
             default: break
@@ -112,23 +112,23 @@ public final class DocumentCursor {
     // MARK: - Sources
 
     /// The next candidate that satisfies the residual condition.
-    private func nextMatch() throws -> Document? {
-        while let document = try nextCandidate() {
+    private func nextMatch() throws -> Object? {
+        while let object = try nextCandidate() {
             candidatesRead += 1
-            if Condition.evaluate(plan.residual, document) { return document }
+            if Condition.evaluate(plan.residual, object) { return object }
         }
         return nil
     }
 
-    private func fetch(_ id: String) throws -> Document? {
-        let key = Keys.document(prefix: model.documentPrefix, id)
+    private func fetch(_ id: String) throws -> Object? {
+        let key = Keys.object(prefix: model.objectPrefix, id)
         let name = model.name
         return try db.withValue(forKey: key, snapshot: snapshot) { bytes in
-            try bytes.map { Document(id: id, storedAttributes: try StoredDocument.decode($0, model: name, id: id)) }
+            try bytes.map { Object(id: id, storedAttributes: try StoredObject.decode($0, model: name, id: id)) }
         }
     }
 
-    private func nextCandidate() throws -> Document? {
+    private func nextCandidate() throws -> Object? {
         switch state {
         case .done: return nil
         case .ids(let ids, let position):
@@ -137,17 +137,17 @@ public final class DocumentCursor {
                 let id = ids[position]
                 position += 1
                 state = .ids(ids, position: position)
-                if let document = try fetch(id) { return document }
+                if let object = try fetch(id) { return object }
             }
             state = .done
             return nil
-        case .documents(let iterator, _, _, _):
+        case .objects(let iterator, _, _, _):
             guard try advance() else { return nil }
-            let prefixLength = model.documentPrefix.count
+            let prefixLength = model.objectPrefix.count
             let name = model.name
             return try iterator.withKey { key in
                 let id = try Keys.objectID(fromKey: key, prefixLength: prefixLength)
-                return Document(id: id, storedAttributes: try iterator.withValue { try StoredDocument.decode($0, model: name, id: id) })
+                return Object(id: id, storedAttributes: try iterator.withValue { try StoredObject.decode($0, model: name, id: id) })
             }
         case .index(let iterator, _, _, _, let valueCount, _):
             while try advance() {
@@ -157,12 +157,12 @@ public final class DocumentCursor {
                 }
                 if entriesHoldDocuments {
                     let name = model.name
-                    return Document(id: id, storedAttributes: try iterator.withValue { try StoredDocument.decode($0, model: name, id: id) })
+                    return Object(id: id, storedAttributes: try iterator.withValue { try StoredObject.decode($0, model: name, id: id) })
                 }
-                guard let document = try fetch(id) else {
+                guard let object = try fetch(id) else {
                     throw SatchelError(.corruption, "index entry for '\(id)' of model '\(model.name)' has no object", model: model.name, objectID: id)
                 }
-                return document
+                return object
             }
             return nil
         }
@@ -171,10 +171,10 @@ public final class DocumentCursor {
     /// Positions the range iterator on the next key inside the current range; false when done.
     private func advance() throws -> Bool {
         switch state {
-        case .documents(let iterator, let range, let reverse, let started):
+        case .objects(let iterator, let range, let reverse, let started):
             if !started {
                 position(iterator, in: range, reverse: reverse)
-                state = .documents(iterator, range, reverse: reverse, started: true)
+                state = .objects(iterator, range, reverse: reverse, started: true)
             } else if iterator.isValid {
                 reverse ? iterator.previous() : iterator.next()
             }
@@ -237,29 +237,29 @@ public final class DocumentCursor {
     // MARK: - Sorting
 
     /// All matches in the query's order, keeping only the top `offset + limit` as it goes.
-    private func sortAll() throws -> [Document] {
+    private func sortAll() throws -> [Object] {
         let keep = query.limit.map { $0 + query.offset }
-        var buffer: [(keys: [[UInt8]], document: Document)] = []
+        var buffer: [(keys: [[UInt8]], object: Object)] = []
         let sorter = Sorter(order: query.order)
-        while let document = try nextMatch() {
-            buffer.append((sorter.keys(document), document))
+        while let object = try nextMatch() {
+            buffer.append((sorter.keys(object), object))
             peakBuffered = max(peakBuffered, buffer.count)
             if let keep, buffer.count >= max(2 * keep, 1024) {
-                buffer.sort { sorter.less($0.keys, $0.document.id, $1.keys, $1.document.id) }
+                buffer.sort { sorter.less($0.keys, $0.object.id, $1.keys, $1.object.id) }
                 buffer.removeLast(buffer.count - keep)
             }
         }
-        buffer.sort { sorter.less($0.keys, $0.document.id, $1.keys, $1.document.id) }
-        var result = buffer.dropFirst(query.offset).map(\.document)
+        buffer.sort { sorter.less($0.keys, $0.object.id, $1.keys, $1.object.id) }
+        var result = buffer.dropFirst(query.offset).map(\.object)
         if let limit = query.limit, result.count > limit { result.removeLast(result.count - limit) }
         return result
     }
 }
 
 @available(*, unavailable)
-extension DocumentCursor: Sendable {}
+extension ObjectCursor: Sendable {}
 
-/// Orders documents by a query's sort keys, ties by id.
+/// Orders objects by a query's sort keys, ties by id.
 struct Sorter {
     let order: [SortKey]
     let tieDescending: Bool
@@ -269,8 +269,8 @@ struct Sorter {
         self.tieDescending = order.last?.descending ?? false
     }
 
-    func keys(_ document: Document) -> [[UInt8]] {
-        order.map { ValueOrder.sortKey($0.field.value(in: document)) }
+    func keys(_ object: Object) -> [[UInt8]] {
+        order.map { ValueOrder.sortKey($0.field.value(in: object)) }
     }
 
     func less(_ a: [[UInt8]], _ aID: String, _ b: [[UInt8]], _ bID: String) -> Bool {
@@ -282,7 +282,7 @@ struct Sorter {
         return tieDescending ? c > 0 : c < 0
     }
 
-    func sort(_ documents: [Document]) -> [Document] {
-        documents.map { (keys($0), $0) }.sorted { less($0.0, $0.1.id, $1.0, $1.1.id) }.map(\.1)
+    func sort(_ objects: [Object]) -> [Object] {
+        objects.map { (keys($0), $0) }.sorted { less($0.0, $0.1.id, $1.0, $1.1.id) }.map(\.1)
     }
 }
