@@ -144,7 +144,7 @@ struct DeleteCommand: ParsableCommand {
 
     func run() throws {
         let existed = try store.withStore { store in
-            try store.existingModel(named: model).destroy(id)
+            try store.existingModel(named: model).delete(id)
         }
         if !existed { throw SatchelError(.notFound, "model '\(model)' has no object '\(id)'") }
     }

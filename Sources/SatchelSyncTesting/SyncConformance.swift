@@ -201,7 +201,7 @@ public enum SyncConformance {
         let products = try device.products()
         try products.create(["object": "n1", "name": "New", "price": 5])
         try products.update(ids[0], with: ["price": 7, "brand": .null])
-        try products.destroy(ids[1])
+        try products.delete(ids[1])
         // Every attribute gone: the object is deleted (the null rule).
         #expect(try products.update(ids[2], with: ["name": .null, "price": .null, "brand": .null]) == nil)
         let report = try await device.engine.sync(models: ["Product"])
@@ -370,7 +370,7 @@ public enum SyncConformance {
         let products = try device.products()
         try await device.engine.sync(models: ["Product"])
         try await server.refuse(.delete, model: "Product", id: ids[0])
-        try products.destroy(ids[0])
+        try products.delete(ids[0])
         #expect(try await device.engine.sync(models: ["Product"]).rejected == 1)
         let error = try #require(try device.store.recordErrors(model: "Product").first)
         #expect(error.kind == .delete && error.actions == [.retry])

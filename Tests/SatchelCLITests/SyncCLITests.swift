@@ -170,7 +170,7 @@ struct SyncCLITests {
             try store.bulkUpdate { tx in
                 for i in 301...500 { _ = try tx.create(["object": .string("p\(i)"), "name": .string("New \(i)")], in: products) }
                 for i in 1...80 { _ = try tx.update("p\(i)", with: ["price": .int(Int64(1000 + i)), "brand": i % 2 == 0 ? .null : "Zenith"], in: products) }
-                for i in 281...300 { try tx.destroy("p\(i)", in: products) }
+                for i in 281...300 { try tx.delete("p\(i)", in: products) }
                 for i in 1...50 {
                     _ = try tx.create(["object": .string("c\(i)"), "name": .string("Customer \(i)")], in: customers)
                     _ = try tx.create(["object": .string("o\(i)"), "customer": .string("c\(i)"), "total": .int(Int64(i))], in: orders)

@@ -95,7 +95,7 @@ struct KintoScenarioTests {
         let products = try device.model("Product")
         for i in 1...30 { try products.create(["object": .string("local \(i)"), "name": .string("Local \(i)"), "id": .string("own-\(i)")]) }
         for i in 200..<240 { try products.update("p\(i)", with: ["price": .int(Int64(-i)), "brand": .null]) }
-        for i in 300..<320 { try products.destroy("p\(i)") }
+        for i in 300..<320 { try products.delete("p\(i)") }
         let pushed = try await device.engine.sync(models: ["Product"])
         #expect(pushed.accepted == 90 && pushed.rejected == 0)
         let raw = try await server.call("GET", server.records(bucket, "Product") + "/" + KintoMapping.recordID("local 7"))
@@ -270,7 +270,7 @@ struct KintoScenarioTests {
         let products = try device.model("Product")
         try products.create(["object": "offline", "name": "Made offline"])
         try products.update("p5", with: ["price": 5000])
-        try products.destroy("p6")
+        try products.delete("p6")
         // The server goes away after the first page of the pull.
         let stopped = Mutex(false)
         hook.withLock { $0 }?.arm(pull: 2) {

@@ -142,7 +142,7 @@ struct RhoConnectAdapterTests {
         let products = try setup.products
         try products.create(["object": "tmp-1", "name": "Fairphone", "price": "450", "dual_sim": true])
         try products.update("1", with: ["price": "189.99", "brand": .null])
-        try products.destroy("2")
+        try products.delete("2")
         setup.device.log.clear()
         let report = try await setup.device.engine.sync()
         #expect(report.accepted == 3)
@@ -217,7 +217,7 @@ struct RhoConnectAdapterTests {
     func deleteErrors() async throws {
         let setup = try await Setup()
         try await setup.device.engine.sync()
-        try setup.products.destroy("11")
+        try setup.products.delete("11")
         #expect(try await setup.device.engine.sync().rejected == 1)
         let error = try #require(try setup.device.store.recordErrors(model: "Product").first)
         #expect(error.kind == .delete && error.message == "error delete" && error.actions == [.retry])

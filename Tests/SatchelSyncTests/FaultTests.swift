@@ -32,7 +32,7 @@ struct FaultTests {
         let products = try client.model("Product")
         try products.create(["object": "n1", "name": "Made offline", "price": 0])
         try products.update("p1", with: ["price": 100])
-        try products.destroy("p2")
+        try products.delete("p2")
     }
 
     /// The local changes of ``changeOffline(_:)`` are on the server, once.
@@ -118,7 +118,7 @@ struct FaultTests {
         let products = try client.model("Product")
         try products.create(["object": "n2", "name": "Second"])
         try products.update("p3", with: ["price": 300])
-        try products.destroy("p4")
+        try products.delete("p4")
         faults.failNext(3, on: .push)
         await Self.expectFailure(.server) { try await client.engine.sync() }
         #expect(try client.store.changeFates(model: "Product").count == 3)

@@ -24,7 +24,7 @@ struct ChangeLogTests {
             #expect(try change(products, p.id)?.kind == .update)
             #expect(try change(products, p.id)?.attributes == ["price": 2])
             try clearChanges(store, products)
-            try products.destroy(p.id)
+            try products.delete(p.id)
             #expect(try change(products, p.id) == PendingChange(model: "Product", objectID: p.id, kind: .delete, attributes: ["name": "A", "price": 2]))
         }
     }
@@ -36,7 +36,7 @@ struct ChangeLogTests {
             let p = try products.create(["name": "A"])
             try products.update(p.id, with: ["name": "B", "x": 1])
             #expect(try products.pendingChanges().map(\.kind) == [.create])
-            try products.destroy(p.id)
+            try products.delete(p.id)
             #expect(try products.pendingChanges().isEmpty)
             #expect(try products.isChanged == false)
             #expect(try products.statistics().pendingCreates == 0)
@@ -69,7 +69,7 @@ struct ChangeLogTests {
             let p = try products.create(["name": "A"])
             try clearChanges(store, products)
             try products.update(p.id, with: ["name": "B"])
-            try products.destroy(p.id)
+            try products.delete(p.id)
             #expect(try products.pendingChanges() == [PendingChange(model: "Product", objectID: p.id, kind: .delete, attributes: ["name": "B"])])
         }
     }
@@ -80,7 +80,7 @@ struct ChangeLogTests {
             let products = try store.model("Product")
             try products.create(["object": "p", "name": "A", "old": 1])
             try clearChanges(store, products)
-            try products.destroy("p")
+            try products.delete("p")
             try products.create(["object": "p", "name": "B"])
             #expect(try products.pendingChanges() == [PendingChange(model: "Product", objectID: "p", kind: .update, attributes: ["name": "B", "old": .null])])
         }
@@ -94,7 +94,7 @@ struct ChangeLogTests {
             for model in [local, none] {
                 let o = try model.create(["a": 1])
                 try model.update(o.id, with: ["a": 2])
-                try model.destroy(o.id)
+                try model.delete(o.id)
                 try model.create(["b": 1])
                 #expect(try model.pendingChanges().isEmpty)
                 #expect(try model.isChanged == false)
@@ -135,7 +135,7 @@ struct ChangeLogTests {
                 switch Int.random(in: 0..<5, using: &rng) {
                 case 0 where !exists: try products.create(["object": .string(id), "v": .int(Int64(step))])
                 case 1 where exists: try products.update(id, with: ["v": Bool.random(using: &rng) ? .null : .int(Int64(step))])
-                case 2: try products.destroy(id)
+                case 2: try products.delete(id)
                 case 3: try products.save(Object(id: id, attributes: ["w": .int(Int64(step % 3))]))
                 default: if Int.random(in: 0..<20, using: &rng) == 0 { try clearChanges(store, products) }
                 }

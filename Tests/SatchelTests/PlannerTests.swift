@@ -119,7 +119,7 @@ struct PlannerTests {
         try Self.withShop { _, products in
             let cursor = try products.cursor(Query(where: "brand" == "B5"))
             let first = try cursor.next()
-            try products.destroy(where: "brand" == "B5")
+            try products.delete(where: "brand" == "B5")
             try products.create(["brand": "B5", "price": 1])
             var rest: [Object] = []
             while let d = try cursor.next() { rest.append(d) }

@@ -304,14 +304,14 @@ struct QueryDifferentialTests {
                         try model.update(id, with: changes)
                     }
                 case 4:
-                    if let id = known.randomElement(using: &generator.rng) { try model.destroy(id) }
+                    if let id = known.randomElement(using: &generator.rng) { try model.delete(id) }
                 case 5, 6:
                     try store.bulkUpdate { tx in
                         for i in 0..<5 {
                             let d = generator.object(step * 10 + i)
                             if try tx.find(d["object"]!.stringValue!, in: model) == nil { known.append(try tx.create(d, in: model).id) }
                         }
-                        if let id = known.randomElement(using: &generator.rng) { try tx.destroy(id, in: model) }
+                        if let id = known.randomElement(using: &generator.rng) { try tx.delete(id, in: model) }
                     }
                 case 7:
                     // A rolled-back bulk update: none of it may show, in data or indexes.
@@ -321,7 +321,7 @@ struct QueryDifferentialTests {
                         throw Rollback()
                     }
                 case 8:
-                    try model.destroy(where: "a" == .int(Int64.random(in: -4...4, using: &generator.rng)))
+                    try model.delete(where: "a" == .int(Int64.random(in: -4...4, using: &generator.rng)))
                 default:
                     let index = generator.pick([IndexDefinition("b"), IndexDefinition(["n.x", "a"], storesObjects: false), IndexDefinition("m")])
                     if try model.indexes.contains(where: { $0.definition == index }) {

@@ -32,7 +32,7 @@ func dump(_ store: Store) throws -> [[UInt8]: [UInt8]] {
 
 @Suite("Store and models")
 struct StoreTests {
-    @Test("create, find, update, save, destroy")
+    @Test("create, find, update, save, delete")
     func crud() throws {
         try withTemporaryStore { store in
             let products = try store.model("Product")
@@ -49,8 +49,8 @@ struct StoreTests {
             #expect(saved?.attributes == ["name": "Widget 2"])
             #expect(try products.find(widget.id)?.attributes == ["name": "Widget 2"])
 
-            #expect(try products.destroy(widget.id))
-            #expect(try products.destroy(widget.id) == false)
+            #expect(try products.delete(widget.id))
+            #expect(try products.delete(widget.id) == false)
             #expect(try products.find(widget.id) == nil)
             #expect(try products.count() == 0)
         }
@@ -120,7 +120,7 @@ struct StoreTests {
             #expect(try products.count() == 30)
             #expect(try products.count(where: ["price": 4]) == 6)
             #expect(try products.findAll().count == 30)
-            #expect(try products.destroy(where: ["brand": "Acme"]) == 10)
+            #expect(try products.delete(where: ["brand": "Acme"]) == 10)
             #expect(try products.count() == 20)
             #expect(try products.findAll(where: ["brand": "Acme"]).isEmpty)
         }

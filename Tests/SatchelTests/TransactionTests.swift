@@ -29,7 +29,7 @@ struct TransactionTests {
                 try store.bulkUpdate { tx in
                     try tx.create(["name": "new"], in: products)
                     try tx.update(keep.id, with: ["name": "changed"], in: products)
-                    try tx.destroy(where: ["name": "changed"], in: products)
+                    try tx.delete(where: ["name": "changed"], in: products)
                     throw Boom()
                 }
             }
@@ -67,7 +67,7 @@ struct TransactionTests {
                 #expect(try tx.find("b", in: products)?["brand"] == "Acme")
                 try tx.update("a", with: ["brand": "Other"], in: products)
                 #expect(try tx.find("a", in: products)?["brand"] == "Other")
-                try tx.destroy("c", in: products)
+                try tx.delete("c", in: products)
                 #expect(try tx.find("c", in: products) == nil)
                 #expect(try tx.findAll(in: products).map(\.id) == ["a", "b"])
                 #expect(try tx.findAll(where: ["brand": "Acme"], in: products).map(\.id) == ["b"])

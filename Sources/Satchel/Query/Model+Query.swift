@@ -42,7 +42,7 @@ extension Model {
 
     /// Deletes, in one transaction, every object matching `condition`; returns how many.
     @discardableResult
-    public func destroy(where condition: Condition) throws -> Int {
-        try store.write { try $0.destroy(where: condition, in: self) }
+    public func delete(where condition: Condition) throws -> Int {
+        try store.write { try $0.delete(where: condition, in: self) }
     }
 }

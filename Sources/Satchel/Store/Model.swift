@@ -9,7 +9,7 @@
 /// let p = try products.create(["name": "Widget", "price": 9.5])
 /// try products.update(p.id, with: ["price": 12])
 /// let cheap = try products.findAll(where: ["price": 12])
-/// try products.destroy(p.id)
+/// try products.delete(p.id)
 /// ```
 ///
 /// Thread safety: `Model` is a `Sendable` value; its methods may be called from any thread.
@@ -61,14 +61,14 @@ public struct Model: Sendable, Hashable {
 
     /// Deletes an object; returns whether it existed.
     @discardableResult
-    public func destroy(_ id: String) throws -> Bool {
-        try store.write { try $0.destroy(id, in: self) }
+    public func delete(_ id: String) throws -> Bool {
+        try store.write { try $0.delete(id, in: self) }
     }
 
     /// Deletes, in one transaction, every object whose attributes equal `conditions`.
     @discardableResult
-    public func destroy(where conditions: JSONObject) throws -> Int {
-        try destroy(where: Condition(equalities: conditions))
+    public func delete(where conditions: JSONObject) throws -> Int {
+        try delete(where: Condition(equalities: conditions))
     }
 
     // MARK: - Reads

@@ -11,7 +11,7 @@ import Synchronization
 /// let acme = try products.findAll(where: ["brand": "Acme"])
 /// try store.bulkUpdate { tx in
 ///     try tx.create(["name": "Gadget"], in: products)
-///     try tx.destroy(widget.id, in: products)
+///     try tx.delete(widget.id, in: products)
 /// }
 /// try store.close()
 /// ```

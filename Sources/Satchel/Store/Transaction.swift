@@ -128,7 +128,7 @@ public final class Transaction {
     ///
     /// - Returns: whether the object existed.
     @discardableResult
-    public func destroy(_ id: String, in model: Model) throws -> Bool {
+    public func delete(_ id: String, in model: Model) throws -> Bool {
         checkOpen()
         let entry = try entry(of: model)
         guard let old = try readObject(model, id, partition: entry.definition.partition) else { return false }
@@ -140,18 +140,18 @@ public final class Transaction {
     ///
     /// - Returns: how many objects were deleted.
     @discardableResult
-    public func destroy(where conditions: JSONObject, in model: Model) throws -> Int {
-        try destroy(where: Condition(equalities: conditions), in: model)
+    public func delete(where conditions: JSONObject, in model: Model) throws -> Int {
+        try delete(where: Condition(equalities: conditions), in: model)
     }
 
     /// Deletes every object matching `condition`.
     ///
     /// - Returns: how many objects were deleted.
     @discardableResult
-    public func destroy(where condition: Condition, in model: Model) throws -> Int {
+    public func delete(where condition: Condition, in model: Model) throws -> Int {
         checkOpen()
         let matches = try findAll(Query(where: condition, select: []), in: model)
-        for object in matches { try destroy(object.id, in: model) }
+        for object in matches { try delete(object.id, in: model) }
         return matches.count
     }
 
