@@ -108,7 +108,7 @@ struct DemoCommand: AsyncParsableCommand {
         // 7. Sync with a server (in memory here; RhoConnect, Kinto… behind the same protocol).
         try await sync(store, products: products, orders: orders, customers: customers, placed: placed)
 
-        // 8. A full consistency check: objects, counters, and every index entry both ways.
+        // 8. A full consistency check: objects, statistics, and every index entry both ways.
         let report = try store.verify()
         section("check")
         say("\(report.keys) keys, \(report.objects) objects, \(report.pendingChanges) pending changes: \(report.isHealthy ? "ok" : "\(report.problemCount) problems")")

@@ -181,7 +181,7 @@ struct StatsCommand: ParsableCommand {
                             "create": .int(Int64(statistics.pendingCreates)), "update": .int(Int64(statistics.pendingUpdates)),
                             "delete": .int(Int64(statistics.pendingDeletes)),
                         ],
-                        "errors": .int(Int64(statistics.syncErrors)), "inFlight": .int(Int64(statistics.inFlight)), "indexes": .object(JSONObject(indexes.map { ($0.definition.description, JSONValue.int(Int64($0.entries))) })),
+                        "errors": .int(Int64(statistics.recordErrors)), "inFlight": .int(Int64(statistics.inFlight)), "indexes": .object(JSONObject(indexes.map { ($0.definition.description, JSONValue.int(Int64($0.entries))) })),
                         "bytes": .int(Int64(statistics.approximateBytes)),
                     ]
                     Output.line(line.description)
@@ -189,7 +189,7 @@ struct StatsCommand: ParsableCommand {
                     Output.line(
                         "\(statistics.model): partition=\(statistics.partition.rawValue) objects=\(statistics.objects) "
                             + "pending create=\(statistics.pendingCreates) update=\(statistics.pendingUpdates) delete=\(statistics.pendingDeletes) "
-                            + "in-flight=\(statistics.inFlight) errors=\(statistics.syncErrors) indexes=\(indexes.isEmpty ? "none" : indexes.map { "\($0.definition):\($0.entries)" }.joined(separator: ",")) "
+                            + "in-flight=\(statistics.inFlight) errors=\(statistics.recordErrors) indexes=\(indexes.isEmpty ? "none" : indexes.map { "\($0.definition):\($0.entries)" }.joined(separator: ",")) "
                             + "bytes≈\(statistics.approximateBytes)")
                 }
             }

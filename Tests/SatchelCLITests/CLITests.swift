@@ -138,13 +138,13 @@ struct CLITests {
         #expect(result.stdout.isEmpty)
     }
 
-    @Test("check exits non-zero on an undecodable object or counters that disagree with the data")
+    @Test("check exits non-zero on an undecodable object or statistics that disagree with the data")
     func checkFindsDamage() async throws {
         let directory = TemporaryDirectory()
         let db = directory.child("db")
         #expect(try await CLI.run(["--db", db, "put", "Product", #"{"object":"p1","a":1}"#]).status == 0)
         #expect(try await CLI.run(["--db", db, "check"]).status == 0)
-        // Behind Satchel's back: a damaged object, and an object the counters do not know.
+        // Behind Satchel's back: a damaged object, and an object the statistics do not know.
         let store = try Store(path: db)
         var batch = LevelDBWriteBatch()
         batch.put(Keys.object("Product", "p1"), Array("{\"a\":".utf8))
@@ -154,7 +154,7 @@ struct CLITests {
         let result = try await CLI.run(["--db", db, "check"])
         #expect(result.status == 1)
         #expect(result.stdout.contains("object 'p1' of model 'Product' does not decode"))
-        #expect(result.stdout.contains("stored counters (objects 1"))
+        #expect(result.stdout.contains("stored statistics (objects 1"))
         #expect(result.lines.last?.hasSuffix("2 problems") == true)
     }
 

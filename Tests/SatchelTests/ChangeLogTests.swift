@@ -123,7 +123,7 @@ struct ChangeLogTests {
         }
     }
 
-    @Test("counters agree with a scan after a random mix of writes")
+    @Test("statistics agree with a scan after a random mix of writes")
     func countersAgree() throws {
         try withTemporaryStore { store in
             let products = try store.model("Product")
@@ -150,7 +150,7 @@ struct ChangeLogTests {
     }
 }
 
-/// Drops every pending change of `model`, keeping the counters right: what the sync engine does
+/// Drops every pending change of `model`, keeping the statistics right: what the sync engine does
 /// when the server acknowledges them.
 func clearChanges(_ store: Store, _ model: Model) throws {
     let prefix = Keys.changePrefix(model.name)
@@ -161,11 +161,11 @@ func clearChanges(_ store: Store, _ model: Model) throws {
         batch.delete(iterator.key)
         iterator.next()
     }
-    var counters = try store.entry(model.name).counters
-    counters.pendingCreates = 0
-    counters.pendingUpdates = 0
-    counters.pendingDeletes = 0
-    batch.put(Keys.modelStats(model.name), counters.encoded)
+    var statistics = try store.entry(model.name).statistics
+    statistics.pendingCreates = 0
+    statistics.pendingUpdates = 0
+    statistics.pendingDeletes = 0
+    batch.put(Keys.modelStatistics(model.name), statistics.encoded)
     try store.database(model.definition.partition).write(batch, sync: false)
-    store.catalog.withLock { $0.models[NameKey(model.name)]?.counters = counters }
+    store.catalog.withLock { $0.models[NameKey(model.name)]?.statistics = statistics }
 }

@@ -44,7 +44,7 @@ struct KeyLayoutDocTests {
         #expect(Keys.object("Product", "p1") == Keys.encode(.object, ["Product", "p1"]))
         #expect(Keys.change("Product", "p1") == Keys.encode(.change, ["Product", "p1"]))
         #expect(Keys.modelDefinition("Product") == Keys.encode(.meta, ["model", "Product"]))
-        #expect(Keys.modelStats("Product") == Keys.encode(.meta, ["stats", "Product"]))
+        #expect(Keys.modelStatistics("Product") == Keys.encode(.meta, ["stats", "Product"]))
         #expect(Keys.format == Keys.encode(.meta, ["format"]))
         #expect(Keys.objectRecord(.outbox, "Product", "p1") == Keys.encode(.outbox, ["Product", "p1"]))
         #expect(Keys.objectRecord(.error, "Product", "p1") == Keys.encode(.error, ["Product", "p1"]))

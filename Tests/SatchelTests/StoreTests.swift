@@ -126,7 +126,7 @@ struct StoreTests {
         }
     }
 
-    @Test("model definitions, objects and counters persist across reopen")
+    @Test("model definitions, objects and statistics persist across reopen")
     func reopen() throws {
         let directory = TemporaryDirectory()
         let path = directory.child("store")

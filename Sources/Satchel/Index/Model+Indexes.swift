@@ -23,7 +23,7 @@ extension Model {
         get throws {
             let entry = try store.entry(name)
             return entry.indexes.map {
-                IndexInfo(definition: $0.definition, isReady: $0.state == .ready, entries: entry.counters.indexEntries[$0.id] ?? 0)
+                IndexInfo(definition: $0.definition, isReady: $0.state == .ready, entries: entry.statistics.indexEntries[$0.id] ?? 0)
             }
         }
     }
@@ -55,7 +55,7 @@ extension Model {
                         "model '\(name)' has an index on \(definition) that \(existing.definition.storesObjects ? "stores" : "does not store") objects; drop it first",
                         model: name)
                 }
-                return (existing, entry.definition.partition, entry.counters.objects)
+                return (existing, entry.definition.partition, entry.statistics.objects)
             }
             let index = StoredIndex(id: (entry.indexes.map(\.id).max() ?? 0) + 1, definition: definition, state: .building, model: name)
             var batch = LevelDBWriteBatch()
@@ -64,7 +64,7 @@ extension Model {
             let key = NameKey(name)
             store.catalog.withLock { $0.models[key]?.indexes.append(index) }
             store.catalogVersion.add(1, ordering: .releasing)
-            return (index, entry.definition.partition, entry.counters.objects)
+            return (index, entry.definition.partition, entry.statistics.objects)
         }
         if index.state == .ready { return }
 
@@ -106,9 +106,9 @@ extension Model {
         // Count the entries and mark the index ready, in one transaction.
         try store.bulkUpdate { tx in
             let entries = try store.database(partition).countKeys(withPrefix: index.prefix)
-            var counters = try tx.currentCounters(name)
-            counters.indexEntries[index.id] = entries == 0 ? nil : entries
-            tx.setCounters(counters, model: name)
+            var statistics = try tx.currentStatistics(name)
+            statistics.indexEntries[index.id] = entries == 0 ? nil : entries
+            tx.setStatistics(statistics, model: name)
             var ready = index
             ready.state = .ready
             try tx.rawWrite(Keys.indexDefinition(name, index.id), ready.json.jsonBytes, partition: partition, model: name)
@@ -169,9 +169,9 @@ extension Store {
         }
         try bulkUpdate { tx in
             try tx.rawWrite(Keys.indexDefinition(model, index.id), nil, partition: partition, model: model)
-            var counters = try tx.currentCounters(model)
-            counters.indexEntries[index.id] = nil
-            tx.setCounters(counters, model: model)
+            var statistics = try tx.currentStatistics(model)
+            statistics.indexEntries[index.id] = nil
+            tx.setStatistics(statistics, model: model)
             tx.onCommit { catalog in catalog.models[key]?.indexes.removeAll { $0.id == index.id } }
         }
     }

@@ -164,7 +164,7 @@ enum Planner {
 
         let residual = Self.remove(scanConsumed, from: conjuncts)
         let sorted = !scanDeliversOrder
-        let objects = entry.counters.objects
+        let objects = entry.statistics.objects
         let hasReadyIndex = entry.indexes.contains { $0.state == .ready }
         let unserved = !conjuncts.isEmpty && scanConsumed.isEmpty
         return Plan(

@@ -1,5 +1,5 @@
 /// The records the sync engine keeps beside the data, and their stored forms. The core stores
-/// them and keeps their counters; what they mean for sync is the `SatchelSync` target's business.
+/// them and keeps their statistics; what they mean for sync is the `SatchelSync` target's business.
 /// All are `package`: apps see them through `SatchelSync`'s public API.
 
 /// A change pushed to the server whose outcome is not known yet, stored under

@@ -2,7 +2,7 @@ import Synchronization
 
 /// The writes the sync engine makes inside a ``Transaction``: server data (which records no
 /// pending change), the outbox, record errors, server versions, sync state, renames. Every one
-/// goes into the transaction's single batch, with the objects, index entries and counters, so
+/// goes into the transaction's single batch, with the objects, index entries and statistics, so
 /// a page applied, or a push's results, land whole or not at all.
 ///
 /// `package`: the sync engine's seam into the core, not app API.
@@ -15,7 +15,7 @@ extension Transaction {
     // MARK: - Server data
 
     /// Makes object `id` hold exactly `attributes` (nulls dropped; nil or empty deletes it),
-    /// recording no pending change. Indexes and counters follow.
+    /// recording no pending change. Indexes and statistics follow.
     @discardableResult
     package func writeServerObject(_ model: Model, _ id: String, _ attributes: JSONObject?) throws -> ObjectEffect {
         let old = try readObject(model, id, partition: entry(of: model).definition.partition)
@@ -49,8 +49,8 @@ extension Transaction {
     /// Whether `model` has pending changes, changes in flight or record errors: when it has
     /// none, no object of it needs protecting from server data.
     package func hasLocalChanges(_ model: Model) throws -> Bool {
-        let counters = try workingCounters(model.name)
-        return counters.pendingCreates + counters.pendingUpdates + counters.pendingDeletes + counters.inFlight + counters.errors > 0
+        let statistics = try workingStatistics(model.name)
+        return statistics.pendingCreates + statistics.pendingUpdates + statistics.pendingDeletes + statistics.inFlight + statistics.errors > 0
     }
 
     // MARK: - Per-object records
@@ -64,7 +64,7 @@ extension Transaction {
         }
     }
 
-    /// Replaces (nil: removes) the pending change of object `id`, keeping the counters right.
+    /// Replaces (nil: removes) the pending change of object `id`, keeping the statistics right.
     package func setPendingChange(_ model: Model, _ id: String, kind: PendingChange.Kind?, attributes: JSONObject = JSONObject()) throws {
         let partition = try entry(of: model).definition.partition
         let key = Keys.change(model.name, id)
@@ -73,10 +73,10 @@ extension Transaction {
         if old == new { return }
         try claim(partition, model: model.name)
         overlay[key] = .some(new?.encoded)
-        var counters = try workingCounters(model.name)
-        counters.adjustPending(old?.kind, by: -1)
-        counters.adjustPending(new?.kind, by: 1)
-        setCounters(counters, model: model.name)
+        var statistics = try workingStatistics(model.name)
+        statistics.adjustPending(old?.kind, by: -1)
+        statistics.adjustPending(new?.kind, by: 1)
+        setStatistics(statistics, model: model.name)
     }
 
     /// The in-flight change of object `id`.
@@ -117,7 +117,7 @@ extension Transaction {
     }
 
     private func setRecord(
-        _ family: KeyFamily, _ model: Model, _ id: String, _ json: JSONObject?, count: (inout ModelCounters, Int) -> Void
+        _ family: KeyFamily, _ model: Model, _ id: String, _ json: JSONObject?, count: (inout StoredStatistics, Int) -> Void
     ) throws {
         let partition = try entry(of: model).definition.partition
         let key = Keys.objectRecord(family, model.name, id)
@@ -127,9 +127,9 @@ extension Transaction {
         overlay[key] = .some(json?.jsonBytes)
         let delta = (json == nil ? 0 : 1) - (existed ? 1 : 0)
         if delta != 0 {
-            var counters = try workingCounters(model.name)
-            count(&counters, delta)
-            setCounters(counters, model: model.name)
+            var statistics = try workingStatistics(model.name)
+            count(&statistics, delta)
+            setStatistics(statistics, model: model.name)
         }
     }
 
@@ -360,7 +360,7 @@ extension Store {
                 let entries = catalog.withLock { $0.models.filter { $0.value.definition.partition == partition } }
                 let db = database(partition)
                 var batch = LevelDBWriteBatch()
-                var reset: [NameKey: ModelCounters] = [:]
+                var reset: [NameKey: StoredStatistics] = [:]
                 for (name, entry) in entries where includingUnsynced || entry.definition.syncType != .none {
                     for prefix in [KeyFamily.object, .change, .outbox, .error, .version].map({ Keys.objectRecordPrefix($0, name.name) })
                         + [Keys.indexModelPrefix(name.name)]
@@ -374,12 +374,12 @@ extension Store {
                         try iterator.checkError()
                     }
                     batch.delete(Keys.syncState(name.name))
-                    batch.put(Keys.modelStats(name.name), ModelCounters().encoded)
-                    reset[name] = ModelCounters()
+                    batch.put(Keys.modelStatistics(name.name), StoredStatistics().encoded)
+                    reset[name] = StoredStatistics()
                 }
                 try db.write(batch, sync: configuration.durableWrites)
                 catalog.withLock { catalog in
-                    for (name, counters) in reset { catalog.models[name]?.counters = counters }
+                    for (name, statistics) in reset { catalog.models[name]?.statistics = statistics }
                 }
             }
         }

@@ -318,7 +318,7 @@ struct KeyDecoder {
 
 /// The first byte of every key: which kind of record it is.
 enum KeyFamily: UInt8, CaseIterable {
-    /// `(meta, name, …)`: format version, model definitions, per-model counters.
+    /// `(meta, name, …)`: format version, model definitions, per-model statistics.
     case meta = 0x01
     /// `(doc, model, objectId)` → the object's attributes as compact JSON.
     case object = 0x02
@@ -361,8 +361,8 @@ enum Keys {
         return k.bytes
     }
 
-    /// `(meta, "stats", name)` → the model's counters as JSON.
-    static func modelStats(_ model: String) -> [UInt8] {
+    /// `(meta, "stats", name)` → the model's statistics as JSON.
+    static func modelStatistics(_ model: String) -> [UInt8] {
         var k = KeyEncoder(.meta)
         k.append("stats")
         k.append(model)

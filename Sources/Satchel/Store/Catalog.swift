@@ -9,9 +9,9 @@ struct NameKey: Hashable, Sendable {
     func hash(into hasher: inout Hasher) { UTF8Order.hash(name, into: &hasher) }
 }
 
-/// Per-model counters, kept in memory and persisted in the batch of every write that changes
+/// Per-model statistics, kept in memory and persisted in the batch of every write that changes
 /// them, so `count()` and `isChanged` answer without scanning.
-struct ModelCounters: Equatable, Sendable {
+struct StoredStatistics: Equatable, Sendable {
     var objects = 0
     var pendingCreates = 0
     var pendingUpdates = 0
@@ -58,7 +58,7 @@ struct ModelCounters: Equatable, Sendable {
         guard let object = try? JSONObject(parsing: bytes),
             let objects = object["objects"]?.intValue, let c = object["create"]?.intValue,
             let u = object["update"]?.intValue, let d = object["delete"]?.intValue
-        else { throw SatchelError(.corruption, "undecodable model counters") }
+        else { throw SatchelError(.corruption, "undecodable model statistics") }
         self.objects = Int(objects)
         self.pendingCreates = Int(c)
         self.pendingUpdates = Int(u)
@@ -66,7 +66,7 @@ struct ModelCounters: Equatable, Sendable {
         self.inFlight = Int(object["inFlight"]?.intValue ?? 0)
         self.errors = Int(object["errors"]?.intValue ?? 0)
         for (id, count) in object["indexes"]?.objectValue ?? JSONObject() {
-            guard let id = Int(id), let count = count.intValue else { throw SatchelError(.corruption, "undecodable index counters") }
+            guard let id = Int(id), let count = count.intValue else { throw SatchelError(.corruption, "undecodable index statistics") }
             indexEntries[id] = Int(count)
         }
     }
@@ -75,7 +75,7 @@ struct ModelCounters: Equatable, Sendable {
 /// What the store knows about one model.
 struct ModelEntry: Sendable {
     var definition: ModelDefinition
-    var counters: ModelCounters
+    var statistics: StoredStatistics
     /// The model's indexes, by id.
     var indexes: [StoredIndex] = []
 }

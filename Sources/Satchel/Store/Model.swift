@@ -100,8 +100,8 @@ public struct Model: Sendable, Hashable {
         try findFirst(where: Condition(equalities: conditions))
     }
 
-    /// The number of objects (kept as a counter: no scan).
-    public func count() throws -> Int { try store.entry(name).counters.objects }
+    /// The number of objects (kept as a statistic: no scan).
+    public func count() throws -> Int { try store.entry(name).statistics.objects }
 
     /// The number of objects whose attributes equal `conditions`.
     public func count(where conditions: JSONObject) throws -> Int {
@@ -140,7 +140,7 @@ public struct Model: Sendable, Hashable {
 
     /// Whether the model has local changes not yet acknowledged by the server.
     public var isChanged: Bool {
-        get throws { try store.entry(name).counters.pendingTotal > 0 }
+        get throws { try store.entry(name).statistics.pendingTotal > 0 }
     }
 
     /// The model's pending changes, by object id.
@@ -171,9 +171,9 @@ public struct Model: Sendable, Hashable {
             try db.approximateSize(start: objectPrefix, limit: Keys.prefixEnd(objectPrefix))
             + db.approximateSize(start: changePrefix, limit: Keys.prefixEnd(changePrefix))
         return ModelStatistics(
-            model: name, partition: entry.definition.partition, objects: entry.counters.objects,
-            pendingCreates: entry.counters.pendingCreates, pendingUpdates: entry.counters.pendingUpdates,
-            pendingDeletes: entry.counters.pendingDeletes, inFlight: entry.counters.inFlight, syncErrors: entry.counters.errors,
+            model: name, partition: entry.definition.partition, objects: entry.statistics.objects,
+            pendingCreates: entry.statistics.pendingCreates, pendingUpdates: entry.statistics.pendingUpdates,
+            pendingDeletes: entry.statistics.pendingDeletes, inFlight: entry.statistics.inFlight, recordErrors: entry.statistics.errors,
             approximateBytes: Int(bytes))
     }
 }
@@ -191,7 +191,7 @@ public struct ModelStatistics: Sendable, Hashable {
     /// Changes pushed whose outcome is not known yet.
     public var inFlight: Int
     /// Changes the server refused, kept until resolved.
-    public var syncErrors: Int
+    public var recordErrors: Int
     /// LevelDB's estimate of the bytes the model's data takes on disk (0 until a memtable flush).
     public var approximateBytes: Int
 }

@@ -27,14 +27,14 @@ extension Store {
     /// Reads every key of every partition and checks that it decodes and is consistent: each
     /// object decodes to a non-empty JSON object without nulls and belongs to a known model of
     /// that partition; each pending change decodes and belongs to a model that records changes;
-    /// the stored counters equal what a scan counts.
+    /// the stored statistics equal what a scan counts.
     ///
     /// Run it on a quiet store: writes during the check may be reported as mismatches.
     public func verify() throws -> VerificationReport {
         var report = VerificationReport()
         let definitions = catalog.withLock { $0.models }
         report.models = definitions.count
-        var counted: [NameKey: ModelCounters] = [:]
+        var counted: [NameKey: StoredStatistics] = [:]
         for partition in Partition.allCases {
             let iterator = try database(partition).makeIterator()
             iterator.seekToFirst()
@@ -51,12 +51,12 @@ extension Store {
                 "model '\(rewrite.model)': \(rewrite.oldIDs.count) objects were given new ids, and references to them in other partitions are not all rewritten yet (old ids \(rewrite.oldIDs.prefix(5).joined(separator: ", "))\(rewrite.oldIDs.count > 5 ? ", …" : ""); the next open or sync rewrites them)")
         }
         for (name, entry) in definitions {
-            var actual = counted[name] ?? ModelCounters()
-            // Only ready indexes have exact counters; the others are being built or dropped.
-            for index in entry.indexes where index.state != .ready { actual.indexEntries[index.id] = entry.counters.indexEntries[index.id] }
-            if actual != entry.counters {
+            var actual = counted[name] ?? StoredStatistics()
+            // Only ready indexes have exact statistics; the others are being built or dropped.
+            for index in entry.indexes where index.state != .ready { actual.indexEntries[index.id] = entry.statistics.indexEntries[index.id] }
+            if actual != entry.statistics {
                 report.report(
-                    "model '\(name.name)': stored counters \(entry.counters.summary) differ from the data \(actual.summary)")
+                    "model '\(name.name)': stored statistics \(entry.statistics.summary) differ from the data \(actual.summary)")
             }
         }
         return report
@@ -64,7 +64,7 @@ extension Store {
 
     private func check(
         key: [UInt8], value: [UInt8], partition: Partition, definitions: [NameKey: ModelEntry],
-        counted: inout [NameKey: ModelCounters], report: inout VerificationReport
+        counted: inout [NameKey: StoredStatistics], report: inout VerificationReport
     ) {
         let where_ = "\(partition.rawValue) partition"
         guard let (family, elements) = try? Keys.decode(key) else {
@@ -91,11 +91,11 @@ extension Store {
         }
         switch family {
         case .meta:
-            break  // definitions were decoded at open; counters are compared at the end
+            break  // definitions were decoded at open; statistics are compared at the end
         case .object:
             guard let (name, _, id) = objectKey("object") else { return }
             report.objects += 1
-            counted[name, default: ModelCounters()].objects += 1
+            counted[name, default: StoredStatistics()].objects += 1
             do {
                 let attributes = try value.withUnsafeBytes { try StoredObject.decode($0, model: name.name, id: id) }
                 // Every object has each of its entries in every ready index.
@@ -123,7 +123,7 @@ extension Store {
             }
             do {
                 let record = try value.withUnsafeBytes { try ChangeRecord(decoding: $0) }
-                counted[name, default: ModelCounters()].adjustPending(record.kind, by: 1)
+                counted[name, default: StoredStatistics()].adjustPending(record.kind, by: 1)
             } catch {
                 report.report("model '\(name.name)': \(error)")
             }
@@ -133,10 +133,10 @@ extension Store {
                 switch family {
                 case .outbox:
                     _ = try OutboxRecord(json: try JSONObject(parsing: value))
-                    counted[name, default: ModelCounters()].inFlight += 1
+                    counted[name, default: StoredStatistics()].inFlight += 1
                 case .error:
                     _ = try RecordErrorRecord(json: try JSONObject(parsing: value))
-                    counted[name, default: ModelCounters()].errors += 1
+                    counted[name, default: StoredStatistics()].errors += 1
                 default:
                     _ = try JSONValue(parsing: value)
                 }
@@ -157,7 +157,7 @@ extension Store {
                 report.report("model '\(name.name)': an entry of '\(id)' belongs to an unknown index #\(indexID)")
                 return
             }
-            counted[name, default: ModelCounters()].adjustIndex(indexID, by: 1)
+            counted[name, default: StoredStatistics()].adjustIndex(indexID, by: 1)
             guard index.state != .dropping else { return }
             guard let stored = try? database(partition).get(Keys.object(name.name, id)) else {
                 report.report("model '\(name.name)': index \(index.definition) has an entry for '\(id)', which does not exist")
@@ -175,7 +175,7 @@ extension Store {
     }
 }
 
-extension ModelCounters {
+extension StoredStatistics {
     var summary: String {
         let entries = indexEntries.sorted { $0.key < $1.key }.map { "#\($0.key): \($0.value)" }.joined(separator: ", ")
         return "(objects \(objects), pending \(pendingCreates)/\(pendingUpdates)/\(pendingDeletes), in flight \(inFlight), errors \(errors), index entries [\(entries)])"
@@ -184,7 +184,7 @@ extension ModelCounters {
 
 extension Store {
     /// Repairs a damaged store: rebuilds each partition's LevelDB database from the table and
-    /// log files that survive (`leveldb_repair_db`), then recounts every model's counters from
+    /// log files that survive (`leveldb_repair_db`), then recounts every model's statistics from
     /// its data, and verifies the result.
     ///
     /// Run it on a closed store, when opening fails with `.corruption`. Records in damaged
@@ -207,29 +207,29 @@ extension Store {
         return try store.verify()
     }
 
-    /// Recomputes every model's counters from its data and stores them.
+    /// Recomputes every model's statistics from its data and stores them.
     func recount() throws {
         try writer.withLock {
             let entries = catalog.withLock { $0.models }
             for (name, entry) in entries {
-                var counters = ModelCounters()
+                var statistics = StoredStatistics()
                 let model = Model(store: self, name: name.name)
                 try model.scanObjects { _ in
-                    counters.objects += 1
+                    statistics.objects += 1
                     return true
                 }
-                for change in try model.pendingChanges() { counters.adjustPending(change.kind, by: 1) }
-                counters.inFlight = try database(entry.definition.partition).countKeys(withPrefix: Keys.objectRecordPrefix(.outbox, name.name))
-                counters.errors = try database(entry.definition.partition).countKeys(withPrefix: Keys.objectRecordPrefix(.error, name.name))
+                for change in try model.pendingChanges() { statistics.adjustPending(change.kind, by: 1) }
+                statistics.inFlight = try database(entry.definition.partition).countKeys(withPrefix: Keys.objectRecordPrefix(.outbox, name.name))
+                statistics.errors = try database(entry.definition.partition).countKeys(withPrefix: Keys.objectRecordPrefix(.error, name.name))
                 for index in entry.indexes {
                     let n = try database(entry.definition.partition).countKeys(withPrefix: index.prefix)
-                    counters.indexEntries[index.id] = n == 0 ? nil : n
+                    statistics.indexEntries[index.id] = n == 0 ? nil : n
                 }
-                if counters != entry.counters {
+                if statistics != entry.statistics {
                     var batch = LevelDBWriteBatch()
-                    batch.put(Keys.modelStats(name.name), counters.encoded)
+                    batch.put(Keys.modelStatistics(name.name), statistics.encoded)
                     try database(entry.definition.partition).write(batch, sync: true)
-                    catalog.withLock { $0.models[name]?.counters = counters }
+                    catalog.withLock { $0.models[name]?.statistics = statistics }
                 }
             }
         }

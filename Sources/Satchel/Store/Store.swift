@@ -74,7 +74,7 @@ public final class Store: Sendable {
     let app: LevelDB
     let local: LevelDB
     let catalog: Mutex<Catalog>
-    /// Bumped whenever a model definition or an index changes (not counters), so transactions
+    /// Bumped whenever a model definition or an index changes (not statistics), so transactions
     /// can cache the entry of the model they write.
     let catalogVersion = Atomic<Int>(0)
     let writer = WriterLock()
@@ -205,10 +205,10 @@ public final class Store: Sendable {
             guard definition.partition == partition else {
                 throw SatchelError(.corruption, "model '\(definition.name)' is defined in the wrong partition")
             }
-            let counters = try db.withValue(forKey: Keys.modelStats(definition.name)) { bytes in
-                try bytes.map { try ModelCounters(decoding: $0) } ?? ModelCounters()
+            let statistics = try db.withValue(forKey: Keys.modelStatistics(definition.name)) { bytes in
+                try bytes.map { try StoredStatistics(decoding: $0) } ?? StoredStatistics()
             }
-            catalog.models[NameKey(definition.name)] = ModelEntry(definition: definition, counters: counters)
+            catalog.models[NameKey(definition.name)] = ModelEntry(definition: definition, statistics: statistics)
             iterator.next()
         }
         try iterator.checkError()
@@ -270,7 +270,7 @@ public final class Store: Sendable {
             if let existing {
                 if !replacingExisting || existing.definition == definition { return }
                 if existing.definition.partition != definition.partition {
-                    guard existing.counters.objects == 0 && existing.counters.pendingTotal == 0 else {
+                    guard existing.statistics.objects == 0 && existing.statistics.pendingTotal == 0 else {
                         throw SatchelError(
                             .modelConflict,
                             "model '\(definition.name)' holds data in the \(existing.definition.partition.rawValue) partition; its partition cannot change",
@@ -280,7 +280,7 @@ public final class Store: Sendable {
                     // model unregistered, never registered twice.
                     var batch = LevelDBWriteBatch()
                     batch.delete(Keys.modelDefinition(definition.name))
-                    batch.delete(Keys.modelStats(definition.name))
+                    batch.delete(Keys.modelStatistics(definition.name))
                     for index in existing.indexes { batch.delete(Keys.indexDefinition(definition.name, index.id)) }
                     try database(existing.definition.partition).write(batch, sync: configuration.durableWrites)
                 }
@@ -290,12 +290,12 @@ public final class Store: Sendable {
             if let existing, existing.definition.partition != definition.partition {
                 // Indexes move with the (empty) model; they have no entries to move.
                 for index in existing.indexes { batch.put(Keys.indexDefinition(definition.name, index.id), index.json.jsonBytes) }
-                if !existing.indexes.isEmpty { batch.put(Keys.modelStats(definition.name), existing.counters.encoded) }
+                if !existing.indexes.isEmpty { batch.put(Keys.modelStatistics(definition.name), existing.statistics.encoded) }
             }
             try database(definition.partition).write(batch, sync: configuration.durableWrites)
             catalog.withLock {
                 $0.models[key] = ModelEntry(
-                    definition: definition, counters: existing?.counters ?? ModelCounters(), indexes: existing?.indexes ?? [])
+                    definition: definition, statistics: existing?.statistics ?? StoredStatistics(), indexes: existing?.indexes ?? [])
             }
             catalogVersion.add(1, ordering: .releasing)
         }

@@ -19,17 +19,17 @@ public final class Transaction {
     /// them back before the commit, so they skip the overlay's hashing.
     private var indexWrites: [([UInt8], [UInt8]?)] = []
     /// The entry of the model last used, valid while the catalog version is unchanged, and the
-    /// working counters of the model last written: a bulk update usually writes one model many
+    /// working statistics of the model last written: a bulk update usually writes one model many
     /// times, and these spare a catalog lookup and two dictionary operations per write.
     private var cachedEntry: (name: String, version: Int, entry: ModelEntry)?
-    private var currentCounters: (name: String, counters: ModelCounters)?
+    private var currentStatistics: (name: String, statistics: StoredStatistics)?
     private(set) var partition: Partition?
     /// The models whose objects or index entries this transaction has written: a query of any
     /// other model sees exactly what the store holds.
     private var touchedModels: Set<NameKey> = []
     private var lastTouched: String?
-    /// Working copies of the counters of the models this transaction touched.
-    private var counters: [NameKey: ModelCounters] = [:]
+    /// Working copies of the statistics of the models this transaction touched.
+    private var statistics: [NameKey: StoredStatistics] = [:]
     private var finished = false
     /// Whether the transaction gave an object a new id (``rename(_:from:to:)``).
     var renamed = false
@@ -201,18 +201,18 @@ public final class Transaction {
 
     // MARK: - The write primitive
 
-    /// Moves object `id` from `old` to `new` (nil: deleted): the object, the counters and the
+    /// Moves object `id` from `old` to `new` (nil: deleted): the object, the statistics and the
     /// coalesced pending change.
     func apply(_ entry: ModelEntry, _ model: Model, id: String, old: JSONObject?, new: JSONObject?, recordChange: Bool = true) throws {
         let definition = entry.definition
         try claim(definition.partition, model: model.name)
         touch(model.name)
         let key = Keys.object(prefix: model.objectPrefix, id)
-        var counters = try workingCounters(model.name)
+        var statistics = try workingStatistics(model.name)
         let bytes = try new.map { try StoredObject.encode($0, model: model.name, id: id) }
         overlay[key] = .some(bytes)
-        counters.objects += (new == nil ? 0 : 1) - (old == nil ? 0 : 1)
-        defer { setCounters(counters, model: model.name) }
+        statistics.objects += (new == nil ? 0 : 1) - (old == nil ? 0 : 1)
+        defer { setStatistics(statistics, model: model.name) }
         // Index entries move in the same batch as the object. An index that stores objects
         // rewrites its entries whenever the object changes.
         for index in entry.indexes where index.isMaintained {
@@ -230,7 +230,7 @@ public final class Transaction {
                 indexWrites.append((entryKey, index.storesObjects ? bytes! : []))
                 if !existed { delta += 1 }
             }
-            counters.adjustIndex(index.id, by: delta)
+            statistics.adjustIndex(index.id, by: delta)
         }
         guard recordChange && definition.recordsChanges else { return }
         let incoming: ChangeRecord
@@ -250,8 +250,8 @@ public final class Transaction {
         let merged = ChangeRecord.coalesce(existing, incoming)
         if merged != existing {
             overlay[changeKey] = .some(merged?.encoded)
-            counters.adjustPending(existing?.kind, by: -1)
-            counters.adjustPending(merged?.kind, by: 1)
+            statistics.adjustPending(existing?.kind, by: -1)
+            statistics.adjustPending(merged?.kind, by: 1)
         }
     }
 
@@ -291,10 +291,10 @@ public final class Transaction {
         self.partition = partition
     }
 
-    func workingCounters(_ model: String) throws(SatchelError) -> ModelCounters {
-        if let current = currentCounters, UTF8Order.equal(current.name, model) { return current.counters }
-        if let counters = counters[NameKey(model)] { return counters }
-        return try store.entry(model).counters
+    func workingStatistics(_ model: String) throws(SatchelError) -> StoredStatistics {
+        if let current = currentStatistics, UTF8Order.equal(current.name, model) { return current.statistics }
+        if let statistics = statistics[NameKey(model)] { return statistics }
+        return try store.entry(model).statistics
     }
 
     /// The model's catalog entry, cached while the catalog does not change.
@@ -306,10 +306,10 @@ public final class Transaction {
         return entry
     }
 
-    /// Moves the cached working counters into `counters`.
-    private func flushCounters() {
-        if let current = currentCounters { counters[NameKey(current.name)] = current.counters }
-        currentCounters = nil
+    /// Moves the cached working statistics into `statistics`.
+    private func flushStatistics() {
+        if let current = currentStatistics { statistics[NameKey(current.name)] = current.statistics }
+        currentStatistics = nil
     }
 
     // MARK: - Reads through the overlay
@@ -375,10 +375,10 @@ public final class Transaction {
 
     // MARK: - Commit
 
-    /// Writes the overlay and the touched counters in one batch, then publishes the counters.
+    /// Writes the overlay and the touched statistics in one batch, then publishes the statistics.
     func commit(durable: Bool) throws {
         checkOpen()
-        flushCounters()
+        flushStatistics()
         guard let partition, !overlay.isEmpty || !indexWrites.isEmpty || !catalogUpdates.isEmpty else { return }
         var batch = LevelDBWriteBatch()
         for (key, value) in overlay.writes {
@@ -387,12 +387,12 @@ public final class Transaction {
         for (key, value) in indexWrites {
             if let value { batch.put(key, value) } else { batch.delete(key) }
         }
-        for (model, counters) in counters {
-            batch.put(Keys.modelStats(model.name), counters.encoded)
+        for (model, statistics) in statistics {
+            batch.put(Keys.modelStatistics(model.name), statistics.encoded)
         }
         try store.database(partition).write(batch, sync: durable)
         store.catalog.withLock { catalog in
-            for (model, counters) in counters { catalog.models[model]?.counters = counters }
+            for (model, statistics) in statistics { catalog.models[model]?.statistics = statistics }
             for update in catalogUpdates { update(&catalog) }
         }
         if !catalogUpdates.isEmpty { store.catalogVersion.add(1, ordering: .releasing) }
@@ -411,14 +411,14 @@ public final class Transaction {
         }
     }
 
-    /// Replaces the counters of `model` when the transaction commits.
-    func setCounters(_ counters: ModelCounters, model: String) {
-        if let current = currentCounters, !UTF8Order.equal(current.name, model) { flushCounters() }
-        currentCounters = (model, counters)
+    /// Replaces the statistics of `model` when the transaction commits.
+    func setStatistics(_ statistics: StoredStatistics, model: String) {
+        if let current = currentStatistics, !UTF8Order.equal(current.name, model) { flushStatistics() }
+        currentStatistics = (model, statistics)
     }
 
-    /// The counters of `model` as this transaction sees them.
-    func currentCounters(_ model: String) throws(SatchelError) -> ModelCounters { try workingCounters(model) }
+    /// The statistics of `model` as this transaction sees them.
+    func currentStatistics(_ model: String) throws(SatchelError) -> StoredStatistics { try workingStatistics(model) }
 
     /// Changes the in-memory catalog once the transaction has committed.
     func onCommit(_ update: @escaping (inout Catalog) -> Void) { catalogUpdates.append(update) }
