@@ -89,7 +89,7 @@ extension Store {
         return try bulkUpdate { tx in
             var fates: [String: ChangeFate] = [:]
             for change in try tx.pendingChanges(of: model) { fates[change.objectID] = .pending(change.kind) }
-            for (id, record) in try tx.outboxRecords(of: model) {
+            for (id, record) in try tx.inFlightChanges(of: model) {
                 fates[id] = .inFlight(record.kind, awaitingLink: record.state == .awaitingLink)
             }
             for (id, record) in try tx.recordErrors(of: model) { fates[id] = .rejected(Self.recordError(name, id, record)) }

@@ -186,7 +186,7 @@ public struct ServerRecordError: Sendable, Hashable {
     /// The server's copy of the object, when it sent one (an update's rollback values).
     public var serverCopy: JSONObject?
     /// The attributes as they were pushed, when the server echoes them (else the engine uses
-    /// what its outbox recorded).
+    /// what it recorded of the change in flight).
     public var attributes: JSONObject?
 
     public init(

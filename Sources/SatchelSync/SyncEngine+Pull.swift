@@ -204,8 +204,8 @@ extension SyncEngine {
                     notification.created.append(server)
                 }
                 // The create is acknowledged (a link to the same id included).
-                if let outbox = try tx.outbox(model, server), outbox.kind == .create {
-                    try tx.setOutbox(model, server, nil)
+                if let inFlight = try tx.inFlightChange(model, server), inFlight.kind == .create {
+                    try tx.setInFlightChange(model, server, nil)
                     acknowledged += 1
                 }
             }
@@ -213,8 +213,8 @@ extension SyncEngine {
             // partition, from a record written in it).
             try tx.rewriteReferences(to: model, renames: Dictionary(links, uniquingKeysWith: { _, last in last }))
             for error in page.errors {
-                let pushed = try tx.outbox(model, error.id)
-                try tx.setOutbox(model, error.id, nil)
+                let pushed = try tx.inFlightChange(model, error.id)
+                try tx.setInFlightChange(model, error.id, nil)
                 try tx.setRecordError(
                     model, error.id,
                     RecordErrorRecord(
@@ -297,7 +297,7 @@ extension SyncEngine {
     /// done. Returns whether the object was deleted.
     static func applyServerDelete(_ id: String, to model: Model, tx: Transaction) throws -> Bool {
         let pending = try tx.pendingChange(model, id)
-        let outbox = try tx.outbox(model, id)
+        let inFlight = try tx.inFlightChange(model, id)
         if var error = try tx.recordError(model, id) {
             switch error.kind {
             case .create:
@@ -314,20 +314,20 @@ extension SyncEngine {
                 return false
             }
         }
-        if pending?.kind == .delete || outbox?.kind == .delete {
+        if pending?.kind == .delete || inFlight?.kind == .delete {
             try tx.setPendingChange(model, id, kind: nil)
-            try tx.setOutbox(model, id, nil)
+            try tx.setInFlightChange(model, id, nil)
             try tx.setVersion(model, id, nil)
             return false
         }
-        if let outbox, outbox.kind == .create, outbox.state == .awaitingLink {
+        if let inFlight, inFlight.kind == .create, inFlight.state == .awaitingLink {
             // The server did not keep the object under this id (RhoConnect: a create without a
             // link): it will send the real one.
-            try tx.setOutbox(model, id, nil)
+            try tx.setInFlightChange(model, id, nil)
         } else if pending?.kind == .create {
             return false  // created here and never pushed: not the server's object
-        } else if let change = pending ?? outbox.map({ PendingChange(model: model.name, objectID: id, kind: $0.kind, attributes: $0.attributes) }) {
-            try tx.setOutbox(model, id, nil)
+        } else if let change = pending ?? inFlight.map({ PendingChange(model: model.name, objectID: id, kind: $0.kind, attributes: $0.attributes) }) {
+            try tx.setInFlightChange(model, id, nil)
             try tx.setRecordError(
                 model, id,
                 RecordErrorRecord(
@@ -362,10 +362,10 @@ extension SyncEngine {
             case .delete: deleted = true
             }
         }
-        if let outbox = try tx.outbox(model, id) {
-            switch outbox.kind {
+        if let inFlight = try tx.inFlightChange(model, id) {
+            switch inFlight.kind {
             case .create: all = true
-            case .update: names.formUnion(outbox.attributes.keys)
+            case .update: names.formUnion(inFlight.attributes.keys)
             case .delete: deleted = true
             }
         }
@@ -375,7 +375,7 @@ extension SyncEngine {
     /// Whether object `id` exists only here: created locally, not yet on the server.
     static func isLocalOnly(_ model: Model, _ id: String, _ tx: Transaction) throws -> Bool {
         if try tx.pendingChange(model, id)?.kind == .create { return true }
-        if try tx.outbox(model, id)?.kind == .create { return true }
+        if try tx.inFlightChange(model, id)?.kind == .create { return true }
         if try tx.recordError(model, id)?.kind == .create { return true }
         return false
     }

@@ -6,9 +6,9 @@ extension SyncEngine {
     ///
     /// 1. Changes left in flight by an earlier push that failed go back to pending (merged with
     ///    what changed since), so they are sent again.
-    /// 2. In one batch, the pending changes to push move to the outbox; edits made while the push
+    /// 2. In one batch, the pending changes to push become changes in flight; edits made while the push
     ///    is under way start new pending changes, so none is lost.
-    /// 3. The server's results apply in one batch: accepted changes leave the outbox (a create
+    /// 3. The server's results apply in one batch: accepted changes are no longer in flight (a create
     ///    may be renamed to its server id, with the references to it), refused ones become record
     ///    errors, changes to retry go back to pending.
     ///
@@ -25,7 +25,7 @@ extension SyncEngine {
                 var changes: [OutgoingChange] = []
                 for change in try tx.pendingChanges(of: model) {
                     if try tx.recordError(model, change.objectID) != nil { continue }
-                    if let outbox = try tx.outbox(model, change.objectID), outbox.state == .awaitingLink { continue }
+                    if let inFlight = try tx.inFlightChange(model, change.objectID), inFlight.state == .awaitingLink { continue }
                     let object = try tx.find(change.objectID, in: model)
                     if let object, Self.refersTo(blocked, object: object, definition: definition) { continue }
                     var attributes: JSONObject
@@ -46,7 +46,7 @@ extension SyncEngine {
                     }
                     let version = try tx.version(model, change.objectID)
                     try tx.setPendingChange(model, change.objectID, kind: nil)
-                    try tx.setOutbox(model, change.objectID, OutboxRecord(kind: change.kind, attributes: attributes, baseVersion: version))
+                    try tx.setInFlightChange(model, change.objectID, InFlightChange(kind: change.kind, attributes: attributes, baseVersion: version))
                     let whole = change.kind == .update ? object.map { settings.syncing($0.attributes) } : nil
                     changes.append(OutgoingChange(id: change.objectID, kind: change.kind, attributes: attributes, baseVersion: version, object: whole))
                 }
@@ -68,16 +68,16 @@ extension SyncEngine {
         emit(.sync(SyncNotification(status: .inProgress, model: definition.name, message: "pushed \(batch.count) change(s)")))
     }
 
-    /// Puts the outbox's unanswered changes back among the pending ones, merged with later edits.
+    /// Puts the unanswered changes in flight back among the pending ones, merged with later edits.
     static func requeueInFlight(_ model: Model, _ tx: Transaction) throws {
-        for (id, record) in try tx.outboxRecords(of: model) where record.state == .sent {
+        for (id, record) in try tx.inFlightChanges(of: model) where record.state == .awaitingResult {
             try requeue(model, id, record, tx)
         }
     }
 
-    /// Puts one outbox change back among the pending ones, merged with later edits.
-    static func requeue(_ model: Model, _ id: String, _ record: OutboxRecord, _ tx: Transaction) throws {
-        try tx.setOutbox(model, id, nil)
+    /// Puts one change in flight back among the pending ones, merged with later edits.
+    static func requeue(_ model: Model, _ id: String, _ record: InFlightChange, _ tx: Transaction) throws {
+        try tx.setInFlightChange(model, id, nil)
         let later = try tx.pendingChange(model, id)
         var kind = record.kind
         var attributes = record.attributes
@@ -112,7 +112,7 @@ extension SyncEngine {
             let ids = try store.bulkUpdate { tx -> Set<String> in
                 var ids = Set<String>()
                 for change in try tx.pendingChanges(of: model) where change.kind == .create { ids.insert(change.objectID) }
-                for (id, record) in try tx.outboxRecords(of: model) where record.kind == .create { ids.insert(id) }
+                for (id, record) in try tx.inFlightChanges(of: model) where record.kind == .create { ids.insert(id) }
                 for (id, record) in try tx.recordErrors(of: model) where record.kind == .create { ids.insert(id) }
                 return ids
             }
@@ -149,7 +149,7 @@ extension SyncEngine {
         var refusals: [String] = []
         try store.bulkUpdate { tx in
             for change in changes {
-                guard let record = try tx.outbox(model, change.id) else { continue }
+                guard let record = try tx.inFlightChange(model, change.id) else { continue }
                 // A change the server did not answer for is sent again next time.
                 var outcome = byID[change.id] ?? .retryLater(message: "no result from the server")
                 if case .rejected(_, _, let serverCopy?) = outcome, change.kind == .update, Self.holds(serverCopy, record.attributes) {
@@ -160,7 +160,7 @@ extension SyncEngine {
                 switch outcome {
                 case .accepted(let serverID, let version):
                     accepted += 1
-                    try tx.setOutbox(model, change.id, nil)
+                    try tx.setInFlightChange(model, change.id, nil)
                     var id = change.id
                     if change.kind == .create, let serverID, serverID != change.id {
                         try tx.rename(model, from: change.id, to: serverID)
@@ -172,16 +172,16 @@ extension SyncEngine {
                 case .awaitingLink:
                     var waiting = record
                     waiting.state = .awaitingLink
-                    try tx.setOutbox(model, change.id, waiting)
+                    try tx.setInFlightChange(model, change.id, waiting)
                 case .rejected(let message, let code, let serverCopy):
                     rejected += 1
                     refusals.append("\(change.kind.rawValue) \(change.id): \(message)")
-                    try tx.setOutbox(model, change.id, nil)
+                    try tx.setInFlightChange(model, change.id, nil)
                     try tx.setRecordError(
                         model, change.id,
                         RecordErrorRecord(kind: change.kind, message: message, code: code, attributes: record.attributes, server: serverCopy))
                 case .notFound:
-                    try tx.setOutbox(model, change.id, nil)
+                    try tx.setInFlightChange(model, change.id, nil)
                     if change.kind == .delete {
                         accepted += 1
                         try tx.setVersion(model, change.id, nil)

@@ -152,7 +152,7 @@ extension SyncEngine {
             for definition in store.models where definition.syncType != .none && definition.partition != .local {
                 let model = try store.model(definition.name)
                 try store.bulkUpdate { tx in
-                    for (id, record) in try tx.outboxRecords(of: model) where record.state == .awaitingLink {
+                    for (id, record) in try tx.inFlightChanges(of: model) where record.state == .awaitingLink {
                         try Self.requeue(model, id, record, tx)
                     }
                     var state = try tx.syncState(model)

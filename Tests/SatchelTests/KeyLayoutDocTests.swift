@@ -22,7 +22,7 @@ struct KeyLayoutDocTests {
         return try text[start.upperBound..<end.lowerBound].split(separator: "\n").compactMap { line in
             let cells = line.split(separator: "|").map { $0.trimmingCharacters(in: .whitespaces).trimmingCharacters(in: CharacterSet(charactersIn: "`")) }
             guard cells.count == 3, let family = [
-                "meta": KeyFamily.meta, "doc": .object, "idx": .index, "chg": .change, "out": .outbox, "err": .error, "ver": .version,
+                "meta": KeyFamily.meta, "doc": .object, "idx": .index, "chg": .change, "out": .inFlight, "err": .error, "ver": .version,
             ][cells[0]] else { return nil }
             guard case .array(let elements) = try JSONValue(parsing: cells[1]) else { return nil }
             return Example(family: family, elements: elements, hex: cells[2])
@@ -46,7 +46,7 @@ struct KeyLayoutDocTests {
         #expect(Keys.modelDefinition("Product") == Keys.encode(.meta, ["model", "Product"]))
         #expect(Keys.modelStatistics("Product") == Keys.encode(.meta, ["stats", "Product"]))
         #expect(Keys.format == Keys.encode(.meta, ["format"]))
-        #expect(Keys.objectRecord(.outbox, "Product", "p1") == Keys.encode(.outbox, ["Product", "p1"]))
+        #expect(Keys.objectRecord(.inFlight, "Product", "p1") == Keys.encode(.inFlight, ["Product", "p1"]))
         #expect(Keys.objectRecord(.error, "Product", "p1") == Keys.encode(.error, ["Product", "p1"]))
         #expect(Keys.objectRecord(.version, "Product", "p1") == Keys.encode(.version, ["Product", "p1"]))
         #expect(Keys.syncState("Product") == Keys.encode(.meta, ["sync", "Product"]))

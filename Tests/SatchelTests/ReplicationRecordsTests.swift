@@ -39,7 +39,7 @@ struct ReplicationRecordsTests {
             try orders.update("o1", with: ["customer": "c2"])  // a pending update naming a renamed id
             try orders.create(["object": "o5", "customer": "c1"])  // a pending create
             try store.bulkUpdate { tx in
-                try tx.setOutbox(orders, "o4", OutboxRecord(kind: .update, attributes: ["customer": "c1"], baseVersion: nil))
+                try tx.setInFlightChange(orders, "o4", InFlightChange(kind: .update, attributes: ["customer": "c1"], baseVersion: nil))
                 try tx.rewriteReferences(in: orders, attribute: "customer", renames: ["c1": "s1", "c2": "s2"])
             }
             let customers = Dictionary(uniqueKeysWithValues: try orders.findAll().map { ($0.id, $0["customer"]) })
@@ -47,7 +47,7 @@ struct ReplicationRecordsTests {
             let pending = Dictionary(uniqueKeysWithValues: try orders.pendingChanges().map { ($0.objectID, $0) })
             #expect(pending["o1"]?.attributes["customer"] == "s2")
             #expect(pending["o5"]?.kind == .create)
-            #expect(try store.bulkUpdate { try $0.outbox(orders, "o4") }?.attributes["customer"] == "s1")
+            #expect(try store.bulkUpdate { try $0.inFlightChange(orders, "o4") }?.attributes["customer"] == "s1")
             #expect(try orders.findAll(where: ["customer": "c1"]).isEmpty)
             #expect(try store.verify().problems == [])
         }

@@ -131,7 +131,7 @@ extension Store {
             try model.forEach { collect($0.attributes, definition.blobAttributes) }
             for change in try model.pendingChanges() { collect(change.attributes, definition.blobAttributes) }
             let db = database(definition.partition)
-            for family in [KeyFamily.outbox, .error] {
+            for family in [KeyFamily.inFlight, .error] {
                 let prefix = Keys.objectRecordPrefix(family, definition.name)
                 let iterator = try db.makeIterator(fillCache: false)
                 iterator.seek(prefix)

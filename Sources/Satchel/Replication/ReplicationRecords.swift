@@ -4,10 +4,10 @@
 
 /// A change pushed to the server whose outcome is not known yet, stored under
 /// `(out, model, objectId)` as `{"attrs":{…},"base":v?,"op":"update","state":"sent"}`.
-package struct OutboxRecord: Equatable, Sendable {
+package struct InFlightChange: Equatable, Sendable {
     package enum State: String, Sendable {
         /// Sent; its result has not arrived (or the push failed and it will be sent again).
-        case sent
+        case awaitingResult = "sent"
         /// A create the server accepted whose server id will come later (RhoConnect's links).
         case awaitingLink
     }
@@ -20,7 +20,7 @@ package struct OutboxRecord: Equatable, Sendable {
     /// The object's server version the change was based on, for backends that check it.
     package var baseVersion: JSONValue?
 
-    package init(kind: PendingChange.Kind, attributes: JSONObject, state: State = .sent, baseVersion: JSONValue? = nil) {
+    package init(kind: PendingChange.Kind, attributes: JSONObject, state: State = .awaitingResult, baseVersion: JSONValue? = nil) {
         self.kind = kind
         self.attributes = attributes
         self.state = state
@@ -37,7 +37,7 @@ package struct OutboxRecord: Equatable, Sendable {
         guard let kind = json["op"]?.stringValue.flatMap(PendingChange.Kind.init(rawValue:)),
             let attributes = json["attrs"]?.objectValue,
             let state = json["state"]?.stringValue.flatMap(State.init(rawValue:))
-        else { throw SatchelError(.corruption, "undecodable outbox record") }
+        else { throw SatchelError(.corruption, "undecodable in-flight change") }
         self.init(kind: kind, attributes: attributes, state: state, baseVersion: json["base"])
     }
 }

@@ -1,7 +1,7 @@
 import Synchronization
 
 /// The writes the sync engine makes inside a ``Transaction``: server data (which records no
-/// pending change), the outbox, record errors, server versions, sync state, renames. Every one
+/// pending change), changes in flight, record errors, server versions, sync state, renames. Every one
 /// goes into the transaction's single batch, with the objects, index entries and statistics, so
 /// a page applied, or a push's results, land whole or not at all.
 ///
@@ -80,13 +80,13 @@ extension Transaction {
     }
 
     /// The in-flight change of object `id`.
-    package func outbox(_ model: Model, _ id: String) throws -> OutboxRecord? {
-        try record(.outbox, model, id).map { try OutboxRecord(json: $0) }
+    package func inFlightChange(_ model: Model, _ id: String) throws -> InFlightChange? {
+        try record(.inFlight, model, id).map { try InFlightChange(json: $0) }
     }
 
     /// Replaces (nil: removes) the in-flight change of object `id`.
-    package func setOutbox(_ model: Model, _ id: String, _ record: OutboxRecord?) throws {
-        try setRecord(.outbox, model, id, record?.json) { $0.inFlight += $1 }
+    package func setInFlightChange(_ model: Model, _ id: String, _ record: InFlightChange?) throws {
+        try setRecord(.inFlight, model, id, record?.json) { $0.inFlight += $1 }
     }
 
     /// The stored error of object `id`.
@@ -134,8 +134,8 @@ extension Transaction {
     }
 
     /// Every in-flight change of `model`, by id.
-    package func outboxRecords(of model: Model) throws -> [(id: String, record: OutboxRecord)] {
-        try records(.outbox, of: model).map { ($0.id, try OutboxRecord(json: $0.value)) }
+    package func inFlightChanges(of model: Model) throws -> [(id: String, record: InFlightChange)] {
+        try records(.inFlight, of: model).map { ($0.id, try InFlightChange(json: $0.value)) }
     }
 
     /// Every stored error of `model`, by id.
@@ -179,7 +179,7 @@ extension Transaction {
 
     // MARK: - Renames
 
-    /// Gives object `from` the id `to`: its object, index entries, pending change, outbox
+    /// Gives object `from` the id `to`: its object, index entries, pending change, inFlight
     /// record, error and version move, with no pending change recorded. Returns false when
     /// nothing had the old id.
     @discardableResult
@@ -199,9 +199,9 @@ extension Transaction {
             try setPendingChange(model, to, kind: change.kind, attributes: change.attributes)
             moved = true
         }
-        if let outbox = try outbox(model, from) {
-            try setOutbox(model, from, nil)
-            try setOutbox(model, to, outbox)
+        if let inFlight = try inFlightChange(model, from) {
+            try setInFlightChange(model, from, nil)
+            try setInFlightChange(model, to, inFlight)
             moved = true
         }
         if let error = try recordError(model, from) {
@@ -264,10 +264,10 @@ extension Transaction {
             attributes[attribute] = new
             try setPendingChange(model, change.objectID, kind: change.kind, attributes: attributes)
         }
-        for (id, var record) in try outboxRecords(of: model) {
+        for (id, var record) in try inFlightChanges(of: model) {
             guard let new = renamed(record.attributes[attribute]) else { continue }
             record.attributes[attribute] = new
-            try setOutbox(model, id, record)
+            try setInFlightChange(model, id, record)
         }
     }
 }
@@ -351,7 +351,7 @@ extension Store {
     // MARK: - Resets
 
     /// Deletes every object of the synced models of `partitions`, with their index entries,
-    /// pending changes, outbox, errors, versions and sync state; keeps model and index
+    /// pending changes, changes in flight, errors, versions and sync state; keeps model and index
     /// definitions. One write batch per partition. Models that do not sync (sync type `none`)
     /// keep their data unless `includingUnsynced`.
     package func wipeSyncedData(in partitions: [Partition], includingUnsynced: Bool = false) throws {
@@ -362,7 +362,7 @@ extension Store {
                 var batch = LevelDBWriteBatch()
                 var reset: [NameKey: StoredStatistics] = [:]
                 for (name, entry) in entries where includingUnsynced || entry.definition.syncType != .none {
-                    for prefix in [KeyFamily.object, .change, .outbox, .error, .version].map({ Keys.objectRecordPrefix($0, name.name) })
+                    for prefix in [KeyFamily.object, .change, .inFlight, .error, .version].map({ Keys.objectRecordPrefix($0, name.name) })
                         + [Keys.indexModelPrefix(name.name)]
                     {
                         let iterator = try db.makeIterator(fillCache: false)

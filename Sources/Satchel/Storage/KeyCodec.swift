@@ -327,7 +327,7 @@ enum KeyFamily: UInt8, CaseIterable {
     /// `(chg, model, objectId)` → the pending local change (see ``PendingChange``).
     case change = 0x04
     /// `(out, model, objectId)` → a change pushed to the server, its outcome not yet known.
-    case outbox = 0x05
+    case inFlight = 0x05
     /// `(err, model, objectId)` → a change the server rejected, kept until the app resolves it.
     case error = 0x06
     /// `(ver, model, objectId)` → the object's version on the server (an ETag, a timestamp…).
@@ -473,7 +473,7 @@ enum Keys {
     static func change(_ model: String, _ id: String) -> [UInt8] { objectRecord(.change, model, id) }
 
     /// `(family, model)`: the prefix of every per-object record of `family` for `model`
-    /// (objects, pending changes, outbox, errors, versions).
+    /// (objects, pending changes, changes in flight, errors, versions).
     static func objectRecordPrefix(_ family: KeyFamily, _ model: String) -> [UInt8] {
         var k = KeyEncoder(family, capacity: model.utf8.count + 8)
         k.append(model)

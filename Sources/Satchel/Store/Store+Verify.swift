@@ -127,12 +127,12 @@ extension Store {
             } catch {
                 report.report("model '\(name.name)': \(error)")
             }
-        case .outbox, .error, .version:
+        case .inFlight, .error, .version:
             guard let (name, _, id) = objectKey("\(family) record") else { return }
             do {
                 switch family {
-                case .outbox:
-                    _ = try OutboxRecord(json: try JSONObject(parsing: value))
+                case .inFlight:
+                    _ = try InFlightChange(json: try JSONObject(parsing: value))
                     counted[name, default: StoredStatistics()].inFlight += 1
                 case .error:
                     _ = try RecordErrorRecord(json: try JSONObject(parsing: value))
@@ -219,7 +219,7 @@ extension Store {
                     return true
                 }
                 for change in try model.pendingChanges() { statistics.adjustPending(change.kind, by: 1) }
-                statistics.inFlight = try database(entry.definition.partition).countKeys(withPrefix: Keys.objectRecordPrefix(.outbox, name.name))
+                statistics.inFlight = try database(entry.definition.partition).countKeys(withPrefix: Keys.objectRecordPrefix(.inFlight, name.name))
                 statistics.errors = try database(entry.definition.partition).countKeys(withPrefix: Keys.objectRecordPrefix(.error, name.name))
                 for index in entry.indexes {
                     let n = try database(entry.definition.partition).countKeys(withPrefix: index.prefix)
