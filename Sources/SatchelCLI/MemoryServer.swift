@@ -22,19 +22,19 @@ final class MemoryServer: SyncBackend {
     init(file: URL) throws {
         self.file = file
         // Objects keep the ids clients give them, as on Kinto.
-        var options = InMemoryBackend.Options()
-        options.serverAssignsIDs = false
+        var configuration = InMemoryBackend.Configuration()
+        configuration.serverAssignsIDs = false
         if FileManager.default.fileExists(atPath: file.path) {
             let data = try Data(contentsOf: file)
             do {
-                server = try InMemoryBackend(options: options, savedState: try JSONObject(parsing: data))
+                server = try InMemoryBackend(configuration: configuration, savedState: try JSONObject(parsing: data))
             } catch let error as SatchelError {
                 throw SyncError(.protocolViolation, "\(file.path) does not hold an in-memory server's state: \(error.message)")
             } catch let error as SyncError {
                 throw SyncError(.protocolViolation, "\(file.path) does not hold an in-memory server's state: \(error.message)")
             }
         } else {
-            server = InMemoryBackend(options: options)
+            server = InMemoryBackend(configuration: configuration)
         }
         kept = Mutex(0)
     }

@@ -143,7 +143,7 @@ public struct PullRequest: Sendable {
     /// Objects per page, a hint.
     public var pageSize: Int
     public var session: SyncSession
-    /// The app's per-model settings (server filter, attribute lists, fetch limit and order).
+    /// The app's configuration of the model (server filter, attribute lists, fetch limit and order).
     public var configuration: ModelSyncConfiguration
 
     public init(model: ModelDefinition, cursor: JSONValue?, pageSize: Int, session: SyncSession, configuration: ModelSyncConfiguration) {

@@ -7,7 +7,7 @@ extension SyncEngine {
     /// server no longer sent; for servers that report no deletions, the ids the server lists
     /// are compared after every complete pull.
     func pull(
-        _ model: Model, definition: ModelDefinition, settings: ModelSyncConfiguration, session: SyncSession, full: Bool,
+        _ model: Model, definition: ModelDefinition, modelConfiguration: ModelSyncConfiguration, session: SyncSession, full: Bool,
         report: inout SyncReport
     ) async throws {
         var state = try storage { try store.bulkUpdate { try $0.syncState(model) } }
@@ -19,7 +19,7 @@ extension SyncEngine {
         var processed = 0
         while true {
             try checkStopped()
-            let request = pullRequest(definition, cursor: state.cursor, session: session, settings: settings)
+            let request = pullRequest(definition, cursor: state.cursor, session: session, modelConfiguration: modelConfiguration)
             let page = try await withRetry { try await self.backend.pull(request) }
             if page.schemaChanged {
                 // The cursor acknowledges the page that said so.
@@ -33,9 +33,9 @@ extension SyncEngine {
             if let sourceError = page.sourceError {
                 emit(.sync(SyncNotification(status: .error, model: definition.name, errorCode: .server, message: sourceError)))
             }
-            let blobs = try await downloadBlobs(page, definition: definition, settings: settings, session: session, state: state)
+            let blobs = try await downloadBlobs(page, definition: definition, modelConfiguration: modelConfiguration, session: session, state: state)
             let outcome = try storage {
-                try apply(page, to: model, definition: definition, settings: settings, blobs: blobs, state: &state)
+                try apply(page, to: model, definition: definition, modelConfiguration: modelConfiguration, blobs: blobs, state: &state)
             }
             seen?.formUnion(page.upserts.map(\.id))
             if full {
@@ -62,9 +62,9 @@ extension SyncEngine {
             if page.done { break }
         }
         if let seen {
-            try reconcile(model, definition: definition, keeping: seen, attributes: seenAttributes, settings: settings, endingFullPull: true)
+            try reconcile(model, definition: definition, keeping: seen, attributes: seenAttributes, modelConfiguration: modelConfiguration, endingFullPull: true)
         } else if backend.capabilities.deletions == .byListingIDs {
-            let request = pullRequest(definition, cursor: state.cursor, session: session, settings: settings)
+            let request = pullRequest(definition, cursor: state.cursor, session: session, modelConfiguration: modelConfiguration)
             let ids = try await withRetry { try await self.backend.remoteIDs(request) }
             try reconcile(model, definition: definition, keeping: Set(ids))
         }
@@ -73,14 +73,14 @@ extension SyncEngine {
     /// Replaces `model`'s data with the server's bulk snapshot, in one batch, then re-applies
     /// the pending local changes on top (they stay pending, to be pushed).
     func bulk(
-        _ model: Model, definition: ModelDefinition, settings: ModelSyncConfiguration, session: SyncSession, report: inout SyncReport
+        _ model: Model, definition: ModelDefinition, modelConfiguration: ModelSyncConfiguration, session: SyncSession, report: inout SyncReport
     ) async throws {
         var objects: [ServerObject] = []
         var cursor: JSONValue? = nil
         var total: Int?
         while true {
             try checkStopped()
-            let request = pullRequest(definition, cursor: cursor, session: session, settings: settings)
+            let request = pullRequest(definition, cursor: cursor, session: session, modelConfiguration: modelConfiguration)
             let page = try await withRetry { try await self.backend.bulkSnapshot(request) }
             objects += page.upserts
             cursor = page.nextCursor
@@ -89,7 +89,7 @@ extension SyncEngine {
         }
         var state = try storage { try store.bulkUpdate { try $0.syncState(model) } }
         let snapshot = PullPage(upserts: objects, nextCursor: cursor, done: true, totalCount: total)
-        let blobs = try await downloadBlobs(snapshot, definition: definition, settings: settings, session: session, state: state)
+        let blobs = try await downloadBlobs(snapshot, definition: definition, modelConfiguration: modelConfiguration, session: session, state: state)
         let outcome = try storage {
             try store.bulkUpdate { tx -> ObjectNotification in
                 let keep = Set(objects.map(\.id))
@@ -100,7 +100,7 @@ extension SyncEngine {
                     if try Self.isLocalOnly(model, object.id, tx) { continue }
                     if try tx.writeServerObject(model, object.id, nil) == .deleted { notification.deleted.append(object.id) }
                 }
-                try Self.applyUpserts(objects, to: model, settings: settings, blobs: blobs, tx: tx, notification: &notification)
+                try Self.applyUpserts(objects, to: model, modelConfiguration: modelConfiguration, blobs: blobs, tx: tx, notification: &notification)
                 state.cursor = cursor
                 state.fullPullPending = false
                 state.initialSyncComplete = true
@@ -127,15 +127,15 @@ extension SyncEngine {
         }
         let session = try await preparedSession()
         let model = try storage { try store.model(name) }
-        let settings = configuration(of: name)
-        let request = pullRequest(definition, cursor: nil, session: session, settings: settings)
+        let modelConfiguration = configuration(of: name)
+        let request = pullRequest(definition, cursor: nil, session: session, modelConfiguration: modelConfiguration)
         let page = try await withRetry { try await self.backend.search(request, query: query) }
         let state = try storage { try store.bulkUpdate { try $0.syncState(model) } }
-        let blobs = try await downloadBlobs(page, definition: definition, settings: settings, session: session, state: state)
+        let blobs = try await downloadBlobs(page, definition: definition, modelConfiguration: modelConfiguration, session: session, state: state)
         let notification = try storage {
             try store.bulkUpdate { tx -> ObjectNotification in
                 var notification = ObjectNotification(model: name)
-                try Self.applyUpserts(page.upserts, to: model, settings: settings, blobs: blobs, tx: tx, notification: &notification)
+                try Self.applyUpserts(page.upserts, to: model, modelConfiguration: modelConfiguration, blobs: blobs, tx: tx, notification: &notification)
                 return notification
             }
         }
@@ -149,7 +149,7 @@ extension SyncEngine {
     /// `endingFullPull`, the same batch records that no full pull is owed any more.
     func reconcile(
         _ model: Model, definition: ModelDefinition, keeping: Set<String>, attributes: [String: Set<String>] = [:],
-        settings: ModelSyncConfiguration = ModelSyncConfiguration(), endingFullPull: Bool = false
+        modelConfiguration: ModelSyncConfiguration = ModelSyncConfiguration(), endingFullPull: Bool = false
     ) throws {
         let notification = try storage {
             try store.bulkUpdate { tx -> ObjectNotification in
@@ -166,11 +166,11 @@ extension SyncEngine {
                         continue
                     }
                     guard let sent = attributes[object.id],
-                        object.attributes.keys.contains(where: { !sent.contains($0) && settings.syncs($0) })
+                        object.attributes.keys.contains(where: { !sent.contains($0) && modelConfiguration.syncs($0) })
                     else { continue }
-                    let protected = try Self.protectedAttributes(model, object.id, settings: settings, tx: tx)
+                    let protected = try Self.protectedAttributes(model, object.id, modelConfiguration: modelConfiguration, tx: tx)
                     if protected.all || protected.deletedLocally { continue }
-                    let kept = object.attributes.filter { name, _ in sent.contains(name) || !settings.syncs(name) || protected.names.contains(name) }
+                    let kept = object.attributes.filter { name, _ in sent.contains(name) || !modelConfiguration.syncs(name) || protected.names.contains(name) }
                     notification.note(try tx.writeServerObject(model, object.id, kept, replacing: object.attributes), object.id)
                 }
                 return notification
@@ -190,7 +190,7 @@ extension SyncEngine {
 
     /// Applies one page in one batch: links, errors, deletes, removals, upserts, then the cursor.
     func apply(
-        _ page: PullPage, to model: Model, definition: ModelDefinition, settings: ModelSyncConfiguration,
+        _ page: PullPage, to model: Model, definition: ModelDefinition, modelConfiguration: ModelSyncConfiguration,
         blobs: [String: [String: String]], state: inout SyncStateRecord
     ) throws -> PageOutcome {
         var newState = state
@@ -226,18 +226,18 @@ extension SyncEngine {
                 guard let object = try tx.find(id, in: model) else { continue }
                 let listed = Set(names)
                 let keys = object.attributes.keys
-                if keys.contains(where: listed.contains), keys.allSatisfy({ listed.contains($0) || !settings.syncs($0) }) {
+                if keys.contains(where: listed.contains), keys.allSatisfy({ listed.contains($0) || !modelConfiguration.syncs($0) }) {
                     // Every attribute the server could know of is removed: the object is.
                     if try Self.applyServerDelete(id, to: model, tx: tx) { notification.deleted.append(id) }
                     continue
                 }
-                let protected = try Self.protectedAttributes(model, id, settings: settings, tx: tx)
+                let protected = try Self.protectedAttributes(model, id, modelConfiguration: modelConfiguration, tx: tx)
                 if protected.all { continue }
                 var remaining = object.attributes
-                for name in names where settings.syncs(name) && !protected.names.contains(name) { remaining[name] = nil }
+                for name in names where modelConfiguration.syncs(name) && !protected.names.contains(name) { remaining[name] = nil }
                 notification.note(try tx.writeServerObject(model, id, remaining, replacing: object.attributes), id)
             }
-            try Self.applyUpserts(page.upserts, to: model, settings: settings, blobs: blobs, tx: tx, notification: &notification)
+            try Self.applyUpserts(page.upserts, to: model, modelConfiguration: modelConfiguration, blobs: blobs, tx: tx, notification: &notification)
             newState.cursor = page.nextCursor
             if let metadata = page.metadata { newState.metadata = metadata }
             if page.done {
@@ -253,19 +253,19 @@ extension SyncEngine {
 
     /// Upserts objects, local unacknowledged changes and device-only attributes winning.
     static func applyUpserts(
-        _ objects: [ServerObject], to model: Model, settings: ModelSyncConfiguration, blobs: [String: [String: String]],
+        _ objects: [ServerObject], to model: Model, modelConfiguration: ModelSyncConfiguration, blobs: [String: [String: String]],
         tx: Transaction, notification: inout ObjectNotification
     ) throws {
         // With no local change anywhere in the model, no object needs protecting (the usual case
         // of a first sync): three reads per object saved.
         let quiet = try !tx.hasLocalChanges(model)
-        let deviceOnly = Set(settings.deviceOnlyAttributes)
+        let deviceOnly = Set(modelConfiguration.deviceOnlyAttributes)
         for object in objects {
-            let protected = quiet ? (all: false, names: deviceOnly, deletedLocally: false) : try protectedAttributes(model, object.id, settings: settings, tx: tx)
+            let protected = quiet ? (all: false, names: deviceOnly, deletedLocally: false) : try protectedAttributes(model, object.id, modelConfiguration: modelConfiguration, tx: tx)
             if protected.all { continue }
             // The server's version is the base of the next push of a change to the object.
             if let version = object.version { try tx.setVersion(model, object.id, version) }
-            var incoming = settings.syncing(object.attributes)
+            var incoming = modelConfiguration.syncing(object.attributes)
             if !quiet, var error = try tx.recordError(model, object.id), error.kind == .update {
                 // Keep the error's copy of the server's object current, for a rollback.
                 var copy = object.isWhole ? JSONObject() : (error.server ?? JSONObject())
@@ -280,7 +280,7 @@ extension SyncEngine {
             var new: JSONObject
             if object.isWhole {
                 new = incoming
-                for (name, value) in old ?? JSONObject() where !settings.syncs(name) || protected.names.contains(name) {
+                for (name, value) in old ?? JSONObject() where !modelConfiguration.syncs(name) || protected.names.contains(name) {
                     new[name] = value
                 }
                 for name in protected.names where old?[name] == nil { new[name] = nil }
@@ -342,9 +342,9 @@ extension SyncEngine {
     /// Attributes the server must not overwrite: those with local changes it has not
     /// acknowledged (all of them for an object created here), and device-only ones.
     static func protectedAttributes(
-        _ model: Model, _ id: String, settings: ModelSyncConfiguration, tx: Transaction
+        _ model: Model, _ id: String, modelConfiguration: ModelSyncConfiguration, tx: Transaction
     ) throws -> (all: Bool, names: Set<String>, deletedLocally: Bool) {
-        var names = Set(settings.deviceOnlyAttributes)
+        var names = Set(modelConfiguration.deviceOnlyAttributes)
         var all = false
         var deleted = false
         if let error = try tx.recordError(model, id) {
@@ -384,9 +384,9 @@ extension SyncEngine {
     /// During a model's first sync, with ``ModelSyncConfiguration/skipBlobsOnFirstSync``, they
     /// are left as URLs.
     func downloadBlobs(
-        _ page: PullPage, definition: ModelDefinition, settings: ModelSyncConfiguration, session: SyncSession, state: SyncStateRecord
+        _ page: PullPage, definition: ModelDefinition, modelConfiguration: ModelSyncConfiguration, session: SyncSession, state: SyncStateRecord
     ) async throws -> [String: [String: String]] {
-        if settings.skipBlobsOnFirstSync && !state.initialSyncComplete { return [:] }
+        if modelConfiguration.skipBlobsOnFirstSync && !state.initialSyncComplete { return [:] }
         var references: [String: [String: String]] = [:]
         for object in page.upserts where !object.blobURLs.isEmpty {
             for (attribute, url) in object.blobURLs.sorted(by: { $0.key < $1.key }) {

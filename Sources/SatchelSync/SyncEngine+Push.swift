@@ -16,7 +16,7 @@ extension SyncEngine {
     /// whose associations point at an object the server does not have yet (they go after its id
     /// arrives). An unresolved error never blocks the other objects.
     func push(
-        _ model: Model, definition: ModelDefinition, settings: ModelSyncConfiguration, session: SyncSession, report: inout SyncReport
+        _ model: Model, definition: ModelDefinition, modelConfiguration: ModelSyncConfiguration, session: SyncSession, report: inout SyncReport
     ) async throws {
         let blocked = try storage { try unsyncedParents(of: definition) }
         let batch: [OutgoingChange] = try storage {
@@ -35,9 +35,9 @@ extension SyncEngine {
                             try tx.setPendingChange(model, change.objectID, kind: nil)
                             continue
                         }
-                        attributes = settings.syncing(object.attributes)
+                        attributes = modelConfiguration.syncing(object.attributes)
                     case .update, .delete:
-                        attributes = settings.syncing(change.attributes)
+                        attributes = modelConfiguration.syncing(change.attributes)
                         if change.kind == .update && attributes.isEmpty {
                             // Only device-only or ignored attributes changed: nothing to send.
                             try tx.setPendingChange(model, change.objectID, kind: nil)
@@ -47,7 +47,7 @@ extension SyncEngine {
                     let version = try tx.version(model, change.objectID)
                     try tx.setPendingChange(model, change.objectID, kind: nil)
                     try tx.setInFlightChange(model, change.objectID, InFlightChange(kind: change.kind, attributes: attributes, baseVersion: version))
-                    let whole = change.kind == .update ? object.map { settings.syncing($0.attributes) } : nil
+                    let whole = change.kind == .update ? object.map { modelConfiguration.syncing($0.attributes) } : nil
                     changes.append(OutgoingChange(id: change.objectID, kind: change.kind, attributes: attributes, baseVersion: version, object: whole))
                 }
                 return changes
@@ -60,7 +60,7 @@ extension SyncEngine {
         while start < withBlobs.count {
             try checkStopped()
             let chunk = Array(withBlobs[start..<min(start + chunkSize, withBlobs.count)])
-            let request = PushRequest(model: definition, changes: chunk, session: session, configuration: settings)
+            let request = PushRequest(model: definition, changes: chunk, session: session, configuration: modelConfiguration)
             let results = try await withRetry { try await self.backend.push(request) }
             try storage { try apply(results, of: chunk, to: model, definition: definition, report: &report) }
             start += chunkSize

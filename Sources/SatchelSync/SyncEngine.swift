@@ -172,20 +172,20 @@ public actor SyncEngine {
 
     private func syncModel(_ definition: ModelDefinition, mode: Mode, session: SyncSession, report: inout SyncReport) async throws {
         let model = try storage { try store.model(definition.name) }
-        let settings = configuration(of: definition.name)
+        let modelConfiguration = configuration(of: definition.name)
         let pulledBefore = report.pulled
         let usesBulk = definition.syncType == .bulkOnly || (mode == .bulk && backend.capabilities.bulkSnapshot)
         // A full pull asked for, or one owed since the server's record of this client was lost.
         let full = try mode == .full || storage { try store.bulkUpdate { try $0.syncState(model).fullPullPending } }
         if full && !usesBulk {
-            let request = pullRequest(definition, cursor: nil, session: session, settings: settings)
+            let request = pullRequest(definition, cursor: nil, session: session, modelConfiguration: modelConfiguration)
             try await withRetry { try await self.backend.prepareFullPull(request) }
         }
-        try await push(model, definition: definition, settings: settings, session: session, report: &report)
+        try await push(model, definition: definition, modelConfiguration: modelConfiguration, session: session, report: &report)
         if usesBulk {
-            try await bulk(model, definition: definition, settings: settings, session: session, report: &report)
+            try await bulk(model, definition: definition, modelConfiguration: modelConfiguration, session: session, report: &report)
         } else {
-            try await pull(model, definition: definition, settings: settings, session: session, full: full, report: &report)
+            try await pull(model, definition: definition, modelConfiguration: modelConfiguration, session: session, full: full, report: &report)
         }
         if !report.schemaChanged { emit(.sync(SyncNotification(status: .ok, model: definition.name, processedCount: report.pulled - pulledBefore))) }
     }
@@ -236,7 +236,7 @@ public actor SyncEngine {
         do { return try body() } catch { throw Self.syncError(error) }
     }
 
-    func pullRequest(_ definition: ModelDefinition, cursor: JSONValue?, session: SyncSession, settings: ModelSyncConfiguration) -> PullRequest {
-        PullRequest(model: definition, cursor: cursor, pageSize: configuration.pageSize, session: session, configuration: settings)
+    func pullRequest(_ definition: ModelDefinition, cursor: JSONValue?, session: SyncSession, modelConfiguration: ModelSyncConfiguration) -> PullRequest {
+        PullRequest(model: definition, cursor: cursor, pageSize: configuration.pageSize, session: session, configuration: modelConfiguration)
     }
 }

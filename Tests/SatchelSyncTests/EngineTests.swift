@@ -107,9 +107,9 @@ struct EngineTests {
 
     @Test("partial pages remove attributes; an object left with none is deleted")
     func partialPagesAndTheNullRule() async throws {
-        var options = InMemoryBackend.Options()
-        options.wholeObjects = false
-        let server = InMemoryBackend(options: options)
+        var configuration = InMemoryBackend.Configuration()
+        configuration.wholeObjects = false
+        let server = InMemoryBackend(configuration: configuration)
         await Self.seed(server, 2)
         let client = try await Self.client(server)
         try await client.engine.sync()
@@ -279,9 +279,9 @@ struct EngineTests {
 
     @Test("log in: wrong credentials refused, password never shown, the session persists")
     func session() async throws {
-        var options = InMemoryBackend.Options()
-        options.users = ["ann": "secret"]
-        let server = InMemoryBackend(options: options)
+        var configuration = InMemoryBackend.Configuration()
+        configuration.users = ["ann": "secret"]
+        let server = InMemoryBackend(configuration: configuration)
         let client = try SyncClient(backend: server, models: [ModelDefinition(name: "Product")])
         let wrong = Credentials(user: "ann", password: "guess")
         #expect(!"\(wrong)".contains("guess"))
@@ -300,9 +300,9 @@ struct EngineTests {
 
     @Test("a logout forgets the proof of login but keeps the user and the client; a failed login leaves the session alone")
     func logoutKeepsTheClient() async throws {
-        var options = InMemoryBackend.Options()
-        options.users = ["ann": "secret", "bob": "secret"]
-        let server = InMemoryBackend(options: options)
+        var configuration = InMemoryBackend.Configuration()
+        configuration.users = ["ann": "secret", "bob": "secret"]
+        let server = InMemoryBackend(configuration: configuration)
         let client = try await Self.client(server)
         try await client.engine.sync()
         let stored = try #require(try client.store.storedSession())
@@ -368,9 +368,9 @@ struct EngineTests {
 
     @Test("an id remap and its rewritten references land together: stopped right after the rename's batch, reopened, no reference is left behind", arguments: remapCases)
     func remapSurvivesAStop(_ remap: (linksViaPull: Bool, childPartition: Partition)) async throws {
-        var options = InMemoryBackend.Options()
-        options.linksViaPull = remap.linksViaPull
-        let server = InMemoryBackend(options: options)
+        var configuration = InMemoryBackend.Configuration()
+        configuration.linksViaPull = remap.linksViaPull
+        let server = InMemoryBackend(configuration: configuration)
         let models = [
             ModelDefinition(name: "Customer"),
             ModelDefinition(name: "Order", partition: remap.childPartition, associations: ["customer": "Customer"]),
@@ -421,9 +421,9 @@ struct EngineTests {
 
     @Test("children wait for their parent's server id when it comes in a later pull")
     func childrenWaitForLinks() async throws {
-        var options = InMemoryBackend.Options()
-        options.linksViaPull = true
-        let server = InMemoryBackend(options: options)
+        var configuration = InMemoryBackend.Configuration()
+        configuration.linksViaPull = true
+        let server = InMemoryBackend(configuration: configuration)
         let models = [ModelDefinition(name: "Customer"), ModelDefinition(name: "Order", associations: ["customer": "Customer"])]
         let client = try await Self.client(server, models: models)
         try client.model("Customer").create(["object": "c-temp", "name": "Ann"])

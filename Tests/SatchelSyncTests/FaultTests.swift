@@ -16,9 +16,9 @@ struct FaultTests {
     /// A server with `count` products, the faults around it, and a logged-in client with pages of
     /// 5 and no retries.
     static func setUp(
-        _ count: Int = 20, options: InMemoryBackend.Options = InMemoryBackend.Options(), retry: RetryPolicy = RetryPolicy(maxAttempts: 1)
+        _ count: Int = 20, configuration: InMemoryBackend.Configuration = InMemoryBackend.Configuration(), retry: RetryPolicy = RetryPolicy(maxAttempts: 1)
     ) async throws -> (InMemoryBackend, FaultyBackend, SyncClient) {
-        let server = InMemoryBackend(options: options)
+        let server = InMemoryBackend(configuration: configuration)
         for i in 1...count { await server.put("Product", ["name": .string("Product \(i)"), "price": .int(Int64(i))], id: "p\(i)") }
         let faults = FaultyBackend(server)
         let client = try SyncClient(backend: faults, models: models, pageSize: 5, retry: retry)

@@ -58,9 +58,9 @@ struct InMemoryBackendTests {
 
     @Test("saved state round-trips; a malformed one is a clear error")
     func savedState() async throws {
-        var options = InMemoryBackend.Options()
-        options.linksViaPull = true
-        let server = InMemoryBackend(options: options)
+        var configuration = InMemoryBackend.Configuration()
+        configuration.linksViaPull = true
+        let server = InMemoryBackend(configuration: configuration)
         let session = try await Self.session(server)
         await server.put("Product", ["name": "Lamp"], id: "p1")
         let url = await server.putBlob(Data("bytes".utf8))
@@ -69,7 +69,7 @@ struct InMemoryBackendTests {
             configuration: ModelSyncConfiguration()))
         #expect(results == [PushResult(id: "tmp1", outcome: .awaitingLink)])
 
-        let copy = try InMemoryBackend(options: options, savedState: await server.savedState())
+        let copy = try InMemoryBackend(configuration: configuration, savedState: await server.savedState())
         #expect(await copy.objects("Product") == server.objects("Product"))
         #expect(await copy.blob(at: url) == Data("bytes".utf8))
         // The session, the client and the link owed to it survive.
@@ -84,14 +84,14 @@ struct InMemoryBackendTests {
 
     @Test("when each attribute changed survives a save: a delta after a reload sends only what changed; format 1 still loads")
     func attributeTimesSurviveASave() async throws {
-        var options = InMemoryBackend.Options()
-        options.wholeObjects = false
-        let server = InMemoryBackend(options: options)
+        var configuration = InMemoryBackend.Configuration()
+        configuration.wholeObjects = false
+        let server = InMemoryBackend(configuration: configuration)
         let session = try await Self.session(server)
         await server.put("Product", ["name": "Lamp", "price": 3, "brand": "Acme"], id: "p1")
         let first = try await Self.pull(server, session, after: nil)
         await server.update("Product", "p1", ["price": 4])
-        let reloaded = try InMemoryBackend(options: options, savedState: await server.savedState())
+        let reloaded = try InMemoryBackend(configuration: configuration, savedState: await server.savedState())
         await reloaded.update("Product", "p1", ["brand": .null])
         let delta = try await Self.pull(server, session, after: first.nextCursor)
         #expect(delta.upserts.map(\.attributes) == [["price": 4]])
@@ -107,7 +107,7 @@ struct InMemoryBackendTests {
         #expect(await server.savedState()["collections"]?["Product"]?["objects"]?["p1"]?["setAt"] == ["name": 1, "brand": 1])
         var old = saved
         old["format"] = "satchel-memory-server 1"
-        let legacy = try InMemoryBackend(options: options, savedState: old)
+        let legacy = try InMemoryBackend(configuration: configuration, savedState: old)
         #expect(await legacy.objects("Product") == reloaded.objects("Product"))
     }
 

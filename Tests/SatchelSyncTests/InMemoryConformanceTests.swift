@@ -5,9 +5,9 @@ import Testing
 
 /// The in-memory backend as a conformance server.
 struct InMemoryHarness: ConformanceHarness {
-    var options = InMemoryBackend.Options()
+    var configuration = InMemoryBackend.Configuration()
 
-    func makeServer() async throws -> any ConformanceServer { InMemoryServer(server: InMemoryBackend(options: options)) }
+    func makeServer() async throws -> any ConformanceServer { InMemoryServer(server: InMemoryBackend(configuration: configuration)) }
 }
 
 struct InMemoryServer: ConformanceServer {
@@ -15,7 +15,7 @@ struct InMemoryServer: ConformanceServer {
 
     var backend: any SyncBackend { server }
     var credentials: Credentials { Credentials(user: "ann", password: "secret") }
-    var detectsConflicts: Bool { server.options.checkVersions }
+    var detectsConflicts: Bool { server.configuration.checkVersions }
 
     func put(_ model: String, _ attributes: JSONObject, id: String?) async throws -> String { await server.put(model, attributes, id: id) }
     func update(_ model: String, _ id: String, _ changes: JSONObject) async throws { await server.update(model, id, changes) }
@@ -36,27 +36,27 @@ struct InMemoryServer: ConformanceServer {
 extension InMemoryHarness {
     /// Like Kinto: client ids kept, version conflicts, tombstones.
     static var kintoLike: InMemoryHarness {
-        var options = InMemoryBackend.Options()
-        options.serverAssignsIDs = false
-        return InMemoryHarness(options: options)
+        var configuration = InMemoryBackend.Configuration()
+        configuration.serverAssignsIDs = false
+        return InMemoryHarness(configuration: configuration)
     }
 
     /// Like RhoConnect: server ids and errors arrive in pulls, partial objects, no version checks.
     static var rhoConnectLike: InMemoryHarness {
-        var options = InMemoryBackend.Options()
-        options.linksViaPull = true
-        options.wholeObjects = false
-        options.checkVersions = false
-        return InMemoryHarness(options: options)
+        var configuration = InMemoryBackend.Configuration()
+        configuration.linksViaPull = true
+        configuration.wholeObjects = false
+        configuration.checkVersions = false
+        return InMemoryHarness(configuration: configuration)
     }
 
     /// Like Parse: server ids, no tombstones (deletions seen by listing ids), small push batches.
     static var parseLike: InMemoryHarness {
-        var options = InMemoryBackend.Options()
-        options.deletions = .byListingIDs
-        options.checkVersions = false
-        options.maxPushBatch = 2
-        return InMemoryHarness(options: options)
+        var configuration = InMemoryBackend.Configuration()
+        configuration.deletions = .byListingIDs
+        configuration.checkVersions = false
+        configuration.maxPushBatch = 2
+        return InMemoryHarness(configuration: configuration)
     }
 }
 

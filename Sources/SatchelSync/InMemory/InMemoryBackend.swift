@@ -6,7 +6,7 @@ public import Satchel
 ///
 /// It keeps a change feed like Kinto's: every write moves a clock, an object's version is the
 /// clock of its last change, and a pull returns the objects (and tombstones) changed after its
-/// cursor, oldest first, a page at a time. With ``Options/linksViaPull`` it answers pushes the
+/// cursor, oldest first, a page at a time. With ``Configuration/linksViaPull`` it answers pushes the
 /// way RhoConnect does: creates get their server ids, and refused records their errors, in the
 /// next pull, re-sent until the client acknowledges the page by coming back with its cursor.
 ///
@@ -24,7 +24,7 @@ public import Satchel
 /// `SatchelSyncTesting` library.
 public actor InMemoryBackend: SyncBackend {
     /// How the server behaves.
-    public struct Options: Sendable {
+    public struct Configuration: Sendable {
         /// Creates get a new server id (`s1`, `s2`…); otherwise the client's id is kept (Kinto).
         public var serverAssignsIDs = true
         /// Push results come in the next pull (RhoConnect): creates are answered
@@ -81,7 +81,7 @@ public actor InMemoryBackend: SyncBackend {
 
     public nonisolated let name = "memory"
     public nonisolated let capabilities: SyncCapabilities
-    public nonisolated let options: Options
+    public nonisolated let configuration: Configuration
 
     var state: ServerState {
         didSet { revision &+= 1 }
@@ -92,24 +92,24 @@ public actor InMemoryBackend: SyncBackend {
     public private(set) var revision = 0
     private var rejections: [Rejection] = []
 
-    public init(options: Options = Options()) {
-        self.init(options: options, state: ServerState())
+    public init(configuration: Configuration = Configuration()) {
+        self.init(configuration: configuration, state: ServerState())
     }
 
-    private init(options: Options, state: ServerState) {
-        self.options = options
-        capabilities = SyncCapabilities(deletions: options.deletions, bulkSnapshot: true, search: true, maxPushBatch: options.maxPushBatch)
+    private init(configuration: Configuration, state: ServerState) {
+        self.configuration = configuration
+        capabilities = SyncCapabilities(deletions: configuration.deletions, bulkSnapshot: true, search: true, maxPushBatch: configuration.maxPushBatch)
         self.state = state
     }
 
     /// A server with the data ``savedState()`` returned.
     ///
     /// - Throws: ``SyncError`` `.protocolViolation` when `saved` is not such data.
-    public init(options: Options = Options(), savedState saved: JSONObject) throws {
-        self.init(options: options, state: try ServerState(json: saved))
+    public init(configuration: Configuration = Configuration(), savedState saved: JSONObject) throws {
+        self.init(configuration: configuration, state: try ServerState(json: saved))
     }
 
-    /// Everything the server holds, as JSON (for ``init(options:savedState:)``).
+    /// Everything the server holds, as JSON (for ``init(configuration:savedState:)``).
     public func savedState() -> JSONObject { state.json }
 
     // MARK: - Rules and events
@@ -168,7 +168,7 @@ public actor InMemoryBackend: SyncBackend {
     // MARK: - Session
 
     public func logIn(_ credentials: Credentials) async throws -> SyncSession {
-        if let users = options.users, users[credentials.user] != credentials.password {
+        if let users = configuration.users, users[credentials.user] != credentials.password {
             throw SyncError(.unauthorized, "wrong user name or password", httpStatus: 401)
         }
         let token = state.newID("t")
@@ -301,14 +301,14 @@ public actor InMemoryBackend: SyncBackend {
             guard let entry = collection.objects[item.id], Self.matches(entry.attributes, filter) else {
                 // Deleted, or no longer within the client's filter: news only to a client that
                 // may hold the object, and only where deletions travel in pages.
-                if since != nil && options.deletions == .inPages {
+                if since != nil && configuration.deletions == .inPages {
                     page.deletes.append(item.id)
                     taken += 1
                 }
                 continue
             }
             taken += 1
-            if options.wholeObjects || since == nil || fresh {
+            if configuration.wholeObjects || since == nil || fresh {
                 page.upserts.append(serverObject(item.id, entry, request: request))
             } else {
                 var partial = serverObject(item.id, entry, request: request, changedAfter: since)
@@ -394,7 +394,7 @@ public actor InMemoryBackend: SyncBackend {
         var results: [PushResult] = []
         for change in request.changes {
             var outcome = apply(change, of: request.model, client: client)
-            if options.linksViaPull {
+            if configuration.linksViaPull {
                 // RhoConnect: the answer is "received"; what became of the change comes in a pull.
                 switch outcome {
                 case .accepted(let serverID, _) where change.kind == .create:
@@ -430,7 +430,7 @@ public actor InMemoryBackend: SyncBackend {
         switch change.kind {
         case .create:
             let key = ServerState.createKey(client: client, model: model, id: change.id)
-            let id = state.creates[key] ?? (options.serverAssignsIDs ? state.newID("s") : change.id)
+            let id = state.creates[key] ?? (configuration.serverAssignsIDs ? state.newID("s") : change.id)
             state.creates[key] = id
             guard let version = state.write(model, id, attributes) else {
                 return .rejected(message: "an object needs at least one attribute", code: "422")
@@ -449,7 +449,7 @@ public actor InMemoryBackend: SyncBackend {
     }
 
     private func conflict(_ change: OutgoingChange, _ current: ServerState.Entry) -> PushOutcome? {
-        guard options.checkVersions, let base = change.baseVersion, base != .int(current.version) else { return nil }
+        guard configuration.checkVersions, let base = change.baseVersion, base != .int(current.version) else { return nil }
         return .rejected(message: "the object was modified meanwhile", code: "412", serverCopy: current.attributes)
     }
 
