@@ -19,7 +19,7 @@ public struct SatchelError: Error, Sendable, Equatable, CustomStringConvertible 
     /// What kind of failure happened. New codes may be added without breaking callers.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Wrapped: String, Sendable {
-            case notFound, alreadyExists, malformedJSON, invalidDocument, schemaViolation, invalidName
+            case notFound, alreadyExists, malformedJSON, invalidObject, schemaViolation, invalidName
             case invalidArgument, modelConflict, crossPartition, locked, corruption, io, storeMissing
             case unsupportedFormat, closed, busy, notSupported, unknown
         }
@@ -35,7 +35,7 @@ public struct SatchelError: Error, Sendable, Equatable, CustomStringConvertible 
         public static let malformedJSON = Code(.malformedJSON)
         /// Well-formed JSON of the wrong shape: a non-object where an object is expected, a
         /// non-string `object` id, an object with no attributes.
-        public static let invalidDocument = Code(.invalidDocument)
+        public static let invalidObject = Code(.invalidObject)
         /// A write to a fixed-schema model names an undeclared attribute or a value of the wrong type.
         public static let schemaViolation = Code(.schemaViolation)
         /// A model or attribute name that cannot be used (for example an empty model name).

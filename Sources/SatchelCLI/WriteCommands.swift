@@ -94,7 +94,7 @@ struct PutCommand: ParsableCommand {
             case .string(let id)?: return try model.save(Object(id: id, attributes: attributes))
             case nil, .null?: return try model.create(attributes)
             case let other?:
-                throw SatchelError(.invalidDocument, "the object id ('object') must be a string, got \(other)")
+                throw SatchelError(.invalidObject, "the object id ('object') must be a string, got \(other)")
             }
         }
         report(stored, model: model, id: id?.stringValue)

@@ -1,22 +1,6 @@
 public import Satchel
 
-/// A local change the server refused, kept until the app resolves it.
-public struct RecordError: Sendable, Hashable {
-    public var model: String
-    public var objectID: String
-    /// What was refused: a create, an update or a delete.
-    public var kind: PendingChange.Kind
-    public var message: String
-    /// The server's code, when it gave one.
-    public var code: String?
-    /// What was pushed.
-    public var attributes: JSONObject
-    /// The server's copy of the object, when it sent one (an update's rollback values, a
-    /// conflict's current record).
-    public var serverCopy: JSONObject?
-    /// The server deleted the object while it had local changes.
-    public var serverDeleted: Bool
-
+extension RecordError {
     /// The actions that resolve this error. An update error can be rolled back only when the
     /// server sent its copy of the object (or deleted it).
     public var actions: [RecordErrorAction] {
@@ -67,32 +51,26 @@ extension Store {
     /// The stored record errors of `model` (every syncing model when nil), by model, then id.
     public func recordErrors(model name: String? = nil) throws -> [RecordError] {
         let names = name.map { [$0] } ?? models.map(\.name)
-        var result: [RecordError] = []
-        for name in names {
-            guard let model = existingModel(name) else { continue }
-            let records = try bulkUpdate { try $0.recordErrors(of: model) }
-            result += records.map { id, record in Self.recordError(name, id, record) }
+        return try read { snapshot in
+            try names.compactMap(existingModel).flatMap { model in try snapshot.syncRecords(of: model).compactMap(\.records.error) }
         }
-        return result
-    }
-
-    static func recordError(_ model: String, _ id: String, _ record: RecordErrorRecord) -> RecordError {
-        RecordError(
-            model: model, objectID: id, kind: record.kind, message: record.message, code: record.code, attributes: record.attributes,
-            serverCopy: record.server, serverDeleted: record.serverDeleted)
     }
 
     /// Where every local change of `model` stands, by object id: pending, in flight, or refused.
     /// (Accepted changes are gone: the server has them.)
     public func changeFates(model name: String) throws -> [String: ChangeFate] {
         guard let model = existingModel(name) else { return [:] }
-        return try bulkUpdate { tx in
+        return try read { snapshot in
             var fates: [String: ChangeFate] = [:]
-            for change in try tx.pendingChanges(of: model) { fates[change.objectID] = .pending(change.kind) }
-            for (id, record) in try tx.inFlightChanges(of: model) {
-                fates[id] = .inFlight(record.kind, awaitingLink: record.state == .awaitingLink)
+            for (id, records) in try snapshot.syncRecords(of: model) {
+                if let error = records.error {
+                    fates[id] = .rejected(error)
+                } else if let inFlight = records.inFlight {
+                    fates[id] = .inFlight(inFlight.kind, awaitingLink: inFlight.state == .awaitingLink)
+                } else if let pending = records.pending {
+                    fates[id] = .pending(pending.kind)
+                }
             }
-            for (id, record) in try tx.recordErrors(of: model) { fates[id] = .rejected(Self.recordError(name, id, record)) }
             return fates
         }
     }
@@ -104,55 +82,58 @@ extension Store {
     public func resolve(_ name: String, _ id: String, _ action: RecordErrorAction) throws {
         guard let model = existingModel(name) else { throw SatchelError(.notFound, "no model named '\(name)'", model: name) }
         try bulkUpdate { tx in
-            guard let error = try tx.recordError(model, id) else {
+            let before = try tx.syncRecords(model, id)
+            guard let error = before.error else {
                 throw SatchelError(.notFound, "model '\(name)' has no record error for '\(id)'", model: name, objectID: id)
             }
-            let record = Self.recordError(name, id, error)
-            guard record.actions.contains(action) else {
+            guard error.actions.contains(action) else {
                 throw SatchelError(
                     .invalidArgument,
                     "\(error.kind == .update ? "an" : "a") \(error.kind.rawValue) error is resolved by "
-                        + "\(record.actions.map(\.rawValue).joined(separator: " or ")), not \(action.rawValue)"
+                        + "\(error.actions.map(\.rawValue).joined(separator: " or ")), not \(action.rawValue)"
                         + (action == .rollback && error.kind == .update ? " (the server sent no copy to roll back to)" : ""),
                     model: name, objectID: id)
             }
-            try tx.setRecordError(model, id, nil)
-            let pending = try tx.pendingChange(model, id)
+            var records = before
+            records.error = nil
+            let pending = before.pending
+            func change(_ kind: PendingChange.Kind, _ attributes: JSONObject = JSONObject()) -> PendingChange {
+                PendingChange(model: name, objectID: id, kind: kind, attributes: attributes)
+            }
+            var write: JSONObject?? = .none  // .none: the object stays as it is
             switch (error.kind, action) {
             case (.create, .delete):
-                try tx.setPendingChange(model, id, kind: nil)
-                try tx.writeServerObject(model, id, nil)
+                records.pending = nil
+                write = .some(nil)
             case (.create, .recreate):
                 // Unless the object was deleted here meanwhile (then nothing is left to create).
-                if try tx.find(id, in: model) != nil {
-                    try tx.setPendingChange(model, id, kind: .create)
-                } else {
-                    try tx.setPendingChange(model, id, kind: nil)
-                }
+                records.pending = try tx.find(id, in: model) != nil ? change(.create) : nil
             case (.update, .retry) where error.serverDeleted:
-                if try tx.find(id, in: model) != nil { try tx.setPendingChange(model, id, kind: .create) }
+                if try tx.find(id, in: model) != nil { records.pending = change(.create) }
             case (.update, .retry):
                 // The refused attributes again, under any newer local change to them.
                 var attributes = error.attributes
                 if pending?.kind == .update { for (name, value) in pending!.attributes { attributes[name] = value } }
-                if pending?.kind != .delete { try tx.setPendingChange(model, id, kind: .update, attributes: attributes) }
+                if pending?.kind != .delete { records.pending = change(.update, attributes) }
             case (.update, .rollback):
-                try tx.setPendingChange(model, id, kind: nil)
+                records.pending = nil
                 if error.serverDeleted {
-                    try tx.writeServerObject(model, id, nil)
-                } else if let server = error.server {
+                    write = .some(nil)
+                } else if let server = error.serverCopy {
                     // The server's copy, whole: the refused values go, device-only ones stay
                     // only if the server's copy lacks them, which it does.
                     var attributes = try tx.find(id, in: model)?.attributes ?? JSONObject()
                     for name in error.attributes.keys where server[name] == nil { attributes[name] = nil }
                     for (name, value) in server where name != Object.idAttribute { attributes[name] = value.isNull ? nil : value }
-                    try tx.writeServerObject(model, id, attributes)
+                    write = .some(attributes)
                 }
             case (.delete, .retry):
-                try tx.setPendingChange(model, id, kind: .delete, attributes: error.attributes)
+                records.pending = change(.delete, error.attributes)
             default:
                 break
             }
+            try tx.setSyncRecords(model, id, records, replacing: before)
+            if case .some(let attributes) = write { try tx.writeServerObject(model, id, attributes) }
         }
     }
 }

@@ -177,31 +177,6 @@ public struct ServerObject: Sendable, Hashable {
     }
 }
 
-/// A record the server refused, reported in a pull page (RhoConnect delivers push results so).
-public struct ServerRecordError: Sendable, Hashable {
-    public var id: String
-    public var kind: PendingChange.Kind
-    public var message: String
-    public var code: String?
-    /// The server's copy of the object, when it sent one (an update's rollback values).
-    public var serverCopy: JSONObject?
-    /// The attributes as they were pushed, when the server echoes them (else the engine uses
-    /// what it recorded of the change in flight).
-    public var attributes: JSONObject?
-
-    public init(
-        id: String, kind: PendingChange.Kind, message: String, code: String? = nil, serverCopy: JSONObject? = nil,
-        attributes: JSONObject? = nil
-    ) {
-        self.id = id
-        self.kind = kind
-        self.message = message
-        self.code = code
-        self.serverCopy = serverCopy
-        self.attributes = attributes
-    }
-}
-
 /// One page of the server's changes.
 public struct PullPage: Sendable {
     /// Objects created or changed.
@@ -214,8 +189,10 @@ public struct PullPage: Sendable {
     public var deletes: [String]
     /// Ids the server gave objects this client created: local id → server id.
     public var links: [String: String]
-    /// Records the server refused.
-    public var errors: [ServerRecordError]
+    /// Changes the server refused (``Satchel/RecordError`` with the object's id, the kind, the
+    /// server's message and code, its copy of the object when it sent one, and the attributes
+    /// pushed when it echoes them — left empty, the engine fills in what it sent).
+    public var errors: [RecordError]
     /// An error of the server's source as a whole (RhoConnect's `source-error`): reported, the
     /// page is still applied.
     public var sourceError: String?
@@ -233,7 +210,7 @@ public struct PullPage: Sendable {
 
     public init(
         upserts: [ServerObject] = [], removals: [String: [String]] = [:], deletes: [String] = [], links: [String: String] = [:],
-        errors: [ServerRecordError] = [], sourceError: String? = nil, schemaChanged: Bool = false, metadata: JSONValue? = nil,
+        errors: [RecordError] = [], sourceError: String? = nil, schemaChanged: Bool = false, metadata: JSONValue? = nil,
         nextCursor: JSONValue? = nil, done: Bool = true, totalCount: Int? = nil
     ) {
         self.upserts = upserts

@@ -10,7 +10,7 @@ extension SyncEngine {
         _ model: Model, definition: ModelDefinition, modelConfiguration: ModelSyncConfiguration, session: SyncSession, full: Bool,
         report: inout SyncReport
     ) async throws {
-        var state = try storage { try store.bulkUpdate { try $0.syncState(model) } }
+        var state = try storage { try store.read { try $0.syncState(model) } }
         if full { state.cursor = nil }
         var seen: Set<String>? = full ? [] : nil
         // Attributes a full pull sent of objects it sent in parts (RhoConnect's inserts): the
@@ -25,7 +25,7 @@ extension SyncEngine {
                 // The cursor acknowledges the page that said so.
                 state.cursor = page.nextCursor
                 let stored = state
-                try storage { try store.bulkUpdate { try $0.setSyncState(model, stored) } }
+                try await onStorageQueue { store in try store.bulkUpdate { try $0.setSyncState(model, stored) } }
                 report.schemaChanged = true
                 emit(.sync(SyncNotification(status: .schemaChanged, model: definition.name, totalCount: page.totalCount)))
                 return
@@ -34,9 +34,11 @@ extension SyncEngine {
                 emit(.sync(SyncNotification(status: .error, model: definition.name, errorCode: .server, message: sourceError)))
             }
             let blobs = try await downloadBlobs(page, definition: definition, modelConfiguration: modelConfiguration, session: session, state: state)
-            let outcome = try storage {
-                try apply(page, to: model, definition: definition, modelConfiguration: modelConfiguration, blobs: blobs, state: &state)
+            let before = state
+            let (outcome, after) = try await onStorageQueue { store in
+                try Self.apply(page, to: model, in: store, modelConfiguration: modelConfiguration, blobs: blobs, state: before)
             }
+            state = after
             seen?.formUnion(page.upserts.map(\.id))
             if full {
                 for object in page.upserts where !object.isWhole { seenAttributes[object.id, default: []].formUnion(object.attributes.keys) }
@@ -57,16 +59,17 @@ extension SyncEngine {
             if !page.errors.isEmpty {
                 emit(.sync(SyncNotification(
                     status: .error, model: definition.name, errorCode: .rejectedRecords,
-                    message: page.errors.map { "\($0.kind.rawValue) \($0.id): \($0.message)" }.joined(separator: "; "))))
+                    message: page.errors.map { "\($0.kind.rawValue) \($0.objectID): \($0.message)" }.joined(separator: "; "))))
             }
             if page.done { break }
         }
         if let seen {
-            try reconcile(model, definition: definition, keeping: seen, attributes: seenAttributes, modelConfiguration: modelConfiguration, endingFullPull: true)
+            try await reconcile(
+                model, definition: definition, keeping: seen, attributes: seenAttributes, modelConfiguration: modelConfiguration, endingFullPull: true)
         } else if backend.capabilities.deletions == .byListingIDs {
             let request = pullRequest(definition, cursor: state.cursor, session: session, modelConfiguration: modelConfiguration)
             let ids = try await withRetry { try await self.backend.remoteIDs(request) }
-            try reconcile(model, definition: definition, keeping: Set(ids))
+            try await reconcile(model, definition: definition, keeping: Set(ids), modelConfiguration: modelConfiguration)
         }
     }
 
@@ -87,21 +90,23 @@ extension SyncEngine {
             total = page.totalCount ?? total
             if page.done { break }
         }
-        var state = try storage { try store.bulkUpdate { try $0.syncState(model) } }
+        let state = try storage { try store.read { try $0.syncState(model) } }
         let snapshot = PullPage(upserts: objects, nextCursor: cursor, done: true, totalCount: total)
         let blobs = try await downloadBlobs(snapshot, definition: definition, modelConfiguration: modelConfiguration, session: session, state: state)
-        let outcome = try storage {
+        let (upserts, lastCursor) = (objects, cursor)
+        let outcome = try await onStorageQueue { store in
             try store.bulkUpdate { tx -> ObjectNotification in
-                let keep = Set(objects.map(\.id))
+                let keep = Set(upserts.map(\.id))
                 var notification = ObjectNotification(model: definition.name)
                 // Everything not in the snapshot goes, except what exists only here (pending or
                 // in-flight creates).
                 for object in try tx.findAll(in: model) where !keep.contains(object.id) {
-                    if try Self.isLocalOnly(model, object.id, tx) { continue }
-                    if try tx.writeServerObject(model, object.id, nil) == .deleted { notification.deleted.append(object.id) }
+                    if MergePolicy.isLocalOnly(try tx.syncRecords(model, object.id)) { continue }
+                    if try tx.writeServerObject(model, object.id, nil, replacing: object.attributes) == .deleted { notification.deleted.append(object.id) }
                 }
-                try Self.applyUpserts(objects, to: model, modelConfiguration: modelConfiguration, blobs: blobs, tx: tx, notification: &notification)
-                state.cursor = cursor
+                try Self.applyUpserts(upserts, to: model, modelConfiguration: modelConfiguration, blobs: blobs, tx: tx, notification: &notification)
+                var state = state
+                state.cursor = lastCursor
                 state.fullPullPending = false
                 state.initialSyncComplete = true
                 state.lastSync = Self.now()
@@ -130,9 +135,9 @@ extension SyncEngine {
         let modelConfiguration = configuration(of: name)
         let request = pullRequest(definition, cursor: nil, session: session, modelConfiguration: modelConfiguration)
         let page = try await withRetry { try await self.backend.search(request, query: query) }
-        let state = try storage { try store.bulkUpdate { try $0.syncState(model) } }
+        let state = try storage { try store.read { try $0.syncState(model) } }
         let blobs = try await downloadBlobs(page, definition: definition, modelConfiguration: modelConfiguration, session: session, state: state)
-        let notification = try storage {
+        let notification = try await onStorageQueue { store in
             try store.bulkUpdate { tx -> ObjectNotification in
                 var notification = ObjectNotification(model: name)
                 try Self.applyUpserts(page.upserts, to: model, modelConfiguration: modelConfiguration, blobs: blobs, tx: tx, notification: &notification)
@@ -149,9 +154,9 @@ extension SyncEngine {
     /// `endingFullPull`, the same batch records that no full pull is owed any more.
     func reconcile(
         _ model: Model, definition: ModelDefinition, keeping: Set<String>, attributes: [String: Set<String>] = [:],
-        modelConfiguration: ModelSyncConfiguration = ModelSyncConfiguration(), endingFullPull: Bool = false
-    ) throws {
-        let notification = try storage {
+        modelConfiguration: ModelSyncConfiguration, endingFullPull: Bool = false
+    ) async throws {
+        let notification = try await onStorageQueue { store in
             try store.bulkUpdate { tx -> ObjectNotification in
                 var notification = ObjectNotification(model: definition.name)
                 if endingFullPull {
@@ -160,18 +165,13 @@ extension SyncEngine {
                     try tx.setSyncState(model, state)
                 }
                 for object in try tx.findAll(in: model) {
-                    guard keeping.contains(object.id) else {
-                        if try Self.isLocalOnly(model, object.id, tx) { continue }
-                        if try Self.applyServerDelete(object.id, to: model, tx: tx) { notification.deleted.append(object.id) }
-                        continue
+                    let local = MergePolicy.Local(model: model.name, id: object.id, attributes: object.attributes, records: try tx.syncRecords(model, object.id))
+                    if !keeping.contains(object.id) {
+                        if MergePolicy.isLocalOnly(local.records) { continue }
+                        try Self.apply(MergePolicy.delete(local: local), local, to: model, tx: tx, notification: &notification)
+                    } else if let sent = attributes[object.id], object.attributes.keys.contains(where: { !sent.contains($0) && modelConfiguration.syncs($0) }) {
+                        try Self.apply(MergePolicy.keepOnly(sent, local: local, configuration: modelConfiguration), local, to: model, tx: tx, notification: &notification)
                     }
-                    guard let sent = attributes[object.id],
-                        object.attributes.keys.contains(where: { !sent.contains($0) && modelConfiguration.syncs($0) })
-                    else { continue }
-                    let protected = try Self.protectedAttributes(model, object.id, modelConfiguration: modelConfiguration, tx: tx)
-                    if protected.all || protected.deletedLocally { continue }
-                    let kept = object.attributes.filter { name, _ in sent.contains(name) || !modelConfiguration.syncs(name) || protected.names.contains(name) }
-                    notification.note(try tx.writeServerObject(model, object.id, kept, replacing: object.attributes), object.id)
                 }
                 return notification
             }
@@ -181,21 +181,22 @@ extension SyncEngine {
 
     // MARK: - Applying a page
 
-    struct PageOutcome {
+    struct PageOutcome: Sendable {
         var objects: ObjectNotification
         var links: [(String, String)]
         /// Creates the page acknowledged (with a link).
         var acknowledged: Int
     }
 
-    /// Applies one page in one batch: links, errors, deletes, removals, upserts, then the cursor.
-    func apply(
-        _ page: PullPage, to model: Model, definition: ModelDefinition, modelConfiguration: ModelSyncConfiguration,
-        blobs: [String: [String: String]], state: inout SyncStateRecord
-    ) throws -> PageOutcome {
+    /// Applies one page in one batch: links (and the references to the renamed objects), errors,
+    /// deletes, removals, upserts, then the cursor. Returns what it did and the new sync state.
+    static func apply(
+        _ page: PullPage, to model: Model, in store: Store, modelConfiguration: ModelSyncConfiguration,
+        blobs: [String: [String: String]], state: SyncStateRecord
+    ) throws -> (PageOutcome, SyncStateRecord) {
         var newState = state
         let outcome = try store.bulkUpdate { tx -> PageOutcome in
-            var notification = ObjectNotification(model: definition.name)
+            var notification = ObjectNotification(model: model.name)
             var links: [(String, String)] = []
             var acknowledged = 0
             for (local, server) in page.links.sorted(by: { $0.key < $1.key }) {
@@ -204,8 +205,11 @@ extension SyncEngine {
                     notification.created.append(server)
                 }
                 // The create is acknowledged (a link to the same id included).
-                if let inFlight = try tx.inFlightChange(model, server), inFlight.kind == .create {
-                    try tx.setInFlightChange(model, server, nil)
+                var records = try tx.syncRecords(model, server)
+                if let inFlight = records.inFlight, inFlight.kind == .create {
+                    let before = records
+                    records.inFlight = nil
+                    try tx.setSyncRecords(model, server, records, replacing: before)
                     acknowledged += 1
                 }
             }
@@ -213,31 +217,26 @@ extension SyncEngine {
             // partition, from a record written in it).
             try tx.rewriteReferences(to: model, renames: Dictionary(links, uniquingKeysWith: { _, last in last }))
             for error in page.errors {
-                let pushed = try tx.inFlightChange(model, error.id)
-                try tx.setInFlightChange(model, error.id, nil)
-                try tx.setRecordError(
-                    model, error.id,
-                    RecordErrorRecord(
-                        kind: error.kind, message: error.message, code: error.code,
-                        attributes: error.attributes ?? pushed?.attributes ?? JSONObject(), server: error.serverCopy))
+                let before = try tx.syncRecords(model, error.objectID)
+                var records = before
+                var stored = error
+                stored.model = model.name
+                // What was pushed, when the server does not echo it.
+                if stored.attributes.isEmpty { stored.attributes = before.inFlight?.attributes ?? JSONObject() }
+                records.inFlight = nil
+                records.error = stored
+                try tx.setSyncRecords(model, error.objectID, records, replacing: before)
             }
-            for id in page.deletes where try Self.applyServerDelete(id, to: model, tx: tx) { notification.deleted.append(id) }
+            for id in page.deletes {
+                let local = MergePolicy.Local(model: model.name, id: id, attributes: try tx.find(id, in: model)?.attributes, records: try tx.syncRecords(model, id))
+                try apply(MergePolicy.delete(local: local), local, to: model, tx: tx, notification: &notification)
+            }
             for (id, names) in page.removals.sorted(by: { $0.key < $1.key }) {
                 guard let object = try tx.find(id, in: model) else { continue }
-                let listed = Set(names)
-                let keys = object.attributes.keys
-                if keys.contains(where: listed.contains), keys.allSatisfy({ listed.contains($0) || !modelConfiguration.syncs($0) }) {
-                    // Every attribute the server could know of is removed: the object is.
-                    if try Self.applyServerDelete(id, to: model, tx: tx) { notification.deleted.append(id) }
-                    continue
-                }
-                let protected = try Self.protectedAttributes(model, id, modelConfiguration: modelConfiguration, tx: tx)
-                if protected.all { continue }
-                var remaining = object.attributes
-                for name in names where modelConfiguration.syncs(name) && !protected.names.contains(name) { remaining[name] = nil }
-                notification.note(try tx.writeServerObject(model, id, remaining, replacing: object.attributes), id)
+                let local = MergePolicy.Local(model: model.name, id: id, attributes: object.attributes, records: try tx.syncRecords(model, id))
+                try apply(MergePolicy.remove(names, local: local, configuration: modelConfiguration), local, to: model, tx: tx, notification: &notification)
             }
-            try Self.applyUpserts(page.upserts, to: model, modelConfiguration: modelConfiguration, blobs: blobs, tx: tx, notification: &notification)
+            try applyUpserts(page.upserts, to: model, modelConfiguration: modelConfiguration, blobs: blobs, tx: tx, notification: &notification)
             newState.cursor = page.nextCursor
             if let metadata = page.metadata { newState.metadata = metadata }
             if page.done {
@@ -247,137 +246,39 @@ extension SyncEngine {
             try tx.setSyncState(model, newState)
             return PageOutcome(objects: notification, links: links, acknowledged: acknowledged)
         }
-        state = newState
-        return outcome
+        return (outcome, newState)
     }
 
-    /// Upserts objects, local unacknowledged changes and device-only attributes winning.
+    /// Upserts pulled objects, as ``MergePolicy/upsert(_:local:configuration:blobs:)`` says.
     static func applyUpserts(
         _ objects: [ServerObject], to model: Model, modelConfiguration: ModelSyncConfiguration, blobs: [String: [String: String]],
         tx: Transaction, notification: inout ObjectNotification
     ) throws {
         // With no local change anywhere in the model, no object needs protecting (the usual case
-        // of a first sync): three reads per object saved.
+        // of a first sync): its records are not read (a version the page brings overwrites the
+        // stored one).
         let quiet = try !tx.hasLocalChanges(model)
-        let deviceOnly = Set(modelConfiguration.deviceOnlyAttributes)
         for object in objects {
-            let protected = quiet ? (all: false, names: deviceOnly, deletedLocally: false) : try protectedAttributes(model, object.id, modelConfiguration: modelConfiguration, tx: tx)
-            if protected.all { continue }
-            // The server's version is the base of the next push of a change to the object.
-            if let version = object.version { try tx.setVersion(model, object.id, version) }
-            var incoming = modelConfiguration.syncing(object.attributes)
-            if !quiet, var error = try tx.recordError(model, object.id), error.kind == .update {
-                // Keep the error's copy of the server's object current, for a rollback.
-                var copy = object.isWhole ? JSONObject() : (error.server ?? JSONObject())
-                for (name, value) in incoming { copy[name] = value.isNull ? nil : value }
-                error.server = copy
-                error.serverDeleted = false
-                try tx.setRecordError(model, object.id, error)
-            }
-            if protected.deletedLocally { continue }
-            let old = try tx.find(object.id, in: model)?.attributes
-            for (name, reference) in blobs[object.id] ?? [:] { incoming[name] = .string(reference) }
-            var new: JSONObject
-            if object.isWhole {
-                new = incoming
-                for (name, value) in old ?? JSONObject() where !modelConfiguration.syncs(name) || protected.names.contains(name) {
-                    new[name] = value
-                }
-                for name in protected.names where old?[name] == nil { new[name] = nil }
-            } else {
-                new = old ?? JSONObject()
-                for (name, value) in incoming where !protected.names.contains(name) { new[name] = value.isNull ? nil : value }
-            }
-            notification.note(try tx.writeServerObject(model, object.id, new, replacing: old), object.id)
+            let records = quiet ? SyncRecords() : try tx.syncRecords(model, object.id)
+            let local = MergePolicy.Local(model: model.name, id: object.id, attributes: try tx.find(object.id, in: model)?.attributes, records: records)
+            let outcome = MergePolicy.upsert(object, local: local, configuration: modelConfiguration, blobs: blobs[object.id] ?? [:])
+            try apply(outcome, local, to: model, tx: tx, notification: &notification)
         }
     }
 
-    /// Applies a server delete. An object with local changes the server has not seen is kept,
-    /// and the conflict stored as a record error; a local delete pending or in flight is simply
-    /// done. Returns whether the object was deleted.
-    static func applyServerDelete(_ id: String, to model: Model, tx: Transaction) throws -> Bool {
-        let pending = try tx.pendingChange(model, id)
-        let inFlight = try tx.inFlightChange(model, id)
-        if var error = try tx.recordError(model, id) {
-            switch error.kind {
-            case .create:
-                return false  // the server never had this object
-            case .delete:
-                // What the refused delete wanted happened.
-                try tx.setRecordError(model, id, nil)
-            case .update:
-                // The refused update now meets a deleted object: `retry` creates it again.
-                error.serverDeleted = true
-                error.server = nil
-                try tx.setRecordError(model, id, error)
-                try tx.setVersion(model, id, nil)
-                return false
-            }
+    /// Writes what the merge policy decided for `local`: its sync records (when they changed),
+    /// then the object.
+    static func apply(
+        _ outcome: MergePolicy.Outcome, _ local: MergePolicy.Local, to model: Model, tx: Transaction, notification: inout ObjectNotification
+    ) throws {
+        if outcome.records != local.records {
+            try tx.setSyncRecords(model, local.id, outcome.records, replacing: local.records)
         }
-        if pending?.kind == .delete || inFlight?.kind == .delete {
-            try tx.setPendingChange(model, id, kind: nil)
-            try tx.setInFlightChange(model, id, nil)
-            try tx.setVersion(model, id, nil)
-            return false
+        switch outcome.write {
+        case .keep: break
+        case .replace(let attributes): notification.note(try tx.writeServerObject(model, local.id, attributes, replacing: local.attributes), local.id)
+        case .delete: notification.note(try tx.writeServerObject(model, local.id, nil, replacing: local.attributes), local.id)
         }
-        if let inFlight, inFlight.kind == .create, inFlight.state == .awaitingLink {
-            // The server did not keep the object under this id (RhoConnect: a create without a
-            // link): it will send the real one.
-            try tx.setInFlightChange(model, id, nil)
-        } else if pending?.kind == .create {
-            return false  // created here and never pushed: not the server's object
-        } else if let change = pending ?? inFlight.map({ PendingChange(model: model.name, objectID: id, kind: $0.kind, attributes: $0.attributes) }) {
-            try tx.setInFlightChange(model, id, nil)
-            try tx.setRecordError(
-                model, id,
-                RecordErrorRecord(
-                    kind: .update, message: "deleted on the server while changed here", code: "deleted",
-                    attributes: change.attributes, serverDeleted: true))
-            return false
-        }
-        try tx.setVersion(model, id, nil)
-        return try tx.writeServerObject(model, id, nil) == .deleted
-    }
-
-    /// Attributes the server must not overwrite: those with local changes it has not
-    /// acknowledged (all of them for an object created here), and device-only ones.
-    static func protectedAttributes(
-        _ model: Model, _ id: String, modelConfiguration: ModelSyncConfiguration, tx: Transaction
-    ) throws -> (all: Bool, names: Set<String>, deletedLocally: Bool) {
-        var names = Set(modelConfiguration.deviceOnlyAttributes)
-        var all = false
-        var deleted = false
-        if let error = try tx.recordError(model, id) {
-            // A refused change keeps its local values until the app resolves it.
-            switch error.kind {
-            case .create: all = true
-            case .update: names.formUnion(error.attributes.keys)
-            case .delete: deleted = true
-            }
-        }
-        if let pending = try tx.pendingChange(model, id) {
-            switch pending.kind {
-            case .create: all = true
-            case .update: names.formUnion(pending.attributes.keys)
-            case .delete: deleted = true
-            }
-        }
-        if let inFlight = try tx.inFlightChange(model, id) {
-            switch inFlight.kind {
-            case .create: all = true
-            case .update: names.formUnion(inFlight.attributes.keys)
-            case .delete: deleted = true
-            }
-        }
-        return (all, names, deleted)
-    }
-
-    /// Whether object `id` exists only here: created locally, not yet on the server.
-    static func isLocalOnly(_ model: Model, _ id: String, _ tx: Transaction) throws -> Bool {
-        if try tx.pendingChange(model, id)?.kind == .create { return true }
-        if try tx.inFlightChange(model, id)?.kind == .create { return true }
-        if try tx.recordError(model, id)?.kind == .create { return true }
-        return false
     }
 
     /// Downloads the blob URLs of a page into the blob store: object id → attribute → reference.
@@ -392,7 +293,7 @@ extension SyncEngine {
             for (attribute, url) in object.blobURLs.sorted(by: { $0.key < $1.key }) {
                 try checkStopped()
                 let data = try await withRetry { try await self.backend.downloadBlob(url, session: session) }
-                references[object.id, default: [:]][attribute] = try storage { try store.blobs.put(data) }
+                references[object.id, default: [:]][attribute] = try await onStorageQueue { store in try store.blobs.put(data) }
             }
         }
         return references

@@ -19,20 +19,23 @@ extension SyncEngine {
         _ model: Model, definition: ModelDefinition, modelConfiguration: ModelSyncConfiguration, session: SyncSession, report: inout SyncReport
     ) async throws {
         let blocked = try storage { try unsyncedParents(of: definition) }
-        let batch: [OutgoingChange] = try storage {
+        let batch: [OutgoingChange] = try await onStorageQueue { store in
             try store.bulkUpdate { tx in
                 try Self.requeueInFlight(model, tx)
                 var changes: [OutgoingChange] = []
-                for change in try tx.pendingChanges(of: model) {
-                    if try tx.recordError(model, change.objectID) != nil { continue }
-                    if let inFlight = try tx.inFlightChange(model, change.objectID), inFlight.state == .awaitingLink { continue }
-                    let object = try tx.find(change.objectID, in: model)
+                for (id, records) in try tx.syncRecords(of: model) {
+                    guard let change = records.pending else { continue }
+                    if records.error != nil || records.inFlight?.state == .awaitingLink { continue }
+                    let object = try tx.find(id, in: model)
                     if let object, Self.refersTo(blocked, object: object, definition: definition) { continue }
+                    var next = try tx.syncRecords(model, id)
+                    let before = next
+                    next.pending = nil
                     var attributes: JSONObject
                     switch change.kind {
                     case .create:
                         guard let object else {
-                            try tx.setPendingChange(model, change.objectID, kind: nil)
+                            try tx.setSyncRecords(model, id, next, replacing: before)
                             continue
                         }
                         attributes = modelConfiguration.syncing(object.attributes)
@@ -40,15 +43,14 @@ extension SyncEngine {
                         attributes = modelConfiguration.syncing(change.attributes)
                         if change.kind == .update && attributes.isEmpty {
                             // Only device-only or ignored attributes changed: nothing to send.
-                            try tx.setPendingChange(model, change.objectID, kind: nil)
+                            try tx.setSyncRecords(model, id, next, replacing: before)
                             continue
                         }
                     }
-                    let version = try tx.version(model, change.objectID)
-                    try tx.setPendingChange(model, change.objectID, kind: nil)
-                    try tx.setInFlightChange(model, change.objectID, InFlightChange(kind: change.kind, attributes: attributes, baseVersion: version))
+                    next.inFlight = InFlightChange(kind: change.kind, attributes: attributes, baseVersion: before.version)
+                    try tx.setSyncRecords(model, id, next, replacing: before)
                     let whole = change.kind == .update ? object.map { modelConfiguration.syncing($0.attributes) } : nil
-                    changes.append(OutgoingChange(id: change.objectID, kind: change.kind, attributes: attributes, baseVersion: version, object: whole))
+                    changes.append(OutgoingChange(id: id, kind: change.kind, attributes: attributes, baseVersion: before.version, object: whole))
                 }
                 return changes
             }
@@ -62,7 +64,8 @@ extension SyncEngine {
             let chunk = Array(withBlobs[start..<min(start + chunkSize, withBlobs.count)])
             let request = PushRequest(model: definition, changes: chunk, session: session, configuration: modelConfiguration)
             let results = try await withRetry { try await self.backend.push(request) }
-            try storage { try apply(results, of: chunk, to: model, definition: definition, report: &report) }
+            let outcome = try await onStorageQueue { store in try Self.apply(results, of: chunk, to: model, in: store) }
+            tally(outcome, of: definition.name, into: &report)
             start += chunkSize
         }
         emit(.sync(SyncNotification(status: .inProgress, model: definition.name, message: "pushed \(batch.count) change(s)")))
@@ -70,15 +73,18 @@ extension SyncEngine {
 
     /// Puts the unanswered changes in flight back among the pending ones, merged with later edits.
     static func requeueInFlight(_ model: Model, _ tx: Transaction) throws {
-        for (id, record) in try tx.inFlightChanges(of: model) where record.state == .awaitingResult {
-            try requeue(model, id, record, tx)
+        for (id, records) in try tx.syncRecords(of: model) where records.inFlight?.state == .awaitingResult {
+            try requeue(model, id, tx)
         }
     }
 
-    /// Puts one change in flight back among the pending ones, merged with later edits.
-    static func requeue(_ model: Model, _ id: String, _ record: InFlightChange, _ tx: Transaction) throws {
-        try tx.setInFlightChange(model, id, nil)
-        let later = try tx.pendingChange(model, id)
+    /// Puts object `id`'s change in flight back among the pending ones, merged with later edits.
+    static func requeue(_ model: Model, _ id: String, _ tx: Transaction) throws {
+        let before = try tx.syncRecords(model, id)
+        guard let record = before.inFlight else { return }
+        var records = before
+        records.inFlight = nil
+        let later = before.pending
         var kind = record.kind
         var attributes = record.attributes
         switch (record.kind, later?.kind) {
@@ -100,7 +106,8 @@ extension SyncEngine {
             for (name, _) in attributes where !update.contains(name) { update[name] = .null }
             attributes = update
         }
-        try tx.setPendingChange(model, id, kind: kind, attributes: attributes)
+        records.pending = PendingChange(model: model.name, objectID: id, kind: kind, attributes: kind == .create ? JSONObject() : attributes)
+        try tx.setSyncRecords(model, id, records, replacing: before)
     }
 
     /// Ids, per parent model, of objects the server does not have yet (created locally, not
@@ -109,12 +116,8 @@ extension SyncEngine {
         var blocked: [String: Set<String>] = [:]
         for parent in Set(definition.associations.values) {
             guard let model = store.existingModel(parent) else { continue }
-            let ids = try store.bulkUpdate { tx -> Set<String> in
-                var ids = Set<String>()
-                for change in try tx.pendingChanges(of: model) where change.kind == .create { ids.insert(change.objectID) }
-                for (id, record) in try tx.inFlightChanges(of: model) where record.kind == .create { ids.insert(id) }
-                for (id, record) in try tx.recordErrors(of: model) where record.kind == .create { ids.insert(id) }
-                return ids
+            let ids = try store.read { snapshot in
+                Set(try snapshot.syncRecords(of: model).filter { MergePolicy.isLocalOnly($0.records) }.map(\.id))
             }
             if !ids.isEmpty { blocked[parent] = ids }
         }
@@ -139,17 +142,23 @@ extension SyncEngine {
         return change
     }
 
-    /// Applies a push's results in one batch.
-    func apply(
-        _ results: [PushResult], of changes: [OutgoingChange], to model: Model, definition: ModelDefinition, report: inout SyncReport
-    ) throws {
-        let byID = Dictionary(results.map { ($0.id, $0.outcome) }, uniquingKeysWith: { _, last in last })
+    /// What a push's results did.
+    struct PushOutcomeSummary: Sendable {
         var renamed: [(from: String, to: String)] = []
-        var accepted = 0, rejected = 0
+        var accepted = 0
+        var rejected = 0
         var refusals: [String] = []
+    }
+
+    /// Applies a push's results in one batch.
+    static func apply(_ results: [PushResult], of changes: [OutgoingChange], to model: Model, in store: Store) throws -> PushOutcomeSummary {
+        let byID = Dictionary(results.map { ($0.id, $0.outcome) }, uniquingKeysWith: { _, last in last })
+        var summary = PushOutcomeSummary()
         try store.bulkUpdate { tx in
             for change in changes {
-                guard let record = try tx.inFlightChange(model, change.id) else { continue }
+                let before = try tx.syncRecords(model, change.id)
+                guard let record = before.inFlight else { continue }
+                var records = before
                 // A change the server did not answer for is sent again next time.
                 var outcome = byID[change.id] ?? .retryLater(message: "no result from the server")
                 if case .rejected(_, _, let serverCopy?) = outcome, change.kind == .update, Self.holds(serverCopy, record.attributes) {
@@ -159,56 +168,58 @@ extension SyncEngine {
                 }
                 switch outcome {
                 case .accepted(let serverID, let version):
-                    accepted += 1
-                    try tx.setInFlightChange(model, change.id, nil)
-                    var id = change.id
+                    summary.accepted += 1
+                    records.inFlight = nil
+                    // An unknown version is no base for the next change (nil: unchecked).
+                    records.version = change.kind == .delete ? nil : version
+                    try tx.setSyncRecords(model, change.id, records, replacing: before)
                     if change.kind == .create, let serverID, serverID != change.id {
                         try tx.rename(model, from: change.id, to: serverID)
-                        renamed.append((change.id, serverID))
-                        id = serverID
+                        summary.renamed.append((change.id, serverID))
                     }
-                    // An unknown version is no base for the next change (nil: unchecked).
-                    try tx.setVersion(model, id, change.kind == .delete ? nil : version)
                 case .awaitingLink:
-                    var waiting = record
-                    waiting.state = .awaitingLink
-                    try tx.setInFlightChange(model, change.id, waiting)
+                    records.inFlight?.state = .awaitingLink
+                    try tx.setSyncRecords(model, change.id, records, replacing: before)
                 case .rejected(let message, let code, let serverCopy):
-                    rejected += 1
-                    refusals.append("\(change.kind.rawValue) \(change.id): \(message)")
-                    try tx.setInFlightChange(model, change.id, nil)
-                    try tx.setRecordError(
-                        model, change.id,
-                        RecordErrorRecord(kind: change.kind, message: message, code: code, attributes: record.attributes, server: serverCopy))
+                    summary.rejected += 1
+                    summary.refusals.append("\(change.kind.rawValue) \(change.id): \(message)")
+                    records.inFlight = nil
+                    records.error = RecordError(
+                        model: model.name, objectID: change.id, kind: change.kind, message: message, code: code, attributes: record.attributes,
+                        serverCopy: serverCopy)
+                    try tx.setSyncRecords(model, change.id, records, replacing: before)
                 case .notFound:
-                    try tx.setInFlightChange(model, change.id, nil)
+                    records.inFlight = nil
                     if change.kind == .delete {
-                        accepted += 1
-                        try tx.setVersion(model, change.id, nil)
+                        summary.accepted += 1
+                        records.version = nil
                     } else {
-                        rejected += 1
-                        refusals.append("\(change.kind.rawValue) \(change.id): the object does not exist on the server")
-                        try tx.setRecordError(
-                            model, change.id,
-                            RecordErrorRecord(
-                                kind: change.kind, message: "the object does not exist on the server", code: "404",
-                                attributes: record.attributes, serverDeleted: true))
+                        summary.rejected += 1
+                        summary.refusals.append("\(change.kind.rawValue) \(change.id): the object does not exist on the server")
+                        records.error = RecordError(
+                            model: model.name, objectID: change.id, kind: change.kind, message: "the object does not exist on the server",
+                            code: "404", attributes: record.attributes, serverDeleted: true)
                     }
+                    try tx.setSyncRecords(model, change.id, records, replacing: before)
                 case .retryLater:
-                    try Self.requeue(model, change.id, record, tx)
+                    try Self.requeue(model, change.id, tx)
                 }
             }
             // References to the renamed objects change in the same batch (or, in another
             // partition, from a record written in it).
-            try tx.rewriteReferences(to: model, renames: Dictionary(renamed, uniquingKeysWith: { _, last in last }))
+            try tx.rewriteReferences(to: model, renames: Dictionary(summary.renamed, uniquingKeysWith: { _, last in last }))
         }
-        for (local, server) in renamed { report.serverIDs[definition.name, default: [:]][local] = server }
-        report.accepted += accepted
-        report.rejected += rejected
-        if !renamed.isEmpty { emit(.objects(ObjectNotification(model: definition.name, created: renamed.map(\.to)))) }
-        if !refusals.isEmpty {
-            emit(.sync(SyncNotification(
-                status: .error, model: definition.name, errorCode: .rejectedRecords, message: refusals.joined(separator: "; "))))
+        return summary
+    }
+
+    /// Reports what a push's results did: counts, new ids, refusals.
+    func tally(_ summary: PushOutcomeSummary, of model: String, into report: inout SyncReport) {
+        for (local, server) in summary.renamed { report.serverIDs[model, default: [:]][local] = server }
+        report.accepted += summary.accepted
+        report.rejected += summary.rejected
+        if !summary.renamed.isEmpty { emit(.objects(ObjectNotification(model: model, created: summary.renamed.map(\.to)))) }
+        if !summary.refusals.isEmpty {
+            emit(.sync(SyncNotification(status: .error, model: model, errorCode: .rejectedRecords, message: summary.refusals.joined(separator: "; "))))
         }
     }
 

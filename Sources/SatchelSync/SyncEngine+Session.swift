@@ -63,7 +63,7 @@ extension SyncEngine {
         var session = try await withRetry(keepingSessionOn401: true) { try await self.backend.logIn(credentials) }
         let previous = try storedSession()
         if let previous, previous.session.user != session.user {
-            try userChanged(from: previous.session.user, to: session.user)
+            try await userChanged(from: previous.session.user, to: session.user)
         }
         if session.clientID == nil { session.clientID = previous?.session.clientID }
         try setStoredSession(StoredSession(session))
@@ -71,13 +71,13 @@ extension SyncEngine {
 
     /// Another user logged in: the app's choice for the `user` partition, and every cursor
     /// dropped (the server's record of what this client has belongs to the other user).
-    private func userChanged(from previous: String, to user: String) throws {
+    private func userChanged(from previous: String, to user: String) async throws {
         let action = configuration.onUserChange(previous, user)
         try forgetServerPositions()
         let what: String
         switch action {
         case .wipeUserData:
-            try storage { try store.wipeSyncedData(in: [.user], includingUnsynced: true) }
+            try await onStorageQueue { try $0.wipeSyncedData(in: [.user], includingUnsynced: true) }
             what = "the user partition (\(previous)'s data and unpushed changes) was wiped; app and local data kept"
         case .keepUserData:
             what = "the user partition was kept, as the app asked; the next sync pulls everything again"
@@ -130,7 +130,7 @@ extension SyncEngine {
             let reset = try await withRetry { try await self.backend.resetClient(session) }
             try setStoredSession(StoredSession(reset))
         }
-        try storage { try store.wipeSyncedData(in: [.user, .app]) }
+        try await onStorageQueue { try $0.wipeSyncedData(in: [.user, .app]) }
     }
 
     /// After the server forgot this client: a new client identity, and every cursor dropped. The
@@ -152,8 +152,8 @@ extension SyncEngine {
             for definition in store.models where definition.syncType != .none && definition.partition != .local {
                 let model = try store.model(definition.name)
                 try store.bulkUpdate { tx in
-                    for (id, record) in try tx.inFlightChanges(of: model) where record.state == .awaitingLink {
-                        try Self.requeue(model, id, record, tx)
+                    for (id, records) in try tx.syncRecords(of: model) where records.inFlight?.state == .awaitingLink {
+                        try Self.requeue(model, id, tx)
                     }
                     var state = try tx.syncState(model)
                     guard state.cursor != nil || state.initialSyncComplete else { return }
@@ -168,7 +168,7 @@ extension SyncEngine {
     /// Wipes the `user` partition (every model's data in it, synced or not), logs out, and
     /// forgets the session with the client id: the next login starts as a new device would.
     public func fullResetAndLogout() async throws {
-        try storage { try store.wipeSyncedData(in: [.user], includingUnsynced: true) }
+        try await onStorageQueue { try $0.wipeSyncedData(in: [.user], includingUnsynced: true) }
         try await logOut()
         try setStoredSession(nil)
     }
@@ -176,12 +176,12 @@ extension SyncEngine {
     /// Whether a first complete pull of `model` has finished.
     public func initialSyncComplete(_ model: String) throws -> Bool {
         guard let handle = store.existingModel(model) else { return false }
-        return try storage { try store.bulkUpdate { try $0.syncState(handle).initialSyncComplete } }
+        return try storage { try store.read { try $0.syncState(handle).initialSyncComplete } }
     }
 
     /// What the server last said about `model` (RhoConnect's source metadata), nil if nothing.
     public func serverMetadata(_ model: String) throws -> JSONValue? {
         guard let handle = store.existingModel(model) else { return nil }
-        return try storage { try store.bulkUpdate { try $0.syncState(handle).metadata } }
+        return try storage { try store.read { try $0.syncState(handle).metadata } }
     }
 }

@@ -63,6 +63,9 @@ public actor SyncEngine {
     private var modelConfigurations: [String: ModelSyncConfiguration] = [:]
     private var syncing = false
     private let stopRequested = Atomic<Bool>(false)
+    /// Where page applies and other long store work run, off the cooperative thread pool: a
+    /// LevelDB write blocks its thread, and the pool has one thread per core.
+    private let storageQueue = DispatchQueue(label: "satchel.sync.storage")
 
     public init(store: Store, backend: any SyncBackend, configuration: Configuration = Configuration()) {
         self.store = store
@@ -136,7 +139,7 @@ public actor SyncEngine {
 
     private func cycle(_ names: [String]?, mode: Mode, report: inout SyncReport) async throws {
         // References a rename left for other partitions, should an earlier rewrite have failed.
-        try storage { try store.finishRewrites() }
+        try await onStorageQueue { try $0.finishRewrites() }
         let session = try await preparedSession()
         for definition in try orderedModels(names) {
             try checkStopped()
@@ -176,7 +179,7 @@ public actor SyncEngine {
         let pulledBefore = report.pulled
         let usesBulk = definition.syncType == .bulkOnly || (mode == .bulk && backend.capabilities.bulkSnapshot)
         // A full pull asked for, or one owed since the server's record of this client was lost.
-        let full = try mode == .full || storage { try store.bulkUpdate { try $0.syncState(model).fullPullPending } }
+        let full = try mode == .full || storage { try store.read { try $0.syncState(model).fullPullPending } }
         if full && !usesBulk {
             let request = pullRequest(definition, cursor: nil, session: session, modelConfiguration: modelConfiguration)
             try await withRetry { try await self.backend.prepareFullPull(request) }
@@ -234,6 +237,16 @@ public actor SyncEngine {
     /// Runs store work, reporting its errors as `.storage`.
     func storage<T>(_ body: () throws -> T) throws -> T {
         do { return try body() } catch { throw Self.syncError(error) }
+    }
+
+    /// Runs store work on the engine's storage queue, reporting its errors as `.storage`.
+    func onStorageQueue<T: Sendable>(_ body: @escaping @Sendable (Store) throws -> T) async throws -> T {
+        let store = self.store
+        return try await withCheckedThrowingContinuation { continuation in
+            storageQueue.async {
+                continuation.resume(with: Result { try body(store) }.mapError(Self.syncError))
+            }
+        }
     }
 
     func pullRequest(_ definition: ModelDefinition, cursor: JSONValue?, session: SyncSession, modelConfiguration: ModelSyncConfiguration) -> PullRequest {

@@ -64,7 +64,7 @@ struct ImportTests {
                 try store.importObjects(from: write(text, to: directory), into: products, batchSize: 100)
                 Issue.record("the import should fail")
             } catch let error as SatchelError {
-                #expect([.malformedJSON, .invalidDocument].contains(error.code))
+                #expect([.malformedJSON, .invalidObject].contains(error.code))
                 #expect(error.message.contains(testCase.1), "\(error.message)")
             }
             #expect(try dump(store) == before)

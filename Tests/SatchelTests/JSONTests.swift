@@ -181,7 +181,7 @@ struct JSONTests {
             #expect {
                 _ = try JSONObject(parsing: text)
             } throws: { error in
-                (error as? SatchelError)?.code == .invalidDocument
+                (error as? SatchelError)?.code == .invalidObject
             }
         }
     }

@@ -39,7 +39,9 @@ struct ReplicationRecordsTests {
             try orders.update("o1", with: ["customer": "c2"])  // a pending update naming a renamed id
             try orders.create(["object": "o5", "customer": "c1"])  // a pending create
             try store.bulkUpdate { tx in
-                try tx.setInFlightChange(orders, "o4", InFlightChange(kind: .update, attributes: ["customer": "c1"], baseVersion: nil))
+                var records = try tx.syncRecords(orders, "o4")
+                records.inFlight = InFlightChange(kind: .update, attributes: ["customer": "c1"], baseVersion: nil)
+                try tx.setSyncRecords(orders, "o4", records)
                 try tx.rewriteReferences(in: orders, attribute: "customer", renames: ["c1": "s1", "c2": "s2"])
             }
             let customers = Dictionary(uniqueKeysWithValues: try orders.findAll().map { ($0.id, $0["customer"]) })
@@ -47,8 +49,50 @@ struct ReplicationRecordsTests {
             let pending = Dictionary(uniqueKeysWithValues: try orders.pendingChanges().map { ($0.objectID, $0) })
             #expect(pending["o1"]?.attributes["customer"] == "s2")
             #expect(pending["o5"]?.kind == .create)
-            #expect(try store.bulkUpdate { try $0.inFlightChange(orders, "o4") }?.attributes["customer"] == "s1")
+            #expect(try store.read { try $0.syncRecords(orders, "o4") }.inFlight?.attributes["customer"] == "s1")
             #expect(try orders.findAll(where: ["customer": "c1"]).isEmpty)
+            #expect(try store.verify().problems == [])
+        }
+    }
+
+    @Test("an object's sync records are written together, keep the statistics right, and a snapshot sees them as they were")
+    func syncRecordsTogether() throws {
+        try withTemporaryStore { store in
+            let model = try store.model("Product")
+            try model.create(["object": "p1", "name": "a"])
+            let before = try store.read { try $0.syncRecords(model, "p1") }
+            #expect(before.pending?.kind == .create)
+            #expect(before.inFlight == nil && before.error == nil && before.version == nil)
+
+            // Push: the pending create goes in flight, in one write.
+            try store.bulkUpdate { tx in
+                var records = try tx.syncRecords(model, "p1")
+                records.inFlight = InFlightChange(kind: .create, attributes: ["name": "a"], baseVersion: nil)
+                records.pending = nil
+                try tx.setSyncRecords(model, "p1", records)
+            }
+            var statistics = try model.statistics()
+            #expect((statistics.pendingCreates, statistics.inFlight, statistics.recordErrors) == (0, 1, 0))
+
+            // The server refuses it, while a reader holds a snapshot from before.
+            try store.read { snapshot in
+                try store.bulkUpdate { tx in
+                    var records = try tx.syncRecords(model, "p1")
+                    records.inFlight = nil
+                    records.error = RecordError(model: "Product", objectID: "p1", kind: .create, message: "no", attributes: ["name": "a"])
+                    records.version = "v1"
+                    try tx.setSyncRecords(model, "p1", records)
+                }
+                let seen = try snapshot.syncRecords(model, "p1")
+                #expect(seen.inFlight?.kind == .create)
+                #expect(seen.error == nil && seen.version == nil)
+            }
+            let after = try store.read { try $0.syncRecords(model, "p1") }
+            #expect(after.error?.message == "no")
+            #expect(after.version == "v1")
+            #expect(try store.read { try $0.syncRecords(of: model) }.map(\.id) == ["p1"])
+            statistics = try model.statistics()
+            #expect((statistics.pendingCreates, statistics.inFlight, statistics.recordErrors) == (0, 0, 1))
             #expect(try store.verify().problems == [])
         }
     }

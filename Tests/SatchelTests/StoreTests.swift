@@ -65,8 +65,8 @@ struct StoreTests {
             #expect(p.attributes["object"] == nil)
             #expect(try products.find("p-1")?.json == ["object": "p-1", "name": "A"])
             expectError(.alreadyExists) { try products.create(["object": "p-1", "name": "B"]) }
-            expectError(.invalidDocument) { try products.create(["object": 5, "name": "B"]) }
-            expectError(.invalidDocument) { try products.update("p-1", with: ["object": "p-2"]) }
+            expectError(.invalidObject) { try products.create(["object": 5, "name": "B"]) }
+            expectError(.invalidObject) { try products.update("p-1", with: ["object": "p-2"]) }
             expectError(.notFound) { try products.update("p-2", with: ["name": "x"]) }
             #expect(try products.find("p-1")?["name"] == "A")
         }
@@ -97,8 +97,8 @@ struct StoreTests {
             // Saving nothing but nulls for an id that does not exist creates nothing.
             #expect(try products.save(Object(id: "ghost", attributes: ["a": .null])) == nil)
             #expect(try products.find("ghost") == nil)
-            expectError(.invalidDocument) { try products.create(["a": .null]) }
-            expectError(.invalidDocument) { try products.create([:]) }
+            expectError(.invalidObject) { try products.create(["a": .null]) }
+            expectError(.invalidObject) { try products.create([:]) }
         }
     }
 

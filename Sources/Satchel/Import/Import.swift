@@ -35,7 +35,7 @@ extension Store {
     /// with a new id.
     ///
     /// - Returns: the number of items imported.
-    /// - Throws: ``SatchelError`` `.malformedJSON` or `.invalidDocument` naming the line and
+    /// - Throws: ``SatchelError`` `.malformedJSON` or `.invalidObject` naming the line and
     ///   item, `.schemaViolation`, `.io`.
     @discardableResult
     public func importObjects(
@@ -100,18 +100,18 @@ extension Store {
             throw SatchelError(.malformedJSON, "line \(line), column \(column) (item \(item.index + 1)): \(failure.reason)")
         }
         guard case .object(var object) = value else {
-            throw SatchelError(.invalidDocument, "line \(item.line) (item \(item.index + 1)): expected a JSON object, got \(value.kindName)")
+            throw SatchelError(.invalidObject, "line \(item.line) (item \(item.index + 1)): expected a JSON object, got \(value.kindName)")
         }
         let id = object.removeValue(forKey: Object.idAttribute)
         switch id {
         case nil, .null?:
             if object.removingNulls().isEmpty {
-                throw SatchelError(.invalidDocument, "line \(item.line) (item \(item.index + 1)): an object without an id needs at least one non-null attribute")
+                throw SatchelError(.invalidObject, "line \(item.line) (item \(item.index + 1)): an object without an id needs at least one non-null attribute")
             }
         case .string(let id)?:
             object[Object.idAttribute] = .string(id)
         case let other?:
-            throw SatchelError(.invalidDocument, "line \(item.line) (item \(item.index + 1)): the object id ('object') must be a string, got \(other.kindName)")
+            throw SatchelError(.invalidObject, "line \(item.line) (item \(item.index + 1)): the object id ('object') must be a string, got \(other.kindName)")
         }
         do {
             try definition.validate(object.removingNulls().filtering(out: Object.idAttribute), objectID: "")

@@ -371,12 +371,12 @@ extension JSONValue {
 extension JSONObject {
     /// Parses JSON text that must be an object.
     ///
-    /// - Throws: ``SatchelError`` `.malformedJSON` for bad JSON, `.invalidDocument` when the text
+    /// - Throws: ``SatchelError`` `.malformedJSON` for bad JSON, `.invalidObject` when the text
     ///   is valid JSON but not an object.
     public init(parsing bytes: some Sequence<UInt8>) throws {
         let value = try JSONValue(parsing: bytes)
         guard case .object(let object) = value else {
-            throw SatchelError(.invalidDocument, "expected a JSON object, got \(value.kindName)")
+            throw SatchelError(.invalidObject, "expected a JSON object, got \(value.kindName)")
         }
         self = object
     }

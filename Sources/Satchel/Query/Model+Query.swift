@@ -3,7 +3,7 @@ extension Model {
     public func cursor(_ query: Query) throws -> ObjectCursor {
         let entry = try store.entry(name)
         let plan = Planner.plan(query, model: name, entry: entry, objectPrefix: objectPrefix)
-        return try ObjectCursor(model: self, query: query, plan: plan)
+        return try ObjectCursor(model: self, query: query, plan: plan, partition: entry.definition.partition)
     }
 
     /// How `query` would run: the index or scan chosen, the conditions checked on each

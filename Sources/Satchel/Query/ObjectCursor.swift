@@ -36,26 +36,27 @@ public final class ObjectCursor {
         case done
     }
 
-    init(model: Model, query: Query, plan: Plan) throws {
+    /// A cursor reading `plan` in `partition`; on `snapshot` when given (a ``Snapshot``'s), else
+    /// on a view of its own.
+    init(model: Model, query: Query, plan: Plan, partition: Partition, snapshot given: LevelDBSnapshot? = nil) throws {
         try query.validate()
         self.model = model
         self.query = query
         self.plan = plan
-        let partition = try model.definition.partition
         db = model.store.database(partition)
         remainingOffset = query.offset
         remainingLimit = query.limit
         switch plan.source {
         case .ids(let ids):
-            snapshot = try db.makeSnapshot()
+            snapshot = try given ?? db.makeSnapshot()
             state = .ids(ids, position: 0)
         case .objects(let range, let reverse):
-            snapshot = nil
+            snapshot = given
             // A scan of the whole model does not fill the block cache (data read once).
             let whole = query.limit == nil && UTF8Order.compareBytes(range.start, model.objectPrefix) == 0
-            state = .objects(try db.makeIterator(fillCache: !whole), range, reverse: reverse, started: false)
+            state = .objects(try db.makeIterator(snapshot: given, fillCache: !whole), range, reverse: reverse, started: false)
         case .index(let index, let ranges, let valueCount, let reverse):
-            snapshot = index.storesObjects ? nil : try db.makeSnapshot()
+            snapshot = try given ?? (index.storesObjects ? nil : db.makeSnapshot())
             entryPrefixLength = index.prefix.count
             entriesHoldDocuments = index.storesObjects
             let ranges = reverse ? ranges.reversed() : ranges

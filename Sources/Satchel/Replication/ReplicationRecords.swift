@@ -1,6 +1,7 @@
-/// The records the sync engine keeps beside the data, and their stored forms. The core stores
-/// them and keeps their statistics; what they mean for sync is the `SatchelSync` target's business.
-/// All are `package`: apps see them through `SatchelSync`'s public API.
+/// The records the sync engine keeps beside the data, and their stored forms (this file owns
+/// their byte layouts). The core stores them and keeps their statistics; what they mean for sync
+/// is `SatchelSync`'s business. `RecordError` is public (apps resolve them); the others are
+/// `package`, the engine's.
 
 /// A change pushed to the server whose outcome is not known yet, stored under
 /// `(out, model, objectId)` as `{"attrs":{…},"base":v?,"op":"update","state":"sent"}`.
@@ -42,47 +43,59 @@ package struct InFlightChange: Equatable, Sendable {
     }
 }
 
-/// A change the server rejected, stored under `(err, model, objectId)` as
+/// A local change the server refused, kept until the app resolves it: what an adapter reports,
+/// what the store keeps beside the object, and what the app reads (`store.recordErrors()` and
+/// `store.resolve(_:_:_:)` of `SatchelSync`).
+///
+/// Stored under `(err, model, objectId)` as
 /// `{"attrs":{…},"code":c?,"gone":true?,"kind":"update","message":"…","server":{…}?}`.
-package struct RecordErrorRecord: Equatable, Sendable {
-    package var kind: PendingChange.Kind
-    package var message: String
+public struct RecordError: Sendable, Hashable {
+    public var model: String
+    public var objectID: String
+    /// What was refused: a create, an update or a delete.
+    public var kind: PendingChange.Kind
+    public var message: String
     /// The server's own code for the failure, when it gave one (an HTTP status, an error name).
-    package var code: String?
-    /// What was pushed.
-    package var attributes: JSONObject
-    /// The server's copy of the object, when it sent one (an update's rollback, a conflict).
-    package var server: JSONObject?
+    public var code: String?
+    /// What was pushed. An adapter that reports an error without echoing the change leaves it
+    /// empty: the engine fills in what it sent.
+    public var attributes: JSONObject
+    /// The server's copy of the object, when it sent one (an update's rollback values, a
+    /// conflict's current record).
+    public var serverCopy: JSONObject?
     /// The server deleted the object while it had local changes.
-    package var serverDeleted: Bool
+    public var serverDeleted: Bool
 
-    package init(
-        kind: PendingChange.Kind, message: String, code: String? = nil, attributes: JSONObject, server: JSONObject? = nil,
-        serverDeleted: Bool = false
+    public init(
+        model: String, objectID: String, kind: PendingChange.Kind, message: String, code: String? = nil, attributes: JSONObject = JSONObject(),
+        serverCopy: JSONObject? = nil, serverDeleted: Bool = false
     ) {
+        self.model = model
+        self.objectID = objectID
         self.kind = kind
         self.message = message
         self.code = code
         self.attributes = attributes
-        self.server = server
+        self.serverCopy = serverCopy
         self.serverDeleted = serverDeleted
     }
 
-    var json: JSONObject {
+    /// The stored form (the key holds the model and the id).
+    var stored: JSONObject {
         var object: JSONObject = ["kind": .string(kind.rawValue), "message": .string(message), "attrs": .object(attributes)]
         if let code { object["code"] = .string(code) }
-        if let server { object["server"] = .object(server) }
+        if let serverCopy { object["server"] = .object(serverCopy) }
         if serverDeleted { object["gone"] = true }
         return object
     }
 
-    init(json: JSONObject) throws(SatchelError) {
+    init(model: String, objectID: String, stored json: JSONObject) throws(SatchelError) {
         guard let kind = json["kind"]?.stringValue.flatMap(PendingChange.Kind.init(rawValue:)),
             let message = json["message"]?.stringValue, let attributes = json["attrs"]?.objectValue
-        else { throw SatchelError(.corruption, "undecodable record error") }
+        else { throw SatchelError(.corruption, "undecodable record error", model: model, objectID: objectID) }
         self.init(
-            kind: kind, message: message, code: json["code"]?.stringValue, attributes: attributes,
-            server: json["server"]?.objectValue, serverDeleted: json["gone"]?.boolValue ?? false)
+            model: model, objectID: objectID, kind: kind, message: message, code: json["code"]?.stringValue, attributes: attributes,
+            serverCopy: json["server"]?.objectValue, serverDeleted: json["gone"]?.boolValue ?? false)
     }
 }
 

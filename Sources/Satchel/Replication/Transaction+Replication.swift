@@ -1,9 +1,10 @@
 import Synchronization
 
-/// The writes the sync engine makes inside a ``Transaction``: server data (which records no
-/// pending change), changes in flight, record errors, server versions, sync state, renames. Every one
-/// goes into the transaction's single batch, with the objects, index entries and statistics, so
-/// a page applied, or a push's results, land whole or not at all.
+/// The writes the sync engine makes inside a ``Transaction`` beyond its sync records
+/// (`SyncRecords.swift`): server data (which records no pending change), renames and the
+/// references to renamed objects. Every one goes into the transaction's single batch, with the
+/// objects, index entries and statistics, so a page applied, or a push's results, land whole or
+/// not at all.
 ///
 /// `package`: the sync engine's seam into the core, not app API.
 extension Transaction {
@@ -53,135 +54,11 @@ extension Transaction {
         return statistics.pendingCreates + statistics.pendingUpdates + statistics.pendingDeletes + statistics.inFlight + statistics.errors > 0
     }
 
-    // MARK: - Per-object records
-
-    /// The pending (not yet pushed) change of object `id`.
-    package func pendingChange(_ model: Model, _ id: String) throws -> PendingChange? {
-        let partition = try entry(of: model).definition.partition
-        return try read(Keys.change(model.name, id), partition: partition).map { bytes in
-            let record = try bytes.withUnsafeBytes { try ChangeRecord(decoding: $0) }
-            return PendingChange(model: model.name, objectID: id, kind: record.kind, attributes: record.attributes)
-        }
-    }
-
-    /// Replaces (nil: removes) the pending change of object `id`, keeping the statistics right.
-    package func setPendingChange(_ model: Model, _ id: String, kind: PendingChange.Kind?, attributes: JSONObject = JSONObject()) throws {
-        let partition = try entry(of: model).definition.partition
-        let key = Keys.change(model.name, id)
-        let old = try read(key, partition: partition).map { bytes in try bytes.withUnsafeBytes { try ChangeRecord(decoding: $0) } }
-        let new = kind.map { ChangeRecord(kind: $0, attributes: $0 == .create ? JSONObject() : attributes) }
-        if old == new { return }
-        try claim(partition, model: model.name)
-        overlay[key] = .some(new?.encoded)
-        var statistics = try workingStatistics(model.name)
-        statistics.adjustPending(old?.kind, by: -1)
-        statistics.adjustPending(new?.kind, by: 1)
-        setStatistics(statistics, model: model.name)
-    }
-
-    /// The in-flight change of object `id`.
-    package func inFlightChange(_ model: Model, _ id: String) throws -> InFlightChange? {
-        try record(.inFlight, model, id).map { try InFlightChange(json: $0) }
-    }
-
-    /// Replaces (nil: removes) the in-flight change of object `id`.
-    package func setInFlightChange(_ model: Model, _ id: String, _ record: InFlightChange?) throws {
-        try setRecord(.inFlight, model, id, record?.json) { $0.inFlight += $1 }
-    }
-
-    /// The stored error of object `id`.
-    package func recordError(_ model: Model, _ id: String) throws -> RecordErrorRecord? {
-        try record(.error, model, id).map { try RecordErrorRecord(json: $0) }
-    }
-
-    /// Replaces (nil: removes) the stored error of object `id`.
-    package func setRecordError(_ model: Model, _ id: String, _ record: RecordErrorRecord?) throws {
-        try setRecord(.error, model, id, record?.json) { $0.errors += $1 }
-    }
-
-    /// The object's version on the server.
-    package func version(_ model: Model, _ id: String) throws -> JSONValue? {
-        let partition = try entry(of: model).definition.partition
-        return try read(Keys.objectRecord(.version, model.name, id), partition: partition).map { try JSONValue(parsing: $0) }
-    }
-
-    package func setVersion(_ model: Model, _ id: String, _ version: JSONValue?) throws {
-        let partition = try entry(of: model).definition.partition
-        try claim(partition, model: model.name)
-        overlay[Keys.objectRecord(.version, model.name, id)] = .some(version?.jsonBytes)
-    }
-
-    private func record(_ family: KeyFamily, _ model: Model, _ id: String) throws -> JSONObject? {
-        let partition = try entry(of: model).definition.partition
-        return try read(Keys.objectRecord(family, model.name, id), partition: partition).map { try JSONObject(parsing: $0) }
-    }
-
-    private func setRecord(
-        _ family: KeyFamily, _ model: Model, _ id: String, _ json: JSONObject?, count: (inout StoredStatistics, Int) -> Void
-    ) throws {
-        let partition = try entry(of: model).definition.partition
-        let key = Keys.objectRecord(family, model.name, id)
-        let existed = try read(key, partition: partition) != nil
-        if !existed && json == nil { return }
-        try claim(partition, model: model.name)
-        overlay[key] = .some(json?.jsonBytes)
-        let delta = (json == nil ? 0 : 1) - (existed ? 1 : 0)
-        if delta != 0 {
-            var statistics = try workingStatistics(model.name)
-            count(&statistics, delta)
-            setStatistics(statistics, model: model.name)
-        }
-    }
-
-    /// Every in-flight change of `model`, by id.
-    package func inFlightChanges(of model: Model) throws -> [(id: String, record: InFlightChange)] {
-        try records(.inFlight, of: model).map { ($0.id, try InFlightChange(json: $0.value)) }
-    }
-
-    /// Every stored error of `model`, by id.
-    package func recordErrors(of model: Model) throws -> [(id: String, record: RecordErrorRecord)] {
-        try records(.error, of: model).map { ($0.id, try RecordErrorRecord(json: $0.value)) }
-    }
-
-    /// The ids and values of every record of `family` for `model`, as this transaction sees
-    /// them, by id.
-    func records(_ family: KeyFamily, of model: Model) throws -> [(id: String, value: JSONObject)] {
-        let partition = try entry(of: model).definition.partition
-        let prefix = Keys.objectRecordPrefix(family, model.name)
-        var result: [(String, JSONObject)] = []
-        try scan(prefix: prefix, partition: partition) { key, value in
-            result.append((try Keys.objectID(fromKey: key, prefixLength: prefix.count), try JSONObject(parsing: value)))
-        }
-        return result
-    }
-
-    /// Every pending change of `model`, by id.
-    package func pendingChanges(of model: Model) throws -> [PendingChange] {
-        try records(.change, of: model).map { id, value in
-            let record = try ChangeRecord(json: value)
-            return PendingChange(model: model.name, objectID: id, kind: record.kind, attributes: record.attributes)
-        }
-    }
-
-    // MARK: - Sync state
-
-    package func syncState(_ model: Model) throws -> SyncStateRecord {
-        let partition = try entry(of: model).definition.partition
-        return try read(Keys.syncState(model.name), partition: partition).map { SyncStateRecord(json: try JSONObject(parsing: $0)) }
-            ?? SyncStateRecord()
-    }
-
-    package func setSyncState(_ model: Model, _ state: SyncStateRecord) throws {
-        let partition = try entry(of: model).definition.partition
-        try claim(partition, model: model.name)
-        overlay[Keys.syncState(model.name)] = .some(state.json.jsonBytes)
-    }
-
     // MARK: - Renames
 
-    /// Gives object `from` the id `to`: its object, index entries, pending change, inFlight
-    /// record, error and version move, with no pending change recorded. Returns false when
-    /// nothing had the old id.
+    /// Gives object `from` the id `to`: its object, index entries and sync records (pending
+    /// change, change in flight, error, version) move, with no pending change recorded. Returns
+    /// false when nothing had the old id.
     @discardableResult
     package func rename(_ model: Model, from: String, to: String) throws -> Bool {
         checkOpen()
@@ -194,24 +71,21 @@ extension Transaction {
             try apply(entry, model, id: to, old: existing, new: attributes, recordChange: false)
             moved = true
         }
-        if let change = try pendingChange(model, from) {
-            try setPendingChange(model, from, kind: nil)
-            try setPendingChange(model, to, kind: change.kind, attributes: change.attributes)
-            moved = true
-        }
-        if let inFlight = try inFlightChange(model, from) {
-            try setInFlightChange(model, from, nil)
-            try setInFlightChange(model, to, inFlight)
-            moved = true
-        }
-        if let error = try recordError(model, from) {
-            try setRecordError(model, from, nil)
-            try setRecordError(model, to, error)
-            moved = true
-        }
-        if let version = try version(model, from) {
-            try setVersion(model, from, nil)
-            try setVersion(model, to, version)
+        let records = try syncRecords(model, from)
+        if records != SyncRecords() {
+            moved = moved || records.hasLocalChange
+            try setSyncRecords(model, from, SyncRecords(), replacing: records)
+            // Each record the old id had replaces the new id's; the others stay.
+            let existing = try syncRecords(model, to)
+            var moving = existing
+            if let pending = records.pending { moving.pending = PendingChange(model: model.name, objectID: to, kind: pending.kind, attributes: pending.attributes) }
+            if let inFlight = records.inFlight { moving.inFlight = inFlight }
+            if var error = records.error {
+                error.objectID = to
+                moving.error = error
+            }
+            if let version = records.version { moving.version = version }
+            try setSyncRecords(model, to, moving, replacing: existing)
         }
         return moved
     }
@@ -258,16 +132,15 @@ extension Transaction {
             attributes[attribute] = new
             try writeServerObject(model, object.id, attributes, replacing: object.attributes)
         }
-        for change in try pendingChanges(of: model) {
-            guard let new = renamed(change.attributes[attribute]) else { continue }
-            var attributes = change.attributes
-            attributes[attribute] = new
-            try setPendingChange(model, change.objectID, kind: change.kind, attributes: attributes)
-        }
-        for (id, var record) in try inFlightChanges(of: model) {
-            guard let new = renamed(record.attributes[attribute]) else { continue }
-            record.attributes[attribute] = new
-            try setInFlightChange(model, id, record)
+        for (id, var records) in try syncRecords(of: model) {
+            let before = records
+            if let pending = records.pending, let new = renamed(pending.attributes[attribute]) {
+                var attributes = pending.attributes
+                attributes[attribute] = new
+                records.pending = PendingChange(model: model.name, objectID: id, kind: pending.kind, attributes: attributes)
+            }
+            if let new = renamed(records.inFlight?.attributes[attribute]) { records.inFlight?.attributes[attribute] = new }
+            if records != before { try setSyncRecords(model, id, records, replacing: before) }
         }
     }
 }

@@ -318,11 +318,14 @@ struct KeyDecoder {
 
 /// The first byte of every key: which kind of record it is.
 enum KeyFamily: UInt8, CaseIterable {
-    /// `(meta, name, …)`: format version, model definitions, per-model statistics.
+    /// `(meta, name, …)`: format version, model and index definitions, per-model statistics, sync
+    /// states, unfinished rewrites, the session.
     case meta = 0x01
     /// `(doc, model, objectId)` → the object's attributes as compact JSON.
     case object = 0x02
-    /// `(idx, model, indexId, values…, objectId)` → empty: one secondary index entry.
+    /// `(idx, model, indexId, values…, objectId)`: one secondary index entry. A value index that
+    /// stores objects (the default) holds a copy of the object's value; a keys-only or
+    /// array-element index entry is empty.
     case index = 0x03
     /// `(chg, model, objectId)` → the pending local change (see ``PendingChange``).
     case change = 0x04
@@ -488,7 +491,8 @@ enum Keys {
         return k.bytes
     }
 
-    /// `(meta, "sync", model)` → the model's sync state (cursor, flags) as JSON.
+    /// `(meta, "sync", model)` → the model's sync state as JSON: cursor, full-pull and initial-sync
+    /// flags, last sync time, the server's metadata (see ``SyncStateRecord``).
     static func syncState(_ model: String) -> [UInt8] {
         var k = KeyEncoder(.meta)
         k.append("sync")

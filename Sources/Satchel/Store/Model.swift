@@ -138,7 +138,8 @@ public struct Model: Sendable, Hashable {
 
     // MARK: - Change log
 
-    /// Whether the model has local changes not yet acknowledged by the server.
+    /// Whether the model has pending local changes: creates, updates or deletes not yet pushed.
+    /// Changes in flight and refused ones are not counted (``statistics()`` has them).
     public var isChanged: Bool {
         get throws { try store.entry(name).statistics.pendingTotal > 0 }
     }

@@ -135,7 +135,7 @@ extension Store {
                     _ = try InFlightChange(json: try JSONObject(parsing: value))
                     counted[name, default: StoredStatistics()].inFlight += 1
                 case .error:
-                    _ = try RecordErrorRecord(json: try JSONObject(parsing: value))
+                    _ = try RecordError(model: name.name, objectID: id, stored: try JSONObject(parsing: value))
                     counted[name, default: StoredStatistics()].errors += 1
                 default:
                     _ = try JSONValue(parsing: value)

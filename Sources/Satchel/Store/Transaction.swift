@@ -53,7 +53,7 @@ public final class Transaction {
     /// time-ordered id. Null attributes are dropped.
     ///
     /// - Returns: the stored object.
-    /// - Throws: ``SatchelError`` `.alreadyExists` when an object has that id, `.invalidDocument`
+    /// - Throws: ``SatchelError`` `.alreadyExists` when an object has that id, `.invalidObject`
     ///   when no attribute remains or `object` is not a string, `.schemaViolation` for a
     ///   fixed-schema model.
     @discardableResult
@@ -65,7 +65,7 @@ public final class Transaction {
         let givenID = try Self.id(from: idValue, model: model.name)
         let id = givenID ?? ObjectID.generate()
         if new.isEmpty {
-            throw SatchelError(.invalidDocument, "an object needs at least one non-null attribute", model: model.name, objectID: id)
+            throw SatchelError(.invalidObject, "an object needs at least one non-null attribute", model: model.name, objectID: id)
         }
         try definition.validate(new, objectID: id)
         if givenID != nil, try readObject(model, id, partition: definition.partition) != nil {
@@ -100,7 +100,7 @@ public final class Transaction {
     /// a null removes it, and an object left with no attributes is deleted.
     ///
     /// - Returns: the stored object, or nil when the null rule deleted it.
-    /// - Throws: ``SatchelError`` `.notFound` when there is no such object; `.invalidDocument`
+    /// - Throws: ``SatchelError`` `.notFound` when there is no such object; `.invalidObject`
     ///   when `attributes` carries an `object` id other than `id`.
     @discardableResult
     public func update(_ id: String, with attributes: JSONObject, in model: Model) throws -> Object? {
@@ -108,7 +108,7 @@ public final class Transaction {
         let entry = try entry(of: model)
         let definition = entry.definition
         if let given = try Self.id(from: attributes[Object.idAttribute], model: model.name), !UTF8Order.equal(given, id) {
-            throw SatchelError(.invalidDocument, "an update cannot change the object id", model: model.name, objectID: id)
+            throw SatchelError(.invalidObject, "an update cannot change the object id", model: model.name, objectID: id)
         }
         guard let old = try readObject(model, id, partition: definition.partition) else {
             throw SatchelError(.notFound, "model '\(model.name)' has no object '\(id)'", model: model.name, objectID: id)
@@ -270,7 +270,7 @@ public final class Transaction {
         case .string(let id): return id
         case .null: return nil
         default:
-            throw SatchelError(.invalidDocument, "the object id ('object') must be a string, got \(value.kindName)", model: model)
+            throw SatchelError(.invalidObject, "the object id ('object') must be a string, got \(value.kindName)", model: model)
         }
     }
 

@@ -403,9 +403,9 @@ public actor InMemoryBackend: SyncBackend {
                     outcome = .awaitingLink
                 case .rejected(let message, let code, let serverCopy):
                     state.outcomes[client, default: [:]][model, default: []].append(
-                        ServerState.Outcome(error: ServerRecordError(
-                            id: change.id, kind: change.kind, message: message, code: code, serverCopy: serverCopy,
-                            attributes: change.attributes)))
+                        ServerState.Outcome(error: RecordError(
+                            model: model, objectID: change.id, kind: change.kind, message: message, code: code,
+                            attributes: change.attributes, serverCopy: serverCopy)))
                     outcome = change.kind == .create ? .awaitingLink : .accepted()
                 default:
                     break

@@ -62,7 +62,7 @@ struct ServerState: Sendable {
     /// A result of a push the server reports in a later pull (RhoConnect's links and errors).
     struct Outcome: Sendable {
         var link: (local: String, server: String)?
-        var error: ServerRecordError?
+        var error: RecordError?
         /// The pull page that carried it, until the client acknowledges the page.
         var page: Int64?
     }
@@ -202,7 +202,7 @@ struct ServerState: Sendable {
         for (key, id) in json["creates"]?.objectValue ?? JSONObject() { creates[key] = id.stringValue }
         for (client, models) in json["outcomes"]?.objectValue ?? JSONObject() {
             for (model, list) in models.objectValue ?? JSONObject() {
-                outcomes[client, default: [:]][model] = try (list.arrayValue ?? []).map { try Self.outcome($0, fail) }
+                outcomes[client, default: [:]][model] = try (list.arrayValue ?? []).map { try Self.outcome($0, model: model, fail) }
             }
         }
         for (url, data) in json["blobs"]?.objectValue ?? JSONObject() {
@@ -228,17 +228,17 @@ struct ServerState: Sendable {
         var json = JSONObject()
         if let link = outcome.link { json["link"] = .array([.string(link.local), .string(link.server)]) }
         if let error = outcome.error {
-            var e: JSONObject = ["id": .string(error.id), "kind": .string(error.kind.rawValue), "message": .string(error.message)]
+            var e: JSONObject = ["id": .string(error.objectID), "kind": .string(error.kind.rawValue), "message": .string(error.message)]
             if let code = error.code { e["code"] = .string(code) }
             if let server = error.serverCopy { e["server"] = .object(server) }
-            if let attributes = error.attributes { e["attributes"] = .object(attributes) }
+            if !error.attributes.isEmpty { e["attributes"] = .object(error.attributes) }
             json["error"] = .object(e)
         }
         if let page = outcome.page { json["page"] = .int(page) }
         return json
     }
 
-    private static func outcome(_ value: JSONValue, _ fail: (String) -> SyncError) throws -> Outcome {
+    private static func outcome(_ value: JSONValue, model: String, _ fail: (String) -> SyncError) throws -> Outcome {
         var outcome = Outcome(page: value["page"]?.intValue)
         if let link = value["link"]?.arrayValue {
             guard link.count == 2, let local = link[0].stringValue, let server = link[1].stringValue else { throw fail("a link") }
@@ -248,9 +248,9 @@ struct ServerState: Sendable {
             guard let id = error["id"]?.stringValue, let kind = error["kind"]?.stringValue.flatMap(PendingChange.Kind.init(rawValue:)),
                 let message = error["message"]?.stringValue
             else { throw fail("a record error") }
-            outcome.error = ServerRecordError(
-                id: id, kind: kind, message: message, code: error["code"]?.stringValue, serverCopy: error["server"]?.objectValue,
-                attributes: error["attributes"]?.objectValue)
+            outcome.error = RecordError(
+                model: model, objectID: id, kind: kind, message: message, code: error["code"]?.stringValue,
+                attributes: error["attributes"]?.objectValue ?? JSONObject(), serverCopy: error["server"]?.objectValue)
         }
         return outcome
     }

@@ -1,0 +1,136 @@
+/// Everything the sync engine keeps beside one object: its pending change (the change log's), its
+/// change in flight, its record error and its server version. The engine reads them together
+/// (``Transaction/syncRecords(_:_:)``, ``Snapshot/syncRecords(_:_:)``) and writes them together
+/// (``Transaction/setSyncRecords(_:_:_:replacing:)``): this is the seam between the store and the
+/// engine, with the server writes, the sync state, renames and the session.
+package struct SyncRecords: Equatable, Sendable {
+    /// The local change not yet pushed.
+    package var pending: PendingChange?
+    /// The change pushed whose outcome has not come yet.
+    package var inFlight: InFlightChange?
+    /// The change the server refused, until the app resolves it.
+    package var error: RecordError?
+    /// The object's version on the server (nil when unknown).
+    package var version: JSONValue?
+
+    package init(pending: PendingChange? = nil, inFlight: InFlightChange? = nil, error: RecordError? = nil, version: JSONValue? = nil) {
+        self.pending = pending
+        self.inFlight = inFlight
+        self.error = error
+        self.version = version
+    }
+
+    /// Whether the object has a local change the server has not taken (pending, in flight, or
+    /// refused).
+    package var hasLocalChange: Bool { pending != nil || inFlight != nil || error != nil }
+}
+
+/// Reads of one model's sync records through a view: a transaction's (its own writes included) or
+/// a snapshot's. The records of a family the model has none of (its statistics say so) are not
+/// read at all: most objects have none.
+struct SyncRecordsAccess {
+    let model: Model
+    let statistics: StoredStatistics
+    let value: ([UInt8]) throws -> [UInt8]?
+    let scan: ([UInt8], (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void) throws -> Void
+
+    func records(_ id: String) throws -> SyncRecords {
+        var records = SyncRecords()
+        if statistics.pendingTotal > 0, let bytes = try value(Keys.change(model.name, id)) {
+            let change = try bytes.withUnsafeBytes { try ChangeRecord(decoding: $0) }
+            records.pending = PendingChange(model: model.name, objectID: id, kind: change.kind, attributes: change.attributes)
+        }
+        if statistics.inFlight > 0, let bytes = try value(Keys.objectRecord(.inFlight, model.name, id)) {
+            records.inFlight = try InFlightChange(json: try JSONObject(parsing: bytes))
+        }
+        if statistics.errors > 0, let bytes = try value(Keys.objectRecord(.error, model.name, id)) {
+            records.error = try RecordError(model: model.name, objectID: id, stored: try JSONObject(parsing: bytes))
+        }
+        records.version = try value(Keys.objectRecord(.version, model.name, id)).map { try JSONValue(parsing: $0) }
+        return records
+    }
+
+    /// Every object with a pending change, a change in flight or a record error, by id bytes.
+    func allRecords() throws -> [(id: String, records: SyncRecords)] {
+        var byID: [NameKey: SyncRecords] = [:]
+        func each(_ family: KeyFamily, _ body: (String, UnsafeRawBufferPointer) throws -> Void) throws {
+            let prefix = Keys.objectRecordPrefix(family, model.name)
+            try scan(prefix) { key, value in try body(try Keys.objectID(fromKey: key, prefixLength: prefix.count), value) }
+        }
+        if statistics.pendingTotal > 0 {
+            try each(.change) { id, value in
+                let change = try ChangeRecord(decoding: value)
+                byID[NameKey(id), default: SyncRecords()].pending = PendingChange(
+                    model: model.name, objectID: id, kind: change.kind, attributes: change.attributes)
+            }
+        }
+        if statistics.inFlight > 0 {
+            try each(.inFlight) { id, value in byID[NameKey(id), default: SyncRecords()].inFlight = try InFlightChange(json: try JSONObject(parsing: value)) }
+        }
+        if statistics.errors > 0 {
+            try each(.error) { id, value in
+                byID[NameKey(id), default: SyncRecords()].error = try RecordError(model: model.name, objectID: id, stored: try JSONObject(parsing: value))
+            }
+        }
+        return byID.map { (id: $0.key.name, records: $0.value) }.sorted { UTF8Order.less($0.id, $1.id) }
+    }
+
+    func syncState() throws -> SyncStateRecord {
+        try value(Keys.syncState(model.name)).map { SyncStateRecord(json: try JSONObject(parsing: $0)) } ?? SyncStateRecord()
+    }
+}
+
+extension Transaction {
+    func access(_ model: Model) throws(SatchelError) -> SyncRecordsAccess {
+        let partition = try entry(of: model).definition.partition
+        return SyncRecordsAccess(
+            model: model, statistics: try workingStatistics(model.name), value: { key in try self.read(key, partition: partition) },
+            scan: { prefix, body in try self.scan(prefix: prefix, partition: partition, body) })
+    }
+
+    /// What the sync engine keeps beside object `id` of `model`, as this transaction sees it.
+    package func syncRecords(_ model: Model, _ id: String) throws -> SyncRecords { try access(model).records(id) }
+
+    /// Every object of `model` with a pending change, a change in flight or a record error, by
+    /// id, as this transaction sees them (their versions are not read).
+    package func syncRecords(of model: Model) throws -> [(id: String, records: SyncRecords)] { try access(model).allRecords() }
+
+    /// Makes object `id`'s sync records `records`, writing only what changed from `old` (what
+    /// this transaction holds; read when not given), and keeping the statistics right. A pending
+    /// create stores no attributes: the object's are pushed.
+    package func setSyncRecords(_ model: Model, _ id: String, _ records: SyncRecords, replacing old: SyncRecords? = nil) throws {
+        checkOpen()
+        let old = try old ?? syncRecords(model, id)
+        if old == records { return }
+        let partition = try entry(of: model).definition.partition
+        try claim(partition, model: model.name)
+        var statistics = try workingStatistics(model.name)
+        if old.pending != records.pending {
+            let new = records.pending.map { ChangeRecord(kind: $0.kind, attributes: $0.kind == .create ? JSONObject() : $0.attributes) }
+            overlay[Keys.change(model.name, id)] = .some(new?.encoded)
+            statistics.adjustPending(old.pending?.kind, by: -1)
+            statistics.adjustPending(new?.kind, by: 1)
+        }
+        if old.inFlight != records.inFlight {
+            overlay[Keys.objectRecord(.inFlight, model.name, id)] = .some(records.inFlight?.json.jsonBytes)
+            statistics.inFlight += (records.inFlight == nil ? 0 : 1) - (old.inFlight == nil ? 0 : 1)
+        }
+        if old.error != records.error {
+            overlay[Keys.objectRecord(.error, model.name, id)] = .some(records.error?.stored.jsonBytes)
+            statistics.errors += (records.error == nil ? 0 : 1) - (old.error == nil ? 0 : 1)
+        }
+        if old.version != records.version {
+            overlay[Keys.objectRecord(.version, model.name, id)] = .some(records.version?.jsonBytes)
+        }
+        setStatistics(statistics, model: model.name)
+    }
+
+    /// The model's sync state, as this transaction sees it.
+    package func syncState(_ model: Model) throws -> SyncStateRecord { try access(model).syncState() }
+
+    package func setSyncState(_ model: Model, _ state: SyncStateRecord) throws {
+        let partition = try entry(of: model).definition.partition
+        try claim(partition, model: model.name)
+        overlay[Keys.syncState(model.name)] = .some(state.json.jsonBytes)
+    }
+}

@@ -1,0 +1,209 @@
+import Satchel
+
+/// What a change from the server does to a local object, given what this device holds of it:
+/// the rules of `docs/SYNC.md` ("Local changes win…"), as pure functions of (server change, local
+/// records), each outcome named. The engine reads the local state, asks the policy, and writes
+/// what it answers; nothing here reads or writes the store.
+enum MergePolicy {
+    /// What the device holds of one object.
+    struct Local: Equatable, Sendable {
+        var model: String
+        var id: String
+        /// The object's attributes; nil when there is no object here.
+        var attributes: JSONObject?
+        var records: SyncRecords
+
+        init(model: String, id: String, attributes: JSONObject?, records: SyncRecords = SyncRecords()) {
+            self.model = model
+            self.id = id
+            self.attributes = attributes
+            self.records = records
+        }
+    }
+
+    /// What happens to the object.
+    enum Write: Equatable, Sendable {
+        /// Left as it is.
+        case keep
+        /// Given exactly these attributes (none: deleted).
+        case replace(JSONObject)
+        /// Deleted.
+        case delete
+    }
+
+    /// The rule that applied, by name (the words of `docs/SYNC.md`).
+    enum Rule: String, Sendable, CaseIterable {
+        // A pulled object (whole, or some attributes)
+        /// No local change: the server's values are taken; device-only attributes stay.
+        case taken
+        /// Attributes changed here and not yet acknowledged keep their local values; the others
+        /// follow the server.
+        case localChangesWin
+        /// Created here and not yet acknowledged (or refused): the server's object is not
+        /// applied over it.
+        case createdHere
+        /// Deleted here (pending, in flight, or refused): not brought back. The version is kept,
+        /// and a refused update's copy of the server's object refreshed.
+        case deletedHere
+        // A server delete
+        /// No local change: the object is deleted.
+        case deleted
+        /// Deleted here too: the pending or in-flight delete is done.
+        case deletedHereToo
+        /// A refused delete: what it asked for happened.
+        case refusedDeleteDone
+        /// A refused create: the server never had the object; it stays.
+        case refusedCreateKept
+        /// Created here and never pushed: not the server's object; it stays.
+        case neverPushed
+        /// A create in flight whose server id was to come later (a link): the server did not keep
+        /// the object under this id, and will send the real one.
+        case createNotKept
+        /// Changed here (pending or in flight) and deleted on the server: kept, as a record error
+        /// whose `retry` creates it again.
+        case deletedWhileChanged
+        /// A refused update, and now the server deleted the object: the error says so.
+        case refusedUpdateMeetsDelete
+        // Attributes removed on the server
+        /// The listed attributes go, but those changed here.
+        case removed
+        /// There is no object here: nothing to remove from.
+        case absent
+    }
+
+    struct Outcome: Equatable, Sendable {
+        var rule: Rule
+        var write: Write
+        var records: SyncRecords
+    }
+
+    // MARK: - The rules
+
+    /// Attributes the server must not overwrite: those with local changes it has not
+    /// acknowledged (every one, for an object created here), and device-only ones.
+    static func protected(_ records: SyncRecords, configuration: ModelSyncConfiguration) -> (all: Bool, names: Set<String>, deletedHere: Bool) {
+        var names = Set(configuration.deviceOnlyAttributes)
+        var all = false
+        var deleted = false
+        func note(_ kind: PendingChange.Kind, _ attributes: JSONObject) {
+            switch kind {
+            case .create: all = true
+            case .update: names.formUnion(attributes.keys)
+            case .delete: deleted = true
+            }
+        }
+        if let error = records.error { note(error.kind, error.attributes) }
+        if let pending = records.pending { note(pending.kind, pending.attributes) }
+        if let inFlight = records.inFlight { note(inFlight.kind, inFlight.attributes) }
+        return (all, names, deleted)
+    }
+
+    /// Whether the object exists only here: created here, not (yet) on the server.
+    static func isLocalOnly(_ records: SyncRecords) -> Bool {
+        records.pending?.kind == .create || records.inFlight?.kind == .create || records.error?.kind == .create
+    }
+
+    /// A pulled object: whole, or some attributes (RhoConnect's `insert`). `blobs` are the
+    /// references of blob attributes downloaded for it (attribute → reference).
+    static func upsert(
+        _ object: ServerObject, local: Local, configuration: ModelSyncConfiguration, blobs: [String: String] = [:]
+    ) -> Outcome {
+        var records = local.records
+        let protected = protected(records, configuration: configuration)
+        if protected.all { return Outcome(rule: .createdHere, write: .keep, records: records) }
+        // The server's version is the base of the next push of a change to the object.
+        if let version = object.version { records.version = version }
+        var incoming = configuration.syncing(object.attributes)
+        if var error = records.error, error.kind == .update {
+            // Keep the error's copy of the server's object current, for a rollback.
+            var copy = object.isWhole ? JSONObject() : (error.serverCopy ?? JSONObject())
+            for (name, value) in incoming { copy[name] = value.isNull ? nil : value }
+            error.serverCopy = copy
+            error.serverDeleted = false
+            records.error = error
+        }
+        if protected.deletedHere { return Outcome(rule: .deletedHere, write: .keep, records: records) }
+        for (name, reference) in blobs { incoming[name] = .string(reference) }
+        let old = local.attributes
+        var new: JSONObject
+        if object.isWhole {
+            new = incoming
+            for (name, value) in old ?? JSONObject() where !configuration.syncs(name) || protected.names.contains(name) { new[name] = value }
+            for name in protected.names where old?[name] == nil { new[name] = nil }
+        } else {
+            new = old ?? JSONObject()
+            for (name, value) in incoming where !protected.names.contains(name) { new[name] = value.isNull ? nil : value }
+        }
+        let changedHere = !protected.names.subtracting(configuration.deviceOnlyAttributes).isEmpty
+        return Outcome(rule: changedHere ? .localChangesWin : .taken, write: .replace(new), records: records)
+    }
+
+    /// A server delete.
+    static func delete(local: Local) -> Outcome {
+        var records = local.records
+        if let error = records.error {
+            switch error.kind {
+            case .create:
+                return Outcome(rule: .refusedCreateKept, write: .keep, records: records)
+            case .update:
+                var error = error
+                error.serverDeleted = true
+                error.serverCopy = nil
+                records.error = error
+                records.version = nil
+                return Outcome(rule: .refusedUpdateMeetsDelete, write: .keep, records: records)
+            case .delete:
+                // What the refused delete wanted happened; the rules below still apply.
+                records.error = nil
+            }
+        }
+        if records.pending?.kind == .delete || records.inFlight?.kind == .delete {
+            records.pending = nil
+            records.inFlight = nil
+            records.version = nil
+            return Outcome(rule: .deletedHereToo, write: .keep, records: records)
+        }
+        if let inFlight = records.inFlight, inFlight.kind == .create, inFlight.state == .awaitingLink {
+            records.inFlight = nil
+            records.version = nil
+            return Outcome(rule: .createNotKept, write: .delete, records: records)
+        }
+        if records.pending?.kind == .create { return Outcome(rule: .neverPushed, write: .keep, records: records) }
+        if let changed = records.pending?.attributes ?? records.inFlight?.attributes {
+            records.inFlight = nil
+            records.error = RecordError(
+                model: local.model, objectID: local.id, kind: .update, message: "deleted on the server while changed here", code: "deleted",
+                attributes: changed, serverDeleted: true)
+            return Outcome(rule: .deletedWhileChanged, write: .keep, records: records)
+        }
+        records.version = nil
+        return Outcome(rule: local.records.error?.kind == .delete ? .refusedDeleteDone : .deleted, write: .delete, records: records)
+    }
+
+    /// Attributes the server removed (`names`). Every attribute the server could know of removed
+    /// is the object deleted.
+    static func remove(_ names: [String], local: Local, configuration: ModelSyncConfiguration) -> Outcome {
+        guard let attributes = local.attributes else { return Outcome(rule: .absent, write: .keep, records: local.records) }
+        let listed = Set(names)
+        let keys = attributes.keys
+        if keys.contains(where: listed.contains), keys.allSatisfy({ listed.contains($0) || !configuration.syncs($0) }) {
+            return delete(local: local)
+        }
+        let protected = protected(local.records, configuration: configuration)
+        if protected.all { return Outcome(rule: .createdHere, write: .keep, records: local.records) }
+        var remaining = attributes
+        for name in names where configuration.syncs(name) && !protected.names.contains(name) { remaining[name] = nil }
+        return Outcome(rule: .removed, write: .replace(remaining), records: local.records)
+    }
+
+    /// After a full pull that sent the object in parts: attributes of it the server did not send
+    /// (`sent` are those it did) are gone from the server, but those changed here.
+    static func keepOnly(_ sent: Set<String>, local: Local, configuration: ModelSyncConfiguration) -> Outcome {
+        guard let attributes = local.attributes else { return Outcome(rule: .absent, write: .keep, records: local.records) }
+        let protected = protected(local.records, configuration: configuration)
+        if protected.all { return Outcome(rule: .createdHere, write: .keep, records: local.records) }
+        if protected.deletedHere { return Outcome(rule: .deletedHere, write: .keep, records: local.records) }
+        let kept = attributes.filter { name, _ in sent.contains(name) || !configuration.syncs(name) || protected.names.contains(name) }
+        return Outcome(rule: .removed, write: .replace(kept), records: local.records)
+    }
+}
