@@ -86,18 +86,9 @@ struct PutCommand: ParsableCommand {
     @Argument(help: "The object as JSON.") var json: String
 
     func run() throws {
-        var attributes = try parseObjectArgument(json)
-        let id = attributes.removeValue(forKey: Object.idAttribute)
-        let stored = try store.withStore(creating: true) { store -> Object? in
-            let model = try store.model(model)
-            switch id {
-            case .string(let id)?: return try model.save(Object(id: id, attributes: attributes))
-            case nil, .null?: return try model.create(attributes)
-            case let other?:
-                throw SatchelError(.invalidObject, "the object id ('object') must be a string, got \(other)")
-            }
-        }
-        report(stored, model: model, id: id?.stringValue)
+        let attributes = try parseObjectArgument(json)
+        let stored = try store.withStore(creating: true) { store in try store.model(model).put(attributes) }
+        report(stored, model: model, id: attributes[Object.idAttribute]?.stringValue)
     }
 }
 

@@ -99,6 +99,44 @@ struct ImportTests {
         }
     }
 
+    @Test("ids repeated within a batch and across batches replace, into an empty model and a full one; the change log and statistics agree")
+    func repeatedIDs() throws {
+        let directory = TemporaryDirectory()
+        try withTemporaryStore { store in
+            let products = try store.model("Product")
+            let first = [
+                #"{"object":"a","n":1}"#, #"{"object":"b","n":2}"#,  // batch 1
+                #"{"object":"a","n":3}"#, #"{"object":"c","n":1}"#,  // batch 2: a again
+                #"{"object":"c","n":2}"#, #"{"object":"b","n":null}"#,  // batch 3: c again in its batch's neighbour, b deleted
+                #"{"n":7}"#,
+            ]
+            #expect(try store.importObjects(from: write(first.joined(separator: "\n"), to: directory), into: products, batchSize: 2) == 7)
+            #expect(try products.find("a")?.attributes == ["n": 3])
+            #expect(try products.find("b") == nil)
+            #expect(try products.find("c")?.attributes == ["n": 2])
+            #expect(try products.count() == 3)
+            // Created and deleted before any push: nothing to send for b.
+            #expect(try products.pendingChanges().map(\.kind) == [.create, .create, .create])
+
+            // Into a model that has objects from the server and no pending change: updates.
+            let orders = try store.model("Order")
+            try store.bulkUpdate { tx in
+                _ = try tx.writeServerObject(orders, "o1", ["total": 1, "note": "x"])
+                _ = try tx.writeServerObject(orders, "o2", ["total": 2])
+            }
+            let second = [#"{"object":"o1","total":5}"#, #"{"object":"o3","total":3}"#, #"{"object":"o1","total":6}"#]
+            #expect(try store.importObjects(from: write(second.joined(separator: "\n"), to: directory, name: "o.jsonl"), into: orders) == 3)
+            let pending = Dictionary(uniqueKeysWithValues: try orders.pendingChanges().map { ($0.objectID, $0) })
+            #expect(pending["o1"]?.kind == .update)
+            #expect(pending["o1"]?.attributes == ["note": .null, "total": 6])
+            #expect(pending["o3"]?.kind == .create)
+            #expect(pending["o2"] == nil)
+            #expect(try orders.find("o1")?.attributes == ["total": 6])
+            #expect(try orders.count() == 3)
+            #expect(try store.verify().problems == [])
+        }
+    }
+
     @Test("the reader finds the same items whatever the chunk boundaries")
     func chunkBoundaries() async throws {
         let directory = TemporaryDirectory()

@@ -72,6 +72,25 @@ struct StoreTests {
         }
     }
 
+    @Test("put replaces the object with the given id, or creates one with a new id")
+    func put() throws {
+        try withTemporaryStore { store in
+            let products = try store.model("Product")
+            let created = try #require(try products.put(["name": "A", "gone": .null]))
+            #expect(created.attributes == ["name": "A"])
+            #expect(try products.put(["object": .string(created.id), "price": 2])?.attributes == ["price": 2])  // whole, not merged
+            #expect(try products.put(["object": "p-9", "name": "B"])?.id == "p-9")  // created when missing
+            #expect(try products.put(["object": "p-9", "name": .null]) == nil)  // the null rule deletes it
+            #expect(try products.find("p-9") == nil)
+            #expect(try products.put(["object": "ghost", "a": .null]) == nil)  // nothing to create
+            expectError(.invalidObject) { try products.put(["object": 5, "name": "B"]) }
+            expectError(.invalidObject) { try products.put(["a": .null]) }
+            #expect(try products.findAll().map(\.json) == [["object": .string(created.id), "price": 2] as JSONObject])
+            #expect(try products.pendingChanges().map(\.kind) == [.create])
+            #expect(try store.verify().problems == [])
+        }
+    }
+
     @Test("generated ids are unique and sort in creation order")
     func idOrder() throws {
         let ids = (0..<10_000).map { _ in ObjectID.generate() }

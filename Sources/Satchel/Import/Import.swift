@@ -47,10 +47,10 @@ extension Store {
         let totalBytes = (try? FileManager.default.attributesOfItem(atPath: url.path)[.size] as? Int) ?? 0
         var state = ImportProgress(phase: .validating, items: 0, totalItems: nil, bytesRead: 0, totalBytes: totalBytes, batches: 0)
 
-        // Pass 1: validate everything.
+        // Pass 1: check everything; write nothing.
         var reader = try JSONItemReader(url: url)
         while let item = try reader.next() {
-            _ = try Self.object(from: item, definition: definition)
+            try Self.check(try Self.object(from: item), of: item, definition: definition)
             state.items += 1
             if state.items % 10_000 == 0 {
                 state.bytesRead = reader.bytesRead
@@ -59,7 +59,8 @@ extension Store {
         }
         let total = state.items
 
-        // Pass 2: write whole batches.
+        // Pass 2: write whole batches, each item through `put` (which checks it as every write
+        // is checked: the file may have changed since).
         state = ImportProgress(phase: .writing, items: 0, totalItems: total, bytesRead: 0, totalBytes: totalBytes, batches: 0)
         progress?(state)
         reader = try JSONItemReader(url: url)
@@ -68,13 +69,7 @@ extension Store {
         func flush() throws {
             guard !batch.isEmpty else { return }
             try bulkUpdate { tx in
-                for var object in batch {
-                    if case .string(let id)? = object.removeValue(forKey: Object.idAttribute) {
-                        try tx.save(Object(id: id, attributes: object), in: model)
-                    } else {
-                        try tx.create(object, in: model)
-                    }
-                }
+                for object in batch { try tx.put(object, in: model) }
             }
             state.items += batch.count
             state.batches += 1
@@ -83,15 +78,15 @@ extension Store {
             progress?(state)
         }
         while let item = try reader.next() {
-            batch.append(try Self.object(from: item, definition: definition))
+            batch.append(try Self.object(from: item))
             if batch.count == batchSize { try flush() }
         }
         try flush()
         return state.items
     }
 
-    /// Parses and checks one item of an import file.
-    private static func object(from item: JSONItemReader.Item, definition: ModelDefinition) throws -> JSONObject {
+    /// Parses one item of an import file as a JSON object.
+    private static func object(from item: JSONItemReader.Item) throws -> JSONObject {
         let value: JSONValue
         do {
             value = try item.bytes.withUnsafeBufferPointer { try JSONParser.parse($0) }
@@ -99,26 +94,30 @@ extension Store {
             let (line, column) = Self.position(of: failure.offset, in: item)
             throw SatchelError(.malformedJSON, "line \(line), column \(column) (item \(item.index + 1)): \(failure.reason)")
         }
-        guard case .object(var object) = value else {
+        guard case .object(let object) = value else {
             throw SatchelError(.invalidObject, "line \(item.line) (item \(item.index + 1)): expected a JSON object, got \(value.kindName)")
         }
-        let id = object.removeValue(forKey: Object.idAttribute)
+        return object
+    }
+
+    /// Checks an item as ``Transaction/put(_:in:)`` will, naming its line: a string id or none,
+    /// some attribute when there is no id, the model's fixed schema.
+    private static func check(_ object: JSONObject, of item: JSONItemReader.Item, definition: ModelDefinition) throws {
+        let (id, attributes) = object.splitting(Object.idAttribute)
         switch id {
         case nil, .null?:
-            if object.removingNulls().isEmpty {
+            if attributes.isEmpty {
                 throw SatchelError(.invalidObject, "line \(item.line) (item \(item.index + 1)): an object without an id needs at least one non-null attribute")
             }
-        case .string(let id)?:
-            object[Object.idAttribute] = .string(id)
+        case .string?: break
         case let other?:
             throw SatchelError(.invalidObject, "line \(item.line) (item \(item.index + 1)): the object id ('object') must be a string, got \(other.kindName)")
         }
         do {
-            try definition.validate(object.removingNulls().filtering(out: Object.idAttribute), objectID: "")
+            try definition.validate(attributes, objectID: "")
         } catch {
             throw SatchelError(error.code, "line \(item.line) (item \(item.index + 1)): \(error.message)", model: definition.name)
         }
-        return object
     }
 
     /// 1-based line and column of byte `offset` of `item`.
@@ -133,14 +132,5 @@ extension Store {
             }
         }
         return (line, column)
-    }
-}
-
-extension JSONObject {
-    /// The object without member `name`.
-    func filtering(out name: String) -> JSONObject {
-        var copy = self
-        copy[name] = nil
-        return copy
     }
 }

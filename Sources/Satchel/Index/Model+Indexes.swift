@@ -106,7 +106,7 @@ extension Model {
         // Count the entries and mark the index ready, in one transaction.
         try store.bulkUpdate { tx in
             let entries = try store.database(partition).countKeys(withPrefix: index.prefix)
-            var statistics = try tx.currentStatistics(name)
+            var statistics = try tx.workingStatistics(name)
             statistics.indexEntries[index.id] = entries == 0 ? nil : entries
             tx.setStatistics(statistics, model: name)
             var ready = index
@@ -169,7 +169,7 @@ extension Store {
         }
         try bulkUpdate { tx in
             try tx.rawWrite(Keys.indexDefinition(model, index.id), nil, partition: partition, model: model)
-            var statistics = try tx.currentStatistics(model)
+            var statistics = try tx.workingStatistics(model)
             statistics.indexEntries[index.id] = nil
             tx.setStatistics(statistics, model: model)
             tx.onCommit { catalog in catalog.models[key]?.indexes.removeAll { $0.id == index.id } }

@@ -103,24 +103,24 @@ extension Transaction {
         let old = try old ?? syncRecords(model, id)
         if old == records { return }
         let partition = try entry(of: model).definition.partition
-        try claim(partition, model: model.name)
+        try buffer.claim(partition, model: model.name)
         var statistics = try workingStatistics(model.name)
         if old.pending != records.pending {
             let new = records.pending.map { ChangeRecord(kind: $0.kind, attributes: $0.kind == .create ? JSONObject() : $0.attributes) }
-            overlay[Keys.change(model.name, id)] = .some(new?.encoded)
+            buffer.put(Keys.change(model.name, id), new?.encoded)
             statistics.adjustPending(old.pending?.kind, by: -1)
             statistics.adjustPending(new?.kind, by: 1)
         }
         if old.inFlight != records.inFlight {
-            overlay[Keys.objectRecord(.inFlight, model.name, id)] = .some(records.inFlight?.json.jsonBytes)
+            buffer.put(Keys.objectRecord(.inFlight, model.name, id), records.inFlight?.json.jsonBytes)
             statistics.inFlight += (records.inFlight == nil ? 0 : 1) - (old.inFlight == nil ? 0 : 1)
         }
         if old.error != records.error {
-            overlay[Keys.objectRecord(.error, model.name, id)] = .some(records.error?.stored.jsonBytes)
+            buffer.put(Keys.objectRecord(.error, model.name, id), records.error?.stored.jsonBytes)
             statistics.errors += (records.error == nil ? 0 : 1) - (old.error == nil ? 0 : 1)
         }
         if old.version != records.version {
-            overlay[Keys.objectRecord(.version, model.name, id)] = .some(records.version?.jsonBytes)
+            buffer.put(Keys.objectRecord(.version, model.name, id), records.version?.jsonBytes)
         }
         setStatistics(statistics, model: model.name)
     }
@@ -130,7 +130,7 @@ extension Transaction {
 
     package func setSyncState(_ model: Model, _ state: SyncStateRecord) throws {
         let partition = try entry(of: model).definition.partition
-        try claim(partition, model: model.name)
-        overlay[Keys.syncState(model.name)] = .some(state.json.jsonBytes)
+        try buffer.claim(partition, model: model.name)
+        buffer.put(Keys.syncState(model.name), state.json.jsonBytes)
     }
 }

@@ -19,7 +19,7 @@ extension Transaction {
     /// recording no pending change. Indexes and statistics follow.
     @discardableResult
     package func writeServerObject(_ model: Model, _ id: String, _ attributes: JSONObject?) throws -> ObjectEffect {
-        let old = try readObject(model, id, partition: entry(of: model).definition.partition)
+        let old = try readObject(model, id, entry: entry(of: model))
         return try writeServerObject(model, id, attributes, replacing: old)
     }
 
@@ -29,7 +29,7 @@ extension Transaction {
     package func writeServerObject(_ model: Model, _ id: String, _ attributes: JSONObject?, replacing old: JSONObject?) throws -> ObjectEffect {
         checkOpen()
         let entry = try entry(of: model)
-        var new = attributes?.removingNulls().filtering(out: Object.idAttribute)
+        var new = attributes?.splitting(Object.idAttribute).rest
         if new?.isEmpty == true { new = nil }
         switch (old, new) {
         case (nil, nil):
@@ -65,9 +65,9 @@ extension Transaction {
         renamed = true
         let entry = try entry(of: model)
         var moved = false
-        if let attributes = try readObject(model, from, partition: entry.definition.partition) {
+        if let attributes = try readObject(model, from, entry: entry) {
             try apply(entry, model, id: from, old: attributes, new: nil, recordChange: false)
-            let existing = try readObject(model, to, partition: entry.definition.partition)
+            let existing = try readObject(model, to, entry: entry)
             try apply(entry, model, id: to, old: existing, new: attributes, recordChange: false)
             moved = true
         }
@@ -112,9 +112,9 @@ extension Transaction {
             }
         }
         guard elsewhere else { return }
-        try claim(partition, model: parent.name)
+        try buffer.claim(partition, model: parent.name)
         let record: JSONObject = ["renames": .object(JSONObject(renames.map { ($0.key, JSONValue.string($0.value)) }))]
-        overlay[Keys.rewrite(parent.name, ObjectID.generate())] = .some(record.jsonBytes)
+        buffer.put(Keys.rewrite(parent.name, ObjectID.generate()), record.jsonBytes)
         leftRewrites = true
     }
 

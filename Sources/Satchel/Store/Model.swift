@@ -53,6 +53,13 @@ public struct Model: Sendable, Hashable {
         try store.write { try $0.save(object, in: self) }
     }
 
+    /// Replaces the object with the `object` id given, or creates one with a new id; see
+    /// ``Transaction/put(_:in:)``.
+    @discardableResult
+    public func put(_ attributes: JSONObject) throws -> Object? {
+        try store.write { try $0.put(attributes, in: self) }
+    }
+
     /// Merges attributes into an object; see ``Transaction/update(_:with:in:)``.
     @discardableResult
     public func update(_ id: String, with attributes: JSONObject) throws -> Object? {

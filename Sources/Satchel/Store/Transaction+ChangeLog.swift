@@ -1,0 +1,39 @@
+extension Transaction {
+    /// Records in the change log that object `id` of a model that records changes went from `old`
+    /// to `new` (nil: no object), coalesced with the change already pending (see
+    /// ``ChangeRecord/coalesce(_:_:)``), counting it in `statistics`. The store is not read when
+    /// the committed statistics say the model has no pending change.
+    func logChange(_ entry: ModelEntry, _ model: Model, id: String, old: JSONObject?, new: JSONObject?, statistics: inout StoredStatistics) throws {
+        let incoming: ChangeRecord
+        switch (old, new) {
+        case (nil, let new?): incoming = ChangeRecord(kind: .create, attributes: new)
+        case (let old?, nil): incoming = ChangeRecord(kind: .delete, attributes: old)
+        case (let old?, let new?):
+            let changes = Self.diff(old, new)
+            if changes.isEmpty { return }
+            incoming = ChangeRecord(kind: .update, attributes: changes)
+        case (nil, nil): return
+        }
+        let partition = entry.definition.partition
+        let changeKey = Keys.change(model.name, id)
+        let existingBytes: [UInt8]? =
+            if let pending = buffer.pending(changeKey, partition: partition) { pending }
+            else if entry.statistics.pendingTotal == 0 { nil }
+            else { try store.database(partition).get(changeKey) }
+        let existing = try existingBytes.map { bytes in try bytes.withUnsafeBytes { try ChangeRecord(decoding: $0) } }
+        let merged = ChangeRecord.coalesce(existing, incoming)
+        if merged != existing {
+            buffer.put(changeKey, merged?.encoded)
+            statistics.adjustPending(existing?.kind, by: -1)
+            statistics.adjustPending(merged?.kind, by: 1)
+        }
+    }
+
+    /// The attributes that differ from `old` to `new`: new values, and null for removed ones.
+    static func diff(_ old: JSONObject, _ new: JSONObject) -> JSONObject {
+        var changes = JSONObject()
+        for (name, value) in new where !(old[name].map { $0.isIdentical(to: value) } ?? false) { changes[name] = value }
+        for (name, _) in old where !new.contains(name) { changes[name] = .null }
+        return changes
+    }
+}
