@@ -81,21 +81,28 @@ enum MergePolicy {
 
     /// Attributes the server must not overwrite: those with local changes it has not
     /// acknowledged (every one, for an object created here), and device-only ones.
-    static func protected(_ records: SyncRecords, configuration: ModelSyncConfiguration) -> (all: Bool, names: Set<String>, deletedHere: Bool) {
-        var names = Set(configuration.deviceOnlyAttributes)
+    static func protected(
+        _ records: SyncRecords, configuration: ModelSyncConfiguration
+    ) -> (all: Bool, names: Set<String>, changedHere: Bool, deletedHere: Bool) {
+        let deviceOnly = Set(configuration.deviceOnlyAttributes)
+        guard records.hasLocalChange else { return (false, deviceOnly, false, false) }
+        var names = deviceOnly
         var all = false
+        var changed = false
         var deleted = false
         func note(_ kind: PendingChange.Kind, _ attributes: JSONObject) {
             switch kind {
             case .create: all = true
-            case .update: names.formUnion(attributes.keys)
+            case .update:
+                names.formUnion(attributes.keys)
+                changed = changed || attributes.contains { !deviceOnly.contains($0.key) }
             case .delete: deleted = true
             }
         }
         if let error = records.error { note(error.kind, error.attributes) }
         if let pending = records.pending { note(pending.kind, pending.attributes) }
         if let inFlight = records.inFlight { note(inFlight.kind, inFlight.attributes) }
-        return (all, names, deleted)
+        return (all, names, changed, deleted)
     }
 
     /// Whether the object exists only here: created here, not (yet) on the server.
@@ -134,8 +141,7 @@ enum MergePolicy {
             new = old ?? JSONObject()
             for (name, value) in incoming where !protected.names.contains(name) { new[name] = value.isNull ? nil : value }
         }
-        let changedHere = !protected.names.subtracting(configuration.deviceOnlyAttributes).isEmpty
-        return Outcome(rule: changedHere ? .localChangesWin : .taken, write: .replace(new), records: records)
+        return Outcome(rule: protected.changedHere ? .localChangesWin : .taken, write: .replace(new), records: records)
     }
 
     /// A server delete.

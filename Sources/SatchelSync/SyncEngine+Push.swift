@@ -64,7 +64,7 @@ extension SyncEngine {
             let chunk = Array(withBlobs[start..<min(start + chunkSize, withBlobs.count)])
             let request = PushRequest(model: definition, changes: chunk, session: session, configuration: modelConfiguration)
             let results = try await withRetry { try await self.backend.push(request) }
-            let outcome = try await onStorageQueue { store in try Self.apply(results, of: chunk, to: model, in: store) }
+            let outcome = try storage { try Self.apply(results, of: chunk, to: model, in: store) }
             tally(outcome, of: definition.name, into: &report)
             start += chunkSize
         }

@@ -63,8 +63,10 @@ public actor SyncEngine {
     private var modelConfigurations: [String: ModelSyncConfiguration] = [:]
     private var syncing = false
     private let stopRequested = Atomic<Bool>(false)
-    /// Where page applies and other long store work run, off the cooperative thread pool: a
-    /// LevelDB write blocks its thread, and the pool has one thread per core.
+    /// Where store work that grows with a model's size runs (a bulk snapshot, a reconcile, the
+    /// push's preparation, rewrites, wipes), off the cooperative thread pool: a LevelDB write
+    /// blocks its thread, and the pool has one thread per core. Work bounded by a page or a
+    /// push chunk runs on the actor.
     private let storageQueue = DispatchQueue(label: "satchel.sync.storage")
 
     public init(store: Store, backend: any SyncBackend, configuration: Configuration = Configuration()) {

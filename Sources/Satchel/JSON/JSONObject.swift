@@ -123,6 +123,13 @@ public struct JSONObject: Sendable, Hashable {
 
     /// Splits off member `name` and drops explicit nulls, in one pass: what a write stores.
     func splitting(_ name: String) -> (value: JSONValue?, rest: JSONObject) {
+        // The usual case (no such member, no null) copies nothing.
+        if !members.contains(where: { $0.value.isNull }) {
+            let (found, index) = search(name)
+            guard found else { return (nil, self) }
+            var rest = members
+            return (rest.remove(at: index).value, JSONObject(sortedUniqueMembers: rest))
+        }
         var taken: JSONValue?
         var rest: [Member] = []
         rest.reserveCapacity(members.count)

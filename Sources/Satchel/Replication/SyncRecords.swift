@@ -101,9 +101,15 @@ extension Transaction {
     package func setSyncRecords(_ model: Model, _ id: String, _ records: SyncRecords, replacing old: SyncRecords? = nil) throws {
         checkOpen()
         let old = try old ?? syncRecords(model, id)
-        if old == records { return }
+        let countedChange = old.pending != records.pending || old.inFlight != records.inFlight || old.error != records.error
+        if !countedChange && old.version == records.version { return }
         let partition = try entry(of: model).definition.partition
         try buffer.claim(partition, model: model.name)
+        if !countedChange {
+            // Only the version: no statistic moves (a pulled object's usual case).
+            buffer.put(Keys.objectRecord(.version, model.name, id), records.version?.jsonBytes)
+            return
+        }
         var statistics = try workingStatistics(model.name)
         if old.pending != records.pending {
             let new = records.pending.map { ChangeRecord(kind: $0.kind, attributes: $0.kind == .create ? JSONObject() : $0.attributes) }
