@@ -35,15 +35,17 @@ struct ReadmeTests {
         try ReadmeTour.storeTour(tour)
         #expect(tour.printed.contains(#"index brand,price: brand == "Acme", read in index order; stop after 20"#), "the plan the comment shows")
         #expect(tour.printed.contains { $0.hasPrefix("create ") }, "the pending create is listed: \(tour.printed)")
+        #expect(tour.printed.contains("in stock: 1, orders: 1"), "the snapshot's two reads: \(tour.printed)")
 
         let store = try tour.reopen()
         defer { try? store.close() }
         let products = try store.model("Product")
         let widget = try #require(try products.findFirst(where: ["name": "Widget"]))
         #expect(widget.attributes == ["name": "Widget", "price": 12, "quantity": 4], "`.null` removed brand; the transaction set quantity")
-        #expect(try products.count() == 301, "the import added the 300 fixtures")
+        #expect(try products.find("p-9")?.attributes == ["name": "Gadget"], "put created p-9")
+        #expect(try products.count() == 302, "the widget, p-9, and the 300 fixtures the import added")
         #expect(try store.model("Order").count() == 1)
-        #expect(try products.pendingChanges().count == 301, "every create waits for the next sync")
+        #expect(try products.pendingChanges().count == 302, "every create waits for the next sync")
         #expect(store.models.first { $0.name == "Setting" }?.partition == .local)
         #expect(try products.indexes.map(\.definition) == [IndexDefinition("brand", "price"), .elements(of: "tags")])
     }
@@ -60,7 +62,7 @@ struct ReadmeTests {
         let widgets = await tour.server.objects("Product").filter { $0.value["name"] == "Widget" }
         #expect(widgets.count == 1)
         #expect(widgets.first?.value == ["name": "Widget", "price": 15, "quantity": 4])
-        #expect(await tour.server.objects("Product").count == 301)
+        #expect(await tour.server.objects("Product").count == 302)
 
         let store = try tour.reopen()
         defer { try? store.close() }
