@@ -23,7 +23,7 @@ public final class ObjectCursor {
     /// Length of `(idx, model, indexId)`, where an index entry's values start.
     private var entryPrefixLength = 0
     /// Whether the index's entries hold their objects (no read of the object needed).
-    private var entriesHoldDocuments = false
+    private var entriesHoldObjects = false
     /// Candidates read from the source (objects fetched or decoded), for tests and tuning.
     private(set) var candidatesRead = 0
     /// The most objects an in-memory sort held at once.
@@ -58,7 +58,7 @@ public final class ObjectCursor {
         case .index(let index, let ranges, let valueCount, let reverse):
             snapshot = try given ?? (index.storesObjects ? nil : db.makeSnapshot())
             entryPrefixLength = index.prefix.count
-            entriesHoldDocuments = index.storesObjects
+            entriesHoldObjects = index.storesObjects
             let ranges = reverse ? ranges.reversed() : ranges
             state = .index(try db.makeIterator(snapshot: snapshot), ranges: ranges, rangeIndex: 0, started: false, valueCount: valueCount, reverse: reverse)
         }
@@ -156,7 +156,7 @@ public final class ObjectCursor {
                 let id = try iterator.withKey { key in
                     try Keys.objectID(fromIndexEntry: key, prefixLength: prefixLength, valueCount: valueCount)
                 }
-                if entriesHoldDocuments {
+                if entriesHoldObjects {
                     let name = model.name
                     return Object(id: id, storedAttributes: try iterator.withValue { try StoredObject.decode($0, model: name, id: id) })
                 }
