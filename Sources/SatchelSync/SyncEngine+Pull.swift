@@ -34,10 +34,11 @@ extension SyncEngine {
                 emit(.sync(SyncNotification(status: .error, model: definition.name, errorCode: .server, message: sourceError)))
             }
             let blobs = try await downloadBlobs(page, definition: definition, modelConfiguration: modelConfiguration, session: session, state: state)
-            // A page is bounded by the page size: applied here, not on the storage queue (the hop
-            // cost a tenth of the pull rate).
-            let (outcome, after) = try storage {
-                try Self.apply(page, to: model, in: store, modelConfiguration: modelConfiguration, blobs: blobs, state: state)
+            // A page is bounded by the page size: applied on the actor (the hop to the storage
+            // queue cost a tenth of the pull rate), unless its links rename objects.
+            let before = state
+            let (outcome, after) = try await onStore(bounded: page.links.isEmpty) { store in
+                try Self.apply(page, to: model, in: store, modelConfiguration: modelConfiguration, blobs: blobs, state: before)
             }
             state = after
             seen?.formUnion(page.upserts.map(\.id))

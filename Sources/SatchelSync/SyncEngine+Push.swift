@@ -64,7 +64,10 @@ extension SyncEngine {
             let chunk = Array(withBlobs[start..<min(start + chunkSize, withBlobs.count)])
             let request = PushRequest(model: definition, changes: chunk, session: session, configuration: modelConfiguration)
             let results = try await withRetry { try await self.backend.push(request) }
-            let outcome = try storage { try Self.apply(results, of: chunk, to: model, in: store) }
+            let renames = results.contains { result in
+                if case .accepted(let serverID?, _) = result.outcome { serverID != result.id } else { false }
+            }
+            let outcome = try await onStore(bounded: !renames) { store in try Self.apply(results, of: chunk, to: model, in: store) }
             tally(outcome, of: definition.name, into: &report)
             start += chunkSize
         }

@@ -66,7 +66,7 @@ public actor SyncEngine {
     /// Where store work that grows with a model's size runs (a bulk snapshot, a reconcile, the
     /// push's preparation, rewrites, wipes), off the cooperative thread pool: a LevelDB write
     /// blocks its thread, and the pool has one thread per core. Work bounded by a page or a
-    /// push chunk runs on the actor.
+    /// push chunk runs on the actor, unless it renames objects (see ``onStore(bounded:_:)``).
     private let storageQueue = DispatchQueue(label: "satchel.sync.storage")
 
     public init(store: Store, backend: any SyncBackend, configuration: Configuration = Configuration()) {
@@ -249,6 +249,14 @@ public actor SyncEngine {
                 continuation.resume(with: Result { try body(store) }.mapError(Self.syncError))
             }
         }
+    }
+
+    /// Runs store work on the actor when it is bounded by a page or a push chunk, else (it
+    /// renames objects, whose references are rewritten in models of any size) on the storage
+    /// queue.
+    func onStore<T: Sendable>(bounded: Bool, _ body: @escaping @Sendable (Store) throws -> T) async throws -> T {
+        if bounded { return try storage { try body(store) } }
+        return try await onStorageQueue(body)
     }
 
     func pullRequest(_ definition: ModelDefinition, cursor: JSONValue?, session: SyncSession, modelConfiguration: ModelSyncConfiguration) -> PullRequest {
