@@ -145,13 +145,20 @@ public struct PullRequest: Sendable {
     public var session: SyncSession
     /// The app's configuration of the model (server filter, attribute lists, fetch limit and order).
     public var configuration: ModelSyncConfiguration
+    /// What the server last said about the model (the last ``PullPage/metadata`` stored), for
+    /// an adapter that builds on it (Parse: the wire types of attributes).
+    public var metadata: JSONValue?
 
-    public init(model: ModelDefinition, cursor: JSONValue?, pageSize: Int, session: SyncSession, configuration: ModelSyncConfiguration) {
+    public init(
+        model: ModelDefinition, cursor: JSONValue?, pageSize: Int, session: SyncSession, configuration: ModelSyncConfiguration,
+        metadata: JSONValue? = nil
+    ) {
         self.model = model
         self.cursor = cursor
         self.pageSize = pageSize
         self.session = session
         self.configuration = configuration
+        self.metadata = metadata
     }
 }
 
@@ -199,8 +206,21 @@ public struct PullPage: Sendable {
     /// The server's schema changed: the engine stores the cursor, stops syncing and reports it.
     public var schemaChanged: Bool
     /// What the server says about the model (RhoConnect's source `metadata`), stored with the
-    /// page; see ``SyncEngine/serverMetadata(_:)``.
+    /// page; see ``SyncEngine/serverMetadata(_:)``. It comes back in later requests
+    /// (``PullRequest/metadata``, ``PushRequest/metadata``).
     public var metadata: JSONValue?
+    /// Associations the server's objects showed (attribute → the model it refers to: Parse's
+    /// `Pointer`s): the engine adds them to the model's definition before applying the page, so
+    /// references are rewritten when the server renames an object, parents sync first, and
+    /// `find(_:including:)` resolves them.
+    public var associations: [String: String]
+    /// Attributes the server's objects showed to hold files (Parse's `File`): the engine adds
+    /// them to the model's blob attributes before applying the page.
+    public var blobAttributes: [String]
+    /// Objects of other models that came with this page's objects (Parse's `include`d
+    /// pointers, decomposed): model → objects, applied like upserts of those models after the
+    /// page.
+    public var related: [String: [ServerObject]]
     /// Where the next page starts; stored with this page.
     public var nextCursor: JSONValue?
     /// Whether this is the last page for now.
@@ -211,8 +231,12 @@ public struct PullPage: Sendable {
     public init(
         upserts: [ServerObject] = [], removals: [String: [String]] = [:], deletes: [String] = [], links: [String: String] = [:],
         errors: [RecordError] = [], sourceError: String? = nil, schemaChanged: Bool = false, metadata: JSONValue? = nil,
-        nextCursor: JSONValue? = nil, done: Bool = true, totalCount: Int? = nil
+        nextCursor: JSONValue? = nil, done: Bool = true, totalCount: Int? = nil, associations: [String: String] = [:],
+        blobAttributes: [String] = [], related: [String: [ServerObject]] = [:]
     ) {
+        self.associations = associations
+        self.blobAttributes = blobAttributes
+        self.related = related
         self.upserts = upserts
         self.removals = removals
         self.deletes = deletes
@@ -266,12 +290,17 @@ public struct PushRequest: Sendable {
     public var changes: [OutgoingChange]
     public var session: SyncSession
     public var configuration: ModelSyncConfiguration
+    /// What the server last said about the model (the last ``PullPage/metadata`` stored).
+    public var metadata: JSONValue?
 
-    public init(model: ModelDefinition, changes: [OutgoingChange], session: SyncSession, configuration: ModelSyncConfiguration) {
+    public init(
+        model: ModelDefinition, changes: [OutgoingChange], session: SyncSession, configuration: ModelSyncConfiguration, metadata: JSONValue? = nil
+    ) {
         self.model = model
         self.changes = changes
         self.session = session
         self.configuration = configuration
+        self.metadata = metadata
     }
 }
 

@@ -10,6 +10,7 @@ extension SyncEngine {
         _ model: Model, definition: ModelDefinition, modelConfiguration: ModelSyncConfiguration, session: SyncSession, full: Bool,
         report: inout SyncReport
     ) async throws {
+        var definition = definition
         var state = try storage { try store.read { try $0.syncState(model) } }
         if full { state.cursor = nil }
         var seen: Set<String>? = full ? [] : nil
@@ -19,8 +20,9 @@ extension SyncEngine {
         var processed = 0
         while true {
             try checkStopped()
-            let request = pullRequest(definition, cursor: state.cursor, session: session, modelConfiguration: modelConfiguration)
+            let request = pullRequest(definition, cursor: state.cursor, session: session, modelConfiguration: modelConfiguration, metadata: state.metadata)
             let page = try await withRetry { try await self.backend.pull(request) }
+            definition = try declare(page, in: definition)
             if page.schemaChanged {
                 // The cursor acknowledges the page that said so.
                 state.cursor = page.nextCursor
@@ -41,6 +43,7 @@ extension SyncEngine {
                 try Self.apply(page, to: model, in: store, modelConfiguration: modelConfiguration, blobs: blobs, state: before)
             }
             state = after
+            if !page.related.isEmpty { try await applyRelated(page.related, modelConfiguration: modelConfiguration, report: &report) }
             seen?.formUnion(page.upserts.map(\.id))
             if full {
                 for object in page.upserts where !object.isWhole { seenAttributes[object.id, default: []].formUnion(object.attributes.keys) }
@@ -65,13 +68,49 @@ extension SyncEngine {
             }
             if page.done { break }
         }
-        if let seen {
+        if backend.capabilities.deletions == .byListingIDs {
+            // The listing is the server's word on what exists, after the pull (a full one too:
+            // an object deleted while it paged is gone from the listing).
+            let request = pullRequest(definition, cursor: state.cursor, session: session, modelConfiguration: modelConfiguration, metadata: state.metadata)
+            let ids = try await withRetry { try await self.backend.remoteIDs(request) }
+            try await reconcile(
+                model, definition: definition, keeping: Set(ids), attributes: seenAttributes, modelConfiguration: modelConfiguration,
+                endingFullPull: full)
+        } else if let seen {
             try await reconcile(
                 model, definition: definition, keeping: seen, attributes: seenAttributes, modelConfiguration: modelConfiguration, endingFullPull: true)
-        } else if backend.capabilities.deletions == .byListingIDs {
-            let request = pullRequest(definition, cursor: state.cursor, session: session, modelConfiguration: modelConfiguration)
-            let ids = try await withRetry { try await self.backend.remoteIDs(request) }
-            try await reconcile(model, definition: definition, keeping: Set(ids), modelConfiguration: modelConfiguration)
+        }
+    }
+
+    /// Adds the associations and blob attributes a page showed to the model's definition
+    /// (stored at once: a definition is not part of a batch, and adding them twice is harmless).
+    func declare(_ page: PullPage, in definition: ModelDefinition) throws -> ModelDefinition {
+        var updated = definition
+        for (attribute, target) in page.associations where updated.associations[attribute] == nil {
+            updated.associations[attribute] = target
+        }
+        for attribute in page.blobAttributes where !updated.blobAttributes.contains(attribute) {
+            updated.blobAttributes.append(attribute)
+        }
+        guard updated != definition else { return definition }
+        try storage { _ = try store.register(updated) }
+        return updated
+    }
+
+    /// Applies objects of other models that came with a page (Parse's `include`d pointers):
+    /// whole objects, upserted as pulled objects are, in one batch per model.
+    func applyRelated(_ related: [String: [ServerObject]], modelConfiguration: ModelSyncConfiguration, report: inout SyncReport) async throws {
+        for (name, objects) in related.sorted(by: { $0.key < $1.key }) where !objects.isEmpty {
+            let configuration = self.configuration(of: name)
+            let notification = try await onStorageQueue { store in
+                let model = try store.model(name)
+                return try store.bulkUpdate { tx -> ObjectNotification in
+                    var notification = ObjectNotification(model: name)
+                    try Self.applyUpserts(objects, to: model, modelConfiguration: configuration, blobs: [:], tx: tx, notification: &notification)
+                    return notification
+                }
+            }
+            if !notification.isEmpty { emit(.objects(notification)) }
         }
     }
 

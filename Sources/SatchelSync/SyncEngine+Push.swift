@@ -57,12 +57,13 @@ extension SyncEngine {
         }
         guard !batch.isEmpty else { return }
         let withBlobs = try storage { try batch.map { try attachBlobs($0, definition: definition) } }
+        let metadata = try storage { try store.read { try $0.syncState(model).metadata } }
         let chunkSize = backend.capabilities.maxPushBatch ?? withBlobs.count
         var start = 0
         while start < withBlobs.count {
             try checkStopped()
             let chunk = Array(withBlobs[start..<min(start + chunkSize, withBlobs.count)])
-            let request = PushRequest(model: definition, changes: chunk, session: session, configuration: modelConfiguration)
+            let request = PushRequest(model: definition, changes: chunk, session: session, configuration: modelConfiguration, metadata: metadata)
             let results = try await withRetry { try await self.backend.push(request) }
             let renames = results.contains { result in
                 if case .accepted(let serverID?, _) = result.outcome { serverID != result.id } else { false }
@@ -129,7 +130,12 @@ extension SyncEngine {
 
     static func refersTo(_ blocked: [String: Set<String>], object: Object, definition: ModelDefinition) -> Bool {
         for (attribute, parent) in definition.associations {
-            if let id = object[attribute]?.stringValue, blocked[parent]?.contains(id) == true { return true }
+            guard let ids = blocked[parent] else { continue }
+            switch object[attribute] {
+            case .string(let id)?: if ids.contains(id) { return true }
+            case .array(let elements)?: if elements.contains(where: { $0.stringValue.map(ids.contains) == true }) { return true }
+            default: break
+            }
         }
         return false
     }

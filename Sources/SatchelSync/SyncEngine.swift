@@ -259,7 +259,10 @@ public actor SyncEngine {
         return try await onStorageQueue(body)
     }
 
-    func pullRequest(_ definition: ModelDefinition, cursor: JSONValue?, session: SyncSession, modelConfiguration: ModelSyncConfiguration) -> PullRequest {
-        PullRequest(model: definition, cursor: cursor, pageSize: configuration.pageSize, session: session, configuration: modelConfiguration)
+    func pullRequest(
+        _ definition: ModelDefinition, cursor: JSONValue?, session: SyncSession, modelConfiguration: ModelSyncConfiguration, metadata: JSONValue? = nil
+    ) -> PullRequest {
+        PullRequest(
+            model: definition, cursor: cursor, pageSize: configuration.pageSize, session: session, configuration: modelConfiguration, metadata: metadata)
     }
 }

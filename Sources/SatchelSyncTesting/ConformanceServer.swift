@@ -42,6 +42,15 @@ public protocol ConformanceServer: Sendable {
     /// Makes the server refuse pushed changes of `kind` to object `id` of `model` (by a
     /// validation rule, a conflict — however the server can), until ``allowAll()``.
     func refuse(_ kind: PendingChange.Kind, model: String, id: String) async throws
+    /// Makes the server refuse pushed changes of `kind` to object `id` of `model`, whose change
+    /// carries `attributes`: a server that assigns the ids of created objects (Parse) never
+    /// sees the client's id of a create, and refuses it by what it carries. By default
+    /// ``refuse(_:model:id:)``.
+    func refuse(_ kind: PendingChange.Kind, model: String, id: String, carrying attributes: JSONObject) async throws
+    /// Attributes the server adds to every object (Parse's `createdAt` and `updatedAt`):
+    /// ``objects(_:)`` includes them as a client stores them, and the kit's comparisons of whole
+    /// objects leave them out. By default none.
+    var serverAttributes: Set<String> { get }
     /// Stops refusing changes.
     func allowAll() async throws
     /// Releases the server (or its part).
@@ -50,6 +59,11 @@ public protocol ConformanceServer: Sendable {
 
 extension ConformanceServer {
     public var valuesAreStrings: Bool { false }
+    public var serverAttributes: Set<String> { [] }
+
+    public func refuse(_ kind: PendingChange.Kind, model: String, id: String, carrying attributes: JSONObject) async throws {
+        try await refuse(kind, model: model, id: id)
+    }
 
     public func objects(_ model: String, of user: Credentials) async throws -> [String: JSONObject] { try await objects(model) }
 }

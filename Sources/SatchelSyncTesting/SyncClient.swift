@@ -138,8 +138,11 @@ public struct SyncClient: Sendable {
         for name in models {
             #expect(try model(name).pendingChanges() == [], "pending changes of \(name)", sourceLocation: sourceLocation)
             #expect(try store.changeFates(model: name) == [:], "unsettled changes of \(name)", sourceLocation: sourceLocation)
-            let local = try objects(name)
-            let remote = if let user { try await server.objects(name, of: user) } else { try await server.objects(name) }
+            // Attributes the server sets on every object are compared by the adapter's own tests.
+            let plain = { (objects: [String: JSONObject]) in objects.mapValues { $0.filter { name, _ in !server.serverAttributes.contains(name) } } }
+            let local = plain(try objects(name))
+            let served = if let user { try await server.objects(name, of: user) } else { try await server.objects(name) }
+            let remote = plain(served)
             #expect(local == remote, "\(name): the store and the server differ", sourceLocation: sourceLocation)
         }
     }

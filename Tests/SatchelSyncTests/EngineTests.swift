@@ -56,6 +56,41 @@ struct EngineTests {
         #expect(progress[0].description == #"{"count":5,"model":"Product","processed":5,"status":"inProgress","total":12}"#)
     }
 
+    @Test("a to-many association (an array of ids) holds its object back until its targets have server ids, then points at them")
+    func toManyReferences() async throws {
+        let server = InMemoryBackend()
+        let models = [ModelDefinition(name: "Product"), ModelDefinition(name: "Basket", associations: ["items": "Product"])]
+        let client = try await Self.client(server, models: models)
+        try client.model("Product").create(["object": "a-local", "name": "A"])
+        try client.model("Product").create(["object": "b-local", "name": "B"])
+        try client.model("Basket").create(["object": "k-local", "items": ["a-local", "x-elsewhere", "b-local"]])
+        let report = try await client.engine.sync()
+        let a = try #require(report.serverIDs["Product"]?["a-local"])
+        let b = try #require(report.serverIDs["Product"]?["b-local"])
+        let basket = try #require(report.serverIDs["Basket"]?["k-local"])
+        #expect(try client.model("Basket").find(basket)?["items"] == [.string(a), "x-elsewhere", .string(b)])
+        #expect(await server.objects("Basket")[basket]?["items"] == [.string(a), "x-elsewhere", .string(b)], "pushed with the server's ids")
+        #expect(try client.store.verify().problems == [])
+    }
+
+    @Test("a page's associations and blob attributes are added to the model's definition; its related objects land in their models")
+    func pageDeclarations() async throws {
+        let page = PullPage(
+            upserts: [ServerObject(id: "o1", attributes: ["customer": "c1", "photo": "http://x/p.png"])], associations: ["customer": "Customer"],
+            blobAttributes: ["photo"], related: ["Customer": [ServerObject(id: "c1", attributes: ["name": "Ann"])]])
+        let backend = ScriptedPages(page)
+        let client = try SyncClient(backend: backend, models: [ModelDefinition(name: "Order")])
+        try await client.engine.logIn(Self.credentials)
+        var configuration = ModelSyncConfiguration()
+        configuration.skipBlobsOnFirstSync = true
+        await client.engine.configure("Order", configuration)
+        try await client.engine.sync(models: ["Order"])
+        let order = try #require(client.store.models.first(where: { $0.name == "Order" }))
+        #expect(order.associations == ["customer": "Customer"] && order.blobAttributes == ["photo"])
+        #expect(try client.model("Customer").find("c1")?["name"] == "Ann")
+        #expect(try client.model("Order").find("o1")?["customer"] == "c1")
+    }
+
     @Test("a local change not yet pushed wins over pulled values until acknowledged")
     func pendingWinsOverPull() async throws {
         let server = InMemoryBackend()
@@ -501,4 +536,16 @@ final class EventLogBox: Sendable {
     var messages: [String] {
         events.withLock { $0.compactMap { if case .sync(let n) = $0 { n.message } else { nil } } }
     }
+}
+
+/// A server that answers every pull with one scripted page.
+struct ScriptedPages: SyncBackend {
+    let page: PullPage
+    init(_ page: PullPage) { self.page = page }
+    var name: String { "scripted" }
+    var capabilities: SyncCapabilities { SyncCapabilities() }
+    func logIn(_ credentials: Credentials) async throws -> SyncSession { SyncSession(user: credentials.user) }
+    func logOut(_ session: SyncSession) async throws {}
+    func pull(_ request: PullRequest) async throws -> PullPage { page }
+    func push(_ request: PushRequest) async throws -> [PushResult] { [] }
 }

@@ -119,14 +119,30 @@ extension Transaction {
     }
 
     /// Rewrites, in one pass, `attribute` of the objects of `model` — and of their pending and
-    /// in-flight changes — where it holds an old id of `renames` (old id → new id). The objects
-    /// are found with one `in` query (index-served when `attribute` is indexed), so a push that
-    /// renames many parents reads each child model once, not once per parent.
+    /// in-flight changes — where it holds an old id of `renames` (old id → new id): as its value
+    /// (to-one) or as an element of its array value (to-many). The objects are found with one
+    /// query (`in`, index-served when `attribute` is indexed, or'ed with `contains` for arrays),
+    /// so a push that renames many parents reads each child model once, not once per parent.
     func rewriteReferences(in model: Model, attribute: String, renames: [String: String]) throws {
         guard !renames.isEmpty else { return }
-        func renamed(_ value: JSONValue?) -> JSONValue? { value?.stringValue.flatMap { renames[$0] }.map(JSONValue.string) }
+        func renamed(_ value: JSONValue?) -> JSONValue? {
+            switch value {
+            case .string(let id)?: return renames[id].map(JSONValue.string)
+            case .array(let elements)?:
+                var changed = false
+                let rewritten = elements.map { element -> JSONValue in
+                    guard let id = element.stringValue, let new = renames[id] else { return element }
+                    changed = true
+                    return .string(new)
+                }
+                return changed ? .array(rewritten) : nil
+            default: return nil
+            }
+        }
         let field = Field(components: [attribute])
-        for object in try findAll(Query(where: field.isIn(renames.keys.map(JSONValue.string))), in: model) {
+        let oldIDs = renames.keys.map(JSONValue.string)
+        let condition = oldIDs.reduce(field.isIn(oldIDs)) { $0 || field.contains($1) }
+        for object in try findAll(Query(where: condition), in: model) {
             guard let new = renamed(object[attribute]) else { continue }
             var attributes = object.attributes
             attributes[attribute] = new
