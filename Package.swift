@@ -18,6 +18,7 @@ let package = Package(
         .library(name: "SatchelSync", targets: ["SatchelSync"]),
         .library(name: "SatchelRhoConnect", targets: ["SatchelRhoConnect"]),
         .library(name: "SatchelKinto", targets: ["SatchelKinto"]),
+        .library(name: "SatchelParse", targets: ["SatchelParse"]),
         // For adapter authors' tests: the conformance kit and fault injection.
         .library(name: "SatchelSyncTesting", targets: ["SatchelSyncTesting"]),
         .executable(name: "satchel", targets: ["SatchelCLI"]),
@@ -51,11 +52,12 @@ let package = Package(
             swiftSettings: settings
         ),
         .target(name: "SatchelKinto", dependencies: ["Satchel", "SatchelSync"], swiftSettings: settings),
+        .target(name: "SatchelParse", dependencies: ["Satchel", "SatchelSync"], swiftSettings: settings),
         // Top layer: the command-line tool.
         .executableTarget(
             name: "SatchelCLI",
             dependencies: [
-                "Satchel", "SatchelSync", "SatchelRhoConnect", "SatchelKinto",
+                "Satchel", "SatchelSync", "SatchelRhoConnect", "SatchelKinto", "SatchelParse",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: settings
@@ -65,7 +67,9 @@ let package = Package(
         .executableTarget(
             name: "SatchelBench",
             dependencies: [
-                "Satchel", "SatchelSync", "SatchelKinto", "CLevelDB", "CSQLite",
+                "Satchel", "SatchelSync", "SatchelKinto", "SatchelParse", "CLevelDB", "CSQLite",
+                // The parse group starts the tests' loopback Parse Server in process.
+                "ParseTestServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: settings
@@ -88,7 +92,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SatchelCLITests",
-            dependencies: ["Satchel", "SatchelSync", "SatchelTestSupport", "SatchelCLI", "RhoConnectTestServer"],
+            dependencies: ["Satchel", "SatchelSync", "SatchelTestSupport", "SatchelCLI", "RhoConnectTestServer", "ParseTestServer"],
             swiftSettings: settings
         ),
         // For tests of adapters (ours and others'): the conformance kit every adapter must pass,
@@ -119,6 +123,19 @@ let package = Package(
                 "Satchel", "SatchelSync", "SatchelKinto", "SatchelTestSupport", "SatchelSyncTesting",
                 .product(name: "FlyingFox", package: "FlyingFox"), .product(name: "FlyingSocks", package: "FlyingFox"),
             ],
+            swiftSettings: settings
+        ),
+        // A Parse Server on loopback, driven by Fixtures/parse: written from Parse's REST API,
+        // sharing no code with the adapter it tests.
+        .target(
+            name: "ParseTestServer",
+            dependencies: [.product(name: "FlyingFox", package: "FlyingFox"), .product(name: "FlyingSocks", package: "FlyingFox")],
+            path: "Tests/ParseTestServer",
+            swiftSettings: settings
+        ),
+        .testTarget(
+            name: "SatchelParseTests",
+            dependencies: ["Satchel", "SatchelSync", "SatchelParse", "SatchelTestSupport", "SatchelSyncTesting", "ParseTestServer"],
             swiftSettings: settings
         ),
         // The README's Swift tours, extracted at build time and run as written.

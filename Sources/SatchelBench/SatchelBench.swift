@@ -24,6 +24,8 @@ struct SatchelBench: AsyncParsableCommand {
         case kinto
         /// Importing a JSON-lines file, against SQLite reading and inserting the same lines.
         case `import`
+        /// A first pull of 20,000 objects from the loopback Parse Server (not run by default).
+        case parse
 
         static let byDefault: [Group] = [.store, .codec, .sync, .import]
     }
@@ -32,6 +34,7 @@ struct SatchelBench: AsyncParsableCommand {
     @Option(help: "The Kinto bucket of the kinto group (its Product collection is written when empty).") var kintoBucket = "satchel-bench"
     @Option(help: "user:password for the Kinto server.") var kintoUser = "bench:bench"
 
+    @Flag(help: "Run the parse group too: a first pull from the loopback Parse Server (at most 20,000 objects).") var parse = false
     @Option(help: "Number of objects.") var docs = 100_000
     @Option(help: "Systems to compare with: leveldb_raw, sqlite_json, rhoconnect_eav (comma list; default all).")
     var baselines: String?
@@ -52,7 +55,7 @@ struct SatchelBench: AsyncParsableCommand {
                 guard let group = Group(rawValue: String(name)) else { throw ValidationError("unknown group '\(name)'") }
                 return group
             }
-        } ?? (kintoURL == nil ? Group.byDefault : Group.allCases)
+        } ?? (Group.byDefault + (kintoURL == nil ? [] : [.kinto]) + (parse ? [.parse] : []))
         #if DEBUG
         FileHandle.standardError.write(Data("warning: a debug build; measure with swift run -c release satchel-bench\n".utf8))
         #endif
@@ -63,6 +66,7 @@ struct SatchelBench: AsyncParsableCommand {
             case .sync: try await SyncBench.run(count: docs, directory: directory)
             case .kinto: try await runKinto()
             case .import: try ImportBench.run(count: docs, directory: directory)
+            case .parse: try await ParseBench.run(count: min(docs, 20_000), directory: directory)
             }
         }
     }

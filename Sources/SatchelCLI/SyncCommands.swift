@@ -2,22 +2,25 @@ import ArgumentParser
 import Foundation
 import Satchel
 import SatchelKinto
+import SatchelParse
 import SatchelRhoConnect
 import SatchelSync
 
 /// Which server to talk to, and as whom.
 struct BackendOptions: ParsableArguments {
     @Option(help: ArgumentHelp(
-        "The server's kind: rhoconnect (a RhoConnect server), kinto (a Kinto server), or memory (an in-memory server kept in the --url file).",
+        "The server's kind: rhoconnect (a RhoConnect server), kinto (a Kinto server), parse (a Parse Server), or memory (an in-memory server kept in the --url file).",
         valueName: "name"))
     var backend: String?
     @Option(help: ArgumentHelp(
-        "Where the server is: for rhoconnect its root (http://HOST:PORT/); for kinto its /v1 root (http://HOST:PORT/v1); for memory the file holding its state (created when missing).",
+        "Where the server is: for rhoconnect its root (http://HOST:PORT/); for kinto its /v1 root (http://HOST:PORT/v1); for parse its mount (http://HOST:PORT/parse); for memory the file holding its state (created when missing).",
         valueName: "url"))
     var url: String?
     @Option(help: "The user to log in as (needed only when no session is stored; with kinto, on every sync).") var user: String?
     @Option(help: "The user's password (never stored).") var password: String?
     @Option(help: ArgumentHelp("The Kinto bucket holding one collection per model (created when missing).", valueName: "bucket")) var bucket: String?
+    @Option(name: .customLong("app-id"), help: ArgumentHelp("The Parse application id (X-Parse-Application-Id).", valueName: "id")) var appID: String?
+    @Option(name: .customLong("rest-key"), help: ArgumentHelp("The Parse REST API key, when the server checks one.", valueName: "key")) var restKey: String?
 
     var isGiven: Bool { backend != nil || url != nil }
 
@@ -46,10 +49,16 @@ struct BackendOptions: ParsableArguments {
             // Kinto checks the password on every request, and Satchel never stores it.
             let credentials = user.flatMap { user in password.map { Credentials(user: user, password: $0) } }
             return KintoBackend(url: root, bucket: bucket, credentials: credentials)
-        case "parse", "salesforce":
-            throw SyncError(.notSupported, "the \(backend) adapter is not part of this build yet (available: rhoconnect, kinto, memory)")
+        case "parse":
+            guard let mount = Self.httpURL(url) else {
+                throw ValidationError("--url for parse is the server's mount, such as http://127.0.0.1:1337/parse (not '\(url)')")
+            }
+            guard let appID, !appID.isEmpty else { throw ValidationError("--backend parse needs --app-id ID: the app's application id") }
+            return ParseBackend(url: mount, applicationID: appID, restKey: restKey)
+        case "salesforce":
+            throw SyncError(.notSupported, "the \(backend) adapter is not part of this build yet (available: rhoconnect, kinto, parse, memory)")
         default:
-            throw ValidationError("unknown backend '\(backend)' (available: rhoconnect, kinto, memory)")
+            throw ValidationError("unknown backend '\(backend)' (available: rhoconnect, kinto, parse, memory)")
         }
     }
 

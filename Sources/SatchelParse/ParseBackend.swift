@@ -1,0 +1,486 @@
+public import Foundation
+public import Satchel
+public import SatchelSync
+
+/// A Parse Server (https://parseplatform.org), spoken to over its REST API.
+///
+/// Point it at the server's mount (`http://host:1337/parse`) with the app's application id (and
+/// REST key, when the server has one); each model syncs with the Parse class of the same name,
+/// and `objectId` is the object's id.
+///
+/// ```swift
+/// let backend = ParseBackend(url: URL(string: "http://127.0.0.1:1337/parse")!, applicationID: "shop", restKey: "k")
+/// let engine = SyncEngine(store: store, backend: backend)
+/// try await engine.logIn(Credentials(user: "ann", password: "s3cret"))
+/// try await engine.sync()
+/// ```
+///
+/// What it maps:
+/// - **Login**: `POST /login`; the session token is the stored session. A `209` answer (an
+///   invalid or expired token) drops it: the sync fails with ``SyncError/Code/unauthorized``, and
+///   nothing is lost; logging in again resumes where it stopped.
+/// - **Pull**: `GET /classes/C` with `order=updatedAt,objectId`, paged by a keyset on
+///   `(updatedAt, objectId)` — objects sharing one `updatedAt` (a bulk write stamps them all with
+///   one millisecond) are neither lost nor repeated across pages, and a server that returns
+///   fewer rows than `limit` (its `maxLimit`) is followed until an empty page. The model's
+///   ``ModelSyncConfiguration/serverFilter`` is and-ed into the `where`,
+///   ``ModelSyncConfiguration/onlyAttributes`` become `keys` and
+///   ``ModelSyncConfiguration/ignoredAttributes`` `excludeKeys`; a first pull with a
+///   ``ModelSyncConfiguration/fetchLimit`` takes the first objects in
+///   ``ModelSyncConfiguration/fetchOrder`` (then by `objectId`), later pulls the changes since.
+/// - **Values**: see ``ParseMapping``.
+/// - **Push**: `POST /batch`, at most ``Configuration/batchSize`` requests each. Creates get the
+///   server's `objectId`, which replaces the local id everywhere; the engine pushes parents
+///   before the objects that point to them. Updates send the changed attributes, a removed one as
+///   `{"__op":"Delete"}`. A `101` on a delete means done. Other per-request errors (`111`, `137`,
+///   `141`, `142`…) are record errors with Parse's code and message; `1`, `100` and `124` are sent
+///   again next time.
+/// - **Deletes**: Parse keeps no tombstones. After every pull the adapter lists the class's ids
+///   (`keys=objectId`, keyset-paged) and the engine deletes the objects the server no longer has,
+///   keeping local creates not yet pushed.
+/// - **Errors**: a `429`, or code `1` or `124` for the whole call, is retried with backoff; a
+///   `403` (a wrong application id or REST key) is a one-line error.
+/// - **Cloud functions** (CRParse's fetch path): ``call(function:parameters:session:)``; store
+///   the answer as an object graph with `Store.importGraph`.
+public final class ParseBackend: SyncBackend {
+    /// Where the server is and how to talk to it.
+    public struct Configuration: Sendable {
+        /// The server's mount, e.g. `http://host:1337/parse`.
+        public var url: URL
+        /// `X-Parse-Application-Id`.
+        public var applicationID: String
+        /// `X-Parse-REST-API-Key`, when the server checks one.
+        public var restKey: String?
+        /// Requests per `POST /batch` (Parse's hosted limit was 50).
+        public var batchSize: Int
+        /// Seconds to wait for an answer.
+        public var timeout: TimeInterval
+        /// The field in which a create carries the object's local id, so that a create sent again
+        /// after its answer was lost finds the object the first one made instead of making a
+        /// second (Parse has no idempotent create by default). The adapter keeps it out of
+        /// pulled attributes. nil: not sent (a lost answer may then leave a duplicate).
+        public var clientIDField: String?
+        /// Pointer attributes to pull whole, per model (Parse's `include`): each pointed-to
+        /// object is stored in the model of its class, and the attribute keeps its id.
+        public var includes: [String: [String]]
+
+        public init(
+            url: URL, applicationID: String, restKey: String? = nil, batchSize: Int = 50, timeout: TimeInterval = 60,
+            clientIDField: String? = "satchelClientID", includes: [String: [String]] = [:]
+        ) {
+            self.includes = includes
+            self.url = url
+            self.applicationID = applicationID
+            self.restKey = restKey
+            self.batchSize = max(1, batchSize)
+            self.timeout = timeout
+            self.clientIDField = clientIDField
+        }
+    }
+
+    public let configuration: Configuration
+    let http: SyncHTTPClient
+
+    public init(configuration: Configuration) {
+        self.configuration = configuration
+        http = SyncHTTPClient(timeout: configuration.timeout)
+    }
+
+    /// An adapter for the server mounted at `url`.
+    public convenience init(url: URL, applicationID: String, restKey: String? = nil) {
+        self.init(configuration: Configuration(url: url, applicationID: applicationID, restKey: restKey))
+    }
+
+    public var name: String { "parse" }
+
+    /// Deletions are found by listing ids; a batch holds at most ``Configuration/batchSize``
+    /// requests.
+    public var capabilities: SyncCapabilities { SyncCapabilities(deletions: .byListingIDs, maxPushBatch: configuration.batchSize) }
+
+    /// The session's token (`X-Parse-Session-Token`).
+    static let tokenKey = "sessionToken"
+
+    // MARK: - Log in
+
+    public func logIn(_ credentials: Credentials) async throws -> SyncSession {
+        let body: JSONObject = ["username": .string(credentials.user), "password": .string(credentials.password)]
+        let answer = try await send("POST", try endpoint("login"), body: body, session: nil, what: "login")
+        if answer.status == 404 || Self.code(answer) == 101 {
+            throw SyncError(.unauthorized, "login: Parse did not accept the user name and password of \(credentials.user)", httpStatus: answer.status)
+        }
+        try check(answer, "login")
+        let user = try Self.json(answer, "login")
+        guard let token = user["sessionToken"]?.stringValue, !token.isEmpty else {
+            throw SyncError(.protocolViolation, "login: the answer has no session token")
+        }
+        var data: JSONObject = [Self.tokenKey: .string(token)]
+        if let id = user["objectId"]?.stringValue { data["userID"] = .string(id) }
+        return SyncSession(user: credentials.user, data: data)
+    }
+
+    /// `POST /logout`: the server deletes the session. A token it no longer knows is fine.
+    public func logOut(_ session: SyncSession) async throws {
+        guard session.data[Self.tokenKey] != nil else { return }
+        let answer = try await send("POST", try endpoint("logout"), body: JSONObject(), session: session, what: "logout")
+        if Self.code(answer) == 209 { return }
+        try check(answer, "logout")
+    }
+
+    /// A session whose token was dropped (a `209`) cannot sync until the user logs in again.
+    public func prepare(_ session: SyncSession) async throws -> SyncSession {
+        guard session.data[Self.tokenKey]?.stringValue != nil else {
+            throw SyncError(.notLoggedIn, "Parse needs a session: log in again (satchel sync: pass --user and --password)")
+        }
+        return session
+    }
+
+    // MARK: - Pull
+
+    /// Where a pull stands: the `(updatedAt, objectId)` of the last object applied.
+    struct Cursor: Equatable {
+        var updatedAt: String
+        var objectID: String
+
+        init(updatedAt: String, objectID: String) {
+            self.updatedAt = updatedAt
+            self.objectID = objectID
+        }
+
+        init?(_ value: JSONValue?) {
+            guard let updatedAt = value?["updatedAt"]?.stringValue, let id = value?["objectId"]?.stringValue else { return nil }
+            self.init(updatedAt: updatedAt, objectID: id)
+        }
+
+        var json: JSONValue { ["updatedAt": .string(updatedAt), "objectId": .string(objectID)] }
+
+        /// The objects after this one in `(updatedAt, objectId)` order.
+        var after: JSONValue {
+            let date: JSONValue = ["__type": "Date", "iso": .string(updatedAt)]
+            return ["$or": [["updatedAt": ["$gt": date]], ["updatedAt": date, "objectId": ["$gt": .string(objectID)]]]]
+        }
+    }
+
+    public func pull(_ request: PullRequest) async throws -> PullPage {
+        let what = "pull of \(request.model.name)"
+        let cursor = Cursor(request.cursor)
+        if request.cursor != nil && cursor == nil {
+            throw SyncError(.protocolViolation, "\(what): the stored cursor is not a Parse cursor (\(request.cursor!)); a full sync starts over")
+        }
+        let model = request.configuration
+        // A first pull with a fetch limit takes the first objects in the fetch order, at once.
+        let limited = cursor == nil && model.fetchLimit != nil
+        var query: [(String, String)] = []
+        var conditions: [JSONValue] = []
+        if let filter = model.serverFilter { conditions.append(.object(filter)) }
+        if let cursor { conditions.append(cursor.after) }
+        if let condition = Self.and(conditions) { query.append(("where", Self.text(condition))) }
+        if limited {
+            let keys = model.fetchOrder.map { ($0.descending ? "-" : "") + $0.field.description } + ["objectId"]
+            query.append(("order", keys.joined(separator: ",")))
+            query.append(("limit", String(max(1, model.fetchLimit!))))
+        } else {
+            query.append(("order", "updatedAt,objectId"))
+            query.append(("limit", String(max(1, request.pageSize))))
+        }
+        query += Self.keys(model)
+        if let includes = configuration.includes[request.model.name], !includes.isEmpty { query.append(("include", includes.joined(separator: ","))) }
+        let answer = try await send("GET", try endpoint("classes/\(SyncHTTPClient.escape(request.model.name))", query), session: request.session, what: what)
+        try check(answer, what)
+        let results = try Self.results(answer, what)
+        var page = PullPage()
+        let hidden: Set<String> = configuration.clientIDField.map { [$0] } ?? []
+        var types = ParseMapping.WireTypes(metadata: request.metadata)
+        let known = types
+        var last = cursor
+        for value in results {
+            guard let decoded = ParseMapping.decode(value, hiding: hidden) else {
+                throw SyncError(.protocolViolation, "\(what): an object without a string `objectId` and `updatedAt`")
+            }
+            page.upserts.append(decoded.object)
+            types.types.merge(decoded.types) { _, new in new }
+            for (attribute, type) in decoded.types {
+                if let target = type.target { page.associations[attribute] = target }
+                if type == .file, !page.blobAttributes.contains(attribute) { page.blobAttributes.append(attribute) }
+            }
+            for (model, objects) in decoded.related { page.related[model, default: []] += objects }
+            let position = Cursor(updatedAt: decoded.updatedAt, objectID: decoded.object.id)
+            if limited {
+                if last == nil || Self.precedes(last!, position) { last = position }
+            } else {
+                // Rows come in keyset order; one out of it would make the next page skip rows.
+                if let last, !Self.precedes(last, position) {
+                    throw SyncError(.protocolViolation, "\(what): the server did not sort by updatedAt, objectId (\(position.objectID) after \(last.objectID))")
+                }
+                last = position
+            }
+        }
+        if types != known { page.metadata = types.metadata }
+        page.nextCursor = last?.json
+        // Only an empty page ends a pull: a server with a `maxLimit` sends fewer rows than asked.
+        page.done = limited || results.isEmpty
+        return page
+    }
+
+    /// Whether `a` comes before `b` in `(updatedAt, objectId)` order. Parse's dates are ISO
+    /// strings of one width (UTC, milliseconds), so they order as text.
+    static func precedes(_ a: Cursor, _ b: Cursor) -> Bool {
+        a.updatedAt != b.updatedAt ? a.updatedAt < b.updatedAt : a.objectID < b.objectID
+    }
+
+    /// `keys` for an attribute list, `excludeKeys` for ignored attributes.
+    static func keys(_ configuration: ModelSyncConfiguration) -> [(String, String)] {
+        var query: [(String, String)] = []
+        if let only = configuration.onlyAttributes { query.append(("keys", (only + ["updatedAt"]).joined(separator: ","))) }
+        if !configuration.ignoredAttributes.isEmpty { query.append(("excludeKeys", configuration.ignoredAttributes.joined(separator: ","))) }
+        return query
+    }
+
+    /// Every id the server holds for the model (matching its server filter), by `objectId`
+    /// keyset pages.
+    public func remoteIDs(_ request: PullRequest) async throws -> [String] {
+        let what = "listing the ids of \(request.model.name)"
+        var ids: [String] = []
+        var last: String?
+        while true {
+            var conditions: [JSONValue] = []
+            if let filter = request.configuration.serverFilter { conditions.append(.object(filter)) }
+            if let last { conditions.append(["objectId": ["$gt": .string(last)]]) }
+            var query: [(String, String)] = []
+            if let condition = Self.and(conditions) { query.append(("where", Self.text(condition))) }
+            query += [("keys", "objectId"), ("order", "objectId"), ("limit", String(max(1000, request.pageSize)))]
+            let answer = try await send(
+                "GET", try endpoint("classes/\(SyncHTTPClient.escape(request.model.name))", query), session: request.session, what: what)
+            try check(answer, what)
+            let results = try Self.results(answer, what)
+            if results.isEmpty { return ids }
+            for value in results {
+                guard let id = value["objectId"]?.stringValue else { throw SyncError(.protocolViolation, "\(what): a result without an `objectId`") }
+                if let last, id <= last { throw SyncError(.protocolViolation, "\(what): the server did not sort by objectId") }
+                ids.append(id)
+                last = id
+            }
+        }
+    }
+
+    // MARK: - Push
+
+    public func push(_ request: PushRequest) async throws -> [PushResult] {
+        let what = "push to \(request.model.name)"
+        let types = ParseMapping.WireTypes(metadata: request.metadata)
+        let classPath = configuration.url.path + "/classes/" + SyncHTTPClient.escape(request.model.name)
+        var results: [PushResult] = []
+        var start = 0
+        while start < request.changes.count {
+            let chunk = Array(request.changes[start..<min(start + configuration.batchSize, request.changes.count)])
+            start += chunk.count
+            // Creates an earlier push made whose answer was lost: local id → objectId.
+            let made = try await madeBefore(chunk.filter { $0.kind == .create }.map(\.id), request: request)
+            var requests: [JSONValue] = []
+            for change in chunk {
+                switch change.kind {
+                case .create, .update:
+                    var files: [String: (name: String, url: String)] = [:]
+                    for (attribute, data) in change.blobs.sorted(by: { $0.key < $1.key }) {
+                        files[attribute] = try await upload(data, name: attribute, session: request.session)
+                    }
+                    var body = ParseMapping.body(change.attributes, model: request.model, types: types, files: files)
+                    if change.kind == .create, let field = configuration.clientIDField { body[field] = .string(change.id) }
+                    if change.kind == .create, let id = made[change.id] {
+                        // Made already: the create's attributes (edits since included) go on it.
+                        requests.append(["method": "PUT", "path": .string(classPath + "/" + SyncHTTPClient.escape(id)), "body": .object(body)])
+                    } else {
+                        let path = change.kind == .create ? classPath : classPath + "/" + SyncHTTPClient.escape(change.id)
+                        requests.append(["method": change.kind == .create ? "POST" : "PUT", "path": .string(path), "body": .object(body)])
+                    }
+                case .delete:
+                    requests.append(["method": "DELETE", "path": .string(classPath + "/" + SyncHTTPClient.escape(change.id))])
+                }
+            }
+            let answer = try await send("POST", try endpoint("batch"), body: ["requests": .array(requests)], session: request.session, what: what)
+            try check(answer, what)
+            guard let responses = try Self.json(answer, what).arrayValue, responses.count == chunk.count else {
+                throw SyncError(.protocolViolation, "\(what): the batch answer does not hold one result per request")
+            }
+            for (change, response) in zip(chunk, responses) {
+                var outcome = try Self.outcome(of: change, response, what, madeAs: made[change.id])
+                if case .rejected(let message, let code, nil) = outcome, change.kind == .update {
+                    // The server's copy, for a rollback.
+                    outcome = .rejected(message: message, code: code, serverCopy: try await serverCopy(change.id, request: request))
+                }
+                results.append(PushResult(id: change.id, outcome: outcome))
+            }
+        }
+        return results
+    }
+
+    /// The objects that earlier creates of `ids` made (local id → objectId), found by the
+    /// client-id field: none when the field is off or there are no creates.
+    func madeBefore(_ ids: [String], request: PushRequest) async throws -> [String: String] {
+        guard let field = configuration.clientIDField, !ids.isEmpty else { return [:] }
+        let what = "looking for earlier creates in \(request.model.name)"
+        var made: [String: String] = [:]
+        var last: String?
+        while true {
+            var condition: JSONValue = [field: ["$in": .array(ids.map(JSONValue.string))]]
+            if let last { condition = ["$and": [condition, ["objectId": ["$gt": .string(last)]]]] }
+            let query = [("where", Self.text(condition)), ("keys", field), ("order", "objectId"), ("limit", String(ids.count))]
+            let answer = try await send(
+                "GET", try endpoint("classes/\(SyncHTTPClient.escape(request.model.name))", query), session: request.session, what: what)
+            try check(answer, what)
+            let results = try Self.results(answer, what)
+            if results.isEmpty { return made }
+            for value in results {
+                guard let id = value["objectId"]?.stringValue else { throw SyncError(.protocolViolation, "\(what): a result without an `objectId`") }
+                if let local = value[field]?.stringValue, made[local] == nil { made[local] = id }
+                last = id
+            }
+        }
+    }
+
+    /// Object `id` as the server has it now, in Satchel's terms (nil when it is gone).
+    func serverCopy(_ id: String, request: PushRequest) async throws -> JSONObject? {
+        let what = "reading \(request.model.name) \(id)"
+        let answer = try await send(
+            "GET", try endpoint("classes/\(SyncHTTPClient.escape(request.model.name))/\(SyncHTTPClient.escape(id))"), session: request.session,
+            what: what)
+        if answer.status == 404 { return nil }
+        try check(answer, what)
+        let hidden: Set<String> = configuration.clientIDField.map { [$0] } ?? []
+        return ParseMapping.decode(try Self.json(answer, what), requireUpdatedAt: false, hiding: hidden)?.object.attributes
+    }
+
+    /// What one batch result says of `change`.
+    static func outcome(of change: OutgoingChange, _ response: JSONValue, _ what: String, madeAs made: String? = nil) throws(SyncError) -> PushOutcome {
+        if let success = response["success"]?.objectValue {
+            switch change.kind {
+            case .create where made != nil:
+                return .accepted(serverID: made, version: success["updatedAt"])
+            case .create:
+                guard let id = success["objectId"]?.stringValue, !id.isEmpty else {
+                    throw SyncError(.protocolViolation, "\(what): a create's result has no `objectId`")
+                }
+                return .accepted(serverID: id, version: success["createdAt"])
+            case .update: return .accepted(version: success["updatedAt"])
+            case .delete: return .accepted()
+            }
+        }
+        guard let error = response["error"]?.objectValue else {
+            throw SyncError(.protocolViolation, "\(what): a batch result with neither `success` nor `error`")
+        }
+        let code = error["code"]?.intValue
+        let message = error["error"]?.stringValue ?? error["message"]?.stringValue ?? "refused by the server"
+        switch code {
+        case 101?: return .notFound
+        case 1?, 100?, 124?: return .retryLater(message: "Parse error \(code!): \(message)")
+        default: return .rejected(message: message, code: code.map(String.init))
+        }
+    }
+
+    // MARK: - Files and cloud functions
+
+    /// Uploads a file (`POST /files/NAME`); returns the name and URL the server gave it.
+    func upload(_ data: Data, name: String, session: SyncSession) async throws -> (name: String, url: String) {
+        let what = "uploading the file \(name)"
+        let answer = try await send(
+            "POST", try endpoint("files/\(SyncHTTPClient.escape(name))"), raw: data, contentType: "application/octet-stream", session: session, what: what)
+        try check(answer, what)
+        let body = try Self.json(answer, what)
+        guard let stored = body["name"]?.stringValue, let url = body["url"]?.stringValue else {
+            throw SyncError(.protocolViolation, "\(what): the answer has no `name` and `url`")
+        }
+        return (stored, url)
+    }
+
+    /// A file's bytes, from its URL (files are served without the app's headers too).
+    public func downloadBlob(_ url: String, session: SyncSession) async throws -> Data {
+        guard let target = URL(string: url), target.scheme == "http" || target.scheme == "https" else {
+            throw SyncError(.protocolViolation, "file download: '\(url)' is not a URL")
+        }
+        let answer = try await send("GET", target, session: session, what: "file download")
+        try check(answer, "file download")
+        return answer.body
+    }
+
+    /// Runs the cloud function `function` (`POST /functions/NAME`) and returns its `result`:
+    /// CRParse's fetch path. Store an object graph it answers with `Store.importGraph`.
+    public func call(function: String, parameters: JSONObject = JSONObject(), session: SyncSession? = nil) async throws -> JSONValue {
+        let what = "cloud function \(function)"
+        let answer = try await send("POST", try endpoint("functions/\(SyncHTTPClient.escape(function))"), body: parameters, session: session, what: what)
+        try check(answer, what)
+        guard let result = try Self.json(answer, what)["result"] else { throw SyncError(.protocolViolation, "\(what): the answer has no `result`") }
+        return result
+    }
+
+    // MARK: - HTTP
+
+    func endpoint(_ path: String, _ query: [(String, String)] = []) throws(SyncError) -> URL {
+        try SyncHTTPClient.url(configuration.url, path, query)
+    }
+
+    /// Sends a request with the app's headers and the session's token.
+    func send(
+        _ method: String, _ url: URL, body: JSONObject? = nil, raw: Data? = nil, contentType: String? = nil, session: SyncSession?, what: String
+    ) async throws(SyncError) -> SyncHTTPClient.Response {
+        var headers = ["X-Parse-Application-Id": configuration.applicationID]
+        if let key = configuration.restKey { headers["X-Parse-REST-API-Key"] = key }
+        if let token = session?.data[Self.tokenKey]?.stringValue { headers["X-Parse-Session-Token"] = token }
+        if let contentType { headers["Content-Type"] = contentType }
+        return try await http.send(method, url, headers: headers, body: raw ?? body.map { Data($0.jsonBytes) })
+    }
+
+    /// Throws the error an answer other than 2xx stands for.
+    func check(_ answer: SyncHTTPClient.Response, _ what: String) throws(SyncError) {
+        guard !(200..<300).contains(answer.status) else { return }
+        let body = try? JSONValue(parsing: answer.body)
+        let code = body?["code"]?.intValue
+        let message = body?["error"]?.stringValue ?? body?["message"]?.stringValue ?? answer.text
+        let detail = message.isEmpty ? "" : ": \(message)"
+        switch (answer.status, code) {
+        case (_, 209?):
+            throw SyncError(
+                .unauthorized, "\(what): Parse refused the session (code 209\(detail)): log in again (satchel sync: pass --user and --password)",
+                httpStatus: answer.status)
+        case (403, nil):
+            throw SyncError(.server, "\(what): Parse refused the application id or REST key\(detail)", httpStatus: 403)
+        case (429, _), (_, 1?), (_, 124?):
+            // Too many requests, an internal error or a timeout: worth trying again.
+            throw SyncError(
+                .server, "\(what) failed with HTTP \(answer.status)\(code.map { " (code \($0))" } ?? "")\(detail)",
+                httpStatus: answer.status == 429 || answer.status >= 500 ? answer.status : 503, retryAfter: answer.retryAfter)
+        default:
+            throw SyncError(
+                .server, "\(what) failed with HTTP \(answer.status)\(code.map { " (code \($0))" } ?? "")\(detail)", httpStatus: answer.status,
+                retryAfter: answer.retryAfter)
+        }
+    }
+
+    /// The Parse error code of an answer's body.
+    static func code(_ answer: SyncHTTPClient.Response) -> Int64? { (try? JSONValue(parsing: answer.body))?["code"]?.intValue }
+
+    static func json(_ answer: SyncHTTPClient.Response, _ what: String) throws(SyncError) -> JSONValue {
+        do {
+            return try JSONValue(parsing: answer.body)
+        } catch {
+            throw SyncError(.protocolViolation, "\(what): the answer is not JSON (\(answer.body.count) bytes)")
+        }
+    }
+
+    /// The `results` list of a query's answer.
+    static func results(_ answer: SyncHTTPClient.Response, _ what: String) throws(SyncError) -> [JSONValue] {
+        guard let results = try json(answer, what)["results"]?.arrayValue else {
+            throw SyncError(.protocolViolation, "\(what): the answer has no `results` list")
+        }
+        return results
+    }
+
+    /// The conditions and-ed (nil for none).
+    static func and(_ conditions: [JSONValue]) -> JSONValue? {
+        switch conditions.count {
+        case 0: nil
+        case 1: conditions[0]
+        default: ["$and": .array(conditions)]
+        }
+    }
+
+    static func text(_ value: JSONValue) -> String { String(decoding: value.jsonBytes, as: UTF8.self) }
+}

@@ -1,0 +1,229 @@
+import Foundation
+public import Satchel
+import SatchelSync
+
+/// How Satchel's objects map onto Parse objects, both ways. This file owns the wire layout of a
+/// Parse object; the adapter and the tests that read the server directly both go through it.
+///
+/// **Ids.** An object's id is its `objectId`; the server assigns it (a create carries no id) and
+/// the engine renames the local object, and the references to it, when the create's answer
+/// arrives.
+///
+/// **Values pulled** (top-level attributes):
+/// - `createdAt` and `updatedAt` are kept as attributes, the exact strings sent; they are never
+///   pushed.
+/// - `{"__type":"Date","iso":S}` → the string `S`, verbatim.
+/// - `{"__type":"Pointer","className":C,"objectId":I}` → the string `I`; the attribute becomes an
+///   association to model `C`. An array of pointers → an array of ids (to-many).
+/// - `{"__type":"Object","className":C,"objectId":I,…}` (an `include`d pointer, or a nested
+///   object of a cloud function's answer) → the string `I`, and the object itself goes to model
+///   `C` (recursively) — CRParse's decomposition.
+/// - `{"__type":"File","name":N,"url":U}` → the string `U`, a blob attribute whose bytes the
+///   engine downloads from `U`.
+/// - `Bytes`, `GeoPoint`, `Polygon`, `Relation`, `ACL` and any other JSON: kept as sent.
+///
+/// **Values pushed.** Each attribute goes back in the type the server gave it: the adapter
+/// remembers, per model and attribute, that it was a `Date`, a `File` or a `Pointer` to class
+/// `C` (``WireTypes``, stored with the model as the engine's server metadata); a model's
+/// declared association says the same. A removed attribute is `{"__op":"Delete"}`.
+public enum ParseMapping {
+    /// Fields the server sets: never pushed.
+    static let serverFields: Set<String> = ["objectId", "createdAt", "updatedAt"]
+
+    /// What the adapter remembers of an attribute's wire type.
+    public enum WireType: Sendable, Hashable {
+        case date
+        case file
+        /// A pointer (to-one) to an object of the class.
+        case pointer(String)
+        /// An array of pointers (to-many) to objects of the class.
+        case pointers(String)
+
+        /// The stored form: `Date`, `File`, `Pointer:C`, `Pointers:C`.
+        var text: String {
+            switch self {
+            case .date: "Date"
+            case .file: "File"
+            case .pointer(let className): "Pointer:" + className
+            case .pointers(let className): "Pointers:" + className
+            }
+        }
+
+        init?(text: String) {
+            if text == "Date" {
+                self = .date
+            } else if text == "File" {
+                self = .file
+            } else if text.hasPrefix("Pointer:"), text.count > 8 {
+                self = .pointer(String(text.dropFirst(8)))
+            } else if text.hasPrefix("Pointers:"), text.count > 9 {
+                self = .pointers(String(text.dropFirst(9)))
+            } else {
+                return nil
+            }
+        }
+
+        /// The class a pointer type points to.
+        var target: String? {
+            switch self {
+            case .pointer(let className), .pointers(let className): className
+            case .date, .file: nil
+            }
+        }
+    }
+
+    /// The wire types of one model's attributes, kept as the engine's server metadata of the
+    /// model: `{"types": {"due": "Date", "customer": "Pointer:Customer"}}`.
+    public struct WireTypes: Sendable, Hashable {
+        public var types: [String: WireType]
+
+        public init(_ types: [String: WireType] = [:]) { self.types = types }
+
+        /// Reads the stored metadata (unknown entries are skipped).
+        public init(metadata: JSONValue?) {
+            types = [:]
+            for (name, value) in metadata?["types"]?.objectValue ?? JSONObject() {
+                if let text = value.stringValue, let type = WireType(text: text) { types[name] = type }
+            }
+        }
+
+        public var metadata: JSONValue {
+            .object(["types": .object(JSONObject(types.map { ($0.key, JSONValue.string($0.value.text)) }))])
+        }
+
+        /// The type of `attribute`, from what the server sent or, failing that, the model's
+        /// declared association.
+        func type(of attribute: String, in model: ModelDefinition) -> WireType? {
+            if let type = types[attribute] { return type }
+            if let target = model.associations[attribute] { return .pointer(target) }
+            return nil
+        }
+    }
+
+    // MARK: - Pulled objects
+
+    /// A Parse object read into Satchel's terms.
+    struct Decoded {
+        var object: ServerObject
+        /// The `updatedAt` string (the pull's keyset).
+        var updatedAt: String
+        /// Wire types seen in this object's attributes.
+        var types: [String: WireType] = [:]
+        /// Objects nested in this one (whole, with a class and an id): class → objects.
+        var related: [String: [ServerObject]] = [:]
+        /// Associations of the related objects' models, seen in them.
+        var relatedTypes: [String: [String: WireType]] = [:]
+    }
+
+    /// Reads one object of a `results` list; nil when it is not an object with a string
+    /// `objectId` (and, when `requireUpdatedAt`, a string `updatedAt`).
+    static func decode(_ value: JSONValue, requireUpdatedAt: Bool = true, hiding hidden: Set<String> = []) -> Decoded? {
+        guard let fields = value.objectValue, let id = fields["objectId"]?.stringValue, !id.isEmpty else { return nil }
+        let updatedAt = fields["updatedAt"]?.stringValue
+        if requireUpdatedAt && updatedAt == nil { return nil }
+        var decoded = Decoded(object: ServerObject(id: id, attributes: JSONObject(), isWhole: true), updatedAt: updatedAt ?? "")
+        decoded.object.version = updatedAt.map(JSONValue.string)
+        var attributes = JSONObject()
+        for (name, field) in fields where name != "objectId" && name != "__type" && name != "className" && !hidden.contains(name) {
+            guard !field.isNull else { continue }  // a null field reads as no attribute
+            attributes[name] = read(field, attribute: name, hiding: hidden, into: &decoded)
+        }
+        decoded.object.attributes = attributes
+        return decoded
+    }
+
+    /// One top-level field's value as Satchel stores it, noting its wire type, file URL and
+    /// nested objects.
+    private static func read(_ field: JSONValue, attribute: String, hiding hidden: Set<String>, into decoded: inout Decoded) -> JSONValue {
+        switch field {
+        case .object(let object):
+            switch object["__type"]?.stringValue {
+            case "Date":
+                guard let iso = object["iso"]?.stringValue else { return field }
+                decoded.types[attribute] = .date
+                return .string(iso)
+            case "Pointer":
+                guard let className = object["className"]?.stringValue, let id = object["objectId"]?.stringValue else { return field }
+                decoded.types[attribute] = .pointer(className)
+                return .string(id)
+            case "Object":
+                guard let className = object["className"]?.stringValue, let id = nested(object, className: className, hiding: hidden, into: &decoded) else {
+                    return field
+                }
+                decoded.types[attribute] = .pointer(className)
+                return .string(id)
+            case "File":
+                guard let url = object["url"]?.stringValue ?? object["name"]?.stringValue else { return field }
+                decoded.types[attribute] = .file
+                decoded.object.blobURLs[attribute] = url
+                return .string(url)
+            default:
+                return field
+            }
+        case .array(let elements) where !elements.isEmpty:
+            // An array of pointers (or nested objects) of one class is a to-many association.
+            var ids: [JSONValue] = []
+            var className: String?
+            for element in elements {
+                guard let object = element.objectValue, let type = object["__type"]?.stringValue, type == "Pointer" || type == "Object",
+                    let elementClass = object["className"]?.stringValue, className == nil || className == elementClass,
+                    let id = type == "Object" ? nested(object, className: elementClass, hiding: hidden, into: &decoded) : object["objectId"]?.stringValue
+                else { return field }
+                className = elementClass
+                ids.append(.string(id))
+            }
+            if let className { decoded.types[attribute] = .pointers(className) }
+            return .array(ids)
+        default:
+            return field
+        }
+    }
+
+    /// Decomposes a nested whole object into `decoded.related`; returns its id.
+    private static func nested(_ object: JSONObject, className: String, hiding hidden: Set<String>, into decoded: inout Decoded) -> String? {
+        guard let inner = decode(.object(object), requireUpdatedAt: false, hiding: hidden) else { return nil }
+        decoded.related[className, default: []].append(inner.object)
+        for (model, objects) in inner.related { decoded.related[model, default: []] += objects }
+        if !inner.types.isEmpty { decoded.relatedTypes[className, default: [:]].merge(inner.types) { _, new in new } }
+        for (model, types) in inner.relatedTypes { decoded.relatedTypes[model, default: [:]].merge(types) { _, new in new } }
+        return inner.object.id
+    }
+
+    // MARK: - Pushed attributes
+
+    /// A pushed attribute's value on the wire: `null` → `{"__op":"Delete"}`, dates, pointers and
+    /// files in their wrappers (`file` is the uploaded file's `name` and `url`).
+    static func wire(
+        _ value: JSONValue, attribute: String, type: WireType?, file: (name: String, url: String)? = nil
+    ) -> JSONValue {
+        if value.isNull { return ["__op": "Delete"] }
+        if let file { return ["__type": "File", "name": .string(file.name), "url": .string(file.url)] }
+        switch (type, value) {
+        case (.date?, .string(let iso)):
+            return ["__type": "Date", "iso": .string(iso)]
+        case (.pointer(let className)?, .string(let id)), (.pointers(let className)?, .string(let id)):
+            return pointer(className, id)
+        case (.pointer(let className)?, .array(let ids)), (.pointers(let className)?, .array(let ids)):
+            return .array(ids.map { $0.stringValue.map { pointer(className, $0) } ?? $0 })
+        case (.file?, .string(let url)):
+            // A file the server already has (its URL, never downloaded here): named by its URL.
+            let name = url.split(separator: "/").last.map(String.init)?.removingPercentEncoding ?? url
+            return ["__type": "File", "name": .string(name), "url": .string(url)]
+        default:
+            return value
+        }
+    }
+
+    static func pointer(_ className: String, _ id: String) -> JSONValue {
+        ["__type": "Pointer", "className": .string(className), "objectId": .string(id)]
+    }
+
+    /// The body of a create or an update: every attribute but the server's own fields.
+    static func body(_ attributes: JSONObject, model: ModelDefinition, types: WireTypes, files: [String: (name: String, url: String)]) -> JSONObject {
+        var body = JSONObject()
+        for (name, value) in attributes where !serverFields.contains(name) {
+            body[name] = wire(value, attribute: name, type: types.type(of: name, in: model), file: files[name])
+        }
+        return body
+    }
+}

@@ -1,0 +1,371 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import ParseTestServer
+import Satchel
+import SatchelParse
+import SatchelSync
+import SatchelSyncTesting
+import Testing
+
+/// The Parse adapter against the loopback Parse Server: each bullet of the wire contract, as
+/// the server sees it (its request log and its own data), not only as the adapter reports it.
+@Suite("Parse adapter")
+struct ParseBackendTests {
+    static let customer = ModelDefinition(name: "Customer")
+    static let order = ModelDefinition(name: "Order", associations: ["customer": "Customer", "items": "Product"])
+    static let product = ModelDefinition(name: "Product")
+
+    /// A started server and a device logged in as ann, through a fault injector.
+    struct Setup {
+        let server: ParseServer
+        var device: SyncClient
+        let faults: FaultyBackend
+
+        init(
+            _ fixture: ParseFixture = ParseFixture(), models: [ModelDefinition] = [ParseBackendTests.product], pageSize: Int = 5,
+            backend: ((ParseServer) -> ParseBackend)? = nil, retry: RetryPolicy = RetryPolicy(maxAttempts: 1)
+        ) async throws {
+            server = try await ParseServer.start(fixture)
+            faults = FaultyBackend(backend?(server) ?? ParseBackend.forTests(server))
+            device = try SyncClient(backend: faults, models: models, pageSize: pageSize, retry: retry)
+            await device.record()
+            try await device.engine.logIn(Credentials(user: "ann", password: "secret"))
+        }
+
+        func model(_ name: String) throws -> Model { try device.model(name) }
+
+        /// The requests to `path` (under the mount) the server received.
+        func requests(_ method: String, _ path: String) async -> [ParseServer.Request] {
+            await server.requests.filter { $0.method == method && $0.path == "/parse/" + path }
+        }
+
+        /// The server's object, as it keeps it.
+        func stored(_ className: String, _ id: String) async throws -> JSONObject? {
+            try await server.objects(className)[id].map { try JSONObject(parsing: $0) }
+        }
+
+        /// The bodies of the batch requests the server received, in order.
+        func batchRequests() async throws -> [JSONObject] {
+            try await requests("POST", "batch").flatMap { request in
+                try (JSONValue(parsing: request.body)["requests"]?.arrayValue ?? []).compactMap(\.objectValue)
+            }
+        }
+
+        /// Asserts the store holds the server's objects of `className` as a device reads them,
+        /// with nothing pending, and is healthy.
+        func expectMatchesServer(_ className: String, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+            let remote = try await server.objects(className).mapValues { ParseWire.local(try JSONObject(parsing: $0)) }
+            let local = try device.objects(className)
+            #expect(local == remote, sourceLocation: sourceLocation)
+            #expect(try device.store.pendingChanges().isEmpty, sourceLocation: sourceLocation)
+            #expect(try device.store.verify().problems == [], sourceLocation: sourceLocation)
+        }
+
+        func stop() async { await server.stop() }
+    }
+
+    static func json(_ object: JSONObject) -> Data { Data(object.jsonBytes) }
+
+    @Test("a first sync sends the app's headers, orders by (updatedAt, objectId), and keeps createdAt and updatedAt as sent")
+    func firstSync() async throws {
+        let setup = try await Setup()
+        defer { Task { await setup.stop() } }
+        for i in 1...12 { _ = await setup.server.put("Product", Self.json(["name": .string("P\(i)"), "price": .int(Int64(i))]), id: nil) }
+        let report = try await setup.device.engine.sync(models: ["Product"])
+        #expect(report.pulled == 12)
+        let queries = await setup.requests("GET", "classes/Product")
+        let pages = queries.filter { $0.query["keys"] != "objectId" }
+        #expect(pages.count == 4, "12 objects in pages of 5, then an empty page")
+        #expect(pages.allSatisfy { $0.query["order"] == "updatedAt,objectId" && $0.query["skip"] == nil && $0.query["limit"] == "5" })
+        #expect(pages.first?.query["where"] == nil)
+        #expect(pages.dropFirst().allSatisfy { $0.query["where"]?.contains("\"$or\"") == true })
+        #expect(queries.contains { $0.query["keys"] == "objectId" }, "the ids are listed for deletions")
+        for request in await setup.server.requests {
+            #expect(request.headers["x-parse-application-id"] == setup.server.appID)
+            #expect(request.headers["x-parse-rest-api-key"] == setup.server.restKey)
+            if request.path != "/parse/login" { #expect(request.headers["x-parse-session-token"]?.hasPrefix("r:") == true) }
+        }
+        for (id, data) in await setup.server.objects("Product") {
+            let stored = try JSONObject(parsing: data)
+            let local = try #require(try setup.model("Product").find(id))
+            #expect(local["createdAt"] == stored["createdAt"] && local["updatedAt"] == stored["updatedAt"])
+        }
+        try await setup.expectMatchesServer("Product")
+    }
+
+    @Test("objects sharing one updatedAt across pages, under a server that clamps limit, are neither lost nor repeated")
+    func tiesUnderClampedLimit() async throws {
+        let setup = try await Setup(pageSize: 10)
+        defer { Task { await setup.stop() } }
+        await setup.server.freezeClock("2026-01-02T03:04:05.678Z")
+        for i in 1...23 { _ = await setup.server.put("Product", Self.json(["n": .int(Int64(i))]), id: nil) }
+        await setup.server.setMaxLimit(4)
+        let report = try await setup.device.engine.sync(models: ["Product"])
+        #expect(report.pulled == 23)
+        #expect(Set(setup.device.log.objects("Product").created).count == 23)
+        #expect(setup.device.log.objects("Product").created.count == 23, "each object once")
+        let pages = await setup.requests("GET", "classes/Product").filter { $0.query["keys"] != "objectId" }
+        #expect(pages.count == 7, "6 clamped pages of at most 4, then an empty one")
+        // A later write is seen.
+        await setup.server.freezeClock(nil)
+        _ = await setup.server.put("Product", Self.json(["n": 24]), id: nil)
+        #expect(try await setup.device.engine.sync(models: ["Product"]).pulled == 1)
+        try await setup.expectMatchesServer("Product")
+    }
+
+    @Test("a new Order pointing at a new Customer and new Products is pushed in one sync: parents first, pointers to the server's ids")
+    func parentsFirst() async throws {
+        let setup = try await Setup(models: [Self.customer, Self.order, Self.product])
+        defer { Task { await setup.stop() } }
+        try setup.model("Customer").create(["object": "c-local", "name": "Ann"])
+        try setup.model("Product").create(["object": "p-local", "name": "Lamp"])
+        try setup.model("Order").create(["object": "o-local", "customer": "c-local", "items": ["p-local"], "total": 12])
+        let report = try await setup.device.engine.sync()
+        #expect(report.rejected == 0 && report.accepted == 3)
+        let customerID = try #require(report.serverIDs["Customer"]?["c-local"])
+        let productID = try #require(report.serverIDs["Product"]?["p-local"])
+        let orderID = try #require(report.serverIDs["Order"]?["o-local"])
+        let order = try #require(try await setup.stored("Order", orderID))
+        #expect(order["customer"] == ["__type": "Pointer", "className": "Customer", "objectId": .string(customerID)])
+        #expect(order["items"] == [["__type": "Pointer", "className": "Product", "objectId": .string(productID)]])
+        // The order's create went in a batch after the customer's and the product's.
+        let batches = try await setup.requests("POST", "batch").map { try JSONValue(parsing: $0.body)["requests"]?.arrayValue ?? [] }
+        let orderBatch = try #require(batches.firstIndex { $0.contains { $0["path"]?.stringValue?.hasSuffix("/classes/Order") == true } })
+        let customerBatch = try #require(batches.firstIndex { $0.contains { $0["path"]?.stringValue?.hasSuffix("/classes/Customer") == true } })
+        #expect(customerBatch < orderBatch)
+        #expect(try setup.model("Order").find(orderID)?["customer"] == .string(customerID))
+        #expect(try setup.model("Order").find(orderID)?["items"] == [.string(productID)])
+        try await setup.expectMatchesServer("Order")
+        try await setup.expectMatchesServer("Customer")
+    }
+
+    @Test("every __type round-trips: pulled as the contract says, pushed back in the type the server gave it")
+    func typeRoundTrip() async throws {
+        let setup = try await Setup(models: [Self.customer, ModelDefinition(name: "Thing")])
+        defer { Task { await setup.stop() } }
+        let customerID = await setup.server.put("Customer", Self.json(["name": "Ann"]), id: nil)
+        let upload = try await Self.uploadFile(setup.server, name: "a.txt", bytes: Data("hello".utf8))
+        let thing: JSONObject = [
+            "due": ["__type": "Date", "iso": "2026-03-04T05:06:07.089Z"],
+            "owner": ["__type": "Pointer", "className": "Customer", "objectId": .string(customerID)],
+            "file": ["__type": "File", "name": .string(upload.name), "url": .string(upload.url)],
+            "raw": ["__type": "Bytes", "base64": "aGVsbG8="],
+            "where": ["__type": "GeoPoint", "latitude": 40.0, "longitude": -30.0],
+            "area": ["__type": "Polygon", "coordinates": [[0, 0], [0, 1], [1, 1]]],
+            "fans": ["__type": "Relation", "className": "Customer"],
+            "ACL": ["*": ["read": true, "write": true]],
+            "n": 1,
+        ]
+        let id = await setup.server.put("Thing", Self.json(thing), id: nil)
+        try await setup.device.engine.sync()
+        let things = try setup.model("Thing")
+        let local = try #require(try things.find(id))
+        #expect(local["due"] == "2026-03-04T05:06:07.089Z")
+        #expect(local["owner"] == .string(customerID))
+        #expect(local["raw"] == thing["raw"] && local["where"] == thing["where"] && local["area"] == thing["area"])
+        #expect(local["fans"] == thing["fans"] && local["ACL"] == thing["ACL"])
+        let definition = try #require(setup.device.store.models.first { $0.name == "Thing" })
+        #expect(definition.associations == ["owner": "Customer"])
+        #expect(definition.blobAttributes == ["file"])
+        let reference = try #require(local["file"]?.stringValue)
+        #expect(try setup.device.store.blobs.data(for: reference) == Data("hello".utf8), "the file's bytes were downloaded")
+
+        // Changed here: each goes back in its type; untouched ones stay as they were there.
+        let other = await setup.server.put("Customer", Self.json(["name": "Bob"]), id: nil)
+        try things.update(id, with: ["due": "2027-01-01T00:00:00.000Z", "owner": .string(other), "n": 2, "raw": .null])
+        let pushed = try await setup.device.engine.sync()
+        let errors = try setup.device.store.recordErrors()
+        let fates = try setup.device.store.changeFates(model: "Thing")
+        #expect(pushed.accepted == 1 && pushed.rejected == 0, "\(errors) \(pushed) \(fates) \(setup.device.log.notifications())")
+        let stored = try #require(try await setup.stored("Thing", id))
+        #expect(stored["due"] == ["__type": "Date", "iso": "2027-01-01T00:00:00.000Z"])
+        #expect(stored["owner"] == ["__type": "Pointer", "className": "Customer", "objectId": .string(other)])
+        #expect(stored["n"] == 2 && stored["raw"] == nil)
+        #expect(stored["where"] == thing["where"] && stored["fans"] == thing["fans"] && stored["file"]?["name"] == .string(upload.name))
+        let update = try #require(try await setup.batchRequests().last { $0["method"] == "PUT" })
+        #expect(update["body"]?["raw"] == ["__op": "Delete"], "a removed attribute is a Delete op")
+        #expect(update["body"]?["createdAt"] == nil && update["body"]?["updatedAt"] == nil)
+
+        // A new object with a file made here: the bytes are uploaded, the File points at them.
+        let blob = try setup.device.store.blobs.put(Data("local bytes".utf8))
+        try things.create(["object": "t-local", "due": "2028-02-02T00:00:00.000Z", "file": .string(blob)])
+        let report = try await setup.device.engine.sync(models: ["Thing"])
+        let newID = try #require(report.serverIDs["Thing"]?["t-local"])
+        let created = try #require(try await setup.stored("Thing", newID))
+        #expect(created["due"] == ["__type": "Date", "iso": "2028-02-02T00:00:00.000Z"])
+        let file = try #require(created["file"]?.objectValue)
+        #expect(file["__type"] == "File")
+        let name = try #require(file["name"]?.stringValue)
+        #expect(await setup.server.fileNames.contains(name))
+        let url = try #require(file["url"]?.stringValue.flatMap(URL.init(string:)))
+        let bytes = try await URLSession.shared.data(from: url).0
+        #expect(bytes == Data("local bytes".utf8))
+    }
+
+    @Test("include: pointed-to objects come whole and are stored in their own models (CRParse's decomposition)")
+    func includeDecomposes() async throws {
+        let setup = try await Setup(
+            models: [Self.customer, ModelDefinition(name: "Order")],
+            backend: { server in
+                var configuration = ParseBackend.forTests(server).configuration
+                configuration.includes = ["Order": ["customer"]]
+                return ParseBackend(configuration: configuration)
+            })
+        defer { Task { await setup.stop() } }
+        let customerID = await setup.server.put("Customer", Self.json(["name": "Ann", "city": "Oslo"]), id: nil)
+        let orderID = await setup.server.put(
+            "Order", Self.json(["customer": ["__type": "Pointer", "className": "Customer", "objectId": .string(customerID)], "total": 5]), id: nil)
+        try await setup.device.engine.sync(models: ["Order"])
+        #expect(try setup.model("Order").find(orderID)?["customer"] == .string(customerID))
+        let customer = try #require(try setup.model("Customer").find(customerID))
+        #expect(customer["name"] == "Ann" && customer["city"] == "Oslo")
+        let request = try #require(await setup.requests("GET", "classes/Order").first)
+        #expect(request.query["include"] == "customer")
+    }
+
+    @Test("sync --full: server-deleted objects go, a create the server refused (never pushed) stays")
+    func fullSyncListsIDs() async throws {
+        let setup = try await Setup()
+        defer { Task { await setup.stop() } }
+        var ids: [String] = []
+        for i in 1...6 { ids.append(await setup.server.put("Product", Self.json(["n": .int(Int64(i))]), id: nil)) }
+        try await setup.device.engine.sync(models: ["Product"])
+        await setup.server.delete("Product", ids[0])
+        await setup.server.delete("Product", ids[1])
+        await setup.server.addRule(ParseFixture.Rule(className: "Product", operation: "create", matching: Self.json(["n": 99]), message: "no"))
+        try setup.model("Product").create(["object": "mine", "n": 99])
+        let report = try await setup.device.engine.sync(models: ["Product"], mode: .full)
+        #expect(report.rejected == 1)
+        #expect(try setup.model("Product").find(ids[0]) == nil && setup.model("Product").find(ids[1]) == nil)
+        #expect(try setup.model("Product").find("mine")?["n"] == 99, "the unpushed create stays")
+        #expect(Set(setup.device.log.objects("Product").deleted) == [ids[0], ids[1]])
+        let listings = await setup.requests("GET", "classes/Product").filter { $0.query["keys"] == "objectId" }
+        #expect(listings.last?.query["order"] == "objectId")
+        let error = try #require(try setup.device.store.recordErrors(model: "Product").first)
+        #expect(error.code == "142" && error.message == "no")
+    }
+
+    @Test("a revoked session (209) fails the sync with one line saying to log in again; nothing is lost; logging in resumes")
+    func revokedSession() async throws {
+        let setup = try await Setup()
+        defer { Task { await setup.stop() } }
+        let id = await setup.server.put("Product", Self.json(["n": 1]), id: nil)
+        try await setup.device.engine.sync(models: ["Product"])
+        try setup.model("Product").update(id, with: ["n": 2])
+        await setup.server.expireSessions()
+        do {
+            try await setup.device.engine.sync(models: ["Product"])
+            Issue.record("the sync went through a revoked session")
+        } catch let error as SyncError {
+            #expect(error.code == .unauthorized)
+            #expect(error.message.contains("log in again") && !error.message.contains("\n"))
+        }
+        #expect(try setup.model("Product").find(id)?["n"] == 2)
+        #expect(try setup.device.store.changeFates(model: "Product")[id] != nil, "the change is kept, to be sent again")
+        await #expect(throws: SyncError.self) { try await setup.device.engine.sync(models: ["Product"]) }
+        try await setup.device.engine.logIn(Credentials(user: "ann", password: "secret"))
+        try await setup.device.engine.sync(models: ["Product"])
+        #expect(try await setup.stored("Product", id)?["n"] == 2)
+        try await setup.expectMatchesServer("Product")
+    }
+
+    @Test("a 101 on a delete counts as done; a 142 on an update is a record error with Parse's code, message and the server's copy")
+    func perRequestErrors() async throws {
+        let setup = try await Setup()
+        defer { Task { await setup.stop() } }
+        let a = await setup.server.put("Product", Self.json(["n": 1]), id: nil)
+        let b = await setup.server.put("Product", Self.json(["n": 2]), id: nil)
+        try await setup.device.engine.sync(models: ["Product"])
+        await setup.server.delete("Product", a)
+        try setup.model("Product").delete(a)
+        await setup.server.addRule(ParseFixture.Rule(className: "Product", operation: "update", ids: [b], code: 142, message: "n must stay"))
+        try setup.model("Product").update(b, with: ["n": 3])
+        let report = try await setup.device.engine.sync(models: ["Product"])
+        #expect(report.rejected == 1 && report.accepted == 1)
+        let error = try #require(try setup.device.store.recordErrors(model: "Product").first)
+        #expect(error.objectID == b && error.kind == .update && error.code == "142" && error.message == "n must stay")
+        #expect(error.serverCopy?["n"] == 2)
+        try setup.device.store.resolve("Product", b, .rollback)
+        #expect(try setup.model("Product").find(b)?["n"] == 2)
+        try await setup.device.engine.sync(models: ["Product"])
+        try await setup.expectMatchesServer("Product")
+    }
+
+    @Test("a create whose answer was lost is not made twice: the client id it carried finds it")
+    func lostCreateAnswer() async throws {
+        let setup = try await Setup()
+        defer { Task { await setup.stop() } }
+        try setup.model("Product").create(["object": "n1", "name": "Once"])
+        setup.faults.inject(.dropAnswer, on: .push)
+        await #expect(throws: SyncError.self) { try await setup.device.engine.sync(models: ["Product"]) }
+        try setup.model("Product").update("n1", with: ["price": 3])
+        let report = try await setup.device.engine.sync(models: ["Product"])
+        let objects = await setup.server.objects("Product")
+        #expect(objects.count == 1)
+        let id = try #require(objects.keys.first)
+        #expect(report.serverIDs["Product"]?["n1"] == id)
+        #expect(try await setup.stored("Product", id)?["price"] == 3)
+        #expect(try setup.model("Product").find(id)?["satchelClientID"] == nil, "the client-id field stays on the server")
+        try await setup.expectMatchesServer("Product")
+    }
+
+    @Test("429 and code 1 are retried with backoff")
+    func retries() async throws {
+        let setup = try await Setup(retry: RetryPolicy(maxAttempts: 3, baseDelay: .milliseconds(100), jitter: 0))
+        defer { Task { await setup.stop() } }
+        _ = await setup.server.put("Product", Self.json(["n": 1]), id: nil)
+        await setup.server.sabotageNext("GET", "/parse/classes/Product", status: 429, body: Data(#"{"code":100,"error":"Too many requests."}"#.utf8))
+        await setup.server.sabotageNext("GET", "/parse/classes/Product", status: 500, body: Data(#"{"code":1,"message":"Internal server error."}"#.utf8))
+        #expect(try await setup.device.engine.sync(models: ["Product"]).pulled == 1)
+        #expect(setup.device.delays.all.count == 2)
+    }
+
+    @Test(
+        "malformed answers are protocol violations and leave the store as it was",
+        arguments: [
+            ("GET", "/parse/classes/Product", #"{"results":[{"objectId":"x","updatedAt":"2026-"#),
+            ("GET", "/parse/classes/Product", #"{"results":{"objectId":"x"}}"#),
+            ("GET", "/parse/classes/Product", #"{"results":[{"name":"no id"}]}"#),
+            ("GET", "/parse/classes/Product", #"[1,2]"#),
+            ("POST", "/parse/batch", #"[{"success":{"objectId":"a1","createdAt":"2026-01-01T00:00:00.000Z"}}]"#),
+            ("POST", "/parse/batch", #"[{"neither":1},{"success":{}}]"#),
+        ])
+    func malformed(_ method: String, _ path: String, _ body: String) async throws {
+        let setup = try await Setup()
+        defer { Task { await setup.stop() } }
+        let id = await setup.server.put("Product", Self.json(["n": 1]), id: nil)
+        try await setup.device.engine.sync(models: ["Product"])
+        if method == "POST" {
+            try setup.model("Product").create(["object": "l1", "n": 5])
+            try setup.model("Product").create(["object": "l2", "n": 6])
+        }
+        let before = try setup.device.objects("Product")
+        await setup.server.update("Product", id, Self.json(["n": 2]))
+        await setup.server.sabotageNext(method, path, body: Data(body.utf8))
+        do {
+            try await setup.device.engine.sync(models: ["Product"])
+            Issue.record("a malformed answer was accepted")
+        } catch let error as SyncError {
+            #expect(error.code == .protocolViolation, "\(error)")
+        }
+        #expect(try setup.device.objects("Product") == before)
+        #expect(try setup.device.store.verify().problems == [])
+    }
+
+    /// Uploads a file to the server as another client would.
+    static func uploadFile(_ server: ParseServer, name: String, bytes: Data) async throws -> (name: String, url: String) {
+        var request = URLRequest(url: server.url.appendingPathComponent("files/\(name)"))
+        request.httpMethod = "POST"
+        request.httpBody = bytes
+        request.setValue(server.appID, forHTTPHeaderField: "X-Parse-Application-Id")
+        if let key = server.restKey { request.setValue(key, forHTTPHeaderField: "X-Parse-REST-API-Key") }
+        request.setValue("text/plain", forHTTPHeaderField: "Content-Type")
+        let (data, _) = try await URLSession.shared.data(for: request)
+        let answer = try JSONValue(parsing: data)
+        let name = try #require(answer["name"]?.stringValue)
+        let url = try #require(answer["url"]?.stringValue)
+        return (name, url)
+    }
+}
