@@ -69,6 +69,35 @@ struct ParseCLITests {
         #expect(try JSONValue(parsing: try #require(await server.objects("Product")[ids[4]]))["price"] == 50)
     }
 
+    @Test("the shop fixture: pointers become associations, a File's bytes are read with blob, export round-trips through import")
+    func shop() async throws {
+        let server = try await ParseServer.start(try ParseFixture.named("shop"))
+        defer { Task { await server.stop() } }
+        let directory = TemporaryDirectory()
+        let db = directory.child("db")
+        let sync = try await CLI.run(Self.sync(db, server, as: "ann", ["--model", "Customer", "--model", "Product", "--model", "Order"]))
+        #expect(sync.status == 0, "\(sync.stderr)")
+        #expect(try await CLI.run(["--db", db, "find", "Order", "--count"]).lines == ["4"])
+        let order = try await CLI.run(["--db", db, "find", "Order", "--id", "Ordr000001", "--select", "customer,items,createdAt"])
+        #expect(order.lines == [#"{"createdAt":"2024-05-10T14:00:00.000Z","customer":"Cust000001","items":["Prod000001","Prod000002"],"object":"Ordr000001"}"#])
+
+        let receipt = directory.child("receipt.txt")
+        let blob = try await CLI.run(["--db", db, "blob", "Order", "Ordr000001", "receipt", "--out", receipt])
+        #expect(blob.status == 0, "\(blob.stderr)")
+        #expect(try String(contentsOfFile: receipt, encoding: .utf8).hasPrefix("Receipt 1001\n"))
+        let none = try await CLI.run(["--db", db, "blob", "Order", "Ordr000001", "status"])
+        #expect(none.status == 1 && none.stderr.split(separator: "\n").count == 1, "\(none.stderr)")
+
+        let exported = directory.child("products.jsonl")
+        #expect(try await CLI.run(["--db", db, "export", "Product", exported]).status == 0)
+        let copy = directory.child("copy")
+        #expect(try await CLI.run(["--db", copy, "import", "Product", exported]).lines.first == "imported 12")
+        let original = try await CLI.run(["--db", db, "export", "Product"])
+        #expect(original.lines.count == 12)
+        #expect(try await CLI.run(["--db", copy, "export", "Product"]).lines == original.lines)
+        #expect(try await CLI.run(["--db", db, "export", "Nope"]).status == 1)
+    }
+
     @Test("bad parse arguments are one-line errors")
     func badArguments() async throws {
         let directory = TemporaryDirectory()
