@@ -225,6 +225,35 @@ struct ParseBackendTests {
         #expect(request.query["include"] == "customer")
     }
 
+    @Test("a model's configuration: its filter is and-ed into the where, onlyAttributes are keys, ignored ones excludeKeys, a fetch limit takes the first in the fetch order")
+    func modelConfiguration() async throws {
+        let setup = try await Setup(pageSize: 3)
+        defer { Task { await setup.stop() } }
+        for i in 1...9 {
+            _ = await setup.server.put("Product", Self.json(["n": .int(Int64(i)), "brand": i % 3 == 0 ? "Acme" : "Zenith", "note": "x", "secret": "s"]), id: nil)
+        }
+        await setup.device.engine.configure("Product", ModelSyncConfiguration(
+            serverFilter: ["brand": "Zenith"], onlyAttributes: ["n", "brand", "note"], ignoredAttributes: ["note"], fetchLimit: 4,
+            fetchOrder: [.descending(Field("n"))]))
+        try await setup.device.engine.sync(models: ["Product"])
+        let local = try setup.model("Product").findAll()
+        let pulls = await setup.requests("GET", "classes/Product").filter { $0.query["keys"] != "objectId" }
+        let first = try #require(pulls.first)
+        #expect(first.query["order"] == "-n,objectId" && first.query["limit"] == "4")
+        #expect(first.query["keys"] == "n,brand,note,updatedAt" && first.query["excludeKeys"] == "note")
+        #expect(first.query["where"] == #"{"brand":"Zenith"}"#)
+        #expect(local.allSatisfy { $0["secret"] == nil && $0["note"] == nil && $0["brand"] == "Zenith" })
+        #expect(Set(local.compactMap { $0["n"]?.intValue }) == [8, 7, 5, 4])
+        // Later pulls: the filter and-ed with the keyset, in (updatedAt, objectId) order.
+        let id = await setup.server.put("Product", Self.json(["n": 10, "brand": "Zenith"]), id: nil)
+        try await setup.device.engine.sync(models: ["Product"])
+        let delta = try #require(await setup.requests("GET", "classes/Product").filter { $0.query["keys"] != "objectId" }.last)
+        #expect(delta.query["order"] == "updatedAt,objectId" && delta.query["where"]?.hasPrefix(#"{"$and":[{"brand":"Zenith"},{"$or":"#) == true)
+        #expect(try setup.model("Product").find(id)?["n"] == 10)
+        let listings = await setup.requests("GET", "classes/Product").filter { $0.query["keys"] == "objectId" }
+        #expect(!listings.isEmpty && listings.allSatisfy { $0.query["where"]?.contains(#"{"brand":"Zenith"}"#) == true }, "the id listing follows the filter")
+    }
+
     @Test("sync --full: server-deleted objects go, a create the server refused (never pushed) stays")
     func fullSyncListsIDs() async throws {
         let setup = try await Setup()
