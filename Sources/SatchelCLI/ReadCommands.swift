@@ -12,7 +12,9 @@ struct FindCommand: ParsableCommand {
             else as a string; a VALUE that is empty or starts with an operator character must be quoted as JSON \
             (name="" or name="=x"). Several --where are and-ed. Attribute paths may reach into objects with dots \
             (address.city). --order takes ATTR, ATTR:asc or ATTR:desc. --id of a missing object prints one line on \
-            stderr and exits 1. A model the store does not have is an error.
+            stderr and exits 1. A model the store does not have is an error. --include (with --id) prints the object \
+            with the named associations resolved into nested objects (customer, items, customer.address; an id whose \
+            object is missing stays an id).
             """
     )
 
@@ -27,11 +29,27 @@ struct FindCommand: ParsableCommand {
     @Option(help: ArgumentHelp("Only these attributes (comma list).", valueName: "a,b")) var select: String?
     @Flag(help: "Print the number of matches instead of the objects.") var count = false
     @Flag(help: "Print how the query runs (index or scan) instead of running it.") var explain = false
+    @Option(help: ArgumentHelp("With --id: resolve these associations into nested objects (comma list of paths).", valueName: "path,…"))
+    var include: String?
 
     func validate() throws {
         if let limit, limit < 1 { throw ValidationError("--limit must be a positive integer, not \(limit)") }
         if offset < 0 { throw ValidationError("--offset must be zero or a positive integer, not \(offset)") }
+        if include != nil {
+            guard id != nil else { throw ValidationError("--include needs --id: it resolves the associations of one object") }
+            if count || explain || select != nil { throw ValidationError("--include does not combine with --count, --explain or --select") }
+            _ = try includePaths()
+        }
         _ = try query()
+    }
+
+    /// The association paths of `--include`.
+    func includePaths() throws -> [String] {
+        let paths = (include ?? "").split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+        guard !paths.contains(where: { $0.isEmpty || $0.split(separator: ".", omittingEmptySubsequences: false).contains { $0.isEmpty } }) else {
+            throw ValidationError("--include takes association paths, e.g. customer or customer.address,items")
+        }
+        return paths
     }
 
     /// The query the options ask; a malformed condition or order key is a usage error.
@@ -68,6 +86,19 @@ struct FindCommand: ParsableCommand {
                 Output.line(try model.explain(query).description)
                 return 1
             }
+            if let id, include != nil {
+                // One snapshot: the object matches the conditions, and its associations are read as they were then.
+                let paths = try includePaths()
+                let object = try store.read { snapshot -> Object? in
+                    let included = try snapshot.find(id, in: model, including: paths)
+                    return try snapshot.cursor(query, in: model).next() == nil ? nil : included
+                }
+                if let object {
+                    Output.line(object.description)
+                    return 1
+                }
+                return try notFound(id, in: model)
+            }
             let cursor = try model.cursor(query)
             var n = 0
             while let object = try cursor.next() {
@@ -75,15 +106,18 @@ struct FindCommand: ParsableCommand {
                 if !count { Output.line(object.description) }
             }
             if count { Output.line(String(n)) }
-            if let id, n == 0 {
-                let exists = try model.find(id) != nil
-                throw SatchelError(
-                    .notFound, exists ? "object '\(id)' of \(model.name) does not match the conditions" : "no object '\(id)' in \(model.name)",
-                    model: model.name, objectID: id)
-            }
+            if let id, n == 0 { return try notFound(id, in: model) }
             return n
         }
         _ = printed
+    }
+
+    /// The error of `--id` when nothing printed.
+    private func notFound(_ id: String, in model: Model) throws -> Int {
+        let exists = try model.find(id) != nil
+        throw SatchelError(
+            .notFound, exists ? "object '\(id)' of \(model.name) does not match the conditions" : "no object '\(id)' in \(model.name)",
+            model: model.name, objectID: id)
     }
 }
 

@@ -85,8 +85,8 @@ extension Store {
         return state.items
     }
 
-    /// Parses one item of an import file as a JSON object.
-    private static func object(from item: JSONItemReader.Item) throws -> JSONObject {
+    /// Parses one item of an import file as a JSON object (graph imports too).
+    static func object(from item: JSONItemReader.Item) throws -> JSONObject {
         let value: JSONValue
         do {
             value = try item.bytes.withUnsafeBufferPointer { try JSONParser.parse($0) }
