@@ -254,6 +254,24 @@ struct ParseBackendTests {
         #expect(!listings.isEmpty && listings.allSatisfy { $0.query["where"]?.contains(#"{"brand":"Zenith"}"#) == true }, "the id listing follows the filter")
     }
 
+    @Test("a cloud function's object graph (CRParse's fetch path) is stored with importGraph and read back with find(including:)")
+    func cloudFunctionGraph() async throws {
+        let setup = try await Setup(try ParseFixture.named("shop"), models: [])
+        defer { Task { await setup.stop() } }
+        let backend = ParseBackend.forTests(setup.server)
+        let session = try await backend.logIn(Credentials(user: "ann", password: "secret"))
+        let graph = try await backend.call(function: "orderGraph", session: session)
+        let summary = try setup.device.store.importGraph(graph, model: "Order")
+        #expect(summary.roots == 1)
+        let order = try #require(try setup.model("Order").find("Ordr000001", including: ["customer.favoriteProduct", "items"]))
+        #expect(order["customer"]?["object"] == "Cust000001")
+        #expect(order["customer"]?["favoriteProduct"]?["object"] != nil, "three levels deep")
+        #expect(order["items"]?.arrayValue?.count == 2)
+        let definition = try #require(setup.device.store.models.first(where: { $0.name == "Order" }))
+        #expect(definition.associations["customer"] == "Customer" && definition.associations["items"] == "Product")
+        await #expect(throws: SyncError.self) { try await backend.call(function: "nope", session: session) }
+    }
+
     @Test("sync --full: server-deleted objects go, a create the server refused (never pushed) stays")
     func fullSyncListsIDs() async throws {
         let setup = try await Setup()
