@@ -238,26 +238,33 @@ public final class ParseBackend: SyncBackend {
     /// Every id the server holds for the model (matching its server filter), by `objectId`
     /// keyset pages.
     public func remoteIDs(_ request: PullRequest) async throws -> [String] {
+        let filter = request.configuration.serverFilter.map(JSONValue.object)
         let what = "listing the ids of \(request.model.name)"
-        var ids: [String] = []
-        var last: String?
+        return try await list(request.model.name, where: filter, keys: "objectId", limit: max(1000, request.pageSize), session: request.session, what: what)
+            .map { $0.id }
+    }
+
+    /// Every object of `model` matching `condition` — its `objectId` and the fields `keys` names
+    /// — in `objectId` order, paged by `objectId > last` (the server may clamp `limit`: only an
+    /// empty page ends the listing).
+    func list(_ model: String, where condition: JSONValue?, keys: String, limit: Int, session: SyncSession, what: String) async throws
+        -> [(id: String, fields: JSONValue)]
+    {
+        var listed: [(id: String, fields: JSONValue)] = []
         while true {
-            var conditions: [JSONValue] = []
-            if let filter = request.configuration.serverFilter { conditions.append(.object(filter)) }
-            if let last { conditions.append(["objectId": ["$gt": .string(last)]]) }
+            var conditions = condition.map { [$0] } ?? []
+            if let last = listed.last?.id { conditions.append(["objectId": ["$gt": .string(last)]]) }
             var query: [(String, String)] = []
-            if let condition = Self.and(conditions) { query.append(("where", Self.text(condition))) }
-            query += [("keys", "objectId"), ("order", "objectId"), ("limit", String(max(1000, request.pageSize)))]
-            let answer = try await send(
-                "GET", try endpoint("classes/\(SyncHTTPClient.escape(request.model.name))", query), session: request.session, what: what)
+            if let all = Self.and(conditions) { query.append(("where", Self.text(all))) }
+            query += [("keys", keys), ("order", "objectId"), ("limit", String(limit))]
+            let answer = try await send("GET", try endpoint("classes/\(SyncHTTPClient.escape(model))", query), session: session, what: what)
             try check(answer, what)
             let results = try Self.results(answer, what)
-            if results.isEmpty { return ids }
+            if results.isEmpty { return listed }
             for value in results {
                 guard let id = value["objectId"]?.stringValue else { throw SyncError(.protocolViolation, "\(what): a result without an `objectId`") }
-                if let last, id <= last { throw SyncError(.protocolViolation, "\(what): the server did not sort by objectId") }
-                ids.append(id)
-                last = id
+                if let last = listed.last?.id, id <= last { throw SyncError(.protocolViolation, "\(what): the server did not sort by objectId") }
+                listed.append((id, value))
             }
         }
     }
@@ -317,24 +324,13 @@ public final class ParseBackend: SyncBackend {
     /// client-id field: none when the field is off or there are no creates.
     func madeBefore(_ ids: [String], request: PushRequest) async throws -> [String: String] {
         guard let field = configuration.clientIDField, !ids.isEmpty else { return [:] }
+        let condition: JSONValue = [field: ["$in": .array(ids.map(JSONValue.string))]]
         let what = "looking for earlier creates in \(request.model.name)"
         var made: [String: String] = [:]
-        var last: String?
-        while true {
-            var condition: JSONValue = [field: ["$in": .array(ids.map(JSONValue.string))]]
-            if let last { condition = ["$and": [condition, ["objectId": ["$gt": .string(last)]]]] }
-            let query = [("where", Self.text(condition)), ("keys", field), ("order", "objectId"), ("limit", String(ids.count))]
-            let answer = try await send(
-                "GET", try endpoint("classes/\(SyncHTTPClient.escape(request.model.name))", query), session: request.session, what: what)
-            try check(answer, what)
-            let results = try Self.results(answer, what)
-            if results.isEmpty { return made }
-            for value in results {
-                guard let id = value["objectId"]?.stringValue else { throw SyncError(.protocolViolation, "\(what): a result without an `objectId`") }
-                if let local = value[field]?.stringValue, made[local] == nil { made[local] = id }
-                last = id
-            }
+        for (id, fields) in try await list(request.model.name, where: condition, keys: field, limit: ids.count, session: request.session, what: what) {
+            if let local = fields[field]?.stringValue, made[local] == nil { made[local] = id }
         }
+        return made
     }
 
     /// Object `id` as the server has it now, in Satchel's terms (nil when it is gone).
