@@ -1,12 +1,21 @@
+import Foundation
 public import Satchel
 
-/// How one model syncs, set by the app (after the Salesforce Mobile SDK's sync targets).
+/// How one model syncs, set by the app (after the Salesforce Mobile SDK's sync targets and
+/// MM_RSF's sync objects). The engine stores it in the store: later runs sync the same way until
+/// it is replaced.
 ///
 /// ```swift
-/// await engine.configure("Account", ModelSyncConfiguration(
+/// try await engine.configure("Account", ModelSyncConfiguration(
 ///     serverFilter: ["region": "EU"], ignoredAttributes: ["internalNotes"],
 ///     deviceOnlyAttributes: ["isFavourite"], fetchLimit: 500))
 /// ```
+///
+/// Its JSON form is an entry of MM_RSF's `sync_objects` list (``init(syncObject:)``,
+/// ``syncObject(named:)``): `filter`, `onlyList`, `ignoreList`, `extra-query`, `extra-device`,
+/// `fetch-limit`, `fetch-order` (`"Name ASC, CreatedDate DESC"`) and
+/// `disable-initial-blob-download`. A `filter` that is a string (a SOQL fragment) is the server
+/// filter `["soql": fragment]`; one that is an object is the server filter as it is.
 public struct ModelSyncConfiguration: Sendable, Hashable {
     /// A filter the server applies (its form is the adapter's: Parse `where` JSON, a SOQL
     /// fragment, Kinto query parameters, RhoConnect query parameters).
@@ -25,10 +34,14 @@ public struct ModelSyncConfiguration: Sendable, Hashable {
     public var fetchOrder: [SortKey]
     /// Leave blob attributes as their URLs during the first sync of the model (download later).
     public var skipBlobsOnFirstSync: Bool
+    /// Attributes pulled in addition to the others (MM_RSF's `extra-query`: say, a relationship
+    /// field such as `Owner.Name`); pulled, never pushed.
+    public var extraAttributes: [String]
 
     public init(
         serverFilter: JSONObject? = nil, onlyAttributes: [String]? = nil, ignoredAttributes: [String] = [],
-        deviceOnlyAttributes: [String] = [], fetchLimit: Int? = nil, fetchOrder: [SortKey] = [], skipBlobsOnFirstSync: Bool = false
+        deviceOnlyAttributes: [String] = [], fetchLimit: Int? = nil, fetchOrder: [SortKey] = [], skipBlobsOnFirstSync: Bool = false,
+        extraAttributes: [String] = []
     ) {
         self.serverFilter = serverFilter
         self.onlyAttributes = onlyAttributes
@@ -37,13 +50,84 @@ public struct ModelSyncConfiguration: Sendable, Hashable {
         self.fetchLimit = fetchLimit
         self.fetchOrder = fetchOrder
         self.skipBlobsOnFirstSync = skipBlobsOnFirstSync
+        self.extraAttributes = extraAttributes
+    }
+
+    /// A configuration from an entry of MM_RSF's `sync_objects` list (its `name` is not read).
+    ///
+    /// - Throws: ``Satchel/SatchelError`` `.invalidArgument` naming an unknown key, or a key whose
+    ///   value has the wrong type.
+    public init(syncObject entry: JSONObject) throws(SatchelError) {
+        self.init()
+        func strings(_ key: String) throws(SatchelError) -> [String]? {
+            guard let value = entry[key] else { return nil }
+            guard let list = value.arrayValue, list.allSatisfy({ $0.stringValue != nil }) else {
+                throw SatchelError(.invalidArgument, "sync object key '\(key)' must be a list of strings, not \(value)")
+            }
+            return list.compactMap(\.stringValue)
+        }
+        for key in entry.keys where !Self.syncObjectKeys.contains(key) {
+            throw SatchelError(.invalidArgument, "unknown sync object key '\(key)' (known: \(Self.syncObjectKeys.sorted().joined(separator: ", ")))")
+        }
+        switch entry["filter"] {
+        case nil, .null?: break
+        case .string(let soql)?: serverFilter = soql.isEmpty ? nil : ["soql": .string(soql)]
+        case .object(let filter)?: serverFilter = filter
+        case let other?: throw SatchelError(.invalidArgument, "sync object key 'filter' must be a string or an object, not \(other)")
+        }
+        onlyAttributes = try strings("onlyList")
+        ignoredAttributes = try strings("ignoreList") ?? []
+        extraAttributes = try strings("extra-query") ?? []
+        deviceOnlyAttributes = try strings("extra-device") ?? []
+        if let limit = entry["fetch-limit"] {
+            guard let n = limit.intValue, n > 0 else { throw SatchelError(.invalidArgument, "sync object key 'fetch-limit' must be a positive integer, not \(limit)") }
+            fetchLimit = Int(n)
+        }
+        if let order = entry["fetch-order"] {
+            guard let text = order.stringValue else { throw SatchelError(.invalidArgument, "sync object key 'fetch-order' must be a string such as \"Name ASC\"") }
+            fetchOrder = try text.split(separator: ",").map { part throws(SatchelError) in
+                let words = part.split(separator: " ").map(String.init)
+                guard words.count == 1 || (words.count == 2 && ["ASC", "DESC"].contains(words[1].uppercased())) else {
+                    throw SatchelError(.invalidArgument, "sync object key 'fetch-order': '\(part.trimmingCharacters(in: .whitespaces))' is not 'FIELD [ASC|DESC]'")
+                }
+                return SortKey(Field(words[0]), descending: words.count == 2 && words[1].uppercased() == "DESC")
+            }
+        }
+        if let skip = entry["disable-initial-blob-download"] {
+            guard let flag = skip.boolValue else { throw SatchelError(.invalidArgument, "sync object key 'disable-initial-blob-download' must be true or false") }
+            skipBlobsOnFirstSync = flag
+        }
+    }
+
+    /// The keys of an MM_RSF sync object.
+    public static let syncObjectKeys: Set<String> = [
+        "name", "filter", "onlyList", "ignoreList", "extra-query", "extra-device", "fetch-limit", "fetch-order", "disable-initial-blob-download",
+    ]
+
+    /// This configuration as an MM_RSF sync object named `name` (keys left at their defaults
+    /// are left out).
+    public func syncObject(named name: String) -> JSONObject {
+        var entry: JSONObject = ["name": .string(name)]
+        if let serverFilter {
+            entry["filter"] = serverFilter.count == 1 && serverFilter["soql"]?.stringValue != nil ? serverFilter["soql"]! : .object(serverFilter)
+        }
+        if let onlyAttributes { entry["onlyList"] = .array(onlyAttributes.map(JSONValue.string)) }
+        if !ignoredAttributes.isEmpty { entry["ignoreList"] = .array(ignoredAttributes.map(JSONValue.string)) }
+        if !extraAttributes.isEmpty { entry["extra-query"] = .array(extraAttributes.map(JSONValue.string)) }
+        if !deviceOnlyAttributes.isEmpty { entry["extra-device"] = .array(deviceOnlyAttributes.map(JSONValue.string)) }
+        if let fetchLimit { entry["fetch-limit"] = .int(Int64(fetchLimit)) }
+        if !fetchOrder.isEmpty {
+            entry["fetch-order"] = .string(fetchOrder.map { "\($0.field) \($0.descending ? "DESC" : "ASC")" }.joined(separator: ", "))
+        }
+        if skipBlobsOnFirstSync { entry["disable-initial-blob-download"] = true }
+        return entry
     }
 
     /// Whether an attribute travels between this device and the server.
     func syncs(_ attribute: String) -> Bool {
         if attribute == Object.idAttribute { return false }
         if deviceOnlyAttributes.contains(attribute) || ignoredAttributes.contains(attribute) { return false }
-        if let onlyAttributes { return onlyAttributes.contains(attribute) }
+        if let onlyAttributes { return onlyAttributes.contains(attribute) || extraAttributes.contains(attribute) }
         return true
     }
 

@@ -217,6 +217,15 @@ public struct PullPage: Sendable {
     /// Attributes the server's objects showed to hold files (Parse's `File`): the engine adds
     /// them to the model's blob attributes before applying the page.
     public var blobAttributes: [String]
+    /// The values the server allows for attributes (Salesforce's picklists, dependent ones
+    /// included): the engine sets them on the model's definition before applying the page, so
+    /// that a local write of a value the server would refuse is refused at once.
+    public var choices: [String: AttributeChoices]
+    /// The server cannot say which objects were deleted since the cursor (Salesforce's
+    /// `getDeleted` window has passed): after the pull, the engine lists the ids the server
+    /// holds (``SyncBackend/remoteIDs(_:)``) and deletes the others, as for servers that report
+    /// no deletions.
+    public var reconcileIDs: Bool
     /// Objects of other models that came with this page's objects (Parse's `include`d
     /// pointers, decomposed): model → objects, applied like upserts of those models after the
     /// page.
@@ -232,8 +241,11 @@ public struct PullPage: Sendable {
         upserts: [ServerObject] = [], removals: [String: [String]] = [:], deletes: [String] = [], links: [String: String] = [:],
         errors: [RecordError] = [], sourceError: String? = nil, schemaChanged: Bool = false, metadata: JSONValue? = nil,
         nextCursor: JSONValue? = nil, done: Bool = true, totalCount: Int? = nil, associations: [String: String] = [:],
-        blobAttributes: [String] = [], related: [String: [ServerObject]] = [:]
+        blobAttributes: [String] = [], related: [String: [ServerObject]] = [:], reconcileIDs: Bool = false,
+        choices: [String: AttributeChoices] = [:]
     ) {
+        self.choices = choices
+        self.reconcileIDs = reconcileIDs
         self.associations = associations
         self.blobAttributes = blobAttributes
         self.related = related

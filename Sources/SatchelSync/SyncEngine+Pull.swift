@@ -18,11 +18,13 @@ extension SyncEngine {
         // others are gone from the server.
         var seenAttributes: [String: Set<String>] = [:]
         var processed = 0
+        var listIDs = backend.capabilities.deletions == .byListingIDs
         while true {
             try checkStopped()
             let request = pullRequest(definition, cursor: state.cursor, session: session, modelConfiguration: modelConfiguration, metadata: state.metadata)
             let page = try await withRetry { try await self.backend.pull(request) }
             definition = try declare(page, in: definition)
+            if page.reconcileIDs { listIDs = true }
             if page.schemaChanged {
                 // The cursor acknowledges the page that said so.
                 state.cursor = page.nextCursor
@@ -68,7 +70,7 @@ extension SyncEngine {
             }
             if page.done { break }
         }
-        if backend.capabilities.deletions == .byListingIDs {
+        if listIDs {
             // The listing is the server's word on what exists, after the pull (a full one too:
             // an object deleted while it paged is gone from the listing).
             let request = pullRequest(definition, cursor: state.cursor, session: session, modelConfiguration: modelConfiguration, metadata: state.metadata)
@@ -82,7 +84,7 @@ extension SyncEngine {
         }
     }
 
-    /// Adds the associations and blob attributes a page showed to the model's definition
+    /// Adds the associations, blob attributes and choices a page showed to the model's definition
     /// (stored at once: a definition is not part of a batch, and adding them twice is harmless).
     func declare(_ page: PullPage, in definition: ModelDefinition) throws -> ModelDefinition {
         var updated = definition
@@ -92,6 +94,7 @@ extension SyncEngine {
         for attribute in page.blobAttributes where !updated.blobAttributes.contains(attribute) {
             updated.blobAttributes.append(attribute)
         }
+        for (attribute, choices) in page.choices { updated.choices[attribute] = choices }
         guard updated != definition else { return definition }
         try storage { _ = try store.register(updated) }
         return updated
@@ -101,7 +104,7 @@ extension SyncEngine {
     /// whole objects, upserted as pulled objects are, in one batch per model.
     func applyRelated(_ related: [String: [ServerObject]], modelConfiguration: ModelSyncConfiguration, report: inout SyncReport) async throws {
         for (name, objects) in related.sorted(by: { $0.key < $1.key }) where !objects.isEmpty {
-            let configuration = self.configuration(of: name)
+            let configuration = try self.configuration(of: name)
             let notification = try await onStorageQueue { store in
                 let model = try store.model(name)
                 return try store.bulkUpdate { tx -> ObjectNotification in
@@ -173,7 +176,7 @@ extension SyncEngine {
         }
         let session = try await preparedSession()
         let model = try storage { try store.model(name) }
-        let modelConfiguration = configuration(of: name)
+        let modelConfiguration = try configuration(of: name)
         let request = pullRequest(definition, cursor: nil, session: session, modelConfiguration: modelConfiguration)
         let page = try await withRetry { try await self.backend.search(request, query: query) }
         let state = try storage { try store.read { try $0.syncState(model) } }

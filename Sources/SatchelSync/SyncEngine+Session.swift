@@ -60,7 +60,16 @@ extension SyncEngine {
     /// - Throws: ``SyncError`` `.unauthorized` for wrong credentials; the store is then as it
     ///   was, the stored session included.
     public func logIn(_ credentials: Credentials) async throws {
-        var session = try await withRetry(keepingSessionOn401: true) { try await self.backend.logIn(credentials) }
+        let session = try await withRetry(keepingSessionOn401: true) { try await self.backend.logIn(credentials) }
+        try await logIn(session: session)
+    }
+
+    /// Stores a session obtained outside the engine — an OAuth access token the app already
+    /// holds (`satchel sync --token`), made into a session by the adapter — with the same rules
+    /// as ``logIn(_:)``: the same user keeps the client id and cursors, another user's session
+    /// does what ``Configuration/onUserChange`` says first.
+    public func logIn(session: SyncSession) async throws {
+        var session = session
         let previous = try storedSession()
         if let previous, previous.session.user != session.user {
             try await userChanged(from: previous.session.user, to: session.user)

@@ -52,8 +52,8 @@ public actor SyncEngine {
         case bulk
     }
 
-    public let store: Store
-    public let backend: any SyncBackend
+    public nonisolated let store: Store
+    public nonisolated let backend: any SyncBackend
     public let configuration: Configuration
     /// Every notification, object notification and completion, in order. One consumer; events
     /// beyond the newest 10,000 unread are dropped.
@@ -81,14 +81,65 @@ public actor SyncEngine {
     /// Also calls `handler` with every event (on the engine's executor; keep it short).
     public func setEventHandler(_ handler: (@Sendable (SyncEvent) -> Void)?) { self.handler = handler }
 
-    /// Sets how `model` syncs.
-    public func configure(_ model: String, _ configuration: ModelSyncConfiguration) { modelConfigurations[model] = configuration }
+    /// Sets how `model` syncs, and stores it: later engines on this store sync the model the same
+    /// way until it is configured again (a client reset keeps it too). Registers the model when
+    /// the store does not have it (a property bag).
+    public func configure(_ model: String, _ configuration: ModelSyncConfiguration) throws {
+        try storage {
+            let handle = try store.model(model)
+            try store.bulkUpdate { tx in
+                var state = try tx.syncState(handle)
+                state.configuration = configuration.syncObject(named: model)
+                try tx.setSyncState(handle, state)
+            }
+        }
+        modelConfigurations[model] = configuration
+    }
 
-    func configuration(of model: String) -> ModelSyncConfiguration { modelConfigurations[model] ?? ModelSyncConfiguration() }
+    /// How `model` syncs: as configured in this process, or as stored by an earlier one (the
+    /// default configuration when neither).
+    public func configuration(of model: String) throws -> ModelSyncConfiguration {
+        if let configuration = modelConfigurations[model] { return configuration }
+        let stored = try storage { () -> JSONObject? in
+            guard let handle = store.existingModel(model) else { return nil }
+            return try store.read { try $0.syncState(handle).configuration }
+        }
+        let configuration = try stored.map { entry in try storage { try ModelSyncConfiguration(syncObject: entry) } } ?? ModelSyncConfiguration()
+        modelConfigurations[model] = configuration
+        return configuration
+    }
 
     func emit(_ event: SyncEvent) {
         continuation.yield(event)
         handler?(event)
+    }
+
+    /// From now on, an edit session that saves changes to a synced model
+    /// (`EditSession.finishEditing(save: true)`) has the model's pending changes pushed at once
+    /// when no sync is running (MM_RSF's "immediately if online"); during a sync they wait for the
+    /// next one. A push that fails leaves them pending, and says why in an `error` notification.
+    public func pushSavedEdits() {
+        store.setEditSavedHandler { [weak self] model, _ in
+            guard let self else { return }
+            Task { await self.pushNow(model) }
+        }
+    }
+
+    /// Pushes `model`'s pending changes, unless a sync is running.
+    func pushNow(_ model: String) async {
+        guard !syncing else { return }
+        syncing = true
+        defer { syncing = false }
+        do {
+            let session = try await preparedSession()
+            guard let definition = try orderedModels([model]).first else { return }
+            let handle = try storage { try store.model(model) }
+            var report = SyncReport()
+            try await push(handle, definition: definition, modelConfiguration: try configuration(of: model), session: session, report: &report)
+        } catch {
+            let failure = Self.syncError(error)
+            emit(.sync(SyncNotification(status: .error, model: model, errorCode: failure.code, message: "pushing a saved edit: \(failure.message)")))
+        }
     }
 
     /// Whether a sync is running.
@@ -177,7 +228,7 @@ public actor SyncEngine {
 
     private func syncModel(_ definition: ModelDefinition, mode: Mode, session: SyncSession, report: inout SyncReport) async throws {
         let model = try storage { try store.model(definition.name) }
-        let modelConfiguration = configuration(of: definition.name)
+        let modelConfiguration = try configuration(of: definition.name)
         let pulledBefore = report.pulled
         let usesBulk = definition.syncType == .bulkOnly || (mode == .bulk && backend.capabilities.bulkSnapshot)
         // A full pull asked for, or one owed since the server's record of this client was lost.

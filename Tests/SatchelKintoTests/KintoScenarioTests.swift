@@ -137,7 +137,7 @@ struct KintoScenarioTests {
         }
         let device = try await Self.device(url, bucket: bucket, user, pageSize: 50)
         let products = try device.model("Product")
-        await device.engine.configure("Product", ModelSyncConfiguration(deviceOnlyAttributes: ["favourite"]))
+        try await device.engine.configure("Product", ModelSyncConfiguration(deviceOnlyAttributes: ["favourite"]))
         try await device.engine.sync(models: ["Product"])
 
         try products.update("p1", with: ["colour": .null, "favourite": true])
@@ -149,7 +149,7 @@ struct KintoScenarioTests {
         #expect(try products.find("p1")?["favourite"] == true)
 
         // This device stops pulling `secret`: a removal here must not erase it there.
-        await device.engine.configure("Product", ModelSyncConfiguration(ignoredAttributes: ["secret"], deviceOnlyAttributes: ["favourite"]))
+        try await device.engine.configure("Product", ModelSyncConfiguration(ignoredAttributes: ["secret"], deviceOnlyAttributes: ["favourite"]))
         try products.update("p2", with: ["brand": .null])
         #expect(try await device.engine.sync(models: ["Product"]).rejected == 0)
         let p2 = try await record("p2")

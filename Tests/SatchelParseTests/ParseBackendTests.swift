@@ -232,7 +232,7 @@ struct ParseBackendTests {
         for i in 1...9 {
             _ = await setup.server.put("Product", Self.json(["n": .int(Int64(i)), "brand": i % 3 == 0 ? "Acme" : "Zenith", "note": "x", "secret": "s"]), id: nil)
         }
-        await setup.device.engine.configure("Product", ModelSyncConfiguration(
+        try await setup.device.engine.configure("Product", ModelSyncConfiguration(
             serverFilter: ["brand": "Zenith"], onlyAttributes: ["n", "brand", "note"], ignoredAttributes: ["note"], fetchLimit: 4,
             fetchOrder: [.descending(Field("n"))]))
         try await setup.device.engine.sync(models: ["Product"])

@@ -126,7 +126,7 @@ struct RhoConnectAdapterTests {
     @Test("query parameters from the model's server filter")
     func serverFilter() async throws {
         let setup = try await Setup()
-        await setup.device.engine.configure("Product", ModelSyncConfiguration(serverFilter: ["brand": "Acme"]))
+        try await setup.device.engine.configure("Product", ModelSyncConfiguration(serverFilter: ["brand": "Acme"]))
         try await setup.device.engine.sync()
         let query = try #require(await setup.server.requests.first { $0.path == "/app/v1/Product" }?.query)
         #expect(query["query[brand]"] == "Acme")

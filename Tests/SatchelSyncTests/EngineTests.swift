@@ -83,12 +83,58 @@ struct EngineTests {
         try await client.engine.logIn(Self.credentials)
         var configuration = ModelSyncConfiguration()
         configuration.skipBlobsOnFirstSync = true
-        await client.engine.configure("Order", configuration)
+        try await client.engine.configure("Order", configuration)
         try await client.engine.sync(models: ["Order"])
         let order = try #require(client.store.models.first(where: { $0.name == "Order" }))
         #expect(order.associations == ["customer": "Customer"] && order.blobAttributes == ["photo"])
         #expect(try client.model("Customer").find("c1")?["name"] == "Ann")
         #expect(try client.model("Order").find("o1")?["customer"] == "c1")
+    }
+
+    @Test("with pushSavedEdits, a saved edit session is pushed at once (MM_RSF's immediately if online); a discarded one is not")
+    func savedEditsPushAtOnce() async throws {
+        let server = InMemoryBackend()
+        await Self.seed(server, 2)
+        let client = try await Self.client(server)
+        try await client.engine.sync()
+        let engine = client.engine
+        let pushed = Task {
+            for await event in engine.events {
+                if case .sync(let notification) = event, notification.message?.hasPrefix("pushed") == true { return notification.message }
+            }
+            return nil
+        }
+        await engine.pushSavedEdits()
+        let discarded = try client.model("Product").beginEditing("p2")
+        discarded.object["price"] = 99
+        try discarded.finishEditing(save: false)
+        let edit = try client.model("Product").beginEditing("p1")
+        edit.object["price"] = 42
+        try edit.finishEditing(save: true)
+        #expect(await pushed.value == "pushed 1 change(s)")
+        #expect(await server.objects("Product")["p1"]?["price"] == 42)
+        #expect(await server.objects("Product")["p2"]?["price"] == 2)
+        #expect(try client.model("Product").pendingChanges().isEmpty)
+    }
+
+    @Test("a model's configuration is stored: a later engine on the store syncs the same way, a client reset keeps it")
+    func configurationPersists() async throws {
+        let server = InMemoryBackend()
+        await Self.seed(server, 4)
+        let client = try await Self.client(server)
+        let configuration = try ModelSyncConfiguration(syncObject: [
+            "name": "Product", "onlyList": ["name", "price"], "extra-device": ["favourite"], "fetch-limit": 10, "fetch-order": "price DESC",
+        ])
+        #expect(configuration.onlyAttributes == ["name", "price"] && configuration.deviceOnlyAttributes == ["favourite"])
+        #expect(configuration.fetchLimit == 10 && configuration.fetchOrder == [.descending(Field("price"))])
+        try await client.engine.configure("Product", configuration)
+        let later = SyncEngine(store: client.store, backend: server)
+        #expect(try await later.configuration(of: "Product") == configuration)
+        try await later.clientReset()
+        #expect(try await SyncEngine(store: client.store, backend: server).configuration(of: "Product") == configuration)
+        #expect(configuration.syncObject(named: "Product")["fetch-order"] == "price DESC")
+        #expect(throws: SatchelError.self) { try ModelSyncConfiguration(syncObject: ["name": "X", "fetch-limit": "ten"]) }
+        #expect(throws: SatchelError.self) { try ModelSyncConfiguration(syncObject: ["name": "X", "unknown": 1]) }
     }
 
     @Test("a local change not yet pushed wins over pulled values until acknowledged")
@@ -205,7 +251,7 @@ struct EngineTests {
         // Skipped on a first sync when asked: the URL stays.
         let counted = FaultyBackend(server)
         let third = try SyncClient(backend: counted, models: [photos])
-        await third.engine.configure("Photo", ModelSyncConfiguration(skipBlobsOnFirstSync: true))
+        try await third.engine.configure("Photo", ModelSyncConfiguration(skipBlobsOnFirstSync: true))
         try await third.engine.logIn(Self.credentials)
         try await third.engine.sync()
         #expect(try third.model("Photo").findAll().first?["image"] == .string(url))
@@ -223,7 +269,7 @@ struct EngineTests {
         await Self.seed(server, 10)
         for i in 1...10 { await server.update("Product", "p\(i)", ["secret": "s", "note": "n"]) }
         let client = try SyncClient(backend: server, models: [ModelDefinition(name: "Product")])
-        await client.engine.configure(
+        try await client.engine.configure(
             "Product",
             ModelSyncConfiguration(
                 serverFilter: ["brand": "Acme"], ignoredAttributes: ["secret"], deviceOnlyAttributes: ["favourite"], fetchLimit: 3,
@@ -246,7 +292,7 @@ struct EngineTests {
 
         // Only these attributes travel.
         let narrow = try SyncClient(backend: server, models: [ModelDefinition(name: "Product")])
-        await narrow.engine.configure("Product", ModelSyncConfiguration(onlyAttributes: ["name"]))
+        try await narrow.engine.configure("Product", ModelSyncConfiguration(onlyAttributes: ["name"]))
         try await narrow.engine.logIn(Self.credentials)
         try await narrow.engine.sync()
         #expect(try narrow.model("Product").findAll().allSatisfy { $0.attributes.keys == ["name"] })

@@ -145,6 +145,45 @@ struct StoreTests {
         }
     }
 
+    @Test("attribute choices (picklists, dependent ones included) refuse a local write of a value they do not allow, before anything is written")
+    func choices() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.child("store")
+        var definition = ModelDefinition(name: "Account")
+        definition.choices = [
+            "Industry": AttributeChoices(values: ["Energy", "Retail"]),
+            "Tier": AttributeChoices(values: ["Gold", "Silver", "Bronze"], controller: "Industry", validFor: ["Energy": ["Gold", "Silver"], "Retail": ["Bronze"]]),
+            "Discount": AttributeChoices(values: ["None", "Low"], restricted: false, controller: "Active", validFor: ["false": ["None"], "true": ["Low"]]),
+        ]
+        do {
+            let store = try Store(path: path)
+            let accounts = try store.register(definition)
+            try accounts.create(["object": "a1", "Industry": "Energy", "Tier": "Gold", "Active": true, "Discount": "Low"])
+            for (changes, fragment) in [
+                (["Industry": "Mining"] as JSONObject, "'Mining' is not a value of 'Industry'"),
+                (["Tier": "Bronze"], "'Bronze' is not valid for 'Tier' of model 'Account' while 'Industry' is \"Energy\" (valid: Gold, Silver)"),
+                (["Industry": "Retail"], "'Gold' is not valid for 'Tier'"),
+                (["Active": false], "'Low' is not valid for 'Discount'"),
+                (["Industry": 3], "a string"),
+            ] {
+                do {
+                    try accounts.update("a1", with: changes)
+                    Issue.record("\(changes) was accepted")
+                } catch let error as SatchelError {
+                    #expect(error.code == .schemaViolation && error.message.contains(fragment), "\(error.message)")
+                }
+            }
+            #expect(try accounts.find("a1")?.attributes == ["Industry": "Energy", "Tier": "Gold", "Active": true, "Discount": "Low"])
+            #expect(try accounts.pendingChanges().count == 1, "nothing refused was queued")
+            // Both changed together: valid.
+            try accounts.update("a1", with: ["Industry": "Retail", "Tier": "Bronze"])
+            try store.close()
+        }
+        let store = try Store(path: path)
+        defer { try? store.close() }
+        #expect(try store.model("Account").definition == definition, "choices persist")
+    }
+
     @Test("model definitions, objects and statistics persist across reopen")
     func reopen() throws {
         let directory = TemporaryDirectory()

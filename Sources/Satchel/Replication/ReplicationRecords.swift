@@ -112,16 +112,20 @@ package struct SyncStateRecord: Equatable, Sendable {
     package var lastSync: String?
     /// What the server last said about the model (RhoConnect's source metadata).
     package var metadata: JSONValue?
+    /// How the app configured the model's sync (the engine's JSON form of it); kept when the
+    /// model's synced data is wiped.
+    package var configuration: JSONObject?
 
     package init(
         cursor: JSONValue? = nil, fullPullPending: Bool = false, initialSyncComplete: Bool = false, lastSync: String? = nil,
-        metadata: JSONValue? = nil
+        metadata: JSONValue? = nil, configuration: JSONObject? = nil
     ) {
         self.cursor = cursor
         self.fullPullPending = fullPullPending
         self.initialSyncComplete = initialSyncComplete
         self.lastSync = lastSync
         self.metadata = metadata
+        self.configuration = configuration
     }
 
     var json: JSONObject {
@@ -131,12 +135,13 @@ package struct SyncStateRecord: Equatable, Sendable {
         if initialSyncComplete { object["initial"] = true }
         if let lastSync { object["last"] = .string(lastSync) }
         if let metadata { object["metadata"] = metadata }
+        if let configuration { object["configuration"] = .object(configuration) }
         return object
     }
 
     init(json: JSONObject) {
         self.init(
             cursor: json["cursor"], fullPullPending: json["full"]?.boolValue ?? false, initialSyncComplete: json["initial"]?.boolValue ?? false,
-            lastSync: json["last"]?.stringValue, metadata: json["metadata"])
+            lastSync: json["last"]?.stringValue, metadata: json["metadata"], configuration: json["configuration"]?.objectValue)
     }
 }

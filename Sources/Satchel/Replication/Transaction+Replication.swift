@@ -262,7 +262,15 @@ extension Store {
                         }
                         try iterator.checkError()
                     }
-                    batch.delete(Keys.syncState(name.name))
+                    // The app's configuration of the model outlives its data.
+                    let configuration = try db.withValue(forKey: Keys.syncState(name.name)) { bytes in
+                        bytes.flatMap { try? SyncStateRecord(json: JSONObject(parsing: $0)).configuration }
+                    }
+                    if let configuration {
+                        batch.put(Keys.syncState(name.name), SyncStateRecord(configuration: configuration).json.jsonBytes)
+                    } else {
+                        batch.delete(Keys.syncState(name.name))
+                    }
                     batch.put(Keys.modelStatistics(name.name), StoredStatistics().encoded)
                     reset[name] = StoredStatistics()
                 }

@@ -48,6 +48,9 @@ public final class EditSession {
             throw SatchelError(.notFound, "model '\(model.name)' has no object '\(original.id)'", model: model.name, objectID: original.id)
         }
         finished = true
+        if !changes.isEmpty, (try? model.store.entry(model.name).definition.recordsChanges) == true {
+            model.store.notifyEditSaved(model.name, original.id)
+        }
         return stored
     }
 }

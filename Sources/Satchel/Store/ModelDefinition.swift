@@ -52,6 +52,69 @@ public enum ModelKind: Sendable, Hashable {
     case fixedSchema([String: AttributeType])
 }
 
+/// The values an attribute may hold (a Salesforce picklist), possibly depending on the value of
+/// another attribute (a dependent picklist). Writes made here are checked against it; values the
+/// server sends are not (the server is the authority on its data).
+///
+/// ```swift
+/// // Tier depends on Industry: Energy allows Gold and Silver, Retail allows Bronze.
+/// let tier = AttributeChoices(values: ["Gold", "Silver", "Bronze"], controller: "Industry",
+///                             validFor: ["Energy": ["Gold", "Silver"], "Retail": ["Bronze"]])
+/// ```
+public struct AttributeChoices: Sendable, Hashable {
+    /// The values allowed (a picklist's active values).
+    public var values: [String]
+    /// Whether a value outside ``values`` is refused (a restricted picklist); when false, only
+    /// the dependency on ``controller`` is checked.
+    public var restricted: Bool
+    /// The attribute whose value decides which values are allowed; nil when none does.
+    public var controller: String?
+    /// For each value of ``controller`` (as text: a boolean controller is `"true"` or
+    /// `"false"`), the values allowed. A controller value not listed allows none.
+    public var validFor: [String: [String]]
+
+    public init(values: [String], restricted: Bool = true, controller: String? = nil, validFor: [String: [String]] = [:]) {
+        self.values = values
+        self.restricted = restricted
+        self.controller = controller
+        self.validFor = validFor
+    }
+
+    /// The values allowed when the controller holds `controllerValue` (all ``values`` when
+    /// there is no controller).
+    public func allowed(whenControllerIs controllerValue: JSONValue?) -> [String] {
+        guard controller != nil else { return values }
+        guard let key = controllerValue.flatMap(Self.text) else { return [] }
+        let valid = Set(validFor[key] ?? [])
+        return values.filter(valid.contains)
+    }
+
+    /// A controller's value as the key of ``validFor``.
+    static func text(_ value: JSONValue) -> String? {
+        switch value {
+        case .string(let text): text
+        case .bool(let flag): flag ? "true" : "false"
+        default: nil
+        }
+    }
+
+    var json: JSONObject {
+        var object: JSONObject = ["values": .array(values.map(JSONValue.string)), "restricted": .bool(restricted)]
+        if let controller { object["controller"] = .string(controller) }
+        if !validFor.isEmpty {
+            object["validFor"] = .object(JSONObject(validFor.map { ($0.key, JSONValue.array($0.value.map(JSONValue.string))) }))
+        }
+        return object
+    }
+
+    init?(json: JSONObject) {
+        guard let values = json["values"]?.arrayValue?.compactMap(\.stringValue) else { return nil }
+        var validFor: [String: [String]] = [:]
+        for (key, list) in json["validFor"]?.objectValue ?? JSONObject() { validFor[key] = list.arrayValue?.compactMap(\.stringValue) ?? [] }
+        self.init(values: values, restricted: json["restricted"]?.boolValue ?? true, controller: json["controller"]?.stringValue, validFor: validFor)
+    }
+}
+
 /// The definition of a model: its name, kind, partition and sync type. Definitions persist in
 /// the store.
 ///
@@ -79,6 +142,9 @@ public struct ModelDefinition: Sendable, Hashable {
     /// Attributes that hold a file (a blob reference, see `BlobStore`), uploaded and downloaded
     /// by the sync engine.
     public var blobAttributes: [String]
+    /// Attributes that hold one of a list of values (picklists): attribute → its choices. Local
+    /// writes are checked against them.
+    public var choices: [String: AttributeChoices] = [:]
 
     public init(
         name: String, kind: ModelKind = .propertyBag, partition: Partition = .user, syncType: SyncType = .incremental,
@@ -97,7 +163,7 @@ public struct ModelDefinition: Sendable, Hashable {
 
     public static func == (a: ModelDefinition, b: ModelDefinition) -> Bool {
         UTF8Order.equal(a.name, b.name) && a.kind == b.kind && a.partition == b.partition && a.syncType == b.syncType
-            && a.associations == b.associations && a.blobAttributes == b.blobAttributes
+            && a.associations == b.associations && a.blobAttributes == b.blobAttributes && a.choices == b.choices
     }
 
     public func hash(into hasher: inout Hasher) {
@@ -108,8 +174,10 @@ public struct ModelDefinition: Sendable, Hashable {
 
     // MARK: - Validation
 
-    /// Checks the attributes an object will have after a write against a fixed schema.
+    /// Checks the attributes an object will have after a write against a fixed schema and the
+    /// attributes' choices.
     func validate(_ attributes: JSONObject, objectID: String) throws(SatchelError) {
+        try validateChoices(attributes, objectID: objectID)
         guard case .fixedSchema(let schema) = kind else { return }
         for (attribute, value) in attributes where !value.isNull {
             guard let type = schema.first(where: { UTF8Order.equal($0.key, attribute) })?.value else {
@@ -125,14 +193,40 @@ public struct ModelDefinition: Sendable, Hashable {
         }
     }
 
+    /// Checks the attributes an object will have after a write against ``choices``.
+    func validateChoices(_ attributes: JSONObject, objectID: String) throws(SatchelError) {
+        // In name order, so that the error a write gets does not depend on hashing.
+        for (attribute, choices) in choices.sorted(by: { UTF8Order.less($0.key, $1.key) }) {
+            guard let value = attributes[attribute], !value.isNull else { continue }
+            guard let text = value.stringValue else {
+                throw SatchelError(.schemaViolation, "attribute '\(attribute)' of model '\(name)' is a picklist: a string, not \(value.kindName)", model: name, objectID: objectID)
+            }
+            if choices.restricted && !choices.values.contains(text) {
+                throw SatchelError(
+                    .schemaViolation, "'\(text)' is not a value of '\(attribute)' of model '\(name)' (values: \(choices.values.joined(separator: ", ")))",
+                    model: name, objectID: objectID)
+            }
+            if let controller = choices.controller {
+                let allowed = choices.allowed(whenControllerIs: attributes[controller])
+                if !allowed.contains(text) {
+                    let held = attributes[controller].map { "\($0)" } ?? "no value"
+                    let list = allowed.isEmpty ? "none" : allowed.joined(separator: ", ")
+                    throw SatchelError(
+                        .schemaViolation, "'\(text)' is not valid for '\(attribute)' of model '\(name)' while '\(controller)' is \(held) (valid: \(list))",
+                        model: name, objectID: objectID)
+                }
+            }
+        }
+    }
+
     static func validateName(_ name: String) throws(SatchelError) {
         if name.isEmpty { throw SatchelError(.invalidName, "a model name cannot be empty") }
     }
 
     // MARK: - Stored form
 
-    /// The stored JSON of the definition: `{"associations"?, "blobs"?, "kind", "name", "partition",
-    /// "schema"?, "syncType"}`.
+    /// The stored JSON of the definition: `{"associations"?, "blobs"?, "choices"?, "kind", "name",
+    /// "partition", "schema"?, "syncType"}`.
     var json: JSONObject {
         var object: JSONObject = [
             "name": .string(name), "partition": .string(partition.rawValue), "syncType": .string(syncType.rawValue),
@@ -141,6 +235,7 @@ public struct ModelDefinition: Sendable, Hashable {
             object["associations"] = .object(JSONObject(associations.map { ($0.key, JSONValue.string($0.value)) }))
         }
         if !blobAttributes.isEmpty { object["blobs"] = .array(blobAttributes.map(JSONValue.string)) }
+        if !choices.isEmpty { object["choices"] = .object(JSONObject(choices.map { ($0.key, JSONValue.object($0.value.json)) })) }
         switch kind {
         case .propertyBag:
             object["kind"] = "propertyBag"
@@ -182,5 +277,9 @@ public struct ModelDefinition: Sendable, Hashable {
         }
         let blobs = json["blobs"]?.arrayValue?.compactMap(\.stringValue) ?? []
         self.init(name: name, kind: kind, partition: partition, syncType: syncType, associations: associations, blobAttributes: blobs)
+        for (attribute, value) in json["choices"]?.objectValue ?? JSONObject() {
+            guard let object = value.objectValue, let parsed = AttributeChoices(json: object) else { throw bad("bad choices of '\(name).\(attribute)'") }
+            choices[attribute] = parsed
+        }
     }
 }

@@ -77,6 +77,18 @@ public final class Store: Sendable {
     /// Bumped whenever a model definition or an index changes (not statistics), so transactions
     /// can cache the entry of the model they write.
     let catalogVersion = Atomic<Int>(0)
+    /// Called with the model and id after an edit session saved changes to an object of a model
+    /// that records them: a sync engine that pushes saved edits at once sets it (see
+    /// `SyncEngine.pushSavedEdits()`).
+    let editSaved = Mutex<(@Sendable (_ model: String, _ id: String) -> Void)?>(nil)
+
+    /// Sets (or, with nil, clears) what is called after an edit session saved changes to an
+    /// object of a synced model.
+    func notifyEditSaved(_ model: String, _ id: String) { editSaved.withLock { $0 }?(model, id) }
+
+    package func setEditSavedHandler(_ handler: (@Sendable (_ model: String, _ id: String) -> Void)?) {
+        editSaved.withLock { $0 = handler }
+    }
     let writer = WriterLock()
     #if DEBUG
     /// Crash points for tests (debug builds only).
