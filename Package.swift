@@ -19,6 +19,7 @@ let package = Package(
         .library(name: "SatchelRhoConnect", targets: ["SatchelRhoConnect"]),
         .library(name: "SatchelKinto", targets: ["SatchelKinto"]),
         .library(name: "SatchelParse", targets: ["SatchelParse"]),
+        .library(name: "SatchelSalesforce", targets: ["SatchelSalesforce"]),
         // For adapter authors' tests: the conformance kit and fault injection.
         .library(name: "SatchelSyncTesting", targets: ["SatchelSyncTesting"]),
         .executable(name: "satchel", targets: ["SatchelCLI"]),
@@ -53,11 +54,12 @@ let package = Package(
         ),
         .target(name: "SatchelKinto", dependencies: ["Satchel", "SatchelSync"], swiftSettings: settings),
         .target(name: "SatchelParse", dependencies: ["Satchel", "SatchelSync"], swiftSettings: settings),
+        .target(name: "SatchelSalesforce", dependencies: ["Satchel", "SatchelSync"], swiftSettings: settings),
         // Top layer: the command-line tool.
         .executableTarget(
             name: "SatchelCLI",
             dependencies: [
-                "Satchel", "SatchelSync", "SatchelRhoConnect", "SatchelKinto", "SatchelParse",
+                "Satchel", "SatchelSync", "SatchelRhoConnect", "SatchelKinto", "SatchelParse", "SatchelSalesforce",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: settings
@@ -67,9 +69,9 @@ let package = Package(
         .executableTarget(
             name: "SatchelBench",
             dependencies: [
-                "Satchel", "SatchelSync", "SatchelKinto", "SatchelParse", "CLevelDB", "CSQLite",
-                // The parse group starts the tests' loopback Parse Server in process.
-                "ParseTestServer",
+                "Satchel", "SatchelSync", "SatchelKinto", "SatchelParse", "SatchelSalesforce", "CLevelDB", "CSQLite",
+                // The parse and salesforce groups start the tests' loopback servers in process.
+                "ParseTestServer", "SalesforceTestServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: settings
@@ -92,7 +94,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SatchelCLITests",
-            dependencies: ["Satchel", "SatchelSync", "SatchelTestSupport", "SatchelCLI", "RhoConnectTestServer", "ParseTestServer"],
+            dependencies: ["Satchel", "SatchelSync", "SatchelTestSupport", "SatchelCLI", "RhoConnectTestServer", "ParseTestServer", "SalesforceTestServer"],
             swiftSettings: settings
         ),
         // For tests of adapters (ours and others'): the conformance kit every adapter must pass,
@@ -136,6 +138,19 @@ let package = Package(
         .testTarget(
             name: "SatchelParseTests",
             dependencies: ["Satchel", "SatchelSync", "SatchelParse", "SatchelTestSupport", "SatchelSyncTesting", "ParseTestServer"],
+            swiftSettings: settings
+        ),
+        // A Salesforce org on loopback, driven by Fixtures/salesforce: written from Salesforce's
+        // REST API, sharing no code with the adapter it tests.
+        .target(
+            name: "SalesforceTestServer",
+            dependencies: [.product(name: "FlyingFox", package: "FlyingFox"), .product(name: "FlyingSocks", package: "FlyingFox")],
+            path: "Tests/SalesforceTestServer",
+            swiftSettings: settings
+        ),
+        .testTarget(
+            name: "SatchelSalesforceTests",
+            dependencies: ["Satchel", "SatchelSync", "SatchelSalesforce", "SatchelTestSupport", "SatchelSyncTesting", "SalesforceTestServer"],
             swiftSettings: settings
         ),
         // The README's Swift tours, extracted at build time and run as written.

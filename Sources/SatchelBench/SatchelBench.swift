@@ -26,6 +26,8 @@ struct SatchelBench: AsyncParsableCommand {
         case `import`
         /// A first pull of 20,000 objects from the loopback Parse Server (not run by default).
         case parse
+        /// A first pull of 20,000 records from the loopback Salesforce (not run by default).
+        case salesforce
 
         static let byDefault: [Group] = [.store, .codec, .sync, .import]
     }
@@ -35,6 +37,7 @@ struct SatchelBench: AsyncParsableCommand {
     @Option(help: "user:password for the Kinto server.") var kintoUser = "bench:bench"
 
     @Flag(help: "Run the parse group too: a first pull from the loopback Parse Server (at most 20,000 objects).") var parse = false
+    @Flag(help: "Run the salesforce group too: a first pull from the loopback Salesforce (at most 20,000 records).") var salesforce = false
     @Option(help: "Number of objects.") var docs = 100_000
     @Option(help: "Systems to compare with: leveldb_raw, sqlite_json, rhoconnect_eav (comma list; default all).")
     var baselines: String?
@@ -55,7 +58,7 @@ struct SatchelBench: AsyncParsableCommand {
                 guard let group = Group(rawValue: String(name)) else { throw ValidationError("unknown group '\(name)'") }
                 return group
             }
-        } ?? (Group.byDefault + (kintoURL == nil ? [] : [.kinto]) + (parse ? [.parse] : []))
+        } ?? (Group.byDefault + (kintoURL == nil ? [] : [.kinto]) + (parse ? [.parse] : []) + (salesforce ? [.salesforce] : []))
         #if DEBUG
         FileHandle.standardError.write(Data("warning: a debug build; measure with swift run -c release satchel-bench\n".utf8))
         #endif
@@ -67,6 +70,7 @@ struct SatchelBench: AsyncParsableCommand {
             case .kinto: try await runKinto()
             case .import: try ImportBench.run(count: docs, directory: directory)
             case .parse: try await ParseBench.run(count: min(docs, 20_000), directory: directory)
+            case .salesforce: try await SalesforceBench.run(count: min(docs, 20_000), directory: directory)
             }
         }
     }

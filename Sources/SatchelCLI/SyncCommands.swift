@@ -4,16 +4,17 @@ import Satchel
 import SatchelKinto
 import SatchelParse
 import SatchelRhoConnect
+import SatchelSalesforce
 import SatchelSync
 
 /// Which server to talk to, and as whom.
 struct BackendOptions: ParsableArguments {
     @Option(help: ArgumentHelp(
-        "The server's kind: rhoconnect (a RhoConnect server), kinto (a Kinto server), parse (a Parse Server), or memory (an in-memory server kept in the --url file).",
+        "The server's kind: rhoconnect (a RhoConnect server), kinto (a Kinto server), parse (a Parse Server), salesforce (a Salesforce org), or memory (an in-memory server kept in the --url file).",
         valueName: "name"))
     var backend: String?
     @Option(help: ArgumentHelp(
-        "Where the server is: for rhoconnect its root (http://HOST:PORT/); for kinto its /v1 root (http://HOST:PORT/v1); for parse its mount (http://HOST:PORT/parse); for memory the file holding its state (created when missing).",
+        "Where the server is: for rhoconnect its root (http://HOST:PORT/); for kinto its /v1 root (http://HOST:PORT/v1); for parse its mount (http://HOST:PORT/parse); for salesforce the instance root (https://HOST); for memory the file holding its state (created when missing).",
         valueName: "url"))
     var url: String?
     @Option(help: "The user to log in as (needed only when no session is stored; with kinto, on every sync).") var user: String?
@@ -21,6 +22,7 @@ struct BackendOptions: ParsableArguments {
     @Option(help: ArgumentHelp("The Kinto bucket holding one collection per model (created when missing).", valueName: "bucket")) var bucket: String?
     @Option(name: .customLong("app-id"), help: ArgumentHelp("The Parse application id (X-Parse-Application-Id).", valueName: "id")) var appID: String?
     @Option(name: .customLong("rest-key"), help: ArgumentHelp("The Parse REST API key, when the server checks one.", valueName: "key")) var restKey: String?
+    @Option(help: ArgumentHelp("A Salesforce access token (stored as the session; instead of --user and --password).", valueName: "token")) var token: String?
 
     var isGiven: Bool { backend != nil || url != nil }
 
@@ -56,9 +58,12 @@ struct BackendOptions: ParsableArguments {
             guard let appID, !appID.isEmpty else { throw ValidationError("--backend parse needs --app-id ID: the app's application id") }
             return ParseBackend(url: mount, applicationID: appID, restKey: restKey)
         case "salesforce":
-            throw SyncError(.notSupported, "the \(backend) adapter is not part of this build yet (available: rhoconnect, kinto, parse, memory)")
+            guard let root = Self.httpURL(url) else {
+                throw ValidationError("--url for salesforce is the org's instance root, such as https://acme.my.salesforce.com (not '\(url)')")
+            }
+            return SalesforceBackend(url: root)
         default:
-            throw ValidationError("unknown backend '\(backend)' (available: rhoconnect, kinto, parse, memory)")
+            throw ValidationError("unknown backend '\(backend)' (available: rhoconnect, kinto, parse, salesforce, memory)")
         }
     }
 
@@ -70,6 +75,12 @@ struct BackendOptions: ParsableArguments {
 
     /// Logs `engine` in when credentials are given; otherwise a session must be stored.
     func logIn(_ engine: SyncEngine) async throws {
+        if let token {
+            guard let salesforce = engine.backend as? SalesforceBackend else { throw ValidationError("--token goes with --backend salesforce") }
+            if user != nil || password != nil { throw ValidationError("--token replaces --user and --password") }
+            try await engine.logIn(session: try await salesforce.session(accessToken: token))
+            return
+        }
         switch (user, password) {
         case let (user?, password?): try await engine.logIn(Credentials(user: user, password: password))
         case (nil, nil):
@@ -126,6 +137,10 @@ struct SyncCommand: AsyncParsableCommand {
     @Option(help: "Objects per page asked of the server.") var pageSize: Int?
     @Flag(help: "Replace each model's data with the server's bulk snapshot.") var bulk = false
     @Flag(help: "Pull everything again, deleting what the server no longer has.") var full = false
+    @Option(help: ArgumentHelp(
+        "A JSON file with MM_RSF's sync objects list ([{\"name\": \"Account\", \"filter\": …, \"onlyList\": […], …}]): stored, and used by later syncs until another is given.",
+        valueName: "file"))
+    var objects: String?
 
     func validate() throws {
         if bulk && full { throw ValidationError("--bulk and --full do not go together") }
@@ -134,18 +149,94 @@ struct SyncCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        let syncObjects = try objects.map(Self.readSyncObjects)
         // A model named here that the store does not know yet is a property bag to sync.
         try store.withStore(creating: true) { store in
-            for name in models where store.existingModel(name) == nil { _ = try store.register(ModelDefinition(name: name)) }
+            for name in models + (syncObjects?.map(\.name) ?? []) where store.existingModel(name) == nil {
+                _ = try store.register(ModelDefinition(name: name))
+            }
         }
         let report = try await withEngine(store, server, pageSize: pageSize, creating: true) { engine in
             await engine.setEventHandler { event in
                 if case .sync(let notification) = event { Output.line(notification.description) }
             }
+            var names = models
+            if let syncObjects {
+                // A new list replaces the stored one: models it leaves out go back to the default.
+                for model in engine.store.models where !syncObjects.contains(where: { $0.name == model.name }) {
+                    if try await engine.configuration(of: model.name) != ModelSyncConfiguration() {
+                        try await engine.configure(model.name, ModelSyncConfiguration())
+                    }
+                }
+                for (name, configuration) in syncObjects { try await engine.configure(name, configuration) }
+                if names.isEmpty { names = syncObjects.map(\.name) }
+            }
             try await server.logIn(engine)
-            return try await engine.sync(models: models.isEmpty ? nil : models, mode: full ? .full : bulk ? .bulk : .incremental)
+            return try await engine.sync(models: names.isEmpty ? nil : names, mode: full ? .full : bulk ? .bulk : .incremental)
         }
         if report.rejected > 0 { throw ExitCode(3) }
+    }
+}
+
+extension SyncCommand {
+    /// MM_RSF's sync objects from `path`: a JSON array of objects, each with a `name`.
+    static func readSyncObjects(_ path: String) throws -> [(name: String, configuration: ModelSyncConfiguration)] {
+        let data: Data
+        do { data = try Data(contentsOf: URL(fileURLWithPath: path)) } catch { throw ValidationError("--objects: cannot read '\(path)'") }
+        let list: [JSONValue]
+        do {
+            guard let array = try JSONValue(parsing: data).arrayValue else { throw ValidationError("--objects: '\(path)' is not a JSON array of sync objects") }
+            list = array
+        } catch let error as ValidationError {
+            throw error
+        } catch {
+            throw ValidationError("--objects: '\(path)' is not JSON (\(error))")
+        }
+        return try list.enumerated().map { index, item in
+            guard let entry = item.objectValue, let name = entry["name"]?.stringValue, !name.isEmpty else {
+                throw ValidationError("--objects: sync object \(index + 1) has no \"name\"")
+            }
+            do {
+                return (name, try ModelSyncConfiguration(syncObject: entry))
+            } catch let error as SatchelError {
+                throw ValidationError("--objects: sync object '\(name)': \(error.message)")
+            }
+        }
+    }
+}
+
+struct PicklistCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "picklist",
+        abstract: "A Salesforce picklist's active values, one per line (from the metadata the last sync stored).",
+        discussion: "With --controller, a dependent picklist's values valid for that value of its controlling field (true or false for a checkbox)."
+    )
+
+    @OptionGroup var store: StoreOptions
+    @Argument(help: "The model (the sObject).") var model: String
+    @Argument(help: "The picklist field.") var field: String
+    @Option(help: ArgumentHelp("A value of the controlling field.", valueName: "value")) var controller: String?
+
+    func run() async throws {
+        let opened = try store.open(creating: false)
+        defer { try? opened.close() }
+        let values: [String] = try await {
+            let handle = try opened.existingModel(named: model)
+            let metadata = try await SyncEngine(store: opened, backend: DisconnectedBackend()).serverMetadata(handle.name)
+            guard let describe = metadata?["describe"].flatMap(SalesforceDescribe.init) else {
+                throw SatchelError(.notFound, "no Salesforce metadata is stored for '\(handle.name)': sync it with --backend salesforce first", model: handle.name)
+            }
+            let picklists = describe.fields.filter { ["picklist", "multipicklist"].contains($0.type) }.map(\.name)
+            guard let list = describe.picklist(field, controller: controller) else {
+                let known = picklists.isEmpty ? "it has none" : "its picklists: \(picklists.joined(separator: ", "))"
+                throw SatchelError(.notFound, "'\(field)' is not a picklist of '\(handle.name)' (\(known))", model: handle.name)
+            }
+            if controller != nil, describe.field(field)?.controllerName == nil {
+                throw ValidationError("'\(field)' of '\(handle.name)' is not a dependent picklist: leave out --controller")
+            }
+            return list
+        }()
+        for value in values { Output.line(value) }
     }
 }
 

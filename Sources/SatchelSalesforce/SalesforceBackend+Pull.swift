@@ -1,0 +1,275 @@
+public import Foundation
+import Satchel
+public import SatchelSync
+
+extension SalesforceBackend {
+    /// Where a pull stands, stored with each page.
+    struct Cursor {
+        /// The greatest `LastModifiedDate` applied, as the server wrote it.
+        var since: String?
+        /// The records applied at `since`: id → a hash of the record as received.
+        var at: [String: String] = [:]
+        /// The next page of the query under way (`nextRecordsUrl`).
+        var next: String?
+        /// Where the next `getDeleted` starts (the server's time).
+        var deletedFrom: String?
+
+        init(_ value: JSONValue?) {
+            since = value?["since"]?.stringValue
+            next = value?["next"]?.stringValue
+            deletedFrom = value?["deleted"]?.stringValue
+            for (id, hash) in value?["at"]?.objectValue ?? JSONObject() { at[id] = hash.stringValue }
+        }
+
+        var json: JSONValue {
+            var object = JSONObject()
+            if let since { object["since"] = .string(since) }
+            if !at.isEmpty { object["at"] = .object(JSONObject(at.map { ($0.key, JSONValue.string($0.value)) })) }
+            if let next { object["next"] = .string(next) }
+            if let deletedFrom { object["deleted"] = .string(deletedFrom) }
+            return .object(object)
+        }
+    }
+
+    public func pull(_ request: PullRequest) async throws -> PullPage {
+        let object = request.model.name
+        let what = "pull of \(object)"
+        var cursor = Cursor(request.cursor)
+        var page = PullPage()
+        // The describe, before each pull starts (a 304 when it did not change).
+        var describe: SalesforceDescribe
+        if cursor.next == nil {
+            let (fresh, metadata) = try await self.describe(object, stored: request.metadata, session: request.session)
+            describe = fresh
+            page.metadata = metadata
+        } else {
+            describe = try await describeForPull(request)
+        }
+        page.associations = describe.associations
+        page.blobAttributes = describe.blobFields
+        page.choices = describe.choices
+
+        var answer: SyncHTTPClient.Response
+        if let next = cursor.next {
+            guard next.hasPrefix("/services/data/") else {
+                throw SyncError(.protocolViolation, "\(what): the next page is not on this server (\(next))")
+            }
+            answer = try await send("GET", try SyncHTTPClient.url(configuration.url, String(next.dropFirst())), session: request.session, what: what)
+        } else {
+            let soql = Self.soql(describe, request.configuration, since: cursor.since, limited: request.cursor == nil, hiding: configuration.clientIDField)
+            // The page size, within what Salesforce accepts (200 to 2,000).
+            let options = ["Sforce-Query-Options": "batchSize=\(min(2000, max(200, request.pageSize)))"]
+            answer = try await send("GET", try await api("query", [("q", soql)], session: request.session), headers: options, session: request.session, what: what)
+        }
+        try check(answer, what)
+        let body = try Self.json(answer, what)
+        guard let records = body["records"]?.arrayValue, let done = body["done"]?.boolValue else {
+            throw SyncError(.protocolViolation, "\(what): the answer has no `records` list and `done` flag")
+        }
+        page.totalCount = body["totalSize"]?.intValue.map(Int.init)
+        let blobFields = Set(describe.blobFields)
+        for value in records {
+            guard var fields = value.objectValue, let id = fields["Id"]?.stringValue, !id.isEmpty else {
+                throw SyncError(.protocolViolation, "\(what): a record without a string `Id`")
+            }
+            fields.removeValue(forKey: "attributes")
+            let modified = fields["LastModifiedDate"]?.stringValue
+            let hash = Self.hash(fields)
+            if let modified, modified == cursor.since, cursor.at[id] == hash { continue }  // applied already
+            if let modified {
+                if cursor.since.map({ (Self.instant(modified) ?? .distantPast) > (Self.instant($0) ?? .distantPast) }) ?? true {
+                    cursor.since = modified
+                    cursor.at = [:]
+                }
+                if modified == cursor.since { cursor.at[id] = hash }
+            }
+            var attributes = JSONObject()
+            var blobs: [String: String] = [:]
+            for (name, field) in fields where name != "Id" && !field.isNull {
+                if case .object(var related) = field {
+                    related.removeValue(forKey: "attributes")
+                    attributes[name] = .object(related)
+                } else {
+                    attributes[name] = field
+                }
+                if blobFields.contains(name), let path = field.stringValue, path.hasPrefix("/services/data/") {
+                    blobs[name] = configuration.url.absoluteString.trimmingSuffix("/") + path
+                }
+            }
+            page.upserts.append(ServerObject(id: id, attributes: attributes, isWhole: true, version: modified.map(JSONValue.string), blobURLs: blobs))
+        }
+        cursor.next = nil
+        if !done {
+            guard let next = body["nextRecordsUrl"]?.stringValue, next.hasPrefix("/services/data/") else {
+                throw SyncError(.protocolViolation, "\(what): the answer is not done and has no `nextRecordsUrl` on this server")
+            }
+            cursor.next = next
+        }
+        page.done = done
+        if done {
+            let serverTime = answer.header("date").flatMap(Self.httpDate) ?? cursor.since.flatMap(Self.instant)
+            try await deletions(object, into: &page, cursor: &cursor, serverTime: serverTime, session: request.session)
+        }
+        page.nextCursor = cursor.json
+        return page
+    }
+
+    /// The describe while a query pages on: the one read in this process, or the stored one.
+    func describeForPull(_ request: PullRequest) async throws -> SalesforceDescribe {
+        if let stored = request.metadata?["describe"].flatMap(SalesforceDescribe.init) { return stored }
+        return try await describe(request.model.name, stored: nil, session: request.session).0
+    }
+
+    /// The SOQL of a pull: describe's fields (or the attribute list), less ignored and
+    /// device-only ones, plus the extra ones, each once; `LastModifiedDate >= since` and the
+    /// filter; by `LastModifiedDate, Id`, or, for a first pull with a fetch limit, the first N
+    /// in the fetch order.
+    static func soql(
+        _ describe: SalesforceDescribe, _ configuration: ModelSyncConfiguration, since: String?, limited first: Bool, hiding hidden: String
+    ) -> String {
+        var names: [String] = ["Id", "LastModifiedDate"]
+        let base = configuration.onlyAttributes ?? describe.fields.map(\.name)
+        for name in base + configuration.extraAttributes
+        where !configuration.ignoredAttributes.contains(name) && !configuration.deviceOnlyAttributes.contains(name) && name != hidden {
+            if !names.contains(where: { $0.caseInsensitiveCompare(name) == .orderedSame }) { names.append(name) }
+        }
+        var conditions: [String] = []
+        if let since, let instant = instant(since) { conditions.append("LastModifiedDate >= \(soqlDate(instant))") }
+        if let filter = configuration.serverFilter?["soql"]?.stringValue, !filter.isEmpty { conditions.append("(\(filter))") }
+        var text = "SELECT \(names.joined(separator: ", ")) FROM \(describe.name)"
+        if !conditions.isEmpty { text += " WHERE " + conditions.joined(separator: " AND ") }
+        if first, let limit = configuration.fetchLimit {
+            let order = configuration.fetchOrder.map { "\($0.field) \($0.descending ? "DESC" : "ASC")" } + ["Id"]
+            text += " ORDER BY \(order.joined(separator: ", ")) LIMIT \(limit)"
+        } else {
+            text += " ORDER BY LastModifiedDate, Id"
+        }
+        return text
+    }
+
+    /// The records deleted since the last pull (`getDeleted`), added to the page; when the
+    /// server no longer covers that window, the page asks the engine to reconcile ids instead.
+    func deletions(_ object: String, into page: inout PullPage, cursor: inout Cursor, serverTime: Date?, session: SyncSession) async throws {
+        guard let serverTime else { return }
+        guard let start = cursor.deletedFrom.flatMap(Self.instant) else {
+            // The first pull: deletions are counted from the server's time now.
+            cursor.deletedFrom = Self.isoDate(serverTime)
+            return
+        }
+        // Seconds are ignored, and the end must be more than a minute after the start.
+        guard serverTime.timeIntervalSince(start) > 60 else { return }
+        let what = "deleted records of \(object)"
+        let query = [("start", Self.isoDate(start)), ("end", Self.isoDate(serverTime))]
+        let answer = try await send("GET", try await api("sobjects/\(SyncHTTPClient.escape(object))/deleted/", query, session: session), session: session, what: what)
+        if answer.status == 400, Self.error(answer).code == "INVALID_REPLICATION_DATE" {
+            page.reconcileIDs = true
+            cursor.deletedFrom = Self.isoDate(serverTime)
+            return
+        }
+        try check(answer, what)
+        let body = try Self.json(answer, what)
+        guard let deleted = body["deletedRecords"]?.arrayValue, let covered = body["latestDateCovered"]?.stringValue.flatMap(Self.instant) else {
+            throw SyncError(.protocolViolation, "\(what): the answer has no `deletedRecords` list and `latestDateCovered`")
+        }
+        if let earliest = body["earliestDateAvailable"]?.stringValue.flatMap(Self.instant), earliest > start {
+            page.reconcileIDs = true
+            cursor.deletedFrom = Self.isoDate(serverTime)
+            return
+        }
+        for record in deleted {
+            guard let id = record["id"]?.stringValue else { throw SyncError(.protocolViolation, "\(what): a deleted record without an `id`") }
+            page.deletes.append(id)
+        }
+        cursor.deletedFrom = Self.isoDate(covered)
+    }
+
+    /// Every id the server holds for the model (matching its filter): `SELECT Id FROM O`.
+    public func remoteIDs(_ request: PullRequest) async throws -> [String] {
+        let what = "listing the ids of \(request.model.name)"
+        var soql = "SELECT Id FROM \(request.model.name)"
+        if let filter = request.configuration.serverFilter?["soql"]?.stringValue, !filter.isEmpty { soql += " WHERE (\(filter))" }
+        var url = try await api("query", [("q", soql)], session: request.session)
+        var ids: [String] = []
+        while true {
+            let answer = try await send("GET", url, session: request.session, what: what)
+            try check(answer, what)
+            let body = try Self.json(answer, what)
+            guard let records = body["records"]?.arrayValue else { throw SyncError(.protocolViolation, "\(what): the answer has no `records` list") }
+            for record in records {
+                guard let id = record["Id"]?.stringValue else { throw SyncError(.protocolViolation, "\(what): a record without an `Id`") }
+                ids.append(id)
+            }
+            guard body["done"]?.boolValue == false else { return ids }
+            guard let next = body["nextRecordsUrl"]?.stringValue, next.hasPrefix("/services/data/") else {
+                throw SyncError(.protocolViolation, "\(what): the answer is not done and has no `nextRecordsUrl` on this server")
+            }
+            url = try SyncHTTPClient.url(configuration.url, String(next.dropFirst()))
+        }
+    }
+
+    /// A blob's bytes (a `base64` field's URL), with the bearer token.
+    public func downloadBlob(_ url: String, session: SyncSession) async throws -> Data {
+        guard let target = URL(string: url), url.hasPrefix(configuration.url.absoluteString) else {
+            throw SyncError(.protocolViolation, "blob download: '\(url)' is not on this server")
+        }
+        let answer = try await send("GET", target, session: session, what: "blob download")
+        try check(answer, "blob download")
+        return answer.body
+    }
+
+    // MARK: - Dates
+
+    /// A record's content, to tell a record applied already from one changed within the same
+    /// second.
+    static func hash(_ fields: JSONObject) -> String {
+        var hasher = FNV()
+        hasher.add(fields.jsonBytes)
+        return String(hasher.value, radix: 36)
+    }
+
+    /// Salesforce's datetimes: `2024-05-01T10:00:00.000+0000` (and ISO 8601's `Z` and `+hh:mm`).
+    static func instant(_ text: String) -> Date? {
+        var text = text
+        if text.count > 5, let last = text.last, last.isNumber {
+            // `+0000` → `+00:00`
+            let index = text.index(text.endIndex, offsetBy: -2)
+            if text[text.index(text.endIndex, offsetBy: -5)] == "+" || text[text.index(text.endIndex, offsetBy: -5)] == "-" {
+                text.insert(":", at: index)
+            }
+        }
+        let fractional = ISO8601DateFormatter()
+        fractional.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        if let date = fractional.date(from: text) { return date }
+        return ISO8601DateFormatter().date(from: text)
+    }
+
+    /// A datetime as a SOQL literal (UTC, whole seconds, unquoted).
+    static func soqlDate(_ date: Date) -> String { ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: date.timeIntervalSince1970.rounded(.down))) }
+
+    /// A datetime for `getDeleted`'s `start` and `end`.
+    static func isoDate(_ date: Date) -> String { ISO8601DateFormatter().string(from: date) }
+
+    /// An HTTP `Date` header.
+    static func httpDate(_ text: String) -> Date? {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
+        return formatter.date(from: text)
+    }
+}
+
+/// FNV-1a, 64 bits: a record's content hash (not for security).
+struct FNV {
+    var value: UInt64 = 0xcbf2_9ce4_8422_2325
+    mutating func add(_ bytes: [UInt8]) {
+        for byte in bytes {
+            value ^= UInt64(byte)
+            value = value &* 0x100_0000_01b3
+        }
+    }
+}
+
+extension String {
+    func trimmingSuffix(_ suffix: String) -> String { hasSuffix(suffix) ? String(dropLast(suffix.count)) : self }
+}

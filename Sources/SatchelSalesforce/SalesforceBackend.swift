@@ -1,0 +1,276 @@
+public import Foundation
+import Satchel
+public import SatchelSync
+import Synchronization
+
+/// A Salesforce org, spoken to over its REST API (after MM_RSF, the Model Metrics REST
+/// Salesforce Framework).
+///
+/// Point it at the org's instance root (`https://mydomain.my.salesforce.com`); each model syncs
+/// with the sObject of the same name, and `Id` is the object's id. Log in with a user name and
+/// password (OAuth's password grant), or hand the engine a session for an access token the app
+/// already holds (``session(accessToken:refreshToken:)``, `satchel sync --token`).
+///
+/// ```swift
+/// let backend = SalesforceBackend(url: URL(string: "https://acme.my.salesforce.com")!)
+/// let engine = SyncEngine(store: store, backend: backend)
+/// try await engine.logIn(session: try await backend.session(accessToken: token))
+/// try await engine.configure("Account", try ModelSyncConfiguration(syncObject: ["filter": "Industry = 'Energy'"]))
+/// try await engine.sync()
+/// ```
+///
+/// What it maps:
+/// - **Versions**: the highest version `GET /services/data/` lists.
+/// - **Metadata**: `describe` of each object before its pull (with `If-Modified-Since`: a `304`
+///   keeps the stored one), stored as the model's server metadata. Reference fields become
+///   associations, `base64` fields blob attributes, picklists the model's choices (dependent
+///   ones decoded from `validFor`), so a local write of a value the server would refuse is
+///   refused before it is queued. Fields neither createable nor updateable are never pushed.
+/// - **Pull**: SOQL `SELECT <fields> FROM O WHERE LastModifiedDate >= T [AND (filter)] ORDER BY
+///   LastModifiedDate, Id`, following `nextRecordsUrl`. `T` is the greatest `LastModifiedDate`
+///   received (the server's time, never the device's); records at `T` that were applied already
+///   (same id, same content) are skipped, so many records sharing one second are neither lost
+///   nor applied twice. A first pull with a fetch limit is `ORDER BY <fetch order> LIMIT N`.
+/// - **Deletes**: `getDeleted` from the server time of the first pull, then from each answer's
+///   `latestDateCovered` (a sync less than a minute after the last skips it). When the window is
+///   gone, the page asks the engine to reconcile ids (`SELECT Id FROM O`).
+/// - **Push**: `/composite/sobjects` (POST creates, PATCH updates, DELETE by ids), at most 200
+///   records a call, `allOrNone: false`; creates carry createable fields only, updates updateable
+///   ones, a removed attribute as `null`. Per-record errors are record errors with the
+///   `statusCode`; `ENTITY_IS_DELETED` on a delete counts as done.
+/// - **Auth**: `Authorization: Bearer`; a `401` (`INVALID_SESSION_ID`) refreshes the token once
+///   when the session has a refresh token, otherwise fails the sync with ``SyncError/Code/unauthorized``.
+public final class SalesforceBackend: SyncBackend {
+    /// Where the org is and how to talk to it.
+    public struct Configuration: Sendable {
+        /// The instance root, e.g. `https://acme.my.salesforce.com`.
+        public var url: URL
+        /// Where OAuth tokens come from (`/services/oauth2/token` under it); by default the
+        /// instance root.
+        public var loginURL: URL?
+        /// The connected app's consumer key and secret, sent with token requests.
+        public var clientID: String?
+        public var clientSecret: String?
+        /// Seconds to wait for an answer.
+        public var timeout: TimeInterval
+        /// An external-id field in which a create carries the object's local id, when the
+        /// object has it: a create sent again after its answer was lost then finds the record
+        /// the first one made instead of making a second.
+        public var clientIDField: String
+
+        public init(
+            url: URL, loginURL: URL? = nil, clientID: String? = nil, clientSecret: String? = nil, timeout: TimeInterval = 60,
+            clientIDField: String = "Satchel_Client_ID__c"
+        ) {
+            self.url = url
+            self.loginURL = loginURL
+            self.clientID = clientID
+            self.clientSecret = clientSecret
+            self.timeout = timeout
+            self.clientIDField = clientIDField
+        }
+    }
+
+    private struct State {
+        /// The API version path, `/services/data/v59.0`, once known.
+        var versionPath: String?
+        /// Access tokens refreshed in this process: stale token → new one.
+        var refreshed: [String: String] = [:]
+        /// Describes read in this process, by object.
+        var describes: [String: SalesforceDescribe] = [:]
+    }
+
+    public let configuration: Configuration
+    let http: SyncHTTPClient
+    private let state = Mutex(State())
+
+    public init(configuration: Configuration) {
+        self.configuration = configuration
+        http = SyncHTTPClient(timeout: configuration.timeout)
+    }
+
+    /// An adapter for the org at `url`.
+    public convenience init(url: URL) { self.init(configuration: Configuration(url: url)) }
+
+    public var name: String { "salesforce" }
+
+    /// Deletions come from `getDeleted` (in pages); composite calls hold at most 200 records.
+    public var capabilities: SyncCapabilities { SyncCapabilities(deletions: .inPages, maxPushBatch: 200) }
+
+    static let tokenKey = "accessToken"
+    static let refreshKey = "refreshToken"
+
+    // MARK: - Sessions
+
+    /// OAuth's password grant (`grant_type=password`).
+    public func logIn(_ credentials: Credentials) async throws -> SyncSession {
+        var form = [("grant_type", "password"), ("username", credentials.user), ("password", credentials.password)]
+        if let id = configuration.clientID { form.append(("client_id", id)) }
+        if let secret = configuration.clientSecret { form.append(("client_secret", secret)) }
+        let answer = try await tokenRequest(form, what: "login")
+        if answer.status == 400 || answer.status == 401 {
+            throw SyncError(.unauthorized, "login: Salesforce did not accept the user name and password of \(credentials.user)", httpStatus: answer.status)
+        }
+        try check(answer, "login")
+        let body = try Self.json(answer, "login")
+        guard let token = body["access_token"]?.stringValue, !token.isEmpty else {
+            throw SyncError(.protocolViolation, "login: the answer has no access_token")
+        }
+        var data: JSONObject = [Self.tokenKey: .string(token)]
+        if let refresh = body["refresh_token"]?.stringValue { data[Self.refreshKey] = .string(refresh) }
+        return SyncSession(user: credentials.user, data: data)
+    }
+
+    /// A session for an access token the app already holds (and its refresh token, if any),
+    /// named after the user the token belongs to (`/services/oauth2/userinfo`). Store it with
+    /// ``SyncEngine/logIn(session:)``.
+    public func session(accessToken: String, refreshToken: String? = nil) async throws -> SyncSession {
+        var data: JSONObject = [Self.tokenKey: .string(accessToken)]
+        if let refreshToken { data[Self.refreshKey] = .string(refreshToken) }
+        let probe = SyncSession(user: "", data: data)
+        let answer = try await send("GET", try SyncHTTPClient.url(configuration.url, "services/oauth2/userinfo"), session: probe, what: "reading the token's user")
+        try check(answer, "reading the token's user")
+        let info = try Self.json(answer, "reading the token's user")
+        guard let user = info["preferred_username"]?.stringValue ?? info["user_id"]?.stringValue else {
+            throw SyncError(.protocolViolation, "reading the token's user: the answer names no user")
+        }
+        return SyncSession(user: user, data: data)
+    }
+
+    /// Salesforce's tokens are revoked by the app (`/services/oauth2/revoke`) when it wants;
+    /// the engine forgets the session.
+    public func logOut(_ session: SyncSession) async throws {}
+
+    /// A token refreshed during the last cycle goes into the stored session.
+    public func prepare(_ session: SyncSession) async throws -> SyncSession {
+        guard let token = session.data[Self.tokenKey]?.stringValue else {
+            throw SyncError(.notLoggedIn, "Salesforce needs an access token: log in again (satchel sync: pass --token, or --user and --password)")
+        }
+        var session = session
+        if let fresh = state.withLock({ $0.refreshed[token] }) { session.data[Self.tokenKey] = .string(fresh) }
+        return session
+    }
+
+    // MARK: - Metadata
+
+    /// The describe of `object`: read again when the server says it changed since the stored
+    /// one (`If-Modified-Since`), kept in memory for this process.
+    func describe(_ object: String, stored metadata: JSONValue?, session: SyncSession) async throws -> (SalesforceDescribe, metadata: JSONValue?) {
+        let what = "describing \(object)"
+        let storedDescribe = metadata?["describe"].flatMap(SalesforceDescribe.init)
+        var headers: [String: String] = [:]
+        if storedDescribe != nil, let since = metadata?["lastModified"]?.stringValue { headers["If-Modified-Since"] = since }
+        let answer = try await send("GET", try api("sobjects/\(SyncHTTPClient.escape(object))/describe", session: session), headers: headers, session: session, what: what)
+        if answer.status == 304, let storedDescribe {
+            state.withLock { $0.describes[object] = storedDescribe }
+            return (storedDescribe, nil)
+        }
+        try check(answer, what)
+        let body = try Self.json(answer, what)
+        guard let describe = SalesforceDescribe(body) else { throw SyncError(.protocolViolation, "\(what): the answer is not a describe") }
+        state.withLock { $0.describes[object] = describe }
+        var stored: JSONObject = ["describe": body]
+        if let modified = answer.header("last-modified") { stored["lastModified"] = .string(modified) }
+        return (describe, .object(stored))
+    }
+
+    /// The describe for a push: the stored one, one read in this process, or a fresh one.
+    func describeForPush(_ request: PushRequest) async throws -> SalesforceDescribe {
+        if let known = state.withLock({ $0.describes[request.model.name] }) { return known }
+        if let stored = request.metadata?["describe"].flatMap(SalesforceDescribe.init) { return stored }
+        return try await describe(request.model.name, stored: nil, session: request.session).0
+    }
+
+    // MARK: - HTTP
+
+    /// `/services/data/vXX.X/` + `path`: the highest version the org lists, asked once.
+    func api(_ path: String, _ query: [(String, String)] = [], session: SyncSession) async throws -> URL {
+        try SyncHTTPClient.url(configuration.url, String(try await versionPath(session).dropFirst()) + "/" + path, query)
+    }
+
+    func versionPath(_ session: SyncSession) async throws -> String {
+        if let known = state.withLock({ $0.versionPath }) { return known }
+        let what = "listing API versions"
+        let answer = try await send("GET", try SyncHTTPClient.url(configuration.url, "services/data/"), session: session, what: what)
+        try check(answer, what)
+        let versions = try Self.json(answer, what).arrayValue ?? []
+        let best = versions.compactMap { entry -> (Double, String)? in
+            guard let version = entry["version"]?.stringValue, let number = Double(version), let url = entry["url"]?.stringValue, url.hasPrefix("/services/data/") else { return nil }
+            return (number, url)
+        }.max { $0.0 < $1.0 }
+        guard let best else { throw SyncError(.protocolViolation, "\(what): the answer lists no version") }
+        state.withLock { $0.versionPath = best.1 }
+        return best.1
+    }
+
+    /// Sends a request with the session's bearer token; a `401` refreshes the token once when
+    /// the session has a refresh token.
+    func send(
+        _ method: String, _ url: URL, headers: [String: String] = [:], body: Data? = nil, session: SyncSession, what: String
+    ) async throws -> SyncHTTPClient.Response {
+        let stored = session.data[Self.tokenKey]?.stringValue ?? ""
+        let token = state.withLock { $0.refreshed[stored] } ?? stored
+        var headers = headers
+        headers["Authorization"] = "Bearer " + token
+        let answer = try await http.send(method, url, headers: headers, body: body)
+        guard answer.status == 401, let refresh = session.data[Self.refreshKey]?.stringValue else { return answer }
+        let fresh = try await refreshToken(refresh, what: what)
+        state.withLock { $0.refreshed[stored] = fresh }
+        headers["Authorization"] = "Bearer " + fresh
+        return try await http.send(method, url, headers: headers, body: body)
+    }
+
+    /// A new access token for a refresh token (`grant_type=refresh_token`).
+    func refreshToken(_ refresh: String, what: String) async throws -> String {
+        var form = [("grant_type", "refresh_token"), ("refresh_token", refresh)]
+        if let id = configuration.clientID { form.append(("client_id", id)) }
+        if let secret = configuration.clientSecret { form.append(("client_secret", secret)) }
+        let answer = try await tokenRequest(form, what: "\(what): refreshing the access token")
+        guard answer.status == 200, let token = try? Self.json(answer, what)["access_token"]?.stringValue else {
+            throw SyncError(.unauthorized, "\(what): Salesforce refused to refresh the access token: log in again", httpStatus: answer.status)
+        }
+        return token
+    }
+
+    func tokenRequest(_ form: [(String, String)], what: String) async throws(SyncError) -> SyncHTTPClient.Response {
+        let body = form.map { "\(SyncHTTPClient.escape($0.0))=\(SyncHTTPClient.escape($0.1))" }.joined(separator: "&")
+        let url = try SyncHTTPClient.url(configuration.loginURL ?? configuration.url, "services/oauth2/token")
+        return try await http.send("POST", url, headers: ["Content-Type": "application/x-www-form-urlencoded"], body: Data(body.utf8))
+    }
+
+    /// Throws the error an answer other than 2xx (or 304) stands for.
+    func check(_ answer: SyncHTTPClient.Response, _ what: String) throws(SyncError) {
+        guard !(200..<300).contains(answer.status) && answer.status != 304 else { return }
+        let (code, message) = Self.error(answer)
+        let detail = message.isEmpty ? "" : ": \(message)"
+        let codeText = code.map { " (\($0))" } ?? ""
+        switch (answer.status, code) {
+        case (401, _):
+            throw SyncError(
+                .unauthorized, "\(what): Salesforce refused the access token\(codeText)\(detail): log in again (satchel sync: pass --token, or --user and --password)",
+                httpStatus: 401)
+        case (_, "REQUEST_LIMIT_EXCEEDED"?), (_, "SERVER_UNAVAILABLE"?), (_, "UNABLE_TO_LOCK_ROW"?):
+            throw SyncError(.server, "\(what) failed with HTTP \(answer.status)\(codeText)\(detail)", httpStatus: 503, retryAfter: answer.retryAfter)
+        default:
+            throw SyncError(.server, "\(what) failed with HTTP \(answer.status)\(codeText)\(detail)", httpStatus: answer.status, retryAfter: answer.retryAfter)
+        }
+    }
+
+    /// The `errorCode` and `message` of an error answer (`[{"errorCode","message"}]`, or OAuth's
+    /// `{"error","error_description"}`).
+    static func error(_ answer: SyncHTTPClient.Response) -> (code: String?, message: String) {
+        guard let body = try? JSONValue(parsing: answer.body) else { return (nil, answer.text) }
+        let first = body.arrayValue?.first ?? body
+        let code = first["errorCode"]?.stringValue ?? first["error"]?.stringValue
+        let message = first["message"]?.stringValue ?? first["error_description"]?.stringValue ?? answer.text
+        return (code, message)
+    }
+
+    static func json(_ answer: SyncHTTPClient.Response, _ what: String) throws(SyncError) -> JSONValue {
+        do {
+            return try JSONValue(parsing: answer.body)
+        } catch {
+            throw SyncError(.protocolViolation, "\(what): the answer is not JSON (\(answer.body.count) bytes)")
+        }
+    }
+}

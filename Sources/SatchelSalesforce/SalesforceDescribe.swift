@@ -1,0 +1,122 @@
+import Foundation
+public import Satchel
+
+/// What Salesforce's `describe` says of an sObject, as the adapter uses it: the fields, which
+/// may be created and updated, references, and picklists (dependent ones decoded). This file owns
+/// the reading of a describe answer and the decoding of `validFor`.
+public struct SalesforceDescribe: Sendable, Hashable {
+    /// One field.
+    public struct Field: Sendable, Hashable {
+        public var name: String
+        /// Salesforce's type: `id`, `string`, `boolean`, `int`, `double`, `currency`, `date`,
+        /// `datetime`, `reference`, `picklist`, `multipicklist`, `base64`, …
+        public var type: String
+        public var createable: Bool
+        public var updateable: Bool
+        /// The objects a `reference` field points to.
+        public var referenceTo: [String]
+        /// The active values of a picklist, in the server's order.
+        public var picklistValues: [String]
+        public var restrictedPicklist: Bool
+        /// The field that controls a dependent picklist.
+        public var controllerName: String?
+        /// For a dependent picklist: each active value → the indexes of the controller's values
+        /// it is valid for.
+        public var validFor: [String: [Int]]
+    }
+
+    public var name: String
+    /// Fields in the server's order.
+    public var fields: [Field]
+
+    /// Reads a describe answer; nil when it is not one (no `name`, or no `fields` list of
+    /// objects with a `name` and a `type`).
+    public init?(_ value: JSONValue) {
+        guard let name = value["name"]?.stringValue, let list = value["fields"]?.arrayValue else { return nil }
+        var fields: [Field] = []
+        for item in list {
+            guard let fieldName = item["name"]?.stringValue, let type = item["type"]?.stringValue else { return nil }
+            var values: [String] = []
+            var validFor: [String: [Int]] = [:]
+            for entry in item["picklistValues"]?.arrayValue ?? [] where entry["active"]?.boolValue != false {
+                guard let value = entry["value"]?.stringValue else { continue }
+                values.append(value)
+                if let bits = entry["validFor"]?.stringValue { validFor[value] = Self.indexes(validFor: bits) }
+            }
+            fields.append(Field(
+                name: fieldName, type: type, createable: item["createable"]?.boolValue ?? false, updateable: item["updateable"]?.boolValue ?? false,
+                referenceTo: item["referenceTo"]?.arrayValue?.compactMap(\.stringValue) ?? [], picklistValues: values,
+                restrictedPicklist: item["restrictedPicklist"]?.boolValue ?? false, controllerName: item["controllerName"]?.stringValue,
+                validFor: validFor))
+        }
+        self.name = name
+        self.fields = fields
+    }
+
+    /// The field named `name`.
+    public func field(_ name: String) -> Field? { fields.first { $0.name == name } }
+
+    /// The controller indexes a `validFor` value sets: base64 bytes, bit *i* (most significant
+    /// first in each byte) for the controller's *i*-th value.
+    public static func indexes(validFor base64: String) -> [Int] {
+        guard let bytes = Data(base64Encoded: base64) else { return [] }
+        var indexes: [Int] = []
+        for (offset, byte) in bytes.enumerated() {
+            for bit in 0..<8 where byte & (0x80 >> UInt8(bit)) != 0 { indexes.append(offset * 8 + bit) }
+        }
+        return indexes
+    }
+
+    /// The active values of picklist `field`, or, for a dependent picklist and a controller
+    /// value, those valid for it (`"true"`/`"false"` for a checkbox controller: index 1 and 0).
+    /// nil when `field` is not a picklist of this object.
+    public func picklist(_ field: String, controller value: String? = nil) -> [String]? {
+        guard let picklist = self.field(field), ["picklist", "multipicklist"].contains(picklist.type) else { return nil }
+        guard let value, let controllerName = picklist.controllerName else { return picklist.picklistValues }
+        guard let index = controllerIndex(controllerName, value) else { return [] }
+        return picklist.picklistValues.filter { picklist.validFor[$0]?.contains(index) == true }
+    }
+
+    /// The index of `value` among the values of `controller`: a checkbox's false is 0, true 1.
+    func controllerIndex(_ controller: String, _ value: String) -> Int? {
+        guard let field = self.field(controller) else { return nil }
+        if field.type == "boolean" {
+            switch value.lowercased() {
+            case "false": return 0
+            case "true": return 1
+            default: return nil
+            }
+        }
+        return field.picklistValues.firstIndex(of: value)
+    }
+
+    /// The picklists as Satchel's attribute choices: local writes are checked against them.
+    public var choices: [String: AttributeChoices] {
+        var choices: [String: AttributeChoices] = [:]
+        for field in fields where field.type == "picklist" && !field.picklistValues.isEmpty {
+            var entry = AttributeChoices(values: field.picklistValues, restricted: field.restrictedPicklist)
+            if let controllerName = field.controllerName, let controller = self.field(controllerName) {
+                entry.controller = controllerName
+                let keys = controller.type == "boolean" ? ["false", "true"] : controller.picklistValues
+                for (index, key) in keys.enumerated() {
+                    entry.validFor[key] = field.picklistValues.filter { field.validFor[$0]?.contains(index) == true }
+                }
+            }
+            choices[field.name] = entry
+        }
+        return choices
+    }
+
+    /// Reference fields → the object they point to (the first of `referenceTo`).
+    public var associations: [String: String] {
+        var associations: [String: String] = [:]
+        for field in fields where field.type == "reference" {
+            if let target = field.referenceTo.first { associations[field.name] = target }
+        }
+        return associations
+    }
+
+    /// Fields whose bytes are a blob (`base64`: an Attachment's or Document's `Body`, a
+    /// ContentVersion's `VersionData`).
+    public var blobFields: [String] { fields.filter { $0.type == "base64" }.map(\.name) }
+}

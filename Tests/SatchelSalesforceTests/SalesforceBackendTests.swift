@@ -1,0 +1,277 @@
+import Foundation
+import Satchel
+import SalesforceTestServer
+import SatchelSalesforce
+import SatchelSync
+import SatchelSyncTesting
+import Testing
+
+/// The Salesforce adapter against the loopback org: each bullet of the wire contract, checked on
+/// the server's side (its request log and its own records).
+@Suite("Salesforce adapter")
+struct SalesforceBackendTests {
+    static let account = ModelDefinition(name: "Account")
+    static let contact = ModelDefinition(name: "Contact")
+
+    /// A started org and a device logged in as ann (password grant), through a fault injector.
+    struct Setup {
+        let server: SalesforceServer
+        var device: SyncClient
+        let faults: FaultyBackend
+
+        init(
+            _ fixture: String = "org", models: [ModelDefinition] = [SalesforceBackendTests.account], pageSize: Int = 5,
+            retry: RetryPolicy = RetryPolicy(maxAttempts: 1)
+        ) async throws {
+            server = try await SalesforceServer.start(try SalesforceFixture.named(fixture))
+            faults = FaultyBackend(SalesforceBackend.forTests(server))
+            device = try SyncClient(backend: faults, models: models, pageSize: pageSize, retry: retry)
+            await device.record()
+            try await device.engine.logIn(Credentials(user: "ann", password: "secret"))
+        }
+
+        func model(_ name: String) throws -> Model { try device.model(name) }
+
+        /// The requests whose path ends with `suffix`.
+        func requests(_ method: String, endingWith suffix: String) async -> [SalesforceServer.Request] {
+            await server.requests.filter { $0.method == method && $0.path.hasSuffix(suffix) }
+        }
+
+        /// The SOQL of every query the server received.
+        func queries() async -> [String] { await server.requests.compactMap { $0.query["q"] } }
+
+        func record(_ object: String, _ id: String) async throws -> JSONObject? {
+            try await server.records(object)[id].map { try JSONObject(parsing: $0) }
+        }
+
+        /// The bodies of the composite calls.
+        func composites(_ method: String) async throws -> [JSONValue] {
+            try await requests(method, endingWith: "/composite/sobjects").map { $0.body.isEmpty ? .null : try JSONValue(parsing: $0.body) }
+        }
+
+        func expectMatchesServer(_ object: String, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+            let remote = try await server.records(object).mapValues { SalesforceWire.local(try JSONObject(parsing: $0)) }
+            #expect(try device.objects(object) == remote, sourceLocation: sourceLocation)
+            #expect(try device.store.pendingChanges().isEmpty, sourceLocation: sourceLocation)
+            #expect(try device.store.verify().problems == [], sourceLocation: sourceLocation)
+        }
+
+        func stop() async { await server.stop() }
+    }
+
+    static func json(_ object: JSONObject) -> Data { Data(object.jsonBytes) }
+
+    @Test("a first sync: the highest API version, describe, SOQL with describe's fields ordered by LastModifiedDate and Id, references as associations, picklists as choices")
+    func firstSync() async throws {
+        let setup = try await Setup(models: [Self.account, Self.contact])
+        defer { Task { await setup.stop() } }
+        let report = try await setup.device.engine.sync()
+        #expect(report.rejected == 0)
+        let version = await setup.server.version
+        let queries = await setup.queries()
+        #expect(await setup.server.requests.filter { $0.path.hasPrefix("/services/data/v") }.allSatisfy { $0.path.hasPrefix("/services/data/v\(version)/") })
+        let accountQuery = try #require(queries.first { $0.contains("FROM Account") })
+        #expect(accountQuery.hasPrefix("SELECT Id, LastModifiedDate, ") && accountQuery.hasSuffix("ORDER BY LastModifiedDate, Id"))
+        #expect(accountQuery.contains("Score__c") && accountQuery.contains("Tier__c"))
+        for request in await setup.server.requests where request.path.hasPrefix("/services/data/v") {
+            #expect(request.headers["authorization"]?.hasPrefix("Bearer ") == true)
+        }
+        try await setup.expectMatchesServer("Account")
+        try await setup.expectMatchesServer("Contact")
+        let contact = try #require(setup.device.store.models.first(where: { $0.name == "Contact" }))
+        #expect(contact.associations["AccountId"] == "Account")
+        let account = try #require(setup.device.store.models.first(where: { $0.name == "Account" }))
+        #expect(account.choices["Tier__c"]?.controller == "Industry")
+        #expect(account.choices["Discount__c"]?.validFor["true"] == ["Low", "High"])
+        #expect(try await setup.device.engine.initialSyncComplete("Account"))
+
+        // The next sync: describe answers 304, the stored one is used; nothing is applied again.
+        setup.device.log.clear()
+        try await setup.device.engine.sync()
+        let describes = await setup.requests("GET", endingWith: "/sobjects/Account/describe")
+        #expect(describes.count == 2 && describes.last?.headers["if-modified-since"] != nil)
+        #expect(setup.device.log.objects("Account").updated.isEmpty && setup.device.log.objects("Account").created.isEmpty)
+    }
+
+    @Test("records sharing one second across pages (nextRecordsUrl) are neither lost nor applied twice; a later change in that second is seen")
+    func ties() async throws {
+        let setup = try await Setup("kit", models: [ModelDefinition(name: "Product")], pageSize: 5)
+        defer { Task { await setup.stop() } }
+        await setup.server.setQueryPageSize(4)
+        await setup.server.freezeClock("2026-01-02T03:04:05.000+0000")
+        var ids: [String] = []
+        for i in 1...11 { ids.append(await setup.server.insert("Product", Self.json(["name": .string("P\(i)"), "price": .int(Int64(i))]))) }
+        let first = try await setup.device.engine.sync()
+        #expect(first.pulled == 11)
+        #expect(await setup.server.requests.contains { $0.path.contains("/query/") }, "followed nextRecordsUrl")
+        setup.device.log.clear()
+        // Same second: the cursor's second is asked again (>=); only what changed applies.
+        await setup.server.update("Product", ids[3], Self.json(["price": 400]))
+        let second = try await setup.device.engine.sync()
+        #expect(second.pulled == 1)
+        #expect(setup.device.log.objects("Product").updated == [ids[3]])
+        let last = try #require(await setup.queries().last { $0.contains("FROM Product") && $0.contains("LastModifiedDate >=") })
+        #expect(last.contains("LastModifiedDate >= 2026-01-02T03:04:05Z"))
+        try await setup.expectMatchesServer("Product")
+    }
+
+    @Test("a new Contact pointing at a new Account is pushed in one sync: the Account first, AccountId rewritten to its id")
+    func parentsFirst() async throws {
+        let setup = try await Setup(models: [Self.account, ModelDefinition(name: "Contact", associations: ["AccountId": "Account"])])
+        defer { Task { await setup.stop() } }
+        try await setup.device.engine.sync()
+        try setup.model("Account").create(["object": "a-local", "Name": "Local Co", "Industry": "Energy", "Tier__c": "Gold"])
+        try setup.model("Contact").create(["object": "c-local", "LastName": "Doe", "AccountId": "a-local"])
+        let report = try await setup.device.engine.sync()
+        #expect(report.rejected == 0 && report.accepted == 2)
+        let accountID = try #require(report.serverIDs["Account"]?["a-local"])
+        let contactID = try #require(report.serverIDs["Contact"]?["c-local"])
+        #expect(try await setup.record("Contact", contactID)?["AccountId"] == .string(accountID))
+        #expect(try setup.model("Contact").find(contactID)?["AccountId"] == .string(accountID))
+        // The creates carried createable fields only.
+        let posts = try await setup.composites("POST")
+        #expect(posts.allSatisfy { $0["allOrNone"] == .bool(false) })
+        let records: [JSONValue] = posts.flatMap { (post: JSONValue) -> [JSONValue] in post["records"]?.arrayValue ?? [] }
+        let readOnly = ["Score__c", "Id", "CreatedDate"]
+        #expect(records.allSatisfy { record in readOnly.allSatisfy { record[$0] == nil } })
+    }
+
+    @Test("updates send changed updateable fields (a removal as null); formula and audit fields are never pushed; per-record errors keep their statusCode")
+    func pushRules() async throws {
+        let setup = try await Setup()
+        defer { Task { await setup.stop() } }
+        try await setup.device.engine.sync()
+        let accounts = try setup.model("Account")
+        let first = try #require(try accounts.findAll().first { $0["Rating"] != nil })
+        try accounts.update(first.id, with: ["Rating": .null, "AnnualRevenue": 5000, "Score__c": 99])
+        try accounts.create(["object": "no-name", "Industry": "Retail"])
+        let report = try await setup.device.engine.sync()
+        #expect(report.rejected == 1)
+        let patch = try #require(try await setup.composites("PATCH").last?["records"]?.arrayValue?.first)
+        #expect(patch["Rating"] == .null && patch["AnnualRevenue"] == 5000 && patch["Score__c"] == nil && patch["id"] == .string(first.id))
+        #expect(try await setup.record("Account", first.id)?["Rating"] == .null)
+        let error = try #require(try setup.device.store.recordErrors(model: "Account").first)
+        #expect(error.objectID == "no-name" && error.kind == .create && error.code == "REQUIRED_FIELD_MISSING" && error.message.contains("Name"))
+    }
+
+    @Test("a write of a picklist value invalid for its controller is refused here, before it is queued; picklist values as the CLI reads them")
+    func picklists() async throws {
+        let setup = try await Setup()
+        defer { Task { await setup.stop() } }
+        try await setup.device.engine.sync()
+        let accounts = try setup.model("Account")
+        #expect(throws: SatchelError.self) { try accounts.create(["object": "x", "Name": "X", "Industry": "Retail", "Tier__c": "Gold"]) }
+        #expect(throws: SatchelError.self) { try accounts.create(["object": "y", "Name": "Y", "Active__c": false, "Discount__c": "High"]) }
+        #expect(try accounts.pendingChanges().isEmpty)
+        let describe = try #require(try await setup.device.engine.serverMetadata("Account")?["describe"].flatMap(SalesforceDescribe.init))
+        #expect(describe.picklist("Tier__c", controller: "Energy") == ["Gold", "Silver"])
+        #expect(describe.picklist("Discount__c", controller: "true") == ["Low", "High"])
+        #expect(describe.picklist("Discount__c", controller: "false") == ["None"])
+        #expect(describe.picklist("Name") == nil)
+    }
+
+    @Test("deletions come from getDeleted, the next start being latestDateCovered; an expired window falls back to listing ids")
+    func deletions() async throws {
+        let setup = try await Setup("kit", models: [ModelDefinition(name: "Product")])
+        defer { Task { await setup.stop() } }
+        var ids: [String] = []
+        for i in 1...5 { ids.append(await setup.server.insert("Product", Self.json(["name": .string("P\(i)")]))) }
+        try await setup.device.engine.sync()
+        await setup.server.delete("Product", ids[0])
+        await setup.server.advanceClock(seconds: 180)
+        try setup.model("Product").create(["object": "local", "name": "mine"])  // pushed in the same sync
+        try await setup.device.engine.sync()
+        #expect(try setup.model("Product").find(ids[0]) == nil)
+        let deleted = await setup.requests("GET", endingWith: "/sobjects/Product/deleted")
+        #expect(deleted.count == 1 && deleted.first?.query["start"] != nil && deleted.first?.query["end"] != nil)
+        // A sync within the minute skips getDeleted.
+        try await setup.device.engine.sync()
+        #expect(await setup.requests("GET", endingWith: "/sobjects/Product/deleted").count == 1)
+        // The window is gone: ids are listed instead.
+        await setup.server.delete("Product", ids[1])
+        await setup.server.setDeletedWindowExpired(true)
+        await setup.server.advanceClock(seconds: 180)
+        try await setup.device.engine.sync()
+        #expect(try setup.model("Product").find(ids[1]) == nil)
+        #expect(await setup.queries().contains { $0.hasPrefix("SELECT Id FROM Product") })
+        try await setup.expectMatchesServer("Product")
+    }
+
+    @Test("a 401 with a refresh token refreshes once and goes on; without one the sync fails with one line, nothing lost")
+    func tokens() async throws {
+        let setup = try await Setup()
+        defer { Task { await setup.stop() } }
+        try await setup.device.engine.sync()
+        await setup.server.expireTokens()
+        try await setup.device.engine.sync()
+        #expect(await setup.requests("POST", endingWith: "/services/oauth2/token").count == 2, "the login, then one refresh")
+
+        // A token held by the app, with no refresh token.
+        let token = await setup.server.token(for: "ann")
+        let backend = SalesforceBackend.forTests(setup.server)
+        let client = try SyncClient(backend: backend, models: [Self.account])
+        try await client.engine.logIn(session: try await backend.session(accessToken: token))
+        try await client.engine.sync()
+        let account = try #require(try client.model("Account").findAll().first)
+        try client.model("Account").update(account.id, with: ["AnnualRevenue": 1])
+        await setup.server.expireTokens()
+        do {
+            try await client.engine.sync()
+            Issue.record("the sync went through an expired token")
+        } catch let error as SyncError {
+            #expect(error.code == .unauthorized && error.message.contains("log in again") && !error.message.contains("\n"))
+        }
+        #expect(try client.model("Account").find(account.id)?["AnnualRevenue"] == 1)
+        #expect(try client.store.changeFates(model: "Account")[account.id] != nil, "the change is kept")
+    }
+
+    @Test("blobs: an Attachment's Body is downloaded, except on the first sync with disable-initial-blob-download")
+    func blobs() async throws {
+        let setup = try await Setup(models: [ModelDefinition(name: "Attachment")])
+        defer { Task { await setup.stop() } }
+        try await setup.device.engine.configure("Attachment", try ModelSyncConfiguration(syncObject: ["disable-initial-blob-download": true]))
+        try await setup.device.engine.sync()
+        let attachment = try #require(try setup.model("Attachment").findAll().first)
+        #expect(attachment["Body"]?.stringValue?.hasPrefix("/services/data/") == true, "left as its URL on the first sync")
+        let server = setup.server
+        await server.update("Attachment", attachment.id, Self.json(["Name": "renamed.txt"]))
+        await server.advanceClock(seconds: 1)
+        try await setup.device.engine.sync()
+        let reference = try #require(try setup.model("Attachment").find(attachment.id)?["Body"]?.stringValue)
+        #expect(BlobStore.isReference(.string(reference)))
+        #expect(try setup.device.store.blobs.data(for: reference)?.isEmpty == false)
+    }
+
+    @Test(
+        "malformed answers are protocol violations and leave the store as it was",
+        arguments: [
+            ("GET", "/query", #"{"totalSize":1,"done":true,"records":[{"Id":"001"#),
+            ("GET", "/query", #"{"totalSize":1,"done":true,"records":[{"Name":"no id"}]}"#),
+            ("GET", "/query", #"{"totalSize":9,"done":false,"nextRecordsUrl":"https://evil.example.com/services/data/v59.0/query/x-2","records":[]}"#),
+            ("POST", "/composite/sobjects", #"[{"id":"001000000000001AAA","success":true,"errors":[]}]"#),
+        ])
+    func malformed(_ method: String, _ suffix: String, _ body: String) async throws {
+        let setup = try await Setup("kit", models: [ModelDefinition(name: "Product")])
+        defer { Task { await setup.stop() } }
+        let id = await setup.server.insert("Product", Self.json(["name": "P"]))
+        try await setup.device.engine.sync()
+        if method == "POST" {
+            try setup.model("Product").create(["object": "l1", "name": "A"])
+            try setup.model("Product").create(["object": "l2", "name": "B"])
+        }
+        await setup.server.update("Product", id, Self.json(["name": "changed"]))
+        await setup.server.advanceClock(seconds: 1)
+        let before = try setup.device.objects("Product")
+        let version = await setup.server.version
+        await setup.server.sabotageNext(method, "/services/data/v\(version)" + suffix, body: Data(body.utf8))
+        do {
+            try await setup.device.engine.sync()
+            Issue.record("a malformed answer was accepted")
+        } catch let error as SyncError {
+            #expect(error.code == .protocolViolation, "\(error)")
+        }
+        #expect(try setup.device.objects("Product") == before)
+        #expect(try setup.device.store.verify().problems == [])
+    }
+}
+
