@@ -40,7 +40,7 @@ enum SalesforceBench {
             let backend = SalesforceBackend(configuration: .init(url: server.url, timeout: 120))
             pull = min(pull, try await SyncBench.firstSync(from: backend, credentials: Credentials(user: "ann", password: "secret"), count: count, path: "\(base)/pull-\(round)"))
             let start = ContinuousClock.now
-            let fetched = try await fetchAll(server.url, version: await server.version, soql: soql, token: token, http: http)
+            let fetched = try await fetchAll(server.url, version: server.version, soql: soql, token: token, http: http)
             guard fetched == count else { throw SatchelError(.unknown, "fetched \(fetched) records, not \(count)") }
             fetch = min(fetch, Report.seconds(ContinuousClock.now - start))
         }

@@ -68,20 +68,20 @@ extension SalesforceBackend {
         }
         page.totalCount = body["totalSize"]?.intValue.map(Int.init)
         let blobFields = Set(describe.blobFields)
+        // Records at the newest second: their hashes, for the next pull to skip them.
+        var newest: (since: String, at: [String: String])? = cursor.since.map { ($0, cursor.at) }
         for value in records {
             guard var fields = value.objectValue, let id = fields["Id"]?.stringValue, !id.isEmpty else {
                 throw SyncError(.protocolViolation, "\(what): a record without a string `Id`")
             }
             fields.removeValue(forKey: "attributes")
             let modified = fields["LastModifiedDate"]?.stringValue
-            let hash = Self.hash(fields)
-            if let modified, modified == cursor.since, cursor.at[id] == hash { continue }  // applied already
+            if let modified, modified == cursor.since, let applied = cursor.at[id], applied == Self.hash(fields) { continue }  // applied already
             if let modified {
-                if cursor.since.map({ (Self.instant(modified) ?? .distantPast) > (Self.instant($0) ?? .distantPast) }) ?? true {
-                    cursor.since = modified
-                    cursor.at = [:]
+                if newest.map({ Self.later(modified, than: $0.since) }) ?? true {
+                    newest = (modified, [:])
                 }
-                if modified == cursor.since { cursor.at[id] = hash }
+                if modified == newest?.since { newest?.at[id] = "" }  // hashed below, once the newest second is known
             }
             var attributes = JSONObject()
             var blobs: [String: String] = [:]
@@ -97,6 +97,15 @@ extension SalesforceBackend {
                 }
             }
             page.upserts.append(ServerObject(id: id, attributes: attributes, isWhole: true, version: modified.map(JSONValue.string), blobURLs: blobs))
+        }
+        if var newest {
+            for value in records {
+                guard let id = value["Id"]?.stringValue, newest.at[id] == "", var fields = value.objectValue else { continue }
+                fields.removeValue(forKey: "attributes")
+                newest.at[id] = Self.hash(fields)
+            }
+            cursor.since = newest.since
+            cursor.at = newest.at
         }
         cursor.next = nil
         if !done {
@@ -225,6 +234,13 @@ extension SalesforceBackend {
         var hasher = FNV()
         hasher.add(fields.jsonBytes)
         return String(hasher.value, radix: 36)
+    }
+
+    /// Whether datetime `a` is after `b`. Salesforce writes every datetime alike
+    /// (`2024-05-01T10:00:00.000+0000`): those compare as text; others are parsed.
+    static func later(_ a: String, than b: String) -> Bool {
+        if a.utf8.count == b.utf8.count && a.hasSuffix("+0000") && b.hasSuffix("+0000") { return a > b }
+        return (instant(a) ?? .distantPast) > (instant(b) ?? .distantPast)
     }
 
     /// Salesforce's datetimes: `2024-05-01T10:00:00.000+0000` (and ISO 8601's `Z` and `+hh:mm`).

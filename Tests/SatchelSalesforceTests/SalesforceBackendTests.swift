@@ -67,7 +67,7 @@ struct SalesforceBackendTests {
         defer { Task { await setup.stop() } }
         let report = try await setup.device.engine.sync()
         #expect(report.rejected == 0)
-        let version = await setup.server.version
+        let version = setup.server.version
         let queries = await setup.queries()
         #expect(await setup.server.requests.filter { $0.path.hasPrefix("/services/data/v") }.allSatisfy { $0.path.hasPrefix("/services/data/v\(version)/") })
         let accountQuery = try #require(queries.first { $0.contains("FROM Account") })
@@ -262,7 +262,7 @@ struct SalesforceBackendTests {
         await setup.server.update("Product", id, Self.json(["name": "changed"]))
         await setup.server.advanceClock(seconds: 1)
         let before = try setup.device.objects("Product")
-        let version = await setup.server.version
+        let version = setup.server.version
         await setup.server.sabotageNext(method, "/services/data/v\(version)" + suffix, body: Data(body.utf8))
         do {
             try await setup.device.engine.sync()
