@@ -115,6 +115,35 @@ struct SalesforceBackendTests {
         try await setup.expectMatchesServer("Product")
     }
 
+    @Test("a sync object's keys on the wire: ignoreList leaves fields out, extra-query adds them once (a field selected twice is refused by Salesforce), the filter is and-ed in")
+    func syncObjectKeys() async throws {
+        let setup = try await Setup()
+        defer { Task { await setup.stop() } }
+        try await setup.device.engine.configure("Account", try ModelSyncConfiguration(syncObject: [
+            "name": "Account", "ignoreList": ["Rating", "AnnualRevenue"], "extra-query": ["name", "Industry"], "filter": "Industry != 'Banking'",
+        ]))
+        try await setup.device.engine.sync()
+        let query = try #require(await setup.queries().first { $0.contains("FROM Account") && !$0.hasPrefix("SELECT Id FROM") })
+        #expect(!query.contains("Rating") && !query.contains("AnnualRevenue"))
+        #expect(query.components(separatedBy: "Industry,").count == 2 && !query.contains(", name"), "each field once")
+        #expect(query.contains("WHERE (Industry != 'Banking')"))
+        let local = try setup.model("Account").findAll()
+        #expect(!local.isEmpty && local.allSatisfy { $0["Industry"] != "Banking" && $0["Rating"] == nil })
+    }
+
+    @Test("REQUEST_LIMIT_EXCEEDED is retried with backoff")
+    func requestLimit() async throws {
+        let setup = try await Setup("kit", models: [ModelDefinition(name: "Product")], retry: RetryPolicy(maxAttempts: 3, baseDelay: .milliseconds(100), jitter: 0))
+        defer { Task { await setup.stop() } }
+        try setup.model("Product").create(["object": "n1", "name": "New"])
+        let version = setup.server.version
+        let limit = #"[{"errorCode":"REQUEST_LIMIT_EXCEEDED","message":"TotalRequests Limit exceeded."}]"#
+        await setup.server.sabotageNext("POST", "/services/data/v\(version)/composite/sobjects", status: 403, body: Data(limit.utf8))
+        let report = try await setup.device.engine.sync()
+        #expect(report.accepted == 1 && setup.device.delays.all.count == 1)
+        #expect(await setup.server.records("Product").count == 1)
+    }
+
     @Test("a new Contact pointing at a new Account is pushed in one sync: the Account first, AccountId rewritten to its id")
     func parentsFirst() async throws {
         let setup = try await Setup(models: [Self.account, ModelDefinition(name: "Contact", associations: ["AccountId": "Account"])])
