@@ -48,6 +48,15 @@ extension SalesforceBackend {
         page.associations = describe.associations
         page.blobAttributes = describe.blobFields
         page.choices = describe.choices
+        // Typed attributes: describe's fields (less the adapter's client-id field), and the
+        // extra-query ones (a relationship field such as `Owner.Name` arrives as an object).
+        var types = describe.attributeTypes
+        types[configuration.clientIDField] = nil
+        for extra in request.configuration.extraAttributes where types[extra] == nil {
+            let head = String(extra.split(separator: ".").first ?? Substring(extra))
+            types[head] = extra.contains(".") ? .object : .any
+        }
+        page.attributeTypes = types
 
         var answer: SyncHTTPClient.Response
         if let next = cursor.next {

@@ -107,6 +107,23 @@ public struct SalesforceDescribe: Sendable, Hashable {
         return choices
     }
 
+    /// The fields' types as Satchel's attribute types: numbers (`int` as integers; `double`,
+    /// `currency`, `percent` as numbers), booleans, and strings for the rest (ids, references,
+    /// picklists, dates and datetimes, `base64` fields' blob references).
+    public var attributeTypes: [String: AttributeType] {
+        var types: [String: AttributeType] = [:]
+        for field in fields where field.name != "Id" {
+            switch field.type {
+            case "int", "long": types[field.name] = .integer
+            case "double", "currency", "percent": types[field.name] = .number
+            case "boolean": types[field.name] = .boolean
+            case "address", "location", "anyType": types[field.name] = .any
+            default: types[field.name] = .string
+            }
+        }
+        return types
+    }
+
     /// Reference fields → the object they point to (the first of `referenceTo`).
     public var associations: [String: String] {
         var associations: [String: String] = [:]

@@ -221,6 +221,11 @@ public struct PullPage: Sendable {
     /// included): the engine sets them on the model's definition before applying the page, so
     /// that a local write of a value the server would refuse is refused at once.
     public var choices: [String: AttributeChoices]
+    /// The types of the model's attributes as the server declares them (Salesforce's
+    /// describe): when set, the engine makes the model fixed-schema with these types — plus the
+    /// model's device-only attributes, of any type — so a local write of an attribute the server
+    /// does not have, or of a value of the wrong type, is refused before it is queued.
+    public var attributeTypes: [String: AttributeType]?
     /// The server cannot say which objects were deleted since the cursor (Salesforce's
     /// `getDeleted` window has passed): after the pull, the engine lists the ids the server
     /// holds (``SyncBackend/remoteIDs(_:)``) and deletes the others, as for servers that report
@@ -242,9 +247,10 @@ public struct PullPage: Sendable {
         errors: [RecordError] = [], sourceError: String? = nil, schemaChanged: Bool = false, metadata: JSONValue? = nil,
         nextCursor: JSONValue? = nil, done: Bool = true, totalCount: Int? = nil, associations: [String: String] = [:],
         blobAttributes: [String] = [], related: [String: [ServerObject]] = [:], reconcileIDs: Bool = false,
-        choices: [String: AttributeChoices] = [:]
+        choices: [String: AttributeChoices] = [:], attributeTypes: [String: AttributeType]? = nil
     ) {
         self.choices = choices
+        self.attributeTypes = attributeTypes
         self.reconcileIDs = reconcileIDs
         self.associations = associations
         self.blobAttributes = blobAttributes

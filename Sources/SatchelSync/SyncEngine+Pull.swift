@@ -23,7 +23,7 @@ extension SyncEngine {
             try checkStopped()
             let request = pullRequest(definition, cursor: state.cursor, session: session, modelConfiguration: modelConfiguration, metadata: state.metadata)
             let page = try await withRetry { try await self.backend.pull(request) }
-            definition = try declare(page, in: definition)
+            definition = try declare(page, in: definition, deviceOnly: modelConfiguration.deviceOnlyAttributes)
             if page.reconcileIDs { listIDs = true }
             if page.schemaChanged {
                 // The cursor acknowledges the page that said so.
@@ -84,10 +84,14 @@ extension SyncEngine {
         }
     }
 
-    /// Adds the associations, blob attributes and choices a page showed to the model's definition
+    /// Adds the associations, blob attributes, choices and attribute types a page showed to the model's definition
     /// (stored at once: a definition is not part of a batch, and adding them twice is harmless).
-    func declare(_ page: PullPage, in definition: ModelDefinition) throws -> ModelDefinition {
+    func declare(_ page: PullPage, in definition: ModelDefinition, deviceOnly: [String] = []) throws -> ModelDefinition {
         var updated = definition
+        if var types = page.attributeTypes {
+            for attribute in deviceOnly where types[attribute] == nil { types[attribute] = .any }
+            updated.kind = .fixedSchema(types)
+        }
         for (attribute, target) in page.associations where updated.associations[attribute] == nil {
             updated.associations[attribute] = target
         }

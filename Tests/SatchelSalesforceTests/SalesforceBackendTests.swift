@@ -183,7 +183,7 @@ struct SalesforceBackendTests {
         #expect(error.objectID == "no-name" && error.kind == .create && error.code == "REQUIRED_FIELD_MISSING" && error.message.contains("Name"))
     }
 
-    @Test("a write of a picklist value invalid for its controller is refused here, before it is queued; picklist values as the CLI reads them")
+    @Test("describe types the model and its picklists become choices: a write the org would refuse is refused here, before it is queued")
     func picklists() async throws {
         let setup = try await Setup()
         defer { Task { await setup.stop() } }
@@ -191,6 +191,16 @@ struct SalesforceBackendTests {
         let accounts = try setup.model("Account")
         #expect(throws: SatchelError.self) { try accounts.create(["object": "x", "Name": "X", "Industry": "Retail", "Tier__c": "Gold"]) }
         #expect(throws: SatchelError.self) { try accounts.create(["object": "y", "Name": "Y", "Active__c": false, "Discount__c": "High"]) }
+        // Typed attributes, from describe: a wrong type or a field the org lacks is refused too.
+        let any = try #require(try accounts.findAll().first)
+        #expect(throws: SatchelError.self) { try accounts.update(any.id, with: ["AnnualRevenue": "lots"]) }
+        #expect(throws: SatchelError.self) { try accounts.update(any.id, with: ["NoSuchField__c": 1]) }
+        let definition = try #require(setup.device.store.models.first(where: { $0.name == "Account" }))
+        guard case .fixedSchema(let schema) = definition.kind else {
+            Issue.record("Account is not fixed-schema after its describe")
+            return
+        }
+        #expect(schema["AnnualRevenue"] == .number && schema["Active__c"] == .boolean && schema["Name"] == .string && schema["Id"] == nil)
         #expect(try accounts.pendingChanges().isEmpty)
         let describe = try #require(try await setup.device.engine.serverMetadata("Account")?["describe"].flatMap(SalesforceDescribe.init))
         #expect(describe.picklist("Tier__c", controller: "Energy") == ["Gold", "Silver"])
