@@ -157,7 +157,8 @@ extension SalesforceBackend {
         var text = "SELECT \(names.joined(separator: ", ")) FROM \(describe.name)"
         if !conditions.isEmpty { text += " WHERE " + conditions.joined(separator: " AND ") }
         if first, let limit = configuration.fetchLimit {
-            let order = configuration.fetchOrder.map { "\($0.field) \($0.descending ? "DESC" : "ASC")" } + ["Id"]
+            // As MM_RSF does: the first N in the fetch order (by Id when none is given).
+            let order = configuration.fetchOrder.isEmpty ? ["Id"] : configuration.fetchOrder.map { "\($0.field) \($0.descending ? "DESC" : "ASC")" }
             text += " ORDER BY \(order.joined(separator: ", ")) LIMIT \(limit)"
         } else {
             text += " ORDER BY LastModifiedDate, Id"

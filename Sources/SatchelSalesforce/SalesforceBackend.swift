@@ -122,20 +122,26 @@ public final class SalesforceBackend: SyncBackend {
     }
 
     /// A session for an access token the app already holds (and its refresh token, if any),
-    /// named after the user the token belongs to (`/services/oauth2/userinfo`). Store it with
+    /// named after the user the token belongs to (`/services/oauth2/userinfo`; an org that does
+    /// not answer it gives the session the user ``tokenUser``). Store it with
     /// ``SyncEngine/logIn(session:)``.
+    ///
+    /// - Throws: ``SyncError`` `.unauthorized` when the org refuses the token.
     public func session(accessToken: String, refreshToken: String? = nil) async throws -> SyncSession {
         var data: JSONObject = [Self.tokenKey: .string(accessToken)]
         if let refreshToken { data[Self.refreshKey] = .string(refreshToken) }
-        let probe = SyncSession(user: "", data: data)
-        let answer = try await send("GET", try SyncHTTPClient.url(configuration.url, "services/oauth2/userinfo"), session: probe, what: "reading the token's user")
-        try check(answer, "reading the token's user")
-        let info = try Self.json(answer, "reading the token's user")
-        guard let user = info["preferred_username"]?.stringValue ?? info["user_id"]?.stringValue else {
-            throw SyncError(.protocolViolation, "reading the token's user: the answer names no user")
-        }
+        let probe = SyncSession(user: Self.tokenUser, data: data)
+        let what = "reading the token's user"
+        let answer = try await send("GET", try SyncHTTPClient.url(configuration.url, "services/oauth2/userinfo"), session: probe, what: what)
+        if answer.status == 401 || answer.status == 403 { try check(SyncHTTPClient.Response(status: 401, headers: answer.headers, body: answer.body, url: answer.url), what) }
+        guard answer.status == 200, let info = try? Self.json(answer, what),
+            let user = info["preferred_username"]?.stringValue ?? info["user_id"]?.stringValue
+        else { return probe }
         return SyncSession(user: user, data: data)
     }
+
+    /// The user of a token session whose user the org does not say.
+    public static let tokenUser = "salesforce-token"
 
     /// Salesforce's tokens are revoked by the app (`/services/oauth2/revoke`) when it wants;
     /// the engine forgets the session.
