@@ -94,7 +94,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SatchelCLITests",
-            dependencies: ["Satchel", "SatchelSync", "SatchelTestSupport", "SatchelCLI", "RhoConnectTestServer", "ParseTestServer", "SalesforceTestServer"],
+            dependencies: ["Satchel", "SatchelSync", "SatchelTestSupport", "SatchelCLI", "RhoConnectTestServer", "ParseTestServer", "SalesforceTestServer", "LoopbackSupport"],
             swiftSettings: settings
         ),
         // For tests of adapters (ours and others'): the conformance kit every adapter must pass,
@@ -129,28 +129,36 @@ let package = Package(
         ),
         // A Parse Server on loopback, driven by Fixtures/parse: written from Parse's REST API,
         // sharing no code with the adapter it tests.
+        // What the loopback test servers share: starting on a free port, the request log's
+        // entries, reading and quoting JSON text.
+        .target(
+            name: "LoopbackSupport",
+            dependencies: [.product(name: "FlyingFox", package: "FlyingFox"), .product(name: "FlyingSocks", package: "FlyingFox")],
+            path: "Tests/LoopbackSupport",
+            swiftSettings: settings
+        ),
         .target(
             name: "ParseTestServer",
-            dependencies: [.product(name: "FlyingFox", package: "FlyingFox"), .product(name: "FlyingSocks", package: "FlyingFox")],
+            dependencies: ["LoopbackSupport", .product(name: "FlyingFox", package: "FlyingFox"), .product(name: "FlyingSocks", package: "FlyingFox")],
             path: "Tests/ParseTestServer",
             swiftSettings: settings
         ),
         .testTarget(
             name: "SatchelParseTests",
-            dependencies: ["Satchel", "SatchelSync", "SatchelParse", "SatchelTestSupport", "SatchelSyncTesting", "ParseTestServer"],
+            dependencies: ["Satchel", "SatchelSync", "SatchelParse", "SatchelTestSupport", "SatchelSyncTesting", "ParseTestServer", "LoopbackSupport"],
             swiftSettings: settings
         ),
         // A Salesforce org on loopback, driven by Fixtures/salesforce: written from Salesforce's
         // REST API, sharing no code with the adapter it tests.
         .target(
             name: "SalesforceTestServer",
-            dependencies: [.product(name: "FlyingFox", package: "FlyingFox"), .product(name: "FlyingSocks", package: "FlyingFox")],
+            dependencies: ["LoopbackSupport", .product(name: "FlyingFox", package: "FlyingFox"), .product(name: "FlyingSocks", package: "FlyingFox")],
             path: "Tests/SalesforceTestServer",
             swiftSettings: settings
         ),
         .testTarget(
             name: "SatchelSalesforceTests",
-            dependencies: ["Satchel", "SatchelSync", "SatchelSalesforce", "SatchelTestSupport", "SatchelSyncTesting", "SalesforceTestServer"],
+            dependencies: ["Satchel", "SatchelSync", "SatchelSalesforce", "SatchelTestSupport", "SatchelSyncTesting", "SalesforceTestServer", "LoopbackSupport"],
             swiftSettings: settings
         ),
         // The README's Swift tours, extracted at build time and run as written.

@@ -1,4 +1,5 @@
 import Foundation
+import LoopbackSupport
 
 /// Files: `POST /files/NAME` stores the raw body under a new unique name, and
 /// `GET /files/<appID>/<name>` serves it without any header, as Parse Server's files router does.

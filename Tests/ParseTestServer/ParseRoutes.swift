@@ -1,4 +1,5 @@
 import Foundation
+import LoopbackSupport
 
 /// The server's state and Parse Server's routes under the mount: headers and sessions first,
 /// then `/classes`, `/batch`, `/login` and the rest. The HTTP side is ``ParseServer``'s.

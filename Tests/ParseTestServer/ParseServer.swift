@@ -1,4 +1,5 @@
 public import Foundation
+public import LoopbackSupport
 internal import FlyingFox
 internal import FlyingSocks
 
@@ -25,32 +26,16 @@ public actor ParseServer {
     private var state: ParseState
 
     /// A request the server received, for tests to inspect.
-    public struct Request: Sendable {
-        public var method: String
-        /// The path without the query, e.g. `/parse/classes/Product`.
-        public var path: String
-        /// The query's parameters, percent-decoded.
-        public var query: [String: String]
-        /// The headers, by lower-cased name.
-        public var headers: [String: String]
-        public var body: Data
-    }
+    public typealias Request = LoopbackRequest
 
     /// Every request received, in order (sabotaged ones included).
     public var requests: [Request] { state.requests }
 
     /// Starts a server with `fixture` on a free port.
     ///
-    /// The server binds port 0 and the kernel picks the port as it binds (a port chosen first
-    /// and bound after can be taken meanwhile).
+    /// The port is the kernel's pick (see ``LoopbackHTTP/start(_:)``).
     public static func start(_ fixture: ParseFixture = ParseFixture()) async throws -> ParseServer {
-        let http = HTTPServer(address: try .inet(ip4: "127.0.0.1", port: 0), timeout: 30, logger: .disabled)
-        let task = Task { try await http.run() }
-        try await http.waitUntilListening(timeout: 30)
-        guard case .ip4(_, let port)? = await http.listeningAddress else {
-            task.cancel()
-            throw ParseFixtureError("the loopback Parse server has no port")
-        }
+        let (http, port, task) = try await LoopbackHTTP.start("Parse")
         let server = ParseServer(fixture: fixture, port: port, http: http, task: task)
         await http.appendRoute("*") { [weak server] request in
             guard let server else { return HTTPResponse(statusCode: .internalServerError) }

@@ -1,4 +1,5 @@
 import Foundation
+import LoopbackSupport
 
 /// sObject Collections, `/composite/sobjects`: `POST` creates, `PATCH` updates (each record
 /// carries its `id`), `DELETE ?ids=a,b&allOrNone=false` deletes — at most 200 records, mixed

@@ -1,4 +1,5 @@
 import Foundation
+import LoopbackSupport
 
 /// `GET /query?q=SOQL`, `GET /queryAll?q=SOQL` (deleted records too, `IsDeleted` true) and
 /// `GET <nextRecordsUrl>`:

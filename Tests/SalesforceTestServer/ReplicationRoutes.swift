@@ -1,4 +1,5 @@
 import Foundation
+import LoopbackSupport
 
 /// The replication calls: `GET /sobjects/O/deleted/?start=&end=` (the delete log, kept 15 days)
 /// and `GET /sobjects/O/updated/?start=&end=` (ids by `SystemModstamp`, 30 days).

@@ -1,4 +1,5 @@
 import Foundation
+import LoopbackSupport
 
 /// The server's state and the REST API's routes: OAuth under `/services/oauth2/`, the version
 /// list at `/services/data/`, and under `/services/data/vXX.X/` (bearer token required)

@@ -1,4 +1,5 @@
 import Foundation
+import LoopbackSupport
 import ParseTestServer
 import Satchel
 import SatchelTestSupport

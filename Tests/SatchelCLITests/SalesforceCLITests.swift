@@ -1,4 +1,5 @@
 import Foundation
+import LoopbackSupport
 import SalesforceTestServer
 import Satchel
 import SatchelTestSupport

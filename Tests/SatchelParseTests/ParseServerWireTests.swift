@@ -1,4 +1,5 @@
 import Foundation
+import LoopbackSupport
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif

@@ -1,4 +1,5 @@
 import Foundation
+import LoopbackSupport
 import Satchel
 import SalesforceTestServer
 import SatchelSalesforce
