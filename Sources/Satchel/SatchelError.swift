@@ -21,7 +21,7 @@ public struct SatchelError: Error, Sendable, Equatable, CustomStringConvertible 
         private enum Wrapped: String, Sendable {
             case notFound, alreadyExists, malformedJSON, invalidObject, schemaViolation, invalidName
             case invalidArgument, modelConflict, crossPartition, locked, corruption, io, storeMissing
-            case unsupportedFormat, closed, busy, notSupported, unknown
+            case unsupportedFormat, closed, busy, notSupported, unindexedQuery, unknown
         }
 
         private let wrapped: Wrapped
@@ -58,6 +58,10 @@ public struct SatchelError: Error, Sendable, Equatable, CustomStringConvertible 
         public static let storeMissing = Code(.storeMissing)
         /// The store was written by a newer, incompatible version of Satchel.
         public static let unsupportedFormat = Code(.unsupportedFormat)
+        /// A query that requires an index (``Query/requiresIndex``, or the store's
+        /// ``Store/Configuration/refusesFullScans``) would scan every object of its model; the
+        /// message names the attribute to index.
+        public static let unindexedQuery = Code(.unindexedQuery)
         /// The store has been closed.
         public static let closed = Code(.closed)
         /// The store cannot close while iterators, snapshots or calls are still using it.

@@ -52,31 +52,38 @@ struct ExportCommand: ParsableCommand {
     func run() throws {
         try store.withStore { store in
             let model = try store.existingModel(named: model)
-            var text = ""
-            var written = 0
-            let handle: FileHandle
             if let file {
-                guard FileManager.default.createFile(atPath: file, contents: nil) else {
-                    throw SatchelError(.invalidArgument, "cannot write '\(file)'")
-                }
-                handle = try FileHandle(forWritingTo: URL(fileURLWithPath: file))
+                let written = try model.export(to: URL(fileURLWithPath: file))
+                Output.note("exported \(written)")
             } else {
-                handle = FileHandle.standardOutput
+                try model.export { FileHandle.standardOutput.write($0) }
             }
-            defer { if file != nil { try? handle.close() } }
-            // A cursor: one object in memory at a time, whatever the model's size.
-            let cursor = try model.cursor(Query())
-            while let object = try cursor.next() {
-                text += object.description
-                text += "\n"
-                written += 1
-                if text.utf8.count >= 1 << 20 {
-                    handle.write(Data(text.utf8))
-                    text = ""
-                }
-            }
-            handle.write(Data(text.utf8))
-            if file != nil { Output.note("exported \(written)") }
         }
+    }
+}
+
+struct CompactCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "compact",
+        abstract: "Compact the store's LevelDB databases (space from deleted and overwritten data comes back); prints the bytes on disk before and after."
+    )
+
+    @OptionGroup var store: StoreOptions
+
+    func run() throws {
+        let directory = try store.path()
+        let before = Self.bytes(under: directory)
+        try store.withStore { try $0.compact() }
+        Output.line("compacted: \(before) bytes before, \(Self.bytes(under: directory)) after")
+    }
+
+    /// The size of the files under `path`.
+    static func bytes(under path: String) -> Int {
+        guard let files = FileManager.default.enumerator(atPath: path) else { return 0 }
+        var total = 0
+        for case let file as String in files {
+            total += (try? FileManager.default.attributesOfItem(atPath: path + "/" + file)[.size] as? Int) ?? 0
+        }
+        return total
     }
 }

@@ -29,6 +29,8 @@ struct FindCommand: ParsableCommand {
     @Option(help: ArgumentHelp("Only these attributes (comma list).", valueName: "a,b")) var select: String?
     @Flag(help: "Print the number of matches instead of the objects.") var count = false
     @Flag(help: "Print how the query runs (index or scan) instead of running it.") var explain = false
+    @Flag(help: "Refuse (exit 2, one line naming the attribute to index) a query that would scan the whole model.")
+    var requireIndex = false
     @Option(help: ArgumentHelp("With --id: resolve these associations into nested objects (comma list of paths).", valueName: "path,…"))
     var include: String?
 
@@ -58,7 +60,9 @@ struct FindCommand: ParsableCommand {
         if let id { condition = Field.id == .string(id) && condition }
         let sortKeys = try order.map(Self.sortKey)
         let projection = select.map { $0.split(separator: ",").map { Field(String($0)) } }
-        return Query(where: condition, order: sortKeys, limit: limit, offset: offset, select: projection)
+        var query = Query(where: condition, order: sortKeys, limit: limit, offset: offset, select: projection)
+        query.requiresIndex = requireIndex
+        return query
     }
 
     /// `ATTR`, `ATTR:asc` or `ATTR:desc`.
@@ -79,6 +83,15 @@ struct FindCommand: ParsableCommand {
     }
 
     func run() throws {
+        do {
+            try find()
+        } catch let error as SatchelError where error.code == .unindexedQuery {
+            Output.error(error.message)
+            throw ExitCode(2)
+        }
+    }
+
+    private func find() throws {
         let query = try query()
         let printed = try store.withStore { store -> Int in
             let model = try store.existingModel(named: model)

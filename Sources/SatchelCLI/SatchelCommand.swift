@@ -18,7 +18,7 @@ struct SatchelCommand: AsyncParsableCommand {
         subcommands: [
             ImportCommand.self, IndexCommand.self, PutCommand.self, UpdateCommand.self, DeleteCommand.self, FindCommand.self,
             StatsCommand.self, CheckCommand.self, RepairCommand.self, SyncCommand.self, ErrorsCommand.self, ResolveCommand.self,
-            LogoutCommand.self, ResetCommand.self, BlobCommand.self, ExportCommand.self, PicklistCommand.self, DemoCommand.self,
+            LogoutCommand.self, ResetCommand.self, BlobCommand.self, ExportCommand.self, CompactCommand.self, PicklistCommand.self, DemoCommand.self,
         ]
     )
 

@@ -1,8 +1,13 @@
 extension Model {
     /// The results of `query`, read lazily from one snapshot.
-    public func cursor(_ query: Query) throws -> ObjectCursor {
+    public func cursor(_ query: Query) throws -> ObjectCursor { try cursor(query, storeScanGuard: true) }
+
+    /// The cursor of `query`; a transaction's reads leave out the store's scan guard
+    /// (``Store/Configuration/refusesFullScans``), not the query's own.
+    func cursor(_ query: Query, storeScanGuard: Bool) throws -> ObjectCursor {
         let entry = try store.entry(name)
         let plan = Planner.plan(query, model: name, entry: entry, objectPrefix: objectPrefix)
+        try Planner.guardScan(plan, query, model: self, storeOption: storeScanGuard)
         return try ObjectCursor(model: self, query: query, plan: plan, partition: entry.definition.partition)
     }
 

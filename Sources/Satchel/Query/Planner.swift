@@ -428,3 +428,36 @@ struct ConjunctSet: Sendable {
     mutating func formUnion(_ other: ConjunctSet) { bits |= other.bits }
     func contains(_ i: Int) -> Bool { i < 64 && bits & (1 << UInt64(i)) != 0 }
 }
+
+extension Planner {
+    /// Throws when `plan` scans every object of the model and the query (or the store) asks for
+    /// an index: ``SatchelError/Code/unindexedQuery``, naming the attribute to index.
+    static func guardScan(_ plan: Plan, _ query: Query, model: Model, storeOption: Bool = true) throws(SatchelError) {
+        guard query.requiresIndex || (storeOption && model.store.configuration.refusesFullScans) else { return }
+        guard case .objects(let range, _) = plan.source, UTF8Order.compareBytes(range.start, model.objectPrefix) == 0,
+            UTF8Order.compareBytes(range.end, Keys.prefixEnd(model.objectPrefix)) == 0
+        else { return }
+        let advice: String
+        if let (field, elements) = indexable(query) {
+            let name = elements ? "\(field)[]" : "\(field)"
+            advice = "index '\(name)' to serve it (satchel index \(model.name) '\(name)')"
+        } else {
+            advice = "it has no condition or order an index could serve"
+        }
+        throw SatchelError(.unindexedQuery, "the query would scan every object of '\(model.name)': \(advice)", model: model.name)
+    }
+
+    /// The attribute an index would serve the query by: the first condition's field (its
+    /// elements for `contains`), else the first order key's.
+    static func indexable(_ query: Query) -> (Field, elements: Bool)? {
+        for conjunct in conjuncts(query.condition.node) {
+            switch conjunct {
+            case .compare(let field, let op, _) where op != .notEqual && !field.isID: return (field, false)
+            case .oneOf(let field, _) where !field.isID, .beginsWith(let field, _), .exists(let field, _): return (field, false)
+            case .contains(let field, _): return (field, true)
+            default: continue
+            }
+        }
+        return query.order.first.map { ($0.field, false) }
+    }
+}

@@ -38,6 +38,9 @@ public struct Query: Sendable, Hashable {
     public var offset: Int
     /// Keep only these attributes (the id is always kept); nil for all.
     public var projection: [Field]?
+    /// Refuse to run (``SatchelError/Code/unindexedQuery``) rather than scan every object of the
+    /// model: for queries that must stay fast as the model grows. `satchel find --require-index`.
+    public var requiresIndex = false
 
     public init(where condition: Condition = .all, order: [SortKey] = [], limit: Int? = nil, offset: Int = 0, select projection: [Field]? = nil) {
         self.condition = condition
@@ -49,6 +52,13 @@ public struct Query: Sendable, Hashable {
 
     /// Objects whose attributes equal `conditions` (RhoConnect's `find_all(conditions)`).
     public init(where conditions: JSONObject) { self.init(where: Condition(equalities: conditions)) }
+
+    /// The query, refusing to scan a whole model (see ``requiresIndex``).
+    public func requiringIndex() -> Query {
+        var copy = self
+        copy.requiresIndex = true
+        return copy
+    }
 
     /// Adds an order key.
     public func order(by field: Field, descending: Bool = false) -> Query {

@@ -79,6 +79,7 @@ public final class Snapshot {
         checkOpen()
         let entry = try entry(of: model)
         let plan = Planner.plan(query, model: model.name, entry: entry, objectPrefix: model.objectPrefix)
+        try Planner.guardScan(plan, query, model: model)
         let partition = entry.definition.partition
         return try ObjectCursor(model: model, query: query, plan: plan, partition: partition, snapshot: snapshot(of: partition))
     }

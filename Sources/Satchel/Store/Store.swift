@@ -62,6 +62,11 @@ public final class Store: Sendable {
         /// fails with `corruption` instead of coming back wrong.
         public var verifyChecksums = true
 
+        /// Refuse every query (outside transactions) whose plan would scan a whole model:
+        /// ``SatchelError/Code/unindexedQuery``, naming the attribute to index. Queries can ask
+        /// the same one by one (``Query/requiresIndex``).
+        public var refusesFullScans = false
+
         public init() {}
     }
 

@@ -204,7 +204,7 @@ public final class Transaction {
         if partition != buffer.partition || !buffer.hasTouched(model.name) {
             // Nothing of the model pending here, and this thread holds the writer lock: the store
             // is this transaction's view of it (indexes included).
-            return try model.findAll(query)
+            return try model.cursor(query, storeScanGuard: false).all()
         }
         var matches: [Object] = []
         let prefix = model.objectPrefix

@@ -1,0 +1,42 @@
+public import Foundation
+
+extension Model {
+    /// Writes every object of the model to `url` as JSON lines — one object per line, its id
+    /// under `object`, keys sorted — reading one snapshot with a cursor, so memory stays flat
+    /// whatever the model's size. ``Store/importObjects(from:into:batchSize:progress:)`` of the file into an empty
+    /// store gives the same objects, ids included. Returns how many were written.
+    ///
+    /// - Throws: ``SatchelError`` `.io` when the file cannot be written.
+    @discardableResult
+    public func export(to url: URL) throws -> Int {
+        guard FileManager.default.createFile(atPath: url.path, contents: nil) else {
+            throw SatchelError(.io, "cannot write '\(url.path)'", model: name)
+        }
+        let handle: FileHandle
+        do { handle = try FileHandle(forWritingTo: url) } catch { throw SatchelError(.io, "cannot write '\(url.path)': \(error)", model: name) }
+        defer { try? handle.close() }
+        return try export { chunk in
+            do { try handle.write(contentsOf: chunk) } catch { throw SatchelError(.io, "writing '\(url.path)': \(error)", model: name) }
+        }
+    }
+
+    /// Every object of the model as JSON lines, handed to `write` in chunks of about a
+    /// megabyte; returns how many objects there were.
+    @discardableResult
+    public func export(_ write: (Data) throws -> Void) throws -> Int {
+        let cursor = try cursor(Query())
+        var chunk = Data()
+        var count = 0
+        while let object = try cursor.next() {
+            chunk.append(contentsOf: object.description.utf8)
+            chunk.append(UInt8(ascii: "\n"))
+            count += 1
+            if chunk.count >= 1 << 20 {
+                try write(chunk)
+                chunk.removeAll(keepingCapacity: true)
+            }
+        }
+        if !chunk.isEmpty { try write(chunk) }
+        return count
+    }
+}

@@ -1,0 +1,45 @@
+import Foundation
+import Satchel
+import SatchelTestSupport
+import Testing
+
+/// `find --require-index`, `export` and `compact` from the command line.
+@Suite("satchel find --require-index, export, compact")
+struct StoreToolsCLITests {
+    @Test("--require-index: exit 2 and one line naming the attribute to index while the query would scan; answers once it is indexed")
+    func requireIndex() async throws {
+        let directory = TemporaryDirectory()
+        let db = directory.child("db")
+        for i in 0..<6 {
+            #expect(try await CLI.run(["--db", db, "put", "Product", #"{"object":"p\#(i)","brand":"\#(i % 2 == 0 ? "Acme" : "Zenith")","tags":["t\#(i % 3)"]}"#]).status == 0)
+        }
+        let refused = try await CLI.run(["--db", db, "find", "Product", "--where", "brand=Acme", "--require-index"])
+        #expect(refused.status == 2 && refused.stdout.isEmpty)
+        #expect(refused.stderr.split(separator: "\n").count == 1 && refused.stderr.contains("index 'brand'"), "\(refused.stderr)")
+        let contains = try await CLI.run(["--db", db, "find", "Product", "--where", "tags ~= t1", "--require-index"])
+        #expect(contains.status == 2 && contains.stderr.contains("index 'tags[]'"), "\(contains.stderr)")
+        #expect(try await CLI.run(["--db", db, "find", "Product", "--where", "brand=Acme"]).lines.count == 3, "without the flag it scans")
+        #expect(try await CLI.run(["--db", db, "index", "Product", "brand"]).status == 0)
+        let served = try await CLI.run(["--db", db, "find", "Product", "--where", "brand=Acme", "--require-index", "--count"])
+        #expect(served.status == 0 && served.lines == ["3"])
+        #expect(try await CLI.run(["--db", db, "find", "Product", "--id", "p1", "--require-index"]).status == 0, "an id lookup needs no index")
+    }
+
+    @Test("export to stdout and to a file; compact prints the bytes before and after and leaves the data")
+    func exportAndCompact() async throws {
+        let directory = TemporaryDirectory()
+        let db = directory.child("db")
+        for i in 0..<50 { _ = try await CLI.run(["--db", db, "put", "Note", #"{"object":"n\#(i)","text":"\#(String(repeating: "x", count: 200))"}"#]) }
+        for i in 0..<40 { _ = try await CLI.run(["--db", db, "delete", "Note", "n\(i)"]) }
+        let lines = try await CLI.run(["--db", db, "export", "Note"]).lines
+        #expect(lines.count == 10 && lines.first?.hasPrefix(#"{"object":"n40""#) == true)
+        let file = directory.child("notes.jsonl")
+        let toFile = try await CLI.run(["--db", db, "export", "Note", file])
+        #expect(toFile.status == 0 && toFile.stderr.contains("exported 10"))
+        #expect(try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n").map(String.init) == lines)
+        let compact = try await CLI.run(["--db", db, "compact"])
+        #expect(compact.status == 0 && compact.lines.first?.hasPrefix("compacted: ") == true, "\(compact.stderr)")
+        #expect(try await CLI.run(["--db", db, "find", "Note", "--count"]).lines == ["10"])
+        #expect(try await CLI.run(["--db", directory.child("missing"), "compact"]).status != 0)
+    }
+}

@@ -1,0 +1,79 @@
+import Foundation
+import Satchel
+import SatchelTestSupport
+import Testing
+
+/// The full-scan guard, and export.
+@Suite("Scan guard and export")
+struct ScanGuardTests {
+    static func fill(_ model: Model) throws {
+        for i in 0..<20 {
+            try model.create(["object": .string("p\(i)"), "brand": i % 2 == 0 ? "Acme" : "Zenith", "price": .int(Int64(i)), "tags": [.string("t\(i % 3)")]])
+        }
+    }
+
+    static func refusal(_ body: () throws -> Void) -> String? {
+        do {
+            try body()
+            return nil
+        } catch let error as SatchelError where error.code == .unindexedQuery {
+            return error.message
+        } catch {
+            return "unexpected \(error)"
+        }
+    }
+
+    @Test("a query that requires an index is refused, naming the attribute to index, while it would scan the model; served once the index exists")
+    func perQuery() throws {
+        try withTemporaryStore { store in
+            let products = try store.model("Product")
+            try Self.fill(products)
+            let byBrand = Query(where: Field("brand") == "Acme").requiringIndex()
+            #expect(Self.refusal { _ = try products.findAll(byBrand) } == "the query would scan every object of 'Product': index 'brand' to serve it (satchel index Product 'brand')")
+            #expect(Self.refusal { _ = try products.findAll(Query(where: Field("tags").contains("t1")).requiringIndex()) }?.contains("index 'tags[]'") == true)
+            #expect(Self.refusal { _ = try products.findAll(Query(order: [.ascending(Field("price"))]).requiringIndex()) }?.contains("index 'price'") == true)
+            #expect(Self.refusal { _ = try products.findAll(Query().requiringIndex()) }?.contains("no condition or order") == true)
+            // Without the switch the same query scans; an id lookup never needs an index.
+            #expect(try products.findAll(Query(where: Field("brand") == "Acme")).count == 10)
+            #expect(try products.findAll(Query(where: Field.id == "p3").requiringIndex()).count == 1)
+            try products.createIndex(IndexDefinition("brand"))
+            #expect(try products.findAll(byBrand).count == 10)
+            // Snapshots apply it too.
+            #expect(Self.refusal { _ = try store.read { try $0.findAll(Query(where: Field("price") > 3).requiringIndex(), in: products) } } != nil)
+        }
+    }
+
+    @Test("a store that refuses full scans refuses every scanning query outside transactions; transactions still scan")
+    func storeOption() throws {
+        var configuration = Store.Configuration()
+        configuration.refusesFullScans = true
+        try withTemporaryStore(configuration: configuration) { store in
+            let products = try store.model("Product")
+            try Self.fill(products)
+            #expect(Self.refusal { _ = try products.findAll(where: Field("price") < 5) } != nil)
+            let inTransaction = try store.bulkUpdate { tx in try tx.findAll(Query(where: Field("price") < 5), in: products).count }
+            #expect(inTransaction == 5)
+        }
+    }
+
+    @Test("export writes JSON lines that import into an empty store as the same objects, ids included")
+    func exportRoundTrip() throws {
+        let directory = TemporaryDirectory()
+        let file = URL(fileURLWithPath: directory.child("products.jsonl"))
+        var objects: [Object] = []
+        try withTemporaryStore { store in
+            let products = try store.model("Product")
+            try Self.fill(products)
+            try products.update("p0", with: ["nested": ["a": [1, 2.5, "x"]], "note": "line\nbreak \"quoted\""])
+            #expect(try products.export(to: file) == 20)
+            objects = try products.findAll()
+        }
+        let lines = try String(contentsOf: file, encoding: .utf8).split(separator: "\n")
+        #expect(lines.count == 20)
+        try withTemporaryStore { store in
+            let copy = try store.model("Product")
+            #expect(try store.importObjects(from: file, into: copy) == 20)
+            #expect(try copy.findAll() == objects)
+        }
+    }
+}
