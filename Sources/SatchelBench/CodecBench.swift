@@ -38,6 +38,20 @@ enum CodecBench {
             ("foundation_jsonserialization", Double(count) / serializationDecode), ("foundation_jsondecoder", Double(count) / codableDecode),
         ])
 
+        // Documents into structs: Satchel's parser and JSONValueDecoder against JSONDecoder, on
+        // the same bytes; interleaved rounds, each system's best.
+        let valueDecoder = JSONValueDecoder()
+        var ours = Double.infinity, theirs = Double.infinity
+        for _ in 0..<3 {
+            ours = min(ours, try Report.seconds {
+                for text in texts { sink &+= Int(try valueDecoder.decode(Product.self, from: .object(try JSONObject(parsing: text))).price) }
+            })
+            theirs = min(theirs, try Report.seconds {
+                for data in datas { sink &+= Int(try decoder.decode(Product.self, from: data).price) }
+            })
+        }
+        Report.line("struct_decode", n: count, satchel: Double(count) / ours, unit: "docs/s", baselines: [("foundation_jsondecoder", Double(count) / theirs)])
+
         let objects = items.map(\.attributes)
         let dictionaries = try datas.map { try JSONSerialization.jsonObject(with: $0) as! [String: Any] }
         let structs = try datas.map { try decoder.decode(Product.self, from: $0) }

@@ -42,7 +42,7 @@ struct ReadmeTests {
         let products = try store.model("Product")
         let widget = try #require(try products.findFirst(where: ["name": "Widget"]))
         #expect(widget.attributes == ["name": "Widget", "price": 12, "quantity": 4], "`.null` removed brand; the transaction set quantity")
-        #expect(try products.find("p-9")?.attributes == ["name": "Gadget"], "put created p-9")
+        #expect(try products.find("p-9")?.attributes == ["name": "Gadget", "price": 25], "put created p-9; the Codable Gadget saved its price")
         #expect(try products.count() == 302, "the widget, p-9, and the 300 fixtures the import added")
         #expect(try store.model("Order").count() == 1)
         #expect(try products.pendingChanges().count == 302, "every create waits for the next sync")
