@@ -137,6 +137,33 @@ struct EngineTests {
         #expect(throws: SatchelError.self) { try ModelSyncConfiguration(syncObject: ["name": "X", "unknown": 1]) }
     }
 
+    @Test("a live query follows a sync: the pulled page, then a rollback of a refused change, each one emission")
+    func observationAcrossSync() async throws {
+        let server = InMemoryBackend()
+        await Self.seed(server, 1)
+        let client = try await Self.client(server)
+        try await client.engine.sync()
+        let products = try client.model("Product")
+        var p1 = products.observe("p1").makeAsyncIterator()
+        #expect(try await p1.next()??["price"] == 1)
+        var changes = client.store.changes.makeAsyncIterator()
+
+        await server.update("Product", "p1", ["price": 10])
+        try await client.engine.sync()
+        #expect(try await p1.next()??["price"] == 10, "the pulled page")
+        #expect(await changes.next() == ChangeSet(model: "Product", updated: ["p1"], origin: .server))
+
+        // A conflict (the server's version moved on), then a rollback to the server's copy.
+        await server.update("Product", "p1", ["price": 20])
+        try products.update("p1", with: ["price": 99])
+        #expect(try await p1.next()??["price"] == 99, "the local write")
+        #expect(try await client.engine.sync().rejected == 1)
+        try client.store.resolve("Product", "p1", .rollback)
+        // The refused push and the pull (the local value protected) changed no object: the next
+        // emission is the rollback's.
+        #expect(try await p1.next()??["price"] == 20, "the rollback")
+    }
+
     @Test("a local change not yet pushed wins over pulled values until acknowledged")
     func pendingWinsOverPull() async throws {
         let server = InMemoryBackend()

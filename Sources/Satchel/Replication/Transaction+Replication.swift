@@ -278,6 +278,7 @@ extension Store {
                 catalog.withLock { catalog in
                     for (name, statistics) in reset { catalog.models[name]?.statistics = statistics }
                 }
+                changeObservers.publish(reset.keys.map { ChangeSet(model: $0.name, origin: .server, wiped: true) })
             }
         }
     }

@@ -85,6 +85,8 @@ public final class Store: Sendable {
     /// Called with the model and id after an edit session saved changes to an object of a model
     /// that records them: a sync engine that pushes saved edits at once sets it (see
     /// `SyncEngine.pushSavedEdits()`).
+    /// Subscribers to committed change sets (``changes``, ``Model/observe(_:)``).
+    let changeObservers = ChangeObservers()
     let editSaved = Mutex<(@Sendable (_ model: String, _ id: String) -> Void)?>(nil)
 
     /// Sets (or, with nil, clears) what is called after an edit session saved changes to an
@@ -165,6 +167,7 @@ public final class Store: Sendable {
     ///
     /// - Throws: ``SatchelError`` `.busy` while iterators or calls still use it.
     public func close() throws {
+        changeObservers.finishAll()
         var firstError: (any Error)?
         for db in [user, app, local] {
             do { try db.close() } catch { firstError = firstError ?? error }

@@ -28,7 +28,16 @@ public final class Transaction {
     /// Changes to the in-memory catalog that take effect once the batch is written.
     private var catalogUpdates: [(inout Catalog) -> Void] = []
 
-    init(store: Store) { self.store = store }
+    /// The models whose objects this transaction changed, in order; with the ids, per model,
+    /// when someone observed the store's changes as it began (``Store/changes``).
+    private var changedModels: [String] = []
+    private var changeSets: [String: ChangeSet] = [:]
+    private let observed: Bool
+
+    init(store: Store) {
+        self.store = store
+        observed = !store.changeObservers.isEmpty
+    }
 
     func finish() { finished = true }
 
@@ -237,6 +246,22 @@ public final class Transaction {
         if recordChange && entry.definition.recordsChanges {
             try logChange(entry, model, id: id, old: old, new: new, statistics: &statistics)
         }
+        noteChange(model.name, id: id, old: old, new: new, origin: recordChange ? .local : .server)
+    }
+
+    /// Remembers what a write did, for the change sets published at commit.
+    private func noteChange(_ model: String, id: String, old: JSONObject?, new: JSONObject?, origin: ChangeSet.Origin) {
+        if changedModels.last != model && !changedModels.contains(model) { changedModels.append(model) }
+        guard observed else { return }
+        var set = changeSets[model] ?? ChangeSet(model: model, origin: origin)
+        if origin == .local { set.origin = .local }
+        switch (old, new) {
+        case (nil, _?): set.created.append(id)
+        case (_?, nil): set.deleted.append(id)
+        case (_?, _?): set.updated.append(id)
+        case (nil, nil): break
+        }
+        changeSets[model] = set
     }
 
     // MARK: - Commit
@@ -253,6 +278,9 @@ public final class Transaction {
             for update in catalogUpdates { update(&catalog) }
         }
         if !catalogUpdates.isEmpty { store.catalogVersion.add(1, ordering: .releasing) }
+        if !changedModels.isEmpty && !store.changeObservers.isEmpty {
+            store.changeObservers.publish(changedModels.map { changeSets[$0] ?? ChangeSet(model: $0, origin: .local) })
+        }
     }
 
     /// Changes the in-memory catalog once the transaction has committed.
