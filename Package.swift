@@ -27,6 +27,8 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        // The sync engine logs through swift-log (a no-op logger unless the app passes its own).
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.0"),
         // The RhoConnect adapter unzips bulk-data files.
         .package(url: "https://github.com/weichsel/ZIPFoundation.git", from: "0.9.20"),
@@ -43,7 +45,7 @@ let package = Package(
         // Layer 1: the core store. Only files under Sources/Satchel/Storage import CLevelDB.
         .target(name: "Satchel", dependencies: ["CLevelDB"], swiftSettings: settings),
         // Layer 2: the sync engine and the backend adapter protocol, with the in-memory backend.
-        .target(name: "SatchelSync", dependencies: ["Satchel"], swiftSettings: settings),
+        .target(name: "SatchelSync", dependencies: ["Satchel", .product(name: "Logging", package: "swift-log")], swiftSettings: settings),
         // Layer 3: adapters. Each speaks one server's protocol and depends on the engine only
         // (and what its wire format needs: bulk-data files are zipped SQLite databases).
         .systemLibrary(name: "CSQLite", providers: [.apt(["libsqlite3-dev"]), .brew(["sqlite"])]),
@@ -60,7 +62,7 @@ let package = Package(
             name: "SatchelCLI",
             dependencies: [
                 "Satchel", "SatchelSync", "SatchelRhoConnect", "SatchelKinto", "SatchelParse", "SatchelSalesforce",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"), .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: settings
         ),
@@ -99,7 +101,9 @@ let package = Package(
         ),
         // For tests of adapters (ours and others'): the conformance kit every adapter must pass,
         // and fault injection at the adapter's boundary. Uses Swift Testing.
-        .target(name: "SatchelSyncTesting", dependencies: ["Satchel", "SatchelSync"], swiftSettings: settings),
+        .target(
+            name: "SatchelSyncTesting", dependencies: ["Satchel", "SatchelSync", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: settings),
         .testTarget(
             name: "SatchelSyncTests",
             dependencies: ["Satchel", "SatchelSync", "SatchelTestSupport", "SatchelSyncTesting"],

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Logging
 import Satchel
 import SatchelKinto
 import SatchelParse
@@ -107,7 +108,7 @@ struct DisconnectedBackend: SyncBackend {
 /// Runs `body` with a store and an engine on the backend the options name; only a sync makes a
 /// store that does not exist (`creating`).
 func withEngine<T>(
-    _ options: StoreOptions, _ backendOptions: BackendOptions, pageSize: Int? = nil, creating: Bool = false,
+    _ options: StoreOptions, _ backendOptions: BackendOptions, pageSize: Int? = nil, creating: Bool = false, verbose: Bool = false,
     _ body: (SyncEngine) async throws -> T
 ) async throws -> T {
     let backend = try backendOptions.connect()
@@ -115,6 +116,14 @@ func withEngine<T>(
     defer { try? store.close() }
     var configuration = SyncEngine.Configuration()
     if let pageSize { configuration.pageSize = pageSize }
+    if verbose {
+        // The engine's log lines on stderr, where scripts reading stdout do not see them.
+        configuration.logger = Logger(label: "satchel.sync") { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = .debug
+            return handler
+        }
+    }
     return try await body(SyncEngine(store: store, backend: backend, configuration: configuration))
 }
 
@@ -137,6 +146,7 @@ struct SyncCommand: AsyncParsableCommand {
     @Option(help: "Objects per page asked of the server.") var pageSize: Int?
     @Flag(help: "Replace each model's data with the server's bulk snapshot.") var bulk = false
     @Flag(help: "Pull everything again, deleting what the server no longer has.") var full = false
+    @Flag(help: "Print the engine's log lines (retries, failed calls, resets) on stderr.") var verbose = false
     @Option(help: ArgumentHelp(
         "A JSON file with MM_RSF's sync objects list ([{\"name\": \"Account\", \"filter\": …, \"onlyList\": […], …}]): stored, and used by later syncs until another is given.",
         valueName: "file"))
@@ -156,7 +166,7 @@ struct SyncCommand: AsyncParsableCommand {
                 _ = try store.register(ModelDefinition(name: name))
             }
         }
-        let report = try await withEngine(store, server, pageSize: pageSize, creating: true) { engine in
+        let report = try await withEngine(store, server, pageSize: pageSize, creating: true, verbose: verbose) { engine in
             await engine.setEventHandler { event in
                 if case .sync(let notification) = event { Output.line(notification.description) }
             }

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 public import Satchel
 
 /// What becomes of the `user` partition when another user logs in than the one whose session
@@ -91,6 +92,7 @@ extension SyncEngine {
         case .keepUserData:
             what = "the user partition was kept, as the app asked; the next sync pulls everything again"
         }
+        configuration.logger.notice("another user logged in", metadata: ["previous": "\(previous)", "user": "\(user)", "action": "\(action)"])
         emit(.sync(SyncNotification(status: .userChanged, message: "logged in as '\(user)' after '\(previous)': \(what)")))
     }
 
@@ -135,6 +137,7 @@ extension SyncEngine {
     /// `user` and `app` partitions), and tells the server to forget this client; keeps the
     /// session. The next sync starts afresh.
     public func clientReset() async throws {
+        configuration.logger.notice("client reset: the synced data, cursors and client id go")
         if let session = try currentSession() {
             let reset = try await withRetry { try await self.backend.resetClient(session) }
             try setStoredSession(StoredSession(reset))
@@ -177,6 +180,7 @@ extension SyncEngine {
     /// Wipes the `user` partition (every model's data in it, synced or not), logs out, and
     /// forgets the session with the client id: the next login starts as a new device would.
     public func fullResetAndLogout() async throws {
+        configuration.logger.notice("full reset: the user partition and the session go")
         try await onStorageQueue { try $0.wipeSyncedData(in: [.user], includingUnsynced: true) }
         try await logOut()
         try setStoredSession(nil)

@@ -1,4 +1,5 @@
 import Foundation
+public import Logging
 public import Satchel
 import Synchronization
 
@@ -37,6 +38,11 @@ public actor SyncEngine {
         public var sleep: @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) }
         /// Random numbers in 0..<1 for the retry jitter.
         public var random: @Sendable () -> Double = { Double.random(in: 0..<1) }
+        /// Where the engine logs (swift-log): retries and their delays, failed calls with their
+        /// status, resets, user changes, rewrites finished late. By default nothing is logged
+        /// (a no-op handler): a library prints nothing unless asked. Passwords, tokens and
+        /// cookies never appear in a log line.
+        public var logger = Logger(label: "satchel.sync", factory: { _ in SwiftLogNoOpLogHandler() })
 
         public init() {}
     }
@@ -258,15 +264,33 @@ public actor SyncEngine {
                 return try await body()
             } catch {
                 let failure = Self.syncError(error)
-                if failure.code == .unauthorized && !keepingSessionOn401 { try? expireSession() }
-                guard failure.isRetryable, attempt < configuration.retry.maxAttempts else { throw failure }
+                if failure.code == .unauthorized && !keepingSessionOn401 {
+                    configuration.logger.notice("the server refused the session; its proof of login is dropped", metadata: ["error": "\(failure.code)"])
+                    try? expireSession()
+                }
+                guard failure.isRetryable, attempt < configuration.retry.maxAttempts else {
+                    configuration.logger.error("sync call failed", metadata: Self.metadata(failure))
+                    throw failure
+                }
                 try checkStopped()
                 let delay = configuration.retry.delay(after: attempt, serverAsked: failure.retryAfter, random: configuration.random())
+                var metadata = Self.metadata(failure)
+                metadata["attempt"] = "\(attempt)"
+                metadata["delay"] = "\(Self.rounded(delay))"
+                configuration.logger.warning("sync call failed; retrying", metadata: metadata)
                 emit(.sync(SyncNotification(status: .error, errorCode: failure.code, message: "\(failure.message); retrying in \(Self.rounded(delay))")))
                 try await configuration.sleep(delay)
                 attempt += 1
             }
         }
+    }
+
+    /// A failure's log metadata: its code, HTTP status and message (which never hold a secret:
+    /// adapters' messages name calls and paths, not credentials).
+    static func metadata(_ failure: SyncError) -> Logger.Metadata {
+        var metadata: Logger.Metadata = ["code": "\(failure.code)", "message": "\(failure.message)"]
+        if let status = failure.httpStatus { metadata["status"] = "\(status)" }
+        return metadata
     }
 
     /// A wait as people read it: `0.6 s`, `2 s`, `31 s` (tenths below 10 seconds).

@@ -1,6 +1,7 @@
 import Foundation
 public import Satchel
 public import SatchelSync
+public import Logging
 import Synchronization
 public import Testing
 
@@ -81,14 +82,17 @@ public struct SyncClient: Sendable {
     /// retries record their delays instead of sleeping.
     public init(
         backend: any SyncBackend, models: [ModelDefinition], pageSize: Int = 5, retry: RetryPolicy = RetryPolicy(maxAttempts: 1),
-        storePath: String? = nil
+        storePath: String? = nil, logger: Logger? = nil
     ) throws {
         let scratch = storePath == nil ? try ScratchDirectory() : nil
-        try self.init(backend: backend, models: models, pageSize: pageSize, retry: retry, storePath: storePath ?? scratch!.path + "/store", scratch: scratch)
+        try self.init(
+            backend: backend, models: models, pageSize: pageSize, retry: retry, storePath: storePath ?? scratch!.path + "/store", scratch: scratch,
+            logger: logger)
     }
 
     private init(
-        backend: any SyncBackend, models: [ModelDefinition], pageSize: Int, retry: RetryPolicy, storePath: String, scratch: ScratchDirectory?
+        backend: any SyncBackend, models: [ModelDefinition], pageSize: Int, retry: RetryPolicy, storePath: String, scratch: ScratchDirectory?,
+        logger: Logger? = nil
     ) throws {
         self.storePath = storePath
         self.scratch = scratch
@@ -101,6 +105,7 @@ public struct SyncClient: Sendable {
         configuration.retry = retry
         configuration.sleep = { delays.append($0) }
         configuration.random = { 0.5 }
+        if let logger { configuration.logger = logger }
         engine = SyncEngine(store: store, backend: backend, configuration: configuration)
         self.log = log
         self.delays = delays

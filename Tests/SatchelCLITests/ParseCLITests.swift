@@ -99,6 +99,23 @@ struct ParseCLITests {
         #expect(try await CLI.run(["--db", db, "export", "Nope"]).status == 1)
     }
 
+    @Test("--verbose prints the engine's log lines on stderr (a retry here), never the password or the session token")
+    func verbose() async throws {
+        let server = try await ParseServer.start()
+        defer { Task { await server.stop() } }
+        _ = await server.put("Product", Self.json(["n": 1]), id: nil)
+        let directory = TemporaryDirectory()
+        let db = directory.child("db")
+        await server.sabotageNext("GET", "/parse/classes/Product", status: 500, body: Data(#"{"code":1,"message":"Internal server error."}"#.utf8))
+        let result = try await CLI.run(Self.sync(db, server, as: "ann", ["--model", "Product", "--verbose"]))
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stderr.contains("sync call failed; retrying"), "\(result.stderr)")
+        let token = try #require(await server.requests.compactMap { $0.headers["x-parse-session-token"] }.first)
+        #expect(!result.stderr.contains(token) && !result.stdout.contains(token) && !result.stderr.contains("secret"))
+        let quiet = try await CLI.run(Self.sync(db, server, as: nil))
+        #expect(quiet.status == 0 && quiet.stderr.isEmpty, "without --verbose nothing is logged: \(quiet.stderr)")
+    }
+
     @Test("bad parse arguments are one-line errors")
     func badArguments() async throws {
         let directory = TemporaryDirectory()

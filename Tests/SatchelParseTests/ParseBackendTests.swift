@@ -402,6 +402,41 @@ struct ParseBackendTests {
         #expect(try setup.device.store.verify().problems == [])
     }
 
+    @Test("no password or session token appears in a log line, an error or a notification of a sync that logs in and fails in each way")
+    func secretsStaySecret() async throws {
+        var fixture = ParseFixture()
+        fixture.users = ["ann": "pw-Zq81x!"]
+        let server = try await ParseServer.start(fixture)
+        defer { Task { await server.stop() } }
+        _ = await server.put("Product", Self.json(["n": 1]), id: nil)
+        let capture = LogCapture()
+        let client = try SyncClient(
+            backend: ParseBackend.forTests(server), models: [Self.product], retry: RetryPolicy(maxAttempts: 2, baseDelay: .milliseconds(1)),
+            logger: capture.logger)
+        await client.record()
+        var texts: [String] = []
+        func attempt(_ body: () async throws -> Void) async {
+            do { try await body() } catch { texts.append("\(error)") }
+        }
+        await attempt { try await client.engine.logIn(Credentials(user: "ann", password: "wrong-Hh27")) }
+        await attempt { try await client.engine.logIn(Credentials(user: "ann", password: "pw-Zq81x!")) }
+        await attempt { try await client.engine.sync() }
+        await server.sabotageNext("GET", "/parse/classes/Product", status: 500, body: Data(#"{"code":1,"message":"Internal server error."}"#.utf8))
+        await server.sabotageNext("GET", "/parse/classes/Product", status: 500, body: Data(#"{"code":1,"message":"Internal server error."}"#.utf8))
+        await attempt { try await client.engine.sync() }
+        await server.expireSessions()
+        await attempt { try await client.engine.sync() }
+        await attempt { try await client.engine.sync() }
+        #expect(texts.count == 4, "\(texts)")
+        #expect(!capture.lines.isEmpty, "the failures were logged")
+        let tokens = Set(await server.requests.compactMap { $0.headers["x-parse-session-token"] })
+        #expect(!tokens.isEmpty)
+        let everything = texts + capture.lines + client.log.all.map { "\($0)" }
+        for secret in tokens.union(["pw-Zq81x!", "wrong-Hh27"]) {
+            #expect(!everything.contains { $0.contains(secret) }, "\(secret) leaked")
+        }
+    }
+
     /// Uploads a file to the server as another client would.
     static func uploadFile(_ server: ParseServer, name: String, bytes: Data) async throws -> (name: String, url: String) {
         var request = URLRequest(url: server.url.appendingPathComponent("files/\(name)"))

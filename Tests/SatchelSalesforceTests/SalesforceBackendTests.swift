@@ -282,6 +282,50 @@ struct SalesforceBackendTests {
         #expect(try setup.device.store.blobs.data(for: reference)?.isEmpty == false)
     }
 
+    @Test("no password, access token or refresh token appears in a log line, an error or a notification of a sync that logs in and fails in each way")
+    func secretsStaySecret() async throws {
+        var fixture = try SalesforceFixture.named("org")
+        fixture.users = ["ann": "pw-Kd93y!"]
+        let server = try await SalesforceServer.start(fixture)
+        defer { Task { await server.stop() } }
+        let capture = LogCapture()
+        let backend = SalesforceBackend.forTests(server)
+        let client = try SyncClient(
+            backend: backend, models: [Self.account], retry: RetryPolicy(maxAttempts: 2, baseDelay: .milliseconds(1)), logger: capture.logger)
+        await client.record()
+        var texts: [String] = []
+        func attempt(_ body: () async throws -> Void) async {
+            do { try await body() } catch { texts.append("\(error)") }
+        }
+        await attempt { try await client.engine.logIn(Credentials(user: "ann", password: "wrong-Pp44")) }
+        await attempt { try await client.engine.logIn(Credentials(user: "ann", password: "pw-Kd93y!")) }
+        await attempt { try await client.engine.sync() }
+        await server.expireTokens()  // refreshed once with the refresh token
+        await attempt { try await client.engine.sync() }
+        let version = server.version
+        await server.sabotageNext("GET", "/services/data/v\(version)/query", status: 503, body: Data(#"[{"errorCode":"SERVER_UNAVAILABLE","message":"busy"}]"#.utf8))
+        await server.sabotageNext("GET", "/services/data/v\(version)/query", status: 503, body: Data(#"[{"errorCode":"SERVER_UNAVAILABLE","message":"busy"}]"#.utf8))
+        await attempt { try await client.engine.sync() }
+        // A token held by the app, then refused.
+        let held = await server.token(for: "ann")
+        await attempt { try await client.engine.logIn(session: try await backend.session(accessToken: held)) }
+        await server.expireTokens()
+        await attempt { try await client.engine.sync() }
+        #expect(texts.count == 3, "\(texts)")
+        #expect(!capture.lines.isEmpty)
+        var secrets: Set<String> = ["pw-Kd93y!", "wrong-Pp44", held]
+        for request in await server.requests {
+            if let bearer = request.headers["authorization"]?.split(separator: " ").last { secrets.insert(String(bearer)) }
+            for part in String(decoding: request.body, as: UTF8.self).split(separator: "&") where part.hasPrefix("refresh_token=") {
+                secrets.insert(String(part.dropFirst("refresh_token=".count)))
+            }
+        }
+        let everything = texts + capture.lines + client.log.all.map { "\($0)" }
+        for secret in secrets where secret.count > 8 {
+            #expect(!everything.contains { $0.contains(secret) }, "\(secret) leaked")
+        }
+    }
+
     @Test(
         "malformed answers are protocol violations and leave the store as it was",
         arguments: [
