@@ -27,7 +27,8 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
-        // The sync engine logs through swift-log (a no-op logger unless the app passes its own).
+        // The store and the sync engine log through swift-log (a no-op logger unless the app
+        // passes its own).
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.0"),
         // The RhoConnect adapter unzips bulk-data files.
@@ -43,7 +44,7 @@ let package = Package(
             providers: [.apt(["libleveldb-dev", "libsnappy-dev"]), .brew(["leveldb"])]
         ),
         // Layer 1: the core store. Only files under Sources/Satchel/Storage import CLevelDB.
-        .target(name: "Satchel", dependencies: ["CLevelDB"], swiftSettings: settings),
+        .target(name: "Satchel", dependencies: ["CLevelDB", .product(name: "Logging", package: "swift-log")], swiftSettings: settings),
         // Layer 2: the sync engine and the backend adapter protocol, with the in-memory backend.
         .target(name: "SatchelSync", dependencies: ["Satchel", .product(name: "Logging", package: "swift-log")], swiftSettings: settings),
         // Layer 3: adapters. Each speaks one server's protocol and depends on the engine only
@@ -90,7 +91,7 @@ let package = Package(
             name: "SatchelTests",
             dependencies: [
                 "Satchel", "SatchelTestSupport",
-                .product(name: "PropertyBased", package: "swift-property-based"),
+                .product(name: "PropertyBased", package: "swift-property-based"), .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: settings
         ),

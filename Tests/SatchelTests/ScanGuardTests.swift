@@ -1,5 +1,7 @@
 import Foundation
+import Logging
 import Satchel
+import Synchronization
 import SatchelTestSupport
 import Testing
 
@@ -56,6 +58,25 @@ struct ScanGuardTests {
         }
     }
 
+    @Test("warnsOnFullScans logs a scanning query (and runs it); a lock conflict is logged before it is thrown")
+    func warnings() throws {
+        let lines = LockedLines()
+        var configuration = Store.Configuration()
+        configuration.warnsOnFullScans = true
+        configuration.logger = Logger(label: "test") { _ in LinesHandler(lines: lines) }
+        let directory = TemporaryDirectory()
+        let store = try Store(path: directory.child("store"), configuration: configuration)
+        defer { try? store.close() }
+        let products = try store.model("Product")
+        try Self.fill(products)
+        #expect(try products.findAll(where: Field("brand") == "Acme").count == 10, "warned, not refused")
+        #expect(lines.all.contains { $0.contains("the query would scan every object of 'Product': index 'brand'") })
+        #expect(try products.findAll(Query(where: Field.id == "p1")).count == 1)
+        let before = lines.all.count
+        #expect(throws: SatchelError.self) { _ = try Store(path: directory.child("store"), configuration: configuration) }
+        #expect(lines.all.count == before + 1 && lines.all.last?.contains("the store is open elsewhere") == true)
+    }
+
     @Test("export writes JSON lines that import into an empty store as the same objects, ids included")
     func exportRoundTrip() throws {
         let directory = TemporaryDirectory()
@@ -76,4 +97,22 @@ struct ScanGuardTests {
             #expect(try copy.findAll() == objects)
         }
     }
+}
+
+/// Log lines, collected.
+final class LockedLines: Sendable {
+    private let lines = Mutex<[String]>([])
+    var all: [String] { lines.withLock { $0 } }
+    func append(_ line: String) { lines.withLock { $0.append(line) } }
+}
+
+struct LinesHandler: LogHandler {
+    let lines: LockedLines
+    var metadata: Logger.Metadata = [:]
+    var logLevel: Logger.Level = .trace
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+    func log(event: LogEvent) { lines.append("\(event.level) \(event.message)") }
 }

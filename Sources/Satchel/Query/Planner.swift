@@ -1,3 +1,5 @@
+import Logging
+
 /// A half-open range of keys, `[start, end)`.
 struct KeyRange: Sendable {
     var start: [UInt8]
@@ -433,7 +435,10 @@ extension Planner {
     /// Throws when `plan` scans every object of the model and the query (or the store) asks for
     /// an index: ``SatchelError/Code/unindexedQuery``, naming the attribute to index.
     static func guardScan(_ plan: Plan, _ query: Query, model: Model, storeOption: Bool = true) throws(SatchelError) {
-        guard query.requiresIndex || (storeOption && model.store.configuration.refusesFullScans) else { return }
+        let configuration = model.store.configuration
+        let refuses = query.requiresIndex || (storeOption && configuration.refusesFullScans)
+        let warns = storeOption && configuration.warnsOnFullScans
+        guard refuses || warns else { return }
         guard case .objects(let range, _) = plan.source, UTF8Order.compareBytes(range.start, model.objectPrefix) == 0,
             UTF8Order.compareBytes(range.end, Keys.prefixEnd(model.objectPrefix)) == 0
         else { return }
@@ -444,7 +449,12 @@ extension Planner {
         } else {
             advice = "it has no condition or order an index could serve"
         }
-        throw SatchelError(.unindexedQuery, "the query would scan every object of '\(model.name)': \(advice)", model: model.name)
+        let message = "the query would scan every object of '\(model.name)': \(advice)"
+        guard refuses else {
+            configuration.logger.warning("\(message)", metadata: ["model": "\(model.name)", "query": "\(Condition.describe(query.condition.node))"])
+            return
+        }
+        throw SatchelError(.unindexedQuery, message, model: model.name)
     }
 
     /// The attribute an index would serve the query by: the first condition's field (its

@@ -1,4 +1,5 @@
 import Foundation
+public import Logging
 import Synchronization
 
 /// An open Satchel store: a directory holding one LevelDB database per ``Partition``.
@@ -66,6 +67,12 @@ public final class Store: Sendable {
         /// ``SatchelError/Code/unindexedQuery``, naming the attribute to index. Queries can ask
         /// the same one by one (``Query/requiresIndex``).
         public var refusesFullScans = false
+        /// Log a warning (rather than refuse, see ``refusesFullScans``) for every query outside
+        /// transactions whose plan scans a whole model, naming the attribute to index.
+        public var warnsOnFullScans = false
+        /// Where the store logs (swift-log): lock conflicts and, with ``warnsOnFullScans``,
+        /// queries that scan a whole model. By default nothing is logged.
+        public var logger = Logger(label: "satchel.store", factory: { _ in SwiftLogNoOpLogHandler() })
 
         public init() {}
     }
@@ -143,9 +150,19 @@ public final class Store: Sendable {
         options.verifyChecksums = configuration.verifyChecksums
         let base = URL(fileURLWithPath: path)
         // Open the three partitions; on failure the ones already open close as they deinit.
-        let user = try LevelDB(path: base.appendingPathComponent(Partition.user.rawValue).path, options: options)
-        let app = try LevelDB(path: base.appendingPathComponent(Partition.app.rawValue).path, options: options)
-        let local = try LevelDB(path: base.appendingPathComponent(Partition.local.rawValue).path, options: options)
+        func open(_ partition: Partition) throws(SatchelError) -> LevelDB {
+            do throws(SatchelError) {
+                return try LevelDB(path: base.appendingPathComponent(partition.rawValue).path, options: options)
+            } catch {
+                if error.code == .locked {
+                    configuration.logger.error("the store is open elsewhere", metadata: ["path": "\(path)", "partition": "\(partition.rawValue)"])
+                }
+                throw error
+            }
+        }
+        let user = try open(.user)
+        let app = try open(.app)
+        let local = try open(.local)
         self.user = user
         self.app = app
         self.local = local
