@@ -77,7 +77,7 @@ struct DemoCommand: AsyncParsableCommand {
         section("changes")
         let updated = try products.update(first.id, with: ["price": 19.99, "tags": .null])
         say("update(prod-0001, price = 19.99, tags = null) → \(updated.map(\.description) ?? "deleted")")
-        let placed = try store.bulkUpdate { tx -> Object in
+        let placed = try await store.bulkUpdate { tx -> Object in
             let order = try tx.create(["customer": .string(customer.id), "status": "pending", "items": [["product": .string(first.id), "qty": 2]], "total": 39.98], in: orders)
             let stock = (try tx.find(first.id, in: products)?["quantity"]?.intValue ?? 2) - 2
             try tx.update(first.id, with: ["quantity": .int(stock)], in: products)
@@ -86,7 +86,7 @@ struct DemoCommand: AsyncParsableCommand {
         say("bulkUpdate: placed order \(placed.id) and took 2 from stock → quantity \(try products.find(first.id)?["quantity"] ?? .null)")
         let before = try orders.count()
         do {
-            try store.bulkUpdate { tx in
+            try await store.bulkUpdate { tx in
                 try tx.create(["customer": .string(customer.id), "status": "pending", "total": 1], in: orders)
                 try tx.create(["object": .string(placed.id), "status": "duplicate"], in: orders)  // fails: the id exists
             }

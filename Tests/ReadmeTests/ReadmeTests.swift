@@ -30,9 +30,9 @@ final class ReadmeTour: Sendable {
 @Suite("README tours, as written")
 struct ReadmeTests {
     @Test("the Swift tour runs and does what its comments say")
-    func storeTour() throws {
+    func storeTour() async throws {
         let tour = ReadmeTour()
-        try ReadmeTour.storeTour(tour)
+        try await ReadmeTour.storeTour(tour)
         #expect(tour.printed.contains(#"index brand,price: brand == "Acme", read in index order; stop after 20"#), "the plan the comment shows")
         #expect(tour.printed.contains { $0.hasPrefix("create ") }, "the pending create is listed: \(tour.printed)")
         #expect(tour.printed.contains("in stock: 1, orders: 1"), "the snapshot's two reads: \(tour.printed)")

@@ -93,7 +93,7 @@ enum Generator {
         output += "// README, not this file.\n"
         output += imports.joined(separator: "\n") + "\n\n"
         output += "extension ReadmeTour {\n"
-        output += function("storeTour", isAsync: false, [parts[0]])
+        output += function("storeTour", isAsync: true, [parts[0]])
         output += "\n"
         output += function("syncTour", isAsync: true, parts)
         output += "}\n"

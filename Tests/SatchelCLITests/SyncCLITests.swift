@@ -167,7 +167,7 @@ struct SyncCLITests {
         do {
             let store = try Store(path: setup.db)
             let products = try store.model("Product"), customers = try store.model("Customer"), orders = try store.model("Order")
-            try store.bulkUpdate { tx in
+            try await store.bulkUpdate { tx in
                 for i in 301...500 { _ = try tx.create(["object": .string("p\(i)"), "name": .string("New \(i)")], in: products) }
                 for i in 1...80 { _ = try tx.update("p\(i)", with: ["price": .int(Int64(1000 + i)), "brand": i % 2 == 0 ? .null : "Zenith"], in: products) }
                 for i in 281...300 { try tx.delete("p\(i)", in: products) }

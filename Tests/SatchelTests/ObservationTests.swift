@@ -25,7 +25,7 @@ struct ObservationTests {
         try products.update("p1", with: ["price": 50])
         #expect(Self.names(try await emissions.next()) == ["Pen"], "the order's commit emitted nothing before this")
 
-        try store.bulkUpdate { tx in  // one batch, one emission
+        try await store.bulkUpdate { tx in  // one batch, one emission
             try tx.create(["object": "p3", "name": "Cup", "price": 3], in: products)
             try tx.update("p2", with: ["price": 9], in: products)
             _ = try tx.delete("p1", in: products)
@@ -33,7 +33,7 @@ struct ObservationTests {
         #expect(Self.names(try await emissions.next()) == ["Cup", "Pen"])
 
         // A server's write (a sync page) is a commit like any other.
-        try store.bulkUpdate { tx in try tx.writeServerObject(products, "p4", ["name": "Ink", "price": 1]) }
+        try await store.bulkUpdate { tx in try tx.writeServerObject(products, "p4", ["name": "Ink", "price": 1]) }
         #expect(Self.names(try await emissions.next()) == ["Ink", "Cup", "Pen"])
 
         try store.close()
@@ -65,13 +65,13 @@ struct ObservationTests {
         let orders = try store.model("Order")
         try products.create(["object": "p0", "name": "Old"])
         var changes = store.changes.makeAsyncIterator()
-        try store.bulkUpdate { tx in
+        try await store.bulkUpdate { tx in
             try tx.create(["object": "p1", "name": "Lamp"], in: products)
             try tx.update("p0", with: ["name": "Older"], in: products)
         }
         try orders.create(["object": "o1", "total": 1])
         _ = try products.delete("p0")
-        try store.bulkUpdate { tx in try tx.writeServerObject(products, "p9", ["name": "From the server"]) }
+        try await store.bulkUpdate { tx in try tx.writeServerObject(products, "p9", ["name": "From the server"]) }
         #expect(await changes.next() == ChangeSet(model: "Product", created: ["p1"], updated: ["p0"], origin: .local))
         #expect(await changes.next() == ChangeSet(model: "Order", created: ["o1"], origin: .local))
         #expect(await changes.next() == ChangeSet(model: "Product", deleted: ["p0"], origin: .local))

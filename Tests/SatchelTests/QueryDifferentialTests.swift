@@ -248,7 +248,7 @@ struct QueryDifferentialTests {
         for index in Self.indexes.prefix(3) { try indexedModel.createIndex(index) }
         for store in [plainStore, indexedStore] {
             await Task.yield()
-            try store.bulkUpdate { tx in for d in objects { try tx.create(d, in: store === plainStore ? plainModel : indexedModel) } }
+            try await store.bulkUpdate { tx in for d in objects { try tx.create(d, in: store === plainStore ? plainModel : indexedModel) } }
         }
         for index in Self.indexes.dropFirst(3) {
             await Task.yield()

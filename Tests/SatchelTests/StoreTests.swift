@@ -145,6 +145,32 @@ struct StoreTests {
         }
     }
 
+    @Test("async reads and writes run on the stores' I/O queue, off the concurrency pool; a @MainActor caller awaits them")
+    @MainActor
+    func asyncAccess() async throws {
+        let directory = TemporaryDirectory()
+        let store = try Store(path: directory.child("store"))
+        defer { try? store.close() }
+        let products = try store.model("Product")
+        let wroteOnQueue = try await store.bulkUpdate { tx in
+            try tx.create(["object": "a", "n": 1], in: products)
+            try tx.create(["object": "b", "n": 2], in: products)
+            return Store.isOnIOQueue
+        }
+        #expect(wroteOnQueue)
+        let (ones, readOnQueue) = try await store.read { snapshot in (try snapshot.count(where: Field("n") == 1, in: products), Store.isOnIOQueue) }
+        #expect(ones == 1 && readOnQueue)
+        #expect(!Store.isOnIOQueue, "the caller stays where it was")
+        // All or nothing, as the synchronous form.
+        await #expect(throws: SatchelError.self) {
+            try await store.bulkUpdate { tx in
+                try tx.create(["object": "c", "n": 3], in: products)
+                try tx.create(["object": "a", "n": 9], in: products)  // exists: the transaction fails
+            }
+        }
+        #expect(try products.count() == 2)
+    }
+
     @Test("attribute choices (picklists, dependent ones included) refuse a local write of a value they do not allow, before anything is written")
     func choices() throws {
         let directory = TemporaryDirectory()
@@ -320,7 +346,7 @@ struct StoreTests {
         let directory = TemporaryDirectory()
         let store = try Store(path: directory.child("s"))
         let products = try store.model("P")
-        try store.bulkUpdate { tx in
+        try await store.bulkUpdate { tx in
             for i in 0..<200 { try tx.create(["object": .string("o\(i)"), "v": 0], in: products) }
         }
         try await withThrowingTaskGroup(of: Void.self) { group in
