@@ -394,6 +394,10 @@ public final class KintoBackend: SyncBackend {
 
     /// Throws the error an answer other than 2xx stands for.
     func check(_ answer: SyncHTTPClient.Response, _ what: String) throws(SyncError) {
+        do throws(SyncError) { try checkStatus(answer, what) } catch { throw error.at(answer.url.path) }
+    }
+
+    func checkStatus(_ answer: SyncHTTPClient.Response, _ what: String) throws(SyncError) {
         guard !(200..<300).contains(answer.status) else { return }
         let message = (try? JSONValue(parsing: answer.body)).flatMap(Self.message(of:)) ?? answer.text
         let detail = message.isEmpty ? "" : ": \(message)"

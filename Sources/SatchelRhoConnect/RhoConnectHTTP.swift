@@ -30,6 +30,10 @@ struct RhoConnectHTTP: Sendable {
     /// `Retry-After`.
     @discardableResult
     static func check(_ answer: Answer, _ what: String) throws(SyncError) -> Answer {
+        do throws(SyncError) { return try checkStatus(answer, what) } catch { throw error.at(answer.url.path) }
+    }
+
+    static func checkStatus(_ answer: Answer, _ what: String) throws(SyncError) -> Answer {
         switch answer.status {
         case 200:
             return answer

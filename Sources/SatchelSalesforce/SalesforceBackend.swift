@@ -246,6 +246,10 @@ public final class SalesforceBackend: SyncBackend {
 
     /// Throws the error an answer other than 2xx (or 304) stands for.
     func check(_ answer: SyncHTTPClient.Response, _ what: String) throws(SyncError) {
+        do throws(SyncError) { try checkStatus(answer, what) } catch { throw error.at(answer.url.path) }
+    }
+
+    func checkStatus(_ answer: SyncHTTPClient.Response, _ what: String) throws(SyncError) {
         guard !(200..<300).contains(answer.status) && answer.status != 304 else { return }
         let (code, message) = Self.error(answer)
         let detail = message.isEmpty ? "" : ": \(message)"

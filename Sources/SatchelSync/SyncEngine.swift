@@ -290,6 +290,7 @@ public actor SyncEngine {
     static func metadata(_ failure: SyncError) -> Logger.Metadata {
         var metadata: Logger.Metadata = ["code": "\(failure.code)", "message": "\(failure.message)"]
         if let status = failure.httpStatus { metadata["status"] = "\(status)" }
+        if let path = failure.path { metadata["path"] = "\(path)" }
         return metadata
     }
 

@@ -47,6 +47,16 @@ public struct SyncError: Error, Sendable, Equatable, CustomStringConvertible {
     public var httpStatus: Int?
     /// How long the server asked to wait before retrying (`Retry-After`, Kinto's `Backoff`).
     public var retryAfter: Duration?
+    /// The path of the request the server answered with the error (never its query: no secret
+    /// travels there, but a filter might), for logs.
+    public var path: String?
+
+    /// This error, saying which request's path it came from.
+    public func at(_ path: String) -> SyncError {
+        var copy = self
+        copy.path = path
+        return copy
+    }
 
     public init(_ code: Code, _ message: String, httpStatus: Int? = nil, retryAfter: Duration? = nil) {
         self.code = code

@@ -429,6 +429,7 @@ struct ParseBackendTests {
         await attempt { try await client.engine.sync() }
         #expect(texts.count == 4, "\(texts)")
         #expect(!capture.lines.isEmpty, "the failures were logged")
+        #expect(capture.lines.contains { $0.contains("retrying") && $0.contains("status=500") && $0.contains("path=/parse/classes/Product") }, "\(capture.lines)")
         let tokens = Set(await server.requests.compactMap { $0.headers["x-parse-session-token"] })
         #expect(!tokens.isEmpty)
         let everything = texts + capture.lines + client.log.all.map { "\($0)" }
