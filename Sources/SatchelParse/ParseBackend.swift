@@ -97,6 +97,9 @@ public final class ParseBackend: SyncBackend {
     /// requests.
     public var capabilities: SyncCapabilities { SyncCapabilities(deletions: .byListingIDs, maxPushBatch: configuration.batchSize) }
 
+    /// Fields of the adapter's own, never pulled into the store (the client-id field).
+    var hiddenFields: Set<String> { configuration.clientIDField.map { [$0] } ?? [] }
+
     /// The session's token (`X-Parse-Session-Token`).
     static let tokenKey = "sessionToken"
 
@@ -188,12 +191,11 @@ public final class ParseBackend: SyncBackend {
         try check(answer, what)
         let results = try Self.results(answer, what)
         var page = PullPage()
-        let hidden: Set<String> = configuration.clientIDField.map { [$0] } ?? []
         var types = ParseMapping.WireTypes(metadata: request.metadata)
         let known = types
         var last = cursor
         for value in results {
-            guard let decoded = ParseMapping.decode(value, hiding: hidden) else {
+            guard let decoded = ParseMapping.decode(value, hiding: hiddenFields) else {
                 throw SyncError(.protocolViolation, "\(what): an object without a string `objectId` and `updatedAt`")
             }
             page.upserts.append(decoded.object)
@@ -341,8 +343,7 @@ public final class ParseBackend: SyncBackend {
             what: what)
         if answer.status == 404 { return nil }
         try check(answer, what)
-        let hidden: Set<String> = configuration.clientIDField.map { [$0] } ?? []
-        return ParseMapping.decode(try Self.json(answer, what), requireUpdatedAt: false, hiding: hidden)?.object.attributes
+        return ParseMapping.decode(try Self.json(answer, what), requireUpdatedAt: false, hiding: hiddenFields)?.object.attributes
     }
 
     /// What one batch result says of `change`.

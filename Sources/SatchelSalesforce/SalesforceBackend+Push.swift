@@ -63,7 +63,7 @@ extension SalesforceBackend {
     ) async throws -> [JSONValue] {
         let what = "push to \(request.model.name)"
         let body: Data? = records.map { Data(JSONObject(["allOrNone": false, "records": .array($0)]).jsonBytes) }
-        let answer = try await send("POST" == method || "PATCH" == method ? method : "DELETE", try await api("composite/sobjects", query, session: request.session), body: body, session: request.session, what: what)
+        let answer = try await send(method, try await api("composite/sobjects", query, session: request.session), body: body, session: request.session, what: what)
         try check(answer, what)
         guard let results = try Self.json(answer, what).arrayValue, results.count == count else {
             throw SyncError(.protocolViolation, "\(what): the composite answer does not hold one result per record")

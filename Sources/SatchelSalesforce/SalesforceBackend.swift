@@ -133,7 +133,9 @@ public final class SalesforceBackend: SyncBackend {
         let probe = SyncSession(user: Self.tokenUser, data: data)
         let what = "reading the token's user"
         let answer = try await send("GET", try SyncHTTPClient.url(configuration.url, "services/oauth2/userinfo"), session: probe, what: what)
-        if answer.status == 401 || answer.status == 403 { try check(SyncHTTPClient.Response(status: 401, headers: answer.headers, body: answer.body, url: answer.url), what) }
+        if answer.status == 401 || answer.status == 403 {
+            throw SyncError(.unauthorized, "\(what): Salesforce refused the access token: log in again (satchel sync: pass --token, or --user and --password)", httpStatus: answer.status)
+        }
         guard answer.status == 200, let info = try? Self.json(answer, what),
             let user = info["preferred_username"]?.stringValue ?? info["user_id"]?.stringValue
         else { return probe }

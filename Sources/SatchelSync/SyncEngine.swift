@@ -39,7 +39,7 @@ public actor SyncEngine {
         /// Random numbers in 0..<1 for the retry jitter.
         public var random: @Sendable () -> Double = { Double.random(in: 0..<1) }
         /// Where the engine logs (swift-log): retries and their delays, failed calls with their
-        /// status, resets, user changes, rewrites finished late. By default nothing is logged
+        /// status and path, refused sessions, resets, user changes. By default nothing is logged
         /// (a no-op handler): a library prints nothing unless asked. Passwords, tokens and
         /// cookies never appear in a log line.
         public var logger = Logger(label: "satchel.sync", factory: { _ in SwiftLogNoOpLogHandler() })

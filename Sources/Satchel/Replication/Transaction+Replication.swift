@@ -121,8 +121,8 @@ extension Transaction {
     /// Rewrites, in one pass, `attribute` of the objects of `model` — and of their pending and
     /// in-flight changes — where it holds an old id of `renames` (old id → new id): as its value
     /// (to-one) or as an element of its array value (to-many). The objects are found with one
-    /// query (`in`, index-served when `attribute` is indexed, or'ed with `contains` for arrays),
-    /// so a push that renames many parents reads each child model once, not once per parent.
+    /// query (`in` or'ed with `contains`, for arrays), so a push that renames many parents reads
+    /// each child model once, not once per parent; the `||` makes that read a scan of the model.
     func rewriteReferences(in model: Model, attribute: String, renames: [String: String]) throws {
         guard !renames.isEmpty else { return }
         func renamed(_ value: JSONValue?) -> JSONValue? {

@@ -89,17 +89,18 @@ public final class Store: Sendable {
     /// Bumped whenever a model definition or an index changes (not statistics), so transactions
     /// can cache the entry of the model they write.
     let catalogVersion = Atomic<Int>(0)
+    /// Subscribers to committed change sets (``changes``, ``Model/observe(_:)``).
+    let changeObservers = ChangeObservers()
     /// Called with the model and id after an edit session saved changes to an object of a model
     /// that records them: a sync engine that pushes saved edits at once sets it (see
     /// `SyncEngine.pushSavedEdits()`).
-    /// Subscribers to committed change sets (``changes``, ``Model/observe(_:)``).
-    let changeObservers = ChangeObservers()
     let editSaved = Mutex<(@Sendable (_ model: String, _ id: String) -> Void)?>(nil)
+
+    /// Calls the edit-saved handler, when one is set.
+    func notifyEditSaved(_ model: String, _ id: String) { editSaved.withLock { $0 }?(model, id) }
 
     /// Sets (or, with nil, clears) what is called after an edit session saved changes to an
     /// object of a synced model.
-    func notifyEditSaved(_ model: String, _ id: String) { editSaved.withLock { $0 }?(model, id) }
-
     package func setEditSavedHandler(_ handler: (@Sendable (_ model: String, _ id: String) -> Void)?) {
         editSaved.withLock { $0 = handler }
     }
