@@ -115,7 +115,7 @@ let package = Package(
         .target(
             name: "RhoConnectTestServer",
             dependencies: [
-                "CSQLite",
+                "CSQLite", "LoopbackSupport",
                 .product(name: "FlyingFox", package: "FlyingFox"),
                 .product(name: "FlyingSocks", package: "FlyingFox"),
                 .product(name: "MultipartKit", package: "multipart-kit"),
@@ -127,7 +127,7 @@ let package = Package(
         .testTarget(
             name: "SatchelKintoTests",
             dependencies: [
-                "Satchel", "SatchelSync", "SatchelKinto", "SatchelTestSupport", "SatchelSyncTesting",
+                "Satchel", "SatchelSync", "SatchelKinto", "SatchelTestSupport", "SatchelSyncTesting", "LoopbackSupport",
                 .product(name: "FlyingFox", package: "FlyingFox"), .product(name: "FlyingSocks", package: "FlyingFox"),
             ],
             swiftSettings: settings

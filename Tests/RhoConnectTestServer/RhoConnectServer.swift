@@ -1,6 +1,7 @@
 public import Foundation
 internal import FlyingFox
 internal import FlyingSocks
+internal import LoopbackSupport
 
 /// A RhoConnect server on 127.0.0.1, for tests: protocol 4's routes (and the legacy
 /// `/application` ones), cookie sessions, client objects, paging with token ack / resend /
@@ -36,17 +37,10 @@ public actor RhoConnectServer {
 
     /// Starts a server with `fixture` on a free port.
     ///
-    /// The server binds port 0 and the kernel picks the port as it binds: a port chosen first
-    /// and bound after can be taken meanwhile (by another test's server, or by one of the tests'
-    /// thousands of outgoing connections), and the server then never listens.
+    /// The port is the kernel's pick, and the server runs off the cooperative pool (see
+    /// ``LoopbackHTTP/start(_:timeout:)``).
     public static func start(_ fixture: Fixture = Fixture()) async throws -> RhoConnectServer {
-        let http = HTTPServer(address: try .inet(ip4: "127.0.0.1", port: 0), timeout: 30, logger: .disabled)
-        let task = Task { try await http.run() }
-        try await http.waitUntilListening(timeout: 30)
-        guard case .ip4(_, let port)? = await http.listeningAddress else {
-            task.cancel()
-            throw FixtureError("the loopback RhoConnect server has no port")
-        }
+        let (http, port, task) = try await LoopbackHTTP.start("RhoConnect")
         let server = RhoConnectServer(fixture: fixture, port: port, http: http, task: task)
         await http.appendRoute("*") { [weak server] request in
             guard let server else { return HTTPResponse(statusCode: .internalServerError) }

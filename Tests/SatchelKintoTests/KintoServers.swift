@@ -39,19 +39,16 @@ enum KintoServers {
         try await script(["psql", try variable("SATCHEL_KINTO_DIR"), "-c", statement])
     }
 
-    /// Runs `scripts/kinto.sh` with `arguments` off the test's threads (it waits for servers to
-    /// start); returns its standard output, trimmed.
+    /// Runs `scripts/kinto.sh` with `arguments`, waiting on a thread of its own
+    /// (``ChildProcess/detached(_:_:environment:killWhen:)``): starting a server takes seconds,
+    /// and a Dispatch global queue's thread is one of the concurrency pool's on Linux, so waiting
+    /// there stalls every test of the process (and the loopback servers they run). Returns its
+    /// standard output, trimmed.
     @discardableResult
     static func script(_ arguments: [String]) async throws -> String {
-        try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async { continuation.resume(with: Result { try runScript(arguments) }) }
-        }
-    }
-
-    private static func runScript(_ arguments: [String]) throws -> String {
         let path = environment["SATCHEL_KINTO_SCRIPT"]
             ?? URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../scripts/kinto.sh").standardized.path
-        let child = try ChildProcess.run("/bin/bash", [path] + arguments)
+        let child = try await ChildProcess.detached("/bin/bash", [path] + arguments)
         FileHandle.standardError.write(child.stderr)
         guard child.status == 0 && !child.signaled else {
             throw SyncError(.server, "scripts/kinto.sh \(arguments.joined(separator: " ")) failed with status \(child.status)")

@@ -1,6 +1,7 @@
 import FlyingFox
 import FlyingSocks
 import Foundation
+import LoopbackSupport
 
 /// An in-process HTTP server on a free loopback port that answers like Kinto would not: each
 /// request other than the root (`/v1/`, a login) gets the next canned answer, in order. For the
@@ -20,11 +21,9 @@ actor KintoStub {
     private(set) var requests: [String] = []
 
     static func start() async throws -> KintoStub {
-        let address = try sockaddr_in.inet(ip4: "127.0.0.1", port: 0)
-        let stub = KintoStub(http: HTTPServer(address: address, timeout: 10, logger: .disabled))
-        await stub.run()
-        try await stub.http.waitUntilListening(timeout: 10)
-        guard case .ip4(_, let port)? = await stub.http.listeningAddress else { throw URLError(.cannotConnectToHost) }
+        let (http, port, task) = try await LoopbackHTTP.start("Kinto stub", timeout: 10)
+        let stub = KintoStub(http: http, task: task)
+        await stub.route()
         await stub.setURL(URL(string: "http://127.0.0.1:\(port)/v1")!)
         return stub
     }
@@ -34,15 +33,16 @@ actor KintoStub {
     /// The stub's API root, `http://127.0.0.1:PORT/v1`.
     var root: URL { actualURL! }
 
-    private init(http: HTTPServer) { self.http = http }
+    private init(http: HTTPServer, task: Task<Void, any Error>) {
+        self.http = http
+        self.task = task
+    }
 
-    private func run() async {
+    private func route() async {
         await http.appendRoute("*") { [weak self] request in
             guard let self else { return HTTPResponse(statusCode: .internalServerError) }
             return await self.handle(request)
         }
-        let http = self.http
-        task = Task { try await http.run() }
     }
 
     func stop() async {
