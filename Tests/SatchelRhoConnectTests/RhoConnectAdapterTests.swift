@@ -266,6 +266,24 @@ struct RhoConnectAdapterTests {
         await setup.stop()
     }
 
+    @Test("the first page of a later sync, whose answer was lost, is resent too: the last token goes with the next query (found by the crash campaign)")
+    func resendFirstPageOfALaterSync() async throws {
+        var setup = try await Setup()
+        try await setup.device.engine.sync()
+        await setup.server.put("Product", user: "ann", id: "new", ["name": "New"])
+        try setup.products.create(["object": "here", "name": "Made here"])
+        // The push lands; the query answer carrying the new object and the create's link is
+        // lost (the app is killed as it arrives), and the app starts again.
+        setup.faults.inject(.dropAnswer, on: .pull)
+        _ = try? await setup.device.engine.sync()
+        setup.device = try await setup.device.reopened(backend: setup.faults, models: [Self.product])
+        try await setup.device.engine.sync()
+        #expect(try setup.products.find("new")?.attributes == ["name": "New"])
+        #expect(try setup.device.store.changeFates(model: "Product") == [:], "the create's link arrived")
+        try await setup.expectMatchesServer()
+        await setup.stop()
+    }
+
     @Test("the server drops a pending page when a query has no token (why the adapter keeps its token)")
     func noTokenDropsThePage() async throws {
         let setup = try await Setup()
@@ -426,5 +444,41 @@ struct RhoConnectAdapterTests {
         #expect(paths.isSubset(of: ["/application/clientlogin", "/application/clientcreate", "/application"]), "\(paths)")
         try await setup.expectMatchesServer()
         await setup.stop()
+    }
+
+    @Test("no password or session cookie appears in an error, a notification or a log line of syncs that log in, fail to, and fail mid-page")
+    func secretsStaySecret() async throws {
+        var fixture = try Fixture.named("products")
+        fixture.users = ["ann": "pw-Rc58!q"]
+        let server = try await RhoConnectServer.start(fixture)
+        defer { Task { await server.stop() } }
+        let capture = LogCapture()
+        let client = try SyncClient(
+            backend: RhoConnectBackend.forTests(server), models: [Self.product], pageSize: 5,
+            retry: RetryPolicy(maxAttempts: 2, baseDelay: .milliseconds(1)), logger: capture.logger)
+        await client.record()
+        var texts: [String] = []
+        func attempt(_ body: () async throws -> Void) async {
+            do { try await body() } catch { texts.append("\(error)") }
+        }
+        await attempt { try await client.engine.logIn(Credentials(user: "ann", password: "wrong-Jw40")) }
+        await attempt { try await client.engine.logIn(Credentials(user: "ann", password: "pw-Rc58!q")) }
+        // The second page fails, past the retry: a sync that fails mid-page.
+        await server.sabotageNext("GET", "/app/v1/Product", status: 200, body: Data(#"[{"version":3},{"token":"t1"},{"count":0},{"progress_count":0},{"total_count":12},{}]"#.utf8))
+        await server.sabotageNext("GET", "/app/v1/Product", status: 500, body: Data("boom".utf8))
+        await server.sabotageNext("GET", "/app/v1/Product", status: 500, body: Data("boom".utf8))
+        await attempt { try await client.engine.sync() }
+        await server.expireSessions()
+        await attempt { try await client.engine.sync() }
+        #expect(texts.count == 3, "\(texts)")
+        #expect(!capture.lines.isEmpty, "the failures were logged")
+        let cookies = Set(await server.requests.compactMap(\.cookie).flatMap { $0.split(separator: ";") }.map {
+            $0.trimmingCharacters(in: .whitespaces)
+        }.filter { !$0.isEmpty })
+        #expect(!cookies.isEmpty)
+        let everything = texts + capture.lines + client.log.all.map { "\($0)" }
+        for secret in cookies.union(["pw-Rc58!q", "wrong-Jw40"]) {
+            #expect(!everything.contains { $0.contains(secret) }, "\(secret) leaked")
+        }
     }
 }
