@@ -53,6 +53,12 @@ public struct RhoConnectBackend: SyncBackend {
         public var searchMaxResults: Int
         /// How the adapter waits between bulk polls (tests record instead of sleeping).
         public var sleep: @Sendable (Duration) async throws -> Void
+        /// Whether plain `http://` may go to a host other than this machine (off by default:
+        /// credentials, sessions and data would cross the network unencrypted; loopback is
+        /// always allowed).
+        public var allowInsecureHTTP = false
+        /// How much of a server's answer is read before the sync fails (see ``AnswerLimits``).
+        public var limits = AnswerLimits()
 
         public init(
             url: URL, routes: Routes = .protocol4, timeout: TimeInterval = 60, bulkPollInterval: Duration = .seconds(5),
@@ -74,7 +80,7 @@ public struct RhoConnectBackend: SyncBackend {
 
     public init(configuration: Configuration) {
         self.configuration = configuration
-        http = RhoConnectHTTP(timeout: configuration.timeout)
+        http = RhoConnectHTTP(client: SyncHTTPClient(timeout: configuration.timeout, limits: configuration.limits, allowInsecureHTTP: configuration.allowInsecureHTTP))
     }
 
     /// An adapter for the server at `url` (its root), with protocol 4's routes.
@@ -102,20 +108,15 @@ public struct RhoConnectBackend: SyncBackend {
     }
 
     func send(
-        _ method: String, _ url: URL, _ session: SyncSession?, body: Data? = nil, contentType: String? = nil, what: String
+        _ method: String, _ url: URL, _ session: SyncSession?, body: Data? = nil, contentType: String? = nil, what: String,
+        maximumBytes: Int? = nil
     ) async throws(SyncError) -> RhoConnectHTTP.Answer {
         let answer = try await http.send(
-            method, url, cookie: session.flatMap(Self.cookie), clientID: session?.clientID, body: body, contentType: contentType)
+            method, url, cookie: session.flatMap(Self.cookie), clientID: session?.clientID, body: body, contentType: contentType,
+            maximumBytes: maximumBytes)
         return try RhoConnectHTTP.check(answer, what)
     }
 
-    static func json(_ answer: RhoConnectHTTP.Answer, _ what: String) throws(SyncError) -> JSONValue {
-        do {
-            return try JSONValue(parsing: answer.body)
-        } catch {
-            throw SyncError(.protocolViolation, "\(what): the answer is not JSON (\(answer.body.count) bytes: \(error))")
-        }
-    }
 
     static func body(_ object: JSONObject) -> Data { Data(object.jsonBytes) }
 
@@ -141,7 +142,7 @@ public struct RhoConnectBackend: SyncBackend {
         case .protocol4: answer = try await send("POST", url("rc/v1/clients"), session, body: Data(), what: "client create")
         case .legacy: answer = try await send("GET", url("application/clientcreate"), session, what: "client create")
         }
-        guard case .object(let object) = try Self.json(answer, "client create"), case .object(let client)? = object["client"],
+        guard case .object(let object) = try answer.json("client create"), case .object(let client)? = object["client"],
             case .string(let id)? = client["client_id"], !id.isEmpty
         else {
             throw SyncError(.protocolViolation, "client create: the answer has no client.client_id")
@@ -203,7 +204,14 @@ public struct RhoConnectBackend: SyncBackend {
         case .legacy: url = try self.url("application", [("client_id", id), ("source_name", source)] + query)
         }
         let answer = try await send("GET", url, request.session, what: "query of \(source)")
-        return try RhoConnectPage(Self.json(answer, "query of \(source)")).pullPage(for: request.model)
+        var page = try RhoConnectPage(answer.json("query of \(source)")).pullPage(for: request.model)
+        // The last page of a cycle has no token: keep the one it acknowledged as the cursor, so
+        // the next cycle's first query sends it. The server ignores an old token when nothing is
+        // pending, and resends a pending page for it — whereas a query without a token makes it
+        // drop that page, whose objects it has already recorded as sent: a first page whose
+        // answer was lost (the app killed as it arrived) would be lost for good.
+        if page.done && page.nextCursor == nil { page.nextCursor = request.cursor }
+        return page
     }
 
     // MARK: - Push
@@ -261,7 +269,7 @@ public struct RhoConnectBackend: SyncBackend {
                 let query = [("partition", partition), ("client_id", try clientID(request.session)), ("sources[]", source)]
                 answer = try await send("GET", url("application/bulk_data", query), request.session, what: "bulk data")
             }
-            guard case .object(let result) = try Self.json(answer, "bulk data"), case .string(let status)? = result["result"] else {
+            guard case .object(let result) = try answer.json("bulk data"), case .string(let status)? = result["result"] else {
                 throw SyncError(.protocolViolation, "bulk data: the answer has no result")
             }
             switch status {
@@ -288,7 +296,7 @@ public struct RhoConnectBackend: SyncBackend {
         guard let url = URL(string: path, relativeTo: configuration.url)?.absoluteURL else {
             throw SyncError(.protocolViolation, "bulk data: '\(path)' is not a URL")
         }
-        let answer = try await send("GET", url, request.session, what: "bulk file download")
+        let answer = try await send("GET", url, request.session, what: "bulk file download", maximumBytes: configuration.limits.maximumDownloadBytes)
         var page = PullPage(done: true)
         for (id, attributes) in try BulkDataFile.objects(of: request.model.name, inZip: answer.body) {
             var object = try RhoConnectPage.serverObject(id, attributes, model: request.model)
@@ -318,7 +326,7 @@ public struct RhoConnectBackend: SyncBackend {
             var entry: JSONObject = ["name": .string(source)]
             if let token { entry["token"] = .string(token) }
             let answer = try await send("POST", url, request.session, body: Self.body(["sources": [.object(entry)]]), what: "search of \(source)")
-            guard case .array(let elements) = try Self.json(answer, "search of \(source)") else {
+            guard case .array(let elements) = try answer.json("search of \(source)") else {
                 throw SyncError(.protocolViolation, "search of \(source): the answer is not a JSON array")
             }
             var count = 0
@@ -360,6 +368,6 @@ public struct RhoConnectBackend: SyncBackend {
             components.queryItems = (components.queryItems ?? []) + [URLQueryItem(name: "client_id", value: id)]
         }
         guard let target = components.url else { throw SyncError(.protocolViolation, "blob: '\(url)' is not a URL") }
-        return try await send("GET", target, session, what: "blob download").body
+        return try await send("GET", target, session, what: "blob download", maximumBytes: configuration.limits.maximumDownloadBytes).body
     }
 }
