@@ -166,6 +166,22 @@ let package = Package(
             dependencies: ["Satchel", "SatchelSync", "SatchelSalesforce", "SatchelTestSupport", "SatchelSyncTesting", "SalesforceTestServer", "LoopbackSupport"],
             swiftSettings: settings
         ),
+        // Fuzzing (scripts/fuzz.sh): the libFuzzer targets for every parser of bytes Satchel does
+        // not control, a driver that runs them under libFuzzer (built with -DSATCHEL_FUZZING) or
+        // replays files through them, and tests that replay the seed corpora and every finding.
+        .target(
+            name: "SatchelFuzzTargets",
+            dependencies: ["Satchel", "SatchelSync", "SatchelRhoConnect", "SatchelKinto", "SatchelParse", "SatchelSalesforce"],
+            path: "Tests/Fuzz/Targets",
+            swiftSettings: settings
+        ),
+        .executableTarget(name: "SatchelFuzz", dependencies: ["SatchelFuzzTargets"], path: "Tests/Fuzz/Driver", swiftSettings: settings),
+        .testTarget(
+            name: "SatchelFuzzReplayTests",
+            dependencies: ["SatchelFuzzTargets", "Satchel", "SatchelSync", "SatchelTestSupport"],
+            path: "Tests/SatchelFuzzReplayTests",
+            swiftSettings: settings
+        ),
         // The README's Swift tours, extracted at build time and run as written.
         .executableTarget(name: "ReadmeTourGenerator", path: "Tests/ReadmeTourGenerator", swiftSettings: settings),
         .plugin(name: "ReadmeTour", capability: .buildTool(), dependencies: ["ReadmeTourGenerator"], path: "Plugins/ReadmeTour"),

@@ -48,22 +48,17 @@ extension Store {
         var state = ImportProgress(phase: .validating, items: 0, totalItems: nil, bytesRead: 0, totalBytes: totalBytes, batches: 0)
 
         // Pass 1: check everything; write nothing.
-        var reader = try JSONItemReader(url: url)
-        while let item = try reader.next() {
-            try Self.check(try Self.object(from: item), of: item, definition: definition)
-            state.items += 1
-            if state.items % 10_000 == 0 {
-                state.bytesRead = reader.bytesRead
-                progress?(state)
-            }
+        let total = try Self.checkImportItems(of: url, definition: definition) { items, bytesRead in
+            state.items = items
+            state.bytesRead = bytesRead
+            progress?(state)
         }
-        let total = state.items
 
         // Pass 2: write whole batches, each item through `put` (which checks it as every write
         // is checked: the file may have changed since).
         state = ImportProgress(phase: .writing, items: 0, totalItems: total, bytesRead: 0, totalBytes: totalBytes, batches: 0)
         progress?(state)
-        reader = try JSONItemReader(url: url)
+        var reader = try JSONItemReader(url: url)
         var batch: [JSONObject] = []
         batch.reserveCapacity(batchSize)
         func flush() throws {
@@ -83,6 +78,28 @@ extension Store {
         }
         try flush()
         return state.items
+    }
+
+    /// The first pass of an import: reads every item of the file at `url` and checks it against
+    /// `definition`, writing nothing; `progress` hears every 10,000 items how many were checked
+    /// and how many bytes read. Package-visible so that the fuzz targets read files through the
+    /// code imports run; `chunkSize` lets them move where the reader's chunks end.
+    ///
+    /// - Returns: the number of items in the file.
+    /// - Throws: ``SatchelError`` `.malformedJSON` or `.invalidObject` naming the line and item,
+    ///   `.schemaViolation`, `.io`.
+    package static func checkImportItems(
+        of url: URL, definition: ModelDefinition, chunkSize: Int = JSONItemReader.defaultChunkSize,
+        progress: (_ items: Int, _ bytesRead: Int) -> Void = { _, _ in }
+    ) throws -> Int {
+        var reader = try JSONItemReader(url: url, chunkSize: chunkSize)
+        var items = 0
+        while let item = try reader.next() {
+            try check(try object(from: item), of: item, definition: definition)
+            items += 1
+            if items % 10_000 == 0 { progress(items, reader.bytesRead) }
+        }
+        return items
     }
 
     /// Parses one item of an import file as a JSON object (graph imports too).

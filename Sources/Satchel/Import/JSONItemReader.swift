@@ -33,7 +33,10 @@ struct JSONItemReader {
     /// Bytes consumed from the file so far (for progress).
     private(set) var bytesRead = 0
 
-    init(url: URL, chunkSize: Int = 1 << 20) throws {
+    /// How much of the file one read takes (1 MiB).
+    static let defaultChunkSize = 1 << 20
+
+    init(url: URL, chunkSize: Int = defaultChunkSize) throws {
         do {
             handle = try FileHandle(forReadingFrom: url)
         } catch {

@@ -566,3 +566,56 @@ enum Keys {
         return k.bytes
     }
 }
+
+// MARK: - Decoding, for tools
+
+/// The key decoder's entry points on arbitrary bytes, for tools outside the module (the fuzz
+/// targets of Tests/Fuzz): each runs the code Satchel itself reads keys back with, so a key
+/// that no encoder wrote gives a `corruption` error there as it does in a store.
+package enum KeyBytes {
+    /// The family byte and the elements of a whole key, as `check` reads them.
+    package static func decode(_ key: [UInt8]) throws -> (family: UInt8, elements: [JSONValue]) {
+        let (family, elements) = try Keys.decode(key)
+        return (family.rawValue, elements)
+    }
+
+    /// The key of a family byte and elements; nil for a byte that names no family.
+    package static func encode(family: UInt8, _ elements: [JSONValue]) -> [UInt8]? {
+        KeyFamily(rawValue: family).map { Keys.encode($0, elements) }
+    }
+
+    /// Where each element after the family byte ends: found by reading each element (as a scan
+    /// reads an entry's values), or by skipping it without building it (as an index read skips
+    /// the values before an entry's object id).
+    package static func elementEnds(_ key: [UInt8], skipping: Bool) throws(SatchelError) -> [Int] {
+        try withBytes(of: key) { raw throws(SatchelError) in
+            var decoder = KeyDecoder(raw)
+            _ = try decoder.readFamily()
+            var ends: [Int] = []
+            while !decoder.isAtEnd {
+                if skipping { try decoder.skipValue() } else { _ = try decoder.readValue() }
+                ends.append(decoder.position)
+            }
+            return ends
+        }
+    }
+
+    /// The object id ending a `(family, model, objectId)` key whose prefix is `prefixLength`
+    /// bytes long.
+    package static func objectID(fromKey key: [UInt8], prefixLength: Int) throws(SatchelError) -> String {
+        try withBytes(of: key) { raw throws(SatchelError) in try Keys.objectID(fromKey: raw, prefixLength: prefixLength) }
+    }
+
+    /// The object id ending an index entry, after `valueCount` values that follow the
+    /// `prefixLength` bytes of the index's prefix.
+    package static func objectID(fromIndexEntry key: [UInt8], prefixLength: Int, valueCount: Int) throws(SatchelError) -> String {
+        try withBytes(of: key) { raw throws(SatchelError) in
+            try Keys.objectID(fromIndexEntry: raw, prefixLength: prefixLength, valueCount: valueCount)
+        }
+    }
+
+    /// `key.withUnsafeBytes(body)`, keeping the error's type.
+    private static func withBytes<T>(of key: [UInt8], _ body: (UnsafeRawBufferPointer) throws(SatchelError) -> T) throws(SatchelError) -> T {
+        try key.withUnsafeBytes { raw in Result { () throws(SatchelError) in try body(raw) } }.get()
+    }
+}
