@@ -276,8 +276,11 @@ struct KeyDecoder {
             var bits: UInt64 = 0
             for i in 0..<8 { bits = bits << 8 | UInt64(bytes[position + i]) }
             let remainder = UInt16(bytes[position + 8]) << 8 | UInt16(bytes[position + 9])
-            position += 10
             let d = KeyCodec.double(fromOrderedBits: bits)
+            // The encoder writes JSON's numbers only: bits that read as a NaN or an infinity are
+            // damage, and such a value could be neither compared nor written as JSON.
+            guard d.isFinite else { throw corrupt("not a finite number") }
+            position += 10
             if let i = JSONNumber.exactInt64(d) {
                 let (sum, overflow) = i.addingReportingOverflow(Int64(remainder))
                 if overflow { throw corrupt("number out of range") }
