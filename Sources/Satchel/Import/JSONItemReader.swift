@@ -92,8 +92,10 @@ struct JSONItemReader {
             pos = 0
         }
         if layout == .undecided {
-            // A UTF-8 byte order mark is tolerated at the very start.
+            // A UTF-8 byte order mark is tolerated at the very start. A read may return fewer
+            // bytes than asked (a pipe), so read on until the mark's 3 bytes are in.
             _ = try skipWhitespace()
+            while buffer.count - pos < 3, try fill() {}
             if buffer.count - pos >= 3 && buffer[pos] == 0xEF && buffer[pos + 1] == 0xBB && buffer[pos + 2] == 0xBF { pos += 3 }
             guard let first = try skipWhitespace() else {
                 layout = .sequence
