@@ -107,7 +107,7 @@ let package = Package(
             swiftSettings: settings),
         .testTarget(
             name: "SatchelSyncTests",
-            dependencies: ["Satchel", "SatchelSync", "SatchelTestSupport", "SatchelSyncTesting"],
+            dependencies: ["Satchel", "SatchelSync", "SatchelTestSupport", "SatchelSyncTesting", "LoopbackSupport"],
             swiftSettings: settings
         ),
         // A RhoConnect server on loopback, driven by Fixtures/rhoconnect: written from the

@@ -24,6 +24,8 @@ struct BackendOptions: ParsableArguments {
     @Option(name: .customLong("app-id"), help: ArgumentHelp("The Parse application id (X-Parse-Application-Id).", valueName: "id")) var appID: String?
     @Option(name: .customLong("rest-key"), help: ArgumentHelp("The Parse REST API key, when the server checks one.", valueName: "key")) var restKey: String?
     @Option(help: ArgumentHelp("A Salesforce access token (stored as the session; instead of --user and --password).", valueName: "token")) var token: String?
+    @Flag(help: "Allow plain http:// to a server that is not on this machine (passwords, sessions and data then cross the network unencrypted).")
+    var insecure = false
 
     var isGiven: Bool { backend != nil || url != nil }
 
@@ -41,7 +43,9 @@ struct BackendOptions: ParsableArguments {
             guard let root = Self.httpURL(url) else {
                 throw ValidationError("--url for rhoconnect is the server's root, such as http://127.0.0.1:9292/ (not '\(url)')")
             }
-            return RhoConnectBackend(url: root)
+            var configuration = RhoConnectBackend.Configuration(url: root)
+            configuration.allowInsecureHTTP = insecure
+            return RhoConnectBackend(configuration: configuration)
         case "kinto":
             guard let root = Self.httpURL(url) else {
                 throw ValidationError("--url for kinto is the server's /v1 root, such as http://127.0.0.1:8888/v1 (not '\(url)')")
@@ -51,18 +55,24 @@ struct BackendOptions: ParsableArguments {
             }
             // Kinto checks the password on every request, and Satchel never stores it.
             let credentials = user.flatMap { user in password.map { Credentials(user: user, password: $0) } }
-            return KintoBackend(url: root, bucket: bucket, credentials: credentials)
+            var configuration = KintoBackend.Configuration(url: root, bucket: bucket, credentials: credentials)
+            configuration.allowInsecureHTTP = insecure
+            return KintoBackend(configuration: configuration)
         case "parse":
             guard let mount = Self.httpURL(url) else {
                 throw ValidationError("--url for parse is the server's mount, such as http://127.0.0.1:1337/parse (not '\(url)')")
             }
             guard let appID, !appID.isEmpty else { throw ValidationError("--backend parse needs --app-id ID: the app's application id") }
-            return ParseBackend(url: mount, applicationID: appID, restKey: restKey)
+            var configuration = ParseBackend.Configuration(url: mount, applicationID: appID, restKey: restKey)
+            configuration.allowInsecureHTTP = insecure
+            return ParseBackend(configuration: configuration)
         case "salesforce":
             guard let root = Self.httpURL(url) else {
                 throw ValidationError("--url for salesforce is the org's instance root, such as https://acme.my.salesforce.com (not '\(url)')")
             }
-            return SalesforceBackend(url: root)
+            var configuration = SalesforceBackend.Configuration(url: root)
+            configuration.allowInsecureHTTP = insecure
+            return SalesforceBackend(configuration: configuration)
         default:
             throw ValidationError("unknown backend '\(backend)' (available: rhoconnect, kinto, parse, salesforce, memory)")
         }

@@ -48,6 +48,12 @@ public final class KintoBackend: SyncBackend {
         public var timeout: TimeInterval
         /// Credentials to use when this process has not logged in (never stored by Satchel).
         public var credentials: Credentials?
+        /// Whether plain `http://` may go to a host other than this machine (off by default:
+        /// credentials, sessions and data would cross the network unencrypted; loopback is
+        /// always allowed).
+        public var allowInsecureHTTP = false
+        /// How much of a server's answer is read before the sync fails (see ``AnswerLimits``).
+        public var limits = AnswerLimits()
 
         public init(url: URL, bucket: String, timeout: TimeInterval = 60, credentials: Credentials? = nil) {
             self.url = url
@@ -69,7 +75,7 @@ public final class KintoBackend: SyncBackend {
 
     public init(configuration: Configuration) {
         self.configuration = configuration
-        http = SyncHTTPClient(timeout: configuration.timeout)
+        http = SyncHTTPClient(timeout: configuration.timeout, limits: configuration.limits, allowInsecureHTTP: configuration.allowInsecureHTTP)
         state = Mutex(State(credentials: configuration.credentials))
     }
 
@@ -93,7 +99,7 @@ public final class KintoBackend: SyncBackend {
     public func logIn(_ credentials: Credentials) async throws -> SyncSession {
         let answer = try await send("GET", root(""), credentials: credentials, what: "login")
         try check(answer, "login")
-        let body = try Self.json(answer, "login")
+        let body = try answer.json("login")
         guard let principal = body["user"]?.objectValue?["id"]?.stringValue else {
             throw SyncError(.unauthorized, "login: Kinto did not accept the user name and password of \(credentials.user)", httpStatus: 401)
         }
@@ -160,7 +166,7 @@ public final class KintoBackend: SyncBackend {
         default:
             try check(answer, what)
         }
-        guard let records = try Self.json(answer, what)["data"]?.arrayValue else {
+        guard let records = try answer.json(what)["data"]?.arrayValue else {
             throw SyncError(.protocolViolation, "\(what): the answer has no `data` list")
         }
         var page = PullPage()
@@ -264,7 +270,7 @@ public final class KintoBackend: SyncBackend {
         let body: JSONObject = ["requests": .array(requests)]
         let answer = try await send("POST", root("batch"), body: Data(body.jsonBytes), what: what)
         try check(answer, what)
-        guard let responses = try Self.json(answer, what)["responses"]?.arrayValue, responses.count == changes.count else {
+        guard let responses = try answer.json(what)["responses"]?.arrayValue, responses.count == changes.count else {
             throw SyncError(.protocolViolation, "\(what): the batch answer does not hold one response per request")
         }
         var results: [PushResult] = []
@@ -297,7 +303,7 @@ public final class KintoBackend: SyncBackend {
         let url = try root(collectionPath(model) + "/records/" + KintoMapping.recordID(change.id))
         let body: JSONObject = ["data": .object(KintoMapping.data(change.attributes))]
         let answer = try await send("PATCH", url, headers: headers, body: Data(body.jsonBytes), what: what)
-        let json = (try? JSONValue(parsing: answer.body)) ?? .null
+        let json = (try? answer.json("")) ?? .null
         return PushResult(id: change.id, outcome: try Self.outcome(of: change, status: answer.status, body: json, what))
     }
 
@@ -339,7 +345,7 @@ public final class KintoBackend: SyncBackend {
 
     /// Whether a 404 is about the bucket or the collection (errno 111) rather than a record.
     static func missingContainer(_ answer: SyncHTTPClient.Response) -> Bool {
-        (try? JSONValue(parsing: answer.body))?["errno"]?.intValue == 111
+        (try? answer.json(""))?["errno"]?.intValue == 111
     }
 
     /// Creates the bucket and the model's collection, unless they exist.
@@ -382,7 +388,7 @@ public final class KintoBackend: SyncBackend {
         // same timestamp on Kinto's PostgreSQL backend, and this one was rolled back whole (a
         // batch included). Sending it again is what Kinto asks.
         var attempts = 1
-        while answer.status == 409, attempts < Self.raceAttempts, (try? JSONValue(parsing: answer.body))?["errno"]?.intValue == 122 {
+        while answer.status == 409, attempts < Self.raceAttempts, (try? answer.json(""))?["errno"]?.intValue == 122 {
             answer = try await http.send(method, url, headers: headers, body: body)
             attempts += 1
         }
@@ -399,7 +405,7 @@ public final class KintoBackend: SyncBackend {
 
     func checkStatus(_ answer: SyncHTTPClient.Response, _ what: String) throws(SyncError) {
         guard !(200..<300).contains(answer.status) else { return }
-        let message = (try? JSONValue(parsing: answer.body)).flatMap(Self.message(of:)) ?? answer.text
+        let message = (try? answer.json("")).flatMap(Self.message(of:)) ?? answer.text
         let detail = message.isEmpty ? "" : ": \(message)"
         switch answer.status {
         case 401:
@@ -415,11 +421,4 @@ public final class KintoBackend: SyncBackend {
     /// The text of a Kinto error body (`{"code","errno","error","message"}`).
     static func message(of body: JSONValue) -> String? { body["message"]?.stringValue ?? body["error"]?.stringValue }
 
-    static func json(_ answer: SyncHTTPClient.Response, _ what: String) throws(SyncError) -> JSONValue {
-        do {
-            return try JSONValue(parsing: answer.body)
-        } catch {
-            throw SyncError(.protocolViolation, "\(what): the answer is not JSON (\(answer.body.count) bytes)")
-        }
-    }
 }

@@ -63,6 +63,12 @@ public final class ParseBackend: SyncBackend {
         /// Pointer attributes to pull whole, per model (Parse's `include`): each pointed-to
         /// object is stored in the model of its class, and the attribute keeps its id.
         public var includes: [String: [String]]
+        /// Whether plain `http://` may go to a host other than this machine (off by default:
+        /// credentials, sessions and data would cross the network unencrypted; loopback is
+        /// always allowed).
+        public var allowInsecureHTTP = false
+        /// How much of a server's answer is read before the sync fails (see ``AnswerLimits``).
+        public var limits = AnswerLimits()
 
         public init(
             url: URL, applicationID: String, restKey: String? = nil, batchSize: Int = 50, timeout: TimeInterval = 60,
@@ -83,7 +89,7 @@ public final class ParseBackend: SyncBackend {
 
     public init(configuration: Configuration) {
         self.configuration = configuration
-        http = SyncHTTPClient(timeout: configuration.timeout)
+        http = SyncHTTPClient(timeout: configuration.timeout, limits: configuration.limits, allowInsecureHTTP: configuration.allowInsecureHTTP)
     }
 
     /// An adapter for the server mounted at `url`.
@@ -112,7 +118,7 @@ public final class ParseBackend: SyncBackend {
             throw SyncError(.unauthorized, "login: Parse did not accept the user name and password of \(credentials.user)", httpStatus: answer.status)
         }
         try check(answer, "login")
-        let user = try Self.json(answer, "login")
+        let user = try answer.json("login")
         guard let token = user["sessionToken"]?.stringValue, !token.isEmpty else {
             throw SyncError(.protocolViolation, "login: the answer has no session token")
         }
@@ -307,7 +313,7 @@ public final class ParseBackend: SyncBackend {
             }
             let answer = try await send("POST", try endpoint("batch"), body: ["requests": .array(requests)], session: request.session, what: what)
             try check(answer, what)
-            guard let responses = try Self.json(answer, what).arrayValue, responses.count == chunk.count else {
+            guard let responses = try answer.json(what).arrayValue, responses.count == chunk.count else {
                 throw SyncError(.protocolViolation, "\(what): the batch answer does not hold one result per request")
             }
             for (change, response) in zip(chunk, responses) {
@@ -343,7 +349,7 @@ public final class ParseBackend: SyncBackend {
             what: what)
         if answer.status == 404 { return nil }
         try check(answer, what)
-        return ParseMapping.decode(try Self.json(answer, what), requireUpdatedAt: false, hiding: hiddenFields)?.object.attributes
+        return ParseMapping.decode(try answer.json(what), requireUpdatedAt: false, hiding: hiddenFields)?.object.attributes
     }
 
     /// What one batch result says of `change`.
@@ -381,7 +387,7 @@ public final class ParseBackend: SyncBackend {
         let answer = try await send(
             "POST", try endpoint("files/\(SyncHTTPClient.escape(name))"), raw: data, contentType: "application/octet-stream", session: session, what: what)
         try check(answer, what)
-        let body = try Self.json(answer, what)
+        let body = try answer.json(what)
         guard let stored = body["name"]?.stringValue, let url = body["url"]?.stringValue else {
             throw SyncError(.protocolViolation, "\(what): the answer has no `name` and `url`")
         }
@@ -393,7 +399,7 @@ public final class ParseBackend: SyncBackend {
         guard let target = URL(string: url), target.scheme == "http" || target.scheme == "https" else {
             throw SyncError(.protocolViolation, "file download: '\(url)' is not a URL")
         }
-        let answer = try await send("GET", target, session: session, what: "file download")
+        let answer = try await send("GET", target, session: session, what: "file download", maximumBytes: configuration.limits.maximumDownloadBytes)
         try check(answer, "file download")
         return answer.body
     }
@@ -404,7 +410,7 @@ public final class ParseBackend: SyncBackend {
         let what = "cloud function \(function)"
         let answer = try await send("POST", try endpoint("functions/\(SyncHTTPClient.escape(function))"), body: parameters, session: session, what: what)
         try check(answer, what)
-        guard let result = try Self.json(answer, what)["result"] else { throw SyncError(.protocolViolation, "\(what): the answer has no `result`") }
+        guard let result = try answer.json(what)["result"] else { throw SyncError(.protocolViolation, "\(what): the answer has no `result`") }
         return result
     }
 
@@ -416,13 +422,14 @@ public final class ParseBackend: SyncBackend {
 
     /// Sends a request with the app's headers and the session's token.
     func send(
-        _ method: String, _ url: URL, body: JSONObject? = nil, raw: Data? = nil, contentType: String? = nil, session: SyncSession?, what: String
+        _ method: String, _ url: URL, body: JSONObject? = nil, raw: Data? = nil, contentType: String? = nil, session: SyncSession?, what: String,
+        maximumBytes: Int? = nil
     ) async throws(SyncError) -> SyncHTTPClient.Response {
         var headers = ["X-Parse-Application-Id": configuration.applicationID]
         if let key = configuration.restKey { headers["X-Parse-REST-API-Key"] = key }
         if let token = session?.data[Self.tokenKey]?.stringValue { headers["X-Parse-Session-Token"] = token }
         if let contentType { headers["Content-Type"] = contentType }
-        return try await http.send(method, url, headers: headers, body: raw ?? body.map { Data($0.jsonBytes) })
+        return try await http.send(method, url, headers: headers, body: raw ?? body.map { Data($0.jsonBytes) }, maximumBytes: maximumBytes)
     }
 
     /// Throws the error an answer other than 2xx stands for.
@@ -432,7 +439,7 @@ public final class ParseBackend: SyncBackend {
 
     func checkStatus(_ answer: SyncHTTPClient.Response, _ what: String) throws(SyncError) {
         guard !(200..<300).contains(answer.status) else { return }
-        let body = try? JSONValue(parsing: answer.body)
+        let body = try? answer.json("")
         let code = body?["code"]?.intValue
         let message = body?["error"]?.stringValue ?? body?["message"]?.stringValue ?? answer.text
         let detail = message.isEmpty ? "" : ": \(message)"
@@ -456,19 +463,12 @@ public final class ParseBackend: SyncBackend {
     }
 
     /// The Parse error code of an answer's body.
-    static func code(_ answer: SyncHTTPClient.Response) -> Int64? { (try? JSONValue(parsing: answer.body))?["code"]?.intValue }
+    static func code(_ answer: SyncHTTPClient.Response) -> Int64? { (try? answer.json(""))?["code"]?.intValue }
 
-    static func json(_ answer: SyncHTTPClient.Response, _ what: String) throws(SyncError) -> JSONValue {
-        do {
-            return try JSONValue(parsing: answer.body)
-        } catch {
-            throw SyncError(.protocolViolation, "\(what): the answer is not JSON (\(answer.body.count) bytes)")
-        }
-    }
 
     /// The `results` list of a query's answer.
     static func results(_ answer: SyncHTTPClient.Response, _ what: String) throws(SyncError) -> [JSONValue] {
-        guard let results = try json(answer, what)["results"]?.arrayValue else {
+        guard let results = try answer.json(what)["results"]?.arrayValue else {
             throw SyncError(.protocolViolation, "\(what): the answer has no `results` list")
         }
         return results

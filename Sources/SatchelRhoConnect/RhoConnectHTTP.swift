@@ -11,18 +11,17 @@ struct RhoConnectHTTP: Sendable {
 
     let client: SyncHTTPClient
 
-    init(timeout: TimeInterval) { client = SyncHTTPClient(timeout: timeout) }
-
     /// Sends a request with the session cookie and the client id; any status is an answer (see
     /// ``check(_:_:)``).
     func send(
-        _ method: String, _ url: URL, cookie: String?, clientID: String?, body: Data? = nil, contentType: String? = nil
+        _ method: String, _ url: URL, cookie: String?, clientID: String?, body: Data? = nil, contentType: String? = nil,
+        maximumBytes: Int? = nil
     ) async throws(SyncError) -> Answer {
         var headers: [String: String] = [:]
         if let cookie, !cookie.isEmpty { headers["Cookie"] = cookie }
         if let clientID { headers["X-RhoConnect-CLIENT-ID"] = clientID }
         if body != nil { headers["Content-Type"] = contentType ?? "application/json" }
-        return try await client.send(method, url, headers: headers, body: body)
+        return try await client.send(method, url, headers: headers, body: body, maximumBytes: maximumBytes)
     }
 
     /// The answer if its status is 200; else the error it stands for: 401 → `.unauthorized`, a

@@ -100,7 +100,7 @@ struct RhoConnectPage: Equatable {
         }
         if let metadata = command["metadata"] {
             guard case .string(let text) = metadata else { throw Self.violation("'metadata' is not a string") }
-            page.metadata = (try? JSONValue(parsing: text)) ?? metadata
+            page.metadata = (try? JSONValue(parsing: text.utf8, maximumValues: AnswerLimits().maximumValues)) ?? metadata
         }
         switch command["schema-changed"] {
         case nil: break

@@ -50,7 +50,7 @@ enum RhoConnectValues {
             default: throw invalid()
             }
         case .array, .object:
-            guard let parsed = try? JSONValue(parsing: text) else { throw invalid() }
+            guard let parsed = try? JSONValue(parsing: text.utf8, maximumValues: AnswerLimits().maximumValues) else { throw invalid() }
             switch (type, parsed) {
             case (.array, .array), (.object, .object): return parsed
             default: throw invalid()

@@ -71,7 +71,7 @@ extension SalesforceBackend {
             answer = try await send("GET", try await api("query", [("q", soql)], session: request.session), headers: options, session: request.session, what: what)
         }
         try check(answer, what)
-        let body = try Self.json(answer, what)
+        let body = try answer.json(what)
         guard let records = body["records"]?.arrayValue, let done = body["done"]?.boolValue else {
             throw SyncError(.protocolViolation, "\(what): the answer has no `records` list and `done` flag")
         }
@@ -186,7 +186,7 @@ extension SalesforceBackend {
             return
         }
         try check(answer, what)
-        let body = try Self.json(answer, what)
+        let body = try answer.json(what)
         guard let deleted = body["deletedRecords"]?.arrayValue, let covered = body["latestDateCovered"]?.stringValue.flatMap(Self.instant) else {
             throw SyncError(.protocolViolation, "\(what): the answer has no `deletedRecords` list and `latestDateCovered`")
         }
@@ -212,7 +212,7 @@ extension SalesforceBackend {
         while true {
             let answer = try await send("GET", url, session: request.session, what: what)
             try check(answer, what)
-            let body = try Self.json(answer, what)
+            let body = try answer.json(what)
             guard let records = body["records"]?.arrayValue else { throw SyncError(.protocolViolation, "\(what): the answer has no `records` list") }
             for record in records {
                 guard let id = record["Id"]?.stringValue else { throw SyncError(.protocolViolation, "\(what): a record without an `Id`") }
@@ -231,7 +231,7 @@ extension SalesforceBackend {
         guard let target = URL(string: url), url.hasPrefix(configuration.url.absoluteString) else {
             throw SyncError(.protocolViolation, "blob download: '\(url)' is not on this server")
         }
-        let answer = try await send("GET", target, session: session, what: "blob download")
+        let answer = try await send("GET", target, session: session, what: "blob download", maximumBytes: configuration.limits.maximumDownloadBytes)
         try check(answer, "blob download")
         return answer.body
     }

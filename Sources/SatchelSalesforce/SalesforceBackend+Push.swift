@@ -65,7 +65,7 @@ extension SalesforceBackend {
         let body: Data? = records.map { Data(JSONObject(["allOrNone": false, "records": .array($0)]).jsonBytes) }
         let answer = try await send(method, try await api("composite/sobjects", query, session: request.session), body: body, session: request.session, what: what)
         try check(answer, what)
-        guard let results = try Self.json(answer, what).arrayValue, results.count == count else {
+        guard let results = try answer.json(what).arrayValue, results.count == count else {
             throw SyncError(.protocolViolation, "\(what): the composite answer does not hold one result per record")
         }
         return results
@@ -101,7 +101,7 @@ extension SalesforceBackend {
         let what = "looking for earlier creates in \(request.model.name)"
         let answer = try await send("GET", try await api("query", [("q", soql)], session: request.session), session: request.session, what: what)
         try check(answer, what)
-        guard let records = try Self.json(answer, what)["records"]?.arrayValue else {
+        guard let records = try answer.json(what)["records"]?.arrayValue else {
             throw SyncError(.protocolViolation, "\(what): the answer has no `records` list")
         }
         var made: [String: String] = [:]
@@ -119,7 +119,7 @@ extension SalesforceBackend {
             session: request.session, what: what)
         if answer.status == 404 { return nil }
         try check(answer, what)
-        guard var fields = try Self.json(answer, what).objectValue else { return nil }
+        guard var fields = try answer.json(what).objectValue else { return nil }
         fields.removeValue(forKey: "attributes")
         fields.removeValue(forKey: "Id")
         return fields.filter { name, value in !value.isNull && name != configuration.clientIDField }

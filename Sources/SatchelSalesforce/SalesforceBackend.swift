@@ -57,6 +57,12 @@ public final class SalesforceBackend: SyncBackend {
         /// object has it: a create sent again after its answer was lost then finds the record
         /// the first one made instead of making a second.
         public var clientIDField: String
+        /// Whether plain `http://` may go to a host other than this machine (off by default:
+        /// credentials, sessions and data would cross the network unencrypted; loopback is
+        /// always allowed).
+        public var allowInsecureHTTP = false
+        /// How much of a server's answer is read before the sync fails (see ``AnswerLimits``).
+        public var limits = AnswerLimits()
 
         public init(
             url: URL, loginURL: URL? = nil, clientID: String? = nil, clientSecret: String? = nil, timeout: TimeInterval = 60,
@@ -86,7 +92,7 @@ public final class SalesforceBackend: SyncBackend {
 
     public init(configuration: Configuration) {
         self.configuration = configuration
-        http = SyncHTTPClient(timeout: configuration.timeout)
+        http = SyncHTTPClient(timeout: configuration.timeout, limits: configuration.limits, allowInsecureHTTP: configuration.allowInsecureHTTP)
     }
 
     /// An adapter for the org at `url`.
@@ -112,7 +118,7 @@ public final class SalesforceBackend: SyncBackend {
             throw SyncError(.unauthorized, "login: Salesforce did not accept the user name and password of \(credentials.user)", httpStatus: answer.status)
         }
         try check(answer, "login")
-        let body = try Self.json(answer, "login")
+        let body = try answer.json("login")
         guard let token = body["access_token"]?.stringValue, !token.isEmpty else {
             throw SyncError(.protocolViolation, "login: the answer has no access_token")
         }
@@ -136,7 +142,7 @@ public final class SalesforceBackend: SyncBackend {
         if answer.status == 401 || answer.status == 403 {
             throw SyncError(.unauthorized, "\(what): Salesforce refused the access token: log in again (satchel sync: pass --token, or --user and --password)", httpStatus: answer.status)
         }
-        guard answer.status == 200, let info = try? Self.json(answer, what),
+        guard answer.status == 200, let info = try? answer.json(what),
             let user = info["preferred_username"]?.stringValue ?? info["user_id"]?.stringValue
         else { return probe }
         return SyncSession(user: user, data: data)
@@ -174,7 +180,7 @@ public final class SalesforceBackend: SyncBackend {
             return (storedDescribe, nil)
         }
         try check(answer, what)
-        let body = try Self.json(answer, what)
+        let body = try answer.json(what)
         guard let describe = SalesforceDescribe(body) else { throw SyncError(.protocolViolation, "\(what): the answer is not a describe") }
         state.withLock { $0.describes[object] = describe }
         var stored: JSONObject = ["describe": body]
@@ -201,7 +207,7 @@ public final class SalesforceBackend: SyncBackend {
         let what = "listing API versions"
         let answer = try await send("GET", try SyncHTTPClient.url(configuration.url, "services/data/"), session: session, what: what)
         try check(answer, what)
-        let versions = try Self.json(answer, what).arrayValue ?? []
+        let versions = try answer.json(what).arrayValue ?? []
         let best = versions.compactMap { entry -> (Double, String)? in
             guard let version = entry["version"]?.stringValue, let number = Double(version), let url = entry["url"]?.stringValue, url.hasPrefix("/services/data/") else { return nil }
             return (number, url)
@@ -214,18 +220,19 @@ public final class SalesforceBackend: SyncBackend {
     /// Sends a request with the session's bearer token; a `401` refreshes the token once when
     /// the session has a refresh token.
     func send(
-        _ method: String, _ url: URL, headers: [String: String] = [:], body: Data? = nil, session: SyncSession, what: String
+        _ method: String, _ url: URL, headers: [String: String] = [:], body: Data? = nil, session: SyncSession, what: String,
+        maximumBytes: Int? = nil
     ) async throws -> SyncHTTPClient.Response {
         let stored = session.data[Self.tokenKey]?.stringValue ?? ""
         let token = state.withLock { $0.refreshed[stored] } ?? stored
         var headers = headers
         headers["Authorization"] = "Bearer " + token
-        let answer = try await http.send(method, url, headers: headers, body: body)
+        let answer = try await http.send(method, url, headers: headers, body: body, maximumBytes: maximumBytes)
         guard answer.status == 401, let refresh = session.data[Self.refreshKey]?.stringValue else { return answer }
         let fresh = try await refreshToken(refresh, what: what)
         state.withLock { $0.refreshed[stored] = fresh }
         headers["Authorization"] = "Bearer " + fresh
-        return try await http.send(method, url, headers: headers, body: body)
+        return try await http.send(method, url, headers: headers, body: body, maximumBytes: maximumBytes)
     }
 
     /// A new access token for a refresh token (`grant_type=refresh_token`).
@@ -234,7 +241,7 @@ public final class SalesforceBackend: SyncBackend {
         if let id = configuration.clientID { form.append(("client_id", id)) }
         if let secret = configuration.clientSecret { form.append(("client_secret", secret)) }
         let answer = try await tokenRequest(form, what: "\(what): refreshing the access token")
-        guard answer.status == 200, let token = try? Self.json(answer, what)["access_token"]?.stringValue else {
+        guard answer.status == 200, let token = try? answer.json(what)["access_token"]?.stringValue else {
             throw SyncError(.unauthorized, "\(what): Salesforce refused to refresh the access token: log in again", httpStatus: answer.status)
         }
         return token
@@ -271,18 +278,11 @@ public final class SalesforceBackend: SyncBackend {
     /// The `errorCode` and `message` of an error answer (`[{"errorCode","message"}]`, or OAuth's
     /// `{"error","error_description"}`).
     static func error(_ answer: SyncHTTPClient.Response) -> (code: String?, message: String) {
-        guard let body = try? JSONValue(parsing: answer.body) else { return (nil, answer.text) }
+        guard let body = try? answer.json("") else { return (nil, answer.text) }
         let first = body.arrayValue?.first ?? body
         let code = first["errorCode"]?.stringValue ?? first["error"]?.stringValue
         let message = first["message"]?.stringValue ?? first["error_description"]?.stringValue ?? answer.text
         return (code, message)
     }
 
-    static func json(_ answer: SyncHTTPClient.Response, _ what: String) throws(SyncError) -> JSONValue {
-        do {
-            return try JSONValue(parsing: answer.body)
-        } catch {
-            throw SyncError(.protocolViolation, "\(what): the answer is not JSON (\(answer.body.count) bytes)")
-        }
-    }
 }

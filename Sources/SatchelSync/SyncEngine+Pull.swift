@@ -19,10 +19,12 @@ extension SyncEngine {
         var seenAttributes: [String: Set<String>] = [:]
         var processed = 0
         var listIDs = backend.capabilities.deletions == .byListingIDs
+        var pages = PageLoopGuard(model: definition.name)
         while true {
             try checkStopped()
             let request = pullRequest(definition, cursor: state.cursor, session: session, modelConfiguration: modelConfiguration, metadata: state.metadata)
             let page = try await withRetry { try await self.backend.pull(request) }
+            try pages.check(page, after: request.cursor)
             definition = try declare(page, in: definition, deviceOnly: modelConfiguration.deviceOnlyAttributes)
             if page.reconcileIDs { listIDs = true }
             if page.schemaChanged {
@@ -129,10 +131,12 @@ extension SyncEngine {
         var objects: [ServerObject] = []
         var cursor: JSONValue? = nil
         var total: Int?
+        var pages = PageLoopGuard(model: definition.name)
         while true {
             try checkStopped()
             let request = pullRequest(definition, cursor: cursor, session: session, modelConfiguration: modelConfiguration)
             let page = try await withRetry { try await self.backend.bulkSnapshot(request) }
+            try pages.check(page, after: request.cursor)
             objects += page.upserts
             cursor = page.nextCursor
             total = page.totalCount ?? total
@@ -358,6 +362,34 @@ extension ObjectNotification {
         case .updated: updated.append(id)
         case .deleted: deleted.append(id)
         case .unchanged: break
+        }
+    }
+}
+
+/// Stops a pull whose server pages in a circle: `Next-Page` links back to an earlier page, a
+/// token handed out again and again, a keyset that does not advance. Without it such a server
+/// keeps a sync busy forever, and a bulk snapshot, which gathers its pages before applying
+/// them, grows without end. A position given back once or twice is tolerated (a replayed
+/// answer is re-applied harmlessly, as the conformance kit's repeated page shows); the same
+/// position a fourth time is a loop.
+struct PageLoopGuard {
+    static let maximumRepeats = 3
+    let model: String
+    private var given: [JSONValue: Int] = [:]
+    private var pages = 0
+
+    init(model: String) { self.model = model }
+
+    mutating func check(_ page: PullPage, after cursor: JSONValue?) throws(SyncError) {
+        pages += 1
+        guard !page.done, !page.schemaChanged else { return }
+        if given.isEmpty { given[cursor ?? .null] = 1 }
+        let next = page.nextCursor ?? .null
+        given[next, default: 0] += 1
+        guard given[next]! <= Self.maximumRepeats else {
+            throw SyncError(
+                .protocolViolation,
+                "the server's pages of \(model) loop: after \(pages) pages it gave the same position \(Self.maximumRepeats + 1) times (\(String(next.description.prefix(120)))); the sync stops there")
         }
     }
 }

@@ -7,7 +7,7 @@ public struct SyncError: Error, Sendable, Equatable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Wrapped: String, Sendable {
             case network, server, unauthorized, notLoggedIn, unknownClient, protocolViolation, versionMismatch
-            case cancelled, storage, notSupported, busy, rejectedRecords
+            case cancelled, storage, notSupported, busy, rejectedRecords, insecureTransport, answerTooLarge
         }
 
         private let wrapped: Wrapped
@@ -37,6 +37,12 @@ public struct SyncError: Error, Sendable, Equatable, CustomStringConvertible {
         public static let busy = Code(.busy)
         /// The cycle completed, but the server refused some records (kept as record errors).
         public static let rejectedRecords = Code(.rejectedRecords)
+        /// Plain `http://` to a host other than this machine, which the app did not allow (an
+        /// adapter's `allowInsecureHTTP`).
+        public static let insecureTransport = Code(.insecureTransport)
+        /// An answer longer than ``AnswerLimits/maximumBytes`` (or a download longer than
+        /// ``AnswerLimits/maximumDownloadBytes``), or one that never ended: cut off unread.
+        public static let answerTooLarge = Code(.answerTooLarge)
 
         public var description: String { wrapped.rawValue }
     }
@@ -82,7 +88,7 @@ public struct SyncError: Error, Sendable, Equatable, CustomStringConvertible {
         switch code {
         case .network: 1
         case .server, .unknownClient: 2
-        case .protocolViolation: 4
+        case .protocolViolation, .answerTooLarge: 4
         case .notLoggedIn: 7
         case .rejectedRecords: 8
         case .unauthorized: 9

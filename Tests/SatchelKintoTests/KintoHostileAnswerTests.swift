@@ -101,4 +101,82 @@ struct KintoHostileAnswerTests {
         #expect(device.delays.all.contains(.seconds(7)), "\(device.delays.all)")
         #expect(try device.objects("Product") == ["p1": ["name": "Local"]])
     }
+
+    @Test("Next-Page links that loop stop the sync with a protocol violation instead of paging forever")
+    func loopingNextPage() async throws {
+        let stub = try await KintoStub.start()
+        let device = try await Self.device(stub)
+        let push = KintoStub.Answer(status: 200, body: #"{"responses":[{"status":200,"body":{"data":{"id":"p1","last_modified":12,"name":"Local"}}}]}"#)
+        let loop = "\(await stub.root)/buckets/b/collections/Product/records?_since=12&_token=same"
+        // More pages than the guard lets through; each points back at the same place.
+        let pages = (0..<20).map { _ in KintoStub.Answer(status: 200, headers: ["Next-Page": loop], body: #"{"data":[]}"#) }
+        await stub.enqueue([push] + pages)
+        let before = try device.objects("Product")
+        let error = await #expect(throws: SyncError.self) { try await device.engine.sync(models: ["Product"]) }
+        #expect(error?.code == .protocolViolation)
+        #expect(error?.message.contains("loop") == true, "\(String(describing: error))")
+        // After the setup's pull: the first page, then the same link followed three times, and
+        // the fourth time it comes back the guard stops.
+        let pulls = await stub.requests.filter { $0.hasPrefix("GET ") }.dropFirst()
+        #expect(pulls.count == 4, "\(pulls)")
+        #expect(pulls.filter { $0.hasSuffix("_token=same") }.count == 3, "\(pulls)")
+        #expect(try device.objects("Product") == before)
+        #expect(try device.store.verify().problems == [])
+        await stub.stop()
+    }
+
+    @Test(
+        "an answer of ten million values, or of 100,000 levels, is refused within the answer limits; the store is as it was",
+        arguments: ["values", "nesting"])
+    func hugeTrees(_ kind: String) async throws {
+        let stub = try await KintoStub.start()
+        let device = try await Self.device(stub)
+        let push = KintoStub.Answer(status: 200, body: #"{"responses":[{"status":200,"body":{"data":{"id":"p1","last_modified":12,"name":"Local"}}}]}"#)
+        let body = kind == "values"
+            ? #"{"data":["# + String(repeating: "0,", count: 9_999_999) + "0]}"
+            : String(repeating: "[", count: 100_000) + String(repeating: "]", count: 100_000)
+        await stub.enqueue([push, .init(status: 200, body: body)])
+        let before = try device.objects("Product")
+        let error = await #expect(throws: SyncError.self) { try await device.engine.sync(models: ["Product"]) }
+        #expect(error?.code == .protocolViolation)
+        #expect(error?.message.contains(kind == "values" ? "more than 2000000 values" : "nesting deeper") == true)
+        #expect(try device.objects("Product") == before)
+        #expect(try device.store.verify().problems == [])
+        await stub.stop()
+    }
+
+    @Test("no password, nor the Authorization header it travels in, appears in an error, a notification or a log line of syncs that log in and fail")
+    func secretsStaySecret() async throws {
+        let stub = try await KintoStub.start()
+        let password = "pw-Kq93!x"
+        let capture = LogCapture()
+        let client = try SyncClient(
+            backend: KintoBackend(url: await stub.root, bucket: "b"), models: [Self.product], pageSize: 10,
+            retry: RetryPolicy(maxAttempts: 2, baseDelay: .milliseconds(1)), logger: capture.logger)
+        await client.record()
+        var texts: [String] = []
+        func attempt(_ body: () async throws -> Void) async {
+            do { try await body() } catch { texts.append("\(error)") }
+        }
+        try await client.engine.logIn(Credentials(user: "ann", password: password))
+        // A first page, then a failure mid-pull (the second page, twice: past the retry), then
+        // the server refusing the credentials.
+        let next = "\(await stub.root)/buckets/b/collections/Product/records?_since=0&_token=2"
+        await stub.enqueue([
+            .init(status: 200, headers: ["Next-Page": next], body: Self.page),
+            .init(status: 500, body: #"{"code":500,"errno":999,"error":"boom"}"#),
+            .init(status: 500, body: #"{"code":500,"errno":999,"error":"boom"}"#),
+            .init(status: 401, body: #"{"code":401,"errno":104,"error":"Unauthorized","message":"Please authenticate yourself to use this endpoint."}"#),
+        ])
+        await attempt { try await client.engine.sync(models: ["Product"]) }
+        await attempt { try await client.engine.sync(models: ["Product"]) }
+        #expect(texts.count == 2, "\(texts)")
+        #expect(!capture.lines.isEmpty, "the failures were logged")
+        let secrets = [password, SyncHTTPClient.basicAuthorization(Credentials(user: "ann", password: password)).dropFirst("Basic ".count).description]
+        let everything = texts + capture.lines + client.log.all.map { "\($0)" }
+        for secret in secrets {
+            #expect(!everything.contains { $0.contains(secret) }, "\(secret) leaked")
+        }
+        await stub.stop()
+    }
 }

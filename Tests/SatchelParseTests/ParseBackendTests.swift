@@ -402,6 +402,27 @@ struct ParseBackendTests {
         #expect(try setup.device.store.verify().problems == [])
     }
 
+    @Test(
+        "an answer of ten million values, or of 100,000 levels, is refused within the answer limits; the store is as it was",
+        arguments: ["values", "nesting"])
+    func hugeTrees(_ kind: String) async throws {
+        let setup = try await Setup()
+        defer { Task { await setup.stop() } }
+        let id = await setup.server.put("Product", Self.json(["n": 1]), id: nil)
+        try await setup.device.engine.sync(models: ["Product"])
+        let before = try setup.device.objects("Product")
+        await setup.server.update("Product", id, Self.json(["n": 2]))
+        let body = kind == "values"
+            ? #"{"results":["# + String(repeating: "0,", count: 9_999_999) + "0]}"
+            : String(repeating: "[", count: 100_000) + String(repeating: "]", count: 100_000)
+        await setup.server.sabotageNext("GET", "/parse/classes/Product", body: Data(body.utf8))
+        let error = await #expect(throws: SyncError.self) { try await setup.device.engine.sync(models: ["Product"]) }
+        #expect(error?.code == .protocolViolation, "\(String(describing: error))")
+        #expect(error?.message.contains(kind == "values" ? "more than 2000000 values" : "nesting deeper") == true)
+        #expect(try setup.device.objects("Product") == before)
+        #expect(try setup.device.store.verify().problems == [])
+    }
+
     @Test("no password or session token appears in a log line, an error or a notification of a sync that logs in and fails in each way")
     func secretsStaySecret() async throws {
         var fixture = ParseFixture()

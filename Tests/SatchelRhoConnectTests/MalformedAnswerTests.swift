@@ -37,6 +37,13 @@ struct MalformedAnswerTests {
         Case(name: "elements after the command", path: "/app/v1/Product", body: "[\(header),{},{}]", code: .protocolViolation),
         Case(name: "a server error", path: "/app/v1/Product", status: 503, body: "down for maintenance", code: .server),
         Case(name: "a client without an id", path: "/rc/v1/clients", body: #"{"client":{}}"#, code: .protocolViolation),
+        // Within the 32 MiB answer limit, but each a tree no page needs (AnswerLimits).
+        Case(
+            name: "ten million values in 20 MB", path: "/app/v1/Product",
+            body: "[" + String(repeating: "0,", count: 9_999_999) + "0]", code: .protocolViolation),
+        Case(
+            name: "100,000 levels of nesting", path: "/app/v1/Product",
+            body: String(repeating: "[", count: 100_000) + String(repeating: "]", count: 100_000), code: .protocolViolation),
     ]
 
     @Test(arguments: pageCases)

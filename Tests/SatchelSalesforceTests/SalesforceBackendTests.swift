@@ -327,6 +327,28 @@ struct SalesforceBackendTests {
     }
 
     @Test(
+        "an answer of ten million values, or of 100,000 levels, is refused within the answer limits; the store is as it was",
+        arguments: ["values", "nesting"])
+    func hugeTrees(_ kind: String) async throws {
+        let setup = try await Setup("kit", models: [ModelDefinition(name: "Product")])
+        defer { Task { await setup.stop() } }
+        let id = await setup.server.insert("Product", Self.json(["name": "P"]))
+        try await setup.device.engine.sync()
+        await setup.server.update("Product", id, Self.json(["name": "changed"]))
+        await setup.server.advanceClock(seconds: 1)
+        let before = try setup.device.objects("Product")
+        let body = kind == "values"
+            ? #"{"totalSize":1,"done":true,"records":["# + String(repeating: "0,", count: 9_999_999) + "0]}"
+            : String(repeating: "[", count: 100_000) + String(repeating: "]", count: 100_000)
+        await setup.server.sabotageNext("GET", "/services/data/v\(setup.server.version)/query", body: Data(body.utf8))
+        let error = await #expect(throws: SyncError.self) { try await setup.device.engine.sync() }
+        #expect(error?.code == .protocolViolation, "\(String(describing: error))")
+        #expect(error?.message.contains(kind == "values" ? "more than 2000000 values" : "nesting deeper") == true)
+        #expect(try setup.device.objects("Product") == before)
+        #expect(try setup.device.store.verify().problems == [])
+    }
+
+    @Test(
         "malformed answers are protocol violations and leave the store as it was",
         arguments: [
             ("GET", "/query", #"{"totalSize":1,"done":true,"records":[{"Id":"001"#),

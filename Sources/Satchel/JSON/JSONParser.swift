@@ -4,7 +4,9 @@
 /// input must be valid UTF-8 and strings may not hold raw control characters or lone surrogates.
 /// Nesting is limited to ``JSONValue/maxDepth`` levels, so hostile input cannot overflow the
 /// stack. Integers without fraction or exponent that fit in 64 bits stay exact (`.int`); other
-/// numbers become doubles. A name given twice in one object keeps its last value.
+/// numbers become doubles. A name given twice in one object keeps its last value. A caller that
+/// reads untrusted input of any size (a server's answer) may also cap the number of values, so
+/// that a small text of many tiny values (`[0,0,0,…]`) cannot grow into a huge tree.
 struct JSONParser: ~Copyable {
     /// Where parsing failed and why.
     struct Failure: Error {
@@ -17,12 +19,18 @@ struct JSONParser: ~Copyable {
     private var pos = 0
     private var depth = 0
     private let maxDepth: Int
+    /// The array elements and object members that may still be read, and the cap they count
+    /// down from.
+    private var valuesLeft: Int
+    private let maxValues: Int
 
-    private init(_ buffer: UnsafeBufferPointer<UInt8>, maxDepth: Int) {
+    private init(_ buffer: UnsafeBufferPointer<UInt8>, maxDepth: Int, maxValues: Int) {
         // An empty buffer may have no base address; point at a valid dummy byte.
         self.base = buffer.baseAddress ?? UnsafePointer(Self.emptyByte)
         self.end = buffer.count
         self.maxDepth = maxDepth
+        self.maxValues = maxValues
+        self.valuesLeft = maxValues
     }
 
     nonisolated(unsafe) private static let emptyByte: UnsafeMutablePointer<UInt8> = {
@@ -31,9 +39,12 @@ struct JSONParser: ~Copyable {
         return p
     }()
 
-    /// Parses exactly one JSON value (surrounded by optional whitespace).
-    static func parse(_ buffer: UnsafeBufferPointer<UInt8>, maxDepth: Int = JSONValue.maxDepth) throws(Failure) -> JSONValue {
-        var parser = JSONParser(buffer, maxDepth: maxDepth)
+    /// Parses exactly one JSON value (surrounded by optional whitespace), with at most
+    /// `maxValues` array elements and object members in all.
+    static func parse(
+        _ buffer: UnsafeBufferPointer<UInt8>, maxDepth: Int = JSONValue.maxDepth, maxValues: Int = .max
+    ) throws(Failure) -> JSONValue {
+        var parser = JSONParser(buffer, maxDepth: maxDepth, maxValues: maxValues)
         parser.skipWhitespace()
         let value = try parser.parseValue()
         parser.skipWhitespace()
@@ -89,6 +100,13 @@ struct JSONParser: ~Copyable {
         if depth > maxDepth { throw fail("nesting deeper than \(maxDepth) levels") }
     }
 
+    /// Counts one array element or object member against the cap.
+    @inline(__always)
+    private mutating func countValue() throws(Failure) {
+        valuesLeft -= 1
+        if valuesLeft < 0 { throw fail("more than \(maxValues) values") }
+    }
+
     private mutating func parseObject() throws(Failure) -> JSONObject {
         try enter()
         pos += 1  // {
@@ -122,6 +140,7 @@ struct JSONParser: ~Copyable {
             guard pos < end, base[pos] == UInt8(ascii: ":") else { throw fail("expected ':' after an object key") }
             pos += 1
             skipWhitespace()
+            try countValue()
             let value = try parseValue()
             members.append(JSONObject.Member(name: name, value: value))
             skipWhitespace()
@@ -151,6 +170,7 @@ struct JSONParser: ~Copyable {
             return .array(elements)
         }
         while true {
+            try countValue()
             elements.append(try parseValue())
             skipWhitespace()
             guard pos < end else { throw fail("unterminated array") }
@@ -347,11 +367,20 @@ extension JSONValue {
     ///
     /// - Throws: ``SatchelError`` `.malformedJSON` with the byte offset and the reason.
     public init(parsing bytes: some Sequence<UInt8>) throws {
+        try self.init(parsing: bytes, maximumValues: .max)
+    }
+
+    /// Parses JSON text of untrusted size: more than `maximumValues` array elements and object
+    /// members in all is an error, as is nesting deeper than ``maxDepth``, so the tree built
+    /// stays within a known multiple of the cap (the sync adapters read server answers so).
+    ///
+    /// - Throws: ``SatchelError`` `.malformedJSON` with the byte offset and the reason.
+    package init(parsing bytes: some Sequence<UInt8>, maximumValues: Int) throws {
         let result: Result<JSONValue, JSONParser.Failure> =
             bytes.withContiguousStorageIfAvailable { buffer in
-                Result { () throws(JSONParser.Failure) in try JSONParser.parse(buffer) }
+                Result { () throws(JSONParser.Failure) in try JSONParser.parse(buffer, maxValues: maximumValues) }
             } ?? Array(bytes).withUnsafeBufferPointer { buffer in
-                Result { () throws(JSONParser.Failure) in try JSONParser.parse(buffer) }
+                Result { () throws(JSONParser.Failure) in try JSONParser.parse(buffer, maxValues: maximumValues) }
             }
         switch result {
         case .success(let value): self = value

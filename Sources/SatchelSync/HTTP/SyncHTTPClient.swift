@@ -1,4 +1,6 @@
 package import Foundation
+package import Satchel
+import Synchronization
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -16,12 +18,31 @@ package struct SyncHTTPClient: Sendable {
         package var body: Data
         /// The URL that was asked.
         package var url: URL
+        /// The most array elements and object members ``json(_:)`` reads.
+        package var maximumValues: Int
 
-        package init(status: Int, headers: [String: String], body: Data, url: URL) {
+        package init(status: Int, headers: [String: String], body: Data, url: URL, maximumValues: Int = AnswerLimits().maximumValues) {
             self.status = status
             self.headers = headers
             self.body = body
             self.url = url
+            self.maximumValues = maximumValues
+        }
+
+        /// The body as JSON, read within the limits (``AnswerLimits/maximumValues`` values, and
+        /// ``Satchel/JSONValue/maxDepth`` levels of nesting).
+        ///
+        /// - Throws: ``SyncError`` `.protocolViolation` naming `what` when the body is not JSON
+        ///   or passes a limit.
+        package func json(_ what: String) throws(SyncError) -> JSONValue {
+            do {
+                return try JSONValue(parsing: body, maximumValues: maximumValues)
+            } catch let error as SatchelError {
+                throw SyncError(.protocolViolation, "\(what): the answer is not JSON that Satchel reads (\(body.count) bytes: \(error.message))")
+                    .at(url.path)
+            } catch {
+                throw SyncError(.protocolViolation, "\(what): the answer is not JSON (\(body.count) bytes)").at(url.path)
+            }
         }
 
         /// The header field `name`, looked up case-insensitively.
@@ -36,23 +57,29 @@ package struct SyncHTTPClient: Sendable {
         package var retryAfter: Duration? { header("retry-after").flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }.map { .seconds($0) } }
     }
 
-    let session: URLSession
+    /// What the client accepts of servers.
+    package let limits: AnswerLimits
+    /// Whether plain `http://` may go to hosts that are not this machine.
+    package let allowInsecureHTTP: Bool
+    private let transport: Transport
 
-    /// A client that waits `timeout` seconds for each answer.
-    package init(timeout: TimeInterval) {
-        let configuration = URLSessionConfiguration.ephemeral
-        configuration.httpShouldSetCookies = false
-        configuration.httpCookieAcceptPolicy = .never
-        configuration.httpCookieStorage = nil
-        configuration.urlCache = nil
-        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
-        configuration.timeoutIntervalForRequest = timeout
-        session = URLSession(configuration: configuration)
+    /// A client that waits `timeout` seconds for each answer to move, reads at most what
+    /// `limits` allows, and refuses plain `http://` to other hosts unless `allowInsecureHTTP`.
+    package init(timeout: TimeInterval, limits: AnswerLimits = AnswerLimits(), allowInsecureHTTP: Bool = false) {
+        self.limits = limits
+        self.allowInsecureHTTP = allowInsecureHTTP
+        transport = Transport(timeout: timeout, allowInsecureHTTP: allowInsecureHTTP, maximumDuration: limits.maximumDuration)
     }
 
     /// Sends a request. Any status is an answer; no answer at all is ``SyncError/Code/network``
-    /// (``SyncError/Code/cancelled`` when the task was cancelled).
-    package func send(_ method: String, _ url: URL, headers: [String: String] = [:], body: Data? = nil) async throws(SyncError) -> Response {
+    /// (``SyncError/Code/cancelled`` when the task was cancelled). The body may be at most
+    /// `maximumBytes` long (``AnswerLimits/maximumBytes`` by default; downloads of files pass
+    /// ``AnswerLimits/maximumDownloadBytes``): a longer one, or one that never ends, is
+    /// ``SyncError/Code/answerTooLarge``, cut off as soon as it passes the limit.
+    package func send(
+        _ method: String, _ url: URL, headers: [String: String] = [:], body: Data? = nil, maximumBytes: Int? = nil
+    ) async throws(SyncError) -> Response {
+        try Self.checkTransport(url, allowInsecureHTTP: allowInsecureHTTP)
         var request = URLRequest(url: url)
         request.httpMethod = method
         for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
@@ -61,22 +88,24 @@ package struct SyncHTTPClient: Sendable {
             if request.value(forHTTPHeaderField: "Content-Type") == nil { request.setValue("application/json", forHTTPHeaderField: "Content-Type") }
         }
         if request.value(forHTTPHeaderField: "Accept") == nil { request.setValue("application/json", forHTTPHeaderField: "Accept") }
-        let data: Data
-        let response: URLResponse
-        do {
-            (data, response) = try await session.data(for: request)
-        } catch is CancellationError {
-            throw SyncError(.cancelled, "the request to \(url.path) was cancelled")
-        } catch {
-            if Task.isCancelled { throw SyncError(.cancelled, "the request to \(url.path) was cancelled") }
-            throw SyncError(.network, "no answer from \(url.host ?? "the server"): \(error.localizedDescription)")
-        }
+        let (data, response) = try await transport.exchange(request, maximumBytes: maximumBytes ?? limits.maximumBytes)
         guard let http = response as? HTTPURLResponse else { throw SyncError(.protocolViolation, "the answer from \(url.path) is not HTTP") }
         var fields: [String: String] = [:]
         for (name, value) in http.allHeaderFields {
             if let name = name as? String, let value = value as? String { fields[name.lowercased()] = value }
         }
-        return Response(status: http.statusCode, headers: fields, body: data, url: url)
+        return Response(status: http.statusCode, headers: fields, body: data, url: url, maximumValues: limits.maximumValues)
+    }
+
+    /// Refuses plain `http://` to a host other than this machine, unless allowed: the password,
+    /// the session and the data would cross the network readable by anyone on the way.
+    package static func checkTransport(_ url: URL, allowInsecureHTTP: Bool) throws(SyncError) {
+        guard url.scheme?.lowercased() == "http", !allowInsecureHTTP else { return }
+        let host = (url.host ?? "").lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        if host == "localhost" || host == "::1" || host.hasPrefix("127.") { return }
+        throw SyncError(
+            .insecureTransport,
+            "refusing plain http:// to \(host.isEmpty ? "the server" : host): passwords, sessions and data would cross the network unencrypted; use https://, or allow it with allowInsecureHTTP (satchel: --insecure)")
     }
 
     /// The `Authorization` header of HTTP basic auth for `credentials`.
@@ -100,5 +129,173 @@ package struct SyncHTTPClient: Sendable {
         if !query.isEmpty { text += "?" + query.map { "\(escape($0.0))=\(escape($0.1))" }.joined(separator: "&") }
         guard let url = URL(string: text) else { throw SyncError(.protocolViolation, "cannot make a URL of \(text)") }
         return url
+    }
+}
+
+/// The URL session behind a ``SyncHTTPClient`` and the delegate that reads its answers: each
+/// body is collected up to its limit, and the exchange fails the moment it passes it, or runs
+/// past the longest a request may take; a hostile or broken server cannot make the client hold
+/// more than the limit or wait for ever. Redirects to plain `http://` elsewhere are refused like
+/// requests.
+///
+/// What swift-corelibs-foundation's URLSession (Linux, Swift 6.3) does not do, seen against a
+/// loopback server streaming without end: a cancelled task goes on reading, to the end of the
+/// body or for ever, and may never report its end; `timeoutIntervalForResource` is not
+/// enforced. So an exchange that fails ends at once for the caller (its bytes are dropped as
+/// they come), and its session, with its connections, is thrown away (`invalidateAndCancel`,
+/// which does end the transfer) and replaced by a fresh one; a watchdog stands in for the
+/// resource timeout. The session is invalidated too when the client goes (a session keeps its
+/// delegate until then).
+private final class Transport: Sendable {
+    private let session: Mutex<URLSession>
+    let delegate: AnswerCollector
+    let timeout: TimeInterval
+    let maximumDuration: TimeInterval
+
+    init(timeout: TimeInterval, allowInsecureHTTP: Bool, maximumDuration: TimeInterval) {
+        let delegate = AnswerCollector(allowInsecureHTTP: allowInsecureHTTP)
+        self.delegate = delegate
+        self.timeout = timeout
+        self.maximumDuration = maximumDuration
+        session = Mutex(Self.makeSession(timeout: timeout, delegate: delegate))
+        delegate.onAbort { [weak self] session in self?.replace(session) }
+    }
+
+    deinit { session.withLock { $0 }.invalidateAndCancel() }
+
+    static func makeSession(timeout: TimeInterval, delegate: AnswerCollector) -> URLSession {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.httpShouldSetCookies = false
+        configuration.httpCookieAcceptPolicy = .never
+        configuration.httpCookieStorage = nil
+        configuration.urlCache = nil
+        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
+        configuration.timeoutIntervalForRequest = timeout
+        return URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
+    }
+
+    /// Replaces `old` (when it is still the current session) and throws it away with its
+    /// connections and tasks.
+    func replace(_ old: URLSession) {
+        let replaced = session.withLock { current -> Bool in
+            guard current === old else { return false }
+            current = Self.makeSession(timeout: timeout, delegate: delegate)
+            return true
+        }
+        if replaced { DispatchQueue.global().async { old.invalidateAndCancel() } }
+    }
+
+    func exchange(_ request: URLRequest, maximumBytes: Int) async throws(SyncError) -> (Data, URLResponse) {
+        let url = request.url
+        let task = session.withLock { $0 }.dataTask(with: request)
+        let (delegate, seconds) = (self.delegate, maximumDuration)
+        let watchdog = Task {
+            try await Task.sleep(for: .milliseconds(Int64(seconds * 1000)))
+            delegate.fail(task, SyncError(.network, "no whole answer from \(url?.host ?? "the server") within \(Int(seconds)) s (AnswerLimits.maximumDuration)"))
+        }
+        defer { watchdog.cancel() }
+        do {
+            return try await withTaskCancellationHandler {
+                try await withCheckedThrowingContinuation { continuation in
+                    delegate.begin(task, maximumBytes: maximumBytes, continuation)
+                    task.resume()
+                }
+            } onCancel: {
+                delegate.fail(task, SyncError(.cancelled, "the request to \(url?.path ?? "the server") was cancelled"))
+            }
+        } catch let error as SyncError {
+            throw error
+        } catch {
+            let path = url?.path ?? ""
+            if Task.isCancelled || (error as? URLError)?.code == .cancelled {
+                throw SyncError(.cancelled, "the request to \(path) was cancelled")
+            }
+            throw SyncError(.network, "no answer from \(url?.host ?? "the server"): \(error.localizedDescription)")
+        }
+    }
+}
+
+/// The sessions' delegate: one ``Exchange`` per task under way.
+private final class AnswerCollector: NSObject, URLSessionDataDelegate, Sendable {
+    struct Exchange: Sendable {
+        var data = Data()
+        var maximumBytes: Int
+        var continuation: CheckedContinuation<(Data, URLResponse), any Error>
+    }
+
+    let allowInsecureHTTP: Bool
+    private let exchanges = Mutex<[ObjectIdentifier: Exchange]>([:])
+    private let abort = Mutex<(@Sendable (URLSession) -> Void)?>(nil)
+
+    init(allowInsecureHTTP: Bool) { self.allowInsecureHTTP = allowInsecureHTTP }
+
+    /// What to do with a session whose transfer must stop.
+    func onAbort(_ handler: @escaping @Sendable (URLSession) -> Void) { abort.withLock { $0 = handler } }
+
+    func begin(_ task: URLSessionTask, maximumBytes: Int, _ continuation: CheckedContinuation<(Data, URLResponse), any Error>) {
+        exchanges.withLock { $0[ObjectIdentifier(task)] = Exchange(maximumBytes: maximumBytes, continuation: continuation) }
+    }
+
+    /// Ends the exchange of `task` now with `failure` (unless it ended already) and throws its
+    /// session away, which is what stops the transfer (see ``Transport``).
+    func fail(_ task: URLSessionTask, _ failure: SyncError, in session: URLSession? = nil) {
+        guard let exchange = exchanges.withLock({ $0.removeValue(forKey: ObjectIdentifier(task)) }) else { return }
+        exchange.continuation.resume(throwing: failure)
+        if let session { abort.withLock { $0 }?(session) } else { DispatchQueue.global().async { task.cancel() } }
+    }
+
+    private func tooLarge(_ task: URLSessionTask, _ limit: Int) -> SyncError {
+        SyncError(.answerTooLarge, "the answer from \(task.originalRequest?.url?.path ?? "the server") is larger than \(limit) bytes: refused (see AnswerLimits)")
+    }
+
+    func urlSession(
+        _ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
+        completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void
+    ) {
+        let limit = exchanges.withLock { $0[ObjectIdentifier(dataTask)]?.maximumBytes } ?? .max
+        if response.expectedContentLength > Int64(limit) { fail(dataTask, tooLarge(dataTask, limit), in: session) }
+        completionHandler(.allow)
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        let over = exchanges.withLock { exchanges -> Int? in
+            let key = ObjectIdentifier(dataTask)
+            guard var exchange = exchanges[key] else { return nil }
+            guard exchange.data.count + data.count <= exchange.maximumBytes else { return exchange.maximumBytes }
+            // The buffer is taken out of the dictionary while it grows, so appending does not
+            // copy it.
+            exchanges[key] = nil
+            exchange.data.append(data)
+            exchanges[key] = exchange
+            return nil
+        }
+        if let over { fail(dataTask, tooLarge(dataTask, over), in: session) }
+    }
+
+    func urlSession(
+        _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse, newRequest request: URLRequest,
+        completionHandler: @escaping @Sendable (URLRequest?) -> Void
+    ) {
+        if let url = request.url {
+            do throws(SyncError) {
+                try SyncHTTPClient.checkTransport(url, allowInsecureHTTP: allowInsecureHTTP)
+            } catch {
+                fail(task, SyncError(.insecureTransport, "a redirect to \(url.host ?? "another host"): \(error.message)"))
+                completionHandler(nil)
+                return
+            }
+        }
+        completionHandler(request)
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+        guard let exchange = exchanges.withLock({ $0.removeValue(forKey: ObjectIdentifier(task)) }) else { return }
+        if let error {
+            exchange.continuation.resume(throwing: error)
+        } else if let response = task.response {
+            exchange.continuation.resume(returning: (exchange.data, response))
+        } else {
+            exchange.continuation.resume(throwing: SyncError(.protocolViolation, "no answer from \(task.originalRequest?.url?.path ?? "the server")"))
+        }
     }
 }

@@ -1,0 +1,116 @@
+import Foundation
+import LoopbackSupport
+import Satchel
+import Testing
+
+@testable import SatchelSync
+
+/// What every adapter's HTTP goes through (`SyncHTTPClient`), against a server that answers
+/// like a broken or hostile one: each answer is refused with a typed error, within the stated
+/// limits, and nothing hangs.
+@Suite("Hostile answers are refused within bounds")
+struct HostileAnswerTests {
+    /// Runs `body` with a hostile server answering `/answer` with `answer`.
+    func with(_ answer: HostileServer.Answer, _ body: (HostileServer, URL) async throws -> Void) async throws {
+        let server = try await HostileServer.start(["/answer": answer])
+        do {
+            try await body(server, server.url.appendingPathComponent("answer"))
+        } catch {
+            await server.stop()
+            throw error
+        }
+        await server.stop()
+    }
+
+    @Test("a 200 MB body, announced or chunked, and a body that never ends stop at the answer limit (32 MiB by default)", arguments: [
+        "announced", "chunked", "endless",
+    ])
+    func hugeBodies(_ kind: String) async throws {
+        let answer: HostileServer.Answer = switch kind {
+        case "announced": .huge(bytes: 200 << 20, announced: true)
+        case "chunked": .huge(bytes: 200 << 20, announced: false)
+        default: .endless
+        }
+        try await with(answer) { server, url in
+            let client = SyncHTTPClient(timeout: 30)
+            let error = await #expect(throws: SyncError.self) { try await client.send("GET", url) }
+            #expect(error?.code == .answerTooLarge)
+            #expect(error?.message.contains("larger than \(32 << 20) bytes") == true)
+            // The client kept none of it (the bytes past the limit are dropped as they come), and
+            // the transfer ends: the session that read it is thrown away with its connection, so
+            // a body that never ends stops flowing.
+            let settled = try await Self.settles(server)
+            #expect(settled, "the server is still sending: \(server.bytesSent) bytes")
+        }
+    }
+
+    /// Whether the server stops sending within 20 seconds (polled every 100 ms).
+    static func settles(_ server: HostileServer) async throws -> Bool {
+        var last = server.bytesSent
+        for _ in 0..<200 {
+            try await Task.sleep(for: .milliseconds(100))
+            if server.bytesSent == last { return true }
+            last = server.bytesSent
+        }
+        return false
+    }
+
+    @Test("a download may be larger than an answer, up to its own limit")
+    func downloadLimit() async throws {
+        try await with(.huge(bytes: 3 << 20, announced: false)) { _, url in
+            let client = SyncHTTPClient(timeout: 30, limits: AnswerLimits(maximumBytes: 1 << 20, maximumDownloadBytes: 4 << 20))
+            await #expect(throws: SyncError.self) { try await client.send("GET", url) }
+            let answer = try await client.send("GET", url, maximumBytes: client.limits.maximumDownloadBytes)
+            #expect(answer.body.count == 3 << 20)
+        }
+    }
+
+    @Test("ten million values in 20 MB and 100,000 levels of nesting are protocol violations, not a tree in memory")
+    func manyValuesAndDeepNesting() async throws {
+        try await with(.array(count: 10_000_000)) { _, url in
+            let answer = try await SyncHTTPClient(timeout: 30).send("GET", url)
+            #expect(answer.body.count == 20_000_001)
+            let error = #expect(throws: SyncError.self) { try answer.json("a page") }
+            #expect(error?.code == .protocolViolation)
+            #expect(error?.message.contains("more than 2000000 values") == true)
+        }
+        try await with(.nested(depth: 100_000)) { _, url in
+            let answer = try await SyncHTTPClient(timeout: 30).send("GET", url)
+            let error = #expect(throws: SyncError.self) { try answer.json("a page") }
+            #expect(error?.code == .protocolViolation)
+            #expect(error?.message.contains("nesting deeper than \(JSONValue.maxDepth) levels") == true)
+        }
+    }
+
+    @Test("an answer that trickles forever ends at the longest a request may take")
+    func trickle() async throws {
+        try await with(.trickle(interval: .milliseconds(100))) { _, url in
+            let client = SyncHTTPClient(timeout: 30, limits: AnswerLimits(maximumDuration: 2))
+            let started = ContinuousClock.now
+            let error = await #expect(throws: SyncError.self) { try await client.send("GET", url) }
+            #expect(error?.code == .network)
+            // Well before the 30 s idle timeout, which a trickle never trips.
+            #expect(ContinuousClock.now - started < .seconds(20))
+        }
+    }
+
+    @Test("plain http:// is refused for other hosts, and so is a redirect to one; loopback and https pass; allowInsecureHTTP lets it through")
+    func insecureTransport() async throws {
+        for text in ["http://example.com/v1", "http://10.0.0.7:8888/", "HTTP://db.internal/parse"] {
+            let error = #expect(throws: SyncError.self) { try SyncHTTPClient.checkTransport(URL(string: text)!, allowInsecureHTTP: false) }
+            #expect(error?.code == .insecureTransport)
+            #expect(error?.message.contains("--insecure") == true)
+            #expect(throws: Never.self) { try SyncHTTPClient.checkTransport(URL(string: text)!, allowInsecureHTTP: true) }
+        }
+        for text in ["http://127.0.0.1:9/", "http://localhost/v1", "http://[::1]:8080/", "https://example.com/v1"] {
+            #expect(throws: Never.self) { try SyncHTTPClient.checkTransport(URL(string: text)!, allowInsecureHTTP: false) }
+        }
+        // Refused before anything is sent: no connection is tried (this address answers nothing).
+        let refused = await #expect(throws: SyncError.self) { try await SyncHTTPClient(timeout: 30).send("GET", URL(string: "http://192.0.2.1/v1/")!) }
+        #expect(refused?.code == .insecureTransport)
+        try await with(.redirect(location: "http://192.0.2.1/stolen")) { _, url in
+            let error = await #expect(throws: SyncError.self) { try await SyncHTTPClient(timeout: 30).send("GET", url) }
+            #expect(error?.code == .insecureTransport)
+        }
+    }
+}
