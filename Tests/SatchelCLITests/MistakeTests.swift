@@ -52,6 +52,23 @@ struct MistakeTests {
         #expect(operatorInJSON.status == 0 && operatorInJSON.lines == ["0"])
     }
 
+    @Test("plain http:// to another host is refused in one line pointing at --insecure, for every backend; the store is as it was")
+    func insecureTransport() async throws {
+        let shop = try await Shop()
+        let before = try await shop.run(["export", "Product"]).stdout
+        let attempts: [[String]] = [
+            ["--backend", "rhoconnect", "--url", "http://192.0.2.1:9292/", "--user", "u", "--password", "p"],
+            ["--backend", "kinto", "--url", "http://192.0.2.1:8888/v1", "--bucket", "b", "--user", "u", "--password", "p"],
+            ["--backend", "parse", "--url", "http://192.0.2.1:1337/parse", "--app-id", "a", "--user", "u", "--password", "p"],
+            ["--backend", "salesforce", "--url", "http://192.0.2.1", "--token", "t"],
+        ]
+        for backend in attempts {
+            Self.expectFailure(try await shop.run(["sync"] + backend + ["--model", "Product"]), 1, "refusing plain http:// to 192.0.2.1")
+            Self.expectFailure(try await shop.run(["sync"] + backend + ["--model", "Product"]), 1, "--insecure")
+        }
+        #expect(try await shop.run(["export", "Product"]).stdout == before)
+    }
+
     @Test("a model the store has never seen is an error naming its models, nearest first; index makes no model")
     func unknownModels() async throws {
         let shop = try await Shop()

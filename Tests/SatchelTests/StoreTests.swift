@@ -56,6 +56,26 @@ struct StoreTests {
         }
     }
 
+    @Test("a store's directory, its partitions and its blob files are the owner's alone; a store made by an older version is narrowed on open")
+    func ownerOnly() throws {
+        func mode(_ path: String) throws -> Int { try #require(FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int) }
+        let directory = TemporaryDirectory()
+        let path = directory.child("store")
+        let store = try Store(path: path)
+        let photo = try store.blobs.put(Data("bytes".utf8))
+        #expect(try mode(path) == 0o700)
+        for partition in Partition.allCases { #expect(try mode(path + "/" + partition.rawValue) == 0o700, "\(partition)") }
+        #expect(try mode(store.blobs.directory.path) == 0o700)
+        #expect(try mode(try #require(store.blobs.url(for: photo)).path) == 0o600)
+        try store.close()
+        // As an older version left it: everyone may read the partitions.
+        for partition in Partition.allCases {
+            try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: path + "/" + partition.rawValue)
+        }
+        try Store(path: path).close()
+        for partition in Partition.allCases { #expect(try mode(path + "/" + partition.rawValue) == 0o700, "\(partition)") }
+    }
+
     @Test("a given object id is kept; a duplicate create is refused")
     func givenIDs() throws {
         try withTemporaryStore { store in

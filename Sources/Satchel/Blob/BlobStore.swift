@@ -44,6 +44,8 @@ public struct BlobStore: Sendable {
             }
             do {
                 try data.write(to: url, options: .atomic)
+                // In a directory only the owner can enter; the file's own mode says the same.
+                try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: url.path)
             } catch {
                 throw SatchelError(.io, "cannot write blob \(name): \(error.localizedDescription)")
             }
@@ -92,7 +94,7 @@ public struct BlobStore: Sendable {
 
     private func ensureDirectory() throws {
         do {
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         } catch {
             throw SatchelError(.io, "cannot create \(directory.path): \(error.localizedDescription)")
         }

@@ -132,7 +132,8 @@ public final class Store: Sendable {
                 throw SatchelError(.storeMissing, "no store at \(path)")
             }
             do {
-                try fileManager.createDirectory(atPath: path, withIntermediateDirectories: true)
+                // Readable by the owner only: the store holds the user's data and the session.
+                try fileManager.createDirectory(atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
             } catch {
                 throw SatchelError(.io, "cannot create the store directory \(path): \(error.localizedDescription)")
             }
@@ -152,8 +153,10 @@ public final class Store: Sendable {
         let base = URL(fileURLWithPath: path)
         // Open the three partitions; on failure the ones already open close as they deinit.
         func open(_ partition: Partition) throws(SatchelError) -> LevelDB {
+            let directory = base.appendingPathComponent(partition.rawValue).path
+            Self.restrictToOwner(directory, creating: configuration.createIfMissing)
             do throws(SatchelError) {
-                return try LevelDB(path: base.appendingPathComponent(partition.rawValue).path, options: options)
+                return try LevelDB(path: directory, options: options)
             } catch {
                 if error.code == .locked {
                     configuration.logger.error("the store is open elsewhere", metadata: ["path": "\(path)", "partition": "\(partition.rawValue)"])
@@ -179,6 +182,22 @@ public final class Store: Sendable {
         // rewriting them: before anything reads those models. A failure leaves them for the
         // next sync (and `verify` reports them).
         try? finishRewrites()
+    }
+
+    /// Makes a partition's directory readable by the owner only (creating it so when allowed),
+    /// before LevelDB writes into it: LevelDB makes its files readable by everyone (0644), so
+    /// the directory is what keeps other users out, the directory the app gave included. A
+    /// directory made by an older version is narrowed the same way; failing that (another
+    /// owner), it is left as it is.
+    static func restrictToOwner(_ directory: String, creating: Bool) {
+        let fileManager = FileManager.default
+        if fileManager.fileExists(atPath: directory) {
+            if let mode = (try? fileManager.attributesOfItem(atPath: directory))?[.posixPermissions] as? Int, mode & 0o077 != 0 {
+                try? fileManager.setAttributes([.posixPermissions: mode & 0o700], ofItemAtPath: directory)
+            }
+        } else if creating {
+            try? fileManager.createDirectory(atPath: directory, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        }
     }
 
     /// Closes the store. Idempotent.
