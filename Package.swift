@@ -198,6 +198,15 @@ let package = Package(
             ],
             swiftSettings: settings
         ),
+        // The crash campaign (scripts/crash-campaign.sh): kills the satchel executable at random
+        // moments of an import, a transaction writer, a pull, a push and an index build, and
+        // checks the store after each kill.
+        .executableTarget(
+            name: "CrashCampaign",
+            dependencies: ["Satchel", "SatchelSync", "SatchelTestSupport", "RhoConnectTestServer"],
+            path: "Tests/CrashCampaign",
+            swiftSettings: settings
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

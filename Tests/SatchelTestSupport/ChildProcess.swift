@@ -26,9 +26,11 @@ public enum ChildProcess {
 
     /// Runs `executable` with `arguments` (without the program name) and `environment` (the
     /// caller's when nil) and waits for it. When `killWhen` holds for what the child has written
-    /// on stderr so far, the child is killed with SIGKILL, as a crash would stop it.
+    /// on stderr so far, or once `killAfter` has passed, the child is killed with SIGKILL, as a
+    /// crash would stop it.
     public static func run(
-        _ executable: String, _ arguments: [String], environment: [String: String]? = nil, killWhen: ((String) -> Bool)? = nil
+        _ executable: String, _ arguments: [String], environment: [String: String]? = nil, killWhen: ((String) -> Bool)? = nil,
+        killAfter: Duration? = nil
     ) throws -> Result {
         var output: [Int32] = [-1, -1]
         var errors: [Int32] = [-1, -1]
@@ -72,7 +74,8 @@ public enum ChildProcess {
             close(output[0]); close(errors[0])
             throw Failure(description: "cannot run \(executable): \(String(cString: strerror(spawned)))")
         }
-        let (stdout, stderr) = drain(output[0], errors[0]) { stderr in
+        let deadline = killAfter.map { ContinuousClock.now + $0 }
+        let (stdout, stderr) = drain(output[0], errors[0], deadline: deadline, atDeadline: { kill(pid, SIGKILL) }) { stderr in
             guard let killWhen, killWhen(String(decoding: stderr, as: UTF8.self)) else { return false }
             kill(pid, SIGKILL)
             return true
@@ -90,28 +93,46 @@ public enum ChildProcess {
     /// in-process servers other tests run meanwhile.
     public static func detached(
         _ executable: String, _ arguments: [String], environment: [String: String]? = nil,
-        killWhen: (@Sendable (String) -> Bool)? = nil
+        killWhen: (@Sendable (String) -> Bool)? = nil, killAfter: Duration? = nil
     ) async throws -> Result {
         try await withCheckedThrowingContinuation { continuation in
             Thread.detachNewThread {
-                continuation.resume(with: Swift.Result { try run(executable, arguments, environment: environment, killWhen: killWhen) })
+                continuation.resume(with: Swift.Result {
+                    try run(executable, arguments, environment: environment, killWhen: killWhen, killAfter: killAfter)
+                })
             }
         }
     }
 
     /// Reads both pipes to their ends (together, so that a child filling one cannot block),
     /// then closes them. `stop` sees the second pipe's data after each read, until it returns
-    /// true.
-    private static func drain(_ first: Int32, _ second: Int32, stop: (Data) -> Bool) -> (Data, Data) {
+    /// true; `atDeadline` runs once when `deadline` passes first.
+    private static func drain(
+        _ first: Int32, _ second: Int32, deadline: ContinuousClock.Instant? = nil, atDeadline: () -> Void = {}, stop: (Data) -> Bool
+    ) -> (Data, Data) {
+        var deadline = deadline
         var data = [Data(), Data()]
         var stopped = false
         var fds = [pollfd(fd: first, events: Int16(POLLIN), revents: 0), pollfd(fd: second, events: Int16(POLLIN), revents: 0)]
         var buffer = [UInt8](repeating: 0, count: 65536)
         while fds.contains(where: { $0.fd >= 0 }) {
-            if poll(&fds, nfds_t(fds.count), -1) < 0 {
+            var timeout: Int32 = -1
+            if let due = deadline {
+                let left = ContinuousClock.now.duration(to: due)
+                if left <= .zero {
+                    atDeadline()
+                    deadline = nil
+                    continue
+                }
+                let (seconds, attoseconds) = left.components
+                timeout = Int32(min(Int64(Int32.max), seconds * 1000 + attoseconds / 1_000_000_000_000_000 + 1))
+            }
+            let ready = poll(&fds, nfds_t(fds.count), timeout)
+            if ready < 0 {
                 if errno == EINTR { continue }
                 break
             }
+            if ready == 0 { continue }
             for index in fds.indices where fds[index].fd >= 0 && fds[index].revents != 0 {
                 let n = read(fds[index].fd, &buffer, buffer.count)
                 if n > 0 {
