@@ -153,6 +153,10 @@ struct KeyEncoder {
 struct KeyDecoder {
     private let bytes: UnsafeRawBufferPointer
     private(set) var position: Int
+    /// Arrays and objects open around the element being read: each level is a call deeper, so
+    /// damaged bytes (a run of `40`s) could otherwise overflow the stack. No encoder nests
+    /// deeper than a JSON value may (``JSONValue/maxDepth``).
+    private var depth = 0
 
     init(_ bytes: UnsafeRawBufferPointer, from position: Int = 0) {
         self.bytes = bytes
@@ -163,6 +167,12 @@ struct KeyDecoder {
 
     private func corrupt(_ reason: String) -> SatchelError {
         SatchelError(.corruption, "undecodable key at byte \(position): \(reason)")
+    }
+
+    /// Opens one more level of nesting, refusing more than a JSON value may hold.
+    private mutating func enter() throws(SatchelError) {
+        guard depth < JSONValue.maxDepth else { throw corrupt("nesting deeper than \(JSONValue.maxDepth) levels") }
+        depth += 1
     }
 
     mutating func readFamily() throws(SatchelError) -> KeyFamily {
@@ -249,11 +259,13 @@ struct KeyDecoder {
             }
             throw corrupt("unterminated string")
         case KeyCodec.Tag.array, KeyCodec.Tag.object:
+            try enter()
             position += 1
             while true {
                 guard position < bytes.count else { throw corrupt("unterminated container") }
                 if bytes[position] == KeyCodec.Tag.end {
                     position += 1
+                    depth -= 1
                     return
                 }
                 try skipValue()
@@ -290,21 +302,25 @@ struct KeyDecoder {
             return .double(d)
         case KeyCodec.Tag.string: return .string(try readEscapedString())
         case KeyCodec.Tag.array:
+            try enter()
             var elements: [JSONValue] = []
             while true {
                 guard position < bytes.count else { throw corrupt("unterminated array") }
                 if bytes[position] == KeyCodec.Tag.end {
                     position += 1
+                    depth -= 1
                     return .array(elements)
                 }
                 elements.append(try readValue())
             }
         case KeyCodec.Tag.object:
+            try enter()
             var members: [JSONObject.Member] = []
             while true {
                 guard position < bytes.count else { throw corrupt("unterminated object") }
                 if bytes[position] == KeyCodec.Tag.end {
                     position += 1
+                    depth -= 1
                     return .object(JSONObject(unsortedMembers: members))
                 }
                 let name = try readString()
