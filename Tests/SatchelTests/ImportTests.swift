@@ -157,6 +157,35 @@ struct ImportTests {
         }
     }
 
+    @Test(
+        "hostile files are refused whole within bounded memory: a 33 MB item, ten million values in one item, 100,000 levels, a pipe",
+        arguments: ["huge", "values", "nesting", "pipe"])
+    func hostileFiles(_ kind: String) throws {
+        let directory = TemporaryDirectory()
+        let url = URL(fileURLWithPath: directory.child("hostile.jsonl"))
+        let good = #"{"object":"first","n":1}"# + "\n"
+        switch kind {
+        case "huge": try Data((good + #"{"a":""# + String(repeating: "x", count: 33 << 20) + "\"}\n").utf8).write(to: url)
+        case "values": try Data((good + #"{"a":["# + String(repeating: "0,", count: 9_999_999) + "0]}\n").utf8).write(to: url)
+        case "nesting": try Data((good + #"{"a":"# + String(repeating: "[", count: 100_000) + String(repeating: "]", count: 100_000) + "}\n").utf8).write(to: url)
+        default: #expect(mkfifo(url.path, 0o600) == 0)  // nothing ever writes to it: opening it would wait for ever
+        }
+        try withTemporaryStore { store in
+            let model = try store.model("Product")
+            let before = try dump(store)
+            let error = #expect(throws: SatchelError.self) { try store.importObjects(from: url, into: model) }
+            let expected: [String: (SatchelError.Code, String)] = [
+                "huge": (.malformedJSON, "an item longer than \(32 << 20) bytes"), "values": (.malformedJSON, "more than 2000000 values"),
+                "nesting": (.malformedJSON, "nesting deeper than 256 levels"), "pipe": (.invalidArgument, "is not a regular file"),
+            ]
+            #expect(error?.code == expected[kind]?.0)
+            #expect(error?.message.contains(expected[kind]!.1) == true, "\(String(describing: error))")
+            #expect(try dump(store) == before, "nothing written, not even the good first item")
+            #expect(throws: SatchelError.self) { try store.importGraph(from: url, model: "Graph") }
+            #expect(store.existingModel("Graph") == nil)
+        }
+    }
+
     @Test("a 5 MB value spans many chunks and imports whole")
     func hugeItem() throws {
         let directory = TemporaryDirectory()

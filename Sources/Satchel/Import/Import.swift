@@ -106,7 +106,7 @@ extension Store {
     static func object(from item: JSONItemReader.Item) throws -> JSONObject {
         let value: JSONValue
         do {
-            value = try item.bytes.withUnsafeBufferPointer { try JSONParser.parse($0) }
+            value = try item.bytes.withUnsafeBufferPointer { try JSONParser.parse($0, maxValues: JSONItemReader.maximumItemValues) }
         } catch let failure as JSONParser.Failure {
             let (line, column) = Self.position(of: failure.offset, in: item)
             throw SatchelError(.malformedJSON, "line \(line), column \(column) (item \(item.index + 1)): \(failure.reason)")

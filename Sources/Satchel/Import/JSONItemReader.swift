@@ -36,7 +36,21 @@ struct JSONItemReader {
     /// How much of the file one read takes (1 MiB).
     static let defaultChunkSize = 1 << 20
 
+    /// The longest item an import reads (32 MiB), and the most array elements and object
+    /// members one item may hold (2,000,000): what bounds an import's memory whatever the file
+    /// holds (one huge value, millions of tiny ones). The same limits as a server's answer
+    /// (`AnswerLimits` of SatchelSync).
+    static let maximumItemBytes = 32 << 20
+    static let maximumItemValues = 2_000_000
+
+    /// A reader of the regular file at `url`. Anything else (a pipe, a device) is refused before
+    /// it is opened: an import reads its file twice, checking all of it before writing, and a
+    /// stream may never end.
     init(url: URL, chunkSize: Int = defaultChunkSize) throws {
+        if let type = (try? FileManager.default.attributesOfItem(atPath: url.path))?[.type] as? FileAttributeType, type != .typeRegular {
+            throw SatchelError(
+                .invalidArgument, "\(url.path) is not a regular file: an import reads its file twice (checking all of it before writing anything); save the data to a file first")
+        }
         do {
             handle = try FileHandle(forReadingFrom: url)
         } catch {
@@ -156,6 +170,9 @@ struct JSONItemReader {
         let isContainer = first == UInt8(ascii: "{") || first == UInt8(ascii: "[")
         let isString = first == UInt8(ascii: "\"")
         while true {
+            if i - start > Self.maximumItemBytes {
+                throw SatchelError(.malformedJSON, "line \(line): an item longer than \(Self.maximumItemBytes) bytes (the most an import reads as one object): the file is refused")
+            }
             while i < buffer.count {
                 let c = buffer[i]
                 if c == 0x0A { line += 1 }
