@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-all_targets=(json key import)
+all_targets=(json key import rhoconnect kinto parse salesforce)
 seconds=${1:-60}
 if [ $# -gt 0 ]; then shift; fi
 targets=("$@")

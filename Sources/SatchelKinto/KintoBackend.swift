@@ -166,11 +166,22 @@ public final class KintoBackend: SyncBackend {
         default:
             try check(answer, what)
         }
+        return try pullPage(answer, since: cursor.since, what: what)
+    }
+
+    /// A record list in the engine's terms: live records as upserts, tombstones as deletes, and
+    /// the cursor past them (the highest `last_modified` reached from `since`, and `Next-Page`
+    /// while there is one). Package-visible so that the fuzz targets read answers through the
+    /// code a pull runs.
+    ///
+    /// - Throws: ``SyncError`` `.protocolViolation` for an answer that is not a record list, or
+    ///   whose next page is on another server.
+    package func pullPage(_ answer: SyncHTTPClient.Response, since: Int64?, what: String) throws(SyncError) -> PullPage {
         guard let records = try answer.json(what)["data"]?.arrayValue else {
             throw SyncError(.protocolViolation, "\(what): the answer has no `data` list")
         }
         var page = PullPage()
-        var since = cursor.since
+        var since = since
         for value in records {
             guard let record = KintoMapping.record(value) else {
                 throw SyncError(.protocolViolation, "\(what): a record without a string `id` and an integer `last_modified`")
@@ -270,6 +281,23 @@ public final class KintoBackend: SyncBackend {
         let body: JSONObject = ["requests": .array(requests)]
         let answer = try await send("POST", root("batch"), body: Data(body.jsonBytes), what: what)
         try check(answer, what)
+        var (results, retry) = try Self.batchOutcomes(answer, changes: changes, mayCreateCollection: mayCreateCollection, what: what)
+        if !retry.isEmpty {
+            try await ensureCollection(model)
+            results += try await pushBatch(retry, model: model, mayCreateCollection: false)
+        }
+        return results
+    }
+
+    /// What a `/batch` answer says of `changes`, one response each in order: their outcomes, and
+    /// the changes to send again once their collection is created (when `mayCreateCollection`).
+    /// Package-visible so that the fuzz targets read answers through the code a push runs.
+    ///
+    /// - Throws: ``SyncError`` `.protocolViolation` for an answer that does not hold one response
+    ///   with a status per change; `.unauthorized` for a `401`.
+    package static func batchOutcomes(
+        _ answer: SyncHTTPClient.Response, changes: [OutgoingChange], mayCreateCollection: Bool, what: String
+    ) throws(SyncError) -> (results: [PushResult], retry: [OutgoingChange]) {
         guard let responses = try answer.json(what)["responses"]?.arrayValue, responses.count == changes.count else {
             throw SyncError(.protocolViolation, "\(what): the batch answer does not hold one response per request")
         }
@@ -284,13 +312,9 @@ public final class KintoBackend: SyncBackend {
                 retry.append(change)
                 continue
             }
-            results.append(PushResult(id: change.id, outcome: try Self.outcome(of: change, status: status, body: body, what)))
+            results.append(PushResult(id: change.id, outcome: try outcome(of: change, status: status, body: body, what)))
         }
-        if !retry.isEmpty {
-            try await ensureCollection(model)
-            results += try await pushBatch(retry, model: model, mayCreateCollection: false)
-        }
-        return results
+        return (results, retry)
     }
 
     /// An update that removes attributes, sent on its own as a JSON merge patch (RFC 7396), in

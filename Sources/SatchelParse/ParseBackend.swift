@@ -195,9 +195,24 @@ public final class ParseBackend: SyncBackend {
         if let includes = configuration.includes[request.model.name], !includes.isEmpty { query.append(("include", includes.joined(separator: ","))) }
         let answer = try await send("GET", try endpoint("classes/\(SyncHTTPClient.escape(request.model.name))", query), session: request.session, what: what)
         try check(answer, what)
+        return try pullPage(answer, after: request.cursor, limited: limited, metadata: request.metadata, what: what)
+    }
+
+    /// A query's results in the engine's terms: objects as upserts (objects nested in them as
+    /// related ones), the wire types seen, and the cursor past them. The rows must follow
+    /// `cursor` in `(updatedAt, objectId)` order unless the pull is a `limited` first one, which
+    /// is done at once. Package-visible so that the fuzz targets read answers through the code a
+    /// pull runs.
+    ///
+    /// - Throws: ``SyncError`` `.protocolViolation` for an answer without a `results` list, an
+    ///   object without a string `objectId` and `updatedAt`, or rows out of order.
+    package func pullPage(
+        _ answer: SyncHTTPClient.Response, after cursor: JSONValue?, limited: Bool, metadata: JSONValue?, what: String
+    ) throws(SyncError) -> PullPage {
+        let cursor = Cursor(cursor)
         let results = try Self.results(answer, what)
         var page = PullPage()
-        var types = ParseMapping.WireTypes(metadata: request.metadata)
+        var types = ParseMapping.WireTypes(metadata: metadata)
         let known = types
         var last = cursor
         for value in results {
@@ -313,11 +328,8 @@ public final class ParseBackend: SyncBackend {
             }
             let answer = try await send("POST", try endpoint("batch"), body: ["requests": .array(requests)], session: request.session, what: what)
             try check(answer, what)
-            guard let responses = try answer.json(what).arrayValue, responses.count == chunk.count else {
-                throw SyncError(.protocolViolation, "\(what): the batch answer does not hold one result per request")
-            }
-            for (change, response) in zip(chunk, responses) {
-                var outcome = try Self.outcome(of: change, response, what, madeAs: made[change.id])
+            for (change, outcome) in zip(chunk, try Self.batchOutcomes(answer, changes: chunk, made: made, what: what)) {
+                var outcome = outcome
                 if case .rejected(let message, let code, nil) = outcome, change.kind == .update {
                     // The server's copy, for a rollback.
                     outcome = .rejected(message: message, code: code, serverCopy: try await serverCopy(change.id, request: request))
@@ -350,6 +362,25 @@ public final class ParseBackend: SyncBackend {
         if answer.status == 404 { return nil }
         try check(answer, what)
         return ParseMapping.decode(try answer.json(what), requireUpdatedAt: false, hiding: hiddenFields)?.object.attributes
+    }
+
+    /// What a `/batch` answer says of `changes`, one result each in order (`made`: the objects
+    /// earlier creates made, by local id). Package-visible so that the fuzz targets read answers
+    /// through the code a push runs.
+    ///
+    /// - Throws: ``SyncError`` `.protocolViolation` for an answer that does not hold one result
+    ///   per change, or a result with neither `success` nor `error`.
+    package static func batchOutcomes(
+        _ answer: SyncHTTPClient.Response, changes: [OutgoingChange], made: [String: String], what: String
+    ) throws(SyncError) -> [PushOutcome] {
+        guard let responses = try answer.json(what).arrayValue, responses.count == changes.count else {
+            throw SyncError(.protocolViolation, "\(what): the batch answer does not hold one result per request")
+        }
+        var outcomes: [PushOutcome] = []
+        for (change, response) in zip(changes, responses) {
+            outcomes.append(try outcome(of: change, response, what, madeAs: made[change.id]))
+        }
+        return outcomes
     }
 
     /// What one batch result says of `change`.

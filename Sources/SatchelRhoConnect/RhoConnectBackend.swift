@@ -204,7 +204,7 @@ public struct RhoConnectBackend: SyncBackend {
         case .legacy: url = try self.url("application", [("client_id", id), ("source_name", source)] + query)
         }
         let answer = try await send("GET", url, request.session, what: "query of \(source)")
-        var page = try RhoConnectPage(answer.json("query of \(source)")).pullPage(for: request.model)
+        var page = try Self.queryPage(answer, model: request.model)
         // The last page of a cycle has no token: keep the one it acknowledged as the cursor, so
         // the next cycle's first query sends it. The server ignores an old token when nothing is
         // pending, and resends a pending page for it — whereas a query without a token makes it
@@ -326,27 +326,51 @@ public struct RhoConnectBackend: SyncBackend {
             var entry: JSONObject = ["name": .string(source)]
             if let token { entry["token"] = .string(token) }
             let answer = try await send("POST", url, request.session, body: Self.body(["sources": [.object(entry)]]), what: "search of \(source)")
-            guard case .array(let elements) = try answer.json("search of \(source)") else {
-                throw SyncError(.protocolViolation, "search of \(source): the answer is not a JSON array")
-            }
-            var count = 0
-            token = nil
-            for element in elements {
-                guard case .array(let items) = element, !items.isEmpty else { continue }  // `[]`: nothing left for that source
-                if let message = Self.searchError(items) { throw SyncError(.server, "search of \(source): \(message)") }
-                let page = try RhoConnectPage(element, search: true)
-                guard page.source == source else {
-                    throw SyncError(.protocolViolation, "search of \(source): the server answered for source '\(page.source ?? "")'")
-                }
-                let objects = try page.pullPage(for: request.model)
-                found.upserts += objects.upserts
-                count += page.count
-                token = page.token
-            }
-            if count == 0 || token == nil { break }
+            let pages = try Self.searchAnswer(answer, model: request.model)
+            found.upserts += pages.upserts
+            token = pages.token
+            if pages.count == 0 || token == nil { break }
         }
         found.totalCount = found.upserts.count
         return found
+    }
+
+    /// The page a query answered, in the engine's terms, values read for `model`.
+    /// Package-visible so that the fuzz targets read answers through the code a pull runs.
+    ///
+    /// - Throws: ``SyncError`` `.versionMismatch` or `.protocolViolation` (see ``RhoConnectPage``).
+    package static func queryPage(_ answer: SyncHTTPClient.Response, model: ModelDefinition) throws(SyncError) -> PullPage {
+        try RhoConnectPage(answer.json("query of \(model.name)")).pullPage(for: model)
+    }
+
+    /// What one answer of a search of `model`'s source holds: the objects its pages found, the
+    /// count they announce, and the last page's token (nil when the server has nothing more).
+    /// Package-visible so that the fuzz targets read answers through the code a search runs.
+    ///
+    /// - Throws: ``SyncError`` `.server` for a `search-error`; `.protocolViolation` for an answer
+    ///   that is not a list of pages of that source.
+    package static func searchAnswer(
+        _ answer: SyncHTTPClient.Response, model: ModelDefinition
+    ) throws(SyncError) -> (upserts: [ServerObject], count: Int, token: String?) {
+        let source = model.name
+        guard case .array(let elements) = try answer.json("search of \(source)") else {
+            throw SyncError(.protocolViolation, "search of \(source): the answer is not a JSON array")
+        }
+        var upserts: [ServerObject] = []
+        var count = 0
+        var token: String?
+        for element in elements {
+            guard case .array(let items) = element, !items.isEmpty else { continue }  // `[]`: nothing left for that source
+            if let message = Self.searchError(items) { throw SyncError(.server, "search of \(source): \(message)") }
+            let page = try RhoConnectPage(element, search: true)
+            guard page.source == source else {
+                throw SyncError(.protocolViolation, "search of \(source): the server answered for source '\(page.source ?? "")'")
+            }
+            upserts += try page.pullPage(for: model).upserts
+            count += page.count
+            token = page.token
+        }
+        return (upserts, count, token)
     }
 
     /// The message of a `search-error` element, if `items` is one.

@@ -1,5 +1,5 @@
 public import Foundation
-import Satchel
+package import Satchel
 public import SatchelSync
 
 extension SalesforceBackend {
@@ -71,12 +71,32 @@ extension SalesforceBackend {
             answer = try await send("GET", try await api("query", [("q", soql)], session: request.session), headers: options, session: request.session, what: what)
         }
         try check(answer, what)
+        try readQueryAnswer(answer, into: &page, cursor: cursor.json, blobFields: Set(describe.blobFields), what: what)
+        cursor = Cursor(page.nextCursor)
+        if page.done {
+            let serverTime = answer.header("date").flatMap(Self.httpDate) ?? cursor.since.flatMap(Self.instant)
+            try await deletions(object, into: &page, cursor: &cursor, serverTime: serverTime, session: request.session)
+        }
+        page.nextCursor = cursor.json
+        return page
+    }
+
+    /// Reads a query's answer into `page`: its records as upserts (those at the cursor's second
+    /// that were applied already skipped), its total, whether it is done, and the cursor past it
+    /// (the newest second and the records at it, the next page's URL). Package-visible so that
+    /// the fuzz targets read answers through the code a pull runs.
+    ///
+    /// - Throws: ``SyncError`` `.protocolViolation` for an answer without `records` and `done`, a
+    ///   record without a string `Id`, or a next page on another server.
+    package func readQueryAnswer(
+        _ answer: SyncHTTPClient.Response, into page: inout PullPage, cursor: JSONValue?, blobFields: Set<String>, what: String
+    ) throws(SyncError) {
+        var cursor = Cursor(cursor)
         let body = try answer.json(what)
         guard let records = body["records"]?.arrayValue, let done = body["done"]?.boolValue else {
             throw SyncError(.protocolViolation, "\(what): the answer has no `records` list and `done` flag")
         }
         page.totalCount = body["totalSize"]?.intValue.map(Int.init)
-        let blobFields = Set(describe.blobFields)
         // Records at the newest second: their hashes, for the next pull to skip them.
         var newest: (since: String, at: [String: String])? = cursor.since.map { ($0, cursor.at) }
         for value in records {
@@ -124,12 +144,7 @@ extension SalesforceBackend {
             cursor.next = next
         }
         page.done = done
-        if done {
-            let serverTime = answer.header("date").flatMap(Self.httpDate) ?? cursor.since.flatMap(Self.instant)
-            try await deletions(object, into: &page, cursor: &cursor, serverTime: serverTime, session: request.session)
-        }
         page.nextCursor = cursor.json
-        return page
     }
 
     /// The describe while a query pages on: the one read in this process, or the stored one.

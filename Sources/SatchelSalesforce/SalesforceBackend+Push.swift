@@ -1,5 +1,5 @@
 import Foundation
-import Satchel
+package import Satchel
 public import SatchelSync
 
 extension SalesforceBackend {
@@ -65,15 +65,36 @@ extension SalesforceBackend {
         let body: Data? = records.map { Data(JSONObject(["allOrNone": false, "records": .array($0)]).jsonBytes) }
         let answer = try await send(method, try await api("composite/sobjects", query, session: request.session), body: body, session: request.session, what: what)
         try check(answer, what)
+        return try Self.compositeResults(answer, count: count, what: what)
+    }
+
+    /// The results of a composite answer, checked to be `count`, one per record sent.
+    /// Package-visible so that the fuzz targets read answers through the code a push runs.
+    ///
+    /// - Throws: ``SyncError`` `.protocolViolation` for an answer that is not a list of `count`.
+    package static func compositeResults(_ answer: SyncHTTPClient.Response, count: Int, what: String) throws(SyncError) -> [JSONValue] {
         guard let results = try answer.json(what).arrayValue, results.count == count else {
             throw SyncError(.protocolViolation, "\(what): the composite answer does not hold one result per record")
         }
         return results
     }
 
-    /// What one record's result says of `change`.
+    /// What one record's result says of `change`, with the server's copy of an update it
+    /// refused (for a rollback).
     func outcome(of change: OutgoingChange, _ result: JSONValue, request: PushRequest) async throws -> PushOutcome {
-        let what = "push to \(request.model.name)"
+        let outcome = try Self.outcome(of: change, result, what: "push to \(request.model.name)")
+        if case .rejected(let message, let code, nil) = outcome, change.kind == .update {
+            return .rejected(message: message, code: code, serverCopy: try await serverCopy(change.id, request: request))
+        }
+        return outcome
+    }
+
+    /// What one record's result says of `change` (a refusal without the server's copy).
+    /// Package-visible so that the fuzz targets read answers through the code a push runs.
+    ///
+    /// - Throws: ``SyncError`` `.protocolViolation` for a result without `success`, or a create's
+    ///   without an `id`.
+    package static func outcome(of change: OutgoingChange, _ result: JSONValue, what: String) throws(SyncError) -> PushOutcome {
         guard let success = result["success"]?.boolValue else { throw SyncError(.protocolViolation, "\(what): a result without `success`") }
         if success {
             guard change.kind == .create else { return .accepted() }
@@ -88,8 +109,7 @@ extension SalesforceBackend {
         case "ENTITY_IS_DELETED" where change.kind != .create: return .notFound
         case "REQUEST_LIMIT_EXCEEDED", "UNABLE_TO_LOCK_ROW", "SERVER_UNAVAILABLE": return .retryLater(message: "\(code): \(message)")
         default:
-            let copy = change.kind == .update ? try await serverCopy(change.id, request: request) : nil
-            return .rejected(message: message, code: code, serverCopy: copy)
+            return .rejected(message: message, code: code)
         }
     }
 

@@ -1,5 +1,5 @@
 public import Foundation
-import Satchel
+package import Satchel
 public import SatchelSync
 import Synchronization
 
@@ -180,12 +180,21 @@ public final class SalesforceBackend: SyncBackend {
             return (storedDescribe, nil)
         }
         try check(answer, what)
-        let body = try answer.json(what)
-        guard let describe = SalesforceDescribe(body) else { throw SyncError(.protocolViolation, "\(what): the answer is not a describe") }
+        let (describe, body) = try Self.readDescribe(answer, what: what)
         state.withLock { $0.describes[object] = describe }
         var stored: JSONObject = ["describe": body]
         if let modified = answer.header("last-modified") { stored["lastModified"] = .string(modified) }
         return (describe, .object(stored))
+    }
+
+    /// A describe answer, read, and its JSON (stored as the model's server metadata).
+    /// Package-visible so that the fuzz targets read answers through the code a pull runs.
+    ///
+    /// - Throws: ``SyncError`` `.protocolViolation` for an answer that is not a describe.
+    package static func readDescribe(_ answer: SyncHTTPClient.Response, what: String) throws(SyncError) -> (SalesforceDescribe, body: JSONValue) {
+        let body = try answer.json(what)
+        guard let describe = SalesforceDescribe(body) else { throw SyncError(.protocolViolation, "\(what): the answer is not a describe") }
+        return (describe, body)
     }
 
     /// The describe for a push: the stored one, one read in this process, or a fresh one.

@@ -18,6 +18,14 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     /// The first pass of an import (the item reader and the item checks), on the bytes as a
     /// file, whatever the size of the reader's chunks.
     case importReader = "import"
+    /// RhoConnect query pages (pulls, for a schemaless and a typed model) and search answers.
+    case rhoconnect
+    /// Kinto record lists (pulls) and `/batch` answers.
+    case kinto
+    /// Parse query results (pulls, keyset and limited) and `/batch` answers.
+    case parse
+    /// Salesforce query results, describes and composite answers.
+    case salesforce
 
     /// Feeds `bytes` to the target's parsers; stops the process on a finding that does not
     /// stop it by itself (an untyped error, a broken property).
@@ -33,6 +41,10 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .json: JSONTarget.outcomes(bytes)
         case .key: KeyTarget.outcomes(bytes)
         case .importReader: ImportTarget.outcomes(bytes)
+        case .rhoconnect: RhoConnectTarget.outcomes(bytes)
+        case .kinto: KintoTarget.outcomes(bytes)
+        case .parse: ParseTarget.outcomes(bytes)
+        case .salesforce: SalesforceTarget.outcomes(bytes)
         }
     }
 }
