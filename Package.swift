@@ -178,7 +178,7 @@ let package = Package(
         .executableTarget(name: "SatchelFuzz", dependencies: ["SatchelFuzzTargets"], path: "Tests/Fuzz/Driver", swiftSettings: settings),
         .testTarget(
             name: "SatchelFuzzReplayTests",
-            dependencies: ["SatchelFuzzTargets", "Satchel", "SatchelSync", "SatchelTestSupport"],
+            dependencies: ["SatchelFuzzTargets", "Satchel", "SatchelSync"],
             path: "Tests/SatchelFuzzReplayTests",
             swiftSettings: settings
         ),

@@ -6,6 +6,7 @@ import Testing
 
 /// The files of Tests/Fuzz, found from this source file's location.
 enum FuzzFiles {
+    /// Tests/Fuzz.
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Fuzz")
 
     /// The files of `Corpus` or `Regressions` for `target`, in name order.
@@ -15,6 +16,7 @@ enum FuzzFiles {
         return names.filter { !$0.hasPrefix(".") }.sorted().map { directory.appendingPathComponent($0) }
     }
 
+    /// What `target`'s parsers make of the file.
     static func outcomes(_ target: FuzzTarget, _ file: URL) throws -> [FuzzOutcome] {
         try Data(contentsOf: file).withUnsafeBytes { target.outcomes($0) }
     }

@@ -19,6 +19,8 @@ guard arguments.count >= 2, let target = FuzzTarget(rawValue: arguments[1]) else
 Selected.target = target
 
 #if SATCHEL_FUZZING
+/// libFuzzer's entry point for a program with its own `main` (libclang_rt.fuzzer_no_main):
+/// parses the options in `argv` and runs `callback` on each input until done.
 @_silgen_name("LLVMFuzzerRunDriver")
 func LLVMFuzzerRunDriver(
     _ argc: UnsafeMutablePointer<Int32>,

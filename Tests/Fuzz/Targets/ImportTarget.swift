@@ -10,7 +10,10 @@ import Synchronization
 /// bytes, so that items, whitespace and the byte order mark fall across chunk boundaries, and
 /// must say the same.
 enum ImportTarget {
+    /// A property-bag model: any object with an id or an attribute passes.
     static let schemaless = ModelDefinition(name: "Fuzz")
+
+    /// A fixed-schema model of every attribute type, with a picklist and a dependent one.
 
     static let typed: ModelDefinition = {
         var definition = ModelDefinition(
@@ -41,6 +44,8 @@ enum ImportTarget {
         return FileManager.default.temporaryDirectory
     }()
 
+    /// The file's items checked for the schemaless model (in 1 MiB chunks and in chunks of a
+    /// few bytes, which must agree) and for the typed one.
     static func outcomes(_ bytes: UnsafeRawBufferPointer) -> [FuzzOutcome] {
         let serial = counter.add(1, ordering: .relaxed).newValue
         let url = directory.appendingPathComponent("satchel-fuzz-import-\(ProcessInfo.processInfo.processIdentifier)-\(serial).json")

@@ -3,6 +3,7 @@ import Satchel
 /// `JSONValue(parsing:)` on arbitrary bytes. What it accepts must come back identical from the
 /// writer's output (the stored form of every object), and hash alike.
 enum JSONTarget {
+    /// The parse, and the round trip of what it accepts.
     static func outcomes(_ bytes: UnsafeRawBufferPointer) -> [FuzzOutcome] {
         [
             .of("json.parse") {

@@ -7,6 +7,7 @@ import Satchel
 /// Properties of a key the decoder accepts: skipping finds the same element boundaries as
 /// reading; the id readers find the last element; and the elements survive encoding again.
 enum KeyTarget {
+    /// The key read whole, element by element both ways, and for its object id.
     static func outcomes(_ bytes: UnsafeRawBufferPointer) -> [FuzzOutcome] {
         let key = Array(bytes)
         var decoded: (family: UInt8, elements: [JSONValue])?

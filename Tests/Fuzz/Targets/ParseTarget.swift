@@ -7,10 +7,14 @@ import SatchelSync
 /// `/batch` answer read against as many changes as it holds results (creates made before among
 /// them).
 enum ParseTarget {
+    /// An adapter that is never asked to send anything: it only reads the answers given.
     static let backend = ParseBackend(url: URL(string: "http://127.0.0.1:1337/parse")!, applicationID: "fuzz")
+    /// Where the keyset pull stands: the rows must come after it.
     static let cursor: JSONValue = ["updatedAt": "2024-01-01T00:00:00.000Z", "objectId": "A"]
+    /// Wire types remembered from earlier pulls.
     static let metadata: JSONValue = ["types": ["releasedAt": "Date", "customer": "Pointer:Customer"]]
 
+    /// The bytes as query results, for a keyset and a limited pull, and as a batch answer.
     static func outcomes(_ bytes: UnsafeRawBufferPointer) -> [FuzzOutcome] {
         let results = Answers.response(bytes, url: "http://127.0.0.1:1337/parse/classes/Product")
         let batch = Answers.response(bytes, url: "http://127.0.0.1:1337/parse/batch")

@@ -5,7 +5,10 @@ import SatchelSync
 /// RhoConnect answers: a query page (a pull) read for a schemaless model and for a typed one
 /// (whose string values are read as their declared types), and a search answer.
 enum RhoConnectTarget {
+    /// A property-bag model: values stay the strings they arrive as.
     static let schemaless = ModelDefinition(name: "Product")
+    /// A fixed-schema model of every attribute type, with a blob: strings are read as the
+    /// declared types.
     static let typed = ModelDefinition(
         name: "Product",
         kind: .fixedSchema([
@@ -14,6 +17,7 @@ enum RhoConnectTarget {
         ]),
         blobAttributes: ["image"])
 
+    /// The bytes as a query page, for both models, and as a search answer.
     static func outcomes(_ bytes: UnsafeRawBufferPointer) -> [FuzzOutcome] {
         let query = Answers.response(bytes, url: "http://127.0.0.1:9292/app/v1/Product")
         let search = Answers.response(bytes, url: "http://127.0.0.1:9292/rc/v1/app/search")

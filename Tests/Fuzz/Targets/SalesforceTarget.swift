@@ -7,9 +7,13 @@ import SatchelSync
 /// at its second), a describe and what the adapter derives from it, and a composite answer read
 /// against as many changes as it holds results.
 enum SalesforceTarget {
+    /// An adapter that is never asked to send anything: it only reads the answers given.
     static let backend = SalesforceBackend(url: URL(string: "http://127.0.0.1:8443")!)
+    /// A later pull's cursor: its newest second, a record applied at it, getDeleted's start.
     static let cursor: JSONValue = ["since": "2024-05-01T10:00:00.000+0000", "at": ["001Qy0000000001IAA": "x"], "deleted": "2024-05-01T09:00:00Z"]
 
+    /// The bytes as query results (from no cursor and from one), as a describe, and as a
+    /// composite answer.
     static func outcomes(_ bytes: UnsafeRawBufferPointer) -> [FuzzOutcome] {
         let query = Answers.response(bytes, url: "http://127.0.0.1:8443/services/data/v59.0/query")
         let describe = Answers.response(bytes, url: "http://127.0.0.1:8443/services/data/v59.0/sobjects/Account/describe")
