@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The store and engine test suites (SatchelTests, SatchelSyncTests: the stress test included)
 # under ThreadSanitizer and AddressSanitizer, each in a build folder of its own
-# (.build-tsan, .build-asan). Any sanitizer report fails the run. See docs/RELIABILITY.md.
+# (.build-tsan, .build-asan), all but the differential query test (see below). Any sanitizer
+# report fails the run. See docs/RELIABILITY.md.
 #
 #   bash scripts/sanitizers.sh                 both, the stress test at 4x its size
 #   bash scripts/sanitizers.sh thread          ThreadSanitizer only
@@ -22,14 +23,21 @@ export ASAN_OPTIONS="halt_on_error=1 detect_leaks=0 ${ASAN_OPTIONS:-}"
 
 status=0
 for sanitizer in "${sanitizers[@]}"; do
+    # Under ThreadSanitizer, Satchel's locks are pthread mutexes, which it sees (Locked.swift:
+    # Synchronization.Mutex waits in the standard library's futex calls, which it cannot).
+    flags=()
     case "$sanitizer" in
-        thread) scratch=.build-tsan ;;
+        thread) scratch=.build-tsan; flags=(-Xswiftc -DSATCHEL_TSAN) ;;
         address) scratch=.build-asan ;;
         *) echo "sanitizers.sh: unknown sanitizer '$sanitizer' (thread, address)" >&2; exit 2 ;;
     esac
     log=$(mktemp)
     echo "sanitizer $sanitizer: building and running SatchelTests and SatchelSyncTests in $scratch" >&2
-    if swift test --scratch-path "$scratch" --sanitize="$sanitizer" --filter 'SatchelTests|SatchelSyncTests' >"$log" 2>&1; then
+    # The differential query test is left out: thousands of random queries against a naive
+    # evaluator, single-threaded, which take minutes plain and the better part of an hour under
+    # a sanitizer, for nothing a sanitizer would find that the other tests do not reach.
+    if swift test --scratch-path "$scratch" --sanitize="$sanitizer" "${flags[@]}" --filter 'SatchelTests|SatchelSyncTests' \
+        --skip 'QueryDifferentialTests' >"$log" 2>&1; then
         result=passed
     else
         result=failed
@@ -45,6 +53,6 @@ for sanitizer in "${sanitizers[@]}"; do
         grep -E "^✘" "$log" | head -20 >&2 || true
         status=1
     fi
-    rm -f "$log"
+    if [ "$status" = 0 ]; then rm -f "$log"; else echo "sanitizer $sanitizer: the whole log is $log" >&2; fi
 done
 exit $status

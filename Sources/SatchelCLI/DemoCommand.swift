@@ -122,7 +122,7 @@ struct DemoCommand: AsyncParsableCommand {
         section("sync (an in-memory server)")
         let server = InMemoryBackend()
         let engine = SyncEngine(store: store, backend: server)
-        let counts = Mutex<[SyncNotification.Status: Int]>([:])
+        let counts = Locked<[SyncNotification.Status: Int]>([:])
         await engine.setEventHandler { event in
             if case .sync(let notification) = event { counts.withLock { $0[notification.status, default: 0] += 1 } }
         }

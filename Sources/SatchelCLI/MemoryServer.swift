@@ -14,7 +14,7 @@ final class MemoryServer: SyncBackend {
     let server: InMemoryBackend
     let file: URL
     /// The server's revision the file holds.
-    private let kept: Mutex<Int>
+    private let kept: Locked<Int>
 
     /// The server kept in `file` (a new, empty one when the file does not exist).
     ///
@@ -36,7 +36,7 @@ final class MemoryServer: SyncBackend {
         } else {
             server = InMemoryBackend(configuration: configuration)
         }
-        kept = Mutex(0)
+        kept = Locked(0)
     }
 
     var name: String { server.name }
@@ -136,7 +136,7 @@ enum TestHooks {
         guard parts.count == 2, where_.count == 2, ["before", "after"].contains(where_[0]), let count = Int(parts[1]) else { return nil }
         return (where_[0] == "before", String(where_[1]), count)
     }()
-    private static let seen = Mutex<[String: Int]>([:])
+    private static let seen = Locked<[String: Int]>([:])
     #endif
 
     static func arrive(before call: String) { arrive(call, before: true) }

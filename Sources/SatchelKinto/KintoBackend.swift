@@ -71,12 +71,12 @@ public final class KintoBackend: SyncBackend {
 
     public let configuration: Configuration
     let http: SyncHTTPClient
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     public init(configuration: Configuration) {
         self.configuration = configuration
         http = SyncHTTPClient(timeout: configuration.timeout, limits: configuration.limits, allowInsecureHTTP: configuration.allowInsecureHTTP)
-        state = Mutex(State(credentials: configuration.credentials))
+        state = Locked(State(credentials: configuration.credentials))
     }
 
     /// An adapter for the server whose API root is `url`, syncing with `bucket`.

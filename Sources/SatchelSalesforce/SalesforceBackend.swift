@@ -88,7 +88,7 @@ public final class SalesforceBackend: SyncBackend {
 
     public let configuration: Configuration
     let http: SyncHTTPClient
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     public init(configuration: Configuration) {
         self.configuration = configuration

@@ -38,7 +38,7 @@ public final class FaultyBackend: SyncBackend {
     }
 
     public let wrapped: any SyncBackend
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     public init(_ wrapped: any SyncBackend) { self.wrapped = wrapped }
 

@@ -1,10 +1,11 @@
 public import Logging
+import Satchel
 import Synchronization
 
 /// Captures every log line of a ``SyncEngine`` (give it ``logger`` in its configuration), for
 /// tests that look at what was logged — that no password, token or cookie ever is.
 public final class LogCapture: Sendable {
-    private let captured = Mutex<[String]>([])
+    private let captured = Locked<[String]>([])
 
     public init() {}
 

@@ -7,7 +7,7 @@ public import Testing
 
 /// Everything an engine reported, in order.
 public final class EventLog: Sendable {
-    private let events = Mutex<[SyncEvent]>([])
+    private let events = Locked<[SyncEvent]>([])
 
     public init() {}
 
@@ -43,7 +43,7 @@ public final class EventLog: Sendable {
 
 /// The waits an engine asked for between retries (recorded, not slept).
 public final class DelayLog: Sendable {
-    private let delays = Mutex<[Duration]>([])
+    private let delays = Locked<[Duration]>([])
 
     public init() {}
 

@@ -551,7 +551,7 @@ struct EngineTests {
 /// A backend whose pulls wait until the test opens the gate.
 final class GatedBackend: SyncBackend {
     let wrapped: InMemoryBackend
-    private let state = Mutex<(open: Bool, started: Bool, waiters: [CheckedContinuation<Void, Never>], watchers: [CheckedContinuation<Void, Never>])>(
+    private let state = Locked<(open: Bool, started: Bool, waiters: [CheckedContinuation<Void, Never>], watchers: [CheckedContinuation<Void, Never>])>(
         (false, false, [], []))
 
     init(_ wrapped: InMemoryBackend) { self.wrapped = wrapped }
@@ -602,7 +602,7 @@ final class GatedBackend: SyncBackend {
 
 /// Collects the messages of sync notifications.
 final class EventLogBox: Sendable {
-    private let events = Mutex<[SyncEvent]>([])
+    private let events = Locked<[SyncEvent]>([])
 
     func append(_ event: SyncEvent) { events.withLock { $0.append(event) } }
 

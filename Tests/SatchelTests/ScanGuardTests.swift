@@ -101,7 +101,7 @@ struct ScanGuardTests {
 
 /// Log lines, collected.
 final class LockedLines: Sendable {
-    private let lines = Mutex<[String]>([])
+    private let lines = Locked<[String]>([])
     var all: [String] { lines.withLock { $0 } }
     func append(_ line: String) { lines.withLock { $0.append(line) } }
 }

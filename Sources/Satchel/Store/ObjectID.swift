@@ -20,7 +20,7 @@ public enum ObjectID {
         var low: UInt64 = 0  // bottom 64
     }
 
-    private static let state = Mutex(State())
+    private static let state = Locked(State())
 
     /// A new id, greater than every id this process generated before.
     public static func generate() -> String {

@@ -40,12 +40,12 @@ final class ChangeObservers: Sendable {
         var finish: @Sendable () -> Void
     }
 
-    private let subscribers = Mutex<[UUID: Subscriber]>([:])
+    private let subscribers = Locked<[UUID: Subscriber]>([:])
     private let closed = Atomic<Bool>(false)
     /// Held by an observer while it reads, and by ``finishAll()``: the store never closes under
     /// an observer's read (LevelDB refuses to close while an iterator lives), and no observer
     /// reads once it is closing. The Bool says whether reads may still start.
-    private let reads = Mutex<Bool>(true)
+    private let reads = Locked<Bool>(true)
 
     /// Runs an observer's read unless the store is closing (nil then).
     func whileOpen<T>(_ read: () throws -> T) rethrows -> T? {

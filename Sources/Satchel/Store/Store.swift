@@ -85,7 +85,7 @@ public final class Store: Sendable {
     let user: LevelDB
     let app: LevelDB
     let local: LevelDB
-    let catalog: Mutex<Catalog>
+    let catalog: Locked<Catalog>
     /// Bumped whenever a model definition or an index changes (not statistics), so transactions
     /// can cache the entry of the model they write.
     let catalogVersion = Atomic<Int>(0)
@@ -94,7 +94,7 @@ public final class Store: Sendable {
     /// Called with the model and id after an edit session saved changes to an object of a model
     /// that records them: a sync engine that pushes saved edits at once sets it (see
     /// `SyncEngine.pushSavedEdits()`).
-    let editSaved = Mutex<(@Sendable (_ model: String, _ id: String) -> Void)?>(nil)
+    let editSaved = Locked<(@Sendable (_ model: String, _ id: String) -> Void)?>(nil)
 
     /// Calls the edit-saved handler, when one is set.
     func notifyEditSaved(_ model: String, _ id: String) { editSaved.withLock { $0 }?(model, id) }
@@ -107,7 +107,7 @@ public final class Store: Sendable {
     let writer = WriterLock()
     #if DEBUG
     /// Crash points for tests (debug builds only).
-    let faultHooks = Mutex(FaultHooks())
+    let faultHooks = Locked(FaultHooks())
 
     /// Runs `hook` right after each batch that gives objects new ids (a sync's renames) lands;
     /// a hook that throws stops the work there, as a crash would (debug builds only).
@@ -176,7 +176,7 @@ public final class Store: Sendable {
             try Self.checkFormat(of: db, partition: partition, durable: configuration.durableWrites)
             try Self.loadModels(from: db, partition: partition, into: &catalog)
         }
-        self.catalog = Mutex(catalog)
+        self.catalog = Locked(catalog)
         try resumeDrops()
         // References a rename's batch left for other partitions, when the process died before
         // rewriting them: before anything reads those models. A failure leaves them for the
@@ -440,7 +440,7 @@ public final class Store: Sendable {
 /// error that would deadlock, so it stops the program with a message instead.
 final class WriterLock: Sendable {
     private let lock = NSLock()
-    private let owner = Mutex<UInt?>(nil)
+    private let owner = Locked<UInt?>(nil)
 
     func withLock<T>(allowingReentry: Bool = false, _ body: () throws -> T) throws -> T {
         let me = WriterLock.currentThread()

@@ -147,7 +147,7 @@ package struct SyncHTTPClient: Sendable {
 /// resource timeout. The session is invalidated too when the client goes (a session keeps its
 /// delegate until then).
 private final class Transport: Sendable {
-    private let session: Mutex<URLSession>
+    private let session: Locked<URLSession>
     let delegate: AnswerCollector
     let timeout: TimeInterval
     let maximumDuration: TimeInterval
@@ -157,7 +157,7 @@ private final class Transport: Sendable {
         self.delegate = delegate
         self.timeout = timeout
         self.maximumDuration = maximumDuration
-        session = Mutex(Self.makeSession(timeout: timeout, delegate: delegate))
+        session = Locked(Self.makeSession(timeout: timeout, delegate: delegate))
         delegate.onAbort { [weak self] session in self?.replace(session) }
     }
 
@@ -224,8 +224,8 @@ private final class AnswerCollector: NSObject, URLSessionDataDelegate, Sendable 
     }
 
     let allowInsecureHTTP: Bool
-    private let exchanges = Mutex<[ObjectIdentifier: Exchange]>([:])
-    private let abort = Mutex<(@Sendable (URLSession) -> Void)?>(nil)
+    private let exchanges = Locked<[ObjectIdentifier: Exchange]>([:])
+    private let abort = Locked<(@Sendable (URLSession) -> Void)?>(nil)
 
     init(allowInsecureHTTP: Bool) { self.allowInsecureHTTP = allowInsecureHTTP }
 
