@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing, builds everything (failing on any compiler
 # warning in our own code), starts the Kinto test servers unless SATCHEL_KINTO_URL already names
-# one (scripts/kinto.sh), then runs every test.
+# one (scripts/kinto.sh), runs every test, then the short modes of the reliability campaign
+# (docs/RELIABILITY.md): the crash campaign, each fuzz target for a few seconds, and the store and
+# engine suites under ThreadSanitizer. SATCHEL_QUICK=1 stops after the tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,3 +31,8 @@ if [ -z "${SATCHEL_KINTO_URL:-}" ]; then
 fi
 
 swift test --skip-build
+
+if [ "${SATCHEL_QUICK:-0}" = 1 ]; then exit 0; fi
+bash scripts/crash-campaign.sh --short
+bash scripts/fuzz.sh "${SATCHEL_FUZZ_SECONDS:-5}"
+SATCHEL_STRESS_SCALE=1 bash scripts/sanitizers.sh thread
