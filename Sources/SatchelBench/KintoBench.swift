@@ -30,7 +30,7 @@ enum KintoBench {
         var pull = Double.infinity, fetch = Double.infinity
         for round in 0..<3 {
             let backend = KintoBackend(url: url, bucket: bucket)
-            pull = min(pull, try await SyncBench.firstSync(from: backend, credentials: credentials, count: count, path: "\(base)/pull-\(round)"))
+            pull = min(pull, try await SyncBench.firstSync(from: backend, credentials: credentials, count: count, path: "\(base)/pull-\(round)").0)
             let start = ContinuousClock.now
             let fetched = try await fetchAll(records, http: http, authorization: authorization)
             guard fetched == count else { throw SatchelError(.unknown, "fetched \(fetched) records, not \(count)") }

@@ -31,7 +31,7 @@ enum ParseBench {
         // Interleaved rounds: noise lands on both alike; each keeps its best.
         for round in 0..<3 {
             let backend = ParseBackend(configuration: .init(url: server.url, applicationID: server.appID, restKey: server.restKey, timeout: 120))
-            pull = min(pull, try await SyncBench.firstSync(from: backend, credentials: Credentials(user: "ann", password: "secret"), count: count, path: "\(base)/pull-\(round)"))
+            pull = min(pull, try await SyncBench.firstSync(from: backend, credentials: Credentials(user: "ann", password: "secret"), count: count, path: "\(base)/pull-\(round)").0)
             let start = ContinuousClock.now
             let fetched = try await fetchAll(server.url, headers: headers, http: http)
             guard fetched == count else { throw SatchelError(.unknown, "fetched \(fetched) objects, not \(count)") }

@@ -38,7 +38,7 @@ enum SalesforceBench {
         // Interleaved rounds: noise lands on both alike; each keeps its best.
         for round in 0..<3 {
             let backend = SalesforceBackend(configuration: .init(url: server.url, timeout: 120))
-            pull = min(pull, try await SyncBench.firstSync(from: backend, credentials: Credentials(user: "ann", password: "secret"), count: count, path: "\(base)/pull-\(round)"))
+            pull = min(pull, try await SyncBench.firstSync(from: backend, credentials: Credentials(user: "ann", password: "secret"), count: count, path: "\(base)/pull-\(round)").0)
             let start = ContinuousClock.now
             let fetched = try await fetchAll(server.url, version: server.version, soql: soql, token: token, http: http)
             guard fetched == count else { throw SatchelError(.unknown, "fetched \(fetched) records, not \(count)") }

@@ -1,11 +1,21 @@
 import Foundation
 import Satchel
 import SatchelSync
+import Synchronization
 
-/// The sync engine applying a server's objects: a first pull of every object from the in-memory
-/// server into an empty store, in pages of 1,000 (each page one batch with its cursor), against
-/// the same objects saved in batches of 1,000 through the public transaction API into a model
-/// that records no changes: what the writes cost without the engine.
+/// The sync engine against the store's own API, interleaved page by page (``Interleaved``):
+///
+/// - `sync_pull`: a first pull of every object from the in-memory server into an empty store,
+///   in pages of 1,000 (each page one batch with its cursor and the objects' versions), against
+///   the same objects saved in batches of 1,000 through the public transaction API into a model
+///   that records no changes: what the writes cost without the engine.
+/// - `sync_push`: the same number of local creates, pushed, then as many updates (a new price
+///   each), pushed, in chunks of 1,000, against writing the same creates and updates through
+///   the public API into a model that records no changes. The local writes are not timed: the
+///   measure is what a push adds to a change already made.
+/// - `write_synced`: single-object creates and updates (each its own transaction) on a model
+///   that records changes, against SQLite-JSON inserting or updating the document and writing a
+///   change row in one transaction.
 enum SyncBench {
     static let pageSize = 1000
 
@@ -15,61 +25,220 @@ enum SyncBench {
         try fileManager.createDirectory(atPath: base, withIntermediateDirectories: true)
         defer { if directory == nil { try? fileManager.removeItem(atPath: base) } }
 
+        let items = BenchData.make(count: count)
         let server = InMemoryBackend()
-        var generator = BenchData.Generator()
-        var items: [BenchData.Item] = []
-        items.reserveCapacity(count)
-        for _ in 0..<count {
-            let item = generator.next()
-            items.append(item)
-            await server.put("Product", item.attributes, id: item.id)
-        }
-        FileHandle.standardError.write(Data("sync: \(count) objects on an in-memory server, pages of \(pageSize)\n".utf8))
-
-        var pull = Double.infinity, save = Double.infinity
+        for item in items { await server.put("Product", item.attributes, id: item.id) }
+        log("sync: \(count) objects on an in-memory server, pages of \(pageSize)")
+        var pull: [Double] = [], save: [Double] = []
         for round in 0..<3 {
-            pull = min(pull, try await firstSync(from: server, credentials: Credentials(user: "bench", password: "bench"), count: count, path: "\(base)/pull-\(round)"))
-            save = min(save, try saveAll(items, path: "\(base)/save-\(round)"))
+            let (satchel, baseline) = try await firstSync(
+                from: server, credentials: Credentials(user: "bench", password: "bench"), count: count, path: "\(base)/pull-\(round)",
+                baseline: BulkSave(items: items, path: "\(base)/save-\(round)"))
+            pull.append(satchel)
+            save.append(baseline)
         }
-        Report.line("sync_pull", n: count, satchel: Double(count) / pull, unit: "objects/s", baselines: [("bulk_save", Double(count) / save)])
+        Report.line("sync_pull", n: count, satchel: Double(count) / pull.min()!, unit: "objects/s", baselines: [("bulk_save", Double(count) / save.min()!)])
+
+        log("sync: \(count) local creates then \(count) updates, pushed in chunks of \(pageSize)")
+        var push: [Double] = [], write: [Double] = []
+        for round in 0..<3 {
+            let (satchel, baseline) = try await pushAll(items, path: "\(base)/push-\(round)", baseline: BulkSave(items: items, path: "\(base)/write-\(round)", updates: true))
+            push.append(satchel)
+            write.append(baseline)
+        }
+        Report.line("sync_push", n: count, satchel: Double(2 * count) / push.min()!, unit: "changes/s", baselines: [("bulk_save", Double(2 * count) / write.min()!)])
+
+        let singles = min(count, 20_000)
+        log("sync: \(singles) single-object creates and updates on a model that records changes")
+        let (synced, sqlite) = try WriteSynced.run(items: Array(items.prefix(singles)), directory: base)
+        Report.line("write_synced", n: singles, satchel: 1 / synced, unit: "writes/s", baselines: [("sqlite_json", 1 / sqlite)])
     }
 
     /// Seconds for one first sync of the server's `count` products into a new store, in pages of
-    /// ``pageSize`` (the sync and the Kinto measures).
-    static func firstSync(from server: any SyncBackend, credentials: Credentials, count: Int, path: String) async throws -> Double {
+    /// ``pageSize`` (the sync and the Kinto measures), and the seconds `baseline` took, run a
+    /// slice before each page.
+    static func firstSync(
+        from server: any SyncBackend, credentials: Credentials, count: Int, path: String, baseline: (any BaselineSlices)? = nil
+    ) async throws -> (Double, Double) {
         let store = try Store(path: path)
         var configuration = SyncEngine.Configuration()
         configuration.pageSize = pageSize
-        let engine = SyncEngine(store: store, backend: server, configuration: configuration)
+        let interleaved = Interleaved(server, baseline: baseline)
+        let engine = SyncEngine(store: store, backend: interleaved, configuration: configuration)
         try await engine.logIn(credentials)
         _ = try store.model("Product")
         let start = ContinuousClock.now
         let report = try await engine.sync()
-        let elapsed = ContinuousClock.now - start
+        let elapsed = Report.seconds(ContinuousClock.now - start) - interleaved.baselineSeconds
         guard report.pulled == count, try store.model("Product").count() == count else {
             throw SatchelError(.unknown, "the sync pulled \(report.pulled) objects, not \(count)")
         }
         try store.close()
         try FileManager.default.removeItem(atPath: path)
-        return Report.seconds(elapsed)
+        return (elapsed, try interleaved.finishBaseline())
     }
 
-    /// Seconds to save the same objects, a batch per page, without the engine.
-    private static func saveAll(_ items: [BenchData.Item], path: String) throws -> Double {
+    /// Seconds for pushing `items` as local creates, then an update of each, in chunks of
+    /// ``pageSize``; and the seconds `baseline` took, a slice before each chunk.
+    private static func pushAll(_ items: [BenchData.Item], path: String, baseline: BulkSave) async throws -> (Double, Double) {
         let store = try Store(path: path)
-        let model = try store.register(ModelDefinition(name: "Product", syncType: .none))
-        let start = ContinuousClock.now
+        let model = try store.register(ModelDefinition(name: "Product", syncType: .incremental))
+        var serverConfiguration = InMemoryBackend.Configuration()
+        serverConfiguration.maxPushBatch = pageSize
+        serverConfiguration.serverAssignsIDs = false  // the ids stay, so the updates find their objects
+        let server = InMemoryBackend(configuration: serverConfiguration)
+        var configuration = SyncEngine.Configuration()
+        configuration.pageSize = pageSize
+        let interleaved = Interleaved(server, baseline: baseline)
+        let engine = SyncEngine(store: store, backend: interleaved, configuration: configuration)
+        try await engine.logIn(Credentials(user: "bench", password: "bench"))
+        _ = try await engine.sync()
+
+        var pushing = 0.0
+        for phase in 0..<2 {
+            try writeLocally(items, update: phase == 1, in: model, of: store)
+            let before = interleaved.baselineSeconds
+            let start = ContinuousClock.now
+            let report = try await engine.sync()
+            pushing += Report.seconds(ContinuousClock.now - start) - (interleaved.baselineSeconds - before)
+            guard report.accepted == items.count, report.rejected == 0 else {
+                throw SatchelError(.unknown, "the push was accepted for \(report.accepted) of \(items.count) changes")
+            }
+        }
+        let held = await server.objects("Product")
+        guard held.count == items.count, let last = items.last, held[last.id]?["price"] == BulkSave.newPrice(last) else {
+            throw SatchelError(.unknown, "the server holds \(held.count) products, not \(items.count) updated ones")
+        }
+        try store.close()
+        try FileManager.default.removeItem(atPath: path)
+        return (pushing, try interleaved.finishBaseline())
+    }
+
+    /// Creates `items` (or sets a new price on each) in batches of ``pageSize``, untimed.
+    private static func writeLocally(_ items: [BenchData.Item], update: Bool, in model: Model, of store: Store) throws {
         var index = 0
         while index < items.count {
             let end = min(index + pageSize, items.count)
             try store.bulkUpdate { tx in
-                for item in items[index..<end] { try tx.save(Object(id: item.id, attributes: item.attributes), in: model) }
+                for item in items[index..<end] {
+                    if update {
+                        _ = try tx.update(item.id, with: ["price": BulkSave.newPrice(item)], in: model)
+                    } else {
+                        _ = try tx.save(Object(id: item.id, attributes: item.attributes), in: model)
+                    }
+                }
             }
             index = end
         }
-        let elapsed = ContinuousClock.now - start
-        try store.close()
-        try FileManager.default.removeItem(atPath: path)
-        return Report.seconds(elapsed)
     }
+
+    static func log(_ text: String) { FileHandle.standardError.write(Data("\(text)\n".utf8)) }
+}
+
+/// A baseline's work in slices, run between the pages of a sync so that a burst of load on a
+/// shared machine lands on both sides alike.
+protocol BaselineSlices: Sendable {
+    /// Runs the next slice; false when there was none left.
+    func runNext() throws -> Bool
+}
+
+/// Saving the benchmark's objects in batches of ``SyncBench/pageSize`` through the public
+/// transaction API into a model that records no changes (then, with `updates`, setting a new
+/// price on each, in the same batches): one batch a slice.
+final class BulkSave: BaselineSlices {
+    private let items: [BenchData.Item]
+    private let batches: Int
+    /// The store, opened by the first slice, and the next batch.
+    private let state: Mutex<(store: Store?, next: Int)> = Mutex((nil, 0))
+    private let path: String
+
+    init(items: [BenchData.Item], path: String, updates: Bool = false) {
+        self.items = items
+        self.path = path
+        let perPhase = (items.count + SyncBench.pageSize - 1) / SyncBench.pageSize
+        batches = updates ? 2 * perPhase : perPhase
+    }
+
+    static func newPrice(_ item: BenchData.Item) -> JSONValue { .int((item.attributes["price"]?.intValue ?? 0) % 1000 + 1) }
+
+    func runNext() throws -> Bool {
+        try state.withLock { state in
+            guard state.next < batches else {
+                try state.store?.close()
+                state.store = nil
+                try? FileManager.default.removeItem(atPath: path)
+                return false
+            }
+            let store = try state.store ?? Store(path: path)
+            state.store = store
+            let model = try store.register(ModelDefinition(name: "Product", syncType: .none))
+            let perPhase = (items.count + SyncBench.pageSize - 1) / SyncBench.pageSize
+            let batch = state.next % perPhase
+            let update = state.next >= perPhase
+            let slice = items[(batch * SyncBench.pageSize)..<min((batch + 1) * SyncBench.pageSize, items.count)]
+            try store.bulkUpdate { tx in
+                for item in slice {
+                    if update {
+                        _ = try tx.update(item.id, with: ["price": Self.newPrice(item)], in: model)
+                    } else {
+                        _ = try tx.save(Object(id: item.id, attributes: item.attributes), in: model)
+                    }
+                }
+            }
+            state.next += 1
+            return true
+        }
+    }
+}
+
+/// A backend that runs a slice of a baseline before each pull and push it forwards, and keeps
+/// the seconds those slices took apart from the sync's.
+final class Interleaved: SyncBackend {
+    let inner: any SyncBackend
+    let baseline: (any BaselineSlices)?
+    private let spent = Mutex(0.0)
+
+    init(_ inner: any SyncBackend, baseline: (any BaselineSlices)?) {
+        self.inner = inner
+        self.baseline = baseline
+    }
+
+    var name: String { inner.name }
+    var capabilities: SyncCapabilities { inner.capabilities }
+    /// Seconds the baseline's slices took so far.
+    var baselineSeconds: Double { spent.withLock { $0 } }
+
+    /// Runs what is left of the baseline; returns its seconds in all.
+    func finishBaseline() throws -> Double {
+        while try slice() {}
+        return baselineSeconds
+    }
+
+    @discardableResult
+    private func slice() throws -> Bool {
+        guard let baseline else { return false }
+        let start = ContinuousClock.now
+        let ran = try baseline.runNext()
+        let seconds = Report.seconds(ContinuousClock.now - start)
+        spent.withLock { $0 += seconds }
+        return ran
+    }
+
+    func logIn(_ credentials: Credentials) async throws -> SyncSession { try await inner.logIn(credentials) }
+    func logOut(_ session: SyncSession) async throws { try await inner.logOut(session) }
+    func prepare(_ session: SyncSession) async throws -> SyncSession { try await inner.prepare(session) }
+    func resetClient(_ session: SyncSession) async throws -> SyncSession { try await inner.resetClient(session) }
+    func prepareFullPull(_ request: PullRequest) async throws { try await inner.prepareFullPull(request) }
+    func pull(_ request: PullRequest) async throws -> PullPage {
+        try slice()
+        return try await inner.pull(request)
+    }
+    func push(_ request: PushRequest) async throws -> [PushResult] {
+        try slice()
+        return try await inner.push(request)
+    }
+    func bulkSnapshot(_ request: PullRequest) async throws -> PullPage { try await inner.bulkSnapshot(request) }
+    func search(_ request: PullRequest, query: JSONObject) async throws -> PullPage { try await inner.search(request, query: query) }
+    func remoteIDs(_ request: PullRequest) async throws -> [String] { try await inner.remoteIDs(request) }
+    func downloadBlob(_ url: String, session: SyncSession) async throws -> Data { try await inner.downloadBlob(url, session: session) }
 }

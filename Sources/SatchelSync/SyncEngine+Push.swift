@@ -23,13 +23,13 @@ extension SyncEngine {
             try store.bulkUpdate { tx in
                 try Self.requeueInFlight(model, tx)
                 var changes: [OutgoingChange] = []
-                for (id, records) in try tx.syncRecords(of: model) {
+                for (id, records) in try tx.syncRecords(of: model, withVersions: true) {
                     guard let change = records.pending else { continue }
                     if records.error != nil || records.inFlight?.state == .awaitingLink { continue }
                     let object = try tx.find(id, in: model)
                     if let object, Self.refersTo(blocked, object: object, definition: definition) { continue }
-                    var next = try tx.syncRecords(model, id)
-                    let before = next
+                    var next = records
+                    let before = records
                     next.pending = nil
                     var attributes: JSONObject
                     switch change.kind {
@@ -77,7 +77,7 @@ extension SyncEngine {
 
     /// Puts the unanswered changes in flight back among the pending ones, merged with later edits.
     static func requeueInFlight(_ model: Model, _ tx: Transaction) throws {
-        for (id, records) in try tx.syncRecords(of: model) where records.inFlight?.state == .awaitingResult {
+        for (id, change) in try tx.changesInFlight(of: model) where change.state == .awaitingResult {
             try requeue(model, id, tx)
         }
     }

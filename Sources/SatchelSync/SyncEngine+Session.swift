@@ -164,7 +164,7 @@ extension SyncEngine {
             for definition in store.models where definition.syncType != .none && definition.partition != .local {
                 let model = try store.model(definition.name)
                 try store.bulkUpdate { tx in
-                    for (id, records) in try tx.syncRecords(of: model) where records.inFlight?.state == .awaitingLink {
+                    for (id, change) in try tx.changesInFlight(of: model) where change.state == .awaitingLink {
                         try Self.requeue(model, id, tx)
                     }
                     var state = try tx.syncState(model)

@@ -96,4 +96,49 @@ struct ReplicationRecordsTests {
             #expect(try store.verify().problems == [])
         }
     }
+
+    @Test("every object's records, listed by id across pending changes, changes in flight and errors, inside a transaction too")
+    func allRecordsInIDOrder() throws {
+        try withTemporaryStore { store in
+            let model = try store.model("Product")
+            // Ids whose UTF-8 order is not their insertion order, sharing prefixes, beyond ASCII.
+            let ids = ["b", "a", "ab", "é", "Z", "a b", "aa", "日本", "b0"]
+            for id in ids { try model.create(["object": .string(id), "name": .string(id)]) }
+            func inFlight(_ id: String) -> InFlightChange { InFlightChange(kind: .update, attributes: ["name": .string(id)], baseVersion: nil) }
+            func error(_ id: String) -> RecordError { RecordError(model: "Product", objectID: id, kind: .update, message: "no", attributes: [:]) }
+            try store.bulkUpdate { tx in
+                for id in ["ab", "é", "Z"] {
+                    var records = try tx.syncRecords(model, id)
+                    records.pending = nil
+                    records.inFlight = inFlight(id)
+                    records.version = .string("v-\(id)")
+                    try tx.setSyncRecords(model, id, records)
+                }
+                for id in ["a", "é", "b0"] {
+                    var records = try tx.syncRecords(model, id)
+                    records.error = error(id)
+                    try tx.setSyncRecords(model, id, records)
+                }
+            }
+            let expected = ids.sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }
+            let listed = try store.read { try $0.syncRecords(of: model) }
+            #expect(listed.map(\.id) == expected)
+            let byID = Dictionary(uniqueKeysWithValues: listed.map { ($0.id, $0.records) })
+            #expect(byID["é"]?.inFlight == inFlight("é") && byID["é"]?.error == error("é") && byID["é"]?.pending == nil)
+            #expect(byID["a"]?.pending?.kind == .create && byID["a"]?.error == error("a") && byID["a"]?.inFlight == nil)
+            #expect(byID["Z"]?.version == nil)  // versions are read only when asked for
+            try store.bulkUpdate { tx in
+                // The transaction's own writes are merged in order: a new pending change, one dropped.
+                try tx.update("日本", with: ["n": 1], in: model)
+                try tx.create(["object": "0", "name": "zero"], in: model)
+                var records = try tx.syncRecords(model, "b")
+                records.pending = nil
+                try tx.setSyncRecords(model, "b", records)
+                let seen = try tx.syncRecords(of: model, withVersions: true)
+                #expect(seen.map(\.id) == ["0"] + expected.filter { $0 != "b" })
+                #expect(seen.first { $0.id == "Z" }?.records.version == "v-Z")
+                #expect(try tx.changesInFlight(of: model).map(\.id) == ["Z", "ab", "é"])
+            }
+        }
+    }
 }

@@ -50,29 +50,72 @@ struct SyncRecordsAccess {
         return records
     }
 
-    /// Every object with a pending change, a change in flight or a record error, by id bytes.
-    func allRecords() throws -> [(id: String, records: SyncRecords)] {
-        var byID: [NameKey: SyncRecords] = [:]
-        func each(_ family: KeyFamily, _ body: (String, UnsafeRawBufferPointer) throws -> Void) throws {
-            let prefix = Keys.objectRecordPrefix(family, model.name)
-            try scan(prefix) { key, value in try body(try Keys.objectID(fromKey: key, prefixLength: prefix.count), value) }
-        }
+    /// Every object with a pending change, a change in flight or a record error, by id bytes,
+    /// with its version when `withVersions` (one read each). Each family's records are scanned in
+    /// key order, which is id order (the key codec keeps it), and merged: no table of every id,
+    /// no sort.
+    func allRecords(withVersions: Bool = false) throws -> [(id: String, records: SyncRecords)] {
+        var merged: [(id: String, records: SyncRecords)] = []
         if statistics.pendingTotal > 0 {
             try each(.change) { id, value in
                 let change = try ChangeRecord(decoding: value)
-                byID[NameKey(id), default: SyncRecords()].pending = PendingChange(
-                    model: model.name, objectID: id, kind: change.kind, attributes: change.attributes)
+                merged.append((id, SyncRecords(pending: PendingChange(model: model.name, objectID: id, kind: change.kind, attributes: change.attributes))))
             }
         }
         if statistics.inFlight > 0 {
-            try each(.inFlight) { id, value in byID[NameKey(id), default: SyncRecords()].inFlight = try InFlightChange(json: try JSONObject(parsing: value)) }
+            merged = try Self.merge(merged, inFlight()) { $0.inFlight = $1 }
         }
         if statistics.errors > 0 {
+            var errors: [(id: String, value: RecordError)] = []
             try each(.error) { id, value in
-                byID[NameKey(id), default: SyncRecords()].error = try RecordError(model: model.name, objectID: id, stored: try JSONObject(parsing: value))
+                errors.append((id, try RecordError(model: model.name, objectID: id, stored: try JSONObject(parsing: value))))
+            }
+            merged = try Self.merge(merged, errors) { $0.error = $1 }
+        }
+        if withVersions {
+            for i in merged.indices {
+                merged[i].records.version = try value(Keys.objectRecord(.version, model.name, merged[i].id)).map { try JSONValue(parsing: $0) }
             }
         }
-        return byID.map { (id: $0.key.name, records: $0.value) }.sorted { UTF8Order.less($0.id, $1.id) }
+        return merged
+    }
+
+    /// Every object with a change in flight, by id bytes.
+    func inFlight() throws -> [(id: String, value: InFlightChange)] {
+        var changes: [(id: String, value: InFlightChange)] = []
+        guard statistics.inFlight > 0 else { return changes }
+        try each(.inFlight) { id, value in changes.append((id, try InFlightChange(json: try JSONObject(parsing: value)))) }
+        return changes
+    }
+
+    /// Calls `body` with each object id and value of `family`'s records of the model, in id order.
+    private func each(_ family: KeyFamily, _ body: (String, UnsafeRawBufferPointer) throws -> Void) throws {
+        let prefix = Keys.objectRecordPrefix(family, model.name)
+        try scan(prefix) { key, value in try body(try Keys.objectID(fromKey: key, prefixLength: prefix.count), value) }
+    }
+
+    /// Merges `records` with `values` (both in id order), `set` putting a value into an id's
+    /// records.
+    private static func merge<Value>(
+        _ records: [(id: String, records: SyncRecords)], _ values: [(id: String, value: Value)], _ set: (inout SyncRecords, Value) -> Void
+    ) throws -> [(id: String, records: SyncRecords)] {
+        var result: [(id: String, records: SyncRecords)] = []
+        result.reserveCapacity(records.count + values.count)
+        var i = 0, j = 0
+        while i < records.count || j < values.count {
+            let order = i == records.count ? 1 : j == values.count ? -1 : UTF8Order.compare(records[i].id, values[j].id)
+            if order < 0 {
+                result.append(records[i])
+                i += 1
+            } else {
+                var entry = order == 0 ? records[i] : (id: values[j].id, records: SyncRecords())
+                set(&entry.records, values[j].value)
+                result.append(entry)
+                if order == 0 { i += 1 }
+                j += 1
+            }
+        }
+        return result
     }
 
     func syncState() throws -> SyncStateRecord {
@@ -92,8 +135,14 @@ extension Transaction {
     package func syncRecords(_ model: Model, _ id: String) throws -> SyncRecords { try access(model).records(id) }
 
     /// Every object of `model` with a pending change, a change in flight or a record error, by
-    /// id, as this transaction sees them (their versions are not read).
-    package func syncRecords(of model: Model) throws -> [(id: String, records: SyncRecords)] { try access(model).allRecords() }
+    /// id, as this transaction sees them (their versions only when `withVersions`).
+    package func syncRecords(of model: Model, withVersions: Bool = false) throws -> [(id: String, records: SyncRecords)] {
+        try access(model).allRecords(withVersions: withVersions)
+    }
+
+    /// Every object of `model` with a change in flight, by id, as this transaction sees them
+    /// (nothing is read when the model has none).
+    package func changesInFlight(of model: Model) throws -> [(id: String, value: InFlightChange)] { try access(model).inFlight() }
 
     /// Makes object `id`'s sync records `records`, writing only what changed from `old` (what
     /// this transaction holds; read when not given), and keeping the statistics right. A pending
