@@ -59,6 +59,42 @@ struct LevelDBTests {
         #expect(Set(try items.findAll()) == Set(expected))
     }
 
+    @Test("a store whose creation was killed before LevelDB wrote CURRENT opens as a new store; a lost CURRENT beside a log with data is still refused")
+    func interruptedCreation() throws {
+        // What LevelDB leaves when killed inside its first open: the first manifest (perhaps
+        // cut short), the temporary file CURRENT was to be renamed from, LOCK and LOG, and no
+        // data. Found by the crash campaign: a sync killed as it created its store left one that
+        // every later run refused.
+        let directory = TemporaryDirectory()
+        let path = directory.child("s")
+        let user = directory.child("s/user")
+        try FileManager.default.createDirectory(atPath: user, withIntermediateDirectories: true)
+        let files: [(String, [UInt8])] = [
+            ("MANIFEST-000001", [0x56, 0x10, 0x2A, 0x00, 0x1C, 0x00, 0x01, 0x01]), ("000001.dbtmp", Array("MANIFEST-0".utf8)),
+            ("LOCK", []), ("LOG", Array("2026/11/25-17:00:00.000000 7f00 Creating DB\n".utf8)), ("000003.log", []),
+        ]
+        for (name, bytes) in files { _ = FileManager.default.createFile(atPath: user + "/" + name, contents: Data(bytes)) }
+        do {
+            let store = try Store(path: path)
+            #expect(try store.model("Item").count() == 0)
+            try store.model("Item").create(["object": "a", "n": 1])
+            #expect(try store.verify().problems == [])
+            try store.close()
+        }
+        let store = try Store(path: path)
+        #expect(try store.model("Item").find("a")?["n"] == 1)
+        try store.close()
+
+        // The same, but a log that holds writes: CURRENT was lost after data was written.
+        let other = directory.child("t")
+        let otherUser = directory.child("t/user")
+        try FileManager.default.createDirectory(atPath: otherUser, withIntermediateDirectories: true)
+        for (name, bytes) in files where name != "000003.log" { _ = FileManager.default.createFile(atPath: otherUser + "/" + name, contents: Data(bytes)) }
+        _ = FileManager.default.createFile(atPath: otherUser + "/000003.log", contents: Data(repeating: 7, count: 100))
+        expectError(.corruption) { _ = try Store(path: other) }
+        #expect(FileManager.default.fileExists(atPath: otherUser + "/000003.log"))
+    }
+
     @Test("garbled table files give a corruption error, not a crash or wrong data")
     func garbledTables() throws {
         let directory = TemporaryDirectory()
