@@ -64,8 +64,13 @@ extension Campaign {
     }
 
     func verifyPull(_ db: String, _ file: String, complete: Bool) async throws {
-        // A run killed before it created the store wrote nothing: nothing to check.
-        if !complete && !FileManager.default.fileExists(atPath: db) { return }
+        // A run killed before it created the store, or while LevelDB created it, wrote nothing:
+        // nothing to check (the next run must open it, and is checked when it has).
+        if !complete {
+            if !FileManager.default.fileExists(atPath: db) { return }
+            let run = try satchel(["--db", db, "check"])
+            if run.status != 0 && run.stderr.contains("does not exist (create_if_missing is false)") { return }
+        }
         try checkStore(db)
         let remote = await (try Self.loadServer(file)).objects("Item")
         try withStore(db) { store in

@@ -107,9 +107,22 @@ final class LevelDB: Sendable {
     /// LevelDB, asked to open a directory whose `CURRENT` file is gone while its table and log
     /// files remain, creates a new empty database there and deletes the old files: silent loss
     /// of everything. Refuse instead, and point at repair.
+    ///
+    /// A database whose creation was cut short looks headless too, and holds nothing: LevelDB
+    /// writes its first manifest (`MANIFEST-000001`), then `CURRENT`, and only then a log that
+    /// writes go to. So without `CURRENT`, that manifest, empty logs and LevelDB's own `LOCK`,
+    /// `LOG` and temporary files are no data, and the open goes on (LevelDB creates the database
+    /// again); any table, a log with bytes in it or a later manifest is refused.
     private static func refuseHeadlessDatabase(at path: String) throws(SatchelError) {
         guard let entries = try? FileManager.default.contentsOfDirectory(atPath: path), !entries.contains("CURRENT") else { return }
-        let data = entries.filter { $0.hasSuffix(".ldb") || $0.hasSuffix(".sst") || $0.hasSuffix(".log") || $0.hasPrefix("MANIFEST-") }
+        let data = entries.filter { name in
+            if name.hasSuffix(".ldb") || name.hasSuffix(".sst") { return true }
+            if name.hasSuffix(".log") {
+                let size = (try? FileManager.default.attributesOfItem(atPath: path + "/" + name)[.size] as? Int) ?? 1
+                return size != 0
+            }
+            return name.hasPrefix("MANIFEST-") && name != "MANIFEST-000001"
+        }
         if !data.isEmpty {
             throw SatchelError(
                 .corruption,
