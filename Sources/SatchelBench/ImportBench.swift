@@ -29,6 +29,40 @@ enum ImportBench {
             sqlite = min(sqlite, try importSQLite(file, count: count, path: "\(base)/sqlite-\(round).db"))
         }
         Report.line("import", n: count, satchel: Double(count) / satchel, unit: "docs/s", baselines: [("sqlite_json", Double(count) / sqlite)])
+
+        // Peak memory: each import again, alone in a child process of this executable.
+        let satchelRSS = try peakRSS(of: "satchel", file: file, count: count, path: "\(base)/satchel-rss")
+        let sqliteRSS = try peakRSS(of: "sqlite_json", file: file, count: count, path: "\(base)/sqlite-rss.db")
+        Report.line("import_peak_rss", n: count, satchel: satchelRSS, unit: "MB", baselines: [("sqlite_json", sqliteRSS)])
+    }
+
+    /// The peak resident set, in MB, of a child process importing `file` with `system`.
+    private static func peakRSS(of system: String, file: String, count: Int, path: String) throws -> Double {
+        let child = Process()
+        child.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        child.arguments = ["--child-import", system, "--child-file", file, "--child-path", path, "--docs", String(count)]
+        let output = Pipe()
+        child.standardOutput = output
+        try child.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        child.waitUntilExit()
+        guard child.terminationStatus == 0, let text = String(data: data, encoding: .utf8),
+            let kilobytes = Double(text.trimmingCharacters(in: .whitespacesAndNewlines))
+        else { throw BenchError("the \(system) import child failed (status \(child.terminationStatus))") }
+        return kilobytes / 1024
+    }
+
+    /// In the child process: imports `file` with `system` into a new store at `path`, removes
+    /// it, and prints the process's peak resident set in KiB.
+    static func child(system: String, file: String, path: String, count: Int) throws {
+        switch system {
+        case "satchel": _ = try importSatchel(file, count: count, path: path)
+        case "sqlite_json": _ = try importSQLite(file, count: count, path: path)
+        default: throw BenchError("no import system '\(system)'")
+        }
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        print(usage.ru_maxrss)
     }
 
     /// The benchmark's objects as JSON lines, each with its id under `object`.

@@ -52,7 +52,14 @@ struct SatchelBench: AsyncParsableCommand {
     @Option(help: "Comma-separated groups to run: \(Group.allCases.map(\.rawValue).joined(separator: ", ")).")
     var only: String?
 
+    @Option(help: .hidden) var childImport: String?
+    @Option(help: .hidden) var childFile: String?
+    @Option(help: .hidden) var childPath: String?
+
     func run() async throws {
+        if let childImport, let childFile, let childPath {
+            return try ImportBench.child(system: childImport, file: childFile, path: childPath, count: docs)
+        }
         let groups = try only.map { list in
             try list.split(separator: ",").map { name in
                 guard let group = Group(rawValue: String(name)) else { throw ValidationError("unknown group '\(name)'") }

@@ -61,30 +61,40 @@ enum StoreBench {
         var systems: [any BenchSystem] = []
         defer { for system in systems { try? system.close() } }
         // Loading is repeated on fresh stores when it is short (a small run's load takes a
-        // fraction of a second, so one run is mostly noise); the last round's stores stay.
+        // fraction of a second, so one run is mostly noise); the last round's stores stay. The
+        // systems load in turns, a slice of batches each (the order rotating), so that a burst
+        // of load on a shared machine lands on all of them alike; each keeps its best round.
         let loadRounds = count <= 200_000 ? rounds : 1
         for round in 0..<loadRounds {
             let last = round == loadRounds - 1
             let roundDirectory = directory + "/round-\(round)"
             try FileManager.default.createDirectory(atPath: roundDirectory, withIntermediateDirectories: true)
-            for make in makers {
-                let system = try make(roundDirectory)
-                log("\(system.name): loading \(count) objects")
-                var generator = BenchData.Generator()
-                var loadTime = 0.0
-                var loaded = 0
-                while loaded < count {
+            let loading = try makers.map { try $0(roundDirectory) }
+            log("loading \(count) objects into \(loading.map(\.name).joined(separator: ", ")), in turns of \(loadSlice) batches")
+            var generator = BenchData.Generator()
+            var loadTimes = Array(repeating: 0.0, count: loading.count)
+            var loaded = 0
+            var turn = 0
+            while loaded < count {
+                var batches: [[BenchData.Item]] = []
+                while batches.count < loadSlice && loaded < count {
                     let n = min(batchSize, count - loaded)
-                    let batch = (0..<n).map { _ in generator.next() }
-                    loadTime += try timed { try system.load(batch) }
+                    batches.append((0..<n).map { _ in generator.next() })
                     loaded += n
                 }
-                let rate = Double(count) / loadTime
-                results["load", default: [:]][system.name] = max(results["load"]?[system.name] ?? 0, rate)
+                for k in loading.indices {
+                    let s = (k + turn) % loading.count
+                    for batch in batches { loadTimes[s] += try timed { try loading[s].load(batch) } }
+                }
+                turn += 1
+            }
+            for (system, time) in zip(loading, loadTimes) {
+                results["load", default: [:]][system.name] = max(results["load"]?[system.name] ?? 0, Double(count) / time)
                 if last {
                     systems.append(system)
                     log("\(system.name): settling")
                     try system.settle()
+                    results["disk", default: [:]][system.name] = Double(try bytesOnDisk(roundDirectory, system: system.name)) / 1e6
                 } else {
                     try system.close()
                 }
@@ -152,13 +162,66 @@ enum StoreBench {
             if scanned != count { throw BenchError("\(system.name) scanned \(scanned) of \(count) objects") }
             return Double(scanned) / seconds
         }
+        if wanted("open_query") {
+            // Each system closed, then opened again and asked a first indexed query (brand ==
+            // B, the first 20), in interleaved rounds; each keeps its best.
+            log("measuring open_query")
+            for system in systems { try system.close() }
+            systems.removeAll()
+            let roundDirectory = directory + "/round-\(loadRounds - 1)"
+            for round in 0..<rounds {
+                let brand = inputs.brands[round]
+                for (name, openAndQuery) in Self.openQueries {
+                    guard FileManager.default.fileExists(atPath: roundDirectory + "/" + name + (name == "satchel" ? "" : ".db")) else { continue }
+                    var found = 0
+                    let seconds = try timed { found = try openAndQuery(roundDirectory, brand) }
+                    if found != 20 { throw BenchError("\(name) found \(found) objects of \(brand) after opening, not 20") }
+                    results["open_query", default: [:]][name] = min(results["open_query"]?[name] ?? .infinity, seconds * 1e3)
+                }
+            }
+        }
         if sink == 42 { print("") }
         return results
     }
 
+    /// Slices of the load: each system loads this many batches in its turn.
+    static let loadSlice = 10
+
+    /// The bytes of a system's files (a directory, or a database with its WAL) under `directory`.
+    static func bytesOnDisk(_ directory: String, system: String) throws -> Int {
+        var total = 0
+        let fileManager = FileManager.default
+        for entry in try fileManager.contentsOfDirectory(atPath: directory) where entry.hasPrefix(system) {
+            let path = directory + "/" + entry
+            var isDirectory: ObjCBool = false
+            guard fileManager.fileExists(atPath: path, isDirectory: &isDirectory) else { continue }
+            let files = isDirectory.boolValue ? (fileManager.subpaths(atPath: path) ?? []).map { path + "/" + $0 } : [path]
+            for file in files { total += (try? fileManager.attributesOfItem(atPath: file)[.size] as? Int) ?? 0 }
+        }
+        return total
+    }
+
+    /// Opening a settled store and running a first indexed query, per system that has one:
+    /// returns how many objects the query found.
+    static let openQueries: [(String, @Sendable (String, String) throws -> Int)] = [
+        ("satchel", { directory, brand in
+            let store = try Store(path: directory + "/satchel")
+            defer { try? store.close() }
+            return try store.model("Product").findAll(Query(where: "brand" == .string(brand), limit: 20)).count
+        }),
+        ("sqlite_json", { directory, brand in
+            let db = try SQLiteDatabase(path: directory + "/sqlite_json.db")
+            let query = try db.prepare("SELECT id, body FROM docs WHERE json_extract(body, '$.brand') = ? LIMIT 20")
+            query.bind(1, brand)
+            var n = 0
+            while try query.step() { n += try query.parsedObject(1).isEmpty ? 0 : 1 }
+            return n
+        }),
+    ]
+
     static let measures: [(name: String, unit: String)] = [
         ("load", "docs/s"), ("get", "us"), ("find_eq_limit20", "us"), ("find_eq_all", "ms"), ("range_order_limit20", "us"),
-        ("update", "us"), ("scan", "docs/s"),
+        ("update", "us"), ("scan", "docs/s"), ("disk", "MB"), ("open_query", "ms"),
     ]
 
     static func report(_ results: Results, count: Int) {

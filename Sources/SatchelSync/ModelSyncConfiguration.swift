@@ -123,6 +123,10 @@ public struct ModelSyncConfiguration: Sendable, Hashable {
         return entry
     }
 
+    /// Whether every attribute but the id travels between this device and the server (no
+    /// attribute lists apply).
+    var everyAttributeTravels: Bool { onlyAttributes == nil && ignoredAttributes.isEmpty && deviceOnlyAttributes.isEmpty }
+
     /// Whether an attribute travels between this device and the server.
     func syncs(_ attribute: String) -> Bool {
         if attribute == Object.idAttribute { return false }
@@ -133,7 +137,7 @@ public struct ModelSyncConfiguration: Sendable, Hashable {
 
     /// `attributes` without those that do not travel.
     func syncing(_ attributes: JSONObject) -> JSONObject {
-        if onlyAttributes == nil && ignoredAttributes.isEmpty && deviceOnlyAttributes.isEmpty && attributes[Object.idAttribute] == nil {
+        if everyAttributeTravels && attributes[Object.idAttribute] == nil {
             return attributes  // everything travels (the usual case, on every pulled object)
         }
         return attributes.filter { name, _ in syncs(name) }

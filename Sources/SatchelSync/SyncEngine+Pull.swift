@@ -310,10 +310,25 @@ extension SyncEngine {
         // of a first sync): its records are not read (a version the page brings overwrites the
         // stored one).
         let quiet = try !tx.hasLocalChanges(model)
+        // And when every attribute travels, a whole object without blobs is simply taken: what
+        // the policy answers for it is known (checked against the policy in debug builds).
+        let taken = quiet && modelConfiguration.everyAttributeTravels
         for object in objects {
+            let old = try tx.find(object.id, in: model)?.attributes
+            let objectBlobs = blobs[object.id] ?? [:]
+            if taken && object.isWhole && objectBlobs.isEmpty {
+                assert(
+                    MergePolicy.upsert(object, local: MergePolicy.Local(model: model.name, id: object.id, attributes: old), configuration: modelConfiguration)
+                        == MergePolicy.Outcome(rule: .taken, write: .replace(modelConfiguration.syncing(object.attributes)), records: SyncRecords(version: object.version)))
+                if let version = object.version {
+                    try tx.setSyncRecords(model, object.id, SyncRecords(version: version), replacing: SyncRecords())
+                }
+                notification.note(try tx.writeServerObject(model, object.id, object.attributes, replacing: old), object.id)
+                continue
+            }
             let records = quiet ? SyncRecords() : try tx.syncRecords(model, object.id)
-            let local = MergePolicy.Local(model: model.name, id: object.id, attributes: try tx.find(object.id, in: model)?.attributes, records: records)
-            let outcome = MergePolicy.upsert(object, local: local, configuration: modelConfiguration, blobs: blobs[object.id] ?? [:])
+            let local = MergePolicy.Local(model: model.name, id: object.id, attributes: old, records: records)
+            let outcome = MergePolicy.upsert(object, local: local, configuration: modelConfiguration, blobs: objectBlobs)
             try apply(outcome, local, to: model, tx: tx, notification: &notification)
         }
     }
