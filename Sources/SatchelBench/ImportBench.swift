@@ -60,9 +60,13 @@ enum ImportBench {
         case "sqlite_json": _ = try importSQLite(file, count: count, path: path)
         default: throw BenchError("no import system '\(system)'")
         }
-        var usage = rusage()
-        getrusage(RUSAGE_SELF.rawValue, &usage)
-        print(usage.ru_maxrss)
+        // VmHWM, the peak of this process's own memory: getrusage's ru_maxrss would also count
+        // the parent's, which Linux carries into a child across fork and exec.
+        let status = try String(contentsOfFile: "/proc/self/status", encoding: .utf8)
+        guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+            let kilobytes = line.split(separator: " ").dropFirst().first(where: { !$0.isEmpty }).flatMap({ Int($0) })
+        else { throw BenchError("no VmHWM in /proc/self/status") }
+        print(kilobytes)
     }
 
     /// The benchmark's objects as JSON lines, each with its id under `object`.

@@ -42,7 +42,7 @@ struct SatchelBench: AsyncParsableCommand {
     @Option(help: "Systems to compare with: leveldb_raw, sqlite_json, rhoconnect_eav (comma list; default all).")
     var baselines: String?
     @Option(help: "A directory for the databases (default: a new temporary one, removed afterwards).") var directory: String?
-    @Option(help: "Measures to run after the load (comma list; default all): \(StoreBench.measures.map(\.name).joined(separator: ", ")).")
+    @Option(help: "Measures to run (comma list; default all): \(StoreBench.measures.map(\.name).joined(separator: ", ")) after the store's load; \(SyncBench.measures.joined(separator: ", ")) in the sync group.")
     var measures: String?
     @Option(help: "Override the block cache size, in MiB (all systems).") var cache: Int?
     @Option(help: "Override the write buffer size, in MiB.") var writeBuffer: Int?
@@ -73,7 +73,7 @@ struct SatchelBench: AsyncParsableCommand {
             switch group {
             case .codec: try CodecBench.run(count: min(docs, 100_000))
             case .store: try runStore()
-            case .sync: try await SyncBench.run(count: docs, directory: directory)
+            case .sync: try await SyncBench.run(count: docs, directory: directory, measures: measures.map { Set($0.split(separator: ",").map(String.init)) })
             case .kinto: try await runKinto()
             case .import: try ImportBench.run(count: docs, directory: directory)
             case .parse: try await ParseBench.run(count: min(docs, 20_000), directory: directory)

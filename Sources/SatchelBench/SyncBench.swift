@@ -19,13 +19,28 @@ import Synchronization
 enum SyncBench {
     static let pageSize = 1000
 
-    static func run(count: Int, directory: String?) async throws {
+    static let measures = ["sync_pull", "sync_push", "write_synced"]
+
+    /// Runs the `wanted` measures (all when nil).
+    static func run(count: Int, directory: String?, measures wanted: Set<String>? = nil) async throws {
         let fileManager = FileManager.default
         let base = directory ?? fileManager.temporaryDirectory.appendingPathComponent("satchel-sync-bench-\(ProcessInfo.processInfo.processIdentifier)").path
         try fileManager.createDirectory(atPath: base, withIntermediateDirectories: true)
         defer { if directory == nil { try? fileManager.removeItem(atPath: base) } }
 
         let items = BenchData.make(count: count)
+        if wanted?.contains("sync_pull") ?? true { try await pullMeasure(items, base: base) }
+        if wanted?.contains("sync_push") ?? true { try await pushMeasure(items, base: base) }
+        if wanted?.contains("write_synced") ?? true {
+            let singles = min(count, 20_000)
+            log("sync: \(singles) single-object creates and updates on a model that records changes")
+            let (synced, sqlite) = try WriteSynced.run(items: Array(items.prefix(singles)), directory: base)
+            Report.line("write_synced", n: singles, satchel: 1 / synced, unit: "writes/s", baselines: [("sqlite_json", 1 / sqlite)])
+        }
+    }
+
+    private static func pullMeasure(_ items: [BenchData.Item], base: String) async throws {
+        let count = items.count
         let server = InMemoryBackend()
         for item in items { await server.put("Product", item.attributes, id: item.id) }
         log("sync: \(count) objects on an in-memory server, pages of \(pageSize)")
@@ -38,6 +53,10 @@ enum SyncBench {
             save.append(baseline)
         }
         Report.line("sync_pull", n: count, satchel: Double(count) / pull.min()!, unit: "objects/s", baselines: [("bulk_save", Double(count) / save.min()!)])
+    }
+
+    private static func pushMeasure(_ items: [BenchData.Item], base: String) async throws {
+        let count = items.count
 
         log("sync: \(count) local creates then \(count) updates, pushed in chunks of \(pageSize)")
         var push: [Double] = [], write: [Double] = []
@@ -47,11 +66,6 @@ enum SyncBench {
             write.append(baseline)
         }
         Report.line("sync_push", n: count, satchel: Double(2 * count) / push.min()!, unit: "changes/s", baselines: [("bulk_save", Double(2 * count) / write.min()!)])
-
-        let singles = min(count, 20_000)
-        log("sync: \(singles) single-object creates and updates on a model that records changes")
-        let (synced, sqlite) = try WriteSynced.run(items: Array(items.prefix(singles)), directory: base)
-        Report.line("write_synced", n: singles, satchel: 1 / synced, unit: "writes/s", baselines: [("sqlite_json", 1 / sqlite)])
     }
 
     /// Seconds for one first sync of the server's `count` products into a new store, in pages of
