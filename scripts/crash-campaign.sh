@@ -7,7 +7,7 @@
 # run converging). See docs/RELIABILITY.md.
 #
 #   bash scripts/crash-campaign.sh            the full campaign: 50 kills per scenario, a release
-#                                             build (about 30 minutes on 2 cores)
+#                                             build (40 to 55 minutes on 2 cores)
 #   bash scripts/crash-campaign.sh --short    a few kills per scenario at a quarter of the sizes,
 #                                             on the debug build (CI runs this; a few minutes)
 #
