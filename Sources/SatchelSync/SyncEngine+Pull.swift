@@ -320,10 +320,9 @@ extension SyncEngine {
                 assert(
                     MergePolicy.upsert(object, local: MergePolicy.Local(model: model.name, id: object.id, attributes: old), configuration: modelConfiguration)
                         == MergePolicy.Outcome(rule: .taken, write: .replace(modelConfiguration.syncing(object.attributes)), records: SyncRecords(version: object.version)))
-                if let version = object.version {
-                    try tx.setSyncRecords(model, object.id, SyncRecords(version: version), replacing: SyncRecords())
-                }
-                notification.note(try tx.writeServerObject(model, object.id, object.attributes, replacing: old), object.id)
+                // The version lands in the object's own record (none given: it keeps its own).
+                let version: JSONValue?? = object.version.map { .some($0) } ?? .none
+                notification.note(try tx.writeServerObject(model, object.id, object.attributes, replacing: old, version: version), object.id)
                 continue
             }
             let records = quiet ? SyncRecords() : try tx.syncRecords(model, object.id)
@@ -333,18 +332,24 @@ extension SyncEngine {
         }
     }
 
-    /// Writes what the merge policy decided for `local`: its sync records (when they changed),
-    /// then the object.
+    /// Writes what the merge policy decided for `local`: the object (with its new version, in the
+    /// same record), then its other sync records when they changed.
     static func apply(
         _ outcome: MergePolicy.Outcome, _ local: MergePolicy.Local, to model: Model, tx: Transaction, notification: inout ObjectNotification
     ) throws {
-        if outcome.records != local.records {
-            try tx.setSyncRecords(model, local.id, outcome.records, replacing: local.records)
-        }
+        var written = local.records
+        let version: JSONValue?? = outcome.records.version != local.records.version ? .some(outcome.records.version) : .none
         switch outcome.write {
         case .keep: break
-        case .replace(let attributes): notification.note(try tx.writeServerObject(model, local.id, attributes, replacing: local.attributes), local.id)
-        case .delete: notification.note(try tx.writeServerObject(model, local.id, nil, replacing: local.attributes), local.id)
+        case .replace(let attributes):
+            notification.note(try tx.writeServerObject(model, local.id, attributes, replacing: local.attributes, version: version), local.id)
+            written.version = outcome.records.version
+        case .delete:
+            notification.note(try tx.writeServerObject(model, local.id, nil, replacing: local.attributes, version: version), local.id)
+            written.version = outcome.records.version
+        }
+        if outcome.records != written {
+            try tx.setSyncRecords(model, local.id, outcome.records, replacing: written)
         }
     }
 

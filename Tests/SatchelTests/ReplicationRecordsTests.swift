@@ -141,4 +141,125 @@ struct ReplicationRecordsTests {
             }
         }
     }
+
+    /// The keys of family `family` the store holds for `model`, and object `id`'s stored record.
+    private static func stored(_ store: Store, _ family: KeyFamily, _ model: String, _ id: String) throws -> [UInt8]? {
+        try store.database(.user).get(family == .object ? Keys.object(model, id) : Keys.objectRecord(family, model, id))
+    }
+
+    @Test("a server version rides in its object's record: kept by local writes, moved to its version record by a delete, read back either way")
+    func versionInTheObjectsRecord() throws {
+        try withTemporaryStore { store in
+            let model = try store.model("Product")
+            try model.createIndex(IndexDefinition("brand"))
+            // A pulled object and its version: one record.
+            try store.bulkUpdate { tx in
+                _ = try tx.writeServerObject(model, "p1", ["brand": "Acme", "price": 1], replacing: nil, version: .some(.int(7)))
+            }
+            #expect(try Self.stored(store, .version, "Product", "p1") == nil)
+            #expect(try Self.stored(store, .object, "Product", "p1") == [0x01] + Array("7".utf8) + [0x00] + Array(#"{"brand":"Acme","price":1}"#.utf8))
+            #expect(try store.read { try $0.syncRecords(model, "p1") }.version == 7)
+            #expect(try model.find("p1")?.attributes == ["brand": "Acme", "price": 1])
+            #expect(try model.findAll(where: ["brand": "Acme"]).map(\.attributes) == [["brand": "Acme", "price": 1]])  // from the index's copy
+
+            // Local writes keep it, in a later transaction and in the same one.
+            try model.update("p1", with: ["price": 2])
+            try store.bulkUpdate { tx in
+                _ = try tx.update("p1", with: ["price": 3], in: model)
+                _ = try tx.save(Object(id: "p1", attributes: ["brand": "Zenith", "price": 3]), in: model)
+                #expect(try tx.syncRecords(model, "p1").version == 7)
+            }
+            #expect(try store.read { try $0.syncRecords(model, "p1") }.version == 7)
+            #expect(try store.bulkUpdate { try $0.syncRecords(of: model, withVersions: true) }.first?.records.version == 7)
+
+            // A local delete: the version stays the base of the delete to push.
+            try model.delete("p1")
+            #expect(try Self.stored(store, .version, "Product", "p1") == Array("7".utf8))
+            #expect(try store.read { try $0.syncRecords(model, "p1") }.version == 7)
+            // Created again: it reads the version record still; a new version lands in the record
+            // and shadows it.
+            try model.create(["object": "p1", "brand": "Acme"])
+            #expect(try store.read { try $0.syncRecords(model, "p1") }.version == 7)
+            try store.bulkUpdate { tx in
+                var records = try tx.syncRecords(model, "p1")
+                records.version = "v8"
+                try tx.setSyncRecords(model, "p1", records)
+            }
+            #expect(try store.read { try $0.syncRecords(model, "p1") }.version == "v8")
+            // No version: neither the record nor a version record keeps one.
+            try store.bulkUpdate { tx in
+                var records = try tx.syncRecords(model, "p1")
+                records.version = nil
+                try tx.setSyncRecords(model, "p1", records)
+            }
+            #expect(try store.read { try $0.syncRecords(model, "p1") }.version == nil)
+            #expect(try Self.stored(store, .version, "Product", "p1") == nil)
+            #expect(try Self.stored(store, .object, "Product", "p1")?.first == UInt8(ascii: "{"))
+
+            // A server delete that says nothing of the version keeps it; one that clears it does not.
+            try store.bulkUpdate { tx in
+                _ = try tx.writeServerObject(model, "p2", ["brand": "Acme"], replacing: nil, version: .some("a"))
+                _ = try tx.writeServerObject(model, "p3", ["brand": "Acme"], replacing: nil, version: .some("b"))
+            }
+            try store.bulkUpdate { tx in
+                _ = try tx.writeServerObject(model, "p2", nil)
+                _ = try tx.writeServerObject(model, "p3", nil, replacing: try tx.find("p3", in: model)?.attributes, version: .some(nil))
+            }
+            #expect(try store.read { try $0.syncRecords(model, "p2") }.version == "a")
+            #expect(try store.read { try $0.syncRecords(model, "p3") }.version == nil)
+            #expect(try Self.stored(store, .version, "Product", "p3") == nil)
+
+            // The same object sent back with the same version writes nothing.
+            try store.bulkUpdate { tx in
+                _ = try tx.writeServerObject(model, "p4", ["brand": "Acme"], replacing: nil, version: .some(1))
+            }
+            let unchanged = try store.bulkUpdate { tx in
+                try tx.writeServerObject(model, "p4", ["brand": "Acme"], replacing: try tx.find("p4", in: model)?.attributes, version: .some(1))
+            }
+            #expect(unchanged == .unchanged)
+            // A renamed object takes its version along.
+            try store.bulkUpdate { tx in _ = try tx.rename(model, from: "p4", to: "s4") }
+            #expect(try store.read { try $0.syncRecords(model, "s4") }.version == 1)
+            #expect(try store.read { try $0.syncRecords(model, "p4") }.version == nil)
+            #expect(try store.verify().problems == [])
+
+            // An index built over versioned records copies their attributes only.
+            try store.bulkUpdate { tx in
+                _ = try tx.writeServerObject(model, "p5", ["brand": "Acme", "price": 9], replacing: nil, version: .some("c"))
+            }
+            try model.createIndex(IndexDefinition("price"))
+            #expect(try model.explain(Query(where: Field("price") == 9)).access == .index(IndexDefinition("price")))
+            #expect(try model.findAll(Query(where: Field("price") == 9)).map(\.attributes) == [["brand": "Acme", "price": 9]])
+            #expect(try store.verify().problems == [])
+        }
+    }
+
+    @Test("a format-1 store (versions in version records) opens as format 2 with every version where it was")
+    func formatOneStore() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.child("s")
+        do {
+            let store = try Store(path: path)
+            let model = try store.model("Product")
+            try store.bulkUpdate { tx in _ = try tx.writeServerObject(model, "p1", ["name": "a"]) }
+            // What format 1 wrote: the version beside the object, and its marker.
+            var batch = LevelDBWriteBatch()
+            batch.put(Keys.objectRecord(.version, "Product", "p1"), Array("41".utf8))
+            batch.put(Keys.format, JSONValue.int(1).jsonBytes)
+            try store.database(.user).write(batch, sync: false)
+            try store.close()
+        }
+        let store = try Store(path: path)
+        defer { try? store.close() }
+        #expect(try store.database(.user).get(Keys.format) == Array("2".utf8))
+        let model = try store.model("Product")
+        #expect(try store.read { try $0.syncRecords(model, "p1") }.version == 41)
+        try model.update("p1", with: ["name": "b"])
+        #expect(try store.read { try $0.syncRecords(model, "p1") }.version == 41)
+        try store.bulkUpdate { tx in
+            _ = try tx.writeServerObject(model, "p1", ["name": "c"], replacing: try tx.find("p1", in: model)?.attributes, version: .some(42))
+        }
+        #expect(try store.read { try $0.syncRecords(model, "p1") }.version == 42)
+        #expect(try store.verify().problems == [])
+    }
 }

@@ -86,10 +86,11 @@ extension Model {
                 while n < batchSize && iterator.isValid && iterator.keyHasPrefix(prefix) {
                     let key = iterator.key
                     let id = try key.withUnsafeBytes { try Keys.objectID(fromKey: $0, prefixLength: prefix.count) }
-                    let value = iterator.value
-                    let attributes = try value.withUnsafeBytes { try StoredObject.decode($0, model: name, id: id) }
+                    let (attributes, json) = try iterator.withValue { value in
+                        (try StoredObject.decode(value, model: name, id: id), index.storesObjects ? try StoredObject.attributesBytes(value, model: name, id: id) : [])
+                    }
                     for entryKey in index.entries(model: name, objectID: id, attributes: attributes) {
-                        try tx.rawWrite(entryKey, index.storesObjects ? value : [], partition: partition, model: name)
+                        try tx.rawWrite(entryKey, json, partition: partition, model: name)
                     }
                     resumeAfter = key
                     n += 1

@@ -46,8 +46,19 @@ struct SyncRecordsAccess {
         if statistics.errors > 0, let bytes = try value(Keys.objectRecord(.error, model.name, id)) {
             records.error = try RecordError(model: model.name, objectID: id, stored: try JSONObject(parsing: bytes))
         }
-        records.version = try value(Keys.objectRecord(.version, model.name, id)).map { try JSONValue(parsing: $0) }
+        records.version = try version(id)
         return records
+    }
+
+    /// Object `id`'s server version: the one its record carries, else its version record's
+    /// (an object gone with a delete to push, or stored by an earlier format).
+    func version(_ id: String) throws -> JSONValue? {
+        if statistics.objects > 0, let record = try value(Keys.object(prefix: model.objectPrefix, id)),
+            let version = try record.withUnsafeBytes({ try StoredObject.version($0, model: model.name, id: id) })
+        {
+            return version
+        }
+        return try value(Keys.objectRecord(.version, model.name, id)).map { try JSONValue(parsing: $0) }
     }
 
     /// Every object with a pending change, a change in flight or a record error, by id bytes,
@@ -74,7 +85,7 @@ struct SyncRecordsAccess {
         }
         if withVersions {
             for i in merged.indices {
-                merged[i].records.version = try value(Keys.objectRecord(.version, model.name, merged[i].id)).map { try JSONValue(parsing: $0) }
+                merged[i].records.version = try version(merged[i].id)
             }
         }
         return merged
@@ -152,13 +163,11 @@ extension Transaction {
         let old = try old ?? syncRecords(model, id)
         let countedChange = old.pending != records.pending || old.inFlight != records.inFlight || old.error != records.error
         if !countedChange && old.version == records.version { return }
-        let partition = try entry(of: model).definition.partition
-        try buffer.claim(partition, model: model.name)
-        if !countedChange {
-            // Only the version: no statistic moves (a pulled object's usual case).
-            buffer.put(Keys.objectRecord(.version, model.name, id), records.version?.jsonBytes)
-            return
-        }
+        let entry = try entry(of: model)
+        try buffer.claim(entry.definition.partition, model: model.name)
+        if old.version != records.version { try setVersion(model, id, records.version, entry: entry) }
+        // Only the version: no statistic moves (a pulled object's usual case).
+        if !countedChange { return }
         var statistics = try workingStatistics(model.name)
         if old.pending != records.pending {
             let new = records.pending.map { ChangeRecord(kind: $0.kind, attributes: $0.kind == .create ? JSONObject() : $0.attributes) }
@@ -173,9 +182,6 @@ extension Transaction {
         if old.error != records.error {
             buffer.put(Keys.objectRecord(.error, model.name, id), records.error?.stored.jsonBytes)
             statistics.errors += (records.error == nil ? 0 : 1) - (old.error == nil ? 0 : 1)
-        }
-        if old.version != records.version {
-            buffer.put(Keys.objectRecord(.version, model.name, id), records.version?.jsonBytes)
         }
         setStatistics(statistics, model: model.name)
     }

@@ -24,27 +24,61 @@ extension Transaction {
     }
 
     /// ``writeServerObject(_:_:_:)`` for a caller that has just read the object: `old` must be
-    /// what this transaction holds for it (nil: none).
+    /// what this transaction holds for it (nil: none). With `version`, the object's server
+    /// version becomes it in the same write (``SyncRecords/version``; an object the server
+    /// deleted keeps it in its version record); without, it stays as it was.
     @discardableResult
-    package func writeServerObject(_ model: Model, _ id: String, _ attributes: JSONObject?, replacing old: JSONObject?) throws -> ObjectEffect {
+    package func writeServerObject(
+        _ model: Model, _ id: String, _ attributes: JSONObject?, replacing old: JSONObject?, version: JSONValue?? = .none
+    ) throws -> ObjectEffect {
         checkOpen()
         let entry = try entry(of: model)
         var new = attributes?.splitting(Object.idAttribute).rest
         if new?.isEmpty == true { new = nil }
+        let update: VersionUpdate = version.map { .set($0?.jsonBytes) } ?? .keep
         switch (old, new) {
         case (nil, nil):
+            if case .some = version { try setVersion(model, id, version!, entry: entry) }
             return .unchanged
         case (.some, nil):
-            try apply(entry, model, id: id, old: old, new: nil, recordChange: false)
+            try apply(entry, model, id: id, old: old, new: nil, recordChange: false, version: update)
             return .deleted
         case (nil, .some(let n)):
-            try apply(entry, model, id: id, old: nil, new: n, recordChange: false)
+            try apply(entry, model, id: id, old: nil, new: n, recordChange: false, version: update)
             return .created
         case (.some(let o), .some(let n)):
-            if o.isIdentical(to: n) { return .unchanged }
-            try apply(entry, model, id: id, old: o, new: n, recordChange: false)
+            if o.isIdentical(to: n) {
+                if case .some = version { try setVersion(model, id, version!, entry: entry) }
+                return .unchanged
+            }
+            try apply(entry, model, id: id, old: o, new: n, recordChange: false, version: update)
             return .updated
         }
+    }
+
+    /// Makes object `id`'s server version `version` (nil: none): in the object's record when it
+    /// exists (rewritten when the version differs; index entries do not hold versions), else in
+    /// its version record.
+    func setVersion(_ model: Model, _ id: String, _ version: JSONValue?, entry: ModelEntry) throws {
+        let partition = entry.definition.partition
+        let key = Keys.object(prefix: model.objectPrefix, id)
+        let new = version?.jsonBytes
+        let pending = buffer.pending(key, partition: partition)
+        // The object just read already carries it (a pulled object sent back unchanged).
+        if pending == nil, new != nil, let lastRead, lastRead.key == key, lastRead.version == new { return }
+        let record: [UInt8]? = try pending ?? (entry.statistics.objects == 0 ? nil : store.database(partition).get(key))
+        try buffer.claim(partition, model: model.name)
+        guard let record else {
+            buffer.put(Keys.objectRecord(.version, model.name, id), new)
+            return
+        }
+        let (old, json) = try record.withUnsafeBytes { bytes in
+            let parts = try StoredObject.split(bytes, model: model.name, id: id)
+            return (parts.version.map { Array($0) }, Array(parts.attributes))
+        }
+        if old != new { buffer.put(key, StoredObject.record(json: json, version: new)) }
+        // A record without a version defers to the version record: none is left behind it.
+        if new == nil { buffer.put(Keys.objectRecord(.version, model.name, id), nil) }
     }
 
     /// Whether `model` has pending changes, changes in flight or record errors: when it has

@@ -352,16 +352,20 @@ enum KeyFamily: UInt8, CaseIterable {
     case inFlight = 0x05
     /// `(err, model, objectId)` → a change the server rejected, kept until the app resolves it.
     case error = 0x06
-    /// `(ver, model, objectId)` → the object's version on the server (an ETag, a timestamp…).
+    /// `(ver, model, objectId)` → the object's version on the server (an ETag, a timestamp…) when
+    /// its record does not carry it: the object is gone with a delete to push, or an earlier
+    /// format stored it so (`StoredObject.swift`).
     case version = 0x07
 }
 
 /// Constructors for every key Satchel writes. Nothing outside this file builds key bytes.
 enum Keys {
-    /// Version of the on-disk layout written by this code.
-    static let formatVersion: Int64 = 1
+    /// Version of the on-disk layout written by this code. Format 2 lets an object's record carry
+    /// its server version; every format-1 store is a format-2 store (its versions are all in
+    /// version records), so opening one only raises its marker.
+    static let formatVersion: Int64 = 2
 
-    /// `(meta, "format")` → the layout version as JSON (`1`).
+    /// `(meta, "format")` → the layout version as JSON (`2`).
     static var format: [UInt8] {
         var k = KeyEncoder(.meta)
         k.append("format")

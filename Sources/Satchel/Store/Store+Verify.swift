@@ -98,6 +98,7 @@ extension Store {
             counted[name, default: StoredStatistics()].objects += 1
             do {
                 let attributes = try value.withUnsafeBytes { try StoredObject.decode($0, model: name.name, id: id) }
+                _ = try value.withUnsafeBytes { try StoredObject.version($0, model: name.name, id: id) }
                 // Every object has each of its entries in every ready index.
                 for index in definitions[name]?.indexes ?? [] where index.state == .ready {
                     for entryKey in index.entries(model: name.name, objectID: id, attributes: attributes)
@@ -168,7 +169,7 @@ extension Store {
             }
             if !index.entries(model: name.name, objectID: id, attributes: attributes).contains(key) {
                 report.report("model '\(name.name)': index \(index.definition) has an entry for '\(id)' that does not match the object")
-            } else if value != (index.storesObjects ? stored : []) {
+            } else if value != (index.storesObjects ? (try? stored.withUnsafeBytes { try StoredObject.attributesBytes($0, model: name.name, id: id) }) ?? [] : []) {
                 report.report("model '\(name.name)': index \(index.definition) holds a stale copy of '\(id)'")
             }
         }

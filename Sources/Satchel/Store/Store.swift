@@ -232,6 +232,13 @@ public final class Store: Sendable {
                     .unsupportedFormat,
                     "the \(partition.rawValue) partition uses format \(version); this Satchel reads format \(Keys.formatVersion)")
             }
+            if version < Keys.formatVersion {
+                // Earlier formats are subsets of this one: the marker rises (so that earlier code
+                // refuses what this code may write), nothing else moves.
+                var batch = LevelDBWriteBatch()
+                batch.put(Keys.format, JSONValue.int(Keys.formatVersion).jsonBytes)
+                try db.write(batch, sync: durable)
+            }
             return
         }
         // A new database: it must be empty, or it is not a Satchel store.

@@ -27,6 +27,9 @@ public final class Transaction {
     var leftRewrites = false
     /// Changes to the in-memory catalog that take effect once the batch is written.
     private var catalogUpdates: [(inout Catalog) -> Void] = []
+    /// The key of the object last read from the store and the version its record carries: the
+    /// write that usually follows keeps it without reading the record again.
+    var lastRead: (key: [UInt8], version: [UInt8]?)?
 
     /// The models whose objects this transaction changed, in order; with the ids, per model,
     /// when someone observed the store's changes as it began (``Store/changes``).
@@ -230,17 +233,49 @@ public final class Transaction {
 
     // MARK: - The write primitive
 
+    /// What a write does to the server version an object's record carries.
+    enum VersionUpdate {
+        /// The object keeps its version (a deleted object's moves to its version record).
+        case keep
+        /// The version becomes this compact JSON (nil: none).
+        case set([UInt8]?)
+    }
+
     /// Moves object `id` from `old` to `new` (nil: deleted), in this transaction's batch: the
     /// object, its index entries, the statistics and, for a model that records changes (unless
     /// `recordChange` is false: a server write), the coalesced pending change. Every write of an
-    /// object goes through here.
-    func apply(_ entry: ModelEntry, _ model: Model, id: String, old: JSONObject?, new: JSONObject?, recordChange: Bool = true) throws {
-        try buffer.claim(entry.definition.partition, model: model.name)
+    /// object goes through here. The object's record carries its server version (`version`);
+    /// a deleted object's version goes to its version record, where a pushed delete finds its
+    /// base (`StoredObject.swift`).
+    func apply(
+        _ entry: ModelEntry, _ model: Model, id: String, old: JSONObject?, new: JSONObject?, recordChange: Bool = true,
+        version: VersionUpdate = .keep
+    ) throws {
+        let partition = entry.definition.partition
+        try buffer.claim(partition, model: model.name)
         buffer.touch(model.name)
         var statistics = try workingStatistics(model.name)
         defer { setStatistics(statistics, model: model.name) }
         let bytes = try new.map { try StoredObject.encode($0, model: model.name, id: id) }
-        buffer.put(Keys.object(prefix: model.objectPrefix, id), bytes)
+        let key = Keys.object(prefix: model.objectPrefix, id)
+        let carried: [UInt8]?
+        switch version {
+        case .set(let given): carried = given
+        case .keep: carried = old == nil ? nil : try storedVersion(key, model: model, id: id, partition: partition)
+        }
+        if let bytes {
+            buffer.put(key, StoredObject.record(json: bytes, version: carried))
+            if case .set(nil) = version {
+                buffer.put(Keys.objectRecord(.version, model.name, id), nil)  // nor an older record of it
+            }
+        } else {
+            buffer.put(key, nil)
+            // A version the record carried, or one given, outlives the object; a version record
+            // the object had (a record without one) stays unless a version is given.
+            var given = false
+            if case .set = version { given = true }
+            if given || carried != nil { buffer.put(Keys.objectRecord(.version, model.name, id), carried) }
+        }
         statistics.objects += (new == nil ? 0 : 1) - (old == nil ? 0 : 1)
         moveIndexEntries(entry, model, id: id, old: old, new: new, bytes: bytes, statistics: &statistics)
         if recordChange && entry.definition.recordsChanges {

@@ -91,7 +91,23 @@ extension Transaction {
         }
         if entry.statistics.objects == 0 { return nil }
         return try store.database(partition).withValue(forKey: key) { bytes in
-            try bytes.map { try StoredObject.decode($0, model: model.name, id: id) }
+            guard let bytes else { return nil }
+            // A write of this object usually follows: it keeps the version its record carries.
+            lastRead = (key, try StoredObject.versionBytes(bytes, model: model.name, id: id))
+            return try StoredObject.decode(bytes, model: model.name, id: id)
+        }
+    }
+
+    /// The version's JSON that object `key`'s record carries, as this transaction sees it (nil:
+    /// none, or no object). Read from the transaction's own writes, from the last object read, or
+    /// from the store.
+    func storedVersion(_ key: [UInt8], model: Model, id: String, partition: Partition) throws -> [UInt8]? {
+        if let pending = buffer.pending(key, partition: partition) {
+            return try pending.flatMap { bytes in try bytes.withUnsafeBytes { try StoredObject.versionBytes($0, model: model.name, id: id) } }
+        }
+        if let lastRead, lastRead.key == key { return lastRead.version }
+        return try store.database(partition).withValue(forKey: key) { bytes in
+            try bytes.flatMap { try StoredObject.versionBytes($0, model: model.name, id: id) }
         }
     }
 
