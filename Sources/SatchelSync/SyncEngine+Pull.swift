@@ -248,6 +248,7 @@ extension SyncEngine {
     ) throws -> (PageOutcome, SyncStateRecord) {
         var newState = state
         let outcome = try store.bulkUpdate { tx -> PageOutcome in
+            tx.reserveCapacity(page.upserts.count + 2 * (page.deletes.count + page.links.count + page.errors.count))
             var notification = ObjectNotification(model: model.name)
             var links: [(String, String)] = []
             var acknowledged = 0

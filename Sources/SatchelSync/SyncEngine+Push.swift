@@ -23,7 +23,9 @@ extension SyncEngine {
             try store.bulkUpdate { tx in
                 try Self.requeueInFlight(model, tx)
                 var changes: [OutgoingChange] = []
-                for (id, records) in try tx.syncRecords(of: model, withVersions: true) {
+                let listed = try tx.syncRecords(of: model, withVersions: true)
+                tx.reserveCapacity(2 * listed.count)  // each change: its pending record goes, its in-flight one comes
+                for (id, records) in listed {
                     guard let change = records.pending else { continue }
                     if records.error != nil || records.inFlight?.state == .awaitingLink { continue }
                     let object = try tx.find(id, in: model)
@@ -164,6 +166,7 @@ extension SyncEngine {
         let byID = Dictionary(results.map { ($0.id, $0.outcome) }, uniquingKeysWith: { _, last in last })
         var summary = PushOutcomeSummary()
         try store.bulkUpdate { tx in
+            tx.reserveCapacity(2 * changes.count)  // each change: its in-flight record goes, its version comes
             for change in changes {
                 let before = try tx.syncRecords(model, change.id)
                 guard let record = before.inFlight else { continue }

@@ -81,6 +81,13 @@ extension Transaction {
         if new == nil { buffer.put(Keys.objectRecord(.version, model.name, id), nil) }
     }
 
+    /// Makes room in the transaction for about `count` more object and sync record writes (the
+    /// engine knows a page's or a push's size before it writes).
+    package func reserveCapacity(_ count: Int) {
+        checkOpen()
+        buffer.reserveCapacity(count)
+    }
+
     /// Whether `model` has pending changes, changes in flight or record errors: when it has
     /// none, no object of it needs protecting from server data.
     package func hasLocalChanges(_ model: Model) throws -> Bool {

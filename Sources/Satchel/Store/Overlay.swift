@@ -28,6 +28,11 @@ struct Overlay {
     }
 
     var isEmpty: Bool { storage.isEmpty }
+    var count: Int { storage.count }
+
+    /// Makes room for `count` writes at once (growing one write at a time rehashes every key
+    /// each time the table doubles).
+    mutating func reserveCapacity(_ count: Int) { storage.reserveCapacity(count) }
 
     /// Every pending write, in no particular order.
     var writes: [(key: [UInt8], value: [UInt8]?)] { storage.map { ($0.key.bytes, $0.value) } }

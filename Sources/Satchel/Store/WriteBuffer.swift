@@ -28,6 +28,9 @@ struct WriteBuffer {
         self.partition = partition
     }
 
+    /// Makes room for `count` more buffered writes that reads may see.
+    mutating func reserveCapacity(_ count: Int) { overlay.reserveCapacity(overlay.count + count) }
+
     /// Buffers `value` (nil: a delete) under `key`, for reads to see.
     mutating func put(_ key: [UInt8], _ value: [UInt8]?) { overlay[key] = .some(value) }
 

@@ -290,15 +290,15 @@ public actor InMemoryBackend: SyncBackend {
         var reached = since ?? 0
         var taken = 0
         while index < collection.feed.count {
-            let item = collection.feed[index]
-            guard collection.isCurrent(item) else {
+            guard !collection.feed[index].isStale else {
                 index += 1
                 continue
             }
             if taken == size { break }
+            let item = collection.feed[index]
             index += 1
             reached = item.clock
-            guard let entry = collection.objects[item.id], Self.matches(entry.attributes, filter) else {
+            guard let entry = item.entry, Self.matches(entry.attributes, filter) else {
                 // Deleted, or no longer within the client's filter: news only to a client that
                 // may hold the object, and only where deletions travel in pages.
                 if since != nil && configuration.deletions == .inPages {

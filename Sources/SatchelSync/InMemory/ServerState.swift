@@ -15,35 +15,91 @@ struct ServerState: Sendable {
         var setAt: [String: Int64] = [:]
         var removedAt: [String: Int64] = [:]
 
+        /// Where the object's latest write sits in its collection's feed.
+        var feedIndex = 0
+
         /// When attribute `name` was last set.
         func setTime(_ name: String) -> Int64 { setAt[name] ?? version }
     }
 
     struct Collection: Sendable {
-        var objects: [String: Entry] = [:]
-        /// Deleted ids and when.
-        var tombstones: [String: Int64] = [:]
-        /// Every write, in clock order: the change feed. An entry is current while its clock is
-        /// the object's version (or its tombstone's); older ones are skipped, and dropped when
-        /// they outnumber the current ones.
-        var feed: [(clock: Int64, id: String)] = []
+        /// The live objects.
+        private(set) var objects: [String: Entry] = [:]
+        /// Deleted ids: when, and where their delete sits in the feed.
+        private(set) var tombstones: [String: Tombstone] = [:]
+        /// Every write, in clock order: the change feed, each item with what the write left
+        /// (nil: a delete), so that a pull reads the feed without looking objects up. An item is
+        /// stale once a later write of its id follows (its entry is dropped then); stale items
+        /// are skipped, and dropped when they outnumber the current ones.
+        private(set) var feed: [FeedItem] = []
+        private var staleCount = 0
 
-        /// Whether a feed entry is the object's latest write.
-        func isCurrent(_ item: (clock: Int64, id: String)) -> Bool {
-            objects[item.id]?.version == item.clock || tombstones[item.id] == item.clock
+        struct Tombstone: Sendable {
+            var clock: Int64
+            var feedIndex: Int
         }
 
-        /// Appends a write to the feed, compacting it when mostly stale.
-        mutating func record(_ clock: Int64, _ id: String) {
-            feed.append((clock, id))
-            let current = objects.count + tombstones.count
-            if feed.count > 1024 && feed.count > 2 * current {
-                let (objects, tombstones) = (self.objects, self.tombstones)
-                feed.removeAll { objects[$0.id]?.version != $0.clock && tombstones[$0.id] != $0.clock }
+        struct FeedItem: Sendable {
+            let clock: Int64
+            let id: String
+            var entry: Entry?
+            var isStale = false
+        }
+
+        init() {}
+
+        /// A collection holding `objects` and `tombstones` (deleted id → when), its feed rebuilt.
+        init(objects: [String: Entry], tombstones: [String: Int64]) {
+            var items = objects.map { FeedItem(clock: $0.value.version, id: $0.key, entry: $0.value) }
+            items += tombstones.map { FeedItem(clock: $0.value, id: $0.key, entry: nil) }
+            feed = items.sorted { $0.clock < $1.clock }
+            self.objects = objects
+            reindex()
+        }
+
+        /// Makes object `id` `entry` (nil: deleted at `clock`, if it existed), recording the
+        /// write in the feed. Returns whether anything changed.
+        @discardableResult
+        mutating func set(_ id: String, _ entry: Entry?, at clock: Int64) -> Bool {
+            if var entry {
+                if let old = objects[id] { markStale(old.feedIndex) } else if let tombstone = tombstones.removeValue(forKey: id) { markStale(tombstone.feedIndex) }
+                entry.feedIndex = feed.count
+                objects[id] = entry
+                feed.append(FeedItem(clock: clock, id: id, entry: entry))
+            } else {
+                guard let old = objects.removeValue(forKey: id) else { return false }
+                markStale(old.feedIndex)
+                tombstones[id] = Tombstone(clock: clock, feedIndex: feed.count)
+                feed.append(FeedItem(clock: clock, id: id, entry: nil))
+            }
+            if feed.count > 1024 && staleCount > feed.count - staleCount {
+                feed.removeAll { $0.isStale }
+                reindex()
+            }
+            return true
+        }
+
+        private mutating func markStale(_ index: Int) {
+            feed[index].entry = nil
+            feed[index].isStale = true
+            staleCount += 1
+        }
+
+        /// Points every object and tombstone at its place in the feed (which holds no stale item).
+        private mutating func reindex() {
+            staleCount = 0
+            for index in feed.indices {
+                let id = feed[index].id
+                if feed[index].entry != nil {
+                    objects[id]?.feedIndex = index
+                    feed[index].entry?.feedIndex = index
+                } else {
+                    tombstones[id] = Tombstone(clock: feed[index].clock, feedIndex: index)
+                }
             }
         }
 
-        /// The index of the first feed entry after `clock`.
+        /// The index of the first feed item after `clock`.
         func feedIndex(after clock: Int64) -> Int {
             var low = 0, high = feed.count
             while low < high {
@@ -51,11 +107,6 @@ struct ServerState: Sendable {
                 if feed[middle].clock <= clock { low = middle + 1 } else { high = middle }
             }
             return low
-        }
-
-        /// Rebuilds the feed from the objects and tombstones (after loading).
-        mutating func rebuildFeed() {
-            feed = (objects.map { ($0.value.version, $0.key) } + tombstones.map { ($0.value, $0.key) }).sorted { $0.0 < $1.0 }
         }
     }
 
@@ -104,10 +155,7 @@ struct ServerState: Sendable {
         var collection = collections.removeValue(forKey: model) ?? Collection()
         defer { collections[model] = collection }
         guard !kept.isEmpty else {
-            if collection.objects.removeValue(forKey: id) != nil {
-                collection.tombstones[id] = now
-                collection.record(now, id)
-            }
+            collection.set(id, nil, at: now)
             return nil
         }
         var entry = collection.objects[id] ?? Entry(attributes: JSONObject(), version: now)
@@ -123,9 +171,7 @@ struct ServerState: Sendable {
         entry.setAt = setAt
         entry.attributes = kept
         entry.version = now
-        collection.objects[id] = entry
-        collection.tombstones[id] = nil
-        collection.record(now, id)
+        collection.set(id, entry, at: now)
         return now
     }
 
@@ -153,7 +199,7 @@ struct ServerState: Sendable {
                 if !entry.removedAt.isEmpty { object["removedAt"] = .object(Self.clocks(entry.removedAt)) }
                 return (id, JSONValue.object(object))
             })
-            return (name, JSONValue.object(["objects": .object(objects), "tombstones": .object(Self.clocks(collection.tombstones))]))
+            return (name, JSONValue.object(["objects": .object(objects), "tombstones": .object(Self.clocks(collection.tombstones.mapValues(\.clock)))]))
         })
         let outcomes = JSONObject(self.outcomes.map { client, models in
             (client, JSONValue.object(JSONObject(models.map { model, list in (model, JSONValue.array(list.map { .object(Self.json($0)) })) })))
@@ -184,18 +230,15 @@ struct ServerState: Sendable {
         self.clock = clock
         self.nextID = Int(nextID)
         for (name, value) in json["collections"]?.objectValue ?? JSONObject() {
-            var collection = Collection()
+            var objects: [String: Entry] = [:]
             for (id, object) in value["objects"]?.objectValue ?? JSONObject() {
                 guard let attributes = object["attributes"]?.objectValue, let version = object["version"]?.intValue else {
                     throw fail("object '\(id)' of '\(name)'")
                 }
                 let setAt = try Self.clocks(object["setAt"], fail).filter { $0.value != version }
-                collection.objects[id] = Entry(
-                    attributes: attributes, version: version, setAt: setAt, removedAt: try Self.clocks(object["removedAt"], fail))
+                objects[id] = Entry(attributes: attributes, version: version, setAt: setAt, removedAt: try Self.clocks(object["removedAt"], fail))
             }
-            collection.tombstones = try Self.clocks(value["tombstones"], fail)
-            collection.rebuildFeed()
-            collections[name] = collection
+            collections[name] = Collection(objects: objects, tombstones: try Self.clocks(value["tombstones"], fail))
         }
         for (token, user) in json["sessions"]?.objectValue ?? JSONObject() { sessions[token] = user.stringValue }
         clients = Set((json["clients"]?.arrayValue ?? []).compactMap(\.stringValue))
