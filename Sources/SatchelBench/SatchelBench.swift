@@ -48,6 +48,7 @@ struct SatchelBench: AsyncParsableCommand {
     @Option(help: "Override the write buffer size, in MiB.") var writeBuffer: Int?
     @Flag(help: "Turn Snappy compression off.") var noCompression = false
     @Option(help: "Override the table file size, in MiB.") var fileSize: Int?
+    @Option(help: "Override the table block size, in KiB.") var blockSize: Int?
     @Flag(help: "Turn block checksum verification off.") var noChecksums = false
     @Option(help: "Comma-separated groups to run: \(Group.allCases.map(\.rawValue).joined(separator: ", ")).")
     var only: String?
@@ -96,6 +97,7 @@ struct SatchelBench: AsyncParsableCommand {
         if let writeBuffer { configuration.writeBufferSize = writeBuffer << 20 }
         if noCompression { configuration.compression = false }
         if let fileSize { configuration.maxFileSize = fileSize << 20 }
+        if let blockSize { configuration.blockSize = blockSize << 10 }
         if noChecksums { configuration.verifyChecksums = false }
         let fileManager = FileManager.default
         let base = directory ?? fileManager.temporaryDirectory.appendingPathComponent("satchel-bench-\(ProcessInfo.processInfo.processIdentifier)").path
