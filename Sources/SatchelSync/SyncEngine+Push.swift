@@ -2,79 +2,103 @@ import Foundation
 import Satchel
 
 extension SyncEngine {
-    /// Pushes the pending changes of `model`.
+    /// Pushes the pending changes of `model`, a chunk at a time (the backend's
+    /// ``SyncCapabilities/maxPushBatch``; all at once when it has no limit).
     ///
     /// 1. Changes left in flight by an earlier push that failed go back to pending (merged with
     ///    what changed since), so they are sent again.
-    /// 2. In one batch, the pending changes to push become changes in flight; edits made while the push
-    ///    is under way start new pending changes, so none is lost.
+    /// 2. For each chunk, in one batch, its pending changes become changes in flight (read then:
+    ///    an edit made while earlier chunks were under way goes with its object's change); edits
+    ///    made after that start new pending changes, so none is lost.
     /// 3. The server's results apply in one batch: accepted changes are no longer in flight (a create
     ///    may be renamed to its server id, with the references to it), refused ones become record
     ///    errors, changes to retry go back to pending.
     ///
-    /// Objects with an unresolved record error are not pushed (their error says why), nor objects
-    /// whose associations point at an object the server does not have yet (they go after its id
-    /// arrives). An unresolved error never blocks the other objects.
+    /// A push stopped between chunks leaves the later chunks' changes pending, and a chunk whose
+    /// answer never came in flight (step 1 sends it again). Objects with an unresolved record
+    /// error are not pushed (their error says why), nor objects whose associations point at an
+    /// object the server does not have yet (they go after its id arrives). An unresolved error
+    /// never blocks the other objects.
     func push(
         _ model: Model, definition: ModelDefinition, modelConfiguration: ModelSyncConfiguration, session: SyncSession, report: inout SyncReport
     ) async throws {
         let blocked = try storage { try unsyncedParents(of: definition) }
-        let batch: [OutgoingChange] = try await onStorageQueue { store in
+        let ids: [String] = try await onStorageQueue { store in
             try store.bulkUpdate { tx in
                 try Self.requeueInFlight(model, tx)
-                var changes: [OutgoingChange] = []
-                let listed = try tx.syncRecords(of: model, withVersions: true)
-                tx.reserveCapacity(2 * listed.count)  // each change: its pending record goes, its in-flight one comes
-                for (id, records) in listed {
-                    guard let change = records.pending else { continue }
-                    if records.error != nil || records.inFlight?.state == .awaitingLink { continue }
-                    let object = try tx.find(id, in: model)
-                    if let object, Self.refersTo(blocked, object: object, definition: definition) { continue }
-                    var next = records
-                    let before = records
-                    next.pending = nil
-                    var attributes: JSONObject
-                    switch change.kind {
-                    case .create:
-                        guard let object else {
-                            try tx.setSyncRecords(model, id, next, replacing: before)
-                            continue
-                        }
-                        attributes = modelConfiguration.syncing(object.attributes)
-                    case .update, .delete:
-                        attributes = modelConfiguration.syncing(change.attributes)
-                        if change.kind == .update && attributes.isEmpty {
-                            // Only device-only or ignored attributes changed: nothing to send.
-                            try tx.setSyncRecords(model, id, next, replacing: before)
-                            continue
-                        }
-                    }
-                    next.inFlight = InFlightChange(kind: change.kind, attributes: attributes, baseVersion: before.version)
-                    try tx.setSyncRecords(model, id, next, replacing: before)
-                    let whole = change.kind == .update ? object.map { modelConfiguration.syncing($0.attributes) } : nil
-                    changes.append(OutgoingChange(id: id, kind: change.kind, attributes: attributes, baseVersion: before.version, object: whole))
+                return try tx.syncRecords(of: model).compactMap { id, records in
+                    records.pending == nil || records.error != nil || records.inFlight?.state == .awaitingLink ? nil : id
                 }
-                return changes
             }
         }
-        guard !batch.isEmpty else { return }
-        let withBlobs = try storage { try batch.map { try attachBlobs($0, definition: definition) } }
+        guard !ids.isEmpty else { return }
         let metadata = try storage { try store.read { try $0.syncState(model).metadata } }
-        let chunkSize = backend.capabilities.maxPushBatch ?? withBlobs.count
+        let limit = backend.capabilities.maxPushBatch
+        let chunkSize = max(1, limit ?? ids.count)
+        var pushed = 0
         var start = 0
-        while start < withBlobs.count {
+        while start < ids.count {
             try checkStopped()
-            let chunk = Array(withBlobs[start..<min(start + chunkSize, withBlobs.count)])
-            let request = PushRequest(model: definition, changes: chunk, session: session, configuration: modelConfiguration, metadata: metadata)
+            let chunkIDs = Array(ids[start..<min(start + chunkSize, ids.count)])
+            start += chunkIDs.count
+            let chunk = try await onStore(bounded: limit != nil) { store in
+                try store.bulkUpdate { tx in
+                    try Self.putInFlight(chunkIDs, of: model, definition: definition, configuration: modelConfiguration, blocked: blocked, tx: tx)
+                }
+            }
+            guard !chunk.isEmpty else { continue }
+            let withBlobs = try storage { try chunk.map { try attachBlobs($0, definition: definition) } }
+            let request = PushRequest(model: definition, changes: withBlobs, session: session, configuration: modelConfiguration, metadata: metadata)
             let results = try await withRetry { try await self.backend.push(request) }
             let renames = results.contains { result in
                 if case .accepted(let serverID?, _) = result.outcome { serverID != result.id } else { false }
             }
-            let outcome = try await onStore(bounded: !renames) { store in try Self.apply(results, of: chunk, to: model, in: store) }
+            let outcome = try await onStore(bounded: limit != nil && !renames) { store in try Self.apply(results, of: withBlobs, to: model, in: store) }
             tally(outcome, of: definition.name, into: &report)
-            start += chunkSize
+            pushed += chunk.count
         }
-        emit(.sync(SyncNotification(status: .inProgress, model: definition.name, message: "pushed \(batch.count) change(s)")))
+        if pushed > 0 { emit(.sync(SyncNotification(status: .inProgress, model: definition.name, message: "pushed \(pushed) change(s)"))) }
+    }
+
+    /// Makes the pending changes of objects `ids` changes in flight, in `tx`; returns what to
+    /// send. An object with a record error, a create awaiting its link or a reference to an
+    /// object the server does not have yet keeps its change pending.
+    static func putInFlight(
+        _ ids: [String], of model: Model, definition: ModelDefinition, configuration: ModelSyncConfiguration, blocked: [String: Set<String>],
+        tx: Transaction
+    ) throws -> [OutgoingChange] {
+        tx.reserveCapacity(2 * ids.count)  // each change: its pending record goes, its in-flight one comes
+        var changes: [OutgoingChange] = []
+        for id in ids {
+            let records = try tx.syncRecords(model, id)
+            guard let change = records.pending else { continue }
+            if records.error != nil || records.inFlight?.state == .awaitingLink { continue }
+            let object = try tx.find(id, in: model)
+            if let object, refersTo(blocked, object: object, definition: definition) { continue }
+            var next = records
+            next.pending = nil
+            var attributes: JSONObject
+            switch change.kind {
+            case .create:
+                guard let object else {
+                    try tx.setSyncRecords(model, id, next, replacing: records)
+                    continue
+                }
+                attributes = configuration.syncing(object.attributes)
+            case .update, .delete:
+                attributes = configuration.syncing(change.attributes)
+                if change.kind == .update && attributes.isEmpty {
+                    // Only device-only or ignored attributes changed: nothing to send.
+                    try tx.setSyncRecords(model, id, next, replacing: records)
+                    continue
+                }
+            }
+            next.inFlight = InFlightChange(kind: change.kind, attributes: attributes, baseVersion: records.version)
+            try tx.setSyncRecords(model, id, next, replacing: records)
+            let whole = change.kind == .update ? object.map { configuration.syncing($0.attributes) } : nil
+            changes.append(OutgoingChange(id: id, kind: change.kind, attributes: attributes, baseVersion: records.version, object: whole))
+        }
+        return changes
     }
 
     /// Puts the unanswered changes in flight back among the pending ones, merged with later edits.
