@@ -169,6 +169,32 @@ struct FaultTests {
         try await Self.expectConverged(client, server)
     }
 
+    @Test("a push goes a chunk at a time: a failed chunk leaves the earlier ones done and the later ones pending, and an edit made meanwhile goes with its object")
+    func pushInChunks() async throws {
+        var configuration = InMemoryBackend.Configuration()
+        configuration.maxPushBatch = 2
+        configuration.serverAssignsIDs = false
+        let (server, faults, client) = try await Self.setUp(1, configuration: configuration)
+        try await client.engine.sync()
+        let products = try client.model("Product")
+        for i in 1...5 { try products.create(["object": .string("n\(i)"), "price": .int(Int64(i))]) }
+        // While the first chunk (n1, n2) is under way, n5 changes; the second chunk (n3, n4) fails.
+        let store = client.store
+        faults.inject(.before({ try? store.bulkUpdate { tx in _ = try tx.update("n5", with: ["price": 50], in: try store.model("Product")) } }), on: .push)
+        faults.inject(.fail(SyncError(.server, "service unavailable", httpStatus: 503)), on: .push)  // met after the first
+        await Self.expectFailure(.server) { try await client.engine.sync() }
+        #expect(Set((await server.objects("Product")).keys) == ["p1", "n1", "n2"])
+        let fates = try client.store.changeFates(model: "Product")
+        #expect(fates == ["n3": .inFlight(.create, awaitingLink: false), "n4": .inFlight(.create, awaitingLink: false), "n5": .pending(.create)])
+        #expect(try client.store.verify().problems == [])
+
+        let report = try await client.engine.sync()
+        #expect(report.accepted == 3)
+        #expect((await server.object("Product", "n5"))?["price"] == 50, "the edit went with the create")
+        #expect(faults.count(.push) == 4, "n1 n2, then n3 n4 failed; then n3 n4 and n5")
+        try await Self.expectConverged(client, server)
+    }
+
     @Test("stop() mid-sync ends at a page boundary; the next sync finishes")
     func stopMidSync() async throws {
         let (server, _, client) = try await Self.setUp()
