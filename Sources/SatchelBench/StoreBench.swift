@@ -278,11 +278,9 @@ final class SatchelSystem: BenchSystem {
 
     func load(_ batch: [BenchData.Item]) throws {
         try store.bulkUpdate { tx in
-            for item in batch {
-                var attributes = item.attributes
-                attributes["object"] = .string(item.id)
-                try tx.create(attributes, in: products)
-            }
+            // The id apart from the attributes, as every system takes it (and as an app stores
+            // objects whose ids it knows).
+            for item in batch { try tx.save(Object(id: item.id, attributes: item.attributes), in: products) }
         }
     }
 
