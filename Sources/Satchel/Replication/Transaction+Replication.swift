@@ -60,23 +60,24 @@ extension Transaction {
     /// exists (rewritten when the version differs; index entries do not hold versions), else in
     /// its version record.
     func setVersion(_ model: Model, _ id: String, _ version: JSONValue?, entry: ModelEntry) throws {
-        let partition = entry.definition.partition
         let key = Keys.object(prefix: model.objectPrefix, id)
         let new = version?.jsonBytes
-        let pending = buffer.pending(key, partition: partition)
-        // The object just read already carries it (a pulled object sent back unchanged).
-        if pending == nil, new != nil, let lastRead, lastRead.key == key, lastRead.version == new { return }
-        let record: [UInt8]? = try pending ?? (entry.statistics.objects == 0 ? nil : store.database(partition).get(key))
-        try buffer.claim(partition, model: model.name)
+        let record = try objectRecord(key, entry: entry)
+        try buffer.claim(entry.definition.partition, model: model.name)
         guard let record else {
             buffer.put(Keys.objectRecord(.version, model.name, id), new)
             return
         }
-        let (old, json) = try record.withUnsafeBytes { bytes in
+        let rewritten: [UInt8]? = try record.withUnsafeBytes { bytes in
             let parts = try StoredObject.split(bytes, model: model.name, id: id)
-            return (parts.version.map { Array($0) }, Array(parts.attributes))
+            // The version it has already (a pulled object sent back unchanged): nothing to write.
+            switch (parts.version, new) {
+            case (nil, nil): return nil
+            case (let old?, let new?) where old.elementsEqual(new): return nil
+            default: return StoredObject.record(json: Array(parts.attributes), version: new)
+            }
         }
-        if old != new { buffer.put(key, StoredObject.record(json: json, version: new)) }
+        if let rewritten { buffer.put(key, rewritten) }
         // A record without a version defers to the version record: none is left behind it.
         if new == nil { buffer.put(Keys.objectRecord(.version, model.name, id), nil) }
     }

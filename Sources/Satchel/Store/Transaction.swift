@@ -27,9 +27,11 @@ public final class Transaction {
     var leftRewrites = false
     /// Changes to the in-memory catalog that take effect once the batch is written.
     private var catalogUpdates: [(inout Catalog) -> Void] = []
-    /// The key of the object last read from the store and the version its record carries: the
-    /// write that usually follows keeps it without reading the record again.
-    var lastRead: (key: [UInt8], version: [UInt8]?)?
+    /// The object record last read from the store (nil: none there), by key: an object is
+    /// usually read several times in a row — its sync records' version, its attributes, the
+    /// write that keeps its version — and the store holds still while the transaction runs
+    /// (this thread holds the writer lock; the transaction's own writes are read first).
+    var lastRead: (key: [UInt8], record: [UInt8]?)?
 
     /// The models whose objects this transaction changed, in order; with the ids, per model,
     /// when someone observed the store's changes as it began (``Store/changes``).
@@ -261,7 +263,7 @@ public final class Transaction {
         let carried: [UInt8]?
         switch version {
         case .set(let given): carried = given
-        case .keep: carried = old == nil ? nil : try storedVersion(key, model: model, id: id, partition: partition)
+        case .keep: carried = old == nil ? nil : try storedVersion(key, model: model, id: id, entry: entry)
         }
         if let bytes {
             buffer.put(key, StoredObject.record(json: bytes, version: carried))

@@ -80,7 +80,16 @@ extension Transaction {
     /// The value of `key` in `partition` as this transaction sees it.
     func read(_ key: [UInt8], partition: Partition) throws -> [UInt8]? {
         if let pending = buffer.pending(key, partition: partition) { return pending }
+        if key.first == KeyFamily.object.rawValue { return try storedRecord(key, partition: partition) }
         return try store.database(partition).get(key)
+    }
+
+    /// Object record `key` as the store holds it, read once for consecutive reads of it.
+    private func storedRecord(_ key: [UInt8], partition: Partition) throws -> [UInt8]? {
+        if let lastRead, lastRead.key == key { return lastRead.record }
+        let record = try store.database(partition).get(key)
+        lastRead = (key, record)
+        return record
     }
 
     /// Object `id`'s attributes as this transaction sees them. The store is not read when its
@@ -93,25 +102,24 @@ extension Transaction {
             return try pending.map { bytes in try bytes.withUnsafeBytes { try StoredObject.decode($0, model: model.name, id: id) } }
         }
         if entry.statistics.objects == 0 { return nil }
-        return try store.database(partition).withValue(forKey: key) { bytes in
-            guard let bytes else { return nil }
-            // A write of this object usually follows: it keeps the version its record carries.
-            lastRead = (key, try StoredObject.versionBytes(bytes, model: model.name, id: id))
-            return try StoredObject.decode(bytes, model: model.name, id: id)
+        return try storedRecord(key, partition: partition).map { bytes in
+            try bytes.withUnsafeBytes { try StoredObject.decode($0, model: model.name, id: id) }
         }
     }
 
+    /// Object `id`'s record (key `key`) as this transaction sees it (nil: none); the store is not
+    /// read when its statistics say the model has no object there.
+    func objectRecord(_ key: [UInt8], entry: ModelEntry) throws -> [UInt8]? {
+        let partition = entry.definition.partition
+        if let pending = buffer.pending(key, partition: partition) { return pending }
+        if entry.statistics.objects == 0 { return nil }
+        return try storedRecord(key, partition: partition)
+    }
+
     /// The version's JSON that object `key`'s record carries, as this transaction sees it (nil:
-    /// none, or no object). Read from the transaction's own writes, from the last object read, or
-    /// from the store.
-    func storedVersion(_ key: [UInt8], model: Model, id: String, partition: Partition) throws -> [UInt8]? {
-        if let pending = buffer.pending(key, partition: partition) {
-            return try pending.flatMap { bytes in try bytes.withUnsafeBytes { try StoredObject.versionBytes($0, model: model.name, id: id) } }
-        }
-        if let lastRead, lastRead.key == key { return lastRead.version }
-        return try store.database(partition).withValue(forKey: key) { bytes in
-            try bytes.flatMap { try StoredObject.versionBytes($0, model: model.name, id: id) }
-        }
+    /// none, or no object).
+    func storedVersion(_ key: [UInt8], model: Model, id: String, entry: ModelEntry) throws -> [UInt8]? {
+        try objectRecord(key, entry: entry).flatMap { bytes in try bytes.withUnsafeBytes { try StoredObject.versionBytes($0, model: model.name, id: id) } }
     }
 
     /// Visits every key with `prefix` in `partition`, in key order, merging this transaction's
