@@ -38,7 +38,7 @@ extension Transaction {
         let update: VersionUpdate = version.map { .set($0?.jsonBytes) } ?? .keep
         switch (old, new) {
         case (nil, nil):
-            if case .some = version { try setVersion(model, id, version!, entry: entry) }
+            if let version { try setVersion(model, id, version, entry: entry) }
             return .unchanged
         case (.some, nil):
             try apply(entry, model, id: id, old: old, new: nil, recordChange: false, version: update)
@@ -48,7 +48,7 @@ extension Transaction {
             return .created
         case (.some(let o), .some(let n)):
             if o.isIdentical(to: n) {
-                if case .some = version { try setVersion(model, id, version!, entry: entry) }
+                if let version { try setVersion(model, id, version, entry: entry) }
                 return .unchanged
             }
             try apply(entry, model, id: id, old: o, new: n, recordChange: false, version: update)

@@ -265,17 +265,16 @@ public final class Transaction {
         case .set(let given): carried = given
         case .keep: carried = old == nil ? nil : try storedVersion(key, model: model, id: id, entry: entry)
         }
+        let given: Bool
+        if case .set = version { given = true } else { given = false }
         if let bytes {
             buffer.put(key, StoredObject.record(json: bytes, version: carried))
-            if case .set(nil) = version {
-                buffer.put(Keys.objectRecord(.version, model.name, id), nil)  // nor an older record of it
-            }
+            // No version: nor an older version record behind the record.
+            if given && carried == nil { buffer.put(Keys.objectRecord(.version, model.name, id), nil) }
         } else {
             buffer.put(key, nil)
             // A version the record carried, or one given, outlives the object; a version record
             // the object had (a record without one) stays unless a version is given.
-            var given = false
-            if case .set = version { given = true }
             if given || carried != nil { buffer.put(Keys.objectRecord(.version, model.name, id), carried) }
         }
         statistics.objects += (new == nil ? 0 : 1) - (old == nil ? 0 : 1)
