@@ -7,7 +7,8 @@
 # run converging). See docs/RELIABILITY.md.
 #
 #   bash scripts/crash-campaign.sh            the full campaign: 50 kills per scenario, a release
-#                                             build (40 to 55 minutes on 2 cores)
+#                                             build (17 minutes on a quiet 2-core machine, 55
+#                                             with benchmarks running beside it)
 #   bash scripts/crash-campaign.sh --short    a few kills per scenario at a quarter of the sizes,
 #                                             on the debug build (CI runs this; a few minutes)
 #
