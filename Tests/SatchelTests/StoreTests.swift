@@ -361,6 +361,28 @@ struct StoreTests {
         }
     }
 
+    @Test("a damaged version in an object's record: cut short, it is corruption; undecodable, check reports it and the attributes still read")
+    func damagedVersion() throws {
+        try withTemporaryStore { store in
+            let products = try store.model("P")
+            try store.bulkUpdate { tx in
+                _ = try tx.writeServerObject(products, "p1", ["a": 1], replacing: nil, version: .some(7))
+                _ = try tx.writeServerObject(products, "p2", ["a": 2], replacing: nil, version: .some(8))
+            }
+            #expect(try store.verify().problems == [])
+            var batch = LevelDBWriteBatch()
+            batch.put(Keys.object("P", "p1"), [StoredObject.versionMark] + Array("7{\"a\":1}".utf8))  // no end to the version
+            batch.put(Keys.object("P", "p2"), [StoredObject.versionMark] + Array("[8".utf8) + [StoredObject.versionEnd] + Array("{\"a\":2}".utf8))
+            try store.database(.user).write(batch, sync: false)
+            expectError(.corruption) { _ = try products.find("p1") }
+            expectError(.corruption) { _ = try store.read { try $0.syncRecords(products, "p2") } }
+            #expect(try products.find("p2")?.attributes == ["a": 2])
+            let problems = try store.verify().problems
+            #expect(problems.contains { $0.contains("'p1'") && $0.contains("version") })
+            #expect(problems.contains { $0.contains("'p2'") && $0.contains("version") })
+        }
+    }
+
     @Test("reads see one consistent state while writers run")
     func concurrentReadsAndWrites() async throws {
         let directory = TemporaryDirectory()
