@@ -40,6 +40,7 @@ fi
 # campaign below stays on it).
 if [ -d /dev/shm ] && [ "$(df -Pk /dev/shm | awk 'NR == 2 { print $4 }')" -gt $((4 * 1024 * 1024)) ]; then
     test_tmp=$(mktemp -d /dev/shm/satchel-tests.XXXXXX)
+    chmod 755 "$test_tmp" # as /tmp lets it: the user postgres must reach a test's own Kinto cluster inside
 fi
 
 TMPDIR="${test_tmp:-${TMPDIR:-/tmp}}" swift test --skip-build
