@@ -322,7 +322,7 @@ extension SyncEngine {
                     MergePolicy.upsert(object, local: MergePolicy.Local(model: model.name, id: object.id, attributes: old), configuration: modelConfiguration)
                         == MergePolicy.Outcome(rule: .taken, write: .replace(modelConfiguration.syncing(object.attributes)), records: SyncRecords(version: object.version)))
                 // The version lands in the object's own record (none given: it keeps its own).
-                let version: JSONValue?? = object.version.map { .some($0) } ?? .none
+                let version: JSONValue?? = object.version.map(Optional.some)
                 notification.note(try tx.writeServerObject(model, object.id, object.attributes, replacing: old, version: version), object.id)
                 continue
             }

@@ -142,7 +142,7 @@ struct ReplicationRecordsTests {
         }
     }
 
-    /// The keys of family `family` the store holds for `model`, and object `id`'s stored record.
+    /// What the store holds under object `id`'s key of family `family` (`.object`: its record).
     private static func stored(_ store: Store, _ family: KeyFamily, _ model: String, _ id: String) throws -> [UInt8]? {
         try store.database(.user).get(family == .object ? Keys.object(model, id) : Keys.objectRecord(family, model, id))
     }

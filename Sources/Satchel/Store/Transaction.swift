@@ -260,13 +260,11 @@ public final class Transaction {
         defer { setStatistics(statistics, model: model.name) }
         let bytes = try new.map { try StoredObject.encode($0, model: model.name, id: id) }
         let key = Keys.object(prefix: model.objectPrefix, id)
-        let carried: [UInt8]?
+        let (carried, given): ([UInt8]?, Bool)
         switch version {
-        case .set(let given): carried = given
-        case .keep: carried = old == nil ? nil : try storedVersion(key, model: model, id: id, entry: entry)
+        case .set(let version): (carried, given) = (version, true)
+        case .keep: (carried, given) = (old == nil ? nil : try storedVersion(key, model: model, id: id, entry: entry), false)
         }
-        let given: Bool
-        if case .set = version { given = true } else { given = false }
         if let bytes {
             buffer.put(key, StoredObject.record(json: bytes, version: carried))
             // No version: nor an older version record behind the record.

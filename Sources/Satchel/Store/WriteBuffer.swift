@@ -96,19 +96,13 @@ extension Transaction {
     /// statistics say the model has no object there (`entry` is read under the writer's lock,
     /// so they are the committed ones): an import into an empty model reads nothing.
     func readObject(_ model: Model, _ id: String, entry: ModelEntry) throws -> JSONObject? {
-        let partition = entry.definition.partition
-        let key = Keys.object(prefix: model.objectPrefix, id)
-        if let pending = buffer.pending(key, partition: partition) {
-            return try pending.map { bytes in try bytes.withUnsafeBytes { try StoredObject.decode($0, model: model.name, id: id) } }
-        }
-        if entry.statistics.objects == 0 { return nil }
-        return try storedRecord(key, partition: partition).map { bytes in
+        try objectRecord(Keys.object(prefix: model.objectPrefix, id), entry: entry).map { bytes in
             try bytes.withUnsafeBytes { try StoredObject.decode($0, model: model.name, id: id) }
         }
     }
 
-    /// Object `id`'s record (key `key`) as this transaction sees it (nil: none); the store is not
-    /// read when its statistics say the model has no object there.
+    /// Object `id`'s record (key `key`) as this transaction sees it (nil: none), as
+    /// ``readObject(_:_:entry:)`` reads it.
     func objectRecord(_ key: [UInt8], entry: ModelEntry) throws -> [UInt8]? {
         let partition = entry.definition.partition
         if let pending = buffer.pending(key, partition: partition) { return pending }
