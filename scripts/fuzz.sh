@@ -93,6 +93,10 @@ for target in "${targets[@]}"; do
         found_any=1
         find "$artifacts" -type f | sed 's/^/    /'
         echo "    log: $log"
+        # What stopped it, so that a run on another machine (CI) can be read without the log:
+        # the sanitizer's or Swift's error line and the first frames of its stack.
+        awk '/==ERROR|Fatal error|^SUMMARY|-- leak|ALARM|out-of-memory/ { print "    " $0; frames = 12; next }
+             frames > 0 && /^ *#[0-9]+ / { print "    " $0; frames-- }' "$log" | head -n 40
     fi
 done
 exit "$found_any"

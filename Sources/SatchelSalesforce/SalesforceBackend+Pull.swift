@@ -87,7 +87,8 @@ extension SalesforceBackend {
     /// the fuzz targets read answers through the code a pull runs.
     ///
     /// - Throws: ``SyncError`` `.protocolViolation` for an answer without `records` and `done`, a
-    ///   record without a string `Id`, or a next page on another server.
+    ///   record without a string `Id` or with a `LastModifiedDate` that is not a datetime, or a
+    ///   next page on another server.
     package func readQueryAnswer(
         _ answer: SyncHTTPClient.Response, into page: inout PullPage, cursor: JSONValue?, blobFields: Set<String>, what: String
     ) throws(SyncError) {
@@ -105,6 +106,9 @@ extension SalesforceBackend {
             }
             fields.removeValue(forKey: "attributes")
             let modified = fields["LastModifiedDate"]?.stringValue
+            if let field = fields["LastModifiedDate"], !field.isNull, modified.flatMap(Self.instant) == nil {
+                throw SyncError(.protocolViolation, "\(what): record \(id)'s `LastModifiedDate` is not a datetime")
+            }
             if let modified, modified == cursor.since, let applied = cursor.at[id], applied == Self.hash(fields) { continue }  // applied already
             if let modified {
                 if newest.map({ Self.later(modified, than: $0.since) }) ?? true {
@@ -268,20 +272,12 @@ extension SalesforceBackend {
         return (instant(a) ?? .distantPast) > (instant(b) ?? .distantPast)
     }
 
-    /// Salesforce's datetimes: `2024-05-01T10:00:00.000+0000` (and ISO 8601's `Z` and `+hh:mm`).
-    static func instant(_ text: String) -> Date? {
-        var text = text
-        if text.count > 5, let last = text.last, last.isNumber {
-            // `+0000` → `+00:00`
-            let index = text.index(text.endIndex, offsetBy: -2)
-            if text[text.index(text.endIndex, offsetBy: -5)] == "+" || text[text.index(text.endIndex, offsetBy: -5)] == "-" {
-                text.insert(":", at: index)
-            }
-        }
-        let fractional = ISO8601DateFormatter()
-        fractional.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        if let date = fractional.date(from: text) { return date }
-        return ISO8601DateFormatter().date(from: text)
+    /// Salesforce's datetimes: `2024-05-01T10:00:00.000+0000` (and ISO 8601's `Z` and `+hh:mm`,
+    /// with or without a fraction). Parsed by `Date.ISO8601FormatStyle`, never by ICU's date
+    /// parser (`ISO8601DateFormatter`), which divides by zero on a fraction of 60 digits.
+    package static func instant(_ text: String) -> Date? {
+        if let date = try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(text) { return date }
+        return try? Date.ISO8601FormatStyle().parse(text)
     }
 
     /// A datetime as a SOQL literal (UTC, whole seconds, unquoted).
@@ -290,8 +286,8 @@ extension SalesforceBackend {
     /// A datetime for `getDeleted`'s `start` and `end`.
     static func isoDate(_ date: Date) -> String { ISO8601DateFormatter().string(from: date) }
 
-    /// An HTTP `Date` header.
-    static func httpDate(_ text: String) -> Date? {
+    /// An HTTP `Date` header (a server's answer; the Salesforce fuzz target feeds it too).
+    package static func httpDate(_ text: String) -> Date? {
         let formatter = DateFormatter()
         formatter.locale = Locale(identifier: "en_US_POSIX")
         formatter.timeZone = TimeZone(identifier: "GMT")

@@ -51,6 +51,13 @@ struct Regression: Sendable, CustomTestStringConvertible {
         // (a store's check, and any read of such a key, crashed). No encoder nests deeper than
         // JSON values may (256 levels).
         Regression(target: .key, file: "deep-nesting.key", parser: "key.decode", code: "corruption", message: "nesting deeper than 256 levels"),
+        // A `LastModifiedDate` with 63 fraction digits: ICU's date parser, behind Foundation's
+        // ISO8601DateFormatter, divided by zero on it (SIGFPE, in a release build too) when a
+        // pull compared it with the cursor's second. A server's datetime is now parsed by
+        // Date.ISO8601FormatStyle, and one that is not a datetime is refused.
+        Regression(
+            target: .salesforce, file: "long-fraction.json", parser: "salesforce.query", code: "protocolViolation",
+            message: "`LastModifiedDate` is not a datetime"),
     ]
 }
 

@@ -24,7 +24,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     case kinto
     /// Parse query results (pulls, keyset and limited) and `/batch` answers.
     case parse
-    /// Salesforce query results, describes and composite answers.
+    /// Salesforce query results, describes, datetimes and `Date` headers, and composite answers.
     case salesforce
 
     /// Feeds `bytes` to the target's parsers; stops the process on a finding that does not

@@ -4,8 +4,8 @@ import SatchelSalesforce
 import SatchelSync
 
 /// Salesforce answers: query results (a first pull, and one from a cursor with records applied
-/// at its second), a describe and what the adapter derives from it, and a composite answer read
-/// against as many changes as it holds results.
+/// at its second), a describe and what the adapter derives from it, the bytes as a datetime and
+/// as a `Date` header, and a composite answer read against as many changes as it holds results.
 enum SalesforceTarget {
     /// An adapter that is never asked to send anything: it only reads the answers given.
     static let backend = SalesforceBackend(url: URL(string: "http://127.0.0.1:8443")!)
@@ -33,6 +33,12 @@ enum SalesforceTarget {
                 for (name, choices) in read.choices {
                     for value in choices.validFor.keys { _ = read.picklist(name, controller: value) }
                 }
+                return nil
+            },
+            .of("salesforce.date") {
+                // The same bytes as a `Date` header and as a record's `LastModifiedDate`.
+                let text = String(decoding: bytes, as: UTF8.self)
+                _ = (SalesforceBackend.httpDate(text), SalesforceBackend.instant(text))
                 return nil
             },
             .of("salesforce.composite") {
