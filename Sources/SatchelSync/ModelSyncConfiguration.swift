@@ -145,7 +145,9 @@ public struct ModelSyncConfiguration: Sendable, Hashable {
 }
 
 /// Retries of calls that may succeed later (no answer, 5xx, 429): exponential backoff with
-/// jitter, never shorter than what the server asked for (`Retry-After`).
+/// jitter, never shorter than what the server asked for (`Retry-After`). A server that asks for
+/// longer than ``maxDelay`` is not waited for: the sync fails at once with the server's error,
+/// whose ``SyncError/retryAfter`` says when to sync again.
 public struct RetryPolicy: Sendable, Hashable {
     /// Attempts per call, the first included.
     public var maxAttempts: Int

@@ -263,12 +263,19 @@ public actor SyncEngine {
             do {
                 return try await body()
             } catch {
-                let failure = Self.syncError(error)
+                var failure = Self.syncError(error)
                 if failure.code == .unauthorized && !keepingSessionOn401 {
                     configuration.logger.notice("the server refused the session; its proof of login is dropped", metadata: ["error": "\(failure.code)"])
                     try? expireSession()
                 }
-                guard failure.isRetryable, attempt < configuration.retry.maxAttempts else {
+                // A wait longer than the policy's longest would look like a hang inside a sync (a
+                // hostile server can ask for years): the sync fails now, its error saying when
+                // the server wants to hear from the device again.
+                let waitsTooLong = failure.isRetryable && failure.retryAfter.map { $0 > configuration.retry.maxDelay } == true
+                if waitsTooLong, let asked = failure.retryAfter {
+                    failure.message += "; the server asked to wait \(Self.rounded(asked)), longer than the retry policy's \(Self.rounded(configuration.retry.maxDelay))"
+                }
+                guard failure.isRetryable, !waitsTooLong, attempt < configuration.retry.maxAttempts else {
                     configuration.logger.error("sync call failed", metadata: Self.metadata(failure))
                     throw failure
                 }
@@ -297,9 +304,12 @@ public actor SyncEngine {
     /// A wait as people read it: `0.6 s`, `2 s`, `31 s` (tenths below 10 seconds).
     static func rounded(_ duration: Duration) -> String {
         let (seconds, attoseconds) = duration.components
-        let value = Double(seconds) + Double(attoseconds) / 1e18
-        let rounded = value < 10 ? (value * 10).rounded() / 10 : value.rounded()
-        return rounded == rounded.rounded() ? "\(Int(rounded)) s" : "\(rounded) s"
+        if seconds >= 10 {
+            // Whole seconds, in integers: a server may ask for Int64.max of them.
+            return "\(attoseconds >= 500_000_000_000_000_000 && seconds < .max ? seconds + 1 : seconds) s"
+        }
+        let tenths = ((Double(seconds) + Double(attoseconds) / 1e18) * 10).rounded() / 10
+        return tenths == tenths.rounded() ? "\(Int(tenths)) s" : "\(tenths) s"
     }
 
     /// Any error as a SyncError: the store's as `.storage`, an unknown one as `.network`.

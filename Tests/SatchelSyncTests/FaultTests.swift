@@ -128,6 +128,28 @@ struct FaultTests {
         try await Self.expectConverged(client, server)
     }
 
+    @Test("a server that asks to wait longer than the policy's maxDelay fails the sync at once, saying how long; nothing lost")
+    func retryAfterBeyondMaxDelay() async throws {
+        let (server, faults, client) = try await Self.setUp(retry: RetryPolicy(maxAttempts: 3, baseDelay: .seconds(1), maxDelay: .seconds(30)))
+        try await client.engine.sync()
+        try Self.changeOffline(client)
+        // A hostile or broken server: eleven days, then (on the next sync) 292 billion years.
+        for seconds in [1_000_000, Int64.max] {
+            faults.inject(.fail(SyncError(.server, "overloaded", httpStatus: 503, retryAfter: .seconds(seconds))), on: .push)
+            await #expect {
+                try await client.engine.sync()
+            } throws: {
+                guard let error = $0 as? SyncError else { return false }
+                return error.code == .server && error.retryAfter == .seconds(seconds) && error.message.contains("longer than the retry policy's 30 s")
+            }
+            #expect(client.delays.all == [], "no wait of \(seconds) s")
+            #expect(try client.store.changeFates(model: "Product").count == 3, "the changes wait for the next sync")
+        }
+        try await client.engine.sync()
+        await Self.expectChangesLanded(server)
+        try await Self.expectConverged(client, server)
+    }
+
     @Test("a 401 mid-sync drops the session; after logging in, the sync converges")
     func unauthorizedMidSync() async throws {
         let (server, faults, client) = try await Self.setUp()
