@@ -88,6 +88,21 @@ struct KintoHostileAnswerTests {
         #expect(await stub.requests.count == 2, "no request during the backoff")
     }
 
+    @Test("a Backoff of a year fails the sync at once, saying so; no request goes out and nothing is waited for")
+    func backoffOfAYear() async throws {
+        let stub = try await KintoStub.start()
+        let device = try await Self.device(stub, retries: 2)
+        await stub.enqueue([
+            .init(status: 200, headers: ["Backoff": "31536000"], body: #"{"responses":[{"status":200,"body":{"data":{"id":"p1","last_modified":12,"name":"Local"}}}]}"#)
+        ])
+        let error = await #expect(throws: SyncError.self) { try await device.engine.sync(models: ["Product"]) }
+        #expect(error?.code == .server && (error?.retryAfter ?? .zero) > .seconds(31_535_000), "\(String(describing: error))")
+        #expect(error?.message.contains("longer than the retry policy's") == true, "\(String(describing: error))")
+        #expect(device.delays.all.allSatisfy { $0 <= .seconds(30) }, "no wait of a year: \(device.delays.all)")
+        #expect(await stub.requests.count == 2, "no request during the backoff")
+        #expect(try device.store.changeFates(model: "Product") == [:], "the push before the Backoff landed")
+    }
+
     @Test("Retry-After on a 503 is the engine's wait before it tries again")
     func retryAfter() async throws {
         let stub = try await KintoStub.start()
