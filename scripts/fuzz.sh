@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fuzzing campaign: builds the SatchelFuzz driver with AddressSanitizer and libFuzzer into
-# .build-fuzz, runs each target for a fixed time from a scratch copy of its seed corpus
-# (Tests/Fuzz/Corpus/<target>, with Tests/Fuzz/<target>.dict when there is one), and prints one
+# .build-fuzz, runs each target for a fixed time from a scratch copy of its seed corpus and its
+# committed findings (Tests/Fuzz/Corpus/<target> and Regressions/<target>, with
+# Tests/Fuzz/<target>.dict when there is one), and prints one
 # summary line per target. Exits 1 when any target found something: the inputs are then in
 # .build-fuzz/artifacts/<target>/, and `swift run SatchelFuzz <target> <file>` replays one.
 #
@@ -66,6 +67,9 @@ for target in "${targets[@]}"; do
     rm -rf "$corpus" "$artifacts"
     mkdir -p "$corpus" "$artifacts" "$scratch/logs"
     cp Tests/Fuzz/Corpus/"$target"/* "$corpus"/
+    # The committed findings too, so that each run replays them under the sanitizers first (a
+    # leak shows only there).
+    if [ -d "Tests/Fuzz/Regressions/$target" ]; then cp Tests/Fuzz/Regressions/"$target"/* "$corpus"/; fi
     options=(-max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -artifact_prefix="$artifacts/" -print_final_stats=1)
     if [ -f "Tests/Fuzz/$target.dict" ]; then options+=(-dict="Tests/Fuzz/$target.dict"); fi
     # The output goes to a file, never a pipe: a tool waiting on the pipe could outlive the run.

@@ -30,10 +30,12 @@ struct Regression: Sendable, CustomTestStringConvertible {
     var file: String
     /// The parser that trapped, hung or broke a property (`key.decode`).
     var parser: String
-    /// The code of the error it now throws (`SatchelError.Code` or `SyncError.Code`, by name).
-    var code: String
+    /// The code of the error it now throws (`SatchelError.Code` or `SyncError.Code`, by name);
+    /// nil when it takes the input without an error (a leak inside Foundation: `scripts/fuzz.sh`
+    /// replays every finding under LeakSanitizer, which this test run does not have).
+    var code: String?
     /// Words of the error's message.
-    var message: String
+    var message: String = ""
 
     var testDescription: String { "\(target.rawValue)/\(file)" }
 
@@ -58,6 +60,9 @@ struct Regression: Sendable, CustomTestStringConvertible {
         Regression(
             target: .salesforce, file: "long-fraction.json", parser: "salesforce.query", code: "protocolViolation",
             message: "`LastModifiedDate` is not a datetime"),
+        // A `Date` header of non-ASCII bytes: Foundation's DateFormatter leaked 160 bytes on
+        // each such text. HTTP dates are now read into ISO 8601 for Date.ISO8601FormatStyle.
+        Regression(target: .salesforce, file: "non-ascii-date-header.bin", parser: "salesforce.date", code: nil),
     ]
 }
 
@@ -83,7 +88,7 @@ struct FuzzReplayTests {
         }
     }
 
-    @Test("every finding now gets its typed error", arguments: Regression.all)
+    @Test("every finding now gets its typed error (or, a leak's input, none)", arguments: Regression.all)
     func regression(_ regression: Regression) throws {
         let url = FuzzFiles.root.appendingPathComponent("Regressions").appendingPathComponent(regression.target.rawValue)
             .appendingPathComponent(regression.file)
@@ -92,6 +97,10 @@ struct FuzzReplayTests {
             #expect(outcome.finding == nil, "\(outcome.finding ?? "")")
         }
         let outcome = try #require(outcomes.first { $0.parser == regression.parser })
+        guard regression.code != nil else {
+            #expect(outcome.error == nil, "\(regression.parser) refuses the input: \(outcome.error.map { "\($0)" } ?? "")")
+            return
+        }
         let error = try #require(outcome.error, "\(regression.parser) accepts the input")
         let (code, message): (String, String) =
             switch error {

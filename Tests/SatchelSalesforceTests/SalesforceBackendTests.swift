@@ -237,6 +237,23 @@ struct SalesforceBackendTests {
         try await setup.expectMatchesServer("Product")
     }
 
+    @Test("datetimes: Salesforce's and ISO 8601's forms are read to the millisecond, an HTTP Date to the second; anything else is nil")
+    func datetimes() {
+        let may1 = Date(timeIntervalSince1970: 1_714_557_600)
+        #expect(SalesforceBackend.instant("2024-05-01T10:00:00.000+0000") == may1)
+        #expect(SalesforceBackend.instant("2024-05-01T10:00:00Z") == may1)
+        #expect(SalesforceBackend.instant("2024-05-01T12:00:00.250+02:00") == may1.addingTimeInterval(0.25))
+        for bad in ["2024-05-01T10:00:00.000" + String(repeating: "3", count: 60) + "+0000", "2024-13-01T10:00:00Z", "yesterday", ""] {
+            #expect(SalesforceBackend.instant(bad) == nil, "\(bad)")
+        }
+        #expect(SalesforceBackend.httpDate("Wed, 21 Oct 2015 07:28:00 GMT") == Date(timeIntervalSince1970: 1_445_412_480))
+        #expect(SalesforceBackend.httpDate("Mon, 01 Jan 2024 00:00:00 GMT") == Date(timeIntervalSince1970: 1_704_067_200))
+        for bad in ["Wed, 21 Oct 2015 07:28:00 UTC", "Wed, 21 Okt 2015 07:28:00 GMT", "Wed, 32 Oct 2015 07:28:00 GMT", "Wed, 21 Oct 2015 7:28:00 GMT",
+                    "Wed,  21 Oct 2015 07:28:00 GMT", "Wed, 2\u{e9} Oct 2015 07:28:00 GMT", "\u{1F600}", ""] {
+            #expect(SalesforceBackend.httpDate(bad) == nil, "\(bad)")
+        }
+    }
+
     @Test("a 401 with a refresh token refreshes once and goes on; without one the sync fails with one line, nothing lost")
     func tokens() async throws {
         let setup = try await Setup()
@@ -355,6 +372,9 @@ struct SalesforceBackendTests {
             ("GET", "/query", #"{"totalSize":1,"done":true,"records":[{"Name":"no id"}]}"#),
             ("GET", "/query", #"{"totalSize":9,"done":false,"nextRecordsUrl":"https://evil.example.com/services/data/v59.0/query/x-2","records":[]}"#),
             ("POST", "/composite/sobjects", #"[{"id":"001000000000001AAA","success":true,"errors":[]}]"#),
+            // A fraction of 60 digits: ICU's date parser divided by zero on it (the fuzzers' find).
+            ("GET", "/query", #"{"totalSize":1,"done":true,"records":[{"Id":"001","LastModifiedDate":"2024-05-01T10:00:00.000"# + String(repeating: "3", count: 60) + #"+0000"}]}"#),
+            ("GET", "/query", #"{"totalSize":1,"done":true,"records":[{"Id":"001","LastModifiedDate":17}]}"#),
         ])
     func malformed(_ method: String, _ suffix: String, _ body: String) async throws {
         let setup = try await Setup("kit", models: [ModelDefinition(name: "Product")])
