@@ -2,9 +2,9 @@
 # Fuzzing campaign: builds the SatchelFuzz driver with AddressSanitizer and libFuzzer into
 # .build-fuzz, runs each target for a fixed time from a scratch copy of its seed corpus and its
 # committed findings (Tests/Fuzz/Corpus/<target> and Regressions/<target>, with
-# Tests/Fuzz/<target>.dict when there is one), and prints one
-# summary line per target. Exits 1 when any target found something: the inputs are then in
-# .build-fuzz/artifacts/<target>/, and `swift run SatchelFuzz <target> <file>` replays one.
+# Tests/Fuzz/<target>.dict when there is one), and prints one summary line per target. Exits 1
+# when any target found something: the inputs are then in .build-fuzz/artifacts/<target>/, and
+# `swift run SatchelFuzz <target> <file>` replays one.
 #
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET…]    (60 s each, every target, by default)
 set -euo pipefail
