@@ -3,7 +3,7 @@
 # .build-fuzz, runs each target for a fixed time from a scratch copy of its seed corpus and its
 # committed findings (Tests/Fuzz/Corpus/<target> and Regressions/<target>, with
 # Tests/Fuzz/<target>.dict when there is one), and prints one summary line per target. Exits 1
-# when any target found something: the inputs are then in .build-fuzz/artifacts/<target>/, and
+# when any target found something: the inputs are then in .build-fuzz/findings/<target>/, and
 # `swift run SatchelFuzz <target> <file>` replays one.
 #
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET…]    (60 s each, every target, by default)
@@ -62,7 +62,9 @@ for target in "${targets[@]}"; do
     # A scratch copy of the seeds, so that what libFuzzer adds never reaches the committed corpus;
     # artifacts start empty, so that what is there was found by this run.
     corpus="$scratch/corpus/$target"
-    artifacts="$scratch/artifacts/$target"
+    # Not under `artifacts`: that folder is SwiftPM's own, and a build into the same scratch path
+    # (another run of this script) empties it.
+    artifacts="$scratch/findings/$target"
     log="$scratch/logs/$target.log"
     rm -rf "$corpus" "$artifacts"
     mkdir -p "$corpus" "$artifacts" "$scratch/logs"
