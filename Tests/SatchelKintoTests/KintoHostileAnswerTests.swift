@@ -24,6 +24,16 @@ struct KintoHostileAnswerTests {
         return client
     }
 
+    /// A device with two attempts per call, whose next push is answered with `Backoff: seconds`.
+    static func backedOff(seconds: Int) async throws -> (KintoStub, SyncClient) {
+        let stub = try await KintoStub.start()
+        let device = try await device(stub, retries: 2)
+        await stub.enqueue([
+            .init(status: 200, headers: ["Backoff": "\(seconds)"], body: #"{"responses":[{"status":200,"body":{"data":{"id":"p1","last_modified":12,"name":"Local"}}}]}"#)
+        ])
+        return (stub, device)
+    }
+
     static let malformedPulls: [(String, KintoStub.Answer)] = [
         ("truncated JSON", .init(status: 200, body: #"{"data":[{"id":"p2","last_modified":11,"na"#)),
         ("not JSON", .init(status: 200, body: "<html>proxy error</html>")),
@@ -72,11 +82,7 @@ struct KintoHostileAnswerTests {
 
     @Test("Backoff: the next call waits for the time the server asked, through the engine's retry")
     func backoff() async throws {
-        let stub = try await KintoStub.start()
-        let device = try await Self.device(stub, retries: 2)
-        await stub.enqueue([
-            .init(status: 200, headers: ["Backoff": "30"], body: #"{"responses":[{"status":200,"body":{"data":{"id":"p1","last_modified":12,"name":"Local"}}}]}"#)
-        ])
+        let (stub, device) = try await Self.backedOff(seconds: 30)
         do {
             try await device.engine.sync(models: ["Product"])
             Issue.record("a call went out during the backoff")
@@ -90,11 +96,7 @@ struct KintoHostileAnswerTests {
 
     @Test("a Backoff of a year fails the sync at once, saying so; no request goes out and nothing is waited for")
     func backoffOfAYear() async throws {
-        let stub = try await KintoStub.start()
-        let device = try await Self.device(stub, retries: 2)
-        await stub.enqueue([
-            .init(status: 200, headers: ["Backoff": "31536000"], body: #"{"responses":[{"status":200,"body":{"data":{"id":"p1","last_modified":12,"name":"Local"}}}]}"#)
-        ])
+        let (stub, device) = try await Self.backedOff(seconds: 31_536_000)
         let error = await #expect(throws: SyncError.self) { try await device.engine.sync(models: ["Product"]) }
         #expect(error?.code == .server && (error?.retryAfter ?? .zero) > .seconds(31_535_000), "\(String(describing: error))")
         #expect(error?.message.contains("longer than the retry policy's") == true, "\(String(describing: error))")
