@@ -19,13 +19,74 @@ struct BackendOptions: ParsableArguments {
         valueName: "url"))
     var url: String?
     @Option(help: "The user to log in as (needed only when no session is stored; with kinto, on every sync).") var user: String?
-    @Option(help: "The user's password (never stored).") var password: String?
+    @Option(help: ArgumentHelp(
+        "The user's password (never stored). Visible to other users of this machine in the process list: prefer --password-stdin or SATCHEL_PASSWORD.",
+        valueName: "password"))
+    var password: String?
+    @Flag(name: .customLong("password-stdin"), help: "Read the password from the first line of standard input.") var passwordFromStdin = false
     @Option(help: ArgumentHelp("The Kinto bucket holding one collection per model (created when missing).", valueName: "bucket")) var bucket: String?
     @Option(name: .customLong("app-id"), help: ArgumentHelp("The Parse application id (X-Parse-Application-Id).", valueName: "id")) var appID: String?
-    @Option(name: .customLong("rest-key"), help: ArgumentHelp("The Parse REST API key, when the server checks one.", valueName: "key")) var restKey: String?
-    @Option(help: ArgumentHelp("A Salesforce access token (stored as the session; instead of --user and --password).", valueName: "token")) var token: String?
+    @Option(
+        name: .customLong("rest-key"),
+        help: ArgumentHelp("The Parse REST API key, when the server checks one (or SATCHEL_REST_KEY).", valueName: "key"))
+    var restKey: String?
+    @Option(
+        name: .customLong("create-protection"),
+        help: ArgumentHelp(
+            "How a Parse create whose answer was lost is kept from making a second object: request-id (the default: X-Parse-Request-Id, for a server with idempotency on), object-id (the local id as objectId, for a server with allowCustomObjectId), field=NAME (a client-id field NAME, an ordinary attribute) or none.",
+            valueName: "protection"))
+    var createProtection: String?
+    @Option(
+        help: ArgumentHelp(
+            "A Salesforce access token (stored as the session; instead of --user and --password). Prefer --token-stdin or SATCHEL_TOKEN.",
+            valueName: "token"))
+    var token: String?
+    @Flag(name: .customLong("token-stdin"), help: "Read the Salesforce access token from the first line of standard input.") var tokenFromStdin = false
     @Flag(help: "Allow plain http:// to a server that is not on this machine (passwords, sessions and data then cross the network unencrypted).")
     var insecure = false
+
+    /// Secrets off the command line: `--password-stdin` and `--token-stdin` read standard input;
+    /// `SATCHEL_PASSWORD` (with `--user`), `SATCHEL_TOKEN` (Salesforce) and `SATCHEL_REST_KEY`
+    /// (Parse) stand in for options not given.
+    mutating func validate() throws {
+        if passwordFromStdin && tokenFromStdin { throw ValidationError("--password-stdin and --token-stdin cannot both read standard input") }
+        if passwordFromStdin {
+            if password != nil { throw ValidationError("--password and --password-stdin go one at a time") }
+            password = try Self.readSecret("--password-stdin", what: "password")
+        }
+        if tokenFromStdin {
+            if token != nil { throw ValidationError("--token and --token-stdin go one at a time") }
+            token = try Self.readSecret("--token-stdin", what: "access token")
+        }
+        let environment = ProcessInfo.processInfo.environment
+        if password == nil, user != nil, let secret = environment["SATCHEL_PASSWORD"] { password = secret }
+        if token == nil, backend == "salesforce", user == nil, let secret = environment["SATCHEL_TOKEN"], !secret.isEmpty { token = secret }
+        if restKey == nil, backend == "parse", let secret = environment["SATCHEL_REST_KEY"], !secret.isEmpty { restKey = secret }
+        if createProtection != nil, backend != "parse" { throw ValidationError("--create-protection goes with --backend parse") }
+    }
+
+    /// The first line of standard input, without its line end.
+    static func readSecret(_ flag: String, what: String) throws -> String {
+        guard let line = readLine(strippingNewline: true) else { throw ValidationError("\(flag): standard input is empty; write the \(what) to it") }
+        let secret = line.hasSuffix("\r") ? String(line.dropLast()) : line
+        guard !secret.isEmpty else { throw ValidationError("\(flag): the first line of standard input is empty; write the \(what) on it") }
+        return secret
+    }
+
+    /// `--create-protection` read.
+    static func createProtection(_ text: String?) throws -> ParseBackend.CreateProtection {
+        switch text {
+        case nil, "request-id"?: return .requestIDs
+        case "object-id"?: return .customObjectIDs
+        case "none"?: return .none
+        case let text? where text.hasPrefix("field="):
+            let field = String(text.dropFirst(6))
+            guard !field.isEmpty else { throw ValidationError("--create-protection field=NAME needs the field's name") }
+            return .clientIDField(field)
+        case let text?:
+            throw ValidationError("--create-protection takes request-id, object-id, field=NAME or none (not '\(text)')")
+        }
+    }
 
     var isGiven: Bool { backend != nil || url != nil }
 
@@ -64,6 +125,7 @@ struct BackendOptions: ParsableArguments {
             }
             guard let appID, !appID.isEmpty else { throw ValidationError("--backend parse needs --app-id ID: the app's application id") }
             var configuration = ParseBackend.Configuration(url: mount, applicationID: appID, restKey: restKey)
+            configuration.createProtection = try Self.createProtection(createProtection)
             configuration.allowInsecureHTTP = insecure
             return ParseBackend(configuration: configuration)
         case "salesforce":

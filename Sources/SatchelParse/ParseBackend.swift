@@ -55,11 +55,12 @@ public final class ParseBackend: SyncBackend {
         public var batchSize: Int
         /// Seconds to wait for an answer.
         public var timeout: TimeInterval
-        /// The field in which a create carries the object's local id, so that a create sent again
-        /// after its answer was lost finds the object the first one made instead of making a
-        /// second (Parse has no idempotent create by default). The adapter keeps it out of
-        /// pulled attributes. nil: not sent (a lost answer may then leave a duplicate).
-        public var clientIDField: String?
+        /// How a create whose answer was lost is kept from making a second object when it is
+        /// sent again (``CreateProtection``; request ids by default).
+        public var createProtection: CreateProtection
+        /// With ``CreateProtection/requestIDs``, how many creates are under way at once (each is
+        /// its own request).
+        public var createConcurrency: Int
         /// Pointer attributes to pull whole, per model (Parse's `include`): each pointed-to
         /// object is stored in the model of its class, and the attribute keeps its id.
         public var includes: [String: [String]]
@@ -72,7 +73,7 @@ public final class ParseBackend: SyncBackend {
 
         public init(
             url: URL, applicationID: String, restKey: String? = nil, batchSize: Int = 50, timeout: TimeInterval = 60,
-            clientIDField: String? = "satchelClientID", includes: [String: [String]] = [:]
+            createProtection: CreateProtection = .requestIDs, createConcurrency: Int = 8, includes: [String: [String]] = [:]
         ) {
             self.includes = includes
             self.url = url
@@ -80,7 +81,8 @@ public final class ParseBackend: SyncBackend {
             self.restKey = restKey
             self.batchSize = max(1, batchSize)
             self.timeout = timeout
-            self.clientIDField = clientIDField
+            self.createProtection = createProtection
+            self.createConcurrency = max(1, createConcurrency)
         }
     }
 
@@ -102,9 +104,6 @@ public final class ParseBackend: SyncBackend {
     /// Deletions are found by listing ids; a batch holds at most ``Configuration/batchSize``
     /// requests.
     public var capabilities: SyncCapabilities { SyncCapabilities(deletions: .byListingIDs, maxPushBatch: configuration.batchSize) }
-
-    /// Fields of the adapter's own, never pulled into the store (the client-id field).
-    var hiddenFields: Set<String> { configuration.clientIDField.map { [$0] } ?? [] }
 
     /// The session's token (`X-Parse-Session-Token`).
     static let tokenKey = "sessionToken"
@@ -216,7 +215,7 @@ public final class ParseBackend: SyncBackend {
         let known = types
         var last = cursor
         for value in results {
-            guard let decoded = ParseMapping.decode(value, hiding: hiddenFields) else {
+            guard let decoded = ParseMapping.decode(value) else {
                 throw SyncError(.protocolViolation, "\(what): an object without a string `objectId` and `updatedAt`")
             }
             page.upserts.append(decoded.object)
@@ -292,124 +291,6 @@ public final class ParseBackend: SyncBackend {
         }
     }
 
-    // MARK: - Push
-
-    public func push(_ request: PushRequest) async throws -> [PushResult] {
-        let what = "push to \(request.model.name)"
-        let types = ParseMapping.WireTypes(metadata: request.metadata)
-        let classPath = configuration.url.path + "/classes/" + SyncHTTPClient.escape(request.model.name)
-        var results: [PushResult] = []
-        var start = 0
-        while start < request.changes.count {
-            let chunk = Array(request.changes[start..<min(start + configuration.batchSize, request.changes.count)])
-            start += chunk.count
-            // Creates an earlier push made whose answer was lost: local id → objectId.
-            let made = try await madeBefore(chunk.filter { $0.kind == .create }.map(\.id), request: request)
-            var requests: [JSONValue] = []
-            for change in chunk {
-                switch change.kind {
-                case .create, .update:
-                    var files: [String: (name: String, url: String)] = [:]
-                    for (attribute, data) in change.blobs.sorted(by: { $0.key < $1.key }) {
-                        files[attribute] = try await upload(data, name: attribute, session: request.session)
-                    }
-                    var body = ParseMapping.body(change.attributes, model: request.model, types: types, files: files)
-                    if change.kind == .create, let field = configuration.clientIDField { body[field] = .string(change.id) }
-                    if change.kind == .create, let id = made[change.id] {
-                        // Made already: the create's attributes (edits since included) go on it.
-                        requests.append(["method": "PUT", "path": .string(classPath + "/" + SyncHTTPClient.escape(id)), "body": .object(body)])
-                    } else {
-                        let path = change.kind == .create ? classPath : classPath + "/" + SyncHTTPClient.escape(change.id)
-                        requests.append(["method": change.kind == .create ? "POST" : "PUT", "path": .string(path), "body": .object(body)])
-                    }
-                case .delete:
-                    requests.append(["method": "DELETE", "path": .string(classPath + "/" + SyncHTTPClient.escape(change.id))])
-                }
-            }
-            let answer = try await send("POST", try endpoint("batch"), body: ["requests": .array(requests)], session: request.session, what: what)
-            try check(answer, what)
-            for (change, outcome) in zip(chunk, try Self.batchOutcomes(answer, changes: chunk, made: made, what: what)) {
-                var outcome = outcome
-                if case .rejected(let message, let code, nil) = outcome, change.kind == .update {
-                    // The server's copy, for a rollback.
-                    outcome = .rejected(message: message, code: code, serverCopy: try await serverCopy(change.id, request: request))
-                }
-                results.append(PushResult(id: change.id, outcome: outcome))
-            }
-        }
-        return results
-    }
-
-    /// The objects that earlier creates of `ids` made (local id → objectId), found by the
-    /// client-id field: none when the field is off or there are no creates.
-    func madeBefore(_ ids: [String], request: PushRequest) async throws -> [String: String] {
-        guard let field = configuration.clientIDField, !ids.isEmpty else { return [:] }
-        let condition: JSONValue = [field: ["$in": .array(ids.map(JSONValue.string))]]
-        let what = "looking for earlier creates in \(request.model.name)"
-        var made: [String: String] = [:]
-        for (id, fields) in try await list(request.model.name, where: condition, keys: field, limit: ids.count, session: request.session, what: what) {
-            if let local = fields[field]?.stringValue, made[local] == nil { made[local] = id }
-        }
-        return made
-    }
-
-    /// Object `id` as the server has it now, in Satchel's terms (nil when it is gone).
-    func serverCopy(_ id: String, request: PushRequest) async throws -> JSONObject? {
-        let what = "reading \(request.model.name) \(id)"
-        let answer = try await send(
-            "GET", try endpoint("classes/\(SyncHTTPClient.escape(request.model.name))/\(SyncHTTPClient.escape(id))"), session: request.session,
-            what: what)
-        if answer.status == 404 { return nil }
-        try check(answer, what)
-        return ParseMapping.decode(try answer.json(what), requireUpdatedAt: false, hiding: hiddenFields)?.object.attributes
-    }
-
-    /// What a `/batch` answer says of `changes`, one result each in order (`made`: the objects
-    /// earlier creates made, by local id). Package-visible so that the fuzz targets read answers
-    /// through the code a push runs.
-    ///
-    /// - Throws: ``SyncError`` `.protocolViolation` for an answer that does not hold one result
-    ///   per change, or a result with neither `success` nor `error`.
-    package static func batchOutcomes(
-        _ answer: SyncHTTPClient.Response, changes: [OutgoingChange], made: [String: String], what: String
-    ) throws(SyncError) -> [PushOutcome] {
-        guard let responses = try answer.json(what).arrayValue, responses.count == changes.count else {
-            throw SyncError(.protocolViolation, "\(what): the batch answer does not hold one result per request")
-        }
-        var outcomes: [PushOutcome] = []
-        for (change, response) in zip(changes, responses) {
-            outcomes.append(try outcome(of: change, response, what, madeAs: made[change.id]))
-        }
-        return outcomes
-    }
-
-    /// What one batch result says of `change`.
-    static func outcome(of change: OutgoingChange, _ response: JSONValue, _ what: String, madeAs made: String? = nil) throws(SyncError) -> PushOutcome {
-        if let success = response["success"]?.objectValue {
-            switch change.kind {
-            case .create where made != nil:
-                return .accepted(serverID: made, version: success["updatedAt"])
-            case .create:
-                guard let id = success["objectId"]?.stringValue, !id.isEmpty else {
-                    throw SyncError(.protocolViolation, "\(what): a create's result has no `objectId`")
-                }
-                return .accepted(serverID: id, version: success["createdAt"])
-            case .update: return .accepted(version: success["updatedAt"])
-            case .delete: return .accepted()
-            }
-        }
-        guard let error = response["error"]?.objectValue else {
-            throw SyncError(.protocolViolation, "\(what): a batch result with neither `success` nor `error`")
-        }
-        let code = error["code"]?.intValue
-        let message = error["error"]?.stringValue ?? error["message"]?.stringValue ?? "refused by the server"
-        switch code {
-        case 101?: return .notFound
-        case 1?, 100?, 124?: return .retryLater(message: "Parse error \(code!): \(message)")
-        default: return .rejected(message: message, code: code.map(String.init))
-        }
-    }
-
     // MARK: - Files and cloud functions
 
     /// Uploads a file (`POST /files/NAME`); returns the name and URL the server gave it.
@@ -452,11 +333,13 @@ public final class ParseBackend: SyncBackend {
     }
 
     /// Sends a request with the app's headers and the session's token.
+    /// A write carries its `requestID` as `X-Parse-Request-Id` (see ``CreateProtection``).
     func send(
         _ method: String, _ url: URL, body: JSONObject? = nil, raw: Data? = nil, contentType: String? = nil, session: SyncSession?, what: String,
-        maximumBytes: Int? = nil
+        maximumBytes: Int? = nil, requestID: String? = nil
     ) async throws(SyncError) -> SyncHTTPClient.Response {
         var headers = ["X-Parse-Application-Id": configuration.applicationID]
+        if let requestID { headers["X-Parse-Request-Id"] = requestID }
         if let key = configuration.restKey { headers["X-Parse-REST-API-Key"] = key }
         if let token = session?.data[Self.tokenKey]?.stringValue { headers["X-Parse-Session-Token"] = token }
         if let contentType { headers["Content-Type"] = contentType }

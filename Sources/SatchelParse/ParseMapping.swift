@@ -117,16 +117,16 @@ public enum ParseMapping {
 
     /// Reads one object of a `results` list; nil when it is not an object with a string
     /// `objectId` (and, when `requireUpdatedAt`, a string `updatedAt`).
-    static func decode(_ value: JSONValue, requireUpdatedAt: Bool = true, hiding hidden: Set<String> = []) -> Decoded? {
+    static func decode(_ value: JSONValue, requireUpdatedAt: Bool = true) -> Decoded? {
         guard let fields = value.objectValue, let id = fields["objectId"]?.stringValue, !id.isEmpty else { return nil }
         let updatedAt = fields["updatedAt"]?.stringValue
         if requireUpdatedAt && updatedAt == nil { return nil }
         var decoded = Decoded(object: ServerObject(id: id, attributes: JSONObject(), isWhole: true), updatedAt: updatedAt ?? "")
         decoded.object.version = updatedAt.map(JSONValue.string)
         var attributes = JSONObject()
-        for (name, field) in fields where name != "objectId" && name != "__type" && name != "className" && !hidden.contains(name) {
+        for (name, field) in fields where name != "objectId" && name != "__type" && name != "className" {
             guard !field.isNull else { continue }  // a null field reads as no attribute
-            attributes[name] = read(field, attribute: name, hiding: hidden, into: &decoded)
+            attributes[name] = read(field, attribute: name, into: &decoded)
         }
         decoded.object.attributes = attributes
         return decoded
@@ -134,7 +134,7 @@ public enum ParseMapping {
 
     /// One top-level field's value as Satchel stores it, noting its wire type, file URL and
     /// nested objects.
-    private static func read(_ field: JSONValue, attribute: String, hiding hidden: Set<String>, into decoded: inout Decoded) -> JSONValue {
+    private static func read(_ field: JSONValue, attribute: String, into decoded: inout Decoded) -> JSONValue {
         switch field {
         case .object(let object):
             switch object["__type"]?.stringValue {
@@ -147,7 +147,7 @@ public enum ParseMapping {
                 decoded.types[attribute] = .pointer(className)
                 return .string(id)
             case "Object":
-                guard let className = object["className"]?.stringValue, let id = nested(object, className: className, hiding: hidden, into: &decoded) else {
+                guard let className = object["className"]?.stringValue, let id = nested(object, className: className, into: &decoded) else {
                     return field
                 }
                 decoded.types[attribute] = .pointer(className)
@@ -167,7 +167,7 @@ public enum ParseMapping {
             for element in elements {
                 guard let object = element.objectValue, let type = object["__type"]?.stringValue, type == "Pointer" || type == "Object",
                     let elementClass = object["className"]?.stringValue, className == nil || className == elementClass,
-                    let id = type == "Object" ? nested(object, className: elementClass, hiding: hidden, into: &decoded) : object["objectId"]?.stringValue
+                    let id = type == "Object" ? nested(object, className: elementClass, into: &decoded) : object["objectId"]?.stringValue
                 else { return field }
                 className = elementClass
                 ids.append(.string(id))
@@ -180,8 +180,8 @@ public enum ParseMapping {
     }
 
     /// Decomposes a nested whole object into `decoded.related`; returns its id.
-    private static func nested(_ object: JSONObject, className: String, hiding hidden: Set<String>, into decoded: inout Decoded) -> String? {
-        guard let inner = decode(.object(object), requireUpdatedAt: false, hiding: hidden) else { return nil }
+    private static func nested(_ object: JSONObject, className: String, into decoded: inout Decoded) -> String? {
+        guard let inner = decode(.object(object), requireUpdatedAt: false) else { return nil }
         decoded.related[className, default: []].append(inner.object)
         for (model, objects) in inner.related { decoded.related[model, default: []] += objects }
         if !inner.types.isEmpty { decoded.relatedTypes[className, default: [:]].merge(inner.types) { _, new in new } }

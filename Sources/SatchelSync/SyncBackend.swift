@@ -336,6 +336,13 @@ public enum PushOutcome: Sendable, Hashable {
     case notFound
     /// Not now: the change stays pending for the next cycle.
     case retryLater(message: String)
+    /// Sent, but no answer came (the connection dropped, the server failed mid-way): the server
+    /// may have carried it out. For an adapter that sends changes in several requests (Parse's
+    /// creates) and has the other results: the change stays in flight and is sent again by the
+    /// next sync, and this sync fails with the error once the other results are applied —
+    /// before anything is pulled, since a pull could bring what the change made as an object
+    /// of its own. An adapter with one request for the whole push throws instead.
+    case unanswered(SyncError)
 }
 
 /// The result of one change of a push, by the change's id.

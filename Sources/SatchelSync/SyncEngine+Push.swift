@@ -49,13 +49,30 @@ extension SyncEngine {
             guard !chunk.isEmpty else { continue }
             let withBlobs = try storage { try chunk.map { try attachBlobs($0, definition: definition) } }
             let request = PushRequest(model: definition, changes: withBlobs, session: session, configuration: modelConfiguration, metadata: metadata)
-            let results = try await withRetry { try await self.backend.push(request) }
+            let results: [PushResult]
+            do {
+                results = try await withRetry { try await self.backend.push(request) }
+            } catch {
+                let failure = Self.syncError(error)
+                if failure.refusedBeforeApplying {
+                    // The server refused the whole request: nothing of it was carried out, so the
+                    // chunk's changes are pending again, not in flight.
+                    try await onStore(bounded: limit != nil) { store in
+                        try store.bulkUpdate { tx in for change in chunk { try Self.requeue(model, change.id, tx) } }
+                    }
+                }
+                throw failure
+            }
             let renames = results.contains { result in
                 if case .accepted(let serverID?, _) = result.outcome { serverID != result.id } else { false }
             }
             let outcome = try await onStore(bounded: limit != nil && !renames) { store in try Self.apply(results, of: withBlobs, to: model, in: store) }
             tally(outcome, of: definition.name, into: &report)
             pushed += chunk.count
+            if let lost = outcome.unanswered.first {
+                // Sent, its answer lost: the sync stops before a pull could bring what it made.
+                throw lost
+            }
         }
         if pushed > 0 { emit(.sync(SyncNotification(status: .inProgress, model: definition.name, message: "pushed \(pushed) change(s)"))) }
     }
@@ -183,6 +200,8 @@ extension SyncEngine {
         var accepted = 0
         var rejected = 0
         var refusals: [String] = []
+        /// Changes sent whose answers never came (left in flight).
+        var unanswered: [SyncError] = []
     }
 
     /// Applies a push's results in one batch.
@@ -239,6 +258,9 @@ extension SyncEngine {
                     try tx.setSyncRecords(model, change.id, records, replacing: before)
                 case .retryLater:
                     try Self.requeue(model, change.id, tx)
+                case .unanswered(let error):
+                    // Left in flight: the next push sends it again.
+                    summary.unanswered.append(error)
                 }
             }
             // References to the renamed objects change in the same batch (or, in another

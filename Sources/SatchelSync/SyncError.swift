@@ -3,7 +3,7 @@
 /// Shaped like ``Satchel/SatchelError``: a ``Code`` to match on, a one-line message, and for
 /// server answers the HTTP status and the delay the server asked for. ``rhoConnectCode`` gives
 /// the RhoConnect client's error number, for apps porting from it.
-public struct SyncError: Error, Sendable, Equatable, CustomStringConvertible {
+public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Wrapped: String, Sendable {
             case network, server, unauthorized, notLoggedIn, unknownClient, protocolViolation, versionMismatch
@@ -69,6 +69,12 @@ public struct SyncError: Error, Sendable, Equatable, CustomStringConvertible {
         self.message = message
         self.httpStatus = httpStatus
         self.retryAfter = retryAfter
+    }
+
+    /// Whether the server refused a request whole, before carrying out any of it: a refused or
+    /// missing session (`401`, Parse's `209`), a refused key (`403`), or no session to send.
+    public var refusedBeforeApplying: Bool {
+        code == .unauthorized || code == .notLoggedIn || (code == .server && httpStatus == 403)
     }
 
     /// Whether trying again later may succeed: no answer, a 5xx, or a 429.

@@ -27,6 +27,9 @@ struct ClassStore {
     private(set) var schema: [String: [String: String]] = [:]
     /// While set, every write stamps this time (ties on `updatedAt`, for keyset tests).
     var frozenClock: String?
+    /// Classes whose class-level permissions refuse `addField`: a checked write of a field the
+    /// schema lacks is refused with `119`, as Parse answers a client without the master key.
+    var lockedSchemas: Set<String> = []
     private var sequence = 0
 
     static let reserved: Set<String> = ["objectId", "createdAt", "updatedAt"]
@@ -96,6 +99,9 @@ struct ClassStore {
             let (result, type, reported) = try Self.apply(value, to: current, key: path[0])
             // Schema: the top-level field's type; a dotted key writes into an Object.
             let fieldType = path.count > 1 ? "Object" : type
+            if checked, fieldType != nil, types[path[0]] == nil, lockedSchemas.contains(className) {
+                throw ParseError(119, "Permission denied for action addField on class \(className).")
+            }
             if let fieldType {
                 if let expected = types[path[0]], expected != fieldType {
                     if checked {

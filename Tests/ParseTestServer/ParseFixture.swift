@@ -11,7 +11,9 @@ public import Foundation
 ///   "files": {"0f3e…_receipt.txt": "aGVsbG8="},
 ///   "rules": [{"className": "Product", "operation": "create", "matching": {"name": "forbidden"},
 ///              "code": 142, "message": "name is forbidden"}],
-///   "maxLimit": 1000, "batchLimit": 50
+///   "maxLimit": 1000, "batchLimit": 50,
+///   "idempotency": {"paths": ["classes/.*"], "ttl": 300}, "allowCustomObjectId": true,
+///   "lockedSchemas": ["Product"]
 /// }
 /// ```
 ///
@@ -36,6 +38,27 @@ public struct ParseFixture: Sendable {
     /// The most requests one `POST /batch` may carry (Parse Server has no cap; hosted Parse had 50).
     public var batchLimit: Int? = nil
     public var rules: [Rule] = []
+    /// Parse Server's `idempotencyOptions`: requests to paths under the mount matching one of
+    /// `paths` (regular expressions anchored at the start, e.g. `classes/.*`) that carry an
+    /// `X-Parse-Request-Id` seen in the last `ttl` seconds are answered `159`. nil: off, as
+    /// Parse Server's default.
+    public var idempotency: Idempotency? = nil
+    /// Parse Server's `allowCustomObjectId`: a create may carry its `objectId`.
+    public var allowCustomObjectID = false
+    /// Classes whose class-level permissions refuse `addField` (the usual production setting):
+    /// a client write of a field the class's schema lacks is refused with `119`.
+    public var lockedSchemas: Set<String> = []
+
+    /// Parse Server's `idempotencyOptions`.
+    public struct Idempotency: Sendable {
+        public var paths: [String]
+        public var ttl: TimeInterval
+
+        public init(paths: [String] = ["classes/.*"], ttl: TimeInterval = 300) {
+            self.paths = paths
+            self.ttl = ttl
+        }
+    }
 
     /// A `beforeSave` / `beforeDelete` trigger that rejects some writes: `operation` (`create`,
     /// `update` or `delete`) on `className` (nil: any class), restricted to the objects `ids`
@@ -99,6 +122,12 @@ public struct ParseFixture: Sendable {
         }
         maxLimit = root["maxLimit"]?.number.map { Int($0) }
         batchLimit = root["batchLimit"]?.number.map { Int($0) }
+        if let options = root["idempotency"]?.object {
+            idempotency = Idempotency(
+                paths: options["paths"]?.array?.compactMap(\.string) ?? ["classes/.*"], ttl: options["ttl"]?.number ?? 300)
+        }
+        allowCustomObjectID = root["allowCustomObjectId"]?.bool ?? false
+        lockedSchemas = Set(root["lockedSchemas"]?.array?.compactMap(\.string) ?? [])
         for rule in root["rules"]?.array ?? [] {
             guard let operation = rule["operation"]?.string else { throw ParseFixtureError("a rule has no operation") }
             rules.append(Rule(

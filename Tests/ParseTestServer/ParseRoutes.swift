@@ -35,7 +35,15 @@ struct ParseState {
     var passwords: [String: String] = [:]
     var files: [String: (data: Data, contentType: String)] = [:]
     var sabotage: [(method: String, prefix: String, status: Int, body: Data)] = []
+    /// Requests whose answers are lost after they were carried out: answered 502 instead.
+    var lostAnswers: [(method: String, prefix: String)] = []
     var requests: [ParseServer.Request] = []
+    var idempotency: ParseFixture.Idempotency?
+    var allowCustomObjectID: Bool
+    /// `X-Parse-Request-Id` → when it was first seen (Parse Server's `_Idempotency` class).
+    var requestIDs: [String: Date] = [:]
+    /// How many requests were answered `159`.
+    var duplicateRequests = 0
 
     init(fixture: ParseFixture, root: String) {
         self.fixture = fixture
@@ -43,6 +51,9 @@ struct ParseState {
         rules = fixture.rules
         maxLimit = fixture.maxLimit
         batchLimit = fixture.batchLimit
+        idempotency = fixture.idempotency
+        allowCustomObjectID = fixture.allowCustomObjectID
+        store.lockedSchemas = fixture.lockedSchemas
         for (name, data) in fixture.files { files[name] = (data, Self.contentType(of: name)) }
         for (name, password) in fixture.users.sorted(by: { $0.key < $1.key }) {
             let created = try? store.write("_User", .create(id: nil), body: ["username": .string(name)], checked: false)
@@ -76,6 +87,7 @@ struct ParseState {
             caller = Caller(user: user, token: token)
         }
         if request.method == "POST", parts.count == 2, parts[0] == "files" { return upload(parts[1], request) }
+        if let duplicate = checkIdempotency(request, parts) { return .error(duplicate) }
         do throws(ParseError) {
             var body: [String: JSON] = [:]
             if !request.body.isEmpty {
@@ -116,6 +128,31 @@ struct ParseState {
         }
     }
 
+    // MARK: - Idempotency
+
+    /// Parse Server's `promiseEnsureIdempotency`, on the routes that run it (`POST /classes/C`,
+    /// `PUT /classes/C/ID`, users and functions; never `/batch`, whose sub-requests carry no
+    /// headers): a request id is recorded before the request runs, whatever then becomes of
+    /// it, and a request carrying one recorded less than `ttl` seconds ago is answered `159`.
+    private mutating func checkIdempotency(_ request: ParseServer.Request, _ parts: [String]) -> ParseError? {
+        guard let idempotency, let id = request.headers["x-parse-request-id"] else { return nil }
+        let guarded = switch (request.method, parts.first ?? "", parts.count) {
+        case ("POST", "classes", 2), ("PUT", "classes", 3), ("POST", "users", 1), ("PUT", "users", 2), ("POST", "functions", 2): true
+        default: false
+        }
+        let path = parts.joined(separator: "/")
+        guard guarded, idempotency.paths.contains(where: { path.range(of: "^" + $0.drop { $0 == "^" }, options: .regularExpression) != nil }) else {
+            return nil
+        }
+        let now = Date()
+        if let seen = requestIDs[id], now.timeIntervalSince(seen) < idempotency.ttl {
+            duplicateRequests += 1
+            return ParseError(159, "Duplicate request")
+        }
+        requestIDs[id] = now
+        return nil
+    }
+
     // MARK: - Classes
 
     private func find(_ className: String, _ parameters: [String: JSON], _ caller: Caller) throws(ParseError) -> Reply {
@@ -139,9 +176,17 @@ struct ParseState {
     private mutating func create(_ className: String, _ body: [String: JSON], _ caller: Caller) throws(ParseError) -> Reply {
         if className == "_User" { return try signUp(body) }
         guard ClassStore.isValidClassName(className) else { throw .invalidClassName(className) }
-        if body["objectId"] != nil { throw .invalidKeyName("objectId is an invalid field name.") }
+        var body = body
+        var chosen: String?
+        if let objectID = body["objectId"] {
+            guard allowCustomObjectID else { throw .invalidKeyName("objectId is an invalid field name.") }
+            guard let id = objectID.string, !id.isEmpty else { throw ParseError(104, "objectId must not be empty, null or undefined") }
+            if store.object(className, id) != nil { throw ParseError(137, "A duplicate value for a field with unique values was provided") }
+            chosen = id
+            body["objectId"] = nil
+        }
         try checkRules("create", className, id: nil, fields: body)
-        let response = try store.write(className, .create(id: nil), body: body)
+        let response = try store.write(className, .create(id: chosen), body: body)
         let id = response["objectId"]?.string ?? ""
         return Reply(json: response, status: 201, headers: ["Location": "\(root)\(mount)/classes/\(className)/\(id)"])
     }

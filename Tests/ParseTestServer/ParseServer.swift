@@ -114,6 +114,31 @@ public actor ParseServer {
         state.sabotage.append((method, pathPrefix, status, body))
     }
 
+    /// Carries out the next `method` request whose path starts with `pathPrefix`, then loses
+    /// its answer: the client gets a `502` (a proxy's "Bad Gateway" page) instead.
+    public func loseNextAnswer(_ method: String, _ pathPrefix: String) { state.lostAnswers.append((method, pathPrefix)) }
+
+    /// Turns Parse Server's `idempotencyOptions` on (or off, with nil).
+    /// The request ids seen so far are forgotten, as after the options' `ttl`.
+    public func setIdempotency(_ options: ParseFixture.Idempotency?) {
+        state.idempotency = options
+        state.requestIDs.removeAll()
+    }
+
+    /// How many requests were answered `159` (a repeated `X-Parse-Request-Id`).
+    public var duplicateRequests: Int { state.duplicateRequests }
+
+    /// Sets Parse Server's `allowCustomObjectId`.
+    public func setAllowCustomObjectID(_ allowed: Bool) { state.allowCustomObjectID = allowed }
+
+    /// Makes `className`'s class-level permissions refuse `addField` (or allow it again).
+    public func lockSchema(_ className: String, _ locked: Bool = true) {
+        if locked { state.store.lockedSchemas.insert(className) } else { state.store.lockedSchemas.remove(className) }
+    }
+
+    /// The fields `className`'s schema holds, as Parse learned them.
+    public func schemaFields(_ className: String) -> Set<String> { Set((state.store.schema[className] ?? [:]).keys) }
+
     /// The names of the stored files.
     public var fileNames: [String] { state.files.keys.sorted() }
 
@@ -130,12 +155,18 @@ public actor ParseServer {
             method: request.method.rawValue, path: request.path, query: Self.query(request.target.query()), headers: headers,
             body: body)
         state.requests.append(logged)
-        let answer: Answer
+        var answer: Answer
         if let index = state.sabotage.firstIndex(where: { $0.method == logged.method && logged.path.hasPrefix($0.prefix) }) {
             let sabotage = state.sabotage.remove(at: index)
             answer = Answer(status: sabotage.status, body: sabotage.body)
         } else {
             answer = state.route(logged)
+            if let index = state.lostAnswers.firstIndex(where: { $0.method == logged.method && logged.path.hasPrefix($0.prefix) }) {
+                state.lostAnswers.remove(at: index)
+                var lost = Answer(status: 502, contentType: "text/html", body: Data("<html><body><h1>502 Bad Gateway</h1></body></html>".utf8))
+                lost.headers = [:]
+                answer = lost
+            }
         }
         var response = FlyingFox.HTTPHeaders()
         response.addValue(answer.contentType, for: HTTPHeader("Content-Type"))

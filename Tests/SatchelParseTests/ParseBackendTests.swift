@@ -56,11 +56,12 @@ struct ParseBackendTests {
 
         /// Asserts the store holds the server's objects of `className` as a device reads them,
         /// with nothing pending, and is healthy.
-        func expectMatchesServer(_ className: String, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        /// Objects `ignoring` (kept here by a record error) are left out.
+        func expectMatchesServer(_ className: String, ignoring: Set<String> = [], sourceLocation: SourceLocation = #_sourceLocation) async throws {
             let remote = try await server.objects(className).mapValues { ParseWire.local(try JSONObject(parsing: $0)) }
-            let local = try device.objects(className)
+            let local = try device.objects(className).filter { !ignoring.contains($0.key) }
             #expect(local == remote, sourceLocation: sourceLocation)
-            #expect(try device.store.pendingChanges().isEmpty, sourceLocation: sourceLocation)
+            #expect(try device.store.pendingChanges().filter { !ignoring.contains($0.objectID) }.isEmpty, sourceLocation: sourceLocation)
             #expect(try device.store.verify().problems == [], sourceLocation: sourceLocation)
         }
 
@@ -131,11 +132,11 @@ struct ParseBackendTests {
         let order = try #require(try await setup.stored("Order", orderID))
         #expect(order["customer"] == ["__type": "Pointer", "className": "Customer", "objectId": .string(customerID)])
         #expect(order["items"] == [["__type": "Pointer", "className": "Product", "objectId": .string(productID)]])
-        // The order's create went in a batch after the customer's and the product's.
-        let batches = try await setup.requests("POST", "batch").map { try JSONValue(parsing: $0.body)["requests"]?.arrayValue ?? [] }
-        let orderBatch = try #require(batches.firstIndex { $0.contains { $0["path"]?.stringValue?.hasSuffix("/classes/Order") == true } })
-        let customerBatch = try #require(batches.firstIndex { $0.contains { $0["path"]?.stringValue?.hasSuffix("/classes/Customer") == true } })
-        #expect(customerBatch < orderBatch)
+        // The order's create went after the customer's and the product's (each create its own request).
+        let creates = await setup.server.requests.filter { $0.method == "POST" && $0.path.hasPrefix("/parse/classes/") }.map(\.path)
+        let orderCreate = try #require(creates.firstIndex(of: "/parse/classes/Order"))
+        #expect(try #require(creates.firstIndex(of: "/parse/classes/Customer")) < orderCreate)
+        #expect(try #require(creates.firstIndex(of: "/parse/classes/Product")) < orderCreate)
         #expect(try setup.model("Order").find(orderID)?["customer"] == .string(customerID))
         #expect(try setup.model("Order").find(orderID)?["items"] == [.string(productID)])
         try await setup.expectMatchesServer("Order")
@@ -341,21 +342,156 @@ struct ParseBackendTests {
         try await setup.expectMatchesServer("Product")
     }
 
-    @Test("a create whose answer was lost is not made twice: the client id it carried finds it")
-    func lostCreateAnswer() async throws {
+    /// An adapter for `server` with `protection`.
+    static func protected(_ protection: ParseBackend.CreateProtection) -> (ParseServer) -> ParseBackend {
+        { server in
+            var configuration = ParseBackend.forTests(server).configuration
+            configuration.createProtection = protection
+            return ParseBackend(configuration: configuration)
+        }
+    }
+
+    @Test("a create writes only what the app wrote: no field of Satchel's own, so a class whose permissions refuse new fields takes it")
+    func createWritesOnlyTheAppsFields() async throws {
+        var fixture = ParseFixture()
+        fixture.lockedSchemas = ["Product"]
+        fixture.classes["Product"] = [Self.json(["name": "Seed", "price": 1])]
+        let setup = try await Setup(fixture)
+        defer { Task { await setup.stop() } }
+        try setup.model("Product").create(["object": "n1", "name": "Lamp", "price": 12])
+        let report = try await setup.device.engine.sync(models: ["Product"])
+        #expect(report.rejected == 0 && report.accepted == 1, "\((try? setup.device.store.recordErrors()) ?? [])")
+        let id = try #require(report.serverIDs["Product"]?["n1"])
+        let stored = try #require(try await setup.stored("Product", id))
+        #expect(Set(stored.keys) == ["objectId", "createdAt", "updatedAt", "name", "price"])
+        #expect(await setup.server.schemaFields("Product") == ["name", "price"], "no field was added to the class")
+        let post = try #require(await setup.requests("POST", "classes/Product").first)
+        #expect(try JSONObject(parsing: post.body) == ["name": "Lamp", "price": 12])
+        // A field the class lacks is refused as Parse refuses it: a record error naming the permission.
+        try setup.model("Product").create(["object": "n2", "name": "Desk", "colour": "red"])
+        try await setup.device.engine.sync(models: ["Product"])
+        let error = try #require(try setup.device.store.recordErrors(model: "Product").first)
+        #expect(error.objectID == "n2" && error.code == "119" && error.message.contains("addField"))
+        try await setup.expectMatchesServer("Product", ignoring: ["n2"])
+    }
+
+    @Test("every write carries X-Parse-Request-Id; a create whose answer was lost carries the same one after a restart, and the server's 159 links it")
+    func requestIDsAcrossRestarts() async throws {
+        var fixture = ParseFixture()
+        fixture.idempotency = ParseFixture.Idempotency()
+        var setup = try await Setup(fixture)
+        let server = setup.server
+        defer { Task { await server.stop() } }
+        let kept = await setup.server.put("Product", Self.json(["name": "Kept", "n": 1]), id: nil)
+        let gone = await setup.server.put("Product", Self.json(["name": "Gone"]), id: nil)
+        try await setup.device.engine.sync(models: ["Product"])
+        try setup.model("Product").create(["object": "n1", "name": "Once", "price": 3])
+        try setup.model("Product").update(kept, with: ["n": 2])
+        try setup.model("Product").delete(gone)
+        await setup.server.loseNextAnswer("POST", "/parse/classes/Product")
+        await #expect(throws: SyncError.self) { try await setup.device.engine.sync(models: ["Product"]) }
+        #expect(await setup.server.objects("Product").count == 2, "the create was made; its answer was lost")
+
+        setup.device = try await setup.device.reopened(backend: setup.faults, models: [Self.product])
+        let report = try await setup.device.engine.sync(models: ["Product"])
+        #expect(report.rejected == 0)
+        let creates = await setup.requests("POST", "classes/Product")
+        #expect(creates.count == 2)
+        let ids = creates.compactMap { $0.headers["x-parse-request-id"] }
+        #expect(ids.count == 2 && ids[0] == ids[1] && UUID(uuidString: ids[0]) != nil, "the same change, the same request id: \(ids)")
+        #expect(await setup.server.duplicateRequests == 1)
+        for batch in await setup.requests("POST", "batch") { #expect(batch.headers["x-parse-request-id"] != nil) }
+        let objects = await setup.server.objects("Product")
+        #expect(objects.count == 2, "made once")
+        let made = try #require(report.serverIDs["Product"]?["n1"])
+        #expect(objects[made] != nil && objects[gone] == nil)
+        #expect(try setup.model("Product").find("n1") == nil && setup.model("Product").find(made)?["name"] == "Once")
+        #expect(try setup.device.store.changeFates(model: "Product").isEmpty)
+        try await setup.expectMatchesServer("Product")
+    }
+
+    @Test("without the server's idempotency option, request ids protect nothing: a lost create answer makes a second object (as the docs say)")
+    func requestIDsNeedTheServersOption() async throws {
         let setup = try await Setup()
+        defer { Task { await setup.stop() } }
+        try setup.model("Product").create(["object": "n1", "name": "Twice"])
+        await setup.server.loseNextAnswer("POST", "/parse/classes/Product")
+        await #expect(throws: SyncError.self) { try await setup.device.engine.sync(models: ["Product"]) }
+        try await setup.device.engine.sync(models: ["Product"])
+        #expect(await setup.server.objects("Product").count == 2)
+    }
+
+    @Test("a 159 for a create no object holds (Parse recorded the id of a request it then refused) sends it once more under another request id: made once")
+    func duplicateRequestWithoutObject() async throws {
+        var fixture = ParseFixture()
+        fixture.idempotency = ParseFixture.Idempotency()
+        let setup = try await Setup(fixture)
+        defer { Task { await setup.stop() } }
+        await setup.server.addRule(ParseFixture.Rule(className: "Product", operation: "create", code: 142, message: "not now"))
+        try setup.model("Product").create(["object": "n1", "name": "Later"])
+        try await setup.device.engine.sync(models: ["Product"])
+        #expect(try setup.device.store.recordErrors(model: "Product").first?.code == "142")
+        await setup.server.clearRules()
+        try setup.device.store.resolve("Product", "n1", .recreate)
+        let report = try await setup.device.engine.sync(models: ["Product"])
+        #expect(report.rejected == 0 && report.accepted == 1)
+        #expect(await setup.server.duplicateRequests == 1)
+        let ids = await setup.requests("POST", "classes/Product").compactMap { $0.headers["x-parse-request-id"] }
+        #expect(ids.count == 3 && ids[0] == ids[1] && ids[2] != ids[0], "\(ids)")
+        #expect(await setup.server.objects("Product").count == 1)
+        try await setup.expectMatchesServer("Product")
+    }
+
+    @Test("custom object ids: the local id is the objectId; a create sent again after a lost answer becomes an update, edits included")
+    func customObjectIDs() async throws {
+        var fixture = ParseFixture()
+        fixture.allowCustomObjectID = true
+        let setup = try await Setup(fixture, backend: Self.protected(.customObjectIDs))
         defer { Task { await setup.stop() } }
         try setup.model("Product").create(["object": "n1", "name": "Once"])
         setup.faults.inject(.dropAnswer, on: .push)
         await #expect(throws: SyncError.self) { try await setup.device.engine.sync(models: ["Product"]) }
         try setup.model("Product").update("n1", with: ["price": 3])
         let report = try await setup.device.engine.sync(models: ["Product"])
+        #expect(report.rejected == 0 && report.serverIDs["Product"] == nil, "no rename")
         let objects = await setup.server.objects("Product")
-        #expect(objects.count == 1)
-        let id = try #require(objects.keys.first)
-        #expect(report.serverIDs["Product"]?["n1"] == id)
-        #expect(try await setup.stored("Product", id)?["price"] == 3)
-        #expect(try setup.model("Product").find(id)?["satchelClientID"] == nil, "the client-id field stays on the server")
+        #expect(Array(objects.keys) == ["n1"])
+        let stored = try #require(try await setup.stored("Product", "n1"))
+        #expect(stored["price"] == 3 && stored["name"] == "Once")
+        #expect(Set(stored.keys) == ["objectId", "createdAt", "updatedAt", "name", "price"])
+        try await setup.expectMatchesServer("Product")
+    }
+
+    @Test("custom object ids on a server that does not allow them: a record error with Parse's 105, nothing made")
+    func customObjectIDsRefused() async throws {
+        let setup = try await Setup(backend: Self.protected(.customObjectIDs))
+        defer { Task { await setup.stop() } }
+        try setup.model("Product").create(["object": "n1", "name": "Once"])
+        try await setup.device.engine.sync(models: ["Product"])
+        let error = try #require(try setup.device.store.recordErrors(model: "Product").first)
+        #expect(error.code == "105" && error.message.contains("objectId"))
+        #expect(await setup.server.objects("Product").isEmpty)
+    }
+
+    @Test("a client-id field, when the app asks for one, is an ordinary attribute on the server and in the store; it finds a create whose answer was lost")
+    func clientIDField() async throws {
+        let setup = try await Setup(backend: Self.protected(.clientIDField("deviceRef")))
+        defer { Task { await setup.stop() } }
+        try setup.model("Product").create(["object": "n1", "name": "Once"])
+        try setup.model("Product").create(["object": "n2", "name": "Own", "deviceRef": "app-chosen"])
+        setup.faults.inject(.dropAnswer, on: .push)
+        await #expect(throws: SyncError.self) { try await setup.device.engine.sync(models: ["Product"]) }
+        try setup.model("Product").update("n1", with: ["price": 3])
+        let report = try await setup.device.engine.sync(models: ["Product"])
+        #expect(report.rejected == 0)
+        let objects = await setup.server.objects("Product")
+        #expect(objects.count == 2)
+        let id = try #require(report.serverIDs["Product"]?["n1"])
+        let stored = try #require(try await setup.stored("Product", id))
+        #expect(stored["deviceRef"] == "n1" && stored["price"] == 3)
+        #expect(try setup.model("Product").find(id)?["deviceRef"] == "n1", "visible here as there")
+        let own = try #require(report.serverIDs["Product"]?["n2"])
+        #expect(try await setup.stored("Product", own)?["deviceRef"] == "app-chosen")
         try await setup.expectMatchesServer("Product")
     }
 
@@ -379,15 +515,19 @@ struct ParseBackendTests {
             ("GET", "/parse/classes/Product", #"[1,2]"#),
             ("POST", "/parse/batch", #"[{"success":{"objectId":"a1","createdAt":"2026-01-01T00:00:00.000Z"}}]"#),
             ("POST", "/parse/batch", #"[{"neither":1},{"success":{}}]"#),
+            ("POST", "/parse/classes/Product", #"{"createdAt":"2026-01-01T00:00:00.000Z"}"#),
+            ("POST", "/parse/classes/Product", #"{"objectId":"#),
         ])
     func malformed(_ method: String, _ path: String, _ body: String) async throws {
-        let setup = try await Setup()
+        // Creates go in batches only without request ids.
+        let setup = try await Setup(backend: path.hasSuffix("batch") ? Self.protected(.none) : nil)
         defer { Task { await setup.stop() } }
         let id = await setup.server.put("Product", Self.json(["n": 1]), id: nil)
         try await setup.device.engine.sync(models: ["Product"])
         if method == "POST" {
             try setup.model("Product").create(["object": "l1", "n": 5])
-            try setup.model("Product").create(["object": "l2", "n": 6])
+            // Two requests in one batch; a create of its own is one request.
+            if path.hasSuffix("batch") { try setup.model("Product").create(["object": "l2", "n": 6]) }
         }
         let before = try setup.device.objects("Product")
         await setup.server.update("Product", id, Self.json(["n": 2]))

@@ -7,7 +7,12 @@ import SatchelSyncTesting
 
 /// The loopback Parse Server as a conformance server: one server per scenario.
 struct ParseHarness: ConformanceHarness {
-    var fixture = ParseFixture()
+    /// Idempotency on, as a server that wants request ids to protect creates runs it.
+    var fixture: ParseFixture = {
+        var fixture = ParseFixture()
+        fixture.idempotency = ParseFixture.Idempotency()
+        return fixture
+    }()
 
     func makeServer() async throws -> any ConformanceServer {
         ParseConformanceServer(server: try await ParseServer.start(fixture))
@@ -65,12 +70,12 @@ struct ParseConformanceServer: ConformanceServer {
 }
 
 /// How an object the server holds reads on a device, written from the REST format (not from
-/// the adapter's code): `objectId` and the client-id field dropped, dates as their `iso`,
+/// the adapter's code): `objectId` dropped, dates as their `iso`,
 /// pointers as their `objectId`, files as their `url`, other values as they are.
 enum ParseWire {
     static func local(_ object: JSONObject) -> JSONObject {
         JSONObject(object.compactMap { name, value -> (String, JSONValue)? in
-            if name == "objectId" || name == "satchelClientID" || value.isNull { return nil }
+            if name == "objectId" || value.isNull { return nil }
             return (name, local(value))
         })
     }

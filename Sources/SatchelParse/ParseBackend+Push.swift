@@ -1,0 +1,374 @@
+import Foundation
+import Satchel
+public import SatchelSync
+
+extension ParseBackend {
+    /// How the adapter keeps a create whose answer was lost from making a second object when it
+    /// is sent again. Parse has no idempotent create of its own: each protection relies on
+    /// something the server must be set up for. None adds a field the app did not write, except
+    /// ``clientIDField(_:)``, which the app names.
+    ///
+    /// | protection | the server needs | a lost create answer, sent again |
+    /// | --- | --- | --- |
+    /// | ``requestIDs`` (default) | `idempotencyOptions` with a path matching `classes/.*` | answered `159`: the object the first request made is found by its attributes and linked; if the object was edited here in between, the new request is another request, and a second object is made |
+    /// | ``customObjectIDs`` | `allowCustomObjectId` | the object is created under the local id, so a second create is refused (`137`) and becomes an update of the object the first one made, edits included |
+    /// | ``clientIDField(_:)`` | the field in the class's schema (or `addField` allowed) | the object holding the field's value is found before sending, and updated instead, edits included |
+    /// | ``none`` | nothing | makes a second object |
+    public enum CreateProtection: Sendable, Hashable {
+        /// Every write request carries an `X-Parse-Request-Id` derived from the change (the same
+        /// on every retry of the same change, after a restart too), and each create is its own
+        /// `POST /classes/C` — Parse Server deduplicates requests by that id (for the paths its
+        /// `idempotencyOptions` names, for `ttl` seconds: 300 by default), but not the
+        /// sub-requests of a `/batch`, which carry no headers of their own. A repeat is
+        /// answered `159` (duplicate request): the adapter looks for the object the first
+        /// request made (the newest one holding every attribute sent) and links the local
+        /// object to it; when none does (the first request failed after Parse recorded its
+        /// id), the create is sent again in a later sync, once the server has forgotten the id.
+        case requestIDs
+        /// Creates carry the local id as `objectId` (Parse Server's `allowCustomObjectId`), so
+        /// the server never renames an object. A create refused with `137` (duplicate value)
+        /// whose id the server holds was made by an earlier push: its attributes are sent again
+        /// as an update. Creates go in `/batch`. The ids must be unique across devices, as the
+        /// ones Satchel generates are.
+        case customObjectIDs
+        /// Creates carry this field, holding the object's own value of it when it has one,
+        /// else its local id; before creates are sent, objects holding those values are looked
+        /// for (`$in`), and one found is updated instead of created. The field is an ordinary
+        /// attribute: on the server, and pulled into the store like any other. Creates go in
+        /// `/batch`.
+        case clientIDField(String)
+        /// Nothing: creates go in `/batch`; a lost answer makes a second object.
+        case none
+    }
+
+    // MARK: - Push
+
+    /// What every part of one push needs.
+    struct PushContext {
+        let request: PushRequest
+        let types: ParseMapping.WireTypes
+        /// `/parse/classes/C`: a batch's sub-request paths include the mount.
+        let classPath: String
+        let what: String
+
+        init(_ request: PushRequest, mount: URL) {
+            self.request = request
+            types = ParseMapping.WireTypes(metadata: request.metadata)
+            classPath = mount.path + "/classes/" + SyncHTTPClient.escape(request.model.name)
+            what = "push to \(request.model.name)"
+        }
+    }
+
+    /// Updates and deletes go through `POST /batch` (with creates, unless each create is its own
+    /// request: ``CreateProtection/requestIDs``).
+    public func push(_ request: PushRequest) async throws -> [PushResult] {
+        let context = PushContext(request, mount: configuration.url)
+        let singly = configuration.createProtection == .requestIDs
+        let batched = singly ? request.changes.filter { $0.kind != .create } : request.changes
+        var outcomes: [String: PushOutcome] = [:]
+        var start = 0
+        while start < batched.count {
+            let chunk = Array(batched[start..<min(start + configuration.batchSize, batched.count)])
+            start += chunk.count
+            for (id, outcome) in try await pushBatch(chunk, context) { outcomes[id] = outcome }
+        }
+        if singly {
+            let creates = request.changes.filter { $0.kind == .create }
+            for (id, outcome) in try await pushCreates(creates, context, othersAnswered: !outcomes.isEmpty) { outcomes[id] = outcome }
+        }
+        return request.changes.map { PushResult(id: $0.id, outcome: outcomes[$0.id] ?? .retryLater(message: "no result from the server")) }
+    }
+
+    /// The `X-Parse-Request-Id` of a change: derived from the class, the change's kind, object
+    /// id, attributes (blobs by their content's reference, not by the file name an upload gets),
+    /// base version and attempt (see ``pushCreates(_:_:othersAnswered:)``), so it is the same
+    /// whenever the same change is sent again.
+    static func requestID(_ change: OutgoingChange, className: String, attempt: Int = 0) -> String {
+        RequestID.make([
+            Array("satchel-parse-change".utf8), Array(className.utf8), Array(change.kind.rawValue.utf8), Array(change.id.utf8),
+            change.attributes.jsonBytes, change.baseVersion?.jsonBytes ?? [], attempt == 0 ? [] : Array(String(attempt).utf8),
+        ])
+    }
+
+    /// The body of a create or an update, its blobs uploaded first.
+    func body(of change: OutgoingChange, _ context: PushContext) async throws -> JSONObject {
+        var files: [String: (name: String, url: String)] = [:]
+        for (attribute, data) in change.blobs.sorted(by: { $0.key < $1.key }) {
+            files[attribute] = try await upload(data, name: attribute, session: context.request.session)
+        }
+        var body = ParseMapping.body(change.attributes, model: context.request.model, types: context.types, files: files)
+        if change.kind == .create {
+            switch configuration.createProtection {
+            case .customObjectIDs: body["objectId"] = .string(change.id)
+            case .clientIDField(let field): if body[field] == nil { body[field] = .string(change.id) }
+            case .requestIDs, .none: break
+            }
+        }
+        return body
+    }
+
+    // MARK: - Batches
+
+    /// One `POST /batch` of `chunk`; the outcome of each change by id. `made`: creates that an
+    /// earlier push made already (local id → objectId), sent as updates of that object.
+    func pushBatch(_ chunk: [OutgoingChange], _ context: PushContext, made known: [String: String]? = nil) async throws -> [String: PushOutcome] {
+        let made: [String: String]
+        if let known { made = known } else { made = try await madeBefore(chunk.filter { $0.kind == .create }, context) }
+        var requests: [JSONValue] = []
+        var bodies: [String: JSONObject] = [:]
+        for change in chunk {
+            let path = context.classPath + "/" + SyncHTTPClient.escape(made[change.id] ?? change.id)
+            switch change.kind {
+            case .create, .update:
+                var body = try await body(of: change, context)
+                if change.kind == .create, made[change.id] != nil {
+                    // Made already: the create's attributes (edits since included) go on it.
+                    body["objectId"] = nil
+                    requests.append(["method": "PUT", "path": .string(path), "body": .object(body)])
+                } else if change.kind == .create {
+                    requests.append(["method": "POST", "path": .string(context.classPath), "body": .object(body)])
+                } else {
+                    requests.append(["method": "PUT", "path": .string(path), "body": .object(body)])
+                }
+                bodies[change.id] = body
+            case .delete:
+                requests.append(["method": "DELETE", "path": .string(path)])
+            }
+        }
+        let body: JSONObject = ["requests": .array(requests)]
+        let requestID = RequestID.make([Array("satchel-parse-batch".utf8), body.jsonBytes])
+        let answer = try await send(
+            "POST", try endpoint("batch"), body: body, session: context.request.session, what: context.what, requestID: requestID)
+        try check(answer, context.what)
+        var outcomes: [String: PushOutcome] = [:]
+        var madeAlready: [OutgoingChange] = []
+        for (change, outcome) in zip(chunk, try Self.batchOutcomes(answer, changes: chunk, made: made, what: context.what)) {
+            switch outcome {
+            case .rejected(let message, let code, nil) where change.kind == .update:
+                // The server's copy, for a rollback.
+                outcomes[change.id] = .rejected(message: message, code: code, serverCopy: try await serverCopy(change.id, context))
+            case .rejected(_, "137"?, _) where change.kind == .create && configuration.createProtection == .customObjectIDs && made[change.id] == nil:
+                // A duplicate value: an object with this id exists when an earlier push made it.
+                if try await serverCopy(change.id, context) != nil { madeAlready.append(change) } else { outcomes[change.id] = outcome }
+            default:
+                outcomes[change.id] = outcome
+            }
+        }
+        if !madeAlready.isEmpty {
+            let ids = Dictionary(uniqueKeysWithValues: madeAlready.map { ($0.id, $0.id) })
+            for (id, outcome) in try await pushBatch(madeAlready, context, made: ids) { outcomes[id] = outcome }
+        }
+        return outcomes
+    }
+
+    /// The objects that earlier creates in `creates` made (local id → objectId), found by the
+    /// client-id field (``CreateProtection/clientIDField(_:)``); none with another protection.
+    func madeBefore(_ creates: [OutgoingChange], _ context: PushContext) async throws -> [String: String] {
+        guard case .clientIDField(let field) = configuration.createProtection, !creates.isEmpty else { return [:] }
+        // The field's value: the object's own, else its local id.
+        var owners: [JSONValue: String] = [:]
+        for change in creates { owners[change.attributes[field].flatMap { $0.isNull ? nil : $0 } ?? .string(change.id)] = change.id }
+        let condition: JSONValue = [field: ["$in": .array(Array(owners.keys))]]
+        let what = "looking for earlier creates in \(context.request.model.name)"
+        var made: [String: String] = [:]
+        let found = try await list(
+            context.request.model.name, where: condition, keys: field, limit: creates.count, session: context.request.session, what: what)
+        for (id, fields) in found {
+            if let value = fields[field], let local = owners[value], made[local] == nil { made[local] = id }
+        }
+        return made
+    }
+
+    /// What a `/batch` answer says of `changes`, one result each in order (`made`: the objects
+    /// earlier creates made, by local id). Package-visible so that the fuzz targets read answers
+    /// through the code a push runs.
+    ///
+    /// - Throws: ``SyncError`` `.protocolViolation` for an answer that does not hold one result
+    ///   per change, or a result with neither `success` nor `error`.
+    package static func batchOutcomes(
+        _ answer: SyncHTTPClient.Response, changes: [OutgoingChange], made: [String: String], what: String
+    ) throws(SyncError) -> [PushOutcome] {
+        guard let responses = try answer.json(what).arrayValue, responses.count == changes.count else {
+            throw SyncError(.protocolViolation, "\(what): the batch answer does not hold one result per request")
+        }
+        var outcomes: [PushOutcome] = []
+        for (change, response) in zip(changes, responses) {
+            outcomes.append(try outcome(of: change, response, what, madeAs: made[change.id]))
+        }
+        return outcomes
+    }
+
+    /// What one batch result (or a single request's answer, as `{"success":…}` or
+    /// `{"error":…}`) says of `change`.
+    static func outcome(of change: OutgoingChange, _ response: JSONValue, _ what: String, madeAs made: String? = nil) throws(SyncError) -> PushOutcome {
+        if let success = response["success"]?.objectValue {
+            switch change.kind {
+            case .create where made != nil:
+                return .accepted(serverID: made, version: success["updatedAt"])
+            case .create:
+                guard let id = success["objectId"]?.stringValue, !id.isEmpty else {
+                    throw SyncError(.protocolViolation, "\(what): a create's result has no `objectId`")
+                }
+                return .accepted(serverID: id, version: success["createdAt"])
+            case .update: return .accepted(version: success["updatedAt"])
+            case .delete: return .accepted()
+            }
+        }
+        guard let error = response["error"]?.objectValue else {
+            throw SyncError(.protocolViolation, "\(what): a batch result with neither `success` nor `error`")
+        }
+        let code = error["code"]?.intValue
+        let message = error["error"]?.stringValue ?? error["message"]?.stringValue ?? "refused by the server"
+        switch code {
+        case 101?: return .notFound
+        case 1?, 100?, 124?: return .retryLater(message: "Parse error \(code!): \(message)")
+        default: return .rejected(message: message, code: code.map(String.init))
+        }
+    }
+
+    /// Object `id` as the server has it now, in Satchel's terms (nil when it is gone).
+    func serverCopy(_ id: String, _ context: PushContext) async throws -> JSONObject? {
+        let what = "reading \(context.request.model.name) \(id)"
+        let answer = try await send(
+            "GET", try endpoint("classes/\(SyncHTTPClient.escape(context.request.model.name))/\(SyncHTTPClient.escape(id))"),
+            session: context.request.session, what: what)
+        if answer.status == 404 { return nil }
+        try check(answer, what)
+        return ParseMapping.decode(try answer.json(what), requireUpdatedAt: false)?.object.attributes
+    }
+
+    // MARK: - Creates, one request each
+
+    /// What one create's own request came to.
+    enum CreateAnswer {
+        case outcome(PushOutcome)
+        /// `159`: a request with this id was made before.
+        case duplicate(body: JSONObject)
+    }
+
+    /// Sends each create as its own `POST /classes/C` with its request id, at most
+    /// ``Configuration/createConcurrency`` at once. A create whose request failed (no answer, a
+    /// 5xx, a refused session) is ``SatchelSync/PushOutcome/unanswered(_:)``: in flight, sent
+    /// again by the next sync — unless every create failed so and nothing else of the push was
+    /// answered (`othersAnswered` false): the error is then the push's, for the engine's
+    /// retries and its handling of refused sessions.
+    ///
+    /// A create answered `159` (its request id was seen) is linked to the object the first
+    /// request made. When no object holds its attributes, the first request failed after
+    /// Parse recorded its id (a `beforeSave` refusal, say, before a `recreate`): it is sent
+    /// once more under another request id, also derived from the change (the attempt counts).
+    func pushCreates(_ creates: [OutgoingChange], _ context: PushContext, othersAnswered: Bool) async throws -> [String: PushOutcome] {
+        guard !creates.isEmpty else { return [:] }
+        var answers: [String: Result<CreateAnswer, any Error>] = [:]
+        try await withThrowingTaskGroup(of: (String, Result<CreateAnswer, any Error>).self) { group in
+            var next = 0
+            func startNext() {
+                guard next < creates.count else { return }
+                let change = creates[next]
+                next += 1
+                group.addTask {
+                    do { return (change.id, .success(try await self.postCreate(change, context, attempt: 0))) } catch { return (change.id, .failure(error)) }
+                }
+            }
+            for _ in 0..<configuration.createConcurrency { startNext() }
+            while let (id, answer) = try await group.next() {
+                answers[id] = answer
+                startNext()
+            }
+        }
+        if !othersAnswered, let first = creates.first, case .failure(let error) = answers[first.id],
+            creates.allSatisfy({ if case .failure = answers[$0.id] { true } else { false } })
+        {
+            throw error
+        }
+        var claimed: Set<String> = []
+        for case .success(.outcome(.accepted(let id?, _))) in answers.values { claimed.insert(id) }
+        var outcomes: [String: PushOutcome] = [:]
+        for change in creates {
+            var answer = answers[change.id] ?? .success(.outcome(.retryLater(message: "no result from the server")))
+            // Duplicates are resolved one at a time, so that two creates never claim one object.
+            var attempt = 0
+            while case .success(.duplicate(let body)) = answer {
+                if let found = try await findMade(change, body: body, context, excluding: claimed) {
+                    answer = .success(.outcome(.accepted(serverID: found.id, version: found.version)))
+                } else if attempt < Self.createAttempts - 1 {
+                    attempt += 1
+                    do { answer = .success(try await postCreate(change, context, attempt: attempt)) } catch { answer = .failure(error) }
+                } else {
+                    answer = .success(.outcome(.retryLater(
+                        message: "Parse answered that this create was made already (code 159: its X-Parse-Request-Id was seen), "
+                            + "but no object on the server holds its attributes; it is sent again by a later sync")))
+                }
+            }
+            switch answer {
+            case .success(.outcome(let outcome)):
+                outcomes[change.id] = outcome
+                if case .accepted(let id?, _) = outcome { claimed.insert(id) }
+            case .success(.duplicate):
+                break  // resolved above
+            case .failure(let error):
+                outcomes[change.id] = .unanswered(error as? SyncError ?? SyncError(.network, "\(error)"))
+            }
+        }
+        return outcomes
+    }
+
+    /// How many request ids one create tries in one push when the server answers `159` and no
+    /// object holds its attributes.
+    static let createAttempts = 3
+
+    /// `POST /classes/C` of one create, carrying the request id of its `attempt`.
+    func postCreate(_ change: OutgoingChange, _ context: PushContext, attempt: Int) async throws -> CreateAnswer {
+        let body = try await body(of: change, context)
+        let answer = try await send(
+            "POST", try endpoint("classes/\(SyncHTTPClient.escape(context.request.model.name))"), body: body, session: context.request.session,
+            what: context.what, requestID: Self.requestID(change, className: context.request.model.name, attempt: attempt))
+        if (200..<300).contains(answer.status) {
+            return .outcome(try Self.outcome(of: change, ["success": try answer.json(context.what)], context.what))
+        }
+        let code = Self.code(answer)
+        // A Parse error about this object (a 400 or 404 with a code) is its outcome; a refused
+        // session, a refused key, too many requests or a server failure is the call's.
+        guard let code, code != 209, answer.status != 429, answer.status < 500, ![1, 100, 124].contains(code) else {
+            try check(answer, context.what)
+            throw SyncError(.protocolViolation, "\(context.what): HTTP \(answer.status) without an error").at(answer.url.path)
+        }
+        if code == 159 { return .duplicate(body: body) }
+        return .outcome(try Self.outcome(of: change, ["error": try answer.json(context.what)], context.what))
+    }
+
+    /// The object an earlier request of `change` made: the newest object of the class holding
+    /// every attribute the change carries (blobs aside: their file names differ), other than
+    /// `claimed` ones. Its scalar, date and pointer values narrow the query; the rest are
+    /// compared here.
+    func findMade(
+        _ change: OutgoingChange, body: JSONObject, _ context: PushContext, excluding claimed: Set<String>
+    ) async throws -> (id: String, version: JSONValue?)? {
+        var condition = JSONObject()
+        for (name, value) in body where Self.isComparable(value) { condition[name] = value }
+        let query = [("where", Self.text(.object(condition))), ("order", "-createdAt"), ("limit", "100")]
+        let what = "looking for the object an earlier create of \(context.request.model.name) made"
+        let answer = try await send(
+            "GET", try endpoint("classes/\(SyncHTTPClient.escape(context.request.model.name))", query), session: context.request.session, what: what)
+        try check(answer, what)
+        let blobs = Set(context.request.model.blobAttributes).union(change.blobs.keys)
+        for value in try Self.results(answer, what) {
+            guard let decoded = ParseMapping.decode(value, requireUpdatedAt: false), !claimed.contains(decoded.object.id) else { continue }
+            let held = change.attributes.allSatisfy { name, value in
+                blobs.contains(name) || ParseMapping.serverFields.contains(name) || decoded.object.attributes[name] == value
+            }
+            if held { return (decoded.object.id, decoded.object.version) }
+        }
+        return nil
+    }
+
+    /// Whether a wire value can be matched by equality in a `where`: a string, number or
+    /// boolean, a `Date` or a `Pointer`.
+    static func isComparable(_ value: JSONValue) -> Bool {
+        switch value {
+        case .string, .int, .double, .bool: return true
+        case .object(let object): return ["Date", "Pointer"].contains(object["__type"]?.stringValue)
+        default: return false
+        }
+    }
+}
