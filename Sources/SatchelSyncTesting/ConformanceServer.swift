@@ -51,6 +51,11 @@ public protocol ConformanceServer: Sendable {
     /// ``objects(_:)`` includes them as a client stores them, and the kit's comparisons of whole
     /// objects leave them out. By default none.
     var serverAttributes: Set<String> { get }
+    /// Fields the server keeps on every object of its own accord, as ``storedObject(_:_:)``
+    /// shows them (Parse's `objectId`, `createdAt` and `updatedAt`; Salesforce's `Id` and system
+    /// fields): every other stored field must be one the app wrote. By default
+    /// ``serverAttributes``.
+    var storedServerFields: Set<String> { get }
     /// Stops refusing changes.
     func allowAll() async throws
     /// Releases the server (or its part).
@@ -60,6 +65,7 @@ public protocol ConformanceServer: Sendable {
 extension ConformanceServer {
     public var valuesAreStrings: Bool { false }
     public var serverAttributes: Set<String> { [] }
+    public var storedServerFields: Set<String> { serverAttributes }
 
     public func refuse(_ kind: PendingChange.Kind, model: String, id: String, carrying attributes: JSONObject) async throws {
         try await refuse(kind, model: model, id: id)

@@ -158,6 +158,7 @@ public enum SyncConformance {
         Scenario(name: "a second device converges", body: secondDevice),
         Scenario(name: "re-login keeps deltas", body: reLoginKeepsDeltas),
         Scenario(name: "removal is absence on the server", body: removalIsAbsence),
+        Scenario(name: "a push writes on the server exactly the attributes the app wrote", body: writesOnlyTheAppsAttributes),
         Scenario(name: "another user: the user partition is wiped, local models kept", body: anotherUser),
     ]
 
@@ -660,6 +661,27 @@ public enum SyncConformance {
         let second = try #require(try await server.storedObject("Product", ids[1]))
         #expect(!second.contains("brand"), "the server keeps \(second)")
         #expect(plain(try await server.objects("Product")[ids[1]], server) == ["name": "Server name", "price": 2])
+        try await device.expectConverged()
+    }
+
+    /// What a device pushes is what the app wrote: the server's own copy of a created and of an
+    /// updated object holds the app's attributes and the server's own fields, and no field of
+    /// Satchel's (a client id, a marker) that every other client of the server would see.
+    static func writesOnlyTheAppsAttributes(_ server: any ConformanceServer) async throws {
+        let ids = try await seed(server, 1)
+        let device = try await device(server)
+        let products = try device.products()
+        try await device.engine.sync(models: ["Product"])
+        try products.create(["object": "w1", "name": "Written", "price": 5, "brand": "Acme"])
+        try products.update(ids[0], with: ["price": 9, "brand": .null])
+        let report = try await device.engine.sync(models: ["Product"])
+        #expect(report.rejected == 0)
+        let created = report.serverIDs["Product"]?["w1"] ?? "w1"
+        let made = try #require(try await server.storedObject("Product", created))
+        #expect(Set(made.keys).subtracting(server.storedServerFields) == ["name", "price", "brand"], "the server keeps \(made)")
+        let updated = try #require(try await server.storedObject("Product", ids[0]))
+        #expect(Set(updated.keys).subtracting(server.storedServerFields) == ["name", "price"], "the server keeps \(updated)")
+        #expect(plain(try await server.objects("Product")[created], server) == ["name": "Written", "price": 5, "brand": "Acme"])
         try await device.expectConverged()
     }
 

@@ -28,6 +28,7 @@ struct ParseConformanceServer: ConformanceServer {
     /// Parse keeps the last write of each field.
     var detectsConflicts: Bool { false }
     var serverAttributes: Set<String> { ["createdAt", "updatedAt"] }
+    var storedServerFields: Set<String> { ["objectId", "createdAt", "updatedAt"] }
 
     func put(_ model: String, _ attributes: JSONObject, id: String?) async throws -> String {
         await server.put(model, Data(attributes.jsonBytes), id: id)

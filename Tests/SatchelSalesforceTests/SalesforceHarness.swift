@@ -24,6 +24,7 @@ struct SalesforceConformanceServer: ConformanceServer {
     /// Salesforce keeps the last write of each field.
     var detectsConflicts: Bool { false }
     var serverAttributes: Set<String> { SalesforceWire.systemFields }
+    var storedServerFields: Set<String> { SalesforceWire.systemFields.union(["Id"]) }
 
     /// Salesforce makes the ids (18 characters, with the object's key prefix): the one asked for
     /// is not used.

@@ -56,6 +56,52 @@ struct EngineTests {
         #expect(progress[0].description == #"{"count":5,"model":"Product","processed":5,"status":"inProgress","total":12}"#)
     }
 
+    @Test("after a sync whose push answer was lost, the changes it had in flight are still unsynced: isChanged, statistics and change fates say so")
+    func inFlightIsUnsynced() async throws {
+        let server = InMemoryBackend()
+        await Self.seed(server, 1)
+        let faults = FaultyBackend(server)
+        let client = try SyncClient(backend: faults, models: [ModelDefinition(name: "Product")], pageSize: 5, retry: RetryPolicy(maxAttempts: 1))
+        try await client.engine.logIn(Self.credentials)
+        try await client.engine.sync()
+        let products = try client.model("Product")
+        #expect(try !products.isChanged)
+        try products.create(["object": "n1", "name": "New"])
+        try products.update("p1", with: ["price": 9])
+        #expect(try products.isChanged)
+        faults.inject(.dropAnswer, on: .push)
+        await #expect(throws: SyncError.self) { try await client.engine.sync() }
+        #expect(try products.isChanged, "the server confirmed nothing")
+        #expect(try products.pendingChanges().isEmpty)
+        #expect(try products.statistics().inFlight == 2)
+        let fates = try client.store.changeFates(model: "Product")
+        #expect(fates == ["n1": .inFlight(.create, awaitingLink: false), "p1": .inFlight(.update, awaitingLink: false)])
+        try await client.engine.sync()
+        #expect(try !products.isChanged)
+        #expect(await server.object("Product", "p1")?["price"] == 9)
+    }
+
+    @Test(
+        "a push the server refuses whole (a 401 or Parse's 209, a 403) puts its changes back among the pending: nothing of it was carried out",
+        arguments: [SyncError(.unauthorized, "the session expired", httpStatus: 401), SyncError(.server, "forbidden", httpStatus: 403)])
+    func refusedPushIsPending(_ refusal: SyncError) async throws {
+        let server = InMemoryBackend()
+        let faults = FaultyBackend(server)
+        let client = try SyncClient(backend: faults, models: [ModelDefinition(name: "Product")], pageSize: 5, retry: RetryPolicy(maxAttempts: 1))
+        try await client.engine.logIn(Self.credentials)
+        try client.model("Product").create(["object": "n1", "name": "New"])
+        faults.inject(.fail(refusal), on: .push)
+        await #expect(throws: SyncError.self) { try await client.engine.sync() }
+        #expect(try client.store.changeFates(model: "Product") == ["n1": .pending(.create)])
+        #expect(try client.model("Product").pendingChanges().map(\.objectID) == ["n1"])
+        #expect(try client.model("Product").isChanged)
+        if refusal.code == .unauthorized { try await client.engine.logIn(Self.credentials) }
+        let report = try await client.engine.sync()
+        #expect(report.accepted == 1)
+        #expect(await server.objects("Product").values.map { $0["name"] } == ["New"])
+        #expect(try !client.model("Product").isChanged)
+    }
+
     @Test("a to-many association (an array of ids) holds its object back until its targets have server ids, then points at them")
     func toManyReferences() async throws {
         let server = InMemoryBackend()

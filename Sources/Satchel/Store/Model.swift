@@ -145,13 +145,21 @@ public struct Model: Sendable, Hashable {
 
     // MARK: - Change log
 
-    /// Whether the model has pending local changes: creates, updates or deletes not yet pushed.
-    /// Changes in flight and refused ones are not counted (``statistics()`` has them).
+    /// Whether the model has local changes the server has not confirmed: creates, updates or
+    /// deletes not yet pushed, pushed ones whose outcome is not known yet (in flight: a sync
+    /// that failed, with its answer lost, leaves them so), and ones the server refused (kept as
+    /// record errors until the app resolves them). An app's "not yet saved to the server" badge.
+    /// ``statistics()`` counts each kind; `changeFates(model:)` (SatchelSync) lists every
+    /// change with where it stands.
     public var isChanged: Bool {
-        get throws { try store.entry(name).statistics.pendingTotal > 0 }
+        get throws {
+            let statistics = try store.entry(name).statistics
+            return statistics.pendingTotal + statistics.inFlight + statistics.errors > 0
+        }
     }
 
-    /// The model's pending changes, by object id.
+    /// The model's pending changes — not pushed yet — by object id: the change log. Changes in
+    /// flight or refused are not among them (see ``isChanged``).
     public func pendingChanges() throws -> [PendingChange] {
         let partition = try definition.partition
         let prefix = Keys.changePrefix(name)
