@@ -119,6 +119,33 @@ struct KintoHostileAnswerTests {
         #expect(try device.objects("Product") == ["p1": ["name": "Local"]])
     }
 
+    @Test("Retry-After as an HTTP date is honoured: the engine waits until then")
+    func retryAfterDate() async throws {
+        let stub = try await KintoStub.start()
+        let device = try await Self.device(stub, retries: 2)
+        let date = Date().addingTimeInterval(8)
+        let text = Self.imfFixdate(date)
+        await stub.enqueue([
+            .init(status: 200, body: #"{"responses":[{"status":200,"body":{"data":{"id":"p1","last_modified":12,"name":"Local"}}}]}"#),
+            .init(status: 503, headers: ["Retry-After": text], body: #"{"code":503,"errno":201,"error":"Service Unavailable","message":"Flushing"}"#),
+            .init(status: 200, body: #"{"data":[{"id":"p1","last_modified":12,"name":"Local"}]}"#),
+        ])
+        try await device.engine.sync(models: ["Product"])
+        #expect(device.delays.all.contains { $0 > .seconds(5) && $0 <= .seconds(9) }, "\(text): \(device.delays.all)")
+        #expect(try device.objects("Product") == ["p1": ["name": "Local"]])
+    }
+
+    /// `date` as an IMF-fixdate, `Sun, 06 Nov 1994 08:49:37 GMT`.
+    static func imfFixdate(_ date: Date) -> String {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "GMT")!
+        let c = calendar.dateComponents([.weekday, .day, .month, .year, .hour, .minute, .second], from: date)
+        let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
+        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+        func two(_ n: Int?) -> String { n.map { $0 < 10 ? "0\($0)" : "\($0)" } ?? "00" }
+        return "\(days[c.weekday! - 1]), \(two(c.day)) \(months[c.month! - 1]) \(c.year!) \(two(c.hour)):\(two(c.minute)):\(two(c.second)) GMT"
+    }
+
     @Test("Next-Page links that loop stop the sync with a protocol violation instead of paging forever")
     func loopingNextPage() async throws {
         let stub = try await KintoStub.start()

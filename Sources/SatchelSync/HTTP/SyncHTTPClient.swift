@@ -53,8 +53,21 @@ package struct SyncHTTPClient: Sendable {
             String(decoding: body.prefix(300), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         }
 
-        /// `Retry-After` in seconds (the HTTP-date form is not used by the servers Satchel speaks to).
-        package var retryAfter: Duration? { header("retry-after").flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }.map { .seconds($0) } }
+        /// How long `Retry-After` asks to wait: its seconds, or the time until its HTTP date
+        /// (zero for one past); nil without the header or with one of neither form.
+        package var retryAfter: Duration? { retryAfter(now: Date()) }
+
+        /// `Retry-After` as of `now`.
+        package func retryAfter(now: Date) -> Duration? {
+            guard let text = header("retry-after")?.trimmingCharacters(in: .whitespaces), !text.isEmpty else { return nil }
+            if text.utf8.allSatisfy({ (48...57).contains($0) }) {
+                // Delay-seconds; more than Int64 holds is as good as forever.
+                return .seconds(Int64(text) ?? .max)
+            }
+            guard let date = HTTPDate.parse(text) else { return nil }
+            let interval = date.timeIntervalSince(now)
+            return interval > 0 ? .milliseconds(Int64((interval * 1000).rounded(.up))) : .zero
+        }
     }
 
     /// What the client accepts of servers.

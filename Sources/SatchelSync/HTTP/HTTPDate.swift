@@ -1,0 +1,37 @@
+package import Foundation
+
+/// HTTP dates (RFC 9110 §5.6.7), as servers send them in `Date` and `Retry-After`: the
+/// preferred IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`) and, as recipients must accept them,
+/// the obsolete RFC 850 (`Sunday, 06-Nov-94 08:49:37 GMT`) and asctime
+/// (`Sun Nov  6 08:49:37 1994`) forms. Fields are read into ISO 8601 for
+/// `Date.ISO8601FormatStyle`: Foundation's `DateFormatter` leaks on non-ASCII text (the fuzzers
+/// found it) and hands the string to ICU, which crashed on another hostile datetime.
+package enum HTTPDate {
+    /// The months, in order.
+    private static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+    private static let days = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
+    private static let longDays = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
+
+    /// The instant `text` names; nil for anything else.
+    package static func parse(_ text: String) -> Date? {
+        let fields = text.split(separator: " ", omittingEmptySubsequences: true).map(String.init)
+        var day: String, month: String, year: String, time: String
+        if fields.count == 6, fields[0].hasSuffix(","), days.contains(String(fields[0].dropLast())), fields[5] == "GMT" {
+            (day, month, year, time) = (fields[1], fields[2], fields[3], fields[4])  // IMF-fixdate
+        } else if fields.count == 4, fields[0].hasSuffix(","), longDays.contains(String(fields[0].dropLast())), fields[3] == "GMT" {
+            // RFC 850: a two-digit year; RFC 9110 reads one more than 50 years ahead as the past.
+            let parts = fields[1].split(separator: "-", omittingEmptySubsequences: false).map(String.init)
+            guard parts.count == 3, parts[2].utf8.count == 2, let short = Int(parts[2]) else { return nil }
+            (day, month, year, time) = (parts[0], parts[1], String(short < 70 ? 2000 + short : 1900 + short), fields[2])
+        } else if fields.count == 5, days.contains(fields[0]) {
+            (day, month, year, time) = (fields[2].utf8.count == 1 ? "0" + fields[2] : fields[2], fields[1], fields[4], fields[3])  // asctime
+        } else {
+            return nil
+        }
+        guard day.utf8.count == 2, day.allSatisfy(\.isASCII), year.utf8.count == 4, year.allSatisfy(\.isASCII), time.utf8.count == 8,
+            time.allSatisfy(\.isASCII), let index = months.firstIndex(of: month)
+        else { return nil }
+        let iso = "\(year)-\(index < 9 ? "0" : "")\(index + 1)-\(day)T\(time)Z"
+        return try? Date.ISO8601FormatStyle().parse(iso)
+    }
+}
