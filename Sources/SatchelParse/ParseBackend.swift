@@ -192,6 +192,10 @@ public final class ParseBackend: SyncBackend {
         }
         query += Self.keys(model)
         if let includes = configuration.includes[request.model.name], !includes.isEmpty { query.append(("include", includes.joined(separator: ","))) }
+        // A pull from the start asks for the class's count (its `where` is the filter alone): the
+        // total the notifications show. A later page's `where` holds the cursor, so its count
+        // would be the rest, not the total: none is asked.
+        if cursor == nil { query.append(("count", "1")) }
         let answer = try await send("GET", try endpoint("classes/\(SyncHTTPClient.escape(request.model.name))", query), session: request.session, what: what)
         try check(answer, what)
         return try pullPage(answer, after: request.cursor, limited: limited, metadata: request.metadata, what: what)
@@ -211,6 +215,10 @@ public final class ParseBackend: SyncBackend {
         let cursor = Cursor(cursor)
         let results = try Self.results(answer, what)
         var page = PullPage()
+        if let count = try answer.json(what)["count"] {
+            guard let total = count.intValue, total >= 0 else { throw SyncError(.protocolViolation, "\(what): the count is not a count (\(count))") }
+            page.totalCount = Int(total)
+        }
         var types = ParseMapping.WireTypes(metadata: metadata)
         let known = types
         var last = cursor

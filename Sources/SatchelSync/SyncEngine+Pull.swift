@@ -18,6 +18,9 @@ extension SyncEngine {
         // others are gone from the server.
         var seenAttributes: [String: Set<String>] = [:]
         var processed = 0
+        // The server's count of the model, when a page says it: later pages of the pull show the
+        // last one said (a server may count only on the first page).
+        var total: Int?
         var listIDs = backend.capabilities.deletions == .byListingIDs
         var pages = PageLoopGuard(model: definition.name)
         while true {
@@ -25,6 +28,7 @@ extension SyncEngine {
             let request = pullRequest(definition, cursor: state.cursor, session: session, modelConfiguration: modelConfiguration, metadata: state.metadata)
             let page = try await withRetry { try await self.backend.pull(request) }
             try pages.check(page, after: request.cursor)
+            total = page.totalCount ?? total
             definition = try declare(page, in: definition, deviceOnly: modelConfiguration.deviceOnlyAttributes)
             if page.reconcileIDs { listIDs = true }
             if page.schemaChanged {
@@ -33,7 +37,7 @@ extension SyncEngine {
                 let stored = state
                 try storage { try store.bulkUpdate { try $0.setSyncState(model, stored) } }
                 report.schemaChanged = true
-                emit(.sync(SyncNotification(status: .schemaChanged, model: definition.name, totalCount: page.totalCount)))
+                emit(.sync(SyncNotification(status: .schemaChanged, model: definition.name, totalCount: total)))
                 return
             }
             if let sourceError = page.sourceError {
@@ -61,7 +65,7 @@ extension SyncEngine {
             if !outcome.objects.isEmpty { emit(.objects(outcome.objects)) }
             if page.count > 0 || !page.errors.isEmpty {
                 emit(.sync(SyncNotification(
-                    status: .inProgress, model: definition.name, totalCount: page.totalCount, processedCount: processed,
+                    status: .inProgress, model: definition.name, totalCount: total, processedCount: processed,
                     cumulativeCount: page.count)))
             }
             for (local, server) in outcome.links { report.serverIDs[definition.name, default: [:]][local] = server }
@@ -137,6 +141,7 @@ extension SyncEngine {
             let request = pullRequest(definition, cursor: cursor, session: session, modelConfiguration: modelConfiguration)
             let page = try await withRetry { try await self.backend.bulkSnapshot(request) }
             try pages.check(page, after: request.cursor)
+            total = page.totalCount ?? total
             objects += page.upserts
             cursor = page.nextCursor
             total = page.totalCount ?? total

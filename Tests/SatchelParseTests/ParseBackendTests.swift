@@ -495,6 +495,24 @@ struct ParseBackendTests {
         try await setup.expectMatchesServer("Product")
     }
 
+    @Test("a pull from the start carries the class's count: every progress notification's total is exact; a delta pull says none")
+    func totals() async throws {
+        var fixture = ParseFixture()
+        fixture.classes["Product"] = (1...12).map { Self.json(["n": .int(Int64($0))]) }
+        let setup = try await Setup(fixture)
+        defer { Task { await setup.stop() } }
+        try await setup.device.engine.sync(models: ["Product"])
+        let first = setup.device.log.notifications(.inProgress, model: "Product")
+        #expect(first.count == 3 && first.allSatisfy { $0.totalCount == 12 }, "\(first)")
+        let counted = await setup.requests("GET", "classes/Product").filter { $0.query["count"] != nil }
+        #expect(counted.count == 1 && counted[0].query["where"] == nil, "only the first page counts, over the filter alone")
+        setup.device.log.clear()
+        _ = await setup.server.put("Product", Self.json(["n": 13]), id: nil)
+        try await setup.device.engine.sync(models: ["Product"])
+        let delta = setup.device.log.notifications(.inProgress, model: "Product")
+        #expect(!delta.isEmpty && delta.allSatisfy { $0.totalCount == nil }, "\(delta)")
+    }
+
     @Test("429 and code 1 are retried with backoff")
     func retries() async throws {
         let setup = try await Setup(retry: RetryPolicy(maxAttempts: 3, baseDelay: .milliseconds(100), jitter: 0))
