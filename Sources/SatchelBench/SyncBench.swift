@@ -253,6 +253,7 @@ final class Interleaved: SyncBackend {
     }
     func bulkSnapshot(_ request: PullRequest) async throws -> PullPage { try await inner.bulkSnapshot(request) }
     func search(_ request: PullRequest, query: JSONObject) async throws -> PullPage { try await inner.search(request, query: query) }
+    func search(_ request: PullRequest, matching condition: Condition) async throws -> PullPage { try await inner.search(request, matching: condition) }
     func remoteIDs(_ request: PullRequest) async throws -> [String] { try await inner.remoteIDs(request) }
     func downloadBlob(_ url: String, session: SyncSession) async throws -> Data { try await inner.downloadBlob(url, session: session) }
 }

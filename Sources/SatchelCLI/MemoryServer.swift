@@ -117,6 +117,9 @@ final class MemoryServer: SyncBackend {
     func search(_ request: PullRequest, query: JSONObject) async throws -> PullPage {
         try await perform("search") { try await server.search(request, query: query) }
     }
+    func search(_ request: PullRequest, matching condition: Condition) async throws -> PullPage {
+        try await perform("search") { try await server.search(request, matching: condition) }
+    }
     func remoteIDs(_ request: PullRequest) async throws -> [String] { try await perform("remoteIDs") { try await server.remoteIDs(request) } }
     func downloadBlob(_ url: String, session: SyncSession) async throws -> Data {
         try await perform("downloadBlob") { try await server.downloadBlob(url, session: session) }

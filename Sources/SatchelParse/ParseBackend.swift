@@ -101,9 +101,9 @@ public final class ParseBackend: SyncBackend {
 
     public var name: String { "parse" }
 
-    /// Deletions are found by listing ids; a batch holds at most ``Configuration/batchSize``
-    /// requests.
-    public var capabilities: SyncCapabilities { SyncCapabilities(deletions: .byListingIDs, maxPushBatch: configuration.batchSize) }
+    /// Deletions are found by listing ids; the server searches (`where`); a batch holds at most
+    /// ``Configuration/batchSize`` requests.
+    public var capabilities: SyncCapabilities { SyncCapabilities(deletions: .byListingIDs, search: true, maxPushBatch: configuration.batchSize) }
 
     /// The session's token (`X-Parse-Session-Token`).
     static let tokenKey = "sessionToken"

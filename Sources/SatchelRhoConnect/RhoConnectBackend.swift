@@ -309,6 +309,13 @@ public struct RhoConnectBackend: SyncBackend {
 
     // MARK: - Search
 
+    /// A search by the condition's equalities of top-level attributes that must all hold, as
+    /// the source's search parameters (what else it says, the source's search cannot; the
+    /// engine holds the answer to the whole condition).
+    public func search(_ request: PullRequest, matching condition: Condition) async throws -> PullPage {
+        try await search(request, query: Self.searchParameters(condition))
+    }
+
     /// Searches the server's source with `search[name]=value` parameters, acknowledging each
     /// page's token until the server has nothing more.
     public func search(_ request: PullRequest, query: JSONObject) async throws -> PullPage {
@@ -334,6 +341,24 @@ public struct RhoConnectBackend: SyncBackend {
         found.totalCount = found.upserts.count
         return found
     }
+
+    /// The equalities of top-level attributes that every object matching `condition` satisfies.
+    static func searchParameters(_ condition: Condition) -> JSONObject {
+        switch condition.expression {
+        case .compare(let field, .equal, let value) where field.components.count == 1 && field != .id:
+            return [field.components[0]: value]
+        case .and(let parts):
+            var parameters = JSONObject()
+            for part in parts { for (name, value) in searchParameters(part) { parameters[name] = value } }
+            return parameters
+        default:
+            return JSONObject()
+        }
+    }
+
+    /// A model's whole data, for ``SyncEngine/verify(_:)``: the bulk-data file, which moves no
+    /// position of this client (a search's pages and a query's would).
+    public func serverObjects(_ request: PullRequest) async throws -> PullPage { try await bulkSnapshot(request) }
 
     /// The page a query answered, in the engine's terms, values read for `model`.
     /// Package-visible so that the fuzz targets read answers through the code a pull runs.

@@ -49,8 +49,24 @@ public protocol SyncBackend: Sendable {
     /// The whole model at once (``SyncType/bulkOnly`` models, full resets). The pages returned
     /// hold upserts only; the engine pulls until ``PullPage/done``.
     func bulkSnapshot(_ request: PullRequest) async throws -> PullPage
-    /// Objects the server finds for `query`, pulled into the store like a page.
+    /// Objects the server's own search finds for `query` — parameters whose meaning is the
+    /// server's (RhoConnect's `search[name]=value`, given to the source adapter's `search`),
+    /// in one page — pulled into the store like a page.
     func search(_ request: PullRequest, query: JSONObject) async throws -> PullPage
+    /// A page of the server's objects of the model matching `condition`, from
+    /// ``PullRequest/cursor`` (nil: the first page) until ``PullPage/done``, changing nothing on
+    /// the server. The adapter sends what its query language can say of the condition (Parse's
+    /// `where`, SOQL, Kinto's filters, RhoConnect's search parameters); it may send less — a
+    /// part it cannot say is left out, so the server answers more — since the engine keeps only
+    /// the objects that match the whole condition under Satchel's semantics. It throws
+    /// ``SyncError/Code/notSupported`` only when the server cannot search at all.
+    func search(_ request: PullRequest, matching condition: Condition) async throws -> PullPage
+    /// A page of every object the server holds for the model, from ``PullRequest/cursor`` (nil:
+    /// the first page) until ``PullPage/done``, changing nothing on the server (no client
+    /// position moves): what ``SyncEngine/verify(_:)`` compares the store with. By default a
+    /// search matching ``Satchel/Condition/all`` when the server searches, else its bulk
+    /// snapshot.
+    func serverObjects(_ request: PullRequest) async throws -> PullPage
     /// Every id the server holds for the model (for servers that report no deletions).
     func remoteIDs(_ request: PullRequest) async throws -> [String]
     /// The bytes at `url`, for blob attributes that arrive as URLs.
@@ -65,7 +81,15 @@ extension SyncBackend {
         throw SyncError(.notSupported, "\(name) has no bulk snapshot")
     }
     public func search(_ request: PullRequest, query: JSONObject) async throws -> PullPage {
+        throw SyncError(.notSupported, "\(name) has no search of its own")
+    }
+    public func search(_ request: PullRequest, matching condition: Condition) async throws -> PullPage {
         throw SyncError(.notSupported, "\(name) has no server search")
+    }
+    public func serverObjects(_ request: PullRequest) async throws -> PullPage {
+        if capabilities.search { return try await search(request, matching: .all) }
+        if capabilities.bulkSnapshot { return try await bulkSnapshot(request) }
+        throw SyncError(.notSupported, "\(name) can list neither a search's objects nor a bulk snapshot")
     }
     public func remoteIDs(_ request: PullRequest) async throws -> [String] {
         throw SyncError(.notSupported, "\(name) cannot list remote ids")

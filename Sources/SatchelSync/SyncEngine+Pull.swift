@@ -1,5 +1,5 @@
 import Foundation
-public import Satchel
+import Satchel
 
 extension SyncEngine {
     /// Pulls pages of `model` until the server says done, applying each in one batch with its
@@ -174,35 +174,6 @@ extension SyncEngine {
         report.pulled += objects.count
         if !outcome.isEmpty { emit(.objects(outcome)) }
         emit(.sync(SyncNotification(status: .inProgress, model: definition.name, totalCount: total, processedCount: objects.count, cumulativeCount: objects.count)))
-    }
-
-    /// Asks the server for the objects of `model` matching `query` and stores them, in one
-    /// batch, as a pulled page would (local unacknowledged changes win); the model's cursor does
-    /// not move. RhoConnect's `search`.
-    ///
-    /// - Returns: the ids found.
-    /// - Throws: ``SyncError`` `.notSupported` when the server has no search.
-    @discardableResult
-    public func search(_ name: String, query: JSONObject) async throws -> [String] {
-        guard let definition = store.models.first(where: { $0.name == name }) else {
-            throw SyncError(.notSupported, "no model named '\(name)'")
-        }
-        let session = try await preparedSession()
-        let model = try storage { try store.model(name) }
-        let modelConfiguration = try configuration(of: name)
-        let request = pullRequest(definition, cursor: nil, session: session, modelConfiguration: modelConfiguration)
-        let page = try await withRetry { try await self.backend.search(request, query: query) }
-        let state = try storage { try store.read { try $0.syncState(model) } }
-        let blobs = try await downloadBlobs(page, definition: definition, modelConfiguration: modelConfiguration, session: session, state: state)
-        let notification = try storage {
-            try store.bulkUpdate { tx -> ObjectNotification in
-                var notification = ObjectNotification(model: name)
-                try Self.applyUpserts(page.upserts, to: model, modelConfiguration: modelConfiguration, blobs: blobs, tx: tx, notification: &notification)
-                return notification
-            }
-        }
-        if !notification.isEmpty { emit(.objects(notification)) }
-        return page.upserts.map(\.id)
     }
 
     /// Deletes the synced objects of `model` not in `keeping` (unless they exist only here or

@@ -5,7 +5,7 @@ import Synchronization
 
 /// The calls of ``SatchelSync/SyncBackend``, by name.
 public enum BackendCall: String, Sendable, Hashable, CaseIterable {
-    case logIn, logOut, prepare, resetClient, prepareFullPull, pull, push, bulkSnapshot, search, remoteIDs, downloadBlob
+    case logIn, logOut, prepare, resetClient, prepareFullPull, pull, push, bulkSnapshot, search, serverObjects, remoteIDs, downloadBlob
 }
 
 /// Wraps any adapter and injects faults at its boundary, so that tests can put every adapter
@@ -130,6 +130,14 @@ public final class FaultyBackend: SyncBackend {
 
     public func search(_ request: PullRequest, query: JSONObject) async throws -> PullPage {
         try await perform(.search) { try await wrapped.search(request, query: query) }
+    }
+
+    public func search(_ request: PullRequest, matching condition: Condition) async throws -> PullPage {
+        try await perform(.search) { try await wrapped.search(request, matching: condition) }
+    }
+
+    public func serverObjects(_ request: PullRequest) async throws -> PullPage {
+        try await perform(.serverObjects) { try await wrapped.serverObjects(request) }
     }
 
     public func remoteIDs(_ request: PullRequest) async throws -> [String] {

@@ -73,13 +73,9 @@ public struct Field: Sendable, Hashable, ExpressibleByStringLiteral, CustomStrin
 ///
 /// `Condition` is a `Sendable` value; its description is stable and used by `explain`.
 public struct Condition: Sendable, Hashable, CustomStringConvertible {
-    enum Comparison: String, Sendable, Hashable {
-        case equal = "==", notEqual = "!=", less = "<", lessOrEqual = "<=", greater = ">", greaterOrEqual = ">="
-    }
-
     indirect enum Node: Sendable, Hashable {
         case always
-        case compare(Field, Comparison, JSONValue)
+        case compare(Field, Operator, JSONValue)
         case oneOf(Field, [JSONValue])
         case beginsWith(Field, String)
         case contains(Field, JSONValue)
@@ -134,7 +130,7 @@ public struct Condition: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    static func compare(_ value: JSONValue, _ op: Comparison, _ operand: JSONValue) -> Bool {
+    static func compare(_ value: JSONValue, _ op: Operator, _ operand: JSONValue) -> Bool {
         switch op {
         case .equal: return value == operand
         case .notEqual: return value != operand
@@ -225,3 +221,43 @@ public func || (lhs: Condition, rhs: Condition) -> Condition {
 
 /// The condition does not hold.
 public prefix func ! (condition: Condition) -> Condition { Condition(.not(condition.node)) }
+
+// MARK: - The tree, for translators
+
+extension Condition {
+    /// A comparison's operator.
+    public enum Operator: String, Sendable, Hashable {
+        case equal = "==", notEqual = "!=", less = "<", lessOrEqual = "<=", greater = ">", greaterOrEqual = ">="
+    }
+
+    /// One node of a condition, for code that translates conditions into another query language
+    /// (a server's, for `SyncEngine.search`): what each case means is the semantics above.
+    public indirect enum Expression: Sendable, Hashable {
+        /// Every object.
+        case all
+        case compare(Field, Operator, JSONValue)
+        case isIn(Field, [JSONValue])
+        case beginsWith(Field, String)
+        case contains(Field, JSONValue)
+        /// The field is present (`true`) or missing (`false`).
+        case exists(Field, Bool)
+        case and([Condition])
+        case or([Condition])
+        case not(Condition)
+    }
+
+    /// The condition's top node.
+    public var expression: Expression {
+        switch node {
+        case .always: .all
+        case .compare(let field, let op, let value): .compare(field, op, value)
+        case .oneOf(let field, let values): .isIn(field, values)
+        case .beginsWith(let field, let prefix): .beginsWith(field, prefix)
+        case .contains(let field, let value): .contains(field, value)
+        case .exists(let field, let present): .exists(field, present)
+        case .and(let nodes): .and(nodes.map(Condition.init))
+        case .or(let nodes): .or(nodes.map(Condition.init))
+        case .not(let inner): .not(Condition(inner))
+        }
+    }
+}

@@ -468,7 +468,19 @@ public actor InMemoryBackend: SyncBackend {
     public func search(_ request: PullRequest, query: JSONObject) async throws -> PullPage {
         _ = try client(request.session)
         let found = ordered(request).filter { Self.matches($0.entry.attributes, query) }
-        let page = PullPage(upserts: found.map { serverObject($0.id, $0.entry, request: request) }, totalCount: found.count)
+        return PullPage(upserts: found.map { serverObject($0.id, $0.entry, request: request) }, totalCount: found.count)
+    }
+
+    /// The objects matching `condition` (evaluated whole, as the store evaluates it), a page at a
+    /// time: the cursor is the offset into them.
+    public func search(_ request: PullRequest, matching condition: Condition) async throws -> PullPage {
+        _ = try client(request.session)
+        let found = ordered(request).filter { condition.matches(Object(id: $0.id, attributes: $0.entry.attributes)) }
+        let offset = min(max(0, Int(request.cursor?["offset"]?.intValue ?? 0)), found.count)
+        let end = min(offset + max(1, request.pageSize), found.count)
+        var page = PullPage(upserts: found[offset..<end].map { serverObject($0.id, $0.entry, request: request) }, totalCount: found.count)
+        page.done = end == found.count
+        if !page.done { page.nextCursor = ["offset": .int(Int64(end))] }
         return page
     }
 

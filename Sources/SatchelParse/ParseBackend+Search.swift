@@ -1,0 +1,98 @@
+import Foundation
+public import Satchel
+public import SatchelSync
+
+extension ParseBackend {
+    /// The server's objects of the model that match `condition` as far as Parse's `where` can
+    /// say it (and the model's server filter), a page at a time by an `objectId` keyset; the
+    /// engine holds the answer to the whole condition.
+    public func search(_ request: PullRequest, matching condition: Condition) async throws -> PullPage {
+        let what = "search of \(request.model.name)"
+        let types = ParseMapping.WireTypes(metadata: request.metadata)
+        var conditions: [JSONValue] = []
+        if let filter = request.configuration.serverFilter { conditions.append(.object(filter)) }
+        if let query = Self.query(condition, model: request.model, types: types).query { conditions.append(query) }
+        if let last = request.cursor?["objectId"]?.stringValue { conditions.append(["objectId": ["$gt": .string(last)]]) }
+        var query: [(String, String)] = []
+        if let all = Self.and(conditions) { query.append(("where", Self.text(all))) }
+        query += [("order", "objectId"), ("limit", String(max(1, request.pageSize)))]
+        query += Self.keys(request.configuration)
+        let answer = try await send("GET", try endpoint("classes/\(SyncHTTPClient.escape(request.model.name))", query), session: request.session, what: what)
+        try check(answer, what)
+        var page = PullPage()
+        var last = request.cursor?["objectId"]?.stringValue
+        for value in try Self.results(answer, what) {
+            guard let decoded = ParseMapping.decode(value, requireUpdatedAt: false) else {
+                throw SyncError(.protocolViolation, "\(what): an object without a string `objectId`")
+            }
+            if let last, decoded.object.id <= last { throw SyncError(.protocolViolation, "\(what): the server did not sort by objectId") }
+            last = decoded.object.id
+            page.upserts.append(decoded.object)
+        }
+        // Only an empty page ends it: a server with a `maxLimit` sends fewer rows than asked.
+        page.done = page.upserts.isEmpty
+        page.nextCursor = last.map { ["objectId": .string($0)] }
+        return page
+    }
+
+    /// `condition` as a Parse `where` (nil: every object), and whether it says exactly that —
+    /// else it matches more. Comparisons, `$in`, `$exists`, prefixes (`$regex` on a quoted
+    /// prefix) and and/or/not (`$and`, `$or`, `$nor`) translate exactly; `contains` becomes a
+    /// `$regex` on the quoted text (which also matches an array holding a string that contains
+    /// it: more), or an equality, which matches arrays holding the value. Dates and pointers go
+    /// in the wire types the model's attributes have.
+    static func query(_ condition: Condition, model: ModelDefinition, types: ParseMapping.WireTypes) -> (query: JSONValue?, exact: Bool) {
+        func name(_ field: Field) -> String { field == .id ? "objectId" : field.description }
+        func wire(_ field: Field, _ value: JSONValue) -> JSONValue {
+            guard field.components.count == 1, field != .id else { return value }
+            let attribute = field.components[0]
+            let type: ParseMapping.WireType? = ParseMapping.serverFields.contains(attribute) ? .date : types.type(of: attribute, in: model)
+            return ParseMapping.wire(value, attribute: attribute, type: type)
+        }
+        switch condition.expression {
+        case .all:
+            return (nil, true)
+        case .compare(let field, let op, let value):
+            let operand = wire(field, value)
+            switch op {
+            case .equal: return ([name(field): operand], true)
+            case .notEqual: return ([name(field): ["$ne": operand, "$exists": true]], true)
+            case .less: return ([name(field): ["$lt": operand]], true)
+            case .lessOrEqual: return ([name(field): ["$lte": operand]], true)
+            case .greater: return ([name(field): ["$gt": operand]], true)
+            case .greaterOrEqual: return ([name(field): ["$gte": operand]], true)
+            }
+        case .isIn(let field, let values):
+            return ([name(field): ["$in": .array(values.map { wire(field, $0) })]], true)
+        case .beginsWith(let field, let prefix):
+            return ([name(field): ["$regex": .string("^" + quoted(prefix))]], true)
+        case .contains(let field, .string(let text)):
+            return ([name(field): ["$regex": .string(quoted(text))]], false)
+        case .contains(let field, let value):
+            return ([name(field): wire(field, value)], false)
+        case .exists(let field, let present):
+            return ([name(field): ["$exists": .bool(present)]], true)
+        case .and(let parts):
+            let translated = parts.map { query($0, model: model, types: types) }
+            let queries = translated.compactMap(\.query)
+            return (and(queries), translated.allSatisfy(\.exact))
+        case .or(let parts):
+            let translated = parts.map { query($0, model: model, types: types) }
+            // One branch that matches everything makes the whole `or` match everything.
+            guard translated.allSatisfy({ $0.query != nil }) else { return (nil, translated.allSatisfy(\.exact)) }
+            return (["$or": .array(translated.compactMap(\.query))], translated.allSatisfy(\.exact))
+        case .not(let inner):
+            let translated = query(inner, model: model, types: types)
+            // Only what matches exactly can be negated; a negated superset would be a subset.
+            guard translated.exact else { return (nil, false) }
+            guard let inner = translated.query else { return (["objectId": ["$in": []]], true) }
+            return (["$nor": [inner]], true)
+        }
+    }
+
+    /// `text` as a regular expression matching it literally (`\Q…\E`, with any `\E` in it
+    /// closed and reopened).
+    static func quoted(_ text: String) -> String {
+        "\\Q" + text.replacingOccurrences(of: "\\E", with: "\\E\\\\E\\Q") + "\\E"
+    }
+}
