@@ -63,6 +63,11 @@ public final class SalesforceBackend: SyncBackend {
         public var allowInsecureHTTP = false
         /// How much of a server's answer is read before the sync fails (see ``AnswerLimits``).
         public var limits = AnswerLimits()
+        /// The most base64 text (blob bytes of `base64` fields) one push request carries in its
+        /// JSON body: Salesforce takes at most 37.5 MB of base64 in a body that is not
+        /// multipart. Records are sent in as many calls as it takes; a record whose blobs alone
+        /// pass it is refused here (`BLOB_TOO_LARGE`), never sent.
+        public var maximumBase64PerRequest = 37_500_000
 
         public init(
             url: URL, loginURL: URL? = nil, clientID: String? = nil, clientSecret: String? = nil, timeout: TimeInterval = 60,

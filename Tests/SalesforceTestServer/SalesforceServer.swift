@@ -86,6 +86,14 @@ public actor SalesforceServer {
         return records
     }
 
+    /// The bytes the org keeps in base64 field `field` (`Body`, `VersionData`) of the live record
+    /// `id` of `object`; nil when it holds none.
+    public func blob(_ object: String, _ id: String, _ field: String) -> Data? {
+        guard let schema = state.store.schema(object), let id = SalesforceID.canonical(id), let field = schema.field(field),
+              let record = state.store.record(schema.name, id), record.deletedAt == nil else { return nil }
+        return state.store.blob(id, field.name)
+    }
+
     /// Creates (or replaces) a record from its JSON with no validation and no rules: `id`, else
     /// the JSON's `Id`, else a new 18-character id with the object's key prefix; stamps
     /// `CreatedDate`, `LastModifiedDate` and `SystemModstamp`. A base64 field's value is its
