@@ -119,6 +119,30 @@ struct SalesforceBlobTotalTests {
         }
     }
 
+    @Test("once a call of a push went through, a later call of it that fails leaves its records pending rather than failing the push: a retry would make the first call's records twice")
+    func laterCallFails() async throws {
+        let retry = RetryPolicy(maxAttempts: 3, baseDelay: .milliseconds(1), jitter: 0)
+        let setup = try await Setup(models: [ModelDefinition(name: "Attachment")], retry: retry) { $0.maximumBase64PerRequest = 4000 }
+        defer { Task { await setup.stop() } }
+        try await setup.device.engine.sync()
+        let store = setup.device.store
+        for name in ["one", "two"] {
+            let blob = try store.blobs.put(Self.bytes(2000, seed: name == "one" ? 1 : 2))
+            try setup.model("Attachment").create(["object": .string(name), "Name": .string(name), "ParentId": .string(Self.acme), "Body": .string(blob)])
+        }
+        let held = await setup.server.records("Attachment").count
+        let busy = Data(#"[{"errorCode":"SERVER_UNAVAILABLE","message":"busy"}]"#.utf8)
+        await setup.server.sabotageNext("POST", "/services/data/v\(setup.server.version)/composite/sobjects", skipping: 1, status: 503, body: busy)
+        let first = try await setup.device.engine.sync()
+        #expect(first.accepted == 1 && first.rejected == 0)
+        #expect(await setup.server.records("Attachment").count == held + 1)
+        let second = try await setup.device.engine.sync()
+        #expect(second.accepted == 1)
+        #expect(await setup.server.records("Attachment").count == held + 2, "each made once")
+        #expect(await setup.requests("POST", endingWith: "/composite/sobjects").count == 3)
+        #expect(try store.pendingChanges().isEmpty)
+    }
+
     @Test("totals: a pull from no cursor reports the query's totalSize on every page; a delta pull and a limited first fetch report none")
     func totals() async throws {
         let setup = try await Setup("kit", models: [ModelDefinition(name: "Product")])
