@@ -32,12 +32,6 @@ extension SalesforceBackend {
             if let clientField { outgoing.record[clientField] = .string(change.id) }
             posts.append(outgoing)
         }
-        for group in Self.groups(posts, limit: configuration.maximumBase64PerRequest) {
-            let answers = try await collection("POST", group.map { .object($0.record) }, count: group.count, request: request)
-            for (sent, answer) in zip(group, answers) {
-                results.append(PushResult(id: sent.change.id, outcome: try await outcome(of: sent.change, answer, request: request)))
-            }
-        }
         // Updates (and creates made already, now updated with what they carry).
         var patches: [Outgoing] = []
         for change in request.changes.filter({ $0.kind == .update }) + creates.filter({ made[$0.id] != nil }) {
@@ -45,22 +39,48 @@ extension SalesforceBackend {
             outgoing.record["id"] = .string(made[change.id] ?? change.id)
             patches.append(outgoing)
         }
-        for group in Self.groups(patches, limit: configuration.maximumBase64PerRequest) {
-            let answers = try await collection("PATCH", group.map { .object($0.record) }, count: group.count, request: request)
-            for (sent, answer) in zip(group, answers) {
-                var outcome = try await outcome(of: sent.change, answer, request: request)
-                if sent.change.kind == .create, case .accepted = outcome { outcome = .accepted(serverID: made[sent.change.id]) }
-                results.append(PushResult(id: sent.change.id, outcome: outcome))
-            }
+        // The calls: creates, updates (each in as many calls as the base64 bound takes), deletes.
+        var calls: [Call] = []
+        for group in Self.groups(posts, limit: configuration.maximumBase64PerRequest) {
+            calls.append(Call(method: "POST", changes: group.map(\.change), records: group.map { .object($0.record) }))
         }
-        // Deletes.
+        for group in Self.groups(patches, limit: configuration.maximumBase64PerRequest) {
+            calls.append(Call(method: "PATCH", changes: group.map(\.change), records: group.map { .object($0.record) }))
+        }
         let deletes = request.changes.filter { $0.kind == .delete }
         if !deletes.isEmpty {
-            let ids = deletes.map(\.id).joined(separator: ",")
-            let answers = try await collection("DELETE", nil, query: [("ids", ids), ("allOrNone", "false")], count: deletes.count, request: request)
-            for (change, answer) in zip(deletes, answers) { results.append(PushResult(id: change.id, outcome: try await outcome(of: change, answer, request: request))) }
+            calls.append(Call(method: "DELETE", changes: deletes, query: [("ids", deletes.map(\.id).joined(separator: ",")), ("allOrNone", "false")]))
+        }
+        for (index, call) in calls.enumerated() {
+            do {
+                let answers = try await collection(call.method, call.records, query: call.query, count: call.changes.count, request: request)
+                var answered: [PushResult] = []
+                for (change, answer) in zip(call.changes, answers) {
+                    var outcome = try await outcome(of: change, answer, request: request)
+                    if call.method == "PATCH", change.kind == .create, case .accepted = outcome { outcome = .accepted(serverID: made[change.id]) }
+                    answered.append(PushResult(id: change.id, outcome: outcome))
+                }
+                results += answered
+            } catch let error as SyncError where index > 0 {
+                // Earlier calls went through: failing the push would send their records again
+                // (the engine retries a push whole, or sends it again next sync). This call's
+                // records and the later ones stay pending, for the next sync.
+                for change in calls[index...].flatMap(\.changes) {
+                    results.append(PushResult(id: change.id, outcome: .retryLater(message: "\(call.method) /composite/sobjects: \(error.message)")))
+                }
+                break
+            }
         }
         return results
+    }
+
+    /// One `/composite/sobjects` call of a push: its method, the changes it carries, and their
+    /// records (`DELETE`: the ids in the query instead).
+    struct Call {
+        var method: String
+        var changes: [OutgoingChange]
+        var records: [JSONValue]? = nil
+        var query: [(String, String)] = []
     }
 
     /// A record on its way in a collection call, and how much base64 text it carries.
