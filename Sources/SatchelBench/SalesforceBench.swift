@@ -4,17 +4,26 @@ import Satchel
 import SatchelSalesforce
 import SatchelSync
 
-/// A first pull from the loopback Salesforce (the tests' server, started in this process): every
-/// record of an object into an empty store, through the Salesforce adapter and the engine
-/// (describe, SOQL pages by `nextRecordsUrl`), against fetching and parsing the same pages — the
-/// same SOQL, over the same HTTP client — without storing them. Not part of the default groups.
+/// The loopback Salesforce (the tests' server, started in this process), through the Salesforce
+/// adapter and the engine. Not part of the default groups.
+///
+/// - `salesforce_pull`: a first pull of every record of an object into an empty store (describe,
+///   SOQL pages by `nextRecordsUrl`), against fetching and parsing the same pages — the same
+///   SOQL, over the same HTTP client — without storing them.
+/// - `salesforce_push`: local creates, then an update of each, pushed by a sync
+///   (`/composite/sobjects`, 200 records a call, then the pull that brings the records back),
+///   against posting the same batches over the same HTTP client.
 enum SalesforceBench {
     static func run(count: Int, directory: String?) async throws {
         let fileManager = FileManager.default
         let base = directory ?? fileManager.temporaryDirectory.appendingPathComponent("satchel-salesforce-bench-\(ProcessInfo.processInfo.processIdentifier)").path
         try fileManager.createDirectory(atPath: base, withIntermediateDirectories: true)
         defer { if directory == nil { try? fileManager.removeItem(atPath: base) } }
+        try await pull(count: count, base: base)
+        try await push(count: count, base: base)
+    }
 
+    static func pull(count: Int, base: String) async throws {
         var fixture = SalesforceFixture()
         fixture.objects["Product"] = SalesforceFixture.ObjectSchema(keyPrefix: "01t", fields: [
             .init(name: "name", type: "string"), .init(name: "price", type: "int"), .init(name: "brand", type: "string"),
@@ -22,7 +31,6 @@ enum SalesforceBench {
         ])
         fixture.queryPageSize = SyncBench.pageSize
         let server = try await SalesforceServer.start(fixture)
-        defer { Task { await server.stop() } }
         var generator = BenchData.Generator()
         for _ in 0..<count {
             let item = generator.next().attributes
@@ -44,7 +52,183 @@ enum SalesforceBench {
             guard fetched == count else { throw SatchelError(.unknown, "fetched \(fetched) records, not \(count)") }
             fetch = min(fetch, Report.seconds(ContinuousClock.now - start))
         }
+        await server.stop()
         Report.line("salesforce_pull", n: count, satchel: Double(count) / pull, unit: "records/s", baselines: [("http_fetch", Double(count) / fetch)])
+    }
+
+    /// The records of a composite call (Salesforce's most).
+    static let batch = 200
+
+    /// `salesforce_push`: `count` local creates pushed by a sync, then an update of each (a new
+    /// price), pushed by another, against posting the same records in the same batches of
+    /// ``batch`` (`POST`, then `PATCH` with each record's `id`) over the same HTTP client. The
+    /// local writes are not timed, nor is the device's first sync (the describe). Each round
+    /// writes into two new objects of the org; the sides take turns going first, phase by phase,
+    /// so noise lands on both alike; each keeps its best of three.
+    static func push(count: Int, base: String) async throws {
+        let items = BenchData.make(count: count, seed: 7)
+        var fixture = SalesforceFixture()
+        let fields: [SalesforceFixture.Field] = [
+            .init(name: "name", type: "string"), .init(name: "brand", type: "string"), .init(name: "price", type: "int"),
+            .init(name: "quantity", type: "int"), .init(name: "sku", type: "string"), .init(name: "category", type: "string"),
+            .init(name: "created", type: "string"), .init(name: "description", type: "string"),
+        ]
+        let rounds = 3
+        for round in 0..<rounds {
+            fixture.objects[satchelObject(round)] = SalesforceFixture.ObjectSchema(keyPrefix: "a0\(round)", fields: fields)
+            fixture.objects[httpObject(round)] = SalesforceFixture.ObjectSchema(keyPrefix: "a1\(round)", fields: fields)
+        }
+        fixture.queryPageSize = SyncBench.pageSize
+        let server = try await SalesforceServer.start(fixture)
+        log("salesforce: \(count) local creates then \(count) updates pushed to the loopback org, \(batch) records a composite call")
+        let http = SyncHTTPClient(timeout: 120)
+        let token = await server.token(for: "ann")
+
+        var pushed = Double.infinity, posted = Double.infinity
+        for round in 0..<rounds {
+            let device = try await Device(server: server, object: satchelObject(round), path: "\(base)/push-\(round)")
+            let poster = Poster(server: server, object: httpObject(round), token: token, http: http)
+            var satchel = 0.0, direct = 0.0
+            for phase in 0..<2 {
+                let update = phase == 1
+                if (round + phase) % 2 == 0 {
+                    satchel += try await device.push(items, update: update)
+                    direct += try await poster.post(items, update: update)
+                } else {
+                    direct += try await poster.post(items, update: update)
+                    satchel += try await device.push(items, update: update)
+                }
+            }
+            try device.close()
+            try await check(server, satchelObject(round), items)
+            try await check(server, httpObject(round), items)
+            pushed = min(pushed, satchel)
+            posted = min(posted, direct)
+        }
+        await server.stop()
+        Report.line("salesforce_push", n: count, satchel: Double(2 * count) / pushed, unit: "changes/s", baselines: [("http_composite", Double(2 * count) / posted)])
+    }
+
+    static func satchelObject(_ round: Int) -> String { "PushSatchel\(round)__c" }
+    static func httpObject(_ round: Int) -> String { "PushHTTP\(round)__c" }
+
+    /// Whether the org holds `items` in `object`, every one with its new price.
+    static func check(_ server: SalesforceServer, _ object: String, _ items: [BenchData.Item]) async throws {
+        let records = await server.records(object).values.compactMap { try? JSONValue(parsing: $0) }
+        let prices = Dictionary(records.map { ($0["sku"]?.stringValue ?? "", $0["price"]) }, uniquingKeysWith: { first, _ in first })
+        guard records.count == items.count, items.allSatisfy({ prices[$0.attributes["sku"]?.stringValue ?? ""] == BulkSave.newPrice($0) }) else {
+            throw SatchelError(.unknown, "\(object) holds \(records.count) records, not \(items.count) updated ones")
+        }
+    }
+
+    /// A store syncing one object of the org through the adapter and the engine.
+    final class Device {
+        let store: Store
+        let model: Model
+        let engine: SyncEngine
+        let object: String
+        let path: String
+        /// Local id → the org's id, once the creates are pushed.
+        var serverIDs: [String: String] = [:]
+
+        /// Opens a new store at `path` and syncs `object` once (its describe, an empty pull).
+        init(server: SalesforceServer, object: String, path: String) async throws {
+            store = try Store(path: path)
+            model = try store.register(ModelDefinition(name: object, syncType: .incremental))
+            var configuration = SyncEngine.Configuration()
+            configuration.pageSize = SyncBench.pageSize
+            engine = SyncEngine(store: store, backend: SalesforceBackend(configuration: .init(url: server.url, timeout: 120)), configuration: configuration)
+            self.object = object
+            self.path = path
+            try await engine.logIn(Credentials(user: "ann", password: "secret"))
+            _ = try await engine.sync(models: [object])
+        }
+
+        /// Writes the creates (or the updates) here, untimed, then returns the seconds of the
+        /// sync that pushes them.
+        func push(_ items: [BenchData.Item], update: Bool) async throws -> Double {
+            var index = 0
+            while index < items.count {
+                let end = min(index + SyncBench.pageSize, items.count)
+                let slice = items[index..<end]
+                let (model, ids) = (self.model, serverIDs)
+                try await store.bulkUpdate { tx in
+                    for item in slice {
+                        if update {
+                            _ = try tx.update(ids[item.id] ?? item.id, with: ["price": BulkSave.newPrice(item)], in: model)
+                        } else {
+                            _ = try tx.save(Object(id: item.id, attributes: item.attributes), in: model)
+                        }
+                    }
+                }
+                index = end
+            }
+            let start = ContinuousClock.now
+            let report = try await engine.sync(models: [object])
+            let seconds = Report.seconds(ContinuousClock.now - start)
+            guard report.accepted == items.count, report.rejected == 0 else {
+                throw SatchelError(.unknown, "the push was accepted for \(report.accepted) of \(items.count) changes")
+            }
+            if !update { serverIDs = report.serverIDs[object] ?? [:] }
+            return seconds
+        }
+
+        func close() throws {
+            try store.close()
+            try FileManager.default.removeItem(atPath: path)
+        }
+    }
+
+    /// The same records posted to `/composite/sobjects` over the HTTP client, checking every
+    /// record's result.
+    final class Poster {
+        let root: URL
+        let version: String
+        let object: String
+        let token: String
+        let http: SyncHTTPClient
+        /// Local id → the org's id, once the creates are posted.
+        var serverIDs: [String: String] = [:]
+
+        init(server: SalesforceServer, object: String, token: String, http: SyncHTTPClient) {
+            root = server.url
+            version = server.version
+            self.object = object
+            self.token = token
+            self.http = http
+        }
+
+        /// Seconds to post every create (or update) in batches of ``SalesforceBench/batch``.
+        func post(_ items: [BenchData.Item], update: Bool) async throws -> Double {
+            let url = try SyncHTTPClient.url(root, "services/data/v\(version)/composite/sobjects")
+            let headers = ["Authorization": "Bearer " + token, "Content-Type": "application/json"]
+            let start = ContinuousClock.now
+            var index = 0
+            while index < items.count {
+                let slice = items[index..<min(index + SalesforceBench.batch, items.count)]
+                let records: [JSONValue] = slice.map { item in
+                    var record: JSONObject = ["attributes": ["type": .string(object)]]
+                    if update {
+                        record["id"] = .string(serverIDs[item.id] ?? "")
+                        record["price"] = BulkSave.newPrice(item)
+                    } else {
+                        for (name, value) in item.attributes { record[name] = value }
+                    }
+                    return .object(record)
+                }
+                let body: JSONObject = ["allOrNone": false, "records": .array(records)]
+                let answer = try await http.send(update ? "PATCH" : "POST", url, headers: headers, body: Data(body.jsonBytes))
+                let results = try JSONValue(parsing: answer.body).arrayValue ?? []
+                guard answer.status == 200, results.count == slice.count, results.allSatisfy({ $0["success"] == true }) else {
+                    throw SatchelError(.unknown, "\(update ? "PATCH" : "POST") /composite/sobjects: HTTP \(answer.status) \(answer.text.prefix(200))")
+                }
+                if !update {
+                    for (item, result) in zip(slice, results) { serverIDs[item.id] = result["id"]?.stringValue }
+                }
+                index += slice.count
+            }
+            return Report.seconds(ContinuousClock.now - start)
+        }
     }
 
     /// Runs the query and follows `nextRecordsUrl`, parsing every page; returns the record count.

@@ -26,7 +26,8 @@ struct SatchelBench: AsyncParsableCommand {
         case `import`
         /// A first pull of 20,000 objects from the loopback Parse Server (not run by default).
         case parse
-        /// A first pull of 20,000 records from the loopback Salesforce (not run by default).
+        /// A first pull of 20,000 records from the loopback Salesforce, and 20,000 creates and
+        /// updates pushed to it (not run by default).
         case salesforce
 
         static let byDefault: [Group] = [.store, .codec, .sync, .import]
@@ -37,7 +38,7 @@ struct SatchelBench: AsyncParsableCommand {
     @Option(help: "user:password for the Kinto server.") var kintoUser = "bench:bench"
 
     @Flag(help: "Run the parse group too: a first pull from the loopback Parse Server (at most 20,000 objects).") var parse = false
-    @Flag(help: "Run the salesforce group too: a first pull from the loopback Salesforce (at most 20,000 records).") var salesforce = false
+    @Flag(help: "Run the salesforce group too: a first pull from the loopback Salesforce, and creates and updates pushed to it (at most 20,000 records).") var salesforce = false
     @Option(help: "Number of objects.") var docs = 100_000
     @Option(help: "Systems to compare with: leveldb_raw, sqlite_json, rhoconnect_eav (comma list; default all).")
     var baselines: String?

@@ -13,11 +13,15 @@ extension SalesforceBackend {
         var next: String?
         /// Where the next `getDeleted` starts (the server's time).
         var deletedFrom: String?
+        /// Whether the query under way asks for every record of the model (no `LastModifiedDate`
+        /// bound, no `LIMIT`), so that its `totalSize` is what the org holds for it.
+        var counts = false
 
         init(_ value: JSONValue?) {
             since = value?["since"]?.stringValue
             next = value?["next"]?.stringValue
             deletedFrom = value?["deleted"]?.stringValue
+            counts = value?["counts"]?.boolValue ?? false
             for (id, hash) in value?["at"]?.objectValue ?? JSONObject() { at[id] = hash.stringValue }
         }
 
@@ -27,6 +31,7 @@ extension SalesforceBackend {
             if !at.isEmpty { object["at"] = .object(JSONObject(at.map { ($0.key, JSONValue.string($0.value)) })) }
             if let next { object["next"] = .string(next) }
             if let deletedFrom { object["deleted"] = .string(deletedFrom) }
+            if counts { object["counts"] = .bool(true) }
             return .object(object)
         }
     }
@@ -65,6 +70,10 @@ extension SalesforceBackend {
             }
             answer = try await send("GET", try SyncHTTPClient.url(configuration.url, String(next.dropFirst())), session: request.session, what: what)
         } else {
+            // A query from no `since` and without a fetch limit selects every record: its
+            // totalSize is the model's total. A delta's counts the delta (and records of the
+            // cursor's second that are skipped), a limited one at most the limit.
+            cursor.counts = cursor.since == nil && !(request.cursor == nil && request.configuration.fetchLimit != nil)
             let soql = Self.soql(describe, request.configuration, since: cursor.since, limited: request.cursor == nil, hiding: configuration.clientIDField)
             // The page size, within what Salesforce accepts (200 to 2,000).
             let options = ["Sforce-Query-Options": "batchSize=\(min(2000, max(200, request.pageSize)))"]
@@ -82,9 +91,10 @@ extension SalesforceBackend {
     }
 
     /// Reads a query's answer into `page`: its records as upserts (those at the cursor's second
-    /// that were applied already skipped), its total, whether it is done, and the cursor past it
-    /// (the newest second and the records at it, the next page's URL). Package-visible so that
-    /// the fuzz targets read answers through the code a pull runs.
+    /// that were applied already skipped), its total when the cursor says the query selects every
+    /// record of the model (a non-negative `totalSize`; none otherwise), whether it is done, and
+    /// the cursor past it (the newest second and the records at it, the next page's URL).
+    /// Package-visible so that the fuzz targets read answers through the code a pull runs.
     ///
     /// - Throws: ``SyncError`` `.protocolViolation` for an answer without `records` and `done`, a
     ///   record without a string `Id` or with a `LastModifiedDate` that is not a datetime, or a
@@ -97,7 +107,8 @@ extension SalesforceBackend {
         guard let records = body["records"]?.arrayValue, let done = body["done"]?.boolValue else {
             throw SyncError(.protocolViolation, "\(what): the answer has no `records` list and `done` flag")
         }
-        page.totalCount = body["totalSize"]?.intValue.map(Int.init)
+        page.totalCount = nil
+        if cursor.counts, let total = body["totalSize"]?.intValue.flatMap({ Int(exactly: $0) }), total >= 0 { page.totalCount = total }
         // Records at the newest second: their hashes, for the next pull to skip them.
         var newest: (since: String, at: [String: String])? = cursor.since.map { ($0, cursor.at) }
         for value in records {
@@ -141,6 +152,7 @@ extension SalesforceBackend {
             cursor.at = newest.at
         }
         cursor.next = nil
+        if done { cursor.counts = false }
         if !done {
             guard let next = body["nextRecordsUrl"]?.stringValue, next.hasPrefix("/services/data/") else {
                 throw SyncError(.protocolViolation, "\(what): the answer is not done and has no `nextRecordsUrl` on this server")

@@ -8,46 +8,151 @@ extension SalesforceBackend {
         let describe = try await describeForPush(request)
         let createable = Set(describe.fields.filter(\.createable).map(\.name))
         let updateable = Set(describe.fields.filter(\.updateable).map(\.name))
+        let blobFields = Set(describe.blobFields)
         let clientField = createable.contains(configuration.clientIDField) ? configuration.clientIDField : nil
         var results: [PushResult] = []
+
+        /// A change's record, or its outcome when it cannot go (a blob that cannot be sent).
+        func prepare(_ change: OutgoingChange, _ fields: JSONObject) async throws -> Outgoing? {
+            switch Self.withBlobs(fields, of: change, blobFields: blobFields, model: request.model, limit: configuration.maximumBase64PerRequest) {
+            case .send(let fields, let base64):
+                return Outgoing(change: change, record: Self.record(object, fields), base64: base64)
+            case .answer(let outcome):
+                results.append(PushResult(id: change.id, outcome: try await self.withServerCopy(outcome, of: change, request: request)))
+                return nil
+            }
+        }
 
         // Creates, after looking for records that earlier creates made (their answer lost).
         let creates = request.changes.filter { $0.kind == .create }
         let made = try await madeBefore(creates.map(\.id), field: clientField, request: request)
-        let fresh = creates.filter { made[$0.id] == nil }
-        let again = creates.filter { made[$0.id] != nil }
-        if !fresh.isEmpty {
-            let records: [JSONValue] = fresh.map { change in
-                var record = Self.record(object, change.attributes.filter { name, value in createable.contains(name) && !value.isNull })
-                if let clientField { record[clientField] = .string(change.id) }
-                return .object(record)
-            }
-            let answers = try await collection("POST", records, count: fresh.count, request: request)
-            for (change, answer) in zip(fresh, answers) { results.append(PushResult(id: change.id, outcome: try await outcome(of: change, answer, request: request))) }
+        var posts: [Outgoing] = []
+        for change in creates where made[change.id] == nil {
+            guard var outgoing = try await prepare(change, change.attributes.filter { name, value in createable.contains(name) && !value.isNull }) else { continue }
+            if let clientField { outgoing.record[clientField] = .string(change.id) }
+            posts.append(outgoing)
         }
         // Updates (and creates made already, now updated with what they carry).
-        let updates = request.changes.filter { $0.kind == .update } + again
-        if !updates.isEmpty {
-            let records: [JSONValue] = updates.map { change in
-                var record = Self.record(object, change.attributes.filter { name, _ in updateable.contains(name) })
-                record["id"] = .string(made[change.id] ?? change.id)
-                return .object(record)
-            }
-            let answers = try await collection("PATCH", records, count: updates.count, request: request)
-            for (change, answer) in zip(updates, answers) {
-                var outcome = try await outcome(of: change, answer, request: request)
-                if change.kind == .create, case .accepted = outcome { outcome = .accepted(serverID: made[change.id]) }
-                results.append(PushResult(id: change.id, outcome: outcome))
-            }
+        var patches: [Outgoing] = []
+        for change in request.changes.filter({ $0.kind == .update }) + creates.filter({ made[$0.id] != nil }) {
+            guard var outgoing = try await prepare(change, change.attributes.filter { name, _ in updateable.contains(name) }) else { continue }
+            outgoing.record["id"] = .string(made[change.id] ?? change.id)
+            patches.append(outgoing)
         }
-        // Deletes.
+        // The calls: creates, updates (each in as many calls as the base64 bound takes), deletes.
+        var calls: [Call] = []
+        for group in Self.groups(posts, limit: configuration.maximumBase64PerRequest) {
+            calls.append(Call(method: "POST", changes: group.map(\.change), records: group.map { .object($0.record) }))
+        }
+        for group in Self.groups(patches, limit: configuration.maximumBase64PerRequest) {
+            calls.append(Call(method: "PATCH", changes: group.map(\.change), records: group.map { .object($0.record) }))
+        }
         let deletes = request.changes.filter { $0.kind == .delete }
         if !deletes.isEmpty {
-            let ids = deletes.map(\.id).joined(separator: ",")
-            let answers = try await collection("DELETE", nil, query: [("ids", ids), ("allOrNone", "false")], count: deletes.count, request: request)
-            for (change, answer) in zip(deletes, answers) { results.append(PushResult(id: change.id, outcome: try await outcome(of: change, answer, request: request))) }
+            calls.append(Call(method: "DELETE", changes: deletes, query: [("ids", deletes.map(\.id).joined(separator: ",")), ("allOrNone", "false")]))
+        }
+        for (index, call) in calls.enumerated() {
+            do {
+                let answers = try await collection(call.method, call.records, query: call.query, count: call.changes.count, request: request)
+                var answered: [PushResult] = []
+                for (change, answer) in zip(call.changes, answers) {
+                    var outcome = try await outcome(of: change, answer, request: request)
+                    if call.method == "PATCH", change.kind == .create, case .accepted = outcome { outcome = .accepted(serverID: made[change.id]) }
+                    answered.append(PushResult(id: change.id, outcome: outcome))
+                }
+                results += answered
+            } catch let error as SyncError where index > 0 {
+                // Earlier calls went through: failing the push would send their records again
+                // (the engine retries a push whole, or sends it again next sync). This call's
+                // records and the later ones stay pending, for the next sync.
+                for change in calls[index...].flatMap(\.changes) {
+                    results.append(PushResult(id: change.id, outcome: .retryLater(message: "\(call.method) /composite/sobjects: \(error.message)")))
+                }
+                break
+            }
         }
         return results
+    }
+
+    /// One `/composite/sobjects` call of a push: its method, the changes it carries, and their
+    /// records (`DELETE`: the ids in the query instead).
+    struct Call {
+        var method: String
+        var changes: [OutgoingChange]
+        var records: [JSONValue]? = nil
+        var query: [(String, String)] = []
+    }
+
+    /// A record on its way in a collection call, and how much base64 text it carries.
+    struct Outgoing {
+        var change: OutgoingChange
+        var record: JSONObject
+        var base64: Int
+    }
+
+    /// What becomes of a change's fields before they are sent.
+    enum Prepared {
+        /// The fields to send, blobs as base64 text, and how many characters of base64 they hold.
+        case send(JSONObject, base64: Int)
+        /// The change is not sent: this is its outcome.
+        case answer(PushOutcome)
+    }
+
+    /// The fields of `change` with the blobs of its `base64` fields as base64 text: the bytes the
+    /// engine attached (``OutgoingChange/blobs``) for a blob reference, never the reference
+    /// itself. A reference without bytes waits for the next sync while the model does not declare
+    /// the field a blob attribute yet (describe makes it one with the pull that follows), and is
+    /// refused when it does (`BLOB_MISSING`: its file is gone). The org's own URL of bytes it
+    /// holds (a blob not downloaded here) is left out; base64 text the app wrote goes as it is;
+    /// anything else in a `base64` field is refused (`INVALID_BLOB`), and so is a record whose
+    /// base64 alone passes `limit` (`BLOB_TOO_LARGE`): Salesforce would refuse the whole call.
+    static func withBlobs(_ fields: JSONObject, of change: OutgoingChange, blobFields: Set<String>, model: ModelDefinition, limit: Int) -> Prepared {
+        var fields = fields
+        var base64 = 0
+        for name in blobFields.sorted() {
+            guard let value = fields[name], !value.isNull else { continue }
+            if let bytes = change.blobs[name] {
+                let text = bytes.base64EncodedString()
+                base64 += text.utf8.count
+                fields[name] = .string(text)
+            } else if BlobStore.isReference(value) {
+                guard model.blobAttributes.contains(name) else {
+                    return .answer(.retryLater(message: "\(name) holds a blob and goes with the next sync, once describe has made it a blob attribute"))
+                }
+                return .answer(.rejected(message: "\(name): the blob's file (\(value.stringValue ?? "")) is not in the store", code: "BLOB_MISSING"))
+            } else if let text = value.stringValue, text.hasPrefix("/services/data/") {
+                fields[name] = nil  // the org's URL of bytes it holds already
+            } else if let text = value.stringValue, Data(base64Encoded: text) != nil {
+                base64 += text.utf8.count
+            } else {
+                return .answer(.rejected(message: "\(name) holds neither a blob nor base64 text", code: "INVALID_BLOB"))
+            }
+        }
+        if base64 > limit {
+            return .answer(.rejected(
+                message: "\(blobFields.sorted().filter { fields[$0] != nil }.joined(separator: ", ")): \(base64) characters of base64, more than the \(limit) a request may carry",
+                code: "BLOB_TOO_LARGE"))
+        }
+        return .send(fields, base64: base64)
+    }
+
+    /// `records` in groups of consecutive records whose base64 stays within `limit` (each
+    /// record's own is within it).
+    static func groups(_ records: [Outgoing], limit: Int) -> [[Outgoing]] {
+        var groups: [[Outgoing]] = []
+        var current: [Outgoing] = []
+        var size = 0
+        for record in records {
+            if !current.isEmpty && size + record.base64 > limit {
+                groups.append(current)
+                current = []
+                size = 0
+            }
+            current.append(record)
+            size += record.base64
+        }
+        if !current.isEmpty { groups.append(current) }
+        return groups
     }
 
     /// A record of a collection call: its `attributes.type` and fields.
@@ -82,7 +187,11 @@ extension SalesforceBackend {
     /// What one record's result says of `change`, with the server's copy of an update it
     /// refused (for a rollback).
     func outcome(of change: OutgoingChange, _ result: JSONValue, request: PushRequest) async throws -> PushOutcome {
-        let outcome = try Self.outcome(of: change, result, what: "push to \(request.model.name)")
+        try await withServerCopy(try Self.outcome(of: change, result, what: "push to \(request.model.name)"), of: change, request: request)
+    }
+
+    /// `outcome`, with the server's copy when it refuses an update (for a rollback).
+    func withServerCopy(_ outcome: PushOutcome, of change: OutgoingChange, request: PushRequest) async throws -> PushOutcome {
         if case .rejected(let message, let code, nil) = outcome, change.kind == .update {
             return .rejected(message: message, code: code, serverCopy: try await serverCopy(change.id, request: request))
         }

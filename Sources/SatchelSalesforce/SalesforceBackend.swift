@@ -36,8 +36,11 @@ import Synchronization
 ///   gone, the page asks the engine to reconcile ids (`SELECT Id FROM O`).
 /// - **Push**: `/composite/sobjects` (POST creates, PATCH updates, DELETE by ids), at most 200
 ///   records a call, `allOrNone: false`; creates carry createable fields only, updates updateable
-///   ones, a removed attribute as `null`. Per-record errors are record errors with the
-///   `statusCode`; `ENTITY_IS_DELETED` on a delete counts as done.
+///   ones, a removed attribute as `null`; a `base64` field's local blob as its bytes, base64 in
+///   the JSON (at most ``Configuration/maximumBase64PerRequest`` a call). Per-record errors are
+///   record errors with the `statusCode`; `ENTITY_IS_DELETED` on a delete counts as done.
+/// - **Totals**: a pull's `totalCount` is the query's `totalSize` while the query selects every
+///   record of the object (no `LastModifiedDate` bound, no fetch limit); none otherwise.
 /// - **Auth**: `Authorization: Bearer`; a `401` (`INVALID_SESSION_ID`) refreshes the token once
 ///   when the session has a refresh token, otherwise fails the sync with ``SyncError/Code/unauthorized``.
 public final class SalesforceBackend: SyncBackend {
@@ -63,6 +66,11 @@ public final class SalesforceBackend: SyncBackend {
         public var allowInsecureHTTP = false
         /// How much of a server's answer is read before the sync fails (see ``AnswerLimits``).
         public var limits = AnswerLimits()
+        /// The most base64 text (blob bytes of `base64` fields) one push request carries in its
+        /// JSON body: Salesforce takes at most 37.5 MB of base64 in a body that is not
+        /// multipart. Records are sent in as many calls as it takes; a record whose blobs alone
+        /// pass it is refused here (`BLOB_TOO_LARGE`), never sent.
+        public var maximumBase64PerRequest = 37_500_000
 
         public init(
             url: URL, loginURL: URL? = nil, clientID: String? = nil, clientSecret: String? = nil, timeout: TimeInterval = 60,

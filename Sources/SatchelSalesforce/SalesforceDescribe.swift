@@ -17,11 +17,15 @@ public struct SalesforceDescribe: Sendable, Hashable {
         public var referenceTo: [String]
         /// The active values of a picklist, in the server's order.
         public var picklistValues: [String]
+        /// Every entry of the picklist's `picklistValues` as describe lists them, inactive ones
+        /// included: a dependent picklist's `validFor` bit *i* is this field's entry *i* when it
+        /// controls one.
+        public var allPicklistValues: [String]
         public var restrictedPicklist: Bool
         /// The field that controls a dependent picklist.
         public var controllerName: String?
-        /// For a dependent picklist: each active value → the indexes of the controller's values
-        /// it is valid for.
+        /// For a dependent picklist: each active value → the indexes of the controller's entries
+        /// (``allPicklistValues``, inactive ones included) it is valid for.
         public var validFor: [String: [Int]]
     }
 
@@ -37,15 +41,19 @@ public struct SalesforceDescribe: Sendable, Hashable {
         for item in list {
             guard let fieldName = item["name"]?.stringValue, let type = item["type"]?.stringValue else { return nil }
             var values: [String] = []
+            var entries: [String] = []
             var validFor: [String: [Int]] = [:]
-            for entry in item["picklistValues"]?.arrayValue ?? [] where entry["active"]?.boolValue != false {
-                guard let value = entry["value"]?.stringValue else { continue }
+            for entry in item["picklistValues"]?.arrayValue ?? [] {
+                // An entry without a string value still holds its place: bit i is entry i.
+                let value = entry["value"]?.stringValue
+                entries.append(value ?? "")
+                guard let value, entry["active"]?.boolValue != false else { continue }
                 values.append(value)
                 if let bits = entry["validFor"]?.stringValue { validFor[value] = Self.indexes(validFor: bits) }
             }
             fields.append(Field(
                 name: fieldName, type: type, createable: item["createable"]?.boolValue ?? false, updateable: item["updateable"]?.boolValue ?? false,
-                referenceTo: item["referenceTo"]?.arrayValue?.compactMap(\.stringValue) ?? [], picklistValues: values,
+                referenceTo: item["referenceTo"]?.arrayValue?.compactMap(\.stringValue) ?? [], picklistValues: values, allPicklistValues: entries,
                 restrictedPicklist: item["restrictedPicklist"]?.boolValue ?? false, controllerName: item["controllerName"]?.stringValue,
                 validFor: validFor))
         }
@@ -57,7 +65,8 @@ public struct SalesforceDescribe: Sendable, Hashable {
     public func field(_ name: String) -> Field? { fields.first { $0.name == name } }
 
     /// The controller indexes a `validFor` value sets: base64 bytes, bit *i* (most significant
-    /// first in each byte) for the controller's *i*-th value.
+    /// first in each byte) for the controller's *i*-th entry of `picklistValues` as describe
+    /// lists them, inactive entries included.
     public static func indexes(validFor base64: String) -> [Int] {
         guard let bytes = Data(base64Encoded: base64) else { return [] }
         var indexes: [Int] = []
@@ -68,7 +77,8 @@ public struct SalesforceDescribe: Sendable, Hashable {
     }
 
     /// The active values of picklist `field`, or, for a dependent picklist and a controller
-    /// value, those valid for it (`"true"`/`"false"` for a checkbox controller: index 1 and 0).
+    /// value, the active values valid for it (`"true"`/`"false"` for a checkbox controller:
+    /// index 1 and 0). A controller value that is inactive has its index too.
     /// nil when `field` is not a picklist of this object.
     public func picklist(_ field: String, controller value: String? = nil) -> [String]? {
         guard let picklist = self.field(field), ["picklist", "multipicklist"].contains(picklist.type) else { return nil }
@@ -77,7 +87,8 @@ public struct SalesforceDescribe: Sendable, Hashable {
         return picklist.picklistValues.filter { picklist.validFor[$0]?.contains(index) == true }
     }
 
-    /// The index of `value` among the values of `controller`: a checkbox's false is 0, true 1.
+    /// The index of `value` among the entries of `controller` as describe lists them, inactive
+    /// ones included: a checkbox's false is 0, true 1.
     func controllerIndex(_ controller: String, _ value: String) -> Int? {
         guard let field = self.field(controller) else { return nil }
         if field.type == "boolean" {
@@ -87,7 +98,7 @@ public struct SalesforceDescribe: Sendable, Hashable {
             default: return nil
             }
         }
-        return field.picklistValues.firstIndex(of: value)
+        return value.isEmpty ? nil : field.allPicklistValues.firstIndex(of: value)
     }
 
     /// The picklists as Satchel's attribute choices: local writes are checked against them.
@@ -97,8 +108,9 @@ public struct SalesforceDescribe: Sendable, Hashable {
             var entry = AttributeChoices(values: field.picklistValues, restricted: field.restrictedPicklist)
             if let controllerName = field.controllerName, let controller = self.field(controllerName) {
                 entry.controller = controllerName
-                let keys = controller.type == "boolean" ? ["false", "true"] : controller.picklistValues
-                for (index, key) in keys.enumerated() {
+                // Bit i is the controller's entry i, inactive entries included.
+                let keys = controller.type == "boolean" ? ["false", "true"] : controller.allPicklistValues
+                for (index, key) in keys.enumerated() where !key.isEmpty && entry.validFor[key] == nil {
                     entry.validFor[key] = field.picklistValues.filter { field.validFor[$0]?.contains(index) == true }
                 }
             }

@@ -37,7 +37,8 @@ struct SalesforceState {
     var cursors: [String: Cursor] = [:]
     var cursorCount = 0
     var apiUsage = 0
-    var sabotage: [(method: String, prefix: String, status: Int, body: Data)] = []
+    /// Answers to give instead of the real ones: to the matching request after `skip` others.
+    var sabotage: [(method: String, prefix: String, skip: Int, status: Int, body: Data)] = []
     var requests: [SalesforceServer.Request] = []
 
     init(fixture: SalesforceFixture, root: String) {

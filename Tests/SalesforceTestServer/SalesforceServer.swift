@@ -86,6 +86,14 @@ public actor SalesforceServer {
         return records
     }
 
+    /// The bytes the org keeps in base64 field `field` (`Body`, `VersionData`) of the live record
+    /// `id` of `object`; nil when it holds none.
+    public func blob(_ object: String, _ id: String, _ field: String) -> Data? {
+        guard let schema = state.store.schema(object), let id = SalesforceID.canonical(id), let field = schema.field(field),
+              let record = state.store.record(schema.name, id), record.deletedAt == nil else { return nil }
+        return state.store.blob(id, field.name)
+    }
+
     /// Creates (or replaces) a record from its JSON with no validation and no rules: `id`, else
     /// the JSON's `Id`, else a new 18-character id with the object's key prefix; stamps
     /// `CreatedDate`, `LastModifiedDate` and `SystemModstamp`. A base64 field's value is its
@@ -135,10 +143,11 @@ public actor SalesforceServer {
     /// Removes every rule (the fixture's too).
     public func clearRules() { state.rules.removeAll() }
 
-    /// Answers the next `method` request whose path starts with `pathPrefix` with `status` and
-    /// `body` instead (for malformed-answer tests). The request is still logged.
-    public func sabotageNext(_ method: String, _ pathPrefix: String, status: Int = 200, body: Data) {
-        state.sabotage.append((method, pathPrefix, status, body))
+    /// Answers the next `method` request whose path starts with `pathPrefix` — after `skipping`
+    /// such requests, answered as usual — with `status` and `body` instead (for malformed-answer
+    /// tests). The request is still logged, and not acted on.
+    public func sabotageNext(_ method: String, _ pathPrefix: String, skipping: Int = 0, status: Int = 200, body: Data) {
+        state.sabotage.append((method, pathPrefix, max(0, skipping), status, body))
     }
 
     // MARK: - HTTP
@@ -155,10 +164,12 @@ public actor SalesforceServer {
             body: body)
         state.requests.append(logged)
         var answer: Answer
-        if let index = state.sabotage.firstIndex(where: { $0.method == logged.method && logged.path.hasPrefix($0.prefix) }) {
+        let index = state.sabotage.firstIndex { $0.method == logged.method && logged.path.hasPrefix($0.prefix) }
+        if let index, state.sabotage[index].skip == 0 {
             let sabotage = state.sabotage.remove(at: index)
             answer = Answer(status: sabotage.status, body: sabotage.body)
         } else {
+            if let index { state.sabotage[index].skip -= 1 }
             answer = state.route(logged)
         }
         answer.headers["Date"] = SalesforceTime.httpDate(state.store.clock.now())

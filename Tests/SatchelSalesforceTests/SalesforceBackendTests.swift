@@ -22,10 +22,12 @@ struct SalesforceBackendTests {
 
         init(
             _ fixture: String = "org", models: [ModelDefinition] = [SalesforceBackendTests.account], pageSize: Int = 5,
-            retry: RetryPolicy = RetryPolicy(maxAttempts: 1)
+            retry: RetryPolicy = RetryPolicy(maxAttempts: 1), configure: (inout SalesforceBackend.Configuration) -> Void = { _ in }
         ) async throws {
             server = try await SalesforceServer.start(try SalesforceFixture.named(fixture))
-            faults = FaultyBackend(SalesforceBackend.forTests(server))
+            var configuration = SalesforceBackend.Configuration(url: server.url, timeout: 20)
+            configure(&configuration)
+            faults = FaultyBackend(SalesforceBackend(configuration: configuration))
             device = try SyncClient(backend: faults, models: models, pageSize: pageSize, retry: retry)
             await device.record()
             try await device.engine.logIn(Credentials(user: "ann", password: "secret"))
@@ -84,6 +86,7 @@ struct SalesforceBackendTests {
         let account = try #require(setup.device.store.models.first(where: { $0.name == "Account" }))
         #expect(account.choices["Tier__c"]?.controller == "Industry")
         #expect(account.choices["Discount__c"]?.validFor["true"] == ["Low", "High"])
+        #expect(account.choices["Tier__c"]?.validFor["Energy"] == ["Gold", "Silver"])
         #expect(try await setup.device.engine.initialSyncComplete("Account"))
 
         // The next sync: describe answers 304, the stored one is used; nothing is applied again.
@@ -208,6 +211,37 @@ struct SalesforceBackendTests {
         #expect(describe.picklist("Discount__c", controller: "true") == ["Low", "High"])
         #expect(describe.picklist("Discount__c", controller: "false") == ["None"])
         #expect(describe.picklist("Name") == nil)
+    }
+
+    @Test("validFor bit i is entry i of the controller's picklistValues as describe lists them, inactive entries included")
+    func dependentPicklistIndexes() async throws {
+        let setup = try await Setup()
+        defer { Task { await setup.stop() } }
+        try await setup.device.engine.sync()
+        // Industry lists Agriculture (inactive) first: Energy is bit 1, Retail 2, Banking 3.
+        let describe = try #require(try await setup.device.engine.serverMetadata("Account")?["describe"].flatMap(SalesforceDescribe.init))
+        #expect(describe.picklist("Industry") == ["Energy", "Retail", "Banking"], "active values only")
+        #expect(describe.picklist("Tier__c", controller: "Energy") == ["Gold", "Silver"])
+        #expect(describe.picklist("Tier__c", controller: "Retail") == ["Bronze"])
+        #expect(describe.picklist("Tier__c", controller: "Banking") == ["Gold"])
+        #expect(describe.picklist("Tier__c", controller: "Agriculture") == ["Silver", "Bronze"], "an inactive controller value has its bit too")
+        // A checkbox controller: bit 0 is false, bit 1 true.
+        #expect(describe.picklist("Discount__c", controller: "false") == ["None"])
+        let definition = try #require(setup.device.store.models.first(where: { $0.name == "Account" }))
+        let tier = try #require(definition.choices["Tier__c"])
+        #expect(tier.validFor["Energy"] == ["Gold", "Silver"] && tier.validFor["Retail"] == ["Bronze"] && tier.validFor["Banking"] == ["Gold"])
+
+        // Writes the org accepts are accepted here, pushed, and taken by the org.
+        let accounts = try setup.model("Account")
+        try accounts.create(["object": "gold-energy", "Name": "Gold Energy", "Industry": "Energy", "Tier__c": "Gold"])
+        try accounts.create(["object": "bronze-retail", "Name": "Bronze Retail", "Industry": "Retail", "Tier__c": "Bronze"])
+        #expect(throws: SatchelError.self) { try accounts.create(["object": "x", "Name": "X", "Industry": "Energy", "Tier__c": "Bronze"]) }
+        let report = try await setup.device.engine.sync()
+        #expect(report.accepted == 2 && report.rejected == 0)
+        for local in ["gold-energy", "bronze-retail"] {
+            let id = try #require(report.serverIDs["Account"]?[local])
+            #expect(try await setup.record("Account", id)?["Tier__c"] != nil)
+        }
     }
 
     @Test("deletions come from getDeleted, the next start being latestDateCovered; an expired window falls back to listing ids")

@@ -150,8 +150,12 @@ struct SalesforceServerWireTests {
         #expect(tier["controllerName"] as? String == "Industry" && tier["dependentPicklist"] as? Bool == true)
         let tiers = tier["picklistValues"] as? [[String: Any]] ?? []
         #expect(tiers.map { $0["value"] as? String } == ["Gold", "Silver", "Bronze"])
-        #expect(tiers.map { $0["validFor"] as? String } == ["oAAA", "gAAA", "QAAA"])
+        #expect(tiers.map { $0["validFor"] as? String } == ["UAAA", "wAAA", "oAAA"])
         #expect(fields["Industry"]?["restrictedPicklist"] as? Bool == true)
+        // The controller lists an inactive value first: validFor's bit 0 is it.
+        let industries = fields["Industry"]?["picklistValues"] as? [[String: Any]] ?? []
+        #expect(industries.map { $0["value"] as? String } == ["Agriculture", "Energy", "Retail", "Banking"])
+        #expect(industries.map { $0["active"] as? Bool } == [false, true, true, true])
         #expect(fields["Score__c"]?["calculated"] as? Bool == true && fields["Score__c"]?["createable"] as? Bool == false)
         #expect(fields["Name"]?["nillable"] as? Bool == false)
 
@@ -346,6 +350,18 @@ struct SalesforceServerWireTests {
             json: ["allOrNone": true, "records": [["attributes": ["type": "Account"], "Name": "A"], ["attributes": ["type": "Account"]]]])
         #expect(Self.results(atomic).map(\.code) == ["ALL_OR_NONE_OPERATION_ROLLED_BACK", "REQUIRED_FIELD_MISSING"])
         #expect(await server.records("Account").count == 6)
+        // validFor's bits count the controller's inactive entry (Agriculture, bit 0): Gold is
+        // bit 1 and 3, Energy and Banking; an inactive value of a restricted picklist is refused.
+        let dependent = try await Self.send(
+            server, "POST", Self.api(server, "composite/sobjects"), token: token,
+            json: ["records": [
+                ["attributes": ["type": "Account"], "Name": "Gold Energy", "Industry": "Energy", "Tier__c": "Gold"],
+                ["attributes": ["type": "Account"], "Name": "Gold Bank", "Industry": "Banking", "Tier__c": "Gold"],
+                ["attributes": ["type": "Account"], "Name": "Bronze Energy", "Industry": "Energy", "Tier__c": "Bronze"],
+                ["attributes": ["type": "Account"], "Name": "Farm", "Industry": "Agriculture"],
+            ]])
+        #expect(Self.results(dependent).map(\.code) == [nil, nil, "FIELD_INTEGRITY_EXCEPTION", "INVALID_OR_NULL_FOR_RESTRICTED_PICKLIST"])
+        #expect(await server.records("Account").count == 8)
         // An unknown field fails the whole call; so do more than 200 records.
         let unknown = try await Self.send(
             server, "POST", Self.api(server, "composite/sobjects"), token: token,
