@@ -162,6 +162,34 @@ struct KintoHostileAnswerTests {
         await stub.stop()
     }
 
+    @Test("a total that is not a count is a protocol violation; a HEAD without one leaves the total unknown; a 304 asks for none")
+    func totals() async throws {
+        let stub = try await KintoStub.start()
+        let client = try SyncClient(backend: KintoBackend(url: await stub.root, bucket: "b"), models: [Self.product], pageSize: 10)
+        await client.record()
+        try await client.engine.logIn(Credentials(user: "ann", password: "pw"))
+        await stub.enqueue([.init(status: 200, body: Self.page)])
+        await stub.enqueueHead([.init(status: 200, headers: ["Total-Objects": "lots"], body: "")])
+        let error = await #expect(throws: SyncError.self) { try await client.engine.sync(models: ["Product"]) }
+        #expect(error?.code == .protocolViolation && error?.message.contains("Total-Objects") == true, "\(String(describing: error))")
+        #expect(try client.objects("Product").isEmpty, "nothing of the page was applied")
+
+        await stub.enqueue([.init(status: 200, body: Self.page)])
+        await stub.enqueueHead([.init(status: 200, headers: ["Total-Objects": "7"], body: "")])
+        try await client.engine.sync(models: ["Product"])
+        #expect(client.log.notifications(.inProgress, model: "Product").last?.totalCount == 7)
+        #expect(await stub.heads == ["/v1/buckets/b/collections/Product/records", "/v1/buckets/b/collections/Product/records"])
+
+        client.log.clear()
+        await stub.enqueue([.init(status: 200, body: #"{"data":[{"id":"p2","last_modified":11,"name":"Two"}]}"#)])
+        try await client.engine.sync(models: ["Product"])
+        #expect(client.log.notifications(.inProgress, model: "Product").last.map { $0.totalCount == nil } == true, "no total told, none guessed")
+        await stub.enqueue([.init(status: 304, body: "")])
+        try await client.engine.sync(models: ["Product"])
+        #expect(await stub.heads.count == 3, "a 304 ends the pull without asking for a total")
+        await stub.stop()
+    }
+
     @Test("no password, nor the Authorization header it travels in, appears in an error, a notification or a log line of syncs that log in and fail")
     func secretsStaySecret() async throws {
         let stub = try await KintoStub.start()

@@ -195,6 +195,39 @@ struct KintoScenarioTests {
         try await Self.expectSame(second, server, bucket)
     }
 
+    @Test("each page of a pull carries the total Kinto tells on HEAD (Total-Objects), a server filter's too; a list answer tells none")
+    func totals() async throws {
+        let url = try KintoServers.main()
+        let user = Credentials(user: KintoServers.unique("tom"), password: "pw")
+        let (server, bucket) = try await Self.productCollection(url, user, bucket: "tot")
+        try await server.putMany(bucket, "Product", Self.products(1...12))
+        // What Kinto 26 answers: the total on HEAD, none on a list.
+        #expect(try await server.raw("HEAD", server.records(bucket, "Product")).header("total-objects") == "12")
+        let listed = try await server.raw("GET", server.records(bucket, "Product") + "?_since=0&_limit=5")
+        #expect(listed.status == 200 && listed.header("total-objects") == nil && listed.header("total-records") == nil)
+
+        let device = try await Self.device(url, bucket: bucket, user, pageSize: 5)
+        try await device.engine.sync(models: ["Product"])
+        let first = device.log.notifications(.inProgress, model: "Product")
+        #expect(first.count == 3 && first.allSatisfy { $0.totalCount == 12 }, "\(first.map(\.totalCount))")
+
+        // A delta after 3 creates and a delete: the server holds 14.
+        try await server.putMany(bucket, "Product", Self.products(13...15))
+        try await server.call("DELETE", server.records(bucket, "Product") + "/p1")
+        device.log.clear()
+        try await device.engine.sync(models: ["Product"])
+        let delta = device.log.notifications(.inProgress, model: "Product")
+        #expect(!delta.isEmpty && delta.allSatisfy { $0.totalCount == 14 }, "\(delta.map(\.totalCount))")
+
+        // Through a server filter, the total is of the records it matches (p2, p4 … p14).
+        let filtered = try await Self.device(url, bucket: bucket, user, pageSize: 5)
+        try await filtered.engine.configure("Product", ModelSyncConfiguration(serverFilter: ["brand": "Acme"]))
+        try await filtered.engine.sync(models: ["Product"])
+        let acme = filtered.log.notifications(.inProgress, model: "Product")
+        #expect(try filtered.model("Product").count() == 7)
+        #expect(acme.count == 2 && acme.allSatisfy { $0.totalCount == 7 }, "\(acme.map(\.totalCount))")
+    }
+
     @Test("a wrong password is a clear 401 error and leaves the store as it was (accounts plugin)")
     func wrongPassword() async throws {
         let url = try KintoServers.accounts()
