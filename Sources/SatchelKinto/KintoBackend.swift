@@ -114,20 +114,23 @@ public final class KintoBackend: SyncBackend {
 
     // MARK: - Pull
 
-    /// Where a pull stands: the highest `last_modified` applied, and the `Next-Page` URL while
-    /// paging.
+    /// Where a pull stands: the highest `last_modified` applied, and while paging the `Next-Page`
+    /// URL and the total the server told when the pull began.
     struct Cursor {
         var since: Int64?
         var next: String?
+        var total: Int?
 
-        init(since: Int64?, next: String?) {
+        init(since: Int64?, next: String?, total: Int? = nil) {
             self.since = since
             self.next = next
+            self.total = total
         }
 
         init(_ value: JSONValue?) {
             since = value?.objectValue?["since"]?.intValue
             next = value?.objectValue?["next"]?.stringValue
+            total = value?.objectValue?["total"]?.intValue.flatMap { Int(exactly: $0) }
         }
 
         var json: JSONValue? {
@@ -135,6 +138,7 @@ public final class KintoBackend: SyncBackend {
             var object = JSONObject()
             if let since { object["since"] = .int(since) }
             if let next { object["next"] = .string(next) }
+            if let total { object["total"] = .int(Int64(total)) }
             return .object(object)
         }
     }
@@ -166,7 +170,30 @@ public final class KintoBackend: SyncBackend {
         default:
             try check(answer, what)
         }
-        return try pullPage(answer, since: cursor.since, what: what)
+        // Kinto tells the total on HEAD only: asked once as a pull begins, kept in the cursor for
+        // its later pages.
+        var total = cursor.total
+        if total == nil { total = try await self.total(request, what: what) }
+        return try pullPage(answer, since: cursor.since, total: total, what: what)
+    }
+
+    /// How many records of the request's model the server holds (those its server filter
+    /// matches): `Total-Objects` of a `HEAD` on the records (nil when the answer has none).
+    ///
+    /// - Throws: ``SyncError`` `.protocolViolation` for a total that is not a count.
+    func total(_ request: PullRequest, what: String) async throws -> Int? {
+        let answer = try await send("HEAD", try root(collectionPath(request.model.name) + "/records", serverFilter(request)), what: what)
+        try check(answer, what)
+        return try Self.total(answer, what)
+    }
+
+    /// The `Total-Objects` of an answer (`Total-Records` before Kinto 15), nil when it has none.
+    static func total(_ answer: SyncHTTPClient.Response, _ what: String) throws(SyncError) -> Int? {
+        guard let text = answer.header("total-objects") ?? answer.header("total-records") else { return nil }
+        guard let total = Int(text.trimmingCharacters(in: .whitespaces)), total >= 0 else {
+            throw SyncError(.protocolViolation, "\(what): the Total-Objects header is not a count (\(text.prefix(40)))")
+        }
+        return total
     }
 
     /// A record list in the engine's terms: live records as upserts, tombstones as deletes, and
@@ -176,7 +203,7 @@ public final class KintoBackend: SyncBackend {
     ///
     /// - Throws: ``SyncError`` `.protocolViolation` for an answer that is not a record list, or
     ///   whose next page is on another server.
-    package func pullPage(_ answer: SyncHTTPClient.Response, since: Int64?, what: String) throws(SyncError) -> PullPage {
+    package func pullPage(_ answer: SyncHTTPClient.Response, since: Int64?, total: Int? = nil, what: String) throws(SyncError) -> PullPage {
         guard let records = try answer.json(what)["data"]?.arrayValue else {
             throw SyncError(.protocolViolation, "\(what): the answer has no `data` list")
         }
@@ -198,8 +225,9 @@ public final class KintoBackend: SyncBackend {
         if let next, !isOnThisServer(next) {
             throw SyncError(.protocolViolation, "\(what): the next page is on another server (\(next))")
         }
-        page.nextCursor = Cursor(since: since, next: next).json
+        page.nextCursor = Cursor(since: since, next: next, total: next == nil ? nil : total).json
         page.done = next == nil
+        page.totalCount = total
         return page
     }
 
@@ -210,12 +238,15 @@ public final class KintoBackend: SyncBackend {
     func recordsURL(_ request: PullRequest, since: Int64?) throws(SyncError) -> URL {
         // `_since` even on a first pull (0): without it Kinto lists no tombstones, and a record
         // deleted while the first pull pages on would never be seen deleted.
-        var query: [(String, String)] = [("_since", String(since ?? 0)), ("_sort", "last_modified"), ("_limit", String(max(1, request.pageSize)))]
-        // A server filter is Kinto's querystring filters (`name=value`, `min_n=2`, ...).
-        for (name, value) in request.configuration.serverFilter ?? JSONObject() {
-            query.append((name, value.stringValue ?? String(decoding: value.jsonBytes, as: UTF8.self)))
+        let query: [(String, String)] = [("_since", String(since ?? 0)), ("_sort", "last_modified"), ("_limit", String(max(1, request.pageSize)))]
+        return try root(collectionPath(request.model.name) + "/records", query + serverFilter(request))
+    }
+
+    /// A server filter as Kinto's querystring filters (`name=value`, `min_n=2`, ...).
+    func serverFilter(_ request: PullRequest) -> [(String, String)] {
+        (request.configuration.serverFilter ?? JSONObject()).map { name, value in
+            (name, value.stringValue ?? String(decoding: value.jsonBytes, as: UTF8.self))
         }
-        return try root(collectionPath(request.model.name) + "/records", query)
     }
 
     // MARK: - Push
