@@ -1,26 +1,40 @@
-import Foundation
+package import Foundation
 
-/// A `multipart/form-data` body (RFC 7578) for a push with blobs: one file part per blob,
-/// named `attribute-objectID`, then the changes as the text part `cud`.
-struct MultipartForm {
-    let boundary = "satchel-\(UUID().uuidString)"
-    let body: Data
+/// A `multipart/form-data` body (RFC 7578): the adapters' uploads (RhoConnect's push with blobs,
+/// Kinto's attachments). Package-visible, like ``SyncHTTPClient``: it is not app API.
+package struct MultipartForm: Sendable {
+    /// One part: a form field, or a file when it has a file name.
+    package struct Part: Sendable {
+        package var name: String
+        package var filename: String?
+        package var contentType: String
+        package var data: Data
 
-    var contentType: String { "multipart/form-data; boundary=\(boundary)" }
+        package init(name: String, filename: String? = nil, contentType: String, data: Data) {
+            self.name = name
+            self.filename = filename
+            self.contentType = contentType
+            self.data = data
+        }
+    }
 
-    init(files: [(part: String, file: String, data: Data)], cud: Data) {
+    package let boundary = "satchel-\(UUID().uuidString)"
+    package let body: Data
+
+    /// The request's `Content-Type`, naming the boundary.
+    package var contentType: String { "multipart/form-data; boundary=\(boundary)" }
+
+    package init(_ parts: [Part]) {
         let boundary = self.boundary
         var body = Data()
-        for file in files {
-            body.append(Self.lines(
-                "--\(boundary)", "Content-Disposition: form-data; name=\"\(Self.quoted(file.part))\"; filename=\"\(Self.quoted(file.file))\"",
-                "Content-Type: application/octet-stream", ""))
-            body.append(file.data)
+        for part in parts {
+            var disposition = "Content-Disposition: form-data; name=\"\(Self.quoted(part.name))\""
+            if let filename = part.filename { disposition += "; filename=\"\(Self.quoted(filename))\"" }
+            body.append(Self.lines("--\(boundary)", disposition, "Content-Type: \(part.contentType)", ""))
+            body.append(part.data)
             body.append(Self.lines(""))
         }
-        body.append(Self.lines("--\(boundary)", "Content-Disposition: form-data; name=\"cud\"", "Content-Type: application/json", ""))
-        body.append(cud)
-        body.append(Self.lines("", "--\(boundary)--"))
+        body.append(Self.lines("--\(boundary)--"))
         self.body = body
     }
 
