@@ -144,6 +144,7 @@ public final class KintoBackend: SyncBackend {
     }
 
     public func pull(_ request: PullRequest) async throws -> PullPage {
+        let blob = try Self.blobAttribute(of: request.model) ?? KintoMapping.attachmentField
         let cursor = Cursor(request.cursor)
         let what = "pull of \(request.model.name)"
         var answer: SyncHTTPClient.Response
@@ -174,7 +175,7 @@ public final class KintoBackend: SyncBackend {
         // its later pages.
         var total = cursor.total
         if total == nil { total = try await self.total(request, what: what) }
-        return try pullPage(answer, since: cursor.since, total: total, what: what)
+        return try pullPage(answer, since: cursor.since, total: total, blobAttribute: blob, what: what)
     }
 
     /// How many records of the request's model the server holds (those its server filter
@@ -198,24 +199,29 @@ public final class KintoBackend: SyncBackend {
 
     /// A record list in the engine's terms: live records as upserts, tombstones as deletes, and
     /// the cursor past them (the highest `last_modified` reached from `since`, and `Next-Page`
-    /// while there is one). Package-visible so that the fuzz targets read answers through the
-    /// code a pull runs.
+    /// while there is one). A record's attachment is `blobAttribute`, its URL to download; the
+    /// page declares it a blob attribute. Package-visible so that the fuzz targets read answers
+    /// through the code a pull runs.
     ///
     /// - Throws: ``SyncError`` `.protocolViolation` for an answer that is not a record list, or
     ///   whose next page is on another server.
-    package func pullPage(_ answer: SyncHTTPClient.Response, since: Int64?, total: Int? = nil, what: String) throws(SyncError) -> PullPage {
+    package func pullPage(
+        _ answer: SyncHTTPClient.Response, since: Int64?, total: Int? = nil, blobAttribute: String = KintoMapping.attachmentField, what: String
+    ) throws(SyncError) -> PullPage {
         guard let records = try answer.json(what)["data"]?.arrayValue else {
             throw SyncError(.protocolViolation, "\(what): the answer has no `data` list")
         }
         var page = PullPage()
         var since = since
         for value in records {
-            guard let record = KintoMapping.record(value) else {
+            guard let (record, attachment) = KintoMapping.record(value, attachmentAs: blobAttribute) else {
                 throw SyncError(.protocolViolation, "\(what): a record without a string `id` and an integer `last_modified`")
             }
             switch record {
             case .object(let id, let attributes, let version):
-                page.upserts.append(ServerObject(id: id, attributes: attributes, isWhole: true, version: .int(version)))
+                let urls = attachment.map { [blobAttribute: $0] } ?? [:]
+                if attachment != nil { page.blobAttributes = [blobAttribute] }
+                page.upserts.append(ServerObject(id: id, attributes: attributes, isWhole: true, version: .int(version), blobURLs: urls))
             case .deleted(let id, _):
                 page.deletes.append(id)
             }
@@ -252,13 +258,23 @@ public final class KintoBackend: SyncBackend {
     // MARK: - Push
 
     public func push(_ request: PushRequest) async throws -> [PushResult] {
+        // The blob attribute travels as the record's attachment, after the record's write.
+        let blob = try Self.blobAttribute(of: request.model)
+        var attachments: [String: AttachmentChange] = [:]
+        let changes = request.changes.map { change in
+            let (record, attachment) = Self.split(change, blobAttribute: blob)
+            attachments[change.id] = attachment
+            return record
+        }
+        let context = OutcomeContext(blobAttribute: blob ?? KintoMapping.attachmentField, carryingAttachments: Set(attachments.keys))
         // An update that removes attributes goes in the batch as a PUT of the whole object, unless
-        // that would erase what this device never pulls (an attribute list) or what changed on
-        // the server meanwhile (no version to guard it with): then on its own, as a merge patch.
-        let replaceable = request.configuration.onlyAttributes == nil && request.configuration.ignoredAttributes.isEmpty
+        // that would erase what this device never pulls (an attribute list), what changed on the
+        // server meanwhile (no version to guard it with) or the record's attachment (a PUT drops
+        // it): then on its own, as a merge patch.
+        let replaceable = request.configuration.onlyAttributes == nil && request.configuration.ignoredAttributes.isEmpty && blob == nil
         var batched: [OutgoingChange] = []
         var alone: [OutgoingChange] = []
-        for change in request.changes {
+        for change in changes {
             let replaced = replaceable && change.object != nil && change.baseVersion?.intValue != nil
             if Self.removesAttributes(change) && !replaced { alone.append(change) } else { batched.append(change) }
         }
@@ -266,10 +282,16 @@ public final class KintoBackend: SyncBackend {
         var start = 0
         while start < batched.count {
             let chunk = Array(batched[start..<min(start + Self.batchLimit, batched.count)])
-            results += try await pushBatch(chunk, model: request.model.name, mayCreateCollection: true)
+            results += try await pushBatch(chunk, model: request.model.name, mayCreateCollection: true, context: context)
             start += chunk.count
         }
-        for change in alone { results.append(try await mergePatch(change, model: request.model.name)) }
+        for change in alone { results.append(try await mergePatch(change, model: request.model.name, context: context)) }
+        for index in results.indices {
+            guard let attachment = attachments[results[index].id], case .accepted = results[index].outcome,
+                let change = changes.first(where: { $0.id == results[index].id })
+            else { continue }
+            results[index].outcome = try await send(attachment, of: change, model: request.model.name)
+        }
         return results
     }
 
@@ -278,7 +300,7 @@ public final class KintoBackend: SyncBackend {
         change.kind == .update && change.attributes.contains { $0.value.isNull }
     }
 
-    func pushBatch(_ changes: [OutgoingChange], model: String, mayCreateCollection: Bool) async throws -> [PushResult] {
+    func pushBatch(_ changes: [OutgoingChange], model: String, mayCreateCollection: Bool, context: OutcomeContext) async throws -> [PushResult] {
         let what = "push to \(model)"
         let path = "/" + collectionPath(model) + "/records/"
         let requests: [JSONValue] = changes.map { change in
@@ -312,10 +334,10 @@ public final class KintoBackend: SyncBackend {
         let body: JSONObject = ["requests": .array(requests)]
         let answer = try await send("POST", root("batch"), body: Data(body.jsonBytes), what: what)
         try check(answer, what)
-        var (results, retry) = try Self.batchOutcomes(answer, changes: changes, mayCreateCollection: mayCreateCollection, what: what)
+        var (results, retry) = try Self.batchOutcomes(answer, changes: changes, mayCreateCollection: mayCreateCollection, context: context, what: what)
         if !retry.isEmpty {
             try await ensureCollection(model)
-            results += try await pushBatch(retry, model: model, mayCreateCollection: false)
+            results += try await pushBatch(retry, model: model, mayCreateCollection: false, context: context)
         }
         return results
     }
@@ -327,7 +349,8 @@ public final class KintoBackend: SyncBackend {
     /// - Throws: ``SyncError`` `.protocolViolation` for an answer that does not hold one response
     ///   with a status per change; `.unauthorized` for a `401`.
     package static func batchOutcomes(
-        _ answer: SyncHTTPClient.Response, changes: [OutgoingChange], mayCreateCollection: Bool, what: String
+        _ answer: SyncHTTPClient.Response, changes: [OutgoingChange], mayCreateCollection: Bool, context: OutcomeContext = OutcomeContext(),
+        what: String
     ) throws(SyncError) -> (results: [PushResult], retry: [OutgoingChange]) {
         guard let responses = try answer.json(what)["responses"]?.arrayValue, responses.count == changes.count else {
             throw SyncError(.protocolViolation, "\(what): the batch answer does not hold one response per request")
@@ -343,7 +366,7 @@ public final class KintoBackend: SyncBackend {
                 retry.append(change)
                 continue
             }
-            results.append(PushResult(id: change.id, outcome: try outcome(of: change, status: status, body: body, what)))
+            results.append(PushResult(id: change.id, outcome: try outcome(of: change, status: status, body: body, context: context, what)))
         }
         return (results, retry)
     }
@@ -351,7 +374,7 @@ public final class KintoBackend: SyncBackend {
     /// An update that removes attributes, sent on its own as a JSON merge patch (RFC 7396), in
     /// which a null removes the field. Only outside `/batch`: Kinto sends a batch's sub-requests
     /// on as plain JSON, whatever their `Content-Type`.
-    func mergePatch(_ change: OutgoingChange, model: String) async throws -> PushResult {
+    func mergePatch(_ change: OutgoingChange, model: String, context: OutcomeContext) async throws -> PushResult {
         let what = "push to \(model)"
         var headers = ["Content-Type": "application/merge-patch+json"]
         if let version = change.baseVersion?.intValue { headers["If-Match"] = "\"\(version)\"" }
@@ -359,11 +382,27 @@ public final class KintoBackend: SyncBackend {
         let body: JSONObject = ["data": .object(KintoMapping.data(change.attributes))]
         let answer = try await send("PATCH", url, headers: headers, body: Data(body.jsonBytes), what: what)
         let json = (try? answer.json("")) ?? .null
-        return PushResult(id: change.id, outcome: try Self.outcome(of: change, status: answer.status, body: json, what))
+        return PushResult(id: change.id, outcome: try Self.outcome(of: change, status: answer.status, body: json, context: context, what))
+    }
+
+    /// What a push needs to read the answers to its changes: the attribute a record's attachment
+    /// is read as, and the changes whose attachment goes after their record's write.
+    package struct OutcomeContext: Sendable {
+        var blobAttribute = KintoMapping.attachmentField
+        var carryingAttachments: Set<String> = []
+
+        package init() {}
+
+        init(blobAttribute: String, carryingAttachments: Set<String>) {
+            self.blobAttribute = blobAttribute
+            self.carryingAttachments = carryingAttachments
+        }
     }
 
     /// What one batch response means for its change.
-    static func outcome(of change: OutgoingChange, status: Int, body: JSONValue, _ what: String) throws(SyncError) -> PushOutcome {
+    static func outcome(
+        of change: OutgoingChange, status: Int, body: JSONValue, context: OutcomeContext = OutcomeContext(), _ what: String
+    ) throws(SyncError) -> PushOutcome {
         let message = Self.message(of: body) ?? "HTTP \(status)"
         switch status {
         case 200, 201:
@@ -372,13 +411,15 @@ public final class KintoBackend: SyncBackend {
         case 404:
             return .notFound
         case 412:
-            let existing = body["details"]?["existing"].flatMap(KintoMapping.record)
+            let existing = body["details"]?["existing"].flatMap { KintoMapping.record($0, attachmentAs: context.blobAttribute)?.record }
             guard case .object(_, let attributes, let version)? = existing else {
                 // Nothing (live) there: a create may go on; an update or delete has no object.
                 return change.kind == .create ? .retryLater(message: message) : .notFound
             }
-            if change.kind == .create, change.attributes.allSatisfy({ name, value in value.isNull || attributes[name] == value }) {
-                // An earlier push of this create went through and its answer was lost.
+            let held = change.attributes.allSatisfy { name, value in value.isNull ? attributes[name] == nil : attributes[name] == value }
+            if held && (change.kind == .create || context.carryingAttachments.contains(change.id)) {
+                // An earlier push of this change went through and its answer was lost (or its
+                // attachment failed after it): the record is written, its attachment goes next.
                 return .accepted(version: .int(version))
             }
             let text = change.kind == .create ? "a record with this id already exists on the server" : "the record was modified on the server meanwhile"
@@ -424,7 +465,8 @@ public final class KintoBackend: SyncBackend {
 
     /// Sends a request with basic auth, honouring and recording the server's `Backoff`.
     func send(
-        _ method: String, _ url: URL, headers: [String: String] = [:], body: Data? = nil, credentials: Credentials? = nil, what: String
+        _ method: String, _ url: URL, headers: [String: String] = [:], body: Data? = nil, credentials: Credentials? = nil, maximumBytes: Int? = nil,
+        what: String
     ) async throws(SyncError) -> SyncHTTPClient.Response {
         let (stored, backoff) = state.withLock { ($0.credentials, $0.backoffUntil) }
         if let backoff {
@@ -438,13 +480,13 @@ public final class KintoBackend: SyncBackend {
         }
         var headers = headers
         headers["Authorization"] = SyncHTTPClient.basicAuthorization(credentials)
-        var answer = try await http.send(method, url, headers: headers, body: body)
+        var answer = try await http.send(method, url, headers: headers, body: body, maximumBytes: maximumBytes)
         // 409 errno 122, "Integrity constraint violated, please retry": two writes raced for the
         // same timestamp on Kinto's PostgreSQL backend, and this one was rolled back whole (a
         // batch included). Sending it again is what Kinto asks.
         var attempts = 1
         while answer.status == 409, attempts < Self.raceAttempts, (try? answer.json(""))?["errno"]?.intValue == 122 {
-            answer = try await http.send(method, url, headers: headers, body: body)
+            answer = try await http.send(method, url, headers: headers, body: body, maximumBytes: maximumBytes)
             attempts += 1
         }
         if let seconds = answer.header("backoff").flatMap({ Int64($0.trimmingCharacters(in: .whitespaces)) }), seconds > 0 {
