@@ -23,6 +23,8 @@ actor KintoStub {
     private(set) var requests: [String] = []
     /// The path (with query) of every `HEAD` request, in order.
     private(set) var heads: [String] = []
+    /// Whether each of ``requests`` carried an `Authorization` header.
+    private(set) var authorized: [Bool] = []
 
     static func start() async throws -> KintoStub {
         let (http, port, task) = try await LoopbackHTTP.start("Kinto stub", timeout: 10)
@@ -70,6 +72,7 @@ actor KintoStub {
             answer = headAnswers.isEmpty ? Answer(status: 200, body: "") : headAnswers.removeFirst()
         } else {
             requests.append("\(request.method.rawValue) \(request.path)" + (query.isEmpty ? "" : "?\(query)"))
+            authorized.append(request.headers[HTTPHeader("Authorization")] != nil)
             answer = answers.isEmpty ? Answer(status: 500, body: #"{"code":500,"errno":999,"error":"no canned answer"}"#) : answers.removeFirst()
         }
         var headers = FlyingFox.HTTPHeaders()
