@@ -20,6 +20,8 @@ import Synchronization
 ///   through `Next-Page`; tombstones (`deleted: true`) are deletes. The cursor is the collection
 ///   timestamp reached (the highest `last_modified` applied), stored with each page; a delta
 ///   asks `If-None-Match` with it, and a `304` ends the pull at once.
+///   Each page carries the total the server holds (``PullPage/totalCount``): `Total-Objects` of
+///   one `HEAD` on the records as the pull begins (Kinto tells it on `HEAD` only).
 /// - **Push**: `POST /batch`, at most 25 changes a request. Creates are `PUT` with
 ///   `If-None-Match: *`, updates `PATCH` and deletes `DELETE` with `If-Match` of the record's
 ///   last known `last_modified`; `last_modified` is never sent in a body. An update that removes
@@ -32,6 +34,10 @@ import Synchronization
 ///   ``RecordErrorAction/rollback`` takes it. A `403` or `400` on a record is a record error too.
 /// - **Errors**: `401` is ``SyncError/Code/unauthorized``; `Retry-After` and `Backoff` become
 ///   ``SyncError/retryAfter`` (after a `Backoff`, calls fail as retryable until it has passed).
+/// - **Blobs**: a model's blob attribute (at most one) is its record's attachment, through the
+///   kinto-attachment plugin: uploaded to `…/records/ID/attachment` after the record's write,
+///   removed with `DELETE` there, downloaded from its `location` (see
+///   `KintoBackend+Attachments.swift`).
 /// - Ids and attribute names are mapped by ``KintoMapping``.
 ///
 /// Kinto authenticates every request (HTTP basic auth), so the adapter needs the password for
