@@ -44,7 +44,7 @@ extension KintoBackend {
 
     /// Uploads or removes the attachment of `change`'s record, whose write was accepted: the
     /// change's outcome, with the record's version after it (the answer's `ETag`).
-    func send(_ attachment: AttachmentChange, of change: OutgoingChange, model: String) async throws -> PushOutcome {
+    func sendAttachment(_ attachment: AttachmentChange, of change: OutgoingChange, model: String) async throws -> PushOutcome {
         let what = "attachment of \(model)"
         let url = try root(collectionPath(model) + "/records/" + KintoMapping.recordID(change.id) + "/attachment")
         let answer: SyncHTTPClient.Response

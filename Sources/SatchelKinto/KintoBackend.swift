@@ -180,7 +180,7 @@ public final class KintoBackend: SyncBackend {
         // Kinto tells the total on HEAD only: asked once as a pull begins, kept in the cursor for
         // its later pages.
         var total = cursor.total
-        if total == nil { total = try await self.total(request, what: what) }
+        if cursor.next == nil { total = try await self.total(request, what: what) }
         return try pullPage(answer, since: cursor.since, total: total, blobAttribute: blob, what: what)
     }
 
@@ -296,7 +296,7 @@ public final class KintoBackend: SyncBackend {
             guard let attachment = attachments[results[index].id], case .accepted = results[index].outcome,
                 let change = changes.first(where: { $0.id == results[index].id })
             else { continue }
-            results[index].outcome = try await send(attachment, of: change, model: request.model.name)
+            results[index].outcome = try await sendAttachment(attachment, of: change, model: request.model.name)
         }
         return results
     }
