@@ -3,15 +3,19 @@
 # go to stdout; progress and errors go to stderr.
 #
 #   scripts/kinto.sh install
-#       Creates the venv ${SATCHEL_KINTO_VENV:-<repo>/.build-kinto/venv} with Kinto in it, if needed.
+#       Creates the venv ${SATCHEL_KINTO_VENV:-<repo>/.build-kinto/venv} with Kinto and the
+#       kinto-attachment plugin in it, if needed.
 #   scripts/kinto.sh start DIR [--accounts] [--postgresql]
 #       Starts a Kinto whose files live in DIR and prints its URL, http://127.0.0.1:PORT/v1, once
 #       healthy. Default: memory backend, basic auth taking any user:password. --accounts: accounts
 #       are the only auth (sign up with PUT /v1/accounts/NAME; a wrong password then gets 401).
 #       --postgresql: a private PostgreSQL cluster in DIR/pg holds the data. If DIR has a kinto.ini,
-#       this restarts that server: same config and port (flags ignored), same PostgreSQL data.
+#       this restarts that server: same config and ports (flags ignored), same PostgreSQL data.
+#       Attachments (kinto-attachment) are stored in DIR/attachments, which a static file server
+#       on a port of its own serves (Kinto does not serve them itself); it starts and stops with
+#       Kinto.
 #   scripts/kinto.sh stop DIR
-#       Stops the Kinto of DIR, if running; its PostgreSQL keeps running.
+#       Stops the Kinto of DIR and its file server, if running; its PostgreSQL keeps running.
 #   scripts/kinto.sh psql DIR [PSQL ARGS...]
 #       Runs psql on the Kinto database of DIR's PostgreSQL cluster.
 #   scripts/kinto.sh up ROOT
@@ -26,11 +30,13 @@ set -euo pipefail
 script=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")
 repo=$(dirname "$(dirname "$script")")
 venv=${SATCHEL_KINTO_VENV:-$repo/.build-kinto/venv}
-requirement='kinto[postgresql]>=26,<27'
+# kinto-attachment 9 needs Python 3.12; 8.0 is the newest that runs on Debian 12's Python 3.11.
+requirements=('kinto[postgresql]>=26,<27' 'kinto-attachment>=8,<9')
+requirement="${requirements[*]}"
 
 say() { echo "kinto.sh: $*" >&2; }
 die() { say "$*"; exit 1; }
-usage() { { echo usage:; sed -n '5,24s/^#//p' "$script"; } >&2; exit 2; }
+usage() { { echo usage:; sed -n '5,28s/^#//p' "$script"; } >&2; exit 2; }
 
 # A TCP port on 127.0.0.1 that nothing listens on right now, and a random secret.
 # It is picked at random below the kernel's ephemeral range (32768 and up on Linux): a port the
@@ -89,7 +95,7 @@ cmd_install() {
     local marker=$venv/.satchel-requirement
     # Done when the marker (written after a successful install) matches and the venv still works.
     if [ "$(cat "$marker" 2>/dev/null)" = "$requirement" ] &&
-        "$venv/bin/python" -c 'import importlib.util as u; assert u.find_spec("kinto")' 2>/dev/null; then
+        "$venv/bin/python" -c 'import importlib.util as u; assert u.find_spec("kinto") and u.find_spec("kinto_attachment")' 2>/dev/null; then
         return 0
     fi
     say "installing $requirement into $venv"
@@ -97,7 +103,7 @@ cmd_install() {
         rm -rf "$venv"
         python3 -m venv "$venv" >&2
     fi
-    "$venv/bin/pip" install --quiet --disable-pip-version-check "$requirement" >&2
+    "$venv/bin/pip" install --quiet --disable-pip-version-check "${requirements[@]}" >&2
     echo "$requirement" >"$marker"
 }
 
@@ -125,12 +131,13 @@ pg_up() {
     fi
 }
 
-# Writes the config FILE of a new Kinto: ACCOUNTS is 0 or 1; PG_PORT is empty for the memory backend.
+# Writes the config FILE of a new Kinto whose files live in DIR: ACCOUNTS is 0 or 1; PG_PORT is
+# empty for the memory backend.
 write_config() {
-    local backend=memory url="" includes=kinto.plugins.default_bucket
+    local backend=memory url="" includes="kinto.plugins.default_bucket kinto_attachment"
     local auth="multiauth.policies = basicauth"
-    if [ -n "$3" ]; then backend=postgresql url=postgresql://postgres@127.0.0.1:$3/kinto; fi
-    if [ "$2" = 1 ]; then
+    if [ -n "$4" ]; then backend=postgresql url=postgresql://postgres@127.0.0.1:$4/kinto; fi
+    if [ "$3" = 1 ]; then
         # The account policy alone: with basicauth after it, a wrong password would fall through
         # to basic auth and get 403 instead of 401.
         includes+=" kinto.plugins.accounts"
@@ -157,6 +164,11 @@ $auth
 kinto.bucket_create_principals = system.Authenticated
 kinto.userid_hmac_secret = $(secret)
 kinto.default_bucket_hmac_secret = $(secret)
+# kinto-attachment: files in DIR/attachments, served by the file server at base_url. Satchel
+# uploads blobs as <content hash>.bin: bin is allowed besides the plugin's default extensions.
+kinto.attachment.base_path = $2/attachments
+kinto.attachment.base_url = http://127.0.0.1:$(free_port)/
+kinto.attachment.extensions = default+bin
 
 [loggers]
 keys = root
@@ -176,32 +188,62 @@ format = %(asctime)s %(levelname)-5.5s [%(name)s] %(message)s
 EOF
 }
 
-# Whether the Kinto of DIR is alive: its pid file names a live process, not a zombie, that is
-# still Kinto.
-running() {
+# Whether the process whose pid file is PIDFILE is alive: a live process, not a zombie, that is
+# still the program WORD names.
+alive() {
     local pid state cmdline
-    pid=$(cat "$1/kinto.pid" 2>/dev/null) && kill -0 "$pid" 2>/dev/null || return 1
+    pid=$(cat "$1" 2>/dev/null) && kill -0 "$pid" 2>/dev/null || return 1
     [ -r "/proc/$pid/stat" ] || return 0
     # A zombie has exited. A process mid-exec may show an empty command line for an instant, so
-    # only a non-empty one without "kinto" means the pid now belongs to another program.
+    # only a non-empty one without WORD means the pid now belongs to another program.
     state=$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | cut -d' ' -f1)
     [ "$state" != Z ] || return 1
     cmdline=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)
-    [ -z "$cmdline" ] || [[ $cmdline == *kinto* ]]
+    [ -z "$cmdline" ] || [[ $cmdline == *"$2"* ]]
+}
+# Whether the Kinto of DIR is alive, and whether its file server is.
+running() { alive "$1/kinto.pid" kinto; }
+serving() { alive "$1/files.pid" http.server; }
+
+# The URL the file server of a config file serves attachments at (its base_url).
+files_url_of() { awk '$1 == "kinto.attachment.base_url" { print $3; exit }' "$1"; }
+
+# Starts a program in the background with its own session (away from our terminal), no stdin,
+# its output appended to LOG, no signal blocked and no inherited descriptor; writes its pid to
+# PIDFILE. It execs (no fork), so $! is the program itself.
+launch() {
+    local log=$1 pidfile=$2
+    shift 2
+    (close_inherited_fds && exec setsid python3 -c 'import os, signal, sys; signal.pthread_sigmask(signal.SIG_SETMASK, []); os.execv(sys.argv[1], sys.argv[1:])' "$@" </dev/null >>"$log" 2>&1) &
+    echo $! >"$pidfile"
 }
 
-# Whether GET URL/__heartbeat__ answers 200.
-healthy() {
+# Ends the process of PIDFILE (TERM, then KILL after 10 s) while CHECK DIR says it is alive.
+end() {
+    local check=$1 dir=$2 pidfile=$3 pid i
+    if "$check" "$dir"; then
+        pid=$(cat "$pidfile")
+        kill -TERM "$pid" 2>/dev/null || true
+        for ((i = 0; i < 100; i++)); do "$check" "$dir" || break; sleep 0.1; done
+        ! "$check" "$dir" || kill -KILL "$pid" 2>/dev/null || true
+    fi
+    rm -f "$pidfile"
+}
+
+# Whether GET URL answers 200.
+answers() {
     if command -v curl >/dev/null; then
-        [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$1/__heartbeat__")" = 200 ]
+        [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$1")" = 200 ]
     else
-        python3 -c 'import sys, urllib.request as u; u.urlopen(sys.argv[1], timeout=5)' \
-            "$1/__heartbeat__" 2>/dev/null
+        python3 -c 'import sys, urllib.request as u; u.urlopen(sys.argv[1], timeout=5)' "$1" 2>/dev/null
     fi
 }
+# Whether the Kinto at URL (its API root) is healthy: /__heartbeat__ checks its backends, the
+# attachments' storage included.
+healthy() { answers "$1/__heartbeat__"; }
 
 cmd_start() {
-    local dir="" accounts=0 postgresql=0 arg url deadline
+    local dir="" accounts=0 postgresql=0 arg url files port deadline
     for arg; do
         case $arg in
             --accounts) accounts=1 ;;
@@ -217,28 +259,33 @@ cmd_start() {
     if [ ! -f "$dir/kinto.ini" ]; then
         if [ "$postgresql" = 1 ]; then
             pg_up "$dir"
-            write_config "$dir/new.ini" "$accounts" "$(port_of "$dir/pg/data/postgresql.conf")"
+            write_config "$dir/new.ini" "$dir" "$accounts" "$(port_of "$dir/pg/data/postgresql.conf")"
             say "creating Kinto's schema in PostgreSQL"
             "$venv/bin/kinto" migrate --ini "$dir/new.ini" >>"$dir/kinto.log" 2>&1 ||
                 { tail -n 30 "$dir/kinto.log" >&2; die "kinto migrate failed in $dir"; }
         else
-            write_config "$dir/new.ini" "$accounts" ""
+            write_config "$dir/new.ini" "$dir" "$accounts" ""
         fi
         mv "$dir/new.ini" "$dir/kinto.ini" # only now, so that a failed first start is redone
     elif [ -d "$dir/pg" ]; then
         pg_up "$dir"
     fi
     url=http://127.0.0.1:$(port_of "$dir/kinto.ini")/v1
-    if ! running "$dir"; then
-        # setsid: its own session, away from our terminal. It execs (no fork), so $! is Kinto itself.
-        (close_inherited_fds && exec setsid python3 -c 'import os, signal, sys; signal.pthread_sigmask(signal.SIG_SETMASK, []); os.execv(sys.argv[1], sys.argv[1:])' "$venv/bin/kinto" start --ini "$dir/kinto.ini" </dev/null >>"$dir/kinto.log" 2>&1) &
-        echo $! >"$dir/kinto.pid"
+    files=$(files_url_of "$dir/kinto.ini")
+    [ -n "$files" ] || die "$dir/kinto.ini sets no kinto.attachment.base_url (made by an older kinto.sh: remove $dir)"
+    mkdir -p "$dir/attachments"
+    if ! serving "$dir"; then
+        # The attachments, as the plugin's base_url says (a static server: Kinto serves none).
+        port=${files%/}
+        launch "$dir/files.log" "$dir/files.pid" "$venv/bin/python" -m http.server "${port##*:}" \
+            --bind 127.0.0.1 --directory "$dir/attachments"
     fi
+    if ! running "$dir"; then launch "$dir/kinto.log" "$dir/kinto.pid" "$venv/bin/kinto" start --ini "$dir/kinto.ini"; fi
     deadline=$((SECONDS + 60))
-    until healthy "$url"; do
-        if ! running "$dir" || [ "$SECONDS" -ge "$deadline" ]; then
-            say "Kinto in $dir is not healthy at $url; the end of $dir/kinto.log:"
-            tail -n 30 "$dir/kinto.log" >&2
+    until healthy "$url" && answers "$files"; do
+        if ! running "$dir" || ! serving "$dir" || [ "$SECONDS" -ge "$deadline" ]; then
+            say "Kinto in $dir is not healthy at $url (attachments at $files); the ends of its logs:"
+            tail -n 30 "$dir/kinto.log" "$dir/files.log" >&2
             cmd_stop "$dir"
             exit 1
         fi
@@ -248,14 +295,8 @@ cmd_start() {
 }
 
 cmd_stop() {
-    local dir=$1 pid i
-    if running "$dir"; then
-        pid=$(cat "$dir/kinto.pid")
-        kill -TERM "$pid" 2>/dev/null || true
-        for ((i = 0; i < 100; i++)); do running "$dir" || break; sleep 0.1; done
-        ! running "$dir" || kill -KILL "$pid" 2>/dev/null || true
-    fi
-    rm -f "$dir/kinto.pid"
+    end running "$1" "$1/kinto.pid"
+    end serving "$1" "$1/files.pid"
 }
 
 # Runs psql on the database of DIR's PostgreSQL cluster (tests seed big collections with SQL).

@@ -20,6 +20,8 @@ import Synchronization
 ///   through `Next-Page`; tombstones (`deleted: true`) are deletes. The cursor is the collection
 ///   timestamp reached (the highest `last_modified` applied), stored with each page; a delta
 ///   asks `If-None-Match` with it, and a `304` ends the pull at once.
+///   Each page carries the total the server holds (``PullPage/totalCount``): `Total-Objects` of
+///   one `HEAD` on the records as the pull begins (Kinto tells it on `HEAD` only).
 /// - **Push**: `POST /batch`, at most 25 changes a request. Creates are `PUT` with
 ///   `If-None-Match: *`, updates `PATCH` and deletes `DELETE` with `If-Match` of the record's
 ///   last known `last_modified`; `last_modified` is never sent in a body. An update that removes
@@ -32,6 +34,10 @@ import Synchronization
 ///   ``RecordErrorAction/rollback`` takes it. A `403` or `400` on a record is a record error too.
 /// - **Errors**: `401` is ``SyncError/Code/unauthorized``; `Retry-After` and `Backoff` become
 ///   ``SyncError/retryAfter`` (after a `Backoff`, calls fail as retryable until it has passed).
+/// - **Blobs**: a model's blob attribute (at most one) is its record's attachment, through the
+///   kinto-attachment plugin: uploaded to `…/records/ID/attachment` after the record's write,
+///   removed with `DELETE` there, downloaded from its `location` (see
+///   `KintoBackend+Attachments.swift`).
 /// - Ids and attribute names are mapped by ``KintoMapping``.
 ///
 /// Kinto authenticates every request (HTTP basic auth), so the adapter needs the password for
@@ -114,20 +120,23 @@ public final class KintoBackend: SyncBackend {
 
     // MARK: - Pull
 
-    /// Where a pull stands: the highest `last_modified` applied, and the `Next-Page` URL while
-    /// paging.
+    /// Where a pull stands: the highest `last_modified` applied, and while paging the `Next-Page`
+    /// URL and the total the server told when the pull began.
     struct Cursor {
         var since: Int64?
         var next: String?
+        var total: Int?
 
-        init(since: Int64?, next: String?) {
+        init(since: Int64?, next: String?, total: Int? = nil) {
             self.since = since
             self.next = next
+            self.total = total
         }
 
         init(_ value: JSONValue?) {
             since = value?.objectValue?["since"]?.intValue
             next = value?.objectValue?["next"]?.stringValue
+            total = value?.objectValue?["total"]?.intValue.flatMap { Int(exactly: $0) }
         }
 
         var json: JSONValue? {
@@ -135,11 +144,13 @@ public final class KintoBackend: SyncBackend {
             var object = JSONObject()
             if let since { object["since"] = .int(since) }
             if let next { object["next"] = .string(next) }
+            if let total { object["total"] = .int(Int64(total)) }
             return .object(object)
         }
     }
 
     public func pull(_ request: PullRequest) async throws -> PullPage {
+        let blob = try Self.blobAttribute(of: request.model) ?? KintoMapping.attachmentField
         let cursor = Cursor(request.cursor)
         let what = "pull of \(request.model.name)"
         var answer: SyncHTTPClient.Response
@@ -166,29 +177,57 @@ public final class KintoBackend: SyncBackend {
         default:
             try check(answer, what)
         }
-        return try pullPage(answer, since: cursor.since, what: what)
+        // Kinto tells the total on HEAD only: asked once as a pull begins, kept in the cursor for
+        // its later pages.
+        var total = cursor.total
+        if cursor.next == nil { total = try await self.total(request, what: what) }
+        return try pullPage(answer, since: cursor.since, total: total, blobAttribute: blob, what: what)
+    }
+
+    /// How many records of the request's model the server holds (those its server filter
+    /// matches): `Total-Objects` of a `HEAD` on the records (nil when the answer has none).
+    ///
+    /// - Throws: ``SyncError`` `.protocolViolation` for a total that is not a count.
+    func total(_ request: PullRequest, what: String) async throws -> Int? {
+        let answer = try await send("HEAD", try root(collectionPath(request.model.name) + "/records", serverFilter(request)), what: what)
+        try check(answer, what)
+        return try Self.total(answer, what)
+    }
+
+    /// The `Total-Objects` of an answer (`Total-Records` before Kinto 15), nil when it has none.
+    static func total(_ answer: SyncHTTPClient.Response, _ what: String) throws(SyncError) -> Int? {
+        guard let text = answer.header("total-objects") ?? answer.header("total-records") else { return nil }
+        guard let total = Int(text.trimmingCharacters(in: .whitespaces)), total >= 0 else {
+            throw SyncError(.protocolViolation, "\(what): the Total-Objects header is not a count (\(text.prefix(40)))")
+        }
+        return total
     }
 
     /// A record list in the engine's terms: live records as upserts, tombstones as deletes, and
     /// the cursor past them (the highest `last_modified` reached from `since`, and `Next-Page`
-    /// while there is one). Package-visible so that the fuzz targets read answers through the
-    /// code a pull runs.
+    /// while there is one). A record's attachment is `blobAttribute`, its URL to download; the
+    /// page declares it a blob attribute. Package-visible so that the fuzz targets read answers
+    /// through the code a pull runs.
     ///
     /// - Throws: ``SyncError`` `.protocolViolation` for an answer that is not a record list, or
     ///   whose next page is on another server.
-    package func pullPage(_ answer: SyncHTTPClient.Response, since: Int64?, what: String) throws(SyncError) -> PullPage {
+    package func pullPage(
+        _ answer: SyncHTTPClient.Response, since: Int64?, total: Int? = nil, blobAttribute: String = KintoMapping.attachmentField, what: String
+    ) throws(SyncError) -> PullPage {
         guard let records = try answer.json(what)["data"]?.arrayValue else {
             throw SyncError(.protocolViolation, "\(what): the answer has no `data` list")
         }
         var page = PullPage()
         var since = since
         for value in records {
-            guard let record = KintoMapping.record(value) else {
+            guard let (record, attachment) = KintoMapping.record(value, attachmentAs: blobAttribute) else {
                 throw SyncError(.protocolViolation, "\(what): a record without a string `id` and an integer `last_modified`")
             }
             switch record {
             case .object(let id, let attributes, let version):
-                page.upserts.append(ServerObject(id: id, attributes: attributes, isWhole: true, version: .int(version)))
+                let urls = attachment.map { [blobAttribute: $0] } ?? [:]
+                if attachment != nil { page.blobAttributes = [blobAttribute] }
+                page.upserts.append(ServerObject(id: id, attributes: attributes, isWhole: true, version: .int(version), blobURLs: urls))
             case .deleted(let id, _):
                 page.deletes.append(id)
             }
@@ -198,8 +237,9 @@ public final class KintoBackend: SyncBackend {
         if let next, !isOnThisServer(next) {
             throw SyncError(.protocolViolation, "\(what): the next page is on another server (\(next))")
         }
-        page.nextCursor = Cursor(since: since, next: next).json
+        page.nextCursor = Cursor(since: since, next: next, total: next == nil ? nil : total).json
         page.done = next == nil
+        page.totalCount = total
         return page
     }
 
@@ -210,24 +250,37 @@ public final class KintoBackend: SyncBackend {
     func recordsURL(_ request: PullRequest, since: Int64?) throws(SyncError) -> URL {
         // `_since` even on a first pull (0): without it Kinto lists no tombstones, and a record
         // deleted while the first pull pages on would never be seen deleted.
-        var query: [(String, String)] = [("_since", String(since ?? 0)), ("_sort", "last_modified"), ("_limit", String(max(1, request.pageSize)))]
-        // A server filter is Kinto's querystring filters (`name=value`, `min_n=2`, ...).
-        for (name, value) in request.configuration.serverFilter ?? JSONObject() {
-            query.append((name, value.stringValue ?? String(decoding: value.jsonBytes, as: UTF8.self)))
+        let query: [(String, String)] = [("_since", String(since ?? 0)), ("_sort", "last_modified"), ("_limit", String(max(1, request.pageSize)))]
+        return try root(collectionPath(request.model.name) + "/records", query + serverFilter(request))
+    }
+
+    /// A server filter as Kinto's querystring filters (`name=value`, `min_n=2`, ...).
+    func serverFilter(_ request: PullRequest) -> [(String, String)] {
+        (request.configuration.serverFilter ?? JSONObject()).map { name, value in
+            (name, value.stringValue ?? String(decoding: value.jsonBytes, as: UTF8.self))
         }
-        return try root(collectionPath(request.model.name) + "/records", query)
     }
 
     // MARK: - Push
 
     public func push(_ request: PushRequest) async throws -> [PushResult] {
+        // The blob attribute travels as the record's attachment, after the record's write.
+        let blob = try Self.blobAttribute(of: request.model)
+        var attachments: [String: AttachmentChange] = [:]
+        let changes = request.changes.map { change in
+            let (record, attachment) = Self.split(change, blobAttribute: blob)
+            attachments[change.id] = attachment
+            return record
+        }
+        let context = OutcomeContext(blobAttribute: blob ?? KintoMapping.attachmentField, carryingAttachments: Set(attachments.keys))
         // An update that removes attributes goes in the batch as a PUT of the whole object, unless
-        // that would erase what this device never pulls (an attribute list) or what changed on
-        // the server meanwhile (no version to guard it with): then on its own, as a merge patch.
-        let replaceable = request.configuration.onlyAttributes == nil && request.configuration.ignoredAttributes.isEmpty
+        // that would erase what this device never pulls (an attribute list), what changed on the
+        // server meanwhile (no version to guard it with) or the record's attachment (a PUT drops
+        // it): then on its own, as a merge patch.
+        let replaceable = request.configuration.onlyAttributes == nil && request.configuration.ignoredAttributes.isEmpty && blob == nil
         var batched: [OutgoingChange] = []
         var alone: [OutgoingChange] = []
-        for change in request.changes {
+        for change in changes {
             let replaced = replaceable && change.object != nil && change.baseVersion?.intValue != nil
             if Self.removesAttributes(change) && !replaced { alone.append(change) } else { batched.append(change) }
         }
@@ -235,10 +288,16 @@ public final class KintoBackend: SyncBackend {
         var start = 0
         while start < batched.count {
             let chunk = Array(batched[start..<min(start + Self.batchLimit, batched.count)])
-            results += try await pushBatch(chunk, model: request.model.name, mayCreateCollection: true)
+            results += try await pushBatch(chunk, model: request.model.name, mayCreateCollection: true, context: context)
             start += chunk.count
         }
-        for change in alone { results.append(try await mergePatch(change, model: request.model.name)) }
+        for change in alone { results.append(try await mergePatch(change, model: request.model.name, context: context)) }
+        for index in results.indices {
+            guard let attachment = attachments[results[index].id], case .accepted = results[index].outcome,
+                let change = changes.first(where: { $0.id == results[index].id })
+            else { continue }
+            results[index].outcome = try await sendAttachment(attachment, of: change, model: request.model.name)
+        }
         return results
     }
 
@@ -247,7 +306,7 @@ public final class KintoBackend: SyncBackend {
         change.kind == .update && change.attributes.contains { $0.value.isNull }
     }
 
-    func pushBatch(_ changes: [OutgoingChange], model: String, mayCreateCollection: Bool) async throws -> [PushResult] {
+    func pushBatch(_ changes: [OutgoingChange], model: String, mayCreateCollection: Bool, context: OutcomeContext) async throws -> [PushResult] {
         let what = "push to \(model)"
         let path = "/" + collectionPath(model) + "/records/"
         let requests: [JSONValue] = changes.map { change in
@@ -281,10 +340,10 @@ public final class KintoBackend: SyncBackend {
         let body: JSONObject = ["requests": .array(requests)]
         let answer = try await send("POST", root("batch"), body: Data(body.jsonBytes), what: what)
         try check(answer, what)
-        var (results, retry) = try Self.batchOutcomes(answer, changes: changes, mayCreateCollection: mayCreateCollection, what: what)
+        var (results, retry) = try Self.batchOutcomes(answer, changes: changes, mayCreateCollection: mayCreateCollection, context: context, what: what)
         if !retry.isEmpty {
             try await ensureCollection(model)
-            results += try await pushBatch(retry, model: model, mayCreateCollection: false)
+            results += try await pushBatch(retry, model: model, mayCreateCollection: false, context: context)
         }
         return results
     }
@@ -296,7 +355,8 @@ public final class KintoBackend: SyncBackend {
     /// - Throws: ``SyncError`` `.protocolViolation` for an answer that does not hold one response
     ///   with a status per change; `.unauthorized` for a `401`.
     package static func batchOutcomes(
-        _ answer: SyncHTTPClient.Response, changes: [OutgoingChange], mayCreateCollection: Bool, what: String
+        _ answer: SyncHTTPClient.Response, changes: [OutgoingChange], mayCreateCollection: Bool, context: OutcomeContext = OutcomeContext(),
+        what: String
     ) throws(SyncError) -> (results: [PushResult], retry: [OutgoingChange]) {
         guard let responses = try answer.json(what)["responses"]?.arrayValue, responses.count == changes.count else {
             throw SyncError(.protocolViolation, "\(what): the batch answer does not hold one response per request")
@@ -312,7 +372,7 @@ public final class KintoBackend: SyncBackend {
                 retry.append(change)
                 continue
             }
-            results.append(PushResult(id: change.id, outcome: try outcome(of: change, status: status, body: body, what)))
+            results.append(PushResult(id: change.id, outcome: try outcome(of: change, status: status, body: body, context: context, what)))
         }
         return (results, retry)
     }
@@ -320,7 +380,7 @@ public final class KintoBackend: SyncBackend {
     /// An update that removes attributes, sent on its own as a JSON merge patch (RFC 7396), in
     /// which a null removes the field. Only outside `/batch`: Kinto sends a batch's sub-requests
     /// on as plain JSON, whatever their `Content-Type`.
-    func mergePatch(_ change: OutgoingChange, model: String) async throws -> PushResult {
+    func mergePatch(_ change: OutgoingChange, model: String, context: OutcomeContext) async throws -> PushResult {
         let what = "push to \(model)"
         var headers = ["Content-Type": "application/merge-patch+json"]
         if let version = change.baseVersion?.intValue { headers["If-Match"] = "\"\(version)\"" }
@@ -328,11 +388,27 @@ public final class KintoBackend: SyncBackend {
         let body: JSONObject = ["data": .object(KintoMapping.data(change.attributes))]
         let answer = try await send("PATCH", url, headers: headers, body: Data(body.jsonBytes), what: what)
         let json = (try? answer.json("")) ?? .null
-        return PushResult(id: change.id, outcome: try Self.outcome(of: change, status: answer.status, body: json, what))
+        return PushResult(id: change.id, outcome: try Self.outcome(of: change, status: answer.status, body: json, context: context, what))
+    }
+
+    /// What a push needs to read the answers to its changes: the attribute a record's attachment
+    /// is read as, and the changes whose attachment goes after their record's write.
+    package struct OutcomeContext: Sendable {
+        var blobAttribute = KintoMapping.attachmentField
+        var carryingAttachments: Set<String> = []
+
+        package init() {}
+
+        init(blobAttribute: String, carryingAttachments: Set<String>) {
+            self.blobAttribute = blobAttribute
+            self.carryingAttachments = carryingAttachments
+        }
     }
 
     /// What one batch response means for its change.
-    static func outcome(of change: OutgoingChange, status: Int, body: JSONValue, _ what: String) throws(SyncError) -> PushOutcome {
+    static func outcome(
+        of change: OutgoingChange, status: Int, body: JSONValue, context: OutcomeContext = OutcomeContext(), _ what: String
+    ) throws(SyncError) -> PushOutcome {
         let message = Self.message(of: body) ?? "HTTP \(status)"
         switch status {
         case 200, 201:
@@ -341,13 +417,15 @@ public final class KintoBackend: SyncBackend {
         case 404:
             return .notFound
         case 412:
-            let existing = body["details"]?["existing"].flatMap(KintoMapping.record)
+            let existing = body["details"]?["existing"].flatMap { KintoMapping.record($0, attachmentAs: context.blobAttribute)?.record }
             guard case .object(_, let attributes, let version)? = existing else {
                 // Nothing (live) there: a create may go on; an update or delete has no object.
                 return change.kind == .create ? .retryLater(message: message) : .notFound
             }
-            if change.kind == .create, change.attributes.allSatisfy({ name, value in value.isNull || attributes[name] == value }) {
-                // An earlier push of this create went through and its answer was lost.
+            let held = change.attributes.allSatisfy { name, value in value.isNull ? attributes[name] == nil : attributes[name] == value }
+            if held && (change.kind == .create || context.carryingAttachments.contains(change.id)) {
+                // An earlier push of this change went through and its answer was lost (or its
+                // attachment failed after it): the record is written, its attachment goes next.
                 return .accepted(version: .int(version))
             }
             let text = change.kind == .create ? "a record with this id already exists on the server" : "the record was modified on the server meanwhile"
@@ -393,7 +471,8 @@ public final class KintoBackend: SyncBackend {
 
     /// Sends a request with basic auth, honouring and recording the server's `Backoff`.
     func send(
-        _ method: String, _ url: URL, headers: [String: String] = [:], body: Data? = nil, credentials: Credentials? = nil, what: String
+        _ method: String, _ url: URL, headers: [String: String] = [:], body: Data? = nil, credentials: Credentials? = nil, maximumBytes: Int? = nil,
+        what: String
     ) async throws(SyncError) -> SyncHTTPClient.Response {
         let (stored, backoff) = state.withLock { ($0.credentials, $0.backoffUntil) }
         if let backoff {
@@ -407,13 +486,13 @@ public final class KintoBackend: SyncBackend {
         }
         var headers = headers
         headers["Authorization"] = SyncHTTPClient.basicAuthorization(credentials)
-        var answer = try await http.send(method, url, headers: headers, body: body)
+        var answer = try await http.send(method, url, headers: headers, body: body, maximumBytes: maximumBytes)
         // 409 errno 122, "Integrity constraint violated, please retry": two writes raced for the
         // same timestamp on Kinto's PostgreSQL backend, and this one was rolled back whole (a
         // batch included). Sending it again is what Kinto asks.
         var attempts = 1
         while answer.status == 409, attempts < Self.raceAttempts, (try? answer.json(""))?["errno"]?.intValue == 122 {
-            answer = try await http.send(method, url, headers: headers, body: body)
+            answer = try await http.send(method, url, headers: headers, body: body, maximumBytes: maximumBytes)
             attempts += 1
         }
         if let seconds = answer.header("backoff").flatMap({ Int64($0.trimmingCharacters(in: .whitespaces)) }), seconds > 0 {

@@ -16,6 +16,10 @@ public import Satchel
 /// `~`, travel with one more `~` in front (`id` ↔ `~id`, `~x` ↔ `~~x`); a field starting with
 /// `~` loses one on the way back.
 ///
+/// **Attachments.** A model's blob attribute (at most one) is the record's attachment (the
+/// kinto-attachment plugin's field `attachment`), read as the file's URL; a model that declares
+/// none reads it as the attribute `attachment`.
+///
 /// **Removed attributes.** An attribute removed here is absent from the record there (the
 /// adapter replaces the record, or sends a merge patch). A `null` field another client wrote
 /// reads as no attribute (Satchel never stores nulls), and a record whose fields are all `null`
@@ -87,6 +91,25 @@ public enum KintoMapping {
             case .object(_, _, let version), .deleted(_, let version): version
             }
         }
+    }
+
+    /// The kinto-attachment plugin's field: a record's one attachment, an object whose `location`
+    /// is the file's URL (with its `filename`, `hash`, `mimetype` and `size`).
+    public static let attachmentField = "attachment"
+
+    /// Reads one record as ``record(_:)`` does, its attachment (the field `attachment` holding an
+    /// object with a string `location`) read as the attribute `blobAttribute` holding the file's
+    /// URL, which it returns too (nil: the record has no attachment). A field named
+    /// `blobAttribute` is then overridden; `attachment` holding anything else is an attribute
+    /// like any other.
+    public static func record(_ value: JSONValue, attachmentAs blobAttribute: String) -> (record: Record, attachment: String?)? {
+        guard let record = record(value) else { return nil }
+        guard case .object(let id, var attributes, let version) = record,
+            let location = value[attachmentField]?.objectValue?["location"]?.stringValue
+        else { return (record, nil) }
+        attributes[attachmentField] = nil
+        attributes[blobAttribute] = .string(location)
+        return (.object(id: id, attributes: attributes, version: version), location)
     }
 
     /// Reads one record of a listing or a response; nil when it lacks a string `id` or an integer

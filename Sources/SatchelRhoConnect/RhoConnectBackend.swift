@@ -244,7 +244,9 @@ public struct RhoConnectBackend: SyncBackend {
             _ = try await send("POST", url, request.session, body: Self.body(cud), what: "push of \(source)")
         } else {
             cud["blob_fields"] = .array(blobFields.sorted().map(JSONValue.string))
-            let form = MultipartForm(files: blobs, cud: Self.body(cud))
+            // One file part per blob, named `attribute-objectID`, then the changes as the part `cud`.
+            let files = blobs.map { MultipartForm.Part(name: $0.part, filename: $0.file, contentType: "application/octet-stream", data: $0.data) }
+            let form = MultipartForm(files + [MultipartForm.Part(name: "cud", contentType: "application/json", data: Self.body(cud))])
             _ = try await send("POST", url, request.session, body: form.body, contentType: form.contentType, what: "push of \(source)")
         }
         // The server answers later, in query pages: links for creates, errors for any change.

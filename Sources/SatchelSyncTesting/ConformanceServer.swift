@@ -1,3 +1,4 @@
+public import Foundation
 public import Satchel
 public import SatchelSync
 
@@ -60,6 +61,15 @@ public protocol ConformanceServer: Sendable {
     func allowAll() async throws
     /// Releases the server (or its part).
     func shutdown() async throws
+
+    /// Puts `data` on the server as blob attribute `attribute` of object `id` of `model`, which
+    /// exists there, as another client would (nil: removes the blob), for
+    /// ``SyncConformance/blobScenarios``. By default it throws ``SyncError/Code/notSupported``.
+    func putBlob(_ model: String, _ id: String, _ attribute: String, _ data: Data?) async throws
+    /// The bytes the server keeps for blob attribute `attribute` of object `id` of `model`, read
+    /// from the server's own storage and not through the adapter (nil: the object has none, or
+    /// there is no such object). By default it throws ``SyncError/Code/notSupported``.
+    func blob(_ model: String, _ id: String, _ attribute: String) async throws -> Data?
 }
 
 extension ConformanceServer {
@@ -72,6 +82,14 @@ extension ConformanceServer {
     }
 
     public func objects(_ model: String, of user: Credentials) async throws -> [String: JSONObject] { try await objects(model) }
+
+    public func putBlob(_ model: String, _ id: String, _ attribute: String, _ data: Data?) async throws {
+        throw SyncError(.notSupported, "this conformance server cannot put blobs")
+    }
+
+    public func blob(_ model: String, _ id: String, _ attribute: String) async throws -> Data? {
+        throw SyncError(.notSupported, "this conformance server cannot read blobs")
+    }
 }
 
 /// Makes servers for the conformance kit.

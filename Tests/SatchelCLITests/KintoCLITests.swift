@@ -1,5 +1,6 @@
 import Foundation
 import Satchel
+import SatchelSync
 import SatchelTestSupport
 import Testing
 
@@ -48,5 +49,38 @@ struct KintoCLITests {
         #expect(noPassword.status != 0 && noPassword.stderr.contains("--password"), "\(noPassword.stderr)")
         let noBucket = try await CLI.run(["--db", a, "sync", "--backend", "kinto", "--url", url])
         #expect(noBucket.status != 0 && noBucket.stderr.contains("--bucket"), "\(noBucket.stderr)")
+    }
+
+    @Test("a record's attachment (kinto-attachment) arrives as a blob attribute, read byte for byte by satchel blob")
+    func attachment() async throws {
+        let url = try #require(ProcessInfo.processInfo.environment["SATCHEL_KINTO_URL"], "SATCHEL_KINTO_URL is not set")
+        let root = try #require(URL(string: url))
+        let bucket = "cli-\(UUID().uuidString.prefix(8).lowercased())"
+        let directory = TemporaryDirectory()
+        let db = directory.child("db")
+        // Another client puts a record with an attachment, as kinto-attachment's API says.
+        let http = SyncHTTPClient(timeout: 30)
+        let auth = ["Authorization": SyncHTTPClient.basicAuthorization(Credentials(user: "cli", password: "pw"))]
+        for path in ["buckets/\(bucket)", "buckets/\(bucket)/collections/Note"] {
+            #expect(try await http.send("PUT", SyncHTTPClient.url(root, path), headers: auth, body: Data(#"{"data":{}}"#.utf8)).status == 201)
+        }
+        let bytes = Data((0..<3_000).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 5) })
+        let form = MultipartForm([
+            MultipartForm.Part(name: "attachment", filename: "scan.pdf", contentType: "application/pdf", data: bytes),
+            MultipartForm.Part(name: "data", contentType: "application/json", data: Data(#"{"title":"Scan"}"#.utf8)),
+        ])
+        let upload = try await http.send(
+            "POST", SyncHTTPClient.url(root, "buckets/\(bucket)/collections/Note/records/n1/attachment"),
+            headers: auth.merging(["Content-Type": form.contentType]) { $1 }, body: form.body)
+        #expect(upload.status == 201, "\(upload.text)")
+
+        let sync = try await CLI.run(["--db", db, "sync", "--backend", "kinto", "--url", url, "--bucket", bucket, "--model", "Note", "--user", "cli", "--password", "pw"])
+        #expect(sync.status == 0, "\(sync.stderr)")
+        let out = directory.child("scan.pdf")
+        let blob = try await CLI.run(["--db", db, "blob", "Note", "n1", "attachment", "--out", out])
+        #expect(blob.status == 0, "\(blob.stderr)")
+        #expect(FileManager.default.contents(atPath: out) == bytes)
+        let found = try await CLI.run(["--db", db, "find", "Note", "--id", "n1"])
+        #expect(found.lines.count == 1 && found.lines[0].contains(#""title":"Scan""#) && found.lines[0].contains(#""attachment":"blob:"#), "\(found.lines)")
     }
 }

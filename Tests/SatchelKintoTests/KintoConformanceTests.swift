@@ -7,4 +7,11 @@ struct KintoConformanceTests {
     func conformance(_ scenario: SyncConformance.Scenario) async throws {
         try await scenario.run(on: KintoHarness())
     }
+
+    /// Blobs are record attachments (the kinto-attachment plugin), read back from the files the
+    /// plugin wrote.
+    @Test(arguments: SyncConformance.blobScenarios)
+    func blobs(_ scenario: SyncConformance.Scenario) async throws {
+        try await scenario.run(on: KintoHarness())
+    }
 }

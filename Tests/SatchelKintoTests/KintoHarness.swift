@@ -26,7 +26,7 @@ struct KintoHarness: ConformanceHarness {
         let otherPrincipal = try await KintoAdmin(url, other).principal()
         let readers: [JSONValue] = [.string(principal), .string(otherPrincipal)]
         try await admin.call("PUT", "buckets/\(bucket)", ["data": [:], "permissions": ["read": .array(readers)]])
-        for model in ["Product", "Customer", "Order"] {
+        for model in ["Product", "Customer", "Order", "Photo"] {
             try await admin.call(
                 "PUT", "buckets/\(bucket)/collections/\(model)", ["data": [:], "permissions": ["record:create": .array(readers)]])
         }
@@ -84,8 +84,17 @@ final class KintoConformanceServer: ConformanceServer {
 
     func delete(_ model: String, _ id: String) async throws { try await admin.call("DELETE", record(model, id)) }
 
+    /// The live records, as the device stores them: a record's attachment (the plugin's field
+    /// `attachment`) is the model's blob attribute, and its value the file's URL.
     func objects(_ model: String) async throws -> [String: JSONObject] {
-        try await admin.objects(bucket, model).filter { $0.value[Self.placeholder] == nil }
+        let blobAttribute = model == SyncConformance.photo.name ? SyncConformance.photo.blobAttributes.first : nil
+        return try await admin.objects(bucket, model).filter { $0.value[Self.placeholder] == nil }.mapValues { attributes in
+            guard let blobAttribute, let location = attributes["attachment"]?["location"]?.stringValue else { return attributes }
+            var mapped = attributes
+            mapped["attachment"] = nil
+            mapped[blobAttribute] = .string(location)
+            return mapped
+        }
     }
 
     /// The record's `data` as Kinto stores it, less `id` and `last_modified`.
@@ -123,4 +132,24 @@ final class KintoConformanceServer: ConformanceServer {
     }
 
     func shutdown() async throws { _ = try await admin.raw("DELETE", "buckets/\(bucket)") }
+
+    /// Uploads the file as the record's attachment (the plugin keeps one per record), or deletes
+    /// it, as the administrator.
+    func putBlob(_ model: String, _ id: String, _ attribute: String, _ data: Data?) async throws {
+        if let data {
+            try await admin.attach(record(model, id), data, filename: "\(attribute).jpg")
+        } else {
+            try await admin.call("DELETE", record(model, id) + "/attachment")
+        }
+    }
+
+    /// The bytes of the file the record's attachment names, read from the directory the plugin
+    /// writes to (`SATCHEL_KINTO_DIR/attachments`), not downloaded.
+    func blob(_ model: String, _ id: String, _ attribute: String) async throws -> Data? {
+        let answer = try await admin.raw("GET", record(model, id))
+        if answer.status == 404 { return nil }
+        guard answer.status == 200 else { throw SyncError(.server, "reading record \(id) of \(model): HTTP \(answer.status) \(answer.text)") }
+        guard let location = try JSONValue(parsing: answer.body)["data"]?["attachment"]?["location"]?.stringValue else { return nil }
+        return try KintoServers.attachmentFile(location)
+    }
 }

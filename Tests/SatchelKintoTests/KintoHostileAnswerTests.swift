@@ -189,6 +189,75 @@ struct KintoHostileAnswerTests {
         await stub.stop()
     }
 
+    @Test("a total that is not a count is a protocol violation; a HEAD without one leaves the total unknown; a 304 asks for none")
+    func totals() async throws {
+        let stub = try await KintoStub.start()
+        let client = try SyncClient(backend: KintoBackend(url: await stub.root, bucket: "b"), models: [Self.product], pageSize: 10)
+        await client.record()
+        try await client.engine.logIn(Credentials(user: "ann", password: "pw"))
+        await stub.enqueue([.init(status: 200, body: Self.page)])
+        await stub.enqueueHead([.init(status: 200, headers: ["Total-Objects": "lots"], body: "")])
+        let error = await #expect(throws: SyncError.self) { try await client.engine.sync(models: ["Product"]) }
+        #expect(error?.code == .protocolViolation && error?.message.contains("Total-Objects") == true, "\(String(describing: error))")
+        #expect(try client.objects("Product").isEmpty, "nothing of the page was applied")
+
+        await stub.enqueue([.init(status: 200, body: Self.page)])
+        await stub.enqueueHead([.init(status: 200, headers: ["Total-Objects": "7"], body: "")])
+        try await client.engine.sync(models: ["Product"])
+        #expect(client.log.notifications(.inProgress, model: "Product").last?.totalCount == 7)
+        #expect(await stub.heads == ["/v1/buckets/b/collections/Product/records", "/v1/buckets/b/collections/Product/records"])
+
+        client.log.clear()
+        await stub.enqueue([.init(status: 200, body: #"{"data":[{"id":"p2","last_modified":11,"name":"Two"}]}"#)])
+        try await client.engine.sync(models: ["Product"])
+        #expect(client.log.notifications(.inProgress, model: "Product").last.map { $0.totalCount == nil } == true, "no total told, none guessed")
+        await stub.enqueue([.init(status: 304, body: "")])
+        try await client.engine.sync(models: ["Product"])
+        #expect(await stub.heads.count == 3, "a 304 ends the pull without asking for a total")
+        await stub.stop()
+    }
+
+    @Test("an attachment served elsewhere is downloaded without the password, one on the Kinto server with it; a failed download is a one-line error; a location that is not a URL a protocol violation")
+    func attachmentDownloads() async throws {
+        let kinto = try await KintoStub.start()
+        let files = try await KintoStub.start()
+        let photo = ModelDefinition(name: "Photo", blobAttributes: ["image"])
+        let client = try SyncClient(backend: KintoBackend(url: await kinto.root, bucket: "b"), models: [photo], pageSize: 10)
+        await client.record()
+        try await client.engine.logIn(Credentials(user: "ann", password: "pw"))
+        func page(_ id: String, _ version: Int, _ location: String) -> KintoStub.Answer {
+            .init(status: 200, body: #"{"data":[{"id":"\#(id)","last_modified":\#(version),"title":"T","attachment":{"location":"\#(location)","size":5}}]}"#)
+        }
+        func image(_ id: String) throws -> Data? {
+            try client.model("Photo").find(id)?["image"]?.stringValue.flatMap { try client.store.blobs.data(for: $0) }
+        }
+        let elsewhere = "\(await files.root)/files/1.bin"
+        await kinto.enqueue([page("ph1", 10, elsewhere)])
+        await files.enqueue([.init(status: 200, body: "bytes")])
+        try await client.engine.sync(models: ["Photo"])
+        #expect(try image("ph1") == Data("bytes".utf8))
+        #expect(await files.requests == ["GET /v1/files/1.bin"])
+        #expect(await files.authorized == [false], "no password for another server")
+
+        await kinto.enqueue([page("ph2", 11, "\(await kinto.root)/files/2.bin"), .init(status: 200, body: "other")])
+        try await client.engine.sync(models: ["Photo"])
+        #expect(try image("ph2") == Data("other".utf8))
+        #expect(await kinto.authorized.last == true, "the Kinto server's own files get the password, as its API does")
+
+        await kinto.enqueue([page("ph3", 12, elsewhere)])
+        await files.enqueue([.init(status: 404, body: "gone")])
+        let failed = await #expect(throws: SyncError.self) { try await client.engine.sync(models: ["Photo"]) }
+        #expect(failed?.code == .server && failed?.httpStatus == 404 && failed?.message.contains("attachment download") == true, "\(String(describing: failed))")
+        #expect(try client.model("Photo").find("ph3") == nil, "the page waits for its files")
+
+        await kinto.enqueue([page("ph4", 13, "file:///etc/passwd")])
+        let refused = await #expect(throws: SyncError.self) { try await client.engine.sync(models: ["Photo"]) }
+        #expect(refused?.code == .protocolViolation, "\(String(describing: refused))")
+        #expect(try client.model("Photo").find("ph4") == nil)
+        await kinto.stop()
+        await files.stop()
+    }
+
     @Test("no password, nor the Authorization header it travels in, appears in an error, a notification or a log line of syncs that log in and fail")
     func secretsStaySecret() async throws {
         let stub = try await KintoStub.start()

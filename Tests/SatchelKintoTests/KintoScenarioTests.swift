@@ -195,6 +195,89 @@ struct KintoScenarioTests {
         try await Self.expectSame(second, server, bucket)
     }
 
+    @Test("each page of a pull carries the total Kinto tells on HEAD (Total-Objects), a server filter's too; a list answer tells none")
+    func totals() async throws {
+        let url = try KintoServers.main()
+        let user = Credentials(user: KintoServers.unique("tom"), password: "pw")
+        let (server, bucket) = try await Self.productCollection(url, user, bucket: "tot")
+        try await server.putMany(bucket, "Product", Self.products(1...12))
+        // What Kinto 26 answers: the total on HEAD, none on a list.
+        #expect(try await server.raw("HEAD", server.records(bucket, "Product")).header("total-objects") == "12")
+        let listed = try await server.raw("GET", server.records(bucket, "Product") + "?_since=0&_limit=5")
+        #expect(listed.status == 200 && listed.header("total-objects") == nil && listed.header("total-records") == nil)
+
+        let device = try await Self.device(url, bucket: bucket, user, pageSize: 5)
+        try await device.engine.sync(models: ["Product"])
+        let first = device.log.notifications(.inProgress, model: "Product")
+        #expect(first.count == 3 && first.allSatisfy { $0.totalCount == 12 }, "\(first.map(\.totalCount))")
+
+        // A delta after 3 creates and a delete: the server holds 14.
+        try await server.putMany(bucket, "Product", Self.products(13...15))
+        try await server.call("DELETE", server.records(bucket, "Product") + "/p1")
+        device.log.clear()
+        try await device.engine.sync(models: ["Product"])
+        let delta = device.log.notifications(.inProgress, model: "Product")
+        #expect(!delta.isEmpty && delta.allSatisfy { $0.totalCount == 14 }, "\(delta.map(\.totalCount))")
+
+        // Through a server filter, the total is of the records it matches (p2, p4 … p14).
+        let filtered = try await Self.device(url, bucket: bucket, user, pageSize: 5)
+        try await filtered.engine.configure("Product", ModelSyncConfiguration(serverFilter: ["brand": "Acme"]))
+        try await filtered.engine.sync(models: ["Product"])
+        let acme = filtered.log.notifications(.inProgress, model: "Product")
+        #expect(try filtered.model("Product").count() == 7)
+        #expect(acme.count == 2 && acme.allSatisfy { $0.totalCount == 7 }, "\(acme.map(\.totalCount))")
+    }
+
+    @Test("a blob is the record's attachment: uploaded as <content hash>.bin with no field of its own, the version after it kept, kept through a removal, its file deleted with the record; two blob attributes are refused")
+    func attachments() async throws {
+        let url = try KintoServers.main()
+        let user = Credentials(user: KintoServers.unique("ivy"), password: "pw")
+        let bucket = KintoServers.unique("att")
+        let server = KintoAdmin(url, user)
+        let photo = ModelDefinition(name: "Photo", blobAttributes: ["image"])
+        let client = try SyncClient(backend: KintoBackend(configuration: .init(url: url, bucket: bucket, timeout: 30)), models: [photo], pageSize: 10)
+        await client.record()
+        try await client.engine.logIn(user)
+        let photos = try client.model("Photo")
+        let bytes = Data((0..<40_000).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 8) })
+        let reference = try client.store.blobs.put(bytes)
+        try photos.create(["object": "ph1", "title": "Sunset", "note": "draft", "image": .string(reference)])
+        #expect(try await client.engine.sync(models: ["Photo"]).accepted == 1)
+
+        let path = server.records(bucket, "Photo") + "/ph1"
+        func stored() async throws -> JSONObject { try #require(try await server.call("GET", path)["data"]?.objectValue) }
+        let record = try await stored()
+        let attachment = try #require(record["attachment"]?.objectValue, "\(record)")
+        #expect(record["image"] == nil, "the blob travels as the attachment only")
+        #expect(attachment["filename"] == .string(reference.dropFirst("blob:".count) + ".bin"))
+        #expect(attachment["size"] == .int(Int64(bytes.count)) && attachment["mimetype"] == "application/octet-stream")
+        let location = try #require(attachment["location"]?.stringValue)
+        #expect(try KintoServers.attachmentFile(location) == bytes, "the plugin's file holds the bytes")
+
+        // The version after the upload is the record's: the next update meets no 412. A removal
+        // goes as a merge patch, which keeps the attachment (a PUT of the record would drop it).
+        try photos.update("ph1", with: ["title": "Dusk", "note": .null])
+        #expect(try await client.engine.sync(models: ["Photo"]).rejected == 0)
+        let updated = try await stored()
+        #expect(updated["title"] == "Dusk" && updated["note"] == nil, "\(updated)")
+        #expect(updated["attachment"]?["location"]?.stringValue == location, "the attachment stays")
+        #expect(try photos.find("ph1")?["image"] == .string(reference), "the same bytes, the same reference here")
+
+        // Deleted here: the record goes, and the plugin deletes its file.
+        try photos.delete("ph1")
+        #expect(try await client.engine.sync(models: ["Photo"]).accepted == 1)
+        #expect(try await server.raw("GET", path).status == 404)
+        #expect(try KintoServers.attachmentFile(location) == nil, "the file is gone from the server's disk")
+
+        // Two blob attributes cannot map onto one attachment: a one-line error, nothing sent.
+        _ = try client.store.register(ModelDefinition(name: "Album", blobAttributes: ["cover", "back"]))
+        try client.model("Album").create(["object": "a1", "title": "Two sides"])
+        let error = await #expect(throws: SyncError.self) { try await client.engine.sync(models: ["Album"]) }
+        #expect(error?.code == .notSupported, "\(String(describing: error))")
+        #expect(error.map { $0.message.contains("cover, back") && $0.message.contains("one attachment per record") && !$0.message.contains("\n") } == true)
+        #expect(try await server.raw("GET", server.records(bucket, "Album")).status != 200, "nothing was created")
+    }
+
     @Test("a wrong password is a clear 401 error and leaves the store as it was (accounts plugin)")
     func wrongPassword() async throws {
         let url = try KintoServers.accounts()

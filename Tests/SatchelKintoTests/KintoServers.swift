@@ -56,6 +56,16 @@ enum KintoServers {
         return String(decoding: child.stdout, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
+    /// The bytes of the file the main server's attachment at `location` names, read from the
+    /// directory its kinto-attachment plugin writes to (`SATCHEL_KINTO_DIR/attachments`); nil
+    /// when there is no such file.
+    static func attachmentFile(_ location: String) throws -> Data? {
+        guard let url = URL(string: location), url.path.count > 1 else {
+            throw SyncError(.protocolViolation, "the attachment's location is not a URL: \(location)")
+        }
+        return FileManager.default.contents(atPath: try variable("SATCHEL_KINTO_DIR") + "/attachments" + url.path)
+    }
+
     /// A short unique name for buckets and users.
     static func unique(_ prefix: String) -> String { "\(prefix)-\(UUID().uuidString.prefix(8).lowercased())" }
 }
@@ -115,6 +125,21 @@ struct KintoAdmin: Sendable {
             guard answer.status == 409, (try? JSONValue(parsing: answer.body))?["errno"]?.intValue == 122 else { return answer }
         }
         return try await http.send(method, target, headers: headers, body: body.map { Data($0.jsonBytes) })
+    }
+
+    /// Uploads `data` as the attachment of the record at `path` (created when missing), as a
+    /// multipart form's field `attachment` (kinto-attachment's API). Returns the attachment.
+    @discardableResult
+    func attach(_ path: String, _ data: Data, filename: String, fields: JSONObject? = nil) async throws -> JSONValue {
+        var parts = [MultipartForm.Part(name: "attachment", filename: filename, contentType: "application/octet-stream", data: data)]
+        if let fields { parts.append(MultipartForm.Part(name: "data", contentType: "application/json", data: Data(fields.jsonBytes))) }
+        let form = MultipartForm(parts)
+        let headers = ["Authorization": SyncHTTPClient.basicAuthorization(credentials), "Content-Type": form.contentType]
+        let answer = try await http.send("POST", try SyncHTTPClient.url(url, path + "/attachment"), headers: headers, body: form.body)
+        guard (200..<300).contains(answer.status) else {
+            throw SyncError(.server, "POST \(path)/attachment: HTTP \(answer.status) \(answer.text)", httpStatus: answer.status)
+        }
+        return try JSONValue(parsing: answer.body)
     }
 
     /// The principal (`user.id`) Kinto gives these credentials.

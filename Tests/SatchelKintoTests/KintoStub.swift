@@ -4,9 +4,10 @@ import Foundation
 import LoopbackSupport
 
 /// An in-process HTTP server on a free loopback port that answers like Kinto would not: each
-/// request other than the root (`/v1/`, a login) gets the next canned answer, in order. For the
-/// answers a real Kinto cannot be made to give on cue (truncated or malformed bodies, `Backoff`,
-/// `Retry-After`).
+/// request other than the root (`/v1/`, a login) and a `HEAD` (a pull asking for the total) gets
+/// the next canned answer, in order. A `HEAD` gets the next canned `HEAD` answer, or an empty 200
+/// without a total when there is none. For the answers a real Kinto cannot be made to give on cue
+/// (truncated or malformed bodies, `Backoff`, `Retry-After`).
 actor KintoStub {
     struct Answer: Sendable {
         var status: Int
@@ -17,8 +18,13 @@ actor KintoStub {
     private let http: HTTPServer
     private var task: Task<Void, any Error>?
     private var answers: [Answer] = []
-    /// The method and path (with query) of every request after the login, in order.
+    private var headAnswers: [Answer] = []
+    /// The method and path (with query) of every request after the login but `HEAD`s, in order.
     private(set) var requests: [String] = []
+    /// The path (with query) of every `HEAD` request, in order.
+    private(set) var heads: [String] = []
+    /// Whether each of ``requests`` carried an `Authorization` header.
+    private(set) var authorized: [Bool] = []
 
     static func start() async throws -> KintoStub {
         let (http, port, task) = try await LoopbackHTTP.start("Kinto stub", timeout: 10)
@@ -53,13 +59,20 @@ actor KintoStub {
     /// Queues answers for the next requests.
     func enqueue(_ more: [Answer]) { answers += more }
 
+    /// Queues answers for the next `HEAD` requests.
+    func enqueueHead(_ more: [Answer]) { headAnswers += more }
+
     private func handle(_ request: HTTPRequest) async -> HTTPResponse {
         let answer: Answer
+        let query = request.query.map { "\($0.name)=\($0.value)" }.joined(separator: "&")
         if request.path == "/v1/" || request.path == "/v1" {
             answer = Answer(status: 200, body: #"{"user":{"id":"basicauth:stub"}}"#)
+        } else if request.method == .HEAD {
+            heads.append(request.path + (query.isEmpty ? "" : "?\(query)"))
+            answer = headAnswers.isEmpty ? Answer(status: 200, body: "") : headAnswers.removeFirst()
         } else {
-            let query = request.query.map { "\($0.name)=\($0.value)" }.joined(separator: "&")
             requests.append("\(request.method.rawValue) \(request.path)" + (query.isEmpty ? "" : "?\(query)"))
+            authorized.append(request.headers[HTTPHeader("Authorization")] != nil)
             answer = answers.isEmpty ? Answer(status: 500, body: #"{"code":500,"errno":999,"error":"no canned answer"}"#) : answers.removeFirst()
         }
         var headers = FlyingFox.HTTPHeaders()

@@ -1,3 +1,4 @@
+import Foundation
 import Satchel
 import SatchelSync
 import SatchelSyncTesting
@@ -31,6 +32,17 @@ struct InMemoryServer: ConformanceServer {
 
     func allowAll() async throws { await server.clearRejections() }
     func shutdown() async throws {}
+
+    /// A blob is a `mem://` URL in its attribute, naming bytes the server holds.
+    func putBlob(_ model: String, _ id: String, _ attribute: String, _ data: Data?) async throws {
+        let value: JSONValue = if let data { .string(await server.putBlob(data)) } else { .null }
+        await server.update(model, id, [attribute: value])
+    }
+
+    func blob(_ model: String, _ id: String, _ attribute: String) async throws -> Data? {
+        guard let url = await server.object(model, id)?[attribute]?.stringValue else { return nil }
+        return await server.blob(at: url)
+    }
 }
 
 extension InMemoryHarness {
@@ -80,5 +92,15 @@ struct InMemoryConformanceTests {
     @Test("Parse-like", arguments: SyncConformance.scenarios)
     func parseLike(_ scenario: SyncConformance.Scenario) async throws {
         try await scenario.run(on: InMemoryHarness.parseLike)
+    }
+
+    @Test("blobs: server ids, version checks", arguments: SyncConformance.blobScenarios)
+    func blobs(_ scenario: SyncConformance.Scenario) async throws {
+        try await scenario.run(on: InMemoryHarness())
+    }
+
+    @Test("blobs: Kinto-like", arguments: SyncConformance.blobScenarios)
+    func kintoLikeBlobs(_ scenario: SyncConformance.Scenario) async throws {
+        try await scenario.run(on: InMemoryHarness.kintoLike)
     }
 }
