@@ -53,10 +53,9 @@ extension SalesforceBackend {
         page.associations = describe.associations
         page.blobAttributes = describe.blobFields
         page.choices = describe.choices
-        // Typed attributes: describe's fields (less the adapter's client-id field), and the
-        // extra-query ones (a relationship field such as `Owner.Name` arrives as an object).
+        // Typed attributes: describe's fields, and the extra-query ones (a relationship field
+        // such as `Owner.Name` arrives as an object).
         var types = describe.attributeTypes
-        types[configuration.clientIDField] = nil
         for extra in request.configuration.extraAttributes where types[extra] == nil {
             let head = String(extra.split(separator: ".").first ?? Substring(extra))
             types[head] = extra.contains(".") ? .object : .any
@@ -74,7 +73,7 @@ extension SalesforceBackend {
             // totalSize is the model's total. A delta's counts the delta (and records of the
             // cursor's second that are skipped), a limited one at most the limit.
             cursor.counts = cursor.since == nil && !(request.cursor == nil && request.configuration.fetchLimit != nil)
-            let soql = Self.soql(describe, request.configuration, since: cursor.since, limited: request.cursor == nil, hiding: configuration.clientIDField)
+            let soql = Self.soql(describe, request.configuration, since: cursor.since, limited: request.cursor == nil)
             // The page size, within what Salesforce accepts (200 to 2,000).
             let options = ["Sforce-Query-Options": "batchSize=\(min(2000, max(200, request.pageSize)))"]
             answer = try await send("GET", try await api("query", [("q", soql)], session: request.session), headers: options, session: request.session, what: what)
@@ -174,12 +173,12 @@ extension SalesforceBackend {
     /// filter; by `LastModifiedDate, Id`, or, for a first pull with a fetch limit, the first N
     /// in the fetch order.
     static func soql(
-        _ describe: SalesforceDescribe, _ configuration: ModelSyncConfiguration, since: String?, limited first: Bool, hiding hidden: String
+        _ describe: SalesforceDescribe, _ configuration: ModelSyncConfiguration, since: String?, limited first: Bool
     ) -> String {
         var names: [String] = ["Id", "LastModifiedDate"]
         let base = configuration.onlyAttributes ?? describe.fields.map(\.name)
         for name in base + configuration.extraAttributes
-        where !configuration.ignoredAttributes.contains(name) && !configuration.deviceOnlyAttributes.contains(name) && name != hidden {
+        where !configuration.ignoredAttributes.contains(name) && !configuration.deviceOnlyAttributes.contains(name) {
             if !names.contains(where: { $0.caseInsensitiveCompare(name) == .orderedSame }) { names.append(name) }
         }
         var conditions: [String] = []

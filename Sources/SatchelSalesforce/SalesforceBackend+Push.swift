@@ -9,7 +9,7 @@ extension SalesforceBackend {
         let createable = Set(describe.fields.filter(\.createable).map(\.name))
         let updateable = Set(describe.fields.filter(\.updateable).map(\.name))
         let blobFields = Set(describe.blobFields)
-        let clientField = createable.contains(configuration.clientIDField) ? configuration.clientIDField : nil
+        let clientField = configuration.clientIDField.flatMap { createable.contains($0) ? $0 : nil }
         var results: [PushResult] = []
 
         /// A change's record, or its outcome when it cannot go (a blob that cannot be sent).
@@ -25,11 +25,15 @@ extension SalesforceBackend {
 
         // Creates, after looking for records that earlier creates made (their answer lost).
         let creates = request.changes.filter { $0.kind == .create }
-        let made = try await madeBefore(creates.map(\.id), field: clientField, request: request)
+        // The client-id field's value: the object's own, else its local id.
+        let clientValues = Dictionary(uniqueKeysWithValues: creates.map { change in
+            (change.id, clientField.flatMap { change.attributes[$0]?.stringValue } ?? change.id)
+        })
+        let made = try await madeBefore(clientValues, field: clientField, request: request)
         var posts: [Outgoing] = []
         for change in creates where made[change.id] == nil {
             guard var outgoing = try await prepare(change, change.attributes.filter { name, value in createable.contains(name) && !value.isNull }) else { continue }
-            if let clientField { outgoing.record[clientField] = .string(change.id) }
+            if let clientField { outgoing.record[clientField] = .string(clientValues[change.id]!) }
             posts.append(outgoing)
         }
         // Updates (and creates made already, now updated with what they carry).
@@ -63,10 +67,17 @@ extension SalesforceBackend {
                 results += answered
             } catch let error as SyncError where index > 0 {
                 // Earlier calls went through: failing the push would send their records again
-                // (the engine retries a push whole, or sends it again next sync). This call's
-                // records and the later ones stay pending, for the next sync.
-                for change in calls[index...].flatMap(\.changes) {
-                    results.append(PushResult(id: change.id, outcome: .retryLater(message: "\(call.method) /composite/sobjects: \(error.message)")))
+                // (the engine retries a push whole). This call's records may have landed: they
+                // stay in flight, and the engine fails the sync with the error once the earlier
+                // results are applied (unless the server refused the call whole, before applying
+                // any of it: pending again). The later calls' records were never sent: pending.
+                for change in call.changes {
+                    let outcome: PushOutcome = error.refusedBeforeApplying
+                        ? .retryLater(message: "\(call.method) /composite/sobjects: \(error.message)") : .unanswered(error)
+                    results.append(PushResult(id: change.id, outcome: outcome))
+                }
+                for change in calls[(index + 1)...].flatMap(\.changes) {
+                    results.append(PushResult(id: change.id, outcome: .retryLater(message: "not sent: an earlier call of the push failed (\(error.message))")))
                 }
                 break
             }
@@ -222,10 +233,12 @@ extension SalesforceBackend {
         }
     }
 
-    /// The records earlier creates of `ids` made (local id → Id), by the client-id field.
-    func madeBefore(_ ids: [String], field: String?, request: PushRequest) async throws -> [String: String] {
-        guard let field, !ids.isEmpty else { return [:] }
-        let list = ids.map { "'" + Self.escape($0) + "'" }.joined(separator: ", ")
+    /// The records earlier creates made (local id → Id), found by the client-id field: `values`
+    /// holds each create's value of it, by local id.
+    func madeBefore(_ values: [String: String], field: String?, request: PushRequest) async throws -> [String: String] {
+        guard let field, !values.isEmpty else { return [:] }
+        let owners = Dictionary(values.map { ($0.value, $0.key) }, uniquingKeysWith: { first, _ in first })
+        let list = owners.keys.sorted().map { "'" + Self.escape($0) + "'" }.joined(separator: ", ")
         let soql = "SELECT Id, \(field) FROM \(request.model.name) WHERE \(field) IN (\(list))"
         let what = "looking for earlier creates in \(request.model.name)"
         let answer = try await send("GET", try await api("query", [("q", soql)], session: request.session), session: request.session, what: what)
@@ -235,7 +248,7 @@ extension SalesforceBackend {
         }
         var made: [String: String] = [:]
         for record in records {
-            if let id = record["Id"]?.stringValue, let local = record[field]?.stringValue { made[local] = id }
+            if let id = record["Id"]?.stringValue, let value = record[field]?.stringValue, let local = owners[value] { made[local] = id }
         }
         return made
     }
@@ -251,7 +264,7 @@ extension SalesforceBackend {
         guard var fields = try answer.json(what).objectValue else { return nil }
         fields.removeValue(forKey: "attributes")
         fields.removeValue(forKey: "Id")
-        return fields.filter { name, value in !value.isNull && name != configuration.clientIDField }
+        return fields.filter { _, value in !value.isNull }
     }
 
     /// `text` inside a SOQL string literal.

@@ -56,10 +56,13 @@ public final class SalesforceBackend: SyncBackend {
         public var clientSecret: String?
         /// Seconds to wait for an answer.
         public var timeout: TimeInterval
-        /// An external-id field in which a create carries the object's local id, when the
-        /// object has it: a create sent again after its answer was lost then finds the record
-        /// the first one made instead of making a second.
-        public var clientIDField: String
+        /// An external-id field against lost create answers, used only on objects whose describe
+        /// lists it createable — an org opts in by adding it (nil: never). A create carries the
+        /// object's own value of it, or its local id when it has none; before creates are sent,
+        /// records holding those values are looked for, and one found is updated instead of a
+        /// second being made. The field is an ordinary attribute: on the org and, pulled, in the
+        /// store alike. Without it, a create whose answer was lost makes a second record.
+        public var clientIDField: String?
         /// Whether plain `http://` may go to a host other than this machine (off by default:
         /// credentials, sessions and data would cross the network unencrypted; loopback is
         /// always allowed).
@@ -74,7 +77,7 @@ public final class SalesforceBackend: SyncBackend {
 
         public init(
             url: URL, loginURL: URL? = nil, clientID: String? = nil, clientSecret: String? = nil, timeout: TimeInterval = 60,
-            clientIDField: String = "Satchel_Client_ID__c"
+            clientIDField: String? = "Satchel_Client_ID__c"
         ) {
             self.url = url
             self.loginURL = loginURL

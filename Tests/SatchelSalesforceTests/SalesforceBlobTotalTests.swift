@@ -119,7 +119,7 @@ struct SalesforceBlobTotalTests {
         }
     }
 
-    @Test("once a call of a push went through, a later call of it that fails leaves its records pending rather than failing the push: a retry would make the first call's records twice")
+    @Test("once a call of a push went through, a later call of it that fails keeps its records in flight and fails the sync after the first call's results are applied: a retry of the whole push would make them twice")
     func laterCallFails() async throws {
         let retry = RetryPolicy(maxAttempts: 3, baseDelay: .milliseconds(1), jitter: 0)
         let setup = try await Setup(models: [ModelDefinition(name: "Attachment")], retry: retry) { $0.maximumBase64PerRequest = 4000 }
@@ -133,9 +133,13 @@ struct SalesforceBlobTotalTests {
         let held = await setup.server.records("Attachment").count
         let busy = Data(#"[{"errorCode":"SERVER_UNAVAILABLE","message":"busy"}]"#.utf8)
         await setup.server.sabotageNext("POST", "/services/data/v\(setup.server.version)/composite/sobjects", skipping: 1, status: 503, body: busy)
-        let first = try await setup.device.engine.sync()
-        #expect(first.accepted == 1 && first.rejected == 0)
+        // The first call's record is kept; the failed call's is in flight (it may have landed) and
+        // the sync fails, saying why, before it pulls.
+        let failure = await #expect(throws: SyncError.self) { try await setup.device.engine.sync() }
+        #expect(failure?.httpStatus == 503, "\(String(describing: failure))")
         #expect(await setup.server.records("Attachment").count == held + 1)
+        let fates = try store.changeFates(model: "Attachment")
+        #expect(fates.count == 1 && fates["two"] == .inFlight(.create, awaitingLink: false), "\(fates)")
         let second = try await setup.device.engine.sync()
         #expect(second.accepted == 1)
         #expect(await setup.server.records("Attachment").count == held + 2, "each made once")

@@ -23,8 +23,10 @@ struct SalesforceConformanceServer: ConformanceServer {
     var otherCredentials: Credentials { Credentials(user: "bob", password: "secret") }
     /// Salesforce keeps the last write of each field.
     var detectsConflicts: Bool { false }
-    var serverAttributes: Set<String> { SalesforceWire.systemFields }
-    var storedServerFields: Set<String> { SalesforceWire.systemFields.union(["Id"]) }
+    /// The system fields, and the client-id field the kit's objects declare (the org opted in:
+    /// a create carries it, against lost answers).
+    var serverAttributes: Set<String> { SalesforceWire.systemFields.union(["Satchel_Client_ID__c"]) }
+    var storedServerFields: Set<String> { serverAttributes.union(["Id"]) }
 
     /// Salesforce makes the ids (18 characters, with the object's key prefix): the one asked for
     /// is not used.
@@ -75,12 +77,12 @@ struct SalesforceConformanceServer: ConformanceServer {
 }
 
 /// How a record the server holds reads on a device, written from the REST format (not from the
-/// adapter's code): `Id`, `attributes` and the client-id field dropped, a `null` field absent.
+/// adapter's code): `Id` and `attributes` dropped, a `null` field absent.
 enum SalesforceWire {
     static let systemFields: Set<String> = ["CreatedDate", "LastModifiedDate", "SystemModstamp", "IsDeleted"]
 
     static func local(_ record: JSONObject) -> JSONObject {
-        record.filter { name, value in !["Id", "attributes", "Satchel_Client_ID__c"].contains(name) && !value.isNull }
+        record.filter { name, value in !["Id", "attributes"].contains(name) && !value.isNull }
     }
 }
 
