@@ -93,7 +93,7 @@ public final class KintoBackend: SyncBackend {
     public var name: String { "kinto" }
 
     /// Deletions come as tombstones; a batch holds at most 25 requests.
-    public var capabilities: SyncCapabilities { SyncCapabilities(deletions: .inPages, maxPushBatch: Self.batchLimit) }
+    public var capabilities: SyncCapabilities { SyncCapabilities(deletions: .inPages, search: true, maxPushBatch: Self.batchLimit) }
 
     /// Kinto's default `batch_max_requests`.
     static let batchLimit = 25

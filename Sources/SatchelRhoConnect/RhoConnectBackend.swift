@@ -313,9 +313,26 @@ public struct RhoConnectBackend: SyncBackend {
 
     /// A search by the condition's equalities of top-level attributes that must all hold, as
     /// the source's search parameters (what else it says, the source's search cannot; the
-    /// engine holds the answer to the whole condition).
+    /// engine holds the answer to the whole condition); the bulk-data file when it has none.
+    ///
+    /// It reads as a client of its own (``readingSession(_:)``): a search's token acks and a
+    /// bulk file's hand-out tell the server the client now has those objects, so this device's
+    /// client, which does not store them, would never be sent them.
     public func search(_ request: PullRequest, matching condition: Condition) async throws -> PullPage {
-        try await search(request, query: Self.searchParameters(condition))
+        var request = request
+        request.session = try await readingSession(request.session)
+        let parameters = Self.searchParameters(condition)
+        // Without a parameter the source's search says nothing: the whole data is the superset.
+        return parameters.isEmpty ? try await bulkSnapshot(request) : try await search(request, query: parameters)
+    }
+
+    /// The session as a new client of the server, registered for one read that must not move
+    /// this device's client: a search by condition, the drift check. The server keeps the
+    /// client it registers (the protocol has no way to remove one); it holds no data.
+    func readingSession(_ session: SyncSession) async throws -> SyncSession {
+        var reading = session
+        reading.clientID = nil
+        return try await prepare(reading)
     }
 
     /// Searches the server's source with `search[name]=value` parameters, acknowledging each
@@ -358,9 +375,13 @@ public struct RhoConnectBackend: SyncBackend {
         }
     }
 
-    /// A model's whole data, for ``SyncEngine/verify(_:)``: the bulk-data file, which moves no
-    /// position of this client (a search's pages and a query's would).
-    public func serverObjects(_ request: PullRequest) async throws -> PullPage { try await bulkSnapshot(request) }
+    /// A model's whole data, for ``SyncEngine/verify(_:)``: the bulk-data file, handed to a
+    /// client of its own (``readingSession(_:)``), so this device's client keeps its position.
+    public func serverObjects(_ request: PullRequest) async throws -> PullPage {
+        var request = request
+        request.session = try await readingSession(request.session)
+        return try await bulkSnapshot(request)
+    }
 
     /// The page a query answered, in the engine's terms, values read for `model`.
     /// Package-visible so that the fuzz targets read answers through the code a pull runs.

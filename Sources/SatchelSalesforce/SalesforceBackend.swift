@@ -112,7 +112,7 @@ public final class SalesforceBackend: SyncBackend {
     public var name: String { "salesforce" }
 
     /// Deletions come from `getDeleted` (in pages); composite calls hold at most 200 records.
-    public var capabilities: SyncCapabilities { SyncCapabilities(deletions: .inPages, maxPushBatch: 200) }
+    public var capabilities: SyncCapabilities { SyncCapabilities(deletions: .inPages, search: true, maxPushBatch: 200) }
 
     static let tokenKey = "accessToken"
     static let refreshKey = "refreshToken"

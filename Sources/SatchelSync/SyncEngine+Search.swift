@@ -187,6 +187,11 @@ public struct DriftReport: Sendable, Hashable {
     public struct Values: Sendable, Hashable {
         public var here: JSONValue?
         public var there: JSONValue?
+
+        public init(here: JSONValue?, there: JSONValue?) {
+            self.here = here
+            self.there = there
+        }
     }
 
     /// How one object differs.

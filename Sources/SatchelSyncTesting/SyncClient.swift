@@ -149,6 +149,11 @@ public struct SyncClient: Sendable {
             let served = if let user { try await server.objects(name, of: user) } else { try await server.objects(name) }
             let remote = plain(served)
             #expect(local == remote, "\(name): the store and the server differ", sourceLocation: sourceLocation)
+            // The drift check, through the adapter, says the same.
+            if user == nil {
+                let drift = try await engine.verify(name)
+                #expect(drift.agrees, "\(name): the drift check found \(drift.drifts.map(\.json))", sourceLocation: sourceLocation)
+            }
         }
     }
 }

@@ -159,6 +159,8 @@ public enum SyncConformance {
         Scenario(name: "re-login keeps deltas", body: reLoginKeepsDeltas),
         Scenario(name: "removal is absence on the server", body: removalIsAbsence),
         Scenario(name: "a push writes on the server exactly the attributes the app wrote", body: writesOnlyTheAppsAttributes),
+        Scenario(name: "a search by condition answers exactly the server's matching objects", body: searchByCondition),
+        Scenario(name: "the drift check sees what differs, and what local changes explain", body: driftCheck),
         Scenario(name: "another user: the user partition is wiped, local models kept", body: anotherUser),
     ]
 
@@ -324,7 +326,11 @@ public enum SyncConformance {
         #expect(try device.store.recordErrors(model: "Product").count == 1)
 
         try device.store.resolve("Product", "bad1", .delete)
-        #expect(try products.find("bad1") == nil)
+        // The refused create is gone; an object the server holds under that id (its reason to
+        // refuse) takes its place.
+        #expect(try products.find("bad1")?["name"] == nil)
+        #expect(try device.store.changeFates(model: "Product")["bad1"] == nil)
+        try await server.allowAll()
         try await device.engine.sync(models: ["Product"])
         try await device.expectConverged()
     }
@@ -682,6 +688,60 @@ public enum SyncConformance {
         let updated = try #require(try await server.storedObject("Product", ids[0]))
         #expect(Set(updated.keys).subtracting(server.storedServerFields) == ["name", "price"], "the server keeps \(updated)")
         #expect(plain(try await server.objects("Product")[created], server) == ["name": "Written", "price": 5, "brand": "Acme"])
+        try await device.expectConverged()
+    }
+
+    /// A search asks the server (in what its query language can say) and answers exactly the
+    /// server's objects that match the whole condition, under Satchel's semantics; it stores them
+    /// only when asked, and never moves the model's cursor.
+    static func searchByCondition(_ server: any ConformanceServer) async throws {
+        let ids = try await seed(server, 8)
+        let device = try await device(server)
+        let engine = device.engine
+        func found(_ condition: Condition, sourceLocation: SourceLocation = #_sourceLocation) async throws -> Set<String> {
+            Set(try await engine.search("Product", where: condition).map(\.id))
+        }
+        // ids[i] is "Product \(i + 1)", price i + 1, brand Acme when i + 1 is even.
+        #expect(try await found("brand" == "Acme" && "price" >= 4) == [ids[3], ids[5], ids[7]])
+        #expect(try await found("price" < 3 || "name" == "Product 8") == [ids[0], ids[1], ids[7]])
+        #expect(try await found(!("brand" == "Acme")) == [ids[0], ids[2], ids[4], ids[6]])
+        #expect(try await found(Field("name").beginsWith("Product 1")) == [ids[0]])
+        #expect(try await found(Field("name").contains("uct 7")) == [ids[6]])
+        #expect(try await found(Field("price").isIn([2, 5])) == [ids[1], ids[4]])
+        #expect(try await found("brand" == "acme").isEmpty, "strings compare by their bytes, whatever the server's collation")
+        #expect(try await found(.all) == Set(ids))
+        #expect(try device.products().count() == 0, "nothing stored")
+        let stored = try await engine.search("Product", where: "price" > 6, storing: true)
+        #expect(Set(stored.map(\.id)) == [ids[6], ids[7]])
+        #expect(Set(try device.products().findAll().map(\.id)) == [ids[6], ids[7]])
+        #expect(try await !engine.initialSyncComplete("Product"), "the cursor did not move")
+        #expect(try await engine.sync(models: ["Product"]).pulled == 8)
+        try await device.expectConverged()
+    }
+
+    /// The drift check compares the store with the server's own copy, changing neither: what the
+    /// server changed behind the device's back is drift; what the device changed and has not
+    /// pushed is not.
+    static func driftCheck(_ server: any ConformanceServer) async throws {
+        let ids = try await seed(server, 4)
+        let device = try await device(server)
+        try await device.engine.sync(models: ["Product"])
+        let clean = try await device.engine.verify("Product")
+        #expect(clean.agrees && clean.objects == 4 && clean.unconfirmed == 0, "\(clean)")
+        try await server.update("Product", ids[0], ["price": 100])
+        try await server.delete("Product", ids[1])
+        let added = try await server.put("Product", ["name": "Product 9", "price": 9], id: "p9")
+        try device.products().update(ids[2], with: ["price": 33])
+        try device.products().create(["object": "n1", "name": "New"])
+        let report = try await device.engine.verify("Product")
+        let drifts = Dictionary(uniqueKeysWithValues: report.drifts.map { ($0.id, $0) })
+        #expect(drifts.count == 3, "\(report.drifts)")
+        #expect(drifts[ids[0]]?.kind == .differs && drifts[ids[0]]?.attributes["price"] == DriftReport.Values(here: 1, there: 100))
+        #expect(drifts[ids[1]]?.kind == .onlyHere)
+        #expect(drifts[added]?.kind == .onlyThere && drifts[added]?.there?["name"] == "Product 9")
+        #expect(report.unconfirmed == 2 && !report.agrees, "the update and the create are local changes, not drift")
+        #expect(try device.products().find(ids[0])?["price"] == 1 && device.products().pendingChanges().count == 2, "the store is as it was")
+        try await device.engine.sync(models: ["Product"])
         try await device.expectConverged()
     }
 

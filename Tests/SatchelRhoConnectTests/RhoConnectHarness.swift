@@ -54,9 +54,11 @@ struct RhoConnectConformanceServer: ConformanceServer {
         await server.objects(model, user: user)[id].map { JSONObject($0.map { ($0.key, JSONValue.string($0.value)) }) }
     }
 
-    /// Clients created (`POST /rc/v1/clients`), from the server's request log.
+    /// Clients that pulled — distinct client ids of the queries (`GET /app/v1/SOURCE`) in the
+    /// server's request log. (A search by condition and the drift check read as clients of their
+    /// own, which query nothing: they are not the device's client.)
     func clientCount() async throws -> Int? {
-        await server.requests.count { $0.method == "POST" && $0.path == "/rc/v1/clients" }
+        Set(await server.requests.filter { $0.method == "GET" && $0.path.hasPrefix("/app/v1/") }.compactMap(\.clientID)).count
     }
 
     func refuse(_ kind: PendingChange.Kind, model: String, id: String) async throws {
