@@ -14,21 +14,30 @@ extension SyncEngine {
     /// - Returns: the matching objects as the server holds them, in the server's order.
     /// - Throws: ``SyncError`` `.notSupported` when the server has no search, or the model is
     ///   unknown.
+    ///
+    /// A model the store does not have is asked for as a property bag, when nothing is stored.
     public func search(_ name: String, where condition: Condition, storing: Bool = false) async throws -> [Object] {
-        let (definition, model, modelConfiguration) = try syncedModel(name)
+        let definition: ModelDefinition
+        let model: Model?
+        let modelConfiguration: ModelSyncConfiguration
+        if store.existingModel(name) == nil && !storing {
+            (definition, model, modelConfiguration) = (ModelDefinition(name: name), nil, ModelSyncConfiguration())
+        } else {
+            (definition, model, modelConfiguration) = try syncedModel(name)
+        }
         let session = try await preparedSession()
-        let state = try storage { try store.read { try $0.syncState(model) } }
+        let state = try model.map { model in try storage { try store.read { try $0.syncState(model) } } }
         var found: [Object] = []
         var cursor: JSONValue?
         var pages = PageLoopGuard(model: name)
         while true {
             try checkStopped()
-            let request = pullRequest(definition, cursor: cursor, session: session, modelConfiguration: modelConfiguration, metadata: state.metadata)
+            let request = pullRequest(definition, cursor: cursor, session: session, modelConfiguration: modelConfiguration, metadata: state?.metadata)
             var page = try await withRetry { try await self.backend.search(request, matching: condition) }
             try pages.check(page, after: cursor)
             page.upserts = page.upserts.filter { condition.matches(Self.object($0)) }
             found += page.upserts.map(Self.object)
-            if storing && !page.upserts.isEmpty {
+            if storing, let model, let state, !page.upserts.isEmpty {
                 let blobs = try await downloadBlobs(page, definition: definition, modelConfiguration: modelConfiguration, session: session, state: state)
                 let notification = try storage {
                     try store.bulkUpdate { tx -> ObjectNotification in

@@ -27,9 +27,10 @@ enum CLI {
 
     /// Runs the CLI to its end, waiting off the test's threads (the concurrency pool has one per
     /// core): an in-process server, and the other tests, keep running meanwhile.
-    static func run(_ arguments: [String], environment: [String: String] = [:]) async throws -> Result {
+    static func run(_ arguments: [String], environment: [String: String] = [:], input: String? = nil) async throws -> Result {
         let child = try await ChildProcess.detached(
-            executable.path, arguments, environment: ProcessInfo.processInfo.environment.merging(environment) { $1 })
+            executable.path, arguments, environment: ProcessInfo.processInfo.environment.merging(environment) { $1 },
+            input: input.map { Data($0.utf8) })
         return Result(status: child.status, stdout: String(decoding: child.stdout, as: UTF8.self), stderr: String(decoding: child.stderr, as: UTF8.self))
     }
 }

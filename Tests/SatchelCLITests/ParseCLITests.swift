@@ -126,3 +126,149 @@ struct ParseCLITests {
         #expect(badURL.status != 0 && badURL.status != 3 && badURL.stderr.contains("mount"), "\(badURL.stderr)")
     }
 }
+
+/// Issue 25's command-line side against the loopback Parse Server: secrets off the command line,
+/// search and the drift check, lost create answers across runs, create protections.
+@Suite("satchel sync, search and verify --backend parse: round 2")
+struct ParseCLIRoundTwoTests {
+    static func base(_ db: String, _ server: ParseServer, _ command: String) -> [String] {
+        ["--db", db, command, "--backend", "parse", "--url", server.url.absoluteString, "--app-id", server.appID]
+    }
+
+    @Test("secrets off the command line: --password-stdin, SATCHEL_PASSWORD and SATCHEL_REST_KEY log in; mistakes are one line")
+    func secrets() async throws {
+        let server = try await ParseServer.start()
+        defer { Task { await server.stop() } }
+        let key = try #require(server.restKey)
+        _ = await server.put("Product", ParseCLITests.json(["name": "Lamp"]), id: nil)
+        let directory = TemporaryDirectory()
+        let args = Self.base(directory.child("a"), server, "sync") + ["--rest-key", key, "--model", "Product"]
+        let piped = try await CLI.run(args + ["--user", "ann", "--password-stdin"], input: "secret\n")
+        #expect(piped.status == 0, "\(piped.stderr)")
+        let fromEnvironment = try await CLI.run(
+            Self.base(directory.child("b"), server, "sync") + ["--model", "Product", "--user", "ann"],
+            environment: ["SATCHEL_PASSWORD": "secret", "SATCHEL_REST_KEY": key])
+        #expect(fromEnvironment.status == 0, "\(fromEnvironment.stderr)")
+        #expect(try await CLI.run(["--db", directory.child("b"), "find", "Product", "--count"]).lines == ["1"])
+        let logins = await server.requests.filter { $0.path == "/parse/login" }
+        #expect(logins.count == 2 && logins.allSatisfy { $0.headers["x-parse-rest-api-key"] == key })
+
+        for (extra, input, words) in [
+            (["--user", "ann", "--password", "secret", "--password-stdin"], "secret\n", "--password and --password-stdin"),
+            (["--user", "ann", "--password-stdin"], "", "standard input is empty"),
+            (["--user", "ann", "--password-stdin", "--token-stdin"], "x\n", "cannot both"),
+        ] {
+            let failed = try await CLI.run(args + extra, input: input)
+            #expect(failed.status != 0 && failed.stderr.contains(words), "\(extra): \(failed.stderr)")
+            #expect(failed.stderr.split(separator: "\n").count == 1, "\(failed.stderr)")
+        }
+        let help = try await CLI.run(["sync", "--help"])
+        #expect(help.stdout.contains("--password-stdin") && help.stdout.contains("SATCHEL_PASSWORD") && help.stdout.contains("--token-stdin"))
+    }
+
+    @Test("search prints exactly the server's matching objects and stores them only with --store; verify exits 0 when the store agrees, 4 with a line per drift")
+    func searchAndVerify() async throws {
+        let server = try await ParseServer.start()
+        defer { Task { await server.stop() } }
+        var ids: [String] = []
+        for i in 1...6 { ids.append(await server.put("Product", ParseCLITests.json(["name": .string("P\(i)"), "price": .int(Int64(i))]), id: nil)) }
+        let directory = TemporaryDirectory()
+        let db = directory.child("db")
+        let key = try #require(server.restKey)
+        #expect(try await CLI.run(Self.base(db, server, "sync") + ["--rest-key", key, "--user", "ann", "--password", "secret", "--model", "Product"]).status == 0)
+        try await CLI.run(["--db", db, "delete", "Product", ids[5]]).expectSuccess()
+        let search = try await CLI.run(Self.base(db, server, "search") + ["--rest-key", key, "Product", "--where", "price>3", "--where", "name!=P5"])
+        #expect(search.status == 0, "\(search.stderr)")
+        let found = try search.lines.map { try JSONObject(parsing: $0) }
+        #expect(Set(found.compactMap { $0["object"]?.stringValue }) == [ids[3], ids[5]], "\(search.lines)")
+        #expect(found.allSatisfy { $0["createdAt"] != nil }, "as the server holds them")
+        #expect(try await CLI.run(["--db", db, "find", "Product", "--id", ids[5]]).status == 1, "not stored")
+
+        // The store agrees, its unpushed delete aside.
+        let agreeing = try await CLI.run(Self.base(db, server, "verify") + ["--rest-key", key, "Product"])
+        #expect(agreeing.status == 0, "\(agreeing.stdout) \(agreeing.stderr)")
+        let summary = try JSONObject(parsing: try #require(agreeing.lines.last))
+        #expect(summary["agree"] == true && summary["objects"] == 6 && summary["unconfirmed"] == 1, "\(summary)")
+
+        // Behind the device's back.
+        await server.update("Product", ids[0], ParseCLITests.json(["price": 100]))
+        await server.delete("Product", ids[1])
+        let differing = try await CLI.run(Self.base(db, server, "verify") + ["--rest-key", key, "Product"])
+        #expect(differing.status == 4, "\(differing.stdout) \(differing.stderr)")
+        let lines = try differing.lines.map { try JSONObject(parsing: $0) }
+        let drifts = Dictionary(uniqueKeysWithValues: lines.dropLast().map { ($0["object"]?.stringValue ?? "", $0) })
+        #expect(drifts[ids[0]]?["drift"] == "differs" && drifts[ids[0]]?["attributes"]?["price"] == ["here": 1, "there": 100])
+        #expect(drifts[ids[0]]?["attributes"]?["updatedAt"] != nil, "the server's updatedAt moved too")
+        #expect(drifts[ids[1]]?["drift"] == "onlyHere" && drifts[ids[1]]?["model"] == "Product")
+        #expect(lines.last?["agree"] == false && lines.last?["differing"] == 1 && lines.last?["onlyHere"] == 1)
+        #expect(try await CLI.run(["--db", db, "find", "Product", "--id", ids[0], "--select", "price"]).lines == [#"{"object":"\#(ids[0])","price":1}"#])
+
+        // --store keeps what was found; a sync brings the rest; then they agree.
+        let stored = try await CLI.run(Self.base(db, server, "search") + ["--rest-key", key, "Product", "--where", "price=100", "--store"])
+        #expect(stored.lines.count == 1, "\(stored.stderr)")
+        #expect(try await CLI.run(["--db", db, "find", "Product", "--id", ids[0], "--select", "price"]).lines == [#"{"object":"\#(ids[0])","price":100}"#])
+        #expect(try await CLI.run(Self.base(db, server, "sync") + ["--rest-key", key, "--full"]).status == 0)
+        #expect(try await CLI.run(Self.base(db, server, "verify") + ["--rest-key", key, "Product"]).status == 0)
+
+        // Wrong questions.
+        let unknown = try await CLI.run(Self.base(db, server, "verify") + ["--rest-key", key, "Prodct"])
+        #expect(unknown.status == 1 && unknown.stderr.contains("Product"), "\(unknown.stderr)")
+        let badWhere = try await CLI.run(Self.base(db, server, "search") + ["--rest-key", key, "Product", "--where", "price<<1"])
+        #expect(badWhere.status != 0 && badWhere.stderr.split(separator: "\n").count == 1, "\(badWhere.stderr)")
+    }
+
+    @Test("a create whose answer was lost, over two runs with the server's idempotency on: the second run carries the same request id and makes nothing twice")
+    func lostCreateAcrossRuns() async throws {
+        var fixture = ParseFixture()
+        fixture.idempotency = ParseFixture.Idempotency()
+        let server = try await ParseServer.start(fixture)
+        defer { Task { await server.stop() } }
+        let directory = TemporaryDirectory()
+        let db = directory.child("db")
+        let key = try #require(server.restKey)
+        try await CLI.run(["--db", db, "put", "Product", #"{"object":"mine","name":"Lamp","price":9}"#]).expectSuccess()
+        for _ in 0..<4 { await server.loseNextAnswer("POST", "/parse/classes/Product") }  // every retry of the first run
+        let lost = try await CLI.run(Self.base(db, server, "sync") + ["--rest-key", key, "--user", "ann", "--password", "secret"])
+        #expect(lost.status != 0 && lost.status != 3, "\(lost.stdout)")
+        #expect(await server.objects("Product").count == 1, "made by the first request")
+        let second = try await CLI.run(Self.base(db, server, "sync") + ["--rest-key", key])
+        #expect(second.status == 0, "\(second.stderr)")
+        let objects = await server.objects("Product")
+        #expect(objects.count == 1, "made once")
+        let posts = await server.requests.filter { $0.method == "POST" && $0.path == "/parse/classes/Product" }
+        #expect(Set(posts.compactMap { $0.headers["x-parse-request-id"] }).count == 1, "one change, one request id, in both runs")
+        let id = try #require(objects.keys.first)
+        #expect(try await CLI.run(["--db", db, "find", "Product", "--id", id, "--select", "name"]).lines == [#"{"name":"Lamp","object":"\#(id)"}"#])
+        #expect(try JSONObject(parsing: try #require(objects[id])).keys.sorted() == ["createdAt", "name", "objectId", "price", "updatedAt"])
+    }
+
+    @Test("--create-protection object-id sends the local id as objectId; field=NAME writes that field; a bad value is one line")
+    func createProtections() async throws {
+        var fixture = ParseFixture()
+        fixture.allowCustomObjectID = true
+        let server = try await ParseServer.start(fixture)
+        defer { Task { await server.stop() } }
+        let directory = TemporaryDirectory()
+        let key = try #require(server.restKey)
+        let db = directory.child("db")
+        try await CLI.run(["--db", db, "put", "Product", #"{"object":"mine","name":"Lamp"}"#]).expectSuccess()
+        let sync = try await CLI.run(Self.base(db, server, "sync") + ["--rest-key", key, "--user", "ann", "--password", "secret", "--create-protection", "object-id"])
+        #expect(sync.status == 0, "\(sync.stderr)")
+        #expect(await server.objects("Product").keys.sorted() == ["mine"])
+        let other = directory.child("other")
+        try await CLI.run(["--db", other, "put", "Product", #"{"object":"theirs","name":"Desk"}"#]).expectSuccess()
+        let field = try await CLI.run(Self.base(other, server, "sync") + ["--rest-key", key, "--user", "ann", "--password", "secret", "--create-protection", "field=deviceRef"])
+        #expect(field.status == 0, "\(field.stderr)")
+        let desk = try #require(await server.objects("Product").values.map { try JSONObject(parsing: $0) }.first { $0["name"] == "Desk" })
+        #expect(desk["deviceRef"] == "theirs")
+        #expect(try await CLI.run(["--db", other, "find", "Product", "--where", "name=Desk", "--select", "deviceRef"]).stdout.contains(#""deviceRef":"theirs""#))
+        let bad = try await CLI.run(Self.base(other, server, "sync") + ["--rest-key", key, "--create-protection", "sometimes"])
+        #expect(bad.status != 0 && bad.stderr.contains("request-id, object-id, field=NAME or none"), "\(bad.stderr)")
+    }
+}
+
+extension CLI.Result {
+    func expectSuccess(sourceLocation: SourceLocation = #_sourceLocation) {
+        #expect(status == 0, "\(stderr)", sourceLocation: sourceLocation)
+    }
+}

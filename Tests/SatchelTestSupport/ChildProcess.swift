@@ -8,7 +8,7 @@ public import Foundation
 /// has many descriptors open (swift-corelibs-foundation pull request 5472) — and a test run has
 /// over a thousand (stores, servers, HTTP sessions running in parallel).
 ///
-/// The child gets `/dev/null` as standard input, pipes for its output, none of the caller's
+/// The child gets `/dev/null` (or the `input` given) as standard input, pipes for its output, none of the caller's
 /// other descriptors, an empty signal mask and default signal handlers.
 public enum ChildProcess {
     public struct Result: Sendable {
@@ -29,9 +29,18 @@ public enum ChildProcess {
     /// on stderr so far, or once `killAfter` has passed, the child is killed with SIGKILL, as a
     /// crash would stop it.
     public static func run(
-        _ executable: String, _ arguments: [String], environment: [String: String]? = nil, killWhen: ((String) -> Bool)? = nil,
-        killAfter: Duration? = nil
+        _ executable: String, _ arguments: [String], environment: [String: String]? = nil, input: Data? = nil,
+        killWhen: ((String) -> Bool)? = nil, killAfter: Duration? = nil
     ) throws -> Result {
+        // Standard input: `input` from a file of its own (removed once the child has it open), or /dev/null.
+        var inputPath = "/dev/null"
+        if let input {
+            inputPath = FileManager.default.temporaryDirectory.appendingPathComponent("satchel-stdin-\(UUID().uuidString)").path
+            guard FileManager.default.createFile(atPath: inputPath, contents: input, attributes: [.posixPermissions: 0o600]) else {
+                throw Failure(description: "cannot write \(inputPath)")
+            }
+        }
+        defer { if input != nil { try? FileManager.default.removeItem(atPath: inputPath) } }
         var output: [Int32] = [-1, -1]
         var errors: [Int32] = [-1, -1]
         guard satchel_pipe_cloexec(&output) == 0 else { throw Failure(description: "pipe: \(String(cString: strerror(errno)))") }
@@ -42,7 +51,7 @@ public enum ChildProcess {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 0, inputPath, O_RDONLY, 0)
         posix_spawn_file_actions_adddup2(&actions, output[1], 1)
         posix_spawn_file_actions_adddup2(&actions, errors[1], 2)
         satchel_spawn_addclosefrom(&actions, 3)
@@ -92,13 +101,13 @@ public enum ChildProcess {
     /// concurrency pool's (two, on two cores): a test waiting for a child must not starve the
     /// in-process servers other tests run meanwhile.
     public static func detached(
-        _ executable: String, _ arguments: [String], environment: [String: String]? = nil,
+        _ executable: String, _ arguments: [String], environment: [String: String]? = nil, input: Data? = nil,
         killWhen: (@Sendable (String) -> Bool)? = nil, killAfter: Duration? = nil
     ) async throws -> Result {
         try await withCheckedThrowingContinuation { continuation in
             Thread.detachNewThread {
                 continuation.resume(with: Swift.Result {
-                    try run(executable, arguments, environment: environment, killWhen: killWhen, killAfter: killAfter)
+                    try run(executable, arguments, environment: environment, input: input, killWhen: killWhen, killAfter: killAfter)
                 })
             }
         }
