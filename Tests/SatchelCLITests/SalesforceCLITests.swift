@@ -73,6 +73,14 @@ struct SalesforceCLITests {
         let fresh = await server.token(for: "ann")
         #expect(try await CLI.run(Self.sync(db, server, ["--token", fresh])).status == 0)
         #expect(try JSONValue(parsing: try #require(await server.records("Account")[id]))["Name"] == "Again")
+
+        // Tokens off the command line: standard input, or SATCHEL_TOKEN.
+        await server.expireTokens()
+        let piped = try await CLI.run(Self.sync(db, server, ["--token-stdin"]), input: await server.token(for: "ann") + "\n")
+        #expect(piped.status == 0, "\(piped.stderr)")
+        await server.expireTokens()
+        let environment = try await CLI.run(Self.sync(db, server), environment: ["SATCHEL_TOKEN": await server.token(for: "ann")])
+        #expect(environment.status == 0, "\(environment.stderr)")
     }
 
     @Test("bad salesforce arguments are one-line errors")
