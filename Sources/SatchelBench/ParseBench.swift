@@ -4,11 +4,15 @@ import Satchel
 import SatchelParse
 import SatchelSync
 
-/// A first pull from the loopback Parse Server (the tests' server, started in this process):
-/// every object of a class into an empty store, in pages of 1,000, through the Parse adapter and
-/// the engine (the id listing that finds deletions included), against fetching and parsing the
-/// same pages — the same keyset queries, over the same HTTP client — without storing them (what
-/// the server and HTTP cost alone). Not part of the default groups.
+/// The Parse adapter against the loopback Parse Server (the tests' server, started in this
+/// process). Not part of the default groups.
+///
+/// - `parse_pull`: a first pull of every object of a class into an empty store, in pages of
+///   1,000, through the adapter and the engine (the id listing that finds deletions included),
+///   against fetching and parsing the same pages — the same keyset queries, over the same HTTP
+///   client — without storing them (what the server and HTTP cost alone).
+/// - `parse_push`, `parse_push_object_ids`: local creates and updates pushed by syncs, with
+///   request ids (the default) and with custom object ids, against posting the same `/batch`es.
 enum ParseBench {
     static let pageSize = SyncBench.pageSize
 
@@ -19,7 +23,6 @@ enum ParseBench {
         defer { if directory == nil { try? fileManager.removeItem(atPath: base) } }
 
         let server = try await ParseServer.start()
-        defer { Task { await server.stop() } }
         var generator = BenchData.Generator()
         for _ in 0..<count { _ = await server.put("Product", Data(generator.next().attributes.jsonBytes), id: nil) }
         log("parse: \(count) objects in the loopback Parse Server at \(server.url.absoluteString), pages of \(pageSize)")
@@ -38,6 +41,106 @@ enum ParseBench {
             fetch = min(fetch, Report.seconds(ContinuousClock.now - start))
         }
         Report.line("parse_pull", n: count, satchel: Double(count) / pull, unit: "objects/s", baselines: [("http_fetch", Double(count) / fetch)])
+        await server.stop()
+        try await push(count: count, base: base, protection: .requestIDs, measure: "parse_push")
+        try await push(count: count, base: base, protection: .customObjectIDs, measure: "parse_push_object_ids")
+    }
+
+    /// The requests of a `/batch` (Parse's hosted limit, the adapter's default).
+    static let batch = 50
+
+    /// `parse_push` (and `parse_push_object_ids`): `count` local creates pushed by a sync, then an
+    /// update of each (a new price) pushed by another, through the adapter with `protection` —
+    /// request ids: each create its own request, eight at a time, and the updates in batches;
+    /// custom object ids: creates and updates in batches — against posting the same objects in
+    /// `/batch`es of ``batch`` over the same HTTP client. Each round writes into two new classes
+    /// of a server with idempotency and custom ids on; the sides take turns going first, phase by
+    /// phase; each keeps its best of three.
+    static func push(count: Int, base: String, protection: ParseBackend.CreateProtection, measure: String) async throws {
+        let items = BenchData.make(count: count, seed: 7)
+        var fixture = ParseFixture()
+        fixture.idempotency = ParseFixture.Idempotency()
+        fixture.allowCustomObjectID = true
+        let server = try await ParseServer.start(fixture)
+        defer { Task { await server.stop() } }
+        log("parse: \(count) local creates then \(count) updates pushed to the loopback Parse Server (\(protection)), against /batch of \(batch)")
+        let http = SyncHTTPClient(timeout: 120)
+        var headers = ["X-Parse-Application-Id": server.appID, "Content-Type": "application/json"]
+        if let key = server.restKey { headers["X-Parse-REST-API-Key"] = key }
+        var pushed = Double.infinity, posted = Double.infinity
+        for round in 0..<3 {
+            var configuration = ParseBackend.Configuration(url: server.url, applicationID: server.appID, restKey: server.restKey, timeout: 120)
+            configuration.createProtection = protection
+            let device = try await PushDevice(backend: ParseBackend(configuration: configuration), model: "PushSatchel\(round)", path: "\(base)/push-\(round)")
+            let poster = Poster(mount: server.url, className: "PushHTTP\(round)", headers: headers, http: http)
+            var satchel = 0.0, direct = 0.0
+            for phase in 0..<2 {
+                let update = phase == 1
+                if (round + phase) % 2 == 0 {
+                    satchel += try await device.push(items, update: update)
+                    direct += try await poster.post(items, update: update)
+                } else {
+                    direct += try await poster.post(items, update: update)
+                    satchel += try await device.push(items, update: update)
+                }
+            }
+            try device.close()
+            for className in ["PushSatchel\(round)", "PushHTTP\(round)"] {
+                let objects = await server.objects(className).values.compactMap { try? JSONValue(parsing: $0) }
+                let prices = Dictionary(objects.map { ($0["sku"]?.stringValue ?? "", $0["price"]) }, uniquingKeysWith: { first, _ in first })
+                guard objects.count == items.count, items.allSatisfy({ prices[$0.attributes["sku"]?.stringValue ?? ""] == BulkSave.newPrice($0) }) else {
+                    throw SatchelError(.unknown, "\(className) holds \(objects.count) objects, not \(items.count) updated ones")
+                }
+            }
+            pushed = min(pushed, satchel)
+            posted = min(posted, direct)
+        }
+        Report.line(measure, n: count, satchel: Double(2 * count) / pushed, unit: "changes/s", baselines: [("http_batch", Double(2 * count) / posted)])
+    }
+
+    /// The same objects posted in `/batch`es over the HTTP client, checking every result.
+    final class Poster {
+        let mount: URL
+        let className: String
+        let headers: [String: String]
+        let http: SyncHTTPClient
+        /// Local id → objectId, once the creates are posted.
+        var serverIDs: [String: String] = [:]
+
+        init(mount: URL, className: String, headers: [String: String], http: SyncHTTPClient) {
+            self.mount = mount
+            self.className = className
+            self.headers = headers
+            self.http = http
+        }
+
+        /// Seconds to post every create (or update) in batches of ``ParseBench/batch``.
+        func post(_ items: [BenchData.Item], update: Bool) async throws -> Double {
+            let url = try SyncHTTPClient.url(mount, "batch")
+            let path = mount.path + "/classes/" + className
+            let start = ContinuousClock.now
+            var index = 0
+            while index < items.count {
+                let slice = items[index..<min(index + ParseBench.batch, items.count)]
+                let requests: [JSONValue] = slice.map { item in
+                    if update {
+                        return ["method": "PUT", "path": .string(path + "/" + (serverIDs[item.id] ?? "")), "body": ["price": BulkSave.newPrice(item)]]
+                    }
+                    return ["method": "POST", "path": .string(path), "body": .object(item.attributes)]
+                }
+                let body: JSONObject = ["requests": .array(requests)]
+                let answer = try await http.send("POST", url, headers: headers, body: Data(body.jsonBytes))
+                let results = try JSONValue(parsing: answer.body).arrayValue ?? []
+                guard answer.status == 200, results.count == slice.count, results.allSatisfy({ $0["success"] != nil }) else {
+                    throw SatchelError(.unknown, "POST /batch: HTTP \(answer.status) \(answer.text.prefix(200))")
+                }
+                if !update {
+                    for (item, result) in zip(slice, results) { serverIDs[item.id] = result["success"]?["objectId"]?.stringValue }
+                }
+                index += slice.count
+            }
+            return Report.seconds(ContinuousClock.now - start)
+        }
     }
 
     /// Fetches every page as the adapter asks for them (a keyset on `(updatedAt, objectId)`, then

@@ -86,7 +86,8 @@ enum SalesforceBench {
 
         var pushed = Double.infinity, posted = Double.infinity
         for round in 0..<rounds {
-            let device = try await Device(server: server, object: satchelObject(round), path: "\(base)/push-\(round)")
+            let backend = SalesforceBackend(configuration: .init(url: server.url, timeout: 120))
+            let device = try await PushDevice(backend: backend, model: satchelObject(round), path: "\(base)/push-\(round)")
             let poster = Poster(server: server, object: httpObject(round), token: token, http: http)
             var satchel = 0.0, direct = 0.0
             for phase in 0..<2 {
@@ -118,64 +119,6 @@ enum SalesforceBench {
         let prices = Dictionary(records.map { ($0["sku"]?.stringValue ?? "", $0["price"]) }, uniquingKeysWith: { first, _ in first })
         guard records.count == items.count, items.allSatisfy({ prices[$0.attributes["sku"]?.stringValue ?? ""] == BulkSave.newPrice($0) }) else {
             throw SatchelError(.unknown, "\(object) holds \(records.count) records, not \(items.count) updated ones")
-        }
-    }
-
-    /// A store syncing one object of the org through the adapter and the engine.
-    final class Device {
-        let store: Store
-        let model: Model
-        let engine: SyncEngine
-        let object: String
-        let path: String
-        /// Local id → the org's id, once the creates are pushed.
-        var serverIDs: [String: String] = [:]
-
-        /// Opens a new store at `path` and syncs `object` once (its describe, an empty pull).
-        init(server: SalesforceServer, object: String, path: String) async throws {
-            store = try Store(path: path)
-            model = try store.register(ModelDefinition(name: object, syncType: .incremental))
-            var configuration = SyncEngine.Configuration()
-            configuration.pageSize = SyncBench.pageSize
-            engine = SyncEngine(store: store, backend: SalesforceBackend(configuration: .init(url: server.url, timeout: 120)), configuration: configuration)
-            self.object = object
-            self.path = path
-            try await engine.logIn(Credentials(user: "ann", password: "secret"))
-            _ = try await engine.sync(models: [object])
-        }
-
-        /// Writes the creates (or the updates) here, untimed, then returns the seconds of the
-        /// sync that pushes them.
-        func push(_ items: [BenchData.Item], update: Bool) async throws -> Double {
-            var index = 0
-            while index < items.count {
-                let end = min(index + SyncBench.pageSize, items.count)
-                let slice = items[index..<end]
-                let (model, ids) = (self.model, serverIDs)
-                try await store.bulkUpdate { tx in
-                    for item in slice {
-                        if update {
-                            _ = try tx.update(ids[item.id] ?? item.id, with: ["price": BulkSave.newPrice(item)], in: model)
-                        } else {
-                            _ = try tx.save(Object(id: item.id, attributes: item.attributes), in: model)
-                        }
-                    }
-                }
-                index = end
-            }
-            let start = ContinuousClock.now
-            let report = try await engine.sync(models: [object])
-            let seconds = Report.seconds(ContinuousClock.now - start)
-            guard report.accepted == items.count, report.rejected == 0 else {
-                throw SatchelError(.unknown, "the push was accepted for \(report.accepted) of \(items.count) changes")
-            }
-            if !update { serverIDs = report.serverIDs[object] ?? [:] }
-            return seconds
-        }
-
-        func close() throws {
-            try store.close()
-            try FileManager.default.removeItem(atPath: path)
         }
     }
 

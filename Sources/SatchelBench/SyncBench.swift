@@ -257,3 +257,63 @@ final class Interleaved: SyncBackend {
     func remoteIDs(_ request: PullRequest) async throws -> [String] { try await inner.remoteIDs(request) }
     func downloadBlob(_ url: String, session: SyncSession) async throws -> Data { try await inner.downloadBlob(url, session: session) }
 }
+
+/// A store syncing one model through an adapter and the engine, for the push measures
+/// (`parse_push`, `salesforce_push`): local creates or updates written untimed, then the sync
+/// that pushes them, timed.
+final class PushDevice {
+    let store: Store
+    let model: Model
+    let engine: SyncEngine
+    let name: String
+    let path: String
+    /// Local id → the server's id, once the creates are pushed.
+    var serverIDs: [String: String] = [:]
+
+    /// Opens a new store at `path` and syncs model `name` once (a describe, an empty pull).
+    init(backend: any SyncBackend, model name: String, path: String) async throws {
+        store = try Store(path: path)
+        model = try store.register(ModelDefinition(name: name, syncType: .incremental))
+        var configuration = SyncEngine.Configuration()
+        configuration.pageSize = SyncBench.pageSize
+        engine = SyncEngine(store: store, backend: backend, configuration: configuration)
+        self.name = name
+        self.path = path
+        try await engine.logIn(Credentials(user: "ann", password: "secret"))
+        _ = try await engine.sync(models: [name])
+    }
+
+    /// Writes the creates (or a new price for each, `update`) here, untimed, then returns the
+    /// seconds of the sync that pushes them.
+    func push(_ items: [BenchData.Item], update: Bool) async throws -> Double {
+        var index = 0
+        while index < items.count {
+            let end = min(index + SyncBench.pageSize, items.count)
+            let slice = items[index..<end]
+            let (model, ids) = (self.model, serverIDs)
+            try await store.bulkUpdate { tx in
+                for item in slice {
+                    if update {
+                        _ = try tx.update(ids[item.id] ?? item.id, with: ["price": BulkSave.newPrice(item)], in: model)
+                    } else {
+                        _ = try tx.save(Object(id: item.id, attributes: item.attributes), in: model)
+                    }
+                }
+            }
+            index = end
+        }
+        let start = ContinuousClock.now
+        let report = try await engine.sync(models: [name])
+        let seconds = Report.seconds(ContinuousClock.now - start)
+        guard report.accepted == items.count, report.rejected == 0 else {
+            throw SatchelError(.unknown, "the push was accepted for \(report.accepted) of \(items.count) changes")
+        }
+        if !update { serverIDs = report.serverIDs[name] ?? [:] }
+        return seconds
+    }
+
+    func close() throws {
+        try store.close()
+        try FileManager.default.removeItem(atPath: path)
+    }
+}
