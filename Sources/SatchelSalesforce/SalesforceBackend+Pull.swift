@@ -297,23 +297,9 @@ extension SalesforceBackend {
     /// A datetime for `getDeleted`'s `start` and `end` (UTC, whole seconds).
     static func isoDate(_ date: Date) -> String { Date.ISO8601FormatStyle().format(date) }
 
-    /// The months of an HTTP date, in order.
-    private static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
-
-    /// An HTTP `Date` header in the form servers send (RFC 9110's IMF-fixdate,
-    /// `Sun, 06 Nov 1994 08:49:37 GMT`); nil for anything else, and the caller falls back to
-    /// the cursor's time. Its fields are read into ISO 8601 for `Date.ISO8601FormatStyle`:
-    /// Foundation's `DateFormatter` leaks on non-ASCII text (the fuzzers found it) and hands
-    /// the string to ICU, which crashed on another hostile datetime.
-    package static func httpDate(_ text: String) -> Date? {
-        let fields = text.split(separator: " ", omittingEmptySubsequences: false)
-        guard fields.count == 6, fields[0].utf8.count == 4, fields[0].hasSuffix(","), fields[5] == "GMT",
-            fields[1].utf8.count == 2, fields[3].utf8.count == 4, fields[4].utf8.count == 8,
-            let month = months.firstIndex(where: { fields[2] == $0 })
-        else { return nil }
-        let iso = "\(fields[3])-\(month < 9 ? "0" : "")\(month + 1)-\(fields[1])T\(fields[4])Z"
-        return try? Date.ISO8601FormatStyle().parse(iso)
-    }
+    /// An HTTP `Date` header (see `HTTPDate`); nil for anything else, and the caller falls back to
+    /// the cursor's time.
+    package static func httpDate(_ text: String) -> Date? { HTTPDate.parse(text) }
 }
 
 /// FNV-1a, 64 bits: a record's content hash (not for security).

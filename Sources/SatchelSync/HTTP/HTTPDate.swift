@@ -14,7 +14,8 @@ package enum HTTPDate {
 
     /// The instant `text` names; nil for anything else.
     package static func parse(_ text: String) -> Date? {
-        let fields = text.split(separator: " ", omittingEmptySubsequences: true).map(String.init)
+        // Single spaces between fields, but asctime's two before a day of one digit.
+        let fields = text.split(separator: " ", omittingEmptySubsequences: false).map(String.init)
         var day: String, month: String, year: String, time: String
         if fields.count == 6, fields[0].hasSuffix(","), days.contains(String(fields[0].dropLast())), fields[5] == "GMT" {
             (day, month, year, time) = (fields[1], fields[2], fields[3], fields[4])  // IMF-fixdate
@@ -23,13 +24,15 @@ package enum HTTPDate {
             let parts = fields[1].split(separator: "-", omittingEmptySubsequences: false).map(String.init)
             guard parts.count == 3, parts[2].utf8.count == 2, let short = Int(parts[2]) else { return nil }
             (day, month, year, time) = (parts[0], parts[1], String(short < 70 ? 2000 + short : 1900 + short), fields[2])
-        } else if fields.count == 5, days.contains(fields[0]) {
-            (day, month, year, time) = (fields[2].utf8.count == 1 ? "0" + fields[2] : fields[2], fields[1], fields[4], fields[3])  // asctime
+        } else if fields.count == 5, days.contains(fields[0]), fields[2].utf8.count == 2 {
+            (day, month, year, time) = (fields[2], fields[1], fields[4], fields[3])  // asctime
+        } else if fields.count == 6, days.contains(fields[0]), fields[2].isEmpty, fields[3].utf8.count == 1 {
+            (day, month, year, time) = ("0" + fields[3], fields[1], fields[5], fields[4])  // asctime, a day of one digit
         } else {
             return nil
         }
-        guard day.utf8.count == 2, day.allSatisfy(\.isASCII), year.utf8.count == 4, year.allSatisfy(\.isASCII), time.utf8.count == 8,
-            time.allSatisfy(\.isASCII), let index = months.firstIndex(of: month)
+        guard day.utf8.count == 2, day.utf8.allSatisfy({ (48...57).contains($0) }), year.utf8.count == 4, year.utf8.allSatisfy({ (48...57).contains($0) }),
+            time.utf8.count == 8, time.utf8.allSatisfy({ (48...58).contains($0) }), let index = months.firstIndex(of: month)
         else { return nil }
         let iso = "\(year)-\(index < 9 ? "0" : "")\(index + 1)-\(day)T\(time)Z"
         return try? Date.ISO8601FormatStyle().parse(iso)
