@@ -37,7 +37,7 @@ struct SatchelBench: AsyncParsableCommand {
     @Option(help: "The Kinto bucket of the kinto group (its Product collection is written when empty).") var kintoBucket = "satchel-bench"
     @Option(help: "user:password for the Kinto server.") var kintoUser = "bench:bench"
 
-    @Flag(help: "Run the parse group too: a first pull from the loopback Parse Server (at most 20,000 objects).") var parse = false
+    @Flag(help: "Run the parse group too: a first pull from the loopback Parse Server, and creates and updates pushed to it (at most 20,000 objects).") var parse = false
     @Flag(help: "Run the salesforce group too: a first pull from the loopback Salesforce, and creates and updates pushed to it (at most 20,000 records).") var salesforce = false
     @Option(help: "Number of objects.") var docs = 100_000
     @Option(help: "Systems to compare with: leveldb_raw, sqlite_json, rhoconnect_eav (comma list; default all).")

@@ -44,7 +44,7 @@ extension ParseBackend {
     // MARK: - Push
 
     /// What every part of one push needs.
-    struct PushContext {
+    struct PushContext: Sendable {
         let request: PushRequest
         let types: ParseMapping.WireTypes
         /// `/parse/classes/C`: a batch's sub-request paths include the mount.
@@ -240,10 +240,12 @@ extension ParseBackend {
     // MARK: - Creates, one request each
 
     /// What one create's own request came to.
-    enum CreateAnswer {
+    enum CreateAnswer: Sendable {
         case outcome(PushOutcome)
         /// `159`: a request with this id was made before.
         case duplicate(body: JSONObject)
+        /// No answer that says (no answer at all, a server failure, a refused session).
+        case failed(SyncError)
     }
 
     /// Sends each create as its own `POST /classes/C` with its request id, at most
@@ -259,55 +261,51 @@ extension ParseBackend {
     /// once more under another request id, also derived from the change (the attempt counts).
     func pushCreates(_ creates: [OutgoingChange], _ context: PushContext, othersAnswered: Bool) async throws -> [String: PushOutcome] {
         guard !creates.isEmpty else { return [:] }
-        var answers: [String: Result<CreateAnswer, any Error>] = [:]
-        try await withThrowingTaskGroup(of: (String, Result<CreateAnswer, any Error>).self) { group in
+        var answers = [CreateAnswer](repeating: .outcome(.retryLater(message: "no result from the server")), count: creates.count)
+        await withTaskGroup(of: (Int, CreateAnswer).self) { group in
             var next = 0
             func startNext() {
                 guard next < creates.count else { return }
-                let change = creates[next]
+                let (index, change) = (next, creates[next])
                 next += 1
-                group.addTask {
-                    do { return (change.id, .success(try await self.postCreate(change, context, attempt: 0))) } catch { return (change.id, .failure(error)) }
-                }
+                group.addTask { (index, await self.postCreate(change, context, attempt: 0)) }
             }
             for _ in 0..<configuration.createConcurrency { startNext() }
-            while let (id, answer) = try await group.next() {
-                answers[id] = answer
+            while let (index, answer) = await group.next() {
+                answers[index] = answer
                 startNext()
             }
         }
-        if !othersAnswered, let first = creates.first, case .failure(let error) = answers[first.id],
-            creates.allSatisfy({ if case .failure = answers[$0.id] { true } else { false } })
-        {
+        if !othersAnswered, case .failed(let error) = answers[0], answers.allSatisfy({ if case .failed = $0 { true } else { false } }) {
             throw error
         }
         var claimed: Set<String> = []
-        for case .success(.outcome(.accepted(let id?, _))) in answers.values { claimed.insert(id) }
+        for case .outcome(.accepted(let id?, _)) in answers { claimed.insert(id) }
         var outcomes: [String: PushOutcome] = [:]
-        for change in creates {
-            var answer = answers[change.id] ?? .success(.outcome(.retryLater(message: "no result from the server")))
+        for (change, first) in zip(creates, answers) {
+            var answer = first
             // Duplicates are resolved one at a time, so that two creates never claim one object.
             var attempt = 0
-            while case .success(.duplicate(let body)) = answer {
+            while case .duplicate(let body) = answer {
                 if let found = try await findMade(change, body: body, context, excluding: claimed) {
-                    answer = .success(.outcome(.accepted(serverID: found.id, version: found.version)))
+                    answer = .outcome(.accepted(serverID: found.id, version: found.version))
                 } else if attempt < Self.createAttempts - 1 {
                     attempt += 1
-                    do { answer = .success(try await postCreate(change, context, attempt: attempt)) } catch { answer = .failure(error) }
+                    answer = await postCreate(change, context, attempt: attempt)
                 } else {
-                    answer = .success(.outcome(.retryLater(
+                    answer = .outcome(.retryLater(
                         message: "Parse answered that this create was made already (code 159: its X-Parse-Request-Id was seen), "
-                            + "but no object on the server holds its attributes; it is sent again by a later sync")))
+                            + "but no object on the server holds its attributes; it is sent again by a later sync"))
                 }
             }
             switch answer {
-            case .success(.outcome(let outcome)):
+            case .outcome(let outcome):
                 outcomes[change.id] = outcome
                 if case .accepted(let id?, _) = outcome { claimed.insert(id) }
-            case .success(.duplicate):
+            case .duplicate:
                 break  // resolved above
-            case .failure(let error):
-                outcomes[change.id] = .unanswered(error as? SyncError ?? SyncError(.network, "\(error)"))
+            case .failed(let error):
+                outcomes[change.id] = .unanswered(error)
             }
         }
         return outcomes
@@ -318,7 +316,17 @@ extension ParseBackend {
     static let createAttempts = 3
 
     /// `POST /classes/C` of one create, carrying the request id of its `attempt`.
-    func postCreate(_ change: OutgoingChange, _ context: PushContext, attempt: Int) async throws -> CreateAnswer {
+    func postCreate(_ change: OutgoingChange, _ context: PushContext, attempt: Int) async -> CreateAnswer {
+        do {
+            return try await sendCreate(change, context, attempt: attempt)
+        } catch let error as SyncError {
+            return .failed(error)
+        } catch {
+            return .failed(SyncError(.network, "\(context.what): \(error)"))
+        }
+    }
+
+    func sendCreate(_ change: OutgoingChange, _ context: PushContext, attempt: Int) async throws -> CreateAnswer {
         let body = try await body(of: change, context)
         let answer = try await send(
             "POST", try endpoint("classes/\(SyncHTTPClient.escape(context.request.model.name))"), body: body, session: context.request.session,
