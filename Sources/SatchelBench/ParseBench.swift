@@ -73,18 +73,7 @@ enum ParseBench {
             configuration.createProtection = protection
             let device = try await PushDevice(backend: ParseBackend(configuration: configuration), model: "PushSatchel\(round)", path: "\(base)/push-\(round)")
             let poster = Poster(mount: server.url, className: "PushHTTP\(round)", headers: headers, http: http)
-            var satchel = 0.0, direct = 0.0
-            for phase in 0..<2 {
-                let update = phase == 1
-                if (round + phase) % 2 == 0 {
-                    satchel += try await device.push(items, update: update)
-                    direct += try await poster.post(items, update: update)
-                } else {
-                    direct += try await poster.post(items, update: update)
-                    satchel += try await device.push(items, update: update)
-                }
-            }
-            try device.close()
+            let (satchel, direct) = try await device.race(round: round, items) { try await poster.post($0, update: $1) }
             for className in ["PushSatchel\(round)", "PushHTTP\(round)"] {
                 let objects = await server.objects(className).values.compactMap { try? JSONValue(parsing: $0) }
                 let prices = Dictionary(objects.map { ($0["sku"]?.stringValue ?? "", $0["price"]) }, uniquingKeysWith: { first, _ in first })

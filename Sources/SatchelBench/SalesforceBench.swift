@@ -89,18 +89,7 @@ enum SalesforceBench {
             let backend = SalesforceBackend(configuration: .init(url: server.url, timeout: 120))
             let device = try await PushDevice(backend: backend, model: satchelObject(round), path: "\(base)/push-\(round)")
             let poster = Poster(server: server, object: httpObject(round), token: token, http: http)
-            var satchel = 0.0, direct = 0.0
-            for phase in 0..<2 {
-                let update = phase == 1
-                if (round + phase) % 2 == 0 {
-                    satchel += try await device.push(items, update: update)
-                    direct += try await poster.post(items, update: update)
-                } else {
-                    direct += try await poster.post(items, update: update)
-                    satchel += try await device.push(items, update: update)
-                }
-            }
-            try device.close()
+            let (satchel, direct) = try await device.race(round: round, items) { try await poster.post($0, update: $1) }
             try await check(server, satchelObject(round), items)
             try await check(server, httpObject(round), items)
             pushed = min(pushed, satchel)

@@ -283,6 +283,26 @@ final class PushDevice {
         _ = try await engine.sync(models: [name])
     }
 
+    /// One round of a push measure: the creates, then the updates, pushed by this device and
+    /// posted by `post` (the baseline), the two taking turns going first phase by phase (by the
+    /// round's parity) so that noise lands on both alike. Returns both sides' seconds; the
+    /// device is closed.
+    func race(round: Int, _ items: [BenchData.Item], against post: ([BenchData.Item], Bool) async throws -> Double) async throws -> (satchel: Double, baseline: Double) {
+        var satchel = 0.0, baseline = 0.0
+        for phase in 0..<2 {
+            let update = phase == 1
+            if (round + phase) % 2 == 0 {
+                satchel += try await push(items, update: update)
+                baseline += try await post(items, update)
+            } else {
+                baseline += try await post(items, update)
+                satchel += try await push(items, update: update)
+            }
+        }
+        try close()
+        return (satchel, baseline)
+    }
+
     /// Writes the creates (or a new price for each, `update`) here, untimed, then returns the
     /// seconds of the sync that pushes them.
     func push(_ items: [BenchData.Item], update: Bool) async throws -> Double {

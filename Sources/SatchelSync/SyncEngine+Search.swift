@@ -38,15 +38,7 @@ extension SyncEngine {
             page.upserts = page.upserts.filter { condition.matches(Self.object($0)) }
             found += page.upserts.map(Self.object)
             if storing, let model, let state, !page.upserts.isEmpty {
-                let blobs = try await downloadBlobs(page, definition: definition, modelConfiguration: modelConfiguration, session: session, state: state)
-                let notification = try storage {
-                    try store.bulkUpdate { tx -> ObjectNotification in
-                        var notification = ObjectNotification(model: name)
-                        try Self.applyUpserts(page.upserts, to: model, modelConfiguration: modelConfiguration, blobs: blobs, tx: tx, notification: &notification)
-                        return notification
-                    }
-                }
-                if !notification.isEmpty { emit(.objects(notification)) }
+                try await store(page, of: model, definition: definition, modelConfiguration: modelConfiguration, session: session, state: state)
             }
             if page.done { break }
             cursor = page.nextCursor
@@ -69,16 +61,25 @@ extension SyncEngine {
         let request = pullRequest(definition, cursor: nil, session: session, modelConfiguration: modelConfiguration)
         let page = try await withRetry { try await self.backend.search(request, query: query) }
         let state = try storage { try store.read { try $0.syncState(model) } }
+        try await store(page, of: model, definition: definition, modelConfiguration: modelConfiguration, session: session, state: state)
+        return page.upserts.map(\.id)
+    }
+
+    /// Stores a search's page in one batch, as a pulled page's objects are (local
+    /// unacknowledged changes win; blobs downloaded first); the cursor stays.
+    private func store(
+        _ page: PullPage, of model: Model, definition: ModelDefinition, modelConfiguration: ModelSyncConfiguration, session: SyncSession,
+        state: SyncStateRecord
+    ) async throws {
         let blobs = try await downloadBlobs(page, definition: definition, modelConfiguration: modelConfiguration, session: session, state: state)
         let notification = try storage {
             try store.bulkUpdate { tx -> ObjectNotification in
-                var notification = ObjectNotification(model: name)
+                var notification = ObjectNotification(model: model.name)
                 try Self.applyUpserts(page.upserts, to: model, modelConfiguration: modelConfiguration, blobs: blobs, tx: tx, notification: &notification)
                 return notification
             }
         }
         if !notification.isEmpty { emit(.objects(notification)) }
-        return page.upserts.map(\.id)
     }
 
     /// A server object as an object: its attributes without nulls.
