@@ -90,7 +90,8 @@ struct StoredIndex: Sendable, Hashable {
     var isMaintained: Bool { state != .dropping }
 
     /// Stored under `(meta, "index", model, id)`:
-    /// `{"objects":true,"fields":[["brand"],["address","city"]],"id":1,"kind":"value","state":"ready"}`.
+    /// `{"fields":[["brand"],["address","city"]],"id":1,"kind":"value","objects":true,"state":"ready"}`
+    /// (docs/KEY_LAYOUT.md).
     var json: JSONObject {
         [
             "id": .int(Int64(id)), "kind": .string(definition.kind.rawValue), "state": .string(state.rawValue),
@@ -123,7 +124,9 @@ struct StoredIndex: Sendable, Hashable {
         self.id = Int(id)
         self.state = state
         self.prefix = Keys.indexPrefix(model, Int(id))
-        self.definition = kind == .value ? IndexDefinition(paths, storesObjects: json["objects"]?.boolValue ?? false) : .elements(of: paths[0])
+        // `objects`; `documents` is its name in an earlier version of the specification.
+        let storesObjects = (json["objects"] ?? json["documents"])?.boolValue ?? false
+        self.definition = kind == .value ? IndexDefinition(paths, storesObjects: storesObjects) : .elements(of: paths[0])
     }
 
     // MARK: - Entries

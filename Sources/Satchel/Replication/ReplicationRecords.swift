@@ -145,3 +145,24 @@ package struct SyncStateRecord: Equatable, Sendable {
             lastSync: json["last"]?.stringValue, metadata: json["metadata"], configuration: json["configuration"]?.objectValue)
     }
 }
+
+/// An unfinished rewrite, stored under `(meta, "rewrite", model, stamp)` as
+/// `{"renames":{"old id":"new id",…}}`: the renames of objects of `model` whose references in
+/// another partition are still to be rewritten.
+enum RewriteRecord {
+    static func encode(_ renames: [String: String]) -> [UInt8] {
+        let record: JSONObject = ["renames": .object(JSONObject(renames.map { ($0.key, JSONValue.string($0.value)) }))]
+        return record.jsonBytes
+    }
+
+    /// The renames a record holds; nil when it does not decode.
+    static func renames(_ bytes: UnsafeRawBufferPointer) -> [String: String]? {
+        guard let renames = (try? JSONObject(parsing: bytes))?["renames"]?.objectValue else { return nil }
+        var result: [String: String] = [:]
+        for (old, new) in renames {
+            guard let new = new.stringValue else { return nil }
+            result[old] = new
+        }
+        return result
+    }
+}

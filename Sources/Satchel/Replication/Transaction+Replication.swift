@@ -155,8 +155,7 @@ extension Transaction {
         }
         guard elsewhere else { return }
         try buffer.claim(partition, model: parent.name)
-        let record: JSONObject = ["renames": .object(JSONObject(renames.map { ($0.key, JSONValue.string($0.value)) }))]
-        buffer.put(Keys.rewrite(parent.name, ObjectID.generate()), record.jsonBytes)
+        buffer.put(Keys.rewrite(parent.name, ObjectID.generate()), RewriteRecord.encode(renames))
         leftRewrites = true
     }
 
@@ -221,10 +220,9 @@ extension Store {
                 while iterator.isValid && iterator.keyHasPrefix(prefix) {
                     let key = iterator.key
                     let (_, elements) = try Keys.decode(key)
-                    guard elements.count == 3, let model = elements[1].stringValue,
-                        let renames = try? JSONObject(parsing: iterator.value)["renames"]?.objectValue
+                    guard elements.count == 3, let model = elements[1].stringValue, let renames = iterator.withValue(RewriteRecord.renames)
                     else { throw SatchelError(.corruption, "an undecodable rewrite record in the \(partition.rawValue) partition") }
-                    records.append((key, model, renames.reduce(into: [:]) { $0[$1.key] = $1.value.stringValue }))
+                    records.append((key, model, renames))
                     iterator.next()
                 }
                 try iterator.checkError()
@@ -254,8 +252,8 @@ extension Store {
             iterator.seek(Keys.rewritePrefix)
             while iterator.isValid && iterator.keyHasPrefix(Keys.rewritePrefix) {
                 let elements = (try? Keys.decode(iterator.key))?.1 ?? []
-                let renames = (try? JSONObject(parsing: iterator.value))?["renames"]?.objectValue ?? JSONObject()
-                result.append((partition, elements.count > 1 ? elements[1].stringValue ?? "?" : "?", renames.keys))
+                let renames = iterator.withValue(RewriteRecord.renames) ?? [:]
+                result.append((partition, elements.count > 1 ? elements[1].stringValue ?? "?" : "?", renames.keys.sorted()))
                 iterator.next()
             }
             try iterator.checkError()
