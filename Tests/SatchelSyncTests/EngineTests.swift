@@ -1,5 +1,5 @@
 import Foundation
-import Satchel
+@testable import Satchel
 import SatchelSync
 import SatchelSyncTesting
 import SatchelTestSupport

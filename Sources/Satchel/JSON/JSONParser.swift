@@ -375,7 +375,7 @@ extension JSONValue {
     /// stays within a known multiple of the cap (the sync adapters read server answers so).
     ///
     /// - Throws: ``SatchelError`` `.malformedJSON` with the byte offset and the reason.
-    package init(parsing bytes: some Sequence<UInt8>, maximumValues: Int) throws {
+    public init(parsing bytes: some Sequence<UInt8>, maximumValues: Int) throws {
         let result: Result<JSONValue, JSONParser.Failure> =
             bytes.withContiguousStorageIfAvailable { buffer in
                 Result { () throws(JSONParser.Failure) in try JSONParser.parse(buffer, maxValues: maximumValues) }

@@ -49,7 +49,7 @@ public struct Field: Sendable, Hashable, ExpressibleByStringLiteral, CustomStrin
     }
 
     /// The value at this path in `attributes`, or nil when missing.
-    package func value(in attributes: JSONObject) -> JSONValue? {
+    public func value(in attributes: JSONObject) -> JSONValue? {
         var current = attributes[components[0]]
         for name in components.dropFirst() {
             guard case .object(let object)? = current else { return nil }

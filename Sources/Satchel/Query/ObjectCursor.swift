@@ -260,6 +260,13 @@ public final class ObjectCursor {
 @available(*, unavailable)
 extension ObjectCursor: Sendable {}
 
+extension Array where Element == SortKey {
+    /// `objects` in this order — the query semantics' total order of values (null and missing
+    /// first, then booleans, numbers, strings, arrays, objects), ties by object id, descending
+    /// when the last key is — as `find` returns them.
+    public func sorted(_ objects: [Object]) -> [Object] { Sorter(order: self).sort(objects) }
+}
+
 /// Orders objects by a query's sort keys, ties by id.
 struct Sorter {
     let order: [SortKey]

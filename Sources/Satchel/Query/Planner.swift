@@ -193,7 +193,7 @@ enum Planner {
         // Equality (or `in`) on a leading run of fields.
         while k < fields.count, let (values, used) = equalityValues(for: fields[k], conjuncts: conjuncts) {
             if prefixes.count * max(values.count, 1) > 256 { break }
-            prefixes = prefixes.flatMap { p in values.map { p + KeyEncoder.valueBytes($0) } }
+            prefixes = prefixes.flatMap { p in values.map { Keys.element(after: p, $0) } }
             consumed.insert(used)
             equalities.append((fields[k], values))
             if values.count == 1 { fixedSingle.append(fields[k]) }
@@ -236,7 +236,7 @@ enum Planner {
         let field = index.definition.fields[0]
         for conjunct in conjuncts {
             guard case .contains(let f, let value) = conjunct, f == field else { continue }
-            var ranges = [KeyRange.prefix(Keys.indexElementsPrefix(index.prefix) + KeyEncoder.valueBytes(value))]
+            var ranges = [KeyRange.prefix(Keys.element(after: Keys.indexElementsPrefix(index.prefix), value))]
             if case .string(let needle) = value {
                 var strings = KeyRange.prefix(Keys.indexStringsPrefix(index.prefix))
                 strings.substring = needle
@@ -272,7 +272,7 @@ enum Planner {
     // MARK: - Ranges on one field
 
     struct Bounds {
-        enum TypeClass { case number, string, bool }
+        typealias TypeClass = Keys.TypeClass
         var typeClass: TypeClass?
         var lower: (value: JSONValue, inclusive: Bool)?
         var upper: (value: JSONValue, inclusive: Bool)?
@@ -291,36 +291,21 @@ enum Planner {
             }
         }
 
-        static func classRange(_ typeClass: TypeClass) -> (UInt8, UInt8) {
-            switch typeClass {
-            case .number: (KeyCodec.Tag.number, KeyCodec.Tag.number + 1)
-            case .string: (KeyCodec.Tag.string, KeyCodec.Tag.string + 1)
-            case .bool: (KeyCodec.Tag.false, KeyCodec.Tag.true + 1)
-            }
-        }
-
-        /// The key range of entries after `prefix` whose next element satisfies the bounds.
+        /// The key range of entries after `prefix` whose next element satisfies the bounds
+        /// (the key bytes are KeyCodec's).
         func range(after prefix: [UInt8]) -> KeyRange? {
             if let typeClass {
-                let (low, high) = Self.classRange(typeClass)
-                var start = prefix + [low]
-                var end = prefix + [high]
-                if let lower {
-                    let key = prefix + KeyEncoder.valueBytes(lower.value)
-                    start = lower.inclusive ? key : Keys.prefixEnd(key)
-                }
-                if let upper {
-                    let key = prefix + KeyEncoder.valueBytes(upper.value)
-                    end = upper.inclusive ? Keys.prefixEnd(key) : key
-                }
+                var (start, end) = Keys.typeClassRange(after: prefix, typeClass)
+                if let lower { start = Keys.bound(after: prefix, lower.value, inclusive: lower.inclusive, lower: true) }
+                if let upper { end = Keys.bound(after: prefix, upper.value, inclusive: upper.inclusive, lower: false) }
                 return KeyRange(start: start, end: end)
             }
             if let prefixString = self.prefix {
-                return KeyRange.prefix(prefix + KeyEncoder.stringPrefixBytes(prefixString))
+                return KeyRange.prefix(Keys.stringPrefix(after: prefix, prefixString))
             }
             if let exists {
                 // Missing values are stored as null, the first element of the order.
-                let null = prefix + [KeyCodec.Tag.null]
+                let null = Keys.null(after: prefix)
                 return exists ? KeyRange(start: Keys.prefixEnd(null), end: Keys.prefixEnd(prefix)) : KeyRange.prefix(null)
             }
             return nil

@@ -5,7 +5,7 @@ import Darwin
 #endif
 
 /// Comparisons of values under Satchel's query semantics.
-package enum ValueOrder {
+enum ValueOrder {
     /// Compares two values of the same type class (numbers, strings or booleans): negative,
     /// zero or positive; nil when the classes differ or are not ordered by ranges (null, arrays,
     /// objects).
@@ -52,5 +52,5 @@ package enum ValueOrder {
 
     /// The bytes that order `value` (nil: missing, ordered with null) in the total order
     /// null < false < true < numbers < strings < arrays < objects: its key encoding.
-    package static func sortKey(_ value: JSONValue?) -> [UInt8] { KeyEncoder.valueBytes(value ?? .null) }
+    static func sortKey(_ value: JSONValue?) -> [UInt8] { KeyEncoder.valueBytes(value ?? .null) }
 }

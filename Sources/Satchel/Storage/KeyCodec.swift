@@ -562,6 +562,38 @@ enum Keys {
         return [0xFF]
     }
 
+    // MARK: - Ranges of index entries (the planner's)
+
+    /// The values a range reads one type class of: numbers, strings or booleans.
+    enum TypeClass { case number, string, bool }
+
+    /// The first key, and the first key past the last, of the entries after `prefix` whose next
+    /// element is of `typeClass` (booleans: `false` and `true`).
+    static func typeClassRange(after prefix: [UInt8], _ typeClass: TypeClass) -> (start: [UInt8], end: [UInt8]) {
+        let (low, high): (UInt8, UInt8) = switch typeClass {
+        case .number: (KeyCodec.Tag.number, KeyCodec.Tag.number + 1)
+        case .string: (KeyCodec.Tag.string, KeyCodec.Tag.string + 1)
+        case .bool: (KeyCodec.Tag.false, KeyCodec.Tag.true + 1)
+        }
+        return (prefix + [low], prefix + [high])
+    }
+
+    /// Where a range of entries after `prefix` starts (a `lower` bound) or ends (an upper one)
+    /// at `value`: at its first entry or past its last, as the bound is inclusive or not.
+    static func bound(after prefix: [UInt8], _ value: JSONValue, inclusive: Bool, lower: Bool) -> [UInt8] {
+        let key = element(after: prefix, value)
+        return lower == inclusive ? key : prefixEnd(key)
+    }
+
+    /// The entries after `prefix` whose next element is `value`.
+    static func element(after prefix: [UInt8], _ value: JSONValue) -> [UInt8] { prefix + KeyEncoder.valueBytes(value) }
+
+    /// The entries after `prefix` whose next element is a string starting with `text`.
+    static func stringPrefix(after prefix: [UInt8], _ text: String) -> [UInt8] { prefix + KeyEncoder.stringPrefixBytes(text) }
+
+    /// The entries after `prefix` whose next element is `null` (a value index's missing values).
+    static func null(after prefix: [UInt8]) -> [UInt8] { prefix + [KeyCodec.Tag.null] }
+
     /// Reads the trailing object id of a `(family, model, objectId)` key whose first
     /// `prefixLength` bytes are the `(family, model)` prefix.
     static func objectID(fromKey key: UnsafeRawBufferPointer, prefixLength: Int) throws(SatchelError) -> String {

@@ -39,5 +39,5 @@ extension Store {
     static let ioQueueKey = DispatchSpecificKey<Bool>()
 
     /// Whether the caller runs on the stores' I/O queue (for tests of where work runs).
-    package static var isOnIOQueue: Bool { DispatchQueue.getSpecific(key: ioQueueKey) == true }
+    static var isOnIOQueue: Bool { DispatchQueue.getSpecific(key: ioQueueKey) == true }
 }

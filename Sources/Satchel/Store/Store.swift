@@ -111,7 +111,7 @@ public final class Store: Sendable {
 
     /// Runs `hook` right after each batch that gives objects new ids (a sync's renames) lands;
     /// a hook that throws stops the work there, as a crash would (debug builds only).
-    package func afterRenameBatch(_ hook: (@Sendable () throws -> Void)?) { faultHooks.withLock { $0.afterRenameBatch = hook } }
+    func afterRenameBatch(_ hook: (@Sendable () throws -> Void)?) { faultHooks.withLock { $0.afterRenameBatch = hook } }
     #endif
 
     // MARK: - Opening and closing

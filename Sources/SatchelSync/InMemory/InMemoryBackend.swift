@@ -334,20 +334,13 @@ public actor InMemoryBackend: SyncBackend {
         return (page, page.done ? Cursor(since: at) : Cursor(offset: end, at: at))
     }
 
-    /// The live objects of the model within its server filter, in its fetch order, then by id.
+    /// The live objects of the model within its server filter, in its fetch order (ordered as
+    /// `find` orders), then by id.
     private func ordered(_ request: PullRequest) -> [(id: String, entry: ServerState.Entry)] {
-        let objects = (state.collections[request.model.name]?.objects ?? [:])
-            .filter { Self.matches($0.value.attributes, request.configuration.serverFilter) }
-            .map { (id: $0.key, entry: $0.value) }
-        let order = request.configuration.fetchOrder
-        return objects.sorted { a, b in
-            for key in order {
-                let x = ValueOrder.sortKey(key.field.value(in: a.entry.attributes))
-                let y = ValueOrder.sortKey(key.field.value(in: b.entry.attributes))
-                if x != y { return key.descending ? y.lexicographicallyPrecedes(x) : x.lexicographicallyPrecedes(y) }
-            }
-            return a.id.utf8.lexicographicallyPrecedes(b.id.utf8)
-        }
+        let collection = state.collections[request.model.name]?.objects ?? [:]
+        let objects = collection.filter { Self.matches($0.value.attributes, request.configuration.serverFilter) }
+            .map { Object(id: $0.key, attributes: $0.value.attributes) }
+        return request.configuration.fetchOrder.sorted(objects).map { (id: $0.id, entry: collection[$0.id]!) }
     }
 
     private func serverObject(_ id: String, _ entry: ServerState.Entry, request: PullRequest, changedAfter: Int64? = nil) -> ServerObject {
