@@ -11,9 +11,9 @@ enum MergePolicy {
         var id: String
         /// The object's attributes; nil when there is no object here.
         var attributes: JSONObject?
-        var records: SyncRecords
+        var records: ObjectSyncState
 
-        init(model: String, id: String, attributes: JSONObject?, records: SyncRecords = SyncRecords()) {
+        init(model: String, id: String, attributes: JSONObject?, records: ObjectSyncState = ObjectSyncState()) {
             self.model = model
             self.id = id
             self.attributes = attributes
@@ -74,7 +74,7 @@ enum MergePolicy {
     struct Outcome: Equatable, Sendable {
         var rule: Rule
         var write: Write
-        var records: SyncRecords
+        var records: ObjectSyncState
     }
 
     // MARK: - The rules
@@ -82,7 +82,7 @@ enum MergePolicy {
     /// Attributes the server must not overwrite: those with local changes it has not
     /// acknowledged (every one, for an object created here), and device-only ones.
     static func protected(
-        _ records: SyncRecords, configuration: ModelSyncConfiguration
+        _ records: ObjectSyncState, configuration: ModelSyncConfiguration
     ) -> (all: Bool, names: Set<String>, changedHere: Bool, deletedHere: Bool) {
         let deviceOnly = Set(configuration.deviceOnlyAttributes)
         guard records.hasLocalChange else { return (false, deviceOnly, false, false) }
@@ -106,7 +106,7 @@ enum MergePolicy {
     }
 
     /// Whether the object exists only here: created here, not (yet) on the server.
-    static func isLocalOnly(_ records: SyncRecords) -> Bool {
+    static func isLocalOnly(_ records: ObjectSyncState) -> Bool {
         records.pending?.kind == .create || records.inFlight?.kind == .create || records.error?.kind == .create
     }
 

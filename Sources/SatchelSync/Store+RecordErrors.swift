@@ -52,7 +52,7 @@ extension Store {
     public func recordErrors(model name: String? = nil) throws -> [RecordError] {
         let names = name.map { [$0] } ?? models.map(\.name)
         return try read { snapshot in
-            try names.compactMap(existingModel).flatMap { model in try snapshot.syncRecords(of: model).compactMap(\.records.error) }
+            try names.compactMap(existingModel).flatMap { model in try snapshot.objectSyncStates(of: model).compactMap(\.records.error) }
         }
     }
 
@@ -62,7 +62,7 @@ extension Store {
         guard let model = existingModel(name) else { return [:] }
         return try read { snapshot in
             var fates: [String: ChangeFate] = [:]
-            for (id, records) in try snapshot.syncRecords(of: model) {
+            for (id, records) in try snapshot.objectSyncStates(of: model) {
                 if let error = records.error {
                     fates[id] = .rejected(error)
                 } else if let inFlight = records.inFlight {
@@ -82,7 +82,7 @@ extension Store {
     public func resolve(_ name: String, _ id: String, _ action: RecordErrorAction) throws {
         guard let model = existingModel(name) else { throw SatchelError(.notFound, "no model named '\(name)'", model: name) }
         try bulkUpdate { tx in
-            let before = try tx.syncRecords(model, id)
+            let before = try tx.objectSyncState(model, id)
             guard let error = before.error else {
                 throw SatchelError(.notFound, "model '\(name)' has no record error for '\(id)'", model: name, objectID: id)
             }
@@ -136,7 +136,7 @@ extension Store {
             default:
                 break
             }
-            try tx.setSyncRecords(model, id, records, replacing: before)
+            try tx.setObjectSyncState(model, id, records, replacing: before)
             if case .some(let attributes) = write { try tx.writeServerObject(model, id, attributes) }
         }
     }

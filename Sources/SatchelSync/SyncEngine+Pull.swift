@@ -158,7 +158,7 @@ extension SyncEngine {
                 // Everything not in the snapshot goes, except what exists only here (pending or
                 // in-flight creates).
                 for object in try tx.findAll(in: model) where !keep.contains(object.id) {
-                    if MergePolicy.isLocalOnly(try tx.syncRecords(model, object.id)) { continue }
+                    if MergePolicy.isLocalOnly(try tx.objectSyncState(model, object.id)) { continue }
                     if try tx.writeServerObject(model, object.id, nil, replacing: object.attributes) == .deleted { notification.deleted.append(object.id) }
                 }
                 try Self.applyUpserts(upserts, to: model, modelConfiguration: modelConfiguration, blobs: blobs, tx: tx, notification: &notification)
@@ -193,7 +193,7 @@ extension SyncEngine {
                     try tx.setSyncState(model, state)
                 }
                 for object in try tx.findAll(in: model) {
-                    let local = MergePolicy.Local(model: model.name, id: object.id, attributes: object.attributes, records: try tx.syncRecords(model, object.id))
+                    let local = MergePolicy.Local(model: model.name, id: object.id, attributes: object.attributes, records: try tx.objectSyncState(model, object.id))
                     if !keeping.contains(object.id) {
                         if MergePolicy.isLocalOnly(local.records) { continue }
                         try Self.apply(MergePolicy.delete(local: local), local, to: model, tx: tx, notification: &notification)
@@ -220,8 +220,8 @@ extension SyncEngine {
     /// deletes, removals, upserts, then the cursor. Returns what it did and the new sync state.
     static func apply(
         _ page: PullPage, to model: Model, in store: Store, modelConfiguration: ModelSyncConfiguration,
-        blobs: [String: [String: String]], state: SyncStateRecord
-    ) throws -> (PageOutcome, SyncStateRecord) {
+        blobs: [String: [String: String]], state: ModelSyncState
+    ) throws -> (PageOutcome, ModelSyncState) {
         var newState = state
         let outcome = try store.bulkUpdate { tx -> PageOutcome in
             tx.reserveCapacity(page.upserts.count + 2 * (page.deletes.count + page.links.count + page.errors.count))
@@ -234,11 +234,11 @@ extension SyncEngine {
                     notification.created.append(server)
                 }
                 // The create is acknowledged (a link to the same id included).
-                var records = try tx.syncRecords(model, server)
+                var records = try tx.objectSyncState(model, server)
                 if let inFlight = records.inFlight, inFlight.kind == .create {
                     let before = records
                     records.inFlight = nil
-                    try tx.setSyncRecords(model, server, records, replacing: before)
+                    try tx.setObjectSyncState(model, server, records, replacing: before)
                     acknowledged += 1
                 }
             }
@@ -246,7 +246,7 @@ extension SyncEngine {
             // partition, from a record written in it).
             try tx.rewriteReferences(to: model, renames: Dictionary(links, uniquingKeysWith: { _, last in last }))
             for error in page.errors {
-                let before = try tx.syncRecords(model, error.objectID)
+                let before = try tx.objectSyncState(model, error.objectID)
                 var records = before
                 var stored = error
                 stored.model = model.name
@@ -254,15 +254,15 @@ extension SyncEngine {
                 if stored.attributes.isEmpty { stored.attributes = before.inFlight?.attributes ?? JSONObject() }
                 records.inFlight = nil
                 records.error = stored
-                try tx.setSyncRecords(model, error.objectID, records, replacing: before)
+                try tx.setObjectSyncState(model, error.objectID, records, replacing: before)
             }
             for id in page.deletes {
-                let local = MergePolicy.Local(model: model.name, id: id, attributes: try tx.find(id, in: model)?.attributes, records: try tx.syncRecords(model, id))
+                let local = MergePolicy.Local(model: model.name, id: id, attributes: try tx.find(id, in: model)?.attributes, records: try tx.objectSyncState(model, id))
                 try apply(MergePolicy.delete(local: local), local, to: model, tx: tx, notification: &notification)
             }
             for (id, names) in page.removals.sorted(by: { $0.key < $1.key }) {
                 guard let object = try tx.find(id, in: model) else { continue }
-                let local = MergePolicy.Local(model: model.name, id: id, attributes: object.attributes, records: try tx.syncRecords(model, id))
+                let local = MergePolicy.Local(model: model.name, id: id, attributes: object.attributes, records: try tx.objectSyncState(model, id))
                 try apply(MergePolicy.remove(names, local: local, configuration: modelConfiguration), local, to: model, tx: tx, notification: &notification)
             }
             try applyUpserts(page.upserts, to: model, modelConfiguration: modelConfiguration, blobs: blobs, tx: tx, notification: &notification)
@@ -296,13 +296,13 @@ extension SyncEngine {
             if taken && object.isWhole && objectBlobs.isEmpty {
                 assert(
                     MergePolicy.upsert(object, local: MergePolicy.Local(model: model.name, id: object.id, attributes: old), configuration: modelConfiguration)
-                        == MergePolicy.Outcome(rule: .taken, write: .replace(modelConfiguration.syncing(object.attributes)), records: SyncRecords(version: object.version)))
+                        == MergePolicy.Outcome(rule: .taken, write: .replace(modelConfiguration.syncing(object.attributes)), records: ObjectSyncState(version: object.version)))
                 // The version lands in the object's own record (none given: it keeps its own).
                 let version: JSONValue?? = object.version.map(Optional.some)
                 notification.note(try tx.writeServerObject(model, object.id, object.attributes, replacing: old, version: version), object.id)
                 continue
             }
-            let records = quiet ? SyncRecords() : try tx.syncRecords(model, object.id)
+            let records = quiet ? ObjectSyncState() : try tx.objectSyncState(model, object.id)
             let local = MergePolicy.Local(model: model.name, id: object.id, attributes: old, records: records)
             let outcome = MergePolicy.upsert(object, local: local, configuration: modelConfiguration, blobs: objectBlobs)
             try apply(outcome, local, to: model, tx: tx, notification: &notification)
@@ -326,7 +326,7 @@ extension SyncEngine {
             written.version = outcome.records.version
         }
         if outcome.records != written {
-            try tx.setSyncRecords(model, local.id, outcome.records, replacing: written)
+            try tx.setObjectSyncState(model, local.id, outcome.records, replacing: written)
         }
     }
 
@@ -334,7 +334,7 @@ extension SyncEngine {
     /// During a model's first sync, with ``ModelSyncConfiguration/skipBlobsOnFirstSync``, they
     /// are left as URLs.
     func downloadBlobs(
-        _ page: PullPage, definition: ModelDefinition, modelConfiguration: ModelSyncConfiguration, session: SyncSession, state: SyncStateRecord
+        _ page: PullPage, definition: ModelDefinition, modelConfiguration: ModelSyncConfiguration, session: SyncSession, state: ModelSyncState
     ) async throws -> [String: [String: String]] {
         if modelConfiguration.skipBlobsOnFirstSync && !state.initialSyncComplete { return [:] }
         var references: [String: [String: String]] = [:]

@@ -26,7 +26,7 @@ extension SyncEngine {
         let ids: [String] = try await onStorageQueue { store in
             try store.bulkUpdate { tx in
                 try Self.requeueInFlight(model, tx)
-                return try tx.syncRecords(of: model).compactMap { id, records in
+                return try tx.objectSyncStates(of: model).compactMap { id, records in
                     records.pending == nil || records.error != nil || records.inFlight?.state == .awaitingLink ? nil : id
                 }
             }
@@ -87,7 +87,7 @@ extension SyncEngine {
         tx.reserveCapacity(2 * ids.count)  // each change: its pending record goes, its in-flight one comes
         var changes: [OutgoingChange] = []
         for id in ids {
-            let records = try tx.syncRecords(model, id)
+            let records = try tx.objectSyncState(model, id)
             guard let change = records.pending else { continue }
             if records.error != nil || records.inFlight?.state == .awaitingLink { continue }
             let object = try tx.find(id, in: model)
@@ -98,7 +98,7 @@ extension SyncEngine {
             switch change.kind {
             case .create:
                 guard let object else {
-                    try tx.setSyncRecords(model, id, next, replacing: records)
+                    try tx.setObjectSyncState(model, id, next, replacing: records)
                     continue
                 }
                 attributes = configuration.syncing(object.attributes)
@@ -106,12 +106,12 @@ extension SyncEngine {
                 attributes = configuration.syncing(change.attributes)
                 if change.kind == .update && attributes.isEmpty {
                     // Only device-only or ignored attributes changed: nothing to send.
-                    try tx.setSyncRecords(model, id, next, replacing: records)
+                    try tx.setObjectSyncState(model, id, next, replacing: records)
                     continue
                 }
             }
             next.inFlight = InFlightChange(kind: change.kind, attributes: attributes, baseVersion: records.version)
-            try tx.setSyncRecords(model, id, next, replacing: records)
+            try tx.setObjectSyncState(model, id, next, replacing: records)
             let whole = change.kind == .update ? object.map { configuration.syncing($0.attributes) } : nil
             changes.append(OutgoingChange(id: id, kind: change.kind, attributes: attributes, baseVersion: records.version, object: whole))
         }
@@ -127,7 +127,7 @@ extension SyncEngine {
 
     /// Puts object `id`'s change in flight back among the pending ones, merged with later edits.
     static func requeue(_ model: Model, _ id: String, _ tx: Transaction) throws {
-        let before = try tx.syncRecords(model, id)
+        let before = try tx.objectSyncState(model, id)
         guard let record = before.inFlight else { return }
         var records = before
         records.inFlight = nil
@@ -154,7 +154,7 @@ extension SyncEngine {
             attributes = update
         }
         records.pending = PendingChange(model: model.name, objectID: id, kind: kind, attributes: kind == .create ? JSONObject() : attributes)
-        try tx.setSyncRecords(model, id, records, replacing: before)
+        try tx.setObjectSyncState(model, id, records, replacing: before)
     }
 
     /// Ids, per parent model, of objects the server does not have yet (created locally, not
@@ -164,7 +164,7 @@ extension SyncEngine {
         for parent in Set(definition.associations.values) {
             guard let model = store.existingModel(parent) else { continue }
             let ids = try store.read { snapshot in
-                Set(try snapshot.syncRecords(of: model).filter { MergePolicy.isLocalOnly($0.records) }.map(\.id))
+                Set(try snapshot.objectSyncStates(of: model).filter { MergePolicy.isLocalOnly($0.records) }.map(\.id))
             }
             if !ids.isEmpty { blocked[parent] = ids }
         }
@@ -211,7 +211,7 @@ extension SyncEngine {
         try store.bulkUpdate { tx in
             tx.reserveCapacity(2 * changes.count)  // each change: its in-flight record goes, its version comes
             for change in changes {
-                let before = try tx.syncRecords(model, change.id)
+                let before = try tx.objectSyncState(model, change.id)
                 guard let record = before.inFlight else { continue }
                 var records = before
                 // A change the server did not answer for is sent again next time.
@@ -227,14 +227,14 @@ extension SyncEngine {
                     records.inFlight = nil
                     // An unknown version is no base for the next change (nil: unchecked).
                     records.version = change.kind == .delete ? nil : version
-                    try tx.setSyncRecords(model, change.id, records, replacing: before)
+                    try tx.setObjectSyncState(model, change.id, records, replacing: before)
                     if change.kind == .create, let serverID, serverID != change.id {
                         try tx.rename(model, from: change.id, to: serverID)
                         summary.renamed.append((change.id, serverID))
                     }
                 case .awaitingLink:
                     records.inFlight?.state = .awaitingLink
-                    try tx.setSyncRecords(model, change.id, records, replacing: before)
+                    try tx.setObjectSyncState(model, change.id, records, replacing: before)
                 case .rejected(let message, let code, let serverCopy):
                     summary.rejected += 1
                     summary.refusals.append("\(change.kind.rawValue) \(change.id): \(message)")
@@ -242,7 +242,7 @@ extension SyncEngine {
                     records.error = RecordError(
                         model: model.name, objectID: change.id, kind: change.kind, message: message, code: code, attributes: record.attributes,
                         serverCopy: serverCopy)
-                    try tx.setSyncRecords(model, change.id, records, replacing: before)
+                    try tx.setObjectSyncState(model, change.id, records, replacing: before)
                 case .notFound:
                     records.inFlight = nil
                     if change.kind == .delete {
@@ -255,7 +255,7 @@ extension SyncEngine {
                             model: model.name, objectID: change.id, kind: change.kind, message: "the object does not exist on the server",
                             code: "404", attributes: record.attributes, serverDeleted: true)
                     }
-                    try tx.setSyncRecords(model, change.id, records, replacing: before)
+                    try tx.setObjectSyncState(model, change.id, records, replacing: before)
                 case .retryLater:
                     try Self.requeue(model, change.id, tx)
                 case .unanswered(let error):

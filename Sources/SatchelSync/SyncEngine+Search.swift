@@ -69,7 +69,7 @@ extension SyncEngine {
     /// unacknowledged changes win; blobs downloaded first); the cursor stays.
     private func store(
         _ page: PullPage, of model: Model, definition: ModelDefinition, modelConfiguration: ModelSyncConfiguration, session: SyncSession,
-        state: SyncStateRecord
+        state: ModelSyncState
     ) async throws {
         let blobs = try await downloadBlobs(page, definition: definition, modelConfiguration: modelConfiguration, session: session, state: state)
         let notification = try storage {
@@ -131,10 +131,10 @@ extension SyncEngine {
         }
         // The store's, with the changes the server has not confirmed, from one snapshot.
         let (here, unconfirmed) = try storage {
-            try store.read { snapshot -> ([String: JSONObject], [String: SyncRecords]) in
+            try store.read { snapshot -> ([String: JSONObject], [String: ObjectSyncState]) in
                 var objects: [String: JSONObject] = [:]
                 for object in try snapshot.findAll(in: model) { objects[object.id] = object.attributes }
-                return (objects, Dictionary(try snapshot.syncRecords(of: model), uniquingKeysWith: { _, last in last }))
+                return (objects, Dictionary(try snapshot.objectSyncStates(of: model), uniquingKeysWith: { _, last in last }))
             }
         }
         var report = DriftReport(model: name)
@@ -176,7 +176,7 @@ extension SyncEngine {
 
     /// The local change of an object the server has not confirmed: pending, in flight or
     /// refused (the latest one, which says what the object's state here is).
-    static func unconfirmedChange(_ records: SyncRecords) -> (kind: PendingChange.Kind, attributes: JSONObject)? {
+    static func unconfirmedChange(_ records: ObjectSyncState) -> (kind: PendingChange.Kind, attributes: JSONObject)? {
         var attributes = JSONObject()
         var kind: PendingChange.Kind?
         for (changeKind, changed) in [

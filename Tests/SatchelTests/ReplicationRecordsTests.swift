@@ -39,9 +39,9 @@ struct ReplicationRecordsTests {
             try orders.update("o1", with: ["customer": "c2"])  // a pending update naming a renamed id
             try orders.create(["object": "o5", "customer": "c1"])  // a pending create
             try store.bulkUpdate { tx in
-                var records = try tx.syncRecords(orders, "o4")
+                var records = try tx.objectSyncState(orders, "o4")
                 records.inFlight = InFlightChange(kind: .update, attributes: ["customer": "c1"], baseVersion: nil)
-                try tx.setSyncRecords(orders, "o4", records)
+                try tx.setObjectSyncState(orders, "o4", records)
                 try tx.rewriteReferences(in: orders, attribute: "customer", renames: ["c1": "s1", "c2": "s2"])
             }
             let customers = Dictionary(uniqueKeysWithValues: try orders.findAll().map { ($0.id, $0["customer"]) })
@@ -49,7 +49,7 @@ struct ReplicationRecordsTests {
             let pending = Dictionary(uniqueKeysWithValues: try orders.pendingChanges().map { ($0.objectID, $0) })
             #expect(pending["o1"]?.attributes["customer"] == "s2")
             #expect(pending["o5"]?.kind == .create)
-            #expect(try store.read { try $0.syncRecords(orders, "o4") }.inFlight?.attributes["customer"] == "s1")
+            #expect(try store.read { try $0.objectSyncState(orders, "o4") }.inFlight?.attributes["customer"] == "s1")
             #expect(try orders.findAll(where: ["customer": "c1"]).isEmpty)
             #expect(try store.verify().problems == [])
         }
@@ -60,16 +60,16 @@ struct ReplicationRecordsTests {
         try withTemporaryStore { store in
             let model = try store.model("Product")
             try model.create(["object": "p1", "name": "a"])
-            let before = try store.read { try $0.syncRecords(model, "p1") }
+            let before = try store.read { try $0.objectSyncState(model, "p1") }
             #expect(before.pending?.kind == .create)
             #expect(before.inFlight == nil && before.error == nil && before.version == nil)
 
             // Push: the pending create goes in flight, in one write.
             try store.bulkUpdate { tx in
-                var records = try tx.syncRecords(model, "p1")
+                var records = try tx.objectSyncState(model, "p1")
                 records.inFlight = InFlightChange(kind: .create, attributes: ["name": "a"], baseVersion: nil)
                 records.pending = nil
-                try tx.setSyncRecords(model, "p1", records)
+                try tx.setObjectSyncState(model, "p1", records)
             }
             var statistics = try model.statistics()
             #expect((statistics.pendingCreates, statistics.inFlight, statistics.recordErrors) == (0, 1, 0))
@@ -77,20 +77,20 @@ struct ReplicationRecordsTests {
             // The server refuses it, while a reader holds a snapshot from before.
             try store.read { snapshot in
                 try store.bulkUpdate { tx in
-                    var records = try tx.syncRecords(model, "p1")
+                    var records = try tx.objectSyncState(model, "p1")
                     records.inFlight = nil
                     records.error = RecordError(model: "Product", objectID: "p1", kind: .create, message: "no", attributes: ["name": "a"])
                     records.version = "v1"
-                    try tx.setSyncRecords(model, "p1", records)
+                    try tx.setObjectSyncState(model, "p1", records)
                 }
-                let seen = try snapshot.syncRecords(model, "p1")
+                let seen = try snapshot.objectSyncState(model, "p1")
                 #expect(seen.inFlight?.kind == .create)
                 #expect(seen.error == nil && seen.version == nil)
             }
-            let after = try store.read { try $0.syncRecords(model, "p1") }
+            let after = try store.read { try $0.objectSyncState(model, "p1") }
             #expect(after.error?.message == "no")
             #expect(after.version == "v1")
-            #expect(try store.read { try $0.syncRecords(of: model) }.map(\.id) == ["p1"])
+            #expect(try store.read { try $0.objectSyncStates(of: model) }.map(\.id) == ["p1"])
             statistics = try model.statistics()
             #expect((statistics.pendingCreates, statistics.inFlight, statistics.recordErrors) == (0, 0, 1))
             #expect(try store.verify().problems == [])
@@ -108,20 +108,20 @@ struct ReplicationRecordsTests {
             func error(_ id: String) -> RecordError { RecordError(model: "Product", objectID: id, kind: .update, message: "no", attributes: [:]) }
             try store.bulkUpdate { tx in
                 for id in ["ab", "é", "Z"] {
-                    var records = try tx.syncRecords(model, id)
+                    var records = try tx.objectSyncState(model, id)
                     records.pending = nil
                     records.inFlight = inFlight(id)
                     records.version = .string("v-\(id)")
-                    try tx.setSyncRecords(model, id, records)
+                    try tx.setObjectSyncState(model, id, records)
                 }
                 for id in ["a", "é", "b0"] {
-                    var records = try tx.syncRecords(model, id)
+                    var records = try tx.objectSyncState(model, id)
                     records.error = error(id)
-                    try tx.setSyncRecords(model, id, records)
+                    try tx.setObjectSyncState(model, id, records)
                 }
             }
             let expected = ids.sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }
-            let listed = try store.read { try $0.syncRecords(of: model) }
+            let listed = try store.read { try $0.objectSyncStates(of: model) }
             #expect(listed.map(\.id) == expected)
             let byID = Dictionary(uniqueKeysWithValues: listed.map { ($0.id, $0.records) })
             #expect(byID["é"]?.inFlight == inFlight("é") && byID["é"]?.error == error("é") && byID["é"]?.pending == nil)
@@ -131,10 +131,10 @@ struct ReplicationRecordsTests {
                 // The transaction's own writes are merged in order: a new pending change, one dropped.
                 try tx.update("日本", with: ["n": 1], in: model)
                 try tx.create(["object": "0", "name": "zero"], in: model)
-                var records = try tx.syncRecords(model, "b")
+                var records = try tx.objectSyncState(model, "b")
                 records.pending = nil
-                try tx.setSyncRecords(model, "b", records)
-                let seen = try tx.syncRecords(of: model, withVersions: true)
+                try tx.setObjectSyncState(model, "b", records)
+                let seen = try tx.objectSyncStates(of: model, withVersions: true)
                 #expect(seen.map(\.id) == ["0"] + expected.filter { $0 != "b" })
                 #expect(seen.first { $0.id == "Z" }?.records.version == "v-Z")
                 #expect(try tx.changesInFlight(of: model).map(\.id) == ["Z", "ab", "é"])
@@ -158,7 +158,7 @@ struct ReplicationRecordsTests {
             }
             #expect(try Self.stored(store, .version, "Product", "p1") == nil)
             #expect(try Self.stored(store, .object, "Product", "p1") == [0x01] + Array("7".utf8) + [0x00] + Array(#"{"brand":"Acme","price":1}"#.utf8))
-            #expect(try store.read { try $0.syncRecords(model, "p1") }.version == 7)
+            #expect(try store.read { try $0.objectSyncState(model, "p1") }.version == 7)
             #expect(try model.find("p1")?.attributes == ["brand": "Acme", "price": 1])
             #expect(try model.findAll(where: ["brand": "Acme"]).map(\.attributes) == [["brand": "Acme", "price": 1]])  // from the index's copy
 
@@ -167,32 +167,32 @@ struct ReplicationRecordsTests {
             try store.bulkUpdate { tx in
                 _ = try tx.update("p1", with: ["price": 3], in: model)
                 _ = try tx.save(Object(id: "p1", attributes: ["brand": "Zenith", "price": 3]), in: model)
-                #expect(try tx.syncRecords(model, "p1").version == 7)
+                #expect(try tx.objectSyncState(model, "p1").version == 7)
             }
-            #expect(try store.read { try $0.syncRecords(model, "p1") }.version == 7)
-            #expect(try store.bulkUpdate { try $0.syncRecords(of: model, withVersions: true) }.first?.records.version == 7)
+            #expect(try store.read { try $0.objectSyncState(model, "p1") }.version == 7)
+            #expect(try store.bulkUpdate { try $0.objectSyncStates(of: model, withVersions: true) }.first?.records.version == 7)
 
             // A local delete: the version stays the base of the delete to push.
             try model.delete("p1")
             #expect(try Self.stored(store, .version, "Product", "p1") == Array("7".utf8))
-            #expect(try store.read { try $0.syncRecords(model, "p1") }.version == 7)
+            #expect(try store.read { try $0.objectSyncState(model, "p1") }.version == 7)
             // Created again: it reads the version record still; a new version lands in the record
             // and shadows it.
             try model.create(["object": "p1", "brand": "Acme"])
-            #expect(try store.read { try $0.syncRecords(model, "p1") }.version == 7)
+            #expect(try store.read { try $0.objectSyncState(model, "p1") }.version == 7)
             try store.bulkUpdate { tx in
-                var records = try tx.syncRecords(model, "p1")
+                var records = try tx.objectSyncState(model, "p1")
                 records.version = "v8"
-                try tx.setSyncRecords(model, "p1", records)
+                try tx.setObjectSyncState(model, "p1", records)
             }
-            #expect(try store.read { try $0.syncRecords(model, "p1") }.version == "v8")
+            #expect(try store.read { try $0.objectSyncState(model, "p1") }.version == "v8")
             // No version: neither the record nor a version record keeps one.
             try store.bulkUpdate { tx in
-                var records = try tx.syncRecords(model, "p1")
+                var records = try tx.objectSyncState(model, "p1")
                 records.version = nil
-                try tx.setSyncRecords(model, "p1", records)
+                try tx.setObjectSyncState(model, "p1", records)
             }
-            #expect(try store.read { try $0.syncRecords(model, "p1") }.version == nil)
+            #expect(try store.read { try $0.objectSyncState(model, "p1") }.version == nil)
             #expect(try Self.stored(store, .version, "Product", "p1") == nil)
             #expect(try Self.stored(store, .object, "Product", "p1")?.first == UInt8(ascii: "{"))
 
@@ -205,8 +205,8 @@ struct ReplicationRecordsTests {
                 _ = try tx.writeServerObject(model, "p2", nil)
                 _ = try tx.writeServerObject(model, "p3", nil, replacing: try tx.find("p3", in: model)?.attributes, version: .some(nil))
             }
-            #expect(try store.read { try $0.syncRecords(model, "p2") }.version == "a")
-            #expect(try store.read { try $0.syncRecords(model, "p3") }.version == nil)
+            #expect(try store.read { try $0.objectSyncState(model, "p2") }.version == "a")
+            #expect(try store.read { try $0.objectSyncState(model, "p3") }.version == nil)
             #expect(try Self.stored(store, .version, "Product", "p3") == nil)
 
             // The same object sent back with the same version writes nothing.
@@ -219,8 +219,8 @@ struct ReplicationRecordsTests {
             #expect(unchanged == .unchanged)
             // A renamed object takes its version along.
             try store.bulkUpdate { tx in _ = try tx.rename(model, from: "p4", to: "s4") }
-            #expect(try store.read { try $0.syncRecords(model, "s4") }.version == 1)
-            #expect(try store.read { try $0.syncRecords(model, "p4") }.version == nil)
+            #expect(try store.read { try $0.objectSyncState(model, "s4") }.version == 1)
+            #expect(try store.read { try $0.objectSyncState(model, "p4") }.version == nil)
             #expect(try store.verify().problems == [])
 
             // An index built over versioned records copies their attributes only.
@@ -253,13 +253,13 @@ struct ReplicationRecordsTests {
         defer { try? store.close() }
         #expect(try store.database(.user).get(Keys.format) == Array("2".utf8))
         let model = try store.model("Product")
-        #expect(try store.read { try $0.syncRecords(model, "p1") }.version == 41)
+        #expect(try store.read { try $0.objectSyncState(model, "p1") }.version == 41)
         try model.update("p1", with: ["name": "b"])
-        #expect(try store.read { try $0.syncRecords(model, "p1") }.version == 41)
+        #expect(try store.read { try $0.objectSyncState(model, "p1") }.version == 41)
         try store.bulkUpdate { tx in
             _ = try tx.writeServerObject(model, "p1", ["name": "c"], replacing: try tx.find("p1", in: model)?.attributes, version: .some(42))
         }
-        #expect(try store.read { try $0.syncRecords(model, "p1") }.version == 42)
+        #expect(try store.read { try $0.objectSyncState(model, "p1") }.version == 42)
         #expect(try store.verify().problems == [])
     }
 }

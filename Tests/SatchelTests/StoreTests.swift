@@ -375,7 +375,7 @@ struct StoreTests {
             batch.put(Keys.object("P", "p2"), [StoredObject.versionMark] + Array("[8".utf8) + [StoredObject.versionEnd] + Array("{\"a\":2}".utf8))
             try store.database(.user).write(batch, sync: false)
             expectError(.corruption) { _ = try products.find("p1") }
-            expectError(.corruption) { _ = try store.read { try $0.syncRecords(products, "p2") } }
+            expectError(.corruption) { _ = try store.read { try $0.objectSyncState(products, "p2") } }
             #expect(try products.find("p2")?.attributes == ["a": 2])
             let problems = try store.verify().problems
             #expect(problems.contains { $0.contains("'p1'") && $0.contains("version") })

@@ -50,14 +50,14 @@ struct ValueLayoutDocTests {
         #expect(try read("object with version") { try StoredObject.version($0, model: "M", id: "x") } == 7)
         #expect(try read("object with version") { try StoredObject.decode($0, model: "M", id: "x") } == ["n": 1])
 
-        let changes: [(String, ChangeRecord)] = [
-            ("change create", ChangeRecord(kind: .create, attributes: JSONObject())),
-            ("change update", ChangeRecord(kind: .update, attributes: ["color": .null, "price": 12])),
-            ("change delete", ChangeRecord(kind: .delete, attributes: ["name": "Widget"])),
+        let changes: [(String, StoredChange)] = [
+            ("change create", StoredChange(kind: .create, attributes: JSONObject())),
+            ("change update", StoredChange(kind: .update, attributes: ["color": .null, "price": 12])),
+            ("change delete", StoredChange(kind: .delete, attributes: ["name": "Widget"])),
         ]
         for (name, change) in changes {
             expect(name, change.encoded)
-            #expect(try read(name) { try ChangeRecord(decoding: $0) } == change, "\(name)")
+            #expect(try read(name) { try StoredChange(decoding: $0) } == change, "\(name)")
         }
 
         let product = ModelDefinition(name: "Product")
@@ -115,10 +115,10 @@ struct ValueLayoutDocTests {
         let version: JSONValue = ["updatedAt": "2024-05-01T10:00:00.000Z"]
         expect("version", version.jsonBytes)
 
-        let state = SyncStateRecord(
+        let state = ModelSyncState(
             cursor: ["since": 42], fullPullPending: true, initialSyncComplete: true, lastSync: "2026-11-21T20:00:00Z", metadata: ["types": ["due": "Date"]])
         expect("sync state", state.json.jsonBytes)
-        #expect(try read("sync state") { SyncStateRecord(json: try JSONObject(parsing: $0)) } == state)
+        #expect(try read("sync state") { ModelSyncState(json: try JSONObject(parsing: $0)) } == state)
 
         expect("rewrite", RewriteRecord.encode(["local-1": "Xy12"]))
         #expect(try read("rewrite", RewriteRecord.renames) == ["local-1": "Xy12"])

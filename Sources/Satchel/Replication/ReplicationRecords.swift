@@ -1,27 +1,28 @@
 /// The records the sync engine keeps beside the data, and their stored forms (this file owns
 /// their byte layouts). The core stores them and keeps their statistics; what they mean for sync
-/// is `SatchelSync`'s business. `RecordError` is public (apps resolve them); the others are
-/// `package`, the engine's.
+/// is `SatchelSync`'s business. They are public types (apps resolve a `RecordError`, and read
+/// where their changes stand through the engine); the seam that reads and writes them is
+/// `package` (docs/ARCHITECTURE.md draws it).
 
 /// A change pushed to the server whose outcome is not known yet, stored under
 /// `(out, model, objectId)` as `{"attrs":{…},"base":v?,"op":"update","state":"sent"}`.
-package struct InFlightChange: Equatable, Sendable {
-    package enum State: String, Sendable {
+public struct InFlightChange: Equatable, Sendable {
+    public enum State: String, Sendable {
         /// Sent; its result has not arrived (or the push failed and it will be sent again).
         case awaitingResult = "sent"
         /// A create the server accepted whose server id will come later (RhoConnect's links).
         case awaitingLink
     }
 
-    package var kind: PendingChange.Kind
+    public var kind: PendingChange.Kind
     /// What was pushed: all attributes for a create, the changed ones (null = removed) for an
     /// update, the last ones for a delete.
-    package var attributes: JSONObject
-    package var state: State
+    public var attributes: JSONObject
+    public var state: State
     /// The object's server version the change was based on, for backends that check it.
-    package var baseVersion: JSONValue?
+    public var baseVersion: JSONValue?
 
-    package init(kind: PendingChange.Kind, attributes: JSONObject, state: State = .awaitingResult, baseVersion: JSONValue? = nil) {
+    public init(kind: PendingChange.Kind, attributes: JSONObject, state: State = .awaitingResult, baseVersion: JSONValue? = nil) {
         self.kind = kind
         self.attributes = attributes
         self.state = state
@@ -101,22 +102,22 @@ public struct RecordError: Sendable, Hashable {
 
 /// A model's sync state, stored under `(meta, "sync", model)` as
 /// `{"cursor":…?,"full":true?,"initial":true?,"last":"2026-11-21T20:00:00Z"?,"metadata":…?}`.
-package struct SyncStateRecord: Equatable, Sendable {
+public struct ModelSyncState: Equatable, Sendable {
     /// Where the next pull starts: opaque to everyone but the adapter that made it.
-    package var cursor: JSONValue?
+    public var cursor: JSONValue?
     /// Whether the next pull must be a full one (the server's record of this client was lost).
-    package var fullPullPending: Bool
+    public var fullPullPending: Bool
     /// Whether a first complete pull of the model has finished.
-    package var initialSyncComplete: Bool
+    public var initialSyncComplete: Bool
     /// When the last complete cycle ended (ISO 8601).
-    package var lastSync: String?
+    public var lastSync: String?
     /// What the server last said about the model (RhoConnect's source metadata).
-    package var metadata: JSONValue?
+    public var metadata: JSONValue?
     /// How the app configured the model's sync (the engine's JSON form of it); kept when the
     /// model's synced data is wiped.
-    package var configuration: JSONObject?
+    public var configuration: JSONObject?
 
-    package init(
+    public init(
         cursor: JSONValue? = nil, fullPullPending: Bool = false, initialSyncComplete: Bool = false, lastSync: String? = nil,
         metadata: JSONValue? = nil, configuration: JSONObject? = nil
     ) {

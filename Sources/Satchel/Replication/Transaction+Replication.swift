@@ -1,7 +1,7 @@
 import Synchronization
 
 /// The writes the sync engine makes inside a ``Transaction`` beyond its sync records
-/// (`SyncRecords.swift`): server data (which records no pending change), renames and the
+/// (`ObjectSyncState.swift`): server data (which records no pending change), renames and the
 /// references to renamed objects. Every one goes into the transaction's single batch, with the
 /// objects, index entries and statistics, so a page applied, or a push's results, land whole or
 /// not at all.
@@ -25,7 +25,7 @@ extension Transaction {
 
     /// ``writeServerObject(_:_:_:)`` for a caller that has just read the object: `old` must be
     /// what this transaction holds for it (nil: none). With `version`, the object's server
-    /// version becomes it in the same write (``SyncRecords/version``; an object the server
+    /// version becomes it in the same write (``ObjectSyncState/version``; an object the server
     /// deleted keeps it in its version record); without, it stays as it was.
     @discardableResult
     package func writeServerObject(
@@ -113,12 +113,12 @@ extension Transaction {
             try apply(entry, model, id: to, old: existing, new: attributes, recordChange: false)
             moved = true
         }
-        let records = try syncRecords(model, from)
-        if records != SyncRecords() {
+        let records = try objectSyncState(model, from)
+        if records != ObjectSyncState() {
             moved = moved || records.hasLocalChange
-            try setSyncRecords(model, from, SyncRecords(), replacing: records)
+            try setObjectSyncState(model, from, ObjectSyncState(), replacing: records)
             // Each record the old id had replaces the new id's; the others stay.
-            let existing = try syncRecords(model, to)
+            let existing = try objectSyncState(model, to)
             var moving = existing
             if let pending = records.pending { moving.pending = PendingChange(model: model.name, objectID: to, kind: pending.kind, attributes: pending.attributes) }
             if let inFlight = records.inFlight { moving.inFlight = inFlight }
@@ -127,7 +127,7 @@ extension Transaction {
                 moving.error = error
             }
             if let version = records.version { moving.version = version }
-            try setSyncRecords(model, to, moving, replacing: existing)
+            try setObjectSyncState(model, to, moving, replacing: existing)
         }
         return moved
     }
@@ -189,7 +189,7 @@ extension Transaction {
             attributes[attribute] = new
             try writeServerObject(model, object.id, attributes, replacing: object.attributes)
         }
-        for (id, var records) in try syncRecords(of: model) {
+        for (id, var records) in try objectSyncStates(of: model) {
             let before = records
             if let pending = records.pending, let new = renamed(pending.attributes[attribute]) {
                 var attributes = pending.attributes
@@ -197,8 +197,36 @@ extension Transaction {
                 records.pending = PendingChange(model: model.name, objectID: id, kind: pending.kind, attributes: attributes)
             }
             if let new = renamed(records.inFlight?.attributes[attribute]) { records.inFlight?.attributes[attribute] = new }
-            if records != before { try setSyncRecords(model, id, records, replacing: before) }
+            if records != before { try setObjectSyncState(model, id, records, replacing: before) }
         }
+    }
+
+    // MARK: - Wipes
+
+    /// Deletes every object of `model` with its index entries, pending changes, changes in
+    /// flight, errors, versions and sync state (the app's configuration of the model's sync
+    /// stays); its statistics start again from zero. Observers see one change set marked
+    /// `wiped`.
+    package func wipeSyncedData(of model: Model) throws {
+        let entry = try entry(of: model)
+        try buffer.claim(entry.definition.partition, model: model.name)
+        let db = store.database(entry.definition.partition)
+        for prefix in [KeyFamily.object, .change, .inFlight, .error, .version].map({ Keys.objectRecordPrefix($0, model.name) })
+            + [Keys.indexModelPrefix(model.name)]
+        {
+            let iterator = try db.makeIterator(fillCache: false)
+            iterator.seek(prefix)
+            while iterator.isValid && iterator.keyHasPrefix(prefix) {
+                buffer.put(iterator.key, nil)
+                iterator.next()
+            }
+            try iterator.checkError()
+        }
+        // The app's configuration of the model outlives its data.
+        let configuration = try syncState(model).configuration
+        buffer.put(Keys.syncState(model.name), configuration.map { ModelSyncState(configuration: $0).json.jsonBytes })
+        setStatistics(StoredStatistics(), model: model.name)
+        noteWipe(model.name)
     }
 }
 
@@ -281,44 +309,15 @@ extension Store {
 
     /// Deletes every object of the synced models of `partitions`, with their index entries,
     /// pending changes, changes in flight, errors, versions and sync state; keeps model and index
-    /// definitions. One write batch per partition. Models that do not sync (sync type `none`)
-    /// keep their data unless `includingUnsynced`.
+    /// definitions and each model's sync configuration. One transaction per partition, through the
+    /// one write path (``Transaction/wipeSyncedData(of:)``). Models that do not sync (sync type
+    /// `none`) keep their data unless `includingUnsynced`.
     package func wipeSyncedData(in partitions: [Partition], includingUnsynced: Bool = false) throws {
-        try writer.withLock {
-            for partition in partitions {
-                let entries = catalog.withLock { $0.models.filter { $0.value.definition.partition == partition } }
-                let db = database(partition)
-                var batch = LevelDBWriteBatch()
-                var reset: [NameKey: StoredStatistics] = [:]
-                for (name, entry) in entries where includingUnsynced || entry.definition.syncType != .none {
-                    for prefix in [KeyFamily.object, .change, .inFlight, .error, .version].map({ Keys.objectRecordPrefix($0, name.name) })
-                        + [Keys.indexModelPrefix(name.name)]
-                    {
-                        let iterator = try db.makeIterator(fillCache: false)
-                        iterator.seek(prefix)
-                        while iterator.isValid && iterator.keyHasPrefix(prefix) {
-                            batch.delete(iterator.key)
-                            iterator.next()
-                        }
-                        try iterator.checkError()
-                    }
-                    // The app's configuration of the model outlives its data.
-                    let configuration = try db.withValue(forKey: Keys.syncState(name.name)) { bytes in
-                        bytes.flatMap { try? SyncStateRecord(json: JSONObject(parsing: $0)).configuration }
-                    }
-                    if let configuration {
-                        batch.put(Keys.syncState(name.name), SyncStateRecord(configuration: configuration).json.jsonBytes)
-                    } else {
-                        batch.delete(Keys.syncState(name.name))
-                    }
-                    batch.put(Keys.modelStatistics(name.name), StoredStatistics().encoded)
-                    reset[name] = StoredStatistics()
-                }
-                try db.write(batch, sync: configuration.durableWrites)
-                catalog.withLock { catalog in
-                    for (name, statistics) in reset { catalog.models[name]?.statistics = statistics }
-                }
-                changeObservers.publish(reset.keys.map { ChangeSet(model: $0.name, origin: .server, wiped: true) })
+        for partition in partitions {
+            let names = models.filter { $0.partition == partition && (includingUnsynced || $0.syncType != .none) }.map(\.name)
+            guard !names.isEmpty else { continue }
+            try bulkUpdate { tx in
+                for name in names { try tx.wipeSyncedData(of: Model(store: self, name: name)) }
             }
         }
     }

@@ -515,7 +515,7 @@ enum Keys {
     }
 
     /// `(meta, "sync", model)` → the model's sync state as JSON: cursor, full-pull and initial-sync
-    /// flags, last sync time, the server's metadata (see ``SyncStateRecord``).
+    /// flags, last sync time, the server's metadata (see ``ModelSyncState``).
     static func syncState(_ model: String) -> [UInt8] {
         var k = KeyEncoder(.meta)
         k.append("sync")

@@ -168,7 +168,7 @@ public struct Model: Sendable, Hashable {
         var result: [PendingChange] = []
         while iterator.isValid && iterator.keyHasPrefix(prefix) {
             let id = try iterator.withKey { try Keys.objectID(fromKey: $0, prefixLength: prefix.count) }
-            let record = try iterator.withValue { try ChangeRecord(decoding: $0) }
+            let record = try iterator.withValue { try StoredChange(decoding: $0) }
             result.append(PendingChange(model: name, objectID: id, kind: record.kind, attributes: record.attributes))
             iterator.next()
         }

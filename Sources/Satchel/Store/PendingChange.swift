@@ -42,7 +42,7 @@ public struct PendingChange: Sendable, Hashable, CustomStringConvertible {
 /// The stored form of a pending change (the value under `(chg, model, objectId)`) and the
 /// coalescing rules. The value is compact JSON: `{"op":"create"}`,
 /// `{"op":"update","attrs":{…}}` or `{"op":"delete","attrs":{…}}`.
-struct ChangeRecord: Equatable {
+struct StoredChange: Equatable {
     var kind: PendingChange.Kind
     var attributes: JSONObject
 
@@ -79,9 +79,9 @@ struct ChangeRecord: Equatable {
     ///
     /// `incoming` for a create carries the new object's attributes (needed when it follows a
     /// delete); they are dropped from the stored create. Returns nil when nothing remains to push.
-    static func coalesce(_ existing: ChangeRecord?, _ incoming: ChangeRecord) -> ChangeRecord? {
+    static func coalesce(_ existing: StoredChange?, _ incoming: StoredChange) -> StoredChange? {
         guard let existing else {
-            return incoming.kind == .create ? ChangeRecord(kind: .create, attributes: JSONObject()) : incoming
+            return incoming.kind == .create ? StoredChange(kind: .create, attributes: JSONObject()) : incoming
         }
         switch (existing.kind, incoming.kind) {
         case (.create, .delete):
@@ -93,13 +93,13 @@ struct ChangeRecord: Equatable {
         case (.update, _):
             var merged = existing.attributes
             for (name, value) in incoming.attributes { merged[name] = value }
-            return ChangeRecord(kind: .update, attributes: merged)
+            return StoredChange(kind: .update, attributes: merged)
         case (.delete, .create), (.delete, .update):
             // The server still has the object as it was: set the new attributes and remove the
             // ones the new object lacks.
             var update = incoming.attributes
             for (name, _) in existing.attributes where !update.contains(name) { update[name] = .null }
-            return ChangeRecord(kind: .update, attributes: update)
+            return StoredChange(kind: .update, attributes: update)
         case (.delete, .delete):
             return existing
         }

@@ -86,7 +86,7 @@ public final class Snapshot {
 
     /// The pending changes of `model`, by object id.
     public func pendingChanges(of model: Model) throws -> [PendingChange] {
-        try syncRecords(of: model).compactMap(\.records.pending)
+        try objectSyncStates(of: model).compactMap(\.records.pending)
     }
 
     // MARK: - Sync records (the engine's)
@@ -111,14 +111,14 @@ public final class Snapshot {
     }
 
     /// What the sync engine keeps beside object `id` of `model`.
-    package func syncRecords(_ model: Model, _ id: String) throws -> SyncRecords { try access(model).records(id) }
+    package func objectSyncState(_ model: Model, _ id: String) throws -> ObjectSyncState { try access(model).records(id) }
 
     /// Every object of `model` with a pending change, a change in flight or a record error, by
     /// id (their versions are not read).
-    package func syncRecords(of model: Model) throws -> [(id: String, records: SyncRecords)] { try access(model).allRecords() }
+    package func objectSyncStates(of model: Model) throws -> [(id: String, records: ObjectSyncState)] { try access(model).allRecords() }
 
     /// The model's sync state.
-    package func syncState(_ model: Model) throws -> SyncStateRecord { try access(model).syncState() }
+    package func syncState(_ model: Model) throws -> ModelSyncState { try access(model).syncState() }
 }
 
 @available(*, unavailable)

@@ -123,7 +123,7 @@ extension Store {
                 report.report("model '\(name.name)' does not sync but has a pending change for '\(id)'")
             }
             do {
-                let record = try value.withUnsafeBytes { try ChangeRecord(decoding: $0) }
+                let record = try value.withUnsafeBytes { try StoredChange(decoding: $0) }
                 counted[name, default: StoredStatistics()].adjustPending(record.kind, by: 1)
             } catch {
                 report.report("model '\(name.name)': \(error)")

@@ -1,17 +1,17 @@
 extension Transaction {
     /// Records in the change log that object `id` of a model that records changes went from `old`
     /// to `new` (nil: no object), coalesced with the change already pending (see
-    /// ``ChangeRecord/coalesce(_:_:)``), counting it in `statistics`. The store is not read when
+    /// ``StoredChange/coalesce(_:_:)``), counting it in `statistics`. The store is not read when
     /// the committed statistics say the model has no pending change.
     func logChange(_ entry: ModelEntry, _ model: Model, id: String, old: JSONObject?, new: JSONObject?, statistics: inout StoredStatistics) throws {
-        let incoming: ChangeRecord
+        let incoming: StoredChange
         switch (old, new) {
-        case (nil, let new?): incoming = ChangeRecord(kind: .create, attributes: new)
-        case (let old?, nil): incoming = ChangeRecord(kind: .delete, attributes: old)
+        case (nil, let new?): incoming = StoredChange(kind: .create, attributes: new)
+        case (let old?, nil): incoming = StoredChange(kind: .delete, attributes: old)
         case (let old?, let new?):
             let changes = Self.diff(old, new)
             if changes.isEmpty { return }
-            incoming = ChangeRecord(kind: .update, attributes: changes)
+            incoming = StoredChange(kind: .update, attributes: changes)
         case (nil, nil): return
         }
         let partition = entry.definition.partition
@@ -20,8 +20,8 @@ extension Transaction {
             if let pending = buffer.pending(changeKey, partition: partition) { pending }
             else if entry.statistics.pendingTotal == 0 { nil }
             else { try store.database(partition).get(changeKey) }
-        let existing = try existingBytes.map { bytes in try bytes.withUnsafeBytes { try ChangeRecord(decoding: $0) } }
-        let merged = ChangeRecord.coalesce(existing, incoming)
+        let existing = try existingBytes.map { bytes in try bytes.withUnsafeBytes { try StoredChange(decoding: $0) } }
+        let merged = StoredChange.coalesce(existing, incoming)
         if merged != existing {
             buffer.put(changeKey, merged?.encoded)
             statistics.adjustPending(existing?.kind, by: -1)

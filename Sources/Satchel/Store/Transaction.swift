@@ -283,6 +283,14 @@ public final class Transaction {
         noteChange(model.name, id: id, old: old, new: new, origin: recordChange ? .local : .server)
     }
 
+    /// Remembers that a model's synced data was wiped whole: its change set, published at
+    /// commit, says so instead of listing ids.
+    func noteWipe(_ model: String) {
+        if !changedModels.contains(model) { changedModels.append(model) }
+        guard observed else { return }
+        changeSets[model] = ChangeSet(model: model, origin: .server, wiped: true)
+    }
+
     /// Remembers what a write did, for the change sets published at commit.
     private func noteChange(_ model: String, id: String, old: JSONObject?, new: JSONObject?, origin: ChangeSet.Origin) {
         if changedModels.last != model && !changedModels.contains(model) { changedModels.append(model) }

@@ -1,19 +1,21 @@
 /// Everything the sync engine keeps beside one object: its pending change (the change log's), its
-/// change in flight, its record error and its server version. The engine reads them together
-/// (``Transaction/syncRecords(_:_:)``, ``Snapshot/syncRecords(_:_:)``) and writes them together
-/// (``Transaction/setSyncRecords(_:_:_:replacing:)``): this is the seam between the store and the
+/// change in flight, its record error and its server version. Public as the type of what the
+/// engine's seam reads and writes (apps read where their changes stand through SatchelSync's
+/// `changeFates(model:)`). The engine reads them together
+/// (``Transaction/objectSyncState(_:_:)``, ``Snapshot/objectSyncState(_:_:)``) and writes them together
+/// (``Transaction/setObjectSyncState(_:_:_:replacing:)``): this is the seam between the store and the
 /// engine, with the server writes, the sync state, renames and the session.
-package struct SyncRecords: Equatable, Sendable {
+public struct ObjectSyncState: Equatable, Sendable {
     /// The local change not yet pushed.
-    package var pending: PendingChange?
+    public var pending: PendingChange?
     /// The change pushed whose outcome has not come yet.
-    package var inFlight: InFlightChange?
+    public var inFlight: InFlightChange?
     /// The change the server refused, until the app resolves it.
-    package var error: RecordError?
+    public var error: RecordError?
     /// The object's version on the server (nil when unknown).
-    package var version: JSONValue?
+    public var version: JSONValue?
 
-    package init(pending: PendingChange? = nil, inFlight: InFlightChange? = nil, error: RecordError? = nil, version: JSONValue? = nil) {
+    public init(pending: PendingChange? = nil, inFlight: InFlightChange? = nil, error: RecordError? = nil, version: JSONValue? = nil) {
         self.pending = pending
         self.inFlight = inFlight
         self.error = error
@@ -22,7 +24,7 @@ package struct SyncRecords: Equatable, Sendable {
 
     /// Whether the object has a local change the server has not taken (pending, in flight, or
     /// refused).
-    package var hasLocalChange: Bool { pending != nil || inFlight != nil || error != nil }
+    public var hasLocalChange: Bool { pending != nil || inFlight != nil || error != nil }
 }
 
 /// Reads of one model's sync records through a view: a transaction's (its own writes included) or
@@ -34,10 +36,10 @@ struct SyncRecordsAccess {
     let value: ([UInt8]) throws -> [UInt8]?
     let scan: ([UInt8], (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void) throws -> Void
 
-    func records(_ id: String) throws -> SyncRecords {
-        var records = SyncRecords()
+    func records(_ id: String) throws -> ObjectSyncState {
+        var records = ObjectSyncState()
         if statistics.pendingTotal > 0, let bytes = try value(Keys.change(model.name, id)) {
-            let change = try bytes.withUnsafeBytes { try ChangeRecord(decoding: $0) }
+            let change = try bytes.withUnsafeBytes { try StoredChange(decoding: $0) }
             records.pending = PendingChange(model: model.name, objectID: id, kind: change.kind, attributes: change.attributes)
         }
         if statistics.inFlight > 0, let bytes = try value(Keys.objectRecord(.inFlight, model.name, id)) {
@@ -65,12 +67,12 @@ struct SyncRecordsAccess {
     /// with its version when `withVersions` (one read each). Each family's records are scanned in
     /// key order, which is id order (the key codec keeps it), and merged: no table of every id,
     /// no sort.
-    func allRecords(withVersions: Bool = false) throws -> [(id: String, records: SyncRecords)] {
-        var merged: [(id: String, records: SyncRecords)] = []
+    func allRecords(withVersions: Bool = false) throws -> [(id: String, records: ObjectSyncState)] {
+        var merged: [(id: String, records: ObjectSyncState)] = []
         if statistics.pendingTotal > 0 {
             try each(.change) { id, value in
-                let change = try ChangeRecord(decoding: value)
-                merged.append((id, SyncRecords(pending: PendingChange(model: model.name, objectID: id, kind: change.kind, attributes: change.attributes))))
+                let change = try StoredChange(decoding: value)
+                merged.append((id, ObjectSyncState(pending: PendingChange(model: model.name, objectID: id, kind: change.kind, attributes: change.attributes))))
             }
         }
         if statistics.inFlight > 0 {
@@ -108,9 +110,9 @@ struct SyncRecordsAccess {
     /// Merges `records` with `values` (both in id order), `set` putting a value into an id's
     /// records.
     private static func merge<Value>(
-        _ records: [(id: String, records: SyncRecords)], _ values: [(id: String, value: Value)], _ set: (inout SyncRecords, Value) -> Void
-    ) throws -> [(id: String, records: SyncRecords)] {
-        var result: [(id: String, records: SyncRecords)] = []
+        _ records: [(id: String, records: ObjectSyncState)], _ values: [(id: String, value: Value)], _ set: (inout ObjectSyncState, Value) -> Void
+    ) throws -> [(id: String, records: ObjectSyncState)] {
+        var result: [(id: String, records: ObjectSyncState)] = []
         result.reserveCapacity(records.count + values.count)
         var i = 0, j = 0
         while i < records.count || j < values.count {
@@ -119,7 +121,7 @@ struct SyncRecordsAccess {
                 result.append(records[i])
                 i += 1
             } else {
-                var entry = order == 0 ? records[i] : (id: values[j].id, records: SyncRecords())
+                var entry = order == 0 ? records[i] : (id: values[j].id, records: ObjectSyncState())
                 set(&entry.records, values[j].value)
                 result.append(entry)
                 if order == 0 { i += 1 }
@@ -129,8 +131,8 @@ struct SyncRecordsAccess {
         return result
     }
 
-    func syncState() throws -> SyncStateRecord {
-        try value(Keys.syncState(model.name)).map { SyncStateRecord(json: try JSONObject(parsing: $0)) } ?? SyncStateRecord()
+    func syncState() throws -> ModelSyncState {
+        try value(Keys.syncState(model.name)).map { ModelSyncState(json: try JSONObject(parsing: $0)) } ?? ModelSyncState()
     }
 }
 
@@ -143,11 +145,11 @@ extension Transaction {
     }
 
     /// What the sync engine keeps beside object `id` of `model`, as this transaction sees it.
-    package func syncRecords(_ model: Model, _ id: String) throws -> SyncRecords { try access(model).records(id) }
+    package func objectSyncState(_ model: Model, _ id: String) throws -> ObjectSyncState { try access(model).records(id) }
 
     /// Every object of `model` with a pending change, a change in flight or a record error, by
     /// id, as this transaction sees them (their versions only when `withVersions`).
-    package func syncRecords(of model: Model, withVersions: Bool = false) throws -> [(id: String, records: SyncRecords)] {
+    package func objectSyncStates(of model: Model, withVersions: Bool = false) throws -> [(id: String, records: ObjectSyncState)] {
         try access(model).allRecords(withVersions: withVersions)
     }
 
@@ -158,9 +160,9 @@ extension Transaction {
     /// Makes object `id`'s sync records `records`, writing only what changed from `old` (what
     /// this transaction holds; read when not given), and keeping the statistics right. A pending
     /// create stores no attributes: the object's are pushed.
-    package func setSyncRecords(_ model: Model, _ id: String, _ records: SyncRecords, replacing old: SyncRecords? = nil) throws {
+    package func setObjectSyncState(_ model: Model, _ id: String, _ records: ObjectSyncState, replacing old: ObjectSyncState? = nil) throws {
         checkOpen()
-        let old = try old ?? syncRecords(model, id)
+        let old = try old ?? objectSyncState(model, id)
         let countedChange = old.pending != records.pending || old.inFlight != records.inFlight || old.error != records.error
         if !countedChange && old.version == records.version { return }
         let entry = try entry(of: model)
@@ -170,7 +172,7 @@ extension Transaction {
         if !countedChange { return }
         var statistics = try workingStatistics(model.name)
         if old.pending != records.pending {
-            let new = records.pending.map { ChangeRecord(kind: $0.kind, attributes: $0.kind == .create ? JSONObject() : $0.attributes) }
+            let new = records.pending.map { StoredChange(kind: $0.kind, attributes: $0.kind == .create ? JSONObject() : $0.attributes) }
             buffer.put(Keys.change(model.name, id), new?.encoded)
             statistics.adjustPending(old.pending?.kind, by: -1)
             statistics.adjustPending(new?.kind, by: 1)
@@ -187,9 +189,9 @@ extension Transaction {
     }
 
     /// The model's sync state, as this transaction sees it.
-    package func syncState(_ model: Model) throws -> SyncStateRecord { try access(model).syncState() }
+    package func syncState(_ model: Model) throws -> ModelSyncState { try access(model).syncState() }
 
-    package func setSyncState(_ model: Model, _ state: SyncStateRecord) throws {
+    package func setSyncState(_ model: Model, _ state: ModelSyncState) throws {
         let partition = try entry(of: model).definition.partition
         try buffer.claim(partition, model: model.name)
         buffer.put(Keys.syncState(model.name), state.json.jsonBytes)
