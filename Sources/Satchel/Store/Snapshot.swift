@@ -13,7 +13,7 @@ import Synchronization
 /// Writes that land while the block runs stay invisible to it, and a snapshot takes no lock: it
 /// never waits for a writer, nor makes one wait. It lives only inside its block, and it is not
 /// `Sendable`: keep it on the block's thread.
-public final class Snapshot {
+public final class Snapshot: StoreReading {
     let store: Store
     /// The catalog as it was (model definitions, indexes and their states, statistics).
     let catalog: Catalog
@@ -59,13 +59,9 @@ public final class Snapshot {
     /// The objects `query` selects, in its order, read through the indexes the snapshot has.
     public func findAll(_ query: Query, in model: Model) throws -> [Object] { try cursor(query, in: model).all() }
 
-    /// Every object of `model`, by id.
-    public func findAll(in model: Model) throws -> [Object] {
-        try findAll(Query(order: [.ascending(Field(Object.idAttribute))]), in: model)
-    }
-
-    /// The first object matching `condition` in `order` (any match without an order).
-    public func findFirst(where condition: Condition, order: [SortKey] = [], in model: Model) throws -> Object? {
+    /// The first object matching `condition` in `order` (any match without an order): on an
+    /// indexed field, a handful of keys.
+    public func findFirst(where condition: Condition, order: [SortKey], in model: Model) throws -> Object? {
         try cursor(Query(where: condition, order: order, limit: 1), in: model).next()
     }
 
@@ -73,6 +69,14 @@ public final class Snapshot {
     public func count(where condition: Condition, in model: Model) throws -> Int {
         try cursor(Query(where: condition), in: model).countMatches()
     }
+
+    /// How `query` would run over this snapshot's catalog.
+    public func explain(_ query: Query, in model: Model) throws -> QueryPlan {
+        checkOpen()
+        return Planner.plan(query, model: model.name, entry: try entry(of: model), objectPrefix: model.objectPrefix).explain()
+    }
+
+    public func modelDefinition(named name: String) -> ModelDefinition? { catalog.models[NameKey(name)]?.definition }
 
     /// The results of `query`, read lazily; valid inside the block only.
     public func cursor(_ query: Query, in model: Model) throws -> ObjectCursor {

@@ -10,7 +10,7 @@ import Synchronization
 ///
 /// A transaction writes the models of one partition. It lives only inside its block: using it
 /// afterwards stops the program. It is not `Sendable`: keep it on the block's thread.
-public final class Transaction {
+public final class Transaction: StoreReading {
     let store: Store
     /// What the transaction will write (one partition's keys).
     var buffer = WriteBuffer()
@@ -198,19 +198,12 @@ public final class Transaction {
         return try readObject(model, id, entry: entry(of: model)).map { Object(id: id, attributes: $0) }
     }
 
-    /// Every object of `model`, by id, as this transaction sees them.
-    public func findAll(in model: Model) throws -> [Object] {
-        try findAll(Query(order: [.ascending(Field(Object.idAttribute))]), in: model)
-    }
-
-    /// Every object of `model` whose attributes equal `conditions`, by id.
-    public func findAll(where conditions: JSONObject, in model: Model) throws -> [Object] {
-        try findAll(Query(where: Condition(equalities: conditions), order: [.ascending(Field(Object.idAttribute))]), in: model)
-    }
-
-    /// The objects `query` selects, as this transaction sees them. Before the transaction
-    /// has written to the model's partition the query uses indexes; after, it scans the model
-    /// and merges the transaction's own writes.
+    /// The objects `query` selects, as this transaction sees them. Before the transaction has
+    /// written to the model the store is its view (indexes included) and the query runs as
+    /// anywhere. After, the planner runs over the store as committed, with neither offset nor
+    /// limit, for the objects this transaction did not write; the ones it wrote are read
+    /// through it and checked against the condition; then the order, offset, limit and
+    /// projection apply to them all.
     public func findAll(_ query: Query, in model: Model) throws -> [Object] {
         checkOpen()
         try query.validate()
@@ -220,18 +213,38 @@ public final class Transaction {
             // is this transaction's view of it (indexes included).
             return try model.cursor(query, storeScanGuard: false).all()
         }
-        var matches: [Object] = []
         let prefix = model.objectPrefix
-        try scan(prefix: prefix, partition: partition) { key, value in
-            let id = try Keys.objectID(fromKey: key, prefixLength: prefix.count)
-            let object = Object(id: id, storedAttributes: try StoredObject.decode(value, model: model.name, id: id))
-            if query.condition.matches(object) { matches.append(object) }
+        var written = Set<String>()
+        for (key, _) in buffer.pendingWrites(prefix: prefix, partition: partition) {
+            written.insert(try key.withUnsafeBytes { try Keys.objectID(fromKey: $0, prefixLength: prefix.count) })
+        }
+        var whole = query
+        whole.limit = nil
+        whole.offset = 0
+        whole.projection = nil
+        var matches = try model.cursor(whole, storeScanGuard: false).all().filter { !written.contains($0.id) }
+        for id in written.sorted(by: UTF8Order.less) {
+            if let object = try find(id, in: model), query.condition.matches(object) { matches.append(object) }
         }
         if !query.order.isEmpty { matches = Sorter(order: query.order).sort(matches) }
         var result = matches.dropFirst(query.offset).map(query.project)
         if let limit = query.limit, result.count > limit { result.removeLast(result.count - limit) }
         return result
     }
+
+    /// How `query` would run (the planner's choice over the store's indexes; after writes to the
+    /// model, ``findAll(_:in:)`` also reads the objects this transaction wrote).
+    public func explain(_ query: Query, in model: Model) throws -> QueryPlan {
+        checkOpen()
+        return try model.explain(query)
+    }
+
+    /// The pending changes of `model`, this transaction's included.
+    public func pendingChanges(of model: Model) throws -> [PendingChange] {
+        try objectSyncStates(of: model).compactMap(\.records.pending)
+    }
+
+    public func modelDefinition(named name: String) -> ModelDefinition? { store.existingModel(name).flatMap { try? store.entry($0.name).definition } }
 
     // MARK: - The write primitive
 
