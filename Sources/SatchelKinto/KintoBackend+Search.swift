@@ -26,7 +26,7 @@ extension KintoBackend {
         var page = try pullPage(answer, since: nil, blobAttribute: blob, what: what)
         guard page.deletes.isEmpty else { throw SyncError(.protocolViolation, "\(what): a tombstone in a list of live records") }
         page.nextCursor = page.done ? nil : answer.header("next-page").map { ["next": .string($0)] }
-        page.blobAttributes = []
+        page.schema.blobAttributes = []
         return page
     }
 

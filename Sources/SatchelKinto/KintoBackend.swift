@@ -226,7 +226,7 @@ public final class KintoBackend: SyncBackend {
             switch record {
             case .object(let id, let attributes, let version):
                 let urls = attachment.map { [blobAttribute: $0] } ?? [:]
-                if attachment != nil { page.blobAttributes = [blobAttribute] }
+                if attachment != nil { page.schema.blobAttributes = [blobAttribute] }
                 page.upserts.append(ServerObject(id: id, attributes: attributes, isWhole: true, version: .int(version), blobURLs: urls))
             case .deleted(let id, _):
                 page.deletes.append(id)

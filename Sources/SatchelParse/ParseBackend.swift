@@ -229,8 +229,8 @@ public final class ParseBackend: SyncBackend {
             page.upserts.append(decoded.object)
             types.types.merge(decoded.types) { _, new in new }
             for (attribute, type) in decoded.types {
-                if let target = type.target { page.associations[attribute] = target }
-                if type == .file, !page.blobAttributes.contains(attribute) { page.blobAttributes.append(attribute) }
+                if let target = type.target { page.schema.associations[attribute] = target }
+                if type == .file, !page.schema.blobAttributes.contains(attribute) { page.schema.blobAttributes.append(attribute) }
             }
             for (model, objects) in decoded.related { page.related[model, default: []] += objects }
             let position = Cursor(updatedAt: decoded.updatedAt, objectID: decoded.object.id)

@@ -50,9 +50,9 @@ extension SalesforceBackend {
         } else {
             describe = try await describeForPull(request)
         }
-        page.associations = describe.associations
-        page.blobAttributes = describe.blobFields
-        page.choices = describe.choices
+        page.schema.associations = describe.associations
+        page.schema.blobAttributes = describe.blobFields
+        page.schema.choices = describe.choices
         // Typed attributes: describe's fields, and the extra-query ones (a relationship field
         // such as `Owner.Name` arrives as an object).
         var types = describe.attributeTypes
@@ -60,7 +60,7 @@ extension SalesforceBackend {
             let head = String(extra.split(separator: ".").first ?? Substring(extra))
             types[head] = extra.contains(".") ? .object : .any
         }
-        page.attributeTypes = types
+        page.schema.attributeTypes = types
 
         var answer: SyncHTTPClient.Response
         if let next = cursor.next {

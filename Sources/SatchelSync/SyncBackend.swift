@@ -208,8 +208,47 @@ public struct ServerObject: Sendable, Hashable {
     }
 }
 
-/// One page of the server's changes.
+/// One page of the server's changes: objects created or changed, attributes removed, objects
+/// deleted, where the next page starts, and whether this is the last. The rest is said when a
+/// server has it: ids given to this client's creates, refusals, the model's total, what the
+/// server declares of the model's schema (``Schema``), and a few signals of single servers.
 public struct PullPage: Sendable {
+    /// What the server's answer declares of the model's schema. The engine adds it to the
+    /// model's definition before applying the page.
+    public struct Schema: Sendable, Hashable {
+        /// Associations the server's objects showed (attribute → the model it refers to: Parse's
+        /// `Pointer`s, Salesforce's references): references are rewritten when the server
+        /// renames an object, parents sync first, and `find(_:including:)` resolves them.
+        public var associations: [String: String]
+        /// Attributes that hold files (Parse's `File`, Salesforce's `base64`, Kinto's attachment):
+        /// added to the model's blob attributes.
+        public var blobAttributes: [String]
+        /// The values the server allows for attributes (Salesforce's picklists, dependent ones
+        /// included): set on the model, so that a local write of a value the server would refuse
+        /// is refused at once.
+        public var choices: [String: AttributeChoices]
+        /// The types of the model's attributes as the server declares them (Salesforce's
+        /// describe): when set, the model becomes fixed-schema with these types — plus its
+        /// device-only attributes, of any type — so a local write the server would refuse is
+        /// refused before it is queued.
+        public var attributeTypes: [String: AttributeType]?
+
+        public init(
+            associations: [String: String] = [:], blobAttributes: [String] = [], choices: [String: AttributeChoices] = [:],
+            attributeTypes: [String: AttributeType]? = nil
+        ) {
+            self.associations = associations
+            self.blobAttributes = blobAttributes
+            self.choices = choices
+            self.attributeTypes = attributeTypes
+        }
+
+        /// Whether it declares nothing.
+        public var isEmpty: Bool { associations.isEmpty && blobAttributes.isEmpty && choices.isEmpty && attributeTypes == nil }
+    }
+
+    // The page's objects.
+
     /// Objects created or changed.
     public var upserts: [ServerObject]
     /// Attributes removed: object id → attribute names. An object left with none is deleted; so
@@ -218,47 +257,13 @@ public struct PullPage: Sendable {
     public var removals: [String: [String]]
     /// Objects deleted whole.
     public var deletes: [String]
-    /// Ids the server gave objects this client created: local id → server id.
-    public var links: [String: String]
-    /// Changes the server refused (``Satchel/RecordError`` with the object's id, the kind, the
-    /// server's message and code, its copy of the object when it sent one, and the attributes
-    /// pushed when it echoes them — left empty, the engine fills in what it sent).
-    public var errors: [RecordError]
-    /// An error of the server's source as a whole (RhoConnect's `source-error`): reported, the
-    /// page is still applied.
-    public var sourceError: String?
-    /// The server's schema changed: the engine stores the cursor, stops syncing and reports it.
-    public var schemaChanged: Bool
-    /// What the server says about the model (RhoConnect's source `metadata`), stored with the
-    /// page; see ``SyncEngine/serverMetadata(_:)``. It comes back in later requests
-    /// (``PullRequest/metadata``, ``PushRequest/metadata``).
-    public var metadata: JSONValue?
-    /// Associations the server's objects showed (attribute → the model it refers to: Parse's
-    /// `Pointer`s): the engine adds them to the model's definition before applying the page, so
-    /// references are rewritten when the server renames an object, parents sync first, and
-    /// `find(_:including:)` resolves them.
-    public var associations: [String: String]
-    /// Attributes the server's objects showed to hold files (Parse's `File`): the engine adds
-    /// them to the model's blob attributes before applying the page.
-    public var blobAttributes: [String]
-    /// The values the server allows for attributes (Salesforce's picklists, dependent ones
-    /// included): the engine sets them on the model's definition before applying the page, so
-    /// that a local write of a value the server would refuse is refused at once.
-    public var choices: [String: AttributeChoices]
-    /// The types of the model's attributes as the server declares them (Salesforce's
-    /// describe): when set, the engine makes the model fixed-schema with these types — plus the
-    /// model's device-only attributes, of any type — so a local write of an attribute the server
-    /// does not have, or of a value of the wrong type, is refused before it is queued.
-    public var attributeTypes: [String: AttributeType]?
-    /// The server cannot say which objects were deleted since the cursor (Salesforce's
-    /// `getDeleted` window has passed): after the pull, the engine lists the ids the server
-    /// holds (``SyncBackend/remoteIDs(_:)``) and deletes the others, as for servers that report
-    /// no deletions.
-    public var reconcileIDs: Bool
     /// Objects of other models that came with this page's objects (Parse's `include`d
     /// pointers, decomposed): model → objects, applied like upserts of those models after the
     /// page.
     public var related: [String: [ServerObject]]
+
+    // Where it stands.
+
     /// Where the next page starts; stored with this page.
     public var nextCursor: JSONValue?
     /// Whether this is the last page for now.
@@ -266,34 +271,77 @@ public struct PullPage: Sendable {
     /// The number of objects the server holds for the model, when it says.
     public var totalCount: Int?
 
+    // What the server says besides.
+
+    /// Ids the server gave objects this client created: local id → server id (RhoConnect's
+    /// links, for servers that answer a create later).
+    public var links: [String: String]
+    /// Changes the server refused (``Satchel/RecordError`` with the object's id, the kind, the
+    /// server's message and code, its copy of the object when it sent one, and the attributes
+    /// pushed when it echoes them — left empty, the engine fills in what it sent).
+    public var errors: [RecordError]
+    /// What the answer declares of the model's schema.
+    public var schema: Schema
+    /// What the server says about the model (RhoConnect's source `metadata`, Parse's wire
+    /// types), stored with the page; see ``SyncEngine/serverMetadata(_:)``. It comes back in
+    /// later requests (``PullRequest/metadata``, ``PushRequest/metadata``).
+    public var metadata: JSONValue?
+    /// An error of the server's source as a whole (RhoConnect's `source-error`): reported, the
+    /// page is still applied.
+    public var sourceError: String?
+    /// The server's schema changed (RhoConnect's `schema-changed`): the engine stores the
+    /// cursor, stops syncing and reports it.
+    public var schemaChanged: Bool
+    /// The server cannot say which objects were deleted since the cursor (Salesforce's
+    /// `getDeleted` window has passed): after the pull, the engine lists the ids the server
+    /// holds (``SyncBackend/remoteIDs(_:)``) and deletes the others, as for servers that report
+    /// no deletions.
+    public var reconcileIDs: Bool
+
     public init(
-        upserts: [ServerObject] = [], removals: [String: [String]] = [:], deletes: [String] = [], links: [String: String] = [:],
-        errors: [RecordError] = [], sourceError: String? = nil, schemaChanged: Bool = false, metadata: JSONValue? = nil,
-        nextCursor: JSONValue? = nil, done: Bool = true, totalCount: Int? = nil, associations: [String: String] = [:],
-        blobAttributes: [String] = [], related: [String: [ServerObject]] = [:], reconcileIDs: Bool = false,
-        choices: [String: AttributeChoices] = [:], attributeTypes: [String: AttributeType]? = nil
+        upserts: [ServerObject] = [], removals: [String: [String]] = [:], deletes: [String] = [], related: [String: [ServerObject]] = [:],
+        nextCursor: JSONValue? = nil, done: Bool = true, totalCount: Int? = nil, links: [String: String] = [:], errors: [RecordError] = [],
+        schema: Schema = Schema(), metadata: JSONValue? = nil, sourceError: String? = nil, schemaChanged: Bool = false, reconcileIDs: Bool = false
     ) {
-        self.choices = choices
-        self.attributeTypes = attributeTypes
-        self.reconcileIDs = reconcileIDs
-        self.associations = associations
-        self.blobAttributes = blobAttributes
-        self.related = related
         self.upserts = upserts
         self.removals = removals
         self.deletes = deletes
-        self.links = links
-        self.errors = errors
-        self.sourceError = sourceError
-        self.schemaChanged = schemaChanged
-        self.metadata = metadata
+        self.related = related
         self.nextCursor = nextCursor
         self.done = done
         self.totalCount = totalCount
+        self.links = links
+        self.errors = errors
+        self.schema = schema
+        self.metadata = metadata
+        self.sourceError = sourceError
+        self.schemaChanged = schemaChanged
+        self.reconcileIDs = reconcileIDs
     }
 
     /// Objects in the page (upserts, deletes, and objects with removals), for progress counts.
     public var count: Int { upserts.count + deletes.count + removals.count }
+
+    @available(*, deprecated, renamed: "schema.associations")
+    public var associations: [String: String] {
+        get { schema.associations }
+        set { schema.associations = newValue }
+    }
+    @available(*, deprecated, renamed: "schema.blobAttributes")
+    public var blobAttributes: [String] {
+        get { schema.blobAttributes }
+        set { schema.blobAttributes = newValue }
+    }
+    @available(*, deprecated, renamed: "schema.choices")
+    public var choices: [String: AttributeChoices] {
+        get { schema.choices }
+        set { schema.choices = newValue }
+    }
+    @available(*, deprecated, renamed: "schema.attributeTypes")
+    public var attributeTypes: [String: AttributeType]? {
+        get { schema.attributeTypes }
+        set { schema.attributeTypes = newValue }
+    }
 }
 
 /// A local change on its way to the server.

@@ -94,17 +94,17 @@ extension SyncEngine {
     /// (stored at once: a definition is not part of a batch, and adding them twice is harmless).
     func declare(_ page: PullPage, in definition: ModelDefinition, deviceOnly: [String] = []) throws -> ModelDefinition {
         var updated = definition
-        if var types = page.attributeTypes {
+        if var types = page.schema.attributeTypes {
             for attribute in deviceOnly where types[attribute] == nil { types[attribute] = .any }
             updated.kind = .fixedSchema(types)
         }
-        for (attribute, target) in page.associations where updated.associations[attribute] == nil {
+        for (attribute, target) in page.schema.associations where updated.associations[attribute] == nil {
             updated.associations[attribute] = target
         }
-        for attribute in page.blobAttributes where !updated.blobAttributes.contains(attribute) {
+        for attribute in page.schema.blobAttributes where !updated.blobAttributes.contains(attribute) {
             updated.blobAttributes.append(attribute)
         }
-        for (attribute, choices) in page.choices { updated.choices[attribute] = choices }
+        for (attribute, choices) in page.schema.choices { updated.choices[attribute] = choices }
         guard updated != definition else { return definition }
         try storage { _ = try store.register(updated) }
         return updated

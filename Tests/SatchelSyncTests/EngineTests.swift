@@ -122,8 +122,9 @@ struct EngineTests {
     @Test("a page's associations and blob attributes are added to the model's definition; its related objects land in their models")
     func pageDeclarations() async throws {
         let page = PullPage(
-            upserts: [ServerObject(id: "o1", attributes: ["customer": "c1", "photo": "http://x/p.png"])], associations: ["customer": "Customer"],
-            blobAttributes: ["photo"], related: ["Customer": [ServerObject(id: "c1", attributes: ["name": "Ann"])]])
+            upserts: [ServerObject(id: "o1", attributes: ["customer": "c1", "photo": "http://x/p.png"])],
+            related: ["Customer": [ServerObject(id: "c1", attributes: ["name": "Ann"])]],
+            schema: PullPage.Schema(associations: ["customer": "Customer"], blobAttributes: ["photo"]))
         let backend = ScriptedPages(page)
         let client = try SyncClient(backend: backend, models: [ModelDefinition(name: "Order")])
         try await client.engine.logIn(Self.credentials)
