@@ -75,7 +75,7 @@ enum KintoBench {
             let start = ContinuousClock.now
             let report = try await engine.sync()
             let seconds = Report.seconds(ContinuousClock.now - start)
-            guard report.accepted == count, report.rejected == 0 else {
+            guard report.accepted == count, report.refused == 0 else {
                 throw SatchelError(.unknown, "the push was accepted for \(report.accepted) of \(count) records")
             }
             return seconds

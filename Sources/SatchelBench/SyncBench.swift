@@ -115,7 +115,7 @@ enum SyncBench {
             let start = ContinuousClock.now
             let report = try await engine.sync()
             pushing += Report.seconds(ContinuousClock.now - start) - (interleaved.baselineSeconds - before)
-            guard report.accepted == items.count, report.rejected == 0 else {
+            guard report.accepted == items.count, report.refused == 0 else {
                 throw SatchelError(.unknown, "the push was accepted for \(report.accepted) of \(items.count) changes")
             }
         }
@@ -325,7 +325,7 @@ final class PushDevice {
         let start = ContinuousClock.now
         let report = try await engine.sync(models: [name])
         let seconds = Report.seconds(ContinuousClock.now - start)
-        guard report.accepted == items.count, report.rejected == 0 else {
+        guard report.accepted == items.count, report.refused == 0 else {
             throw SatchelError(.unknown, "the push was accepted for \(report.accepted) of \(items.count) changes")
         }
         if !update { serverIDs = report.serverIDs[name] ?? [:] }

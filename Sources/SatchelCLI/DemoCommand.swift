@@ -150,13 +150,13 @@ struct DemoCommand: AsyncParsableCommand {
         await server.update("Product", product.id, ["price": 150])
         try products.update(product.id, with: ["price": 99])
         let third = try await engine.sync()
-        let error = try require(try store.recordErrors(model: "Product").first, "a record error")
-        say("both sides changed \(product.id): \(third.rejected) change refused (\(error.message)); "
+        let error = try require(try store.refusedChanges(model: "Product").first, "a refused change")
+        say("both sides changed \(product.id): \(third.refused) change refused (\(error.message)); "
             + "kept here as \(error.kind.rawValue) error, local price \(try products.find(product.id)?["price"] ?? .null), server's \(error.serverCopy?["price"] ?? .null)")
         try store.resolve("Product", product.id, .rollback)
         try await engine.sync()
         say("resolve(\(product.id), .rollback) and sync → price \(try products.find(product.id)?["price"] ?? .null); "
-            + "pending changes \(try store.pendingChanges().count), errors \(try store.recordErrors().count)")
+            + "pending changes \(try store.pendingChanges().count), errors \(try store.refusedChanges().count)")
     }
 
     /// How to run this program again, as typed: its path when it was started by one (`swift run`

@@ -228,7 +228,7 @@ struct StatsCommand: ParsableCommand {
                             "create": .int(Int64(statistics.pendingCreates)), "update": .int(Int64(statistics.pendingUpdates)),
                             "delete": .int(Int64(statistics.pendingDeletes)),
                         ],
-                        "errors": .int(Int64(statistics.recordErrors)), "inFlight": .int(Int64(statistics.inFlight)), "indexes": .object(JSONObject(indexes.map { ($0.definition.description, JSONValue.int(Int64($0.entries))) })),
+                        "errors": .int(Int64(statistics.refusedChanges)), "inFlight": .int(Int64(statistics.inFlight)), "indexes": .object(JSONObject(indexes.map { ($0.definition.description, JSONValue.int(Int64($0.entries))) })),
                         "bytes": .int(Int64(statistics.approximateBytes)),
                     ]
                     Output.line(line.description)
@@ -236,7 +236,7 @@ struct StatsCommand: ParsableCommand {
                     Output.line(
                         "\(statistics.model): partition=\(statistics.partition.rawValue) objects=\(statistics.objects) "
                             + "pending create=\(statistics.pendingCreates) update=\(statistics.pendingUpdates) delete=\(statistics.pendingDeletes) "
-                            + "in-flight=\(statistics.inFlight) errors=\(statistics.recordErrors) indexes=\(indexes.isEmpty ? "none" : indexes.map { "\($0.definition):\($0.entries)" }.joined(separator: ",")) "
+                            + "in-flight=\(statistics.inFlight) errors=\(statistics.refusedChanges) indexes=\(indexes.isEmpty ? "none" : indexes.map { "\($0.definition):\($0.entries)" }.joined(separator: ",")) "
                             + "bytes≈\(statistics.approximateBytes)")
                 }
             }

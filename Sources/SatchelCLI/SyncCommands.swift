@@ -256,7 +256,7 @@ struct SyncCommand: AsyncParsableCommand {
             try await server.logIn(engine)
             return try await engine.sync(models: names.isEmpty ? nil : names, mode: full ? .full : bulk ? .bulk : .incremental)
         }
-        if report.rejected > 0 { throw ExitCode(3) }
+        if report.refused > 0 { throw ExitCode(3) }
     }
 }
 
@@ -334,7 +334,7 @@ struct ErrorsCommand: ParsableCommand {
     func run() throws {
         try store.withStore { store in
             if let model { _ = try store.existingModel(named: model) }
-            for error in try store.recordErrors(model: model) { Output.line(error.json.description) }
+            for error in try store.refusedChanges(model: model) { Output.line(error.json.description) }
         }
     }
 }
@@ -352,13 +352,13 @@ struct ResolveCommand: ParsableCommand {
     @Option(help: "delete, recreate, retry or rollback.") var action: String
 
     func validate() throws {
-        if RecordErrorAction(rawValue: action) == nil {
-            throw ValidationError("--action is one of \(RecordErrorAction.allCases.map(\.rawValue).joined(separator: ", ")), not '\(action)'")
+        if Resolution(rawValue: action) == nil {
+            throw ValidationError("--action is one of \(Resolution.allCases.map(\.rawValue).joined(separator: ", ")), not '\(action)'")
         }
     }
 
     func run() throws {
-        try store.withStore { try $0.resolve(model, id, RecordErrorAction(rawValue: action)!) }
+        try store.withStore { try $0.resolve(model, id, Resolution(rawValue: action)!) }
         Output.line("resolved \(model) \(id): \(action)")
     }
 }

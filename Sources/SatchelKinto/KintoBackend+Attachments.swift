@@ -46,7 +46,7 @@ extension KintoBackend {
     /// change's outcome, with the record's version after it (the answer's `ETag`).
     func sendAttachment(_ attachment: AttachmentChange, of change: OutgoingChange, model: String) async throws -> PushOutcome {
         let what = "attachment of \(model)"
-        let url = try root(collectionPath(model) + "/records/" + KintoMapping.recordID(change.id) + "/attachment")
+        let url = try root(collectionPath(model) + "/records/" + KintoMapping.recordID(change.objectID) + "/attachment")
         let answer: SyncHTTPClient.Response
         switch attachment {
         case .upload(let data, let name):

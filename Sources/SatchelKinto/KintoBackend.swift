@@ -29,9 +29,9 @@ import Synchronization
 ///   attribute as `null`), with the same `If-Match`; where that would erase fields this device
 ///   does not pull (a model with an attribute list) or that no version guards, it is sent alone
 ///   as a `PATCH` with `Content-Type: application/merge-patch+json`.
-/// - **Conflicts**: a `412` is a record error carrying the server's current record
-///   (``RecordError/serverCopy``): ``RecordErrorAction/retry`` pushes the change again over it,
-///   ``RecordErrorAction/rollback`` takes it. A `403` or `400` on a record is a record error too.
+/// - **Conflicts**: a `412` is a refused change carrying the server's current record
+///   (``RefusedChange/serverCopy``): ``Resolution/retry`` pushes the change again over it,
+///   ``Resolution/rollback`` takes it. A `403` or `400` on a record is a refused change too.
 /// - **Errors**: `401` is ``SyncError/Code/unauthorized``; `Retry-After` and `Backoff` become
 ///   ``SyncError/retryAfter`` (after a `Backoff`, calls fail as retryable until it has passed).
 /// - **Blobs**: a model's blob attribute (at most one) is its record's attachment, through the
@@ -269,7 +269,7 @@ public final class KintoBackend: SyncBackend {
         var attachments: [String: AttachmentChange] = [:]
         let changes = request.changes.map { change in
             let (record, attachment) = Self.split(change, blobAttribute: blob)
-            attachments[change.id] = attachment
+            attachments[change.objectID] = attachment
             return record
         }
         let context = OutcomeContext(blobAttribute: blob ?? KintoMapping.attachmentField, carryingAttachments: Set(attachments.keys))
@@ -293,8 +293,8 @@ public final class KintoBackend: SyncBackend {
         }
         for change in alone { results.append(try await mergePatch(change, model: request.model.name, context: context)) }
         for index in results.indices {
-            guard let attachment = attachments[results[index].id], case .accepted = results[index].outcome,
-                let change = changes.first(where: { $0.id == results[index].id })
+            guard let attachment = attachments[results[index].objectID], case .accepted = results[index].outcome,
+                let change = changes.first(where: { $0.objectID == results[index].objectID })
             else { continue }
             results[index].outcome = try await sendAttachment(attachment, of: change, model: request.model.name)
         }
@@ -310,7 +310,7 @@ public final class KintoBackend: SyncBackend {
         let what = "push to \(model)"
         let path = "/" + collectionPath(model) + "/records/"
         let requests: [JSONValue] = changes.map { change in
-            var sub: JSONObject = ["path": .string(path + KintoMapping.recordID(change.id))]
+            var sub: JSONObject = ["path": .string(path + KintoMapping.recordID(change.objectID))]
             var headers = JSONObject()
             if change.kind == .create {
                 headers["If-None-Match"] = "*"
@@ -372,7 +372,7 @@ public final class KintoBackend: SyncBackend {
                 retry.append(change)
                 continue
             }
-            results.append(PushResult(id: change.id, outcome: try outcome(of: change, status: status, body: body, context: context, what)))
+            results.append(PushResult(objectID: change.objectID, outcome: try outcome(of: change, status: status, body: body, context: context, what)))
         }
         return (results, retry)
     }
@@ -384,11 +384,11 @@ public final class KintoBackend: SyncBackend {
         let what = "push to \(model)"
         var headers = ["Content-Type": "application/merge-patch+json"]
         if let version = change.baseVersion?.intValue { headers["If-Match"] = "\"\(version)\"" }
-        let url = try root(collectionPath(model) + "/records/" + KintoMapping.recordID(change.id))
+        let url = try root(collectionPath(model) + "/records/" + KintoMapping.recordID(change.objectID))
         let body: JSONObject = ["data": .object(KintoMapping.data(change.attributes))]
         let answer = try await send("PATCH", url, headers: headers, body: Data(body.jsonBytes), what: what)
         let json = (try? answer.json("")) ?? .null
-        return PushResult(id: change.id, outcome: try Self.outcome(of: change, status: answer.status, body: json, context: context, what))
+        return PushResult(objectID: change.objectID, outcome: try Self.outcome(of: change, status: answer.status, body: json, context: context, what))
     }
 
     /// What a push needs to read the answers to its changes: the attribute a record's attachment
@@ -423,19 +423,19 @@ public final class KintoBackend: SyncBackend {
                 return change.kind == .create ? .retryLater(message: message) : .notFound
             }
             let held = change.attributes.allSatisfy { name, value in value.isNull ? attributes[name] == nil : attributes[name] == value }
-            if held && (change.kind == .create || context.carryingAttachments.contains(change.id)) {
+            if held && (change.kind == .create || context.carryingAttachments.contains(change.objectID)) {
                 // An earlier push of this change went through and its answer was lost (or its
                 // attachment failed after it): the record is written, its attachment goes next.
                 return .accepted(version: .int(version))
             }
             let text = change.kind == .create ? "a record with this id already exists on the server" : "the record was modified on the server meanwhile"
-            return .rejected(message: text, code: "412", serverCopy: attributes)
+            return .refused(message: text, code: "412", serverCopy: attributes)
         case 401:
             throw SyncError(.unauthorized, "\(what): Kinto did not accept the user name and password: \(message)", httpStatus: 401)
         case 408, 409, 429, 500...:
             return .retryLater(message: "\(message) (HTTP \(status))")
         default:
-            return .rejected(message: "\(message) (HTTP \(status))", code: String(status))
+            return .refused(message: "\(message) (HTTP \(status))", code: String(status))
         }
     }
 

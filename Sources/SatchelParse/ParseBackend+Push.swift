@@ -76,7 +76,7 @@ extension ParseBackend {
             let creates = request.changes.filter { $0.kind == .create }
             for (id, outcome) in try await pushCreates(creates, context, othersAnswered: !outcomes.isEmpty) { outcomes[id] = outcome }
         }
-        return request.changes.map { PushResult(id: $0.id, outcome: outcomes[$0.id] ?? .retryLater(message: "no result from the server")) }
+        return request.changes.map { PushResult(objectID: $0.objectID, outcome: outcomes[$0.objectID] ?? .retryLater(message: "no result from the server")) }
     }
 
     /// The `X-Parse-Request-Id` of a change: derived from the class, the change's kind, object
@@ -85,7 +85,7 @@ extension ParseBackend {
     /// whenever the same change is sent again.
     static func requestID(_ change: OutgoingChange, className: String, attempt: Int = 0) -> String {
         RequestID.make([
-            Array("satchel-parse-change".utf8), Array(className.utf8), Array(change.kind.rawValue.utf8), Array(change.id.utf8),
+            Array("satchel-parse-change".utf8), Array(className.utf8), Array(change.kind.rawValue.utf8), Array(change.objectID.utf8),
             change.attributes.jsonBytes, change.baseVersion?.jsonBytes ?? [], attempt == 0 ? [] : Array(String(attempt).utf8),
         ])
     }
@@ -99,8 +99,8 @@ extension ParseBackend {
         var body = ParseMapping.body(change.attributes, model: context.request.model, types: context.types, files: files)
         if change.kind == .create {
             switch configuration.createProtection {
-            case .customObjectIDs: body["objectId"] = .string(change.id)
-            case .clientIDField(let field): if body[field] == nil { body[field] = .string(change.id) }
+            case .customObjectIDs: body["objectId"] = .string(change.objectID)
+            case .clientIDField(let field): if body[field] == nil { body[field] = .string(change.objectID) }
             case .requestIDs, .none: break
             }
         }
@@ -117,11 +117,11 @@ extension ParseBackend {
         var requests: [JSONValue] = []
         var bodies: [String: JSONObject] = [:]
         for change in chunk {
-            let path = context.classPath + "/" + SyncHTTPClient.escape(made[change.id] ?? change.id)
+            let path = context.classPath + "/" + SyncHTTPClient.escape(made[change.objectID] ?? change.objectID)
             switch change.kind {
             case .create, .update:
                 var body = try await body(of: change, context)
-                if change.kind == .create, made[change.id] != nil {
+                if change.kind == .create, made[change.objectID] != nil {
                     // Made already: the create's attributes (edits since included) go on it.
                     body["objectId"] = nil
                     requests.append(["method": "PUT", "path": .string(path), "body": .object(body)])
@@ -130,7 +130,7 @@ extension ParseBackend {
                 } else {
                     requests.append(["method": "PUT", "path": .string(path), "body": .object(body)])
                 }
-                bodies[change.id] = body
+                bodies[change.objectID] = body
             case .delete:
                 requests.append(["method": "DELETE", "path": .string(path)])
             }
@@ -144,18 +144,18 @@ extension ParseBackend {
         var madeAlready: [OutgoingChange] = []
         for (change, outcome) in zip(chunk, try Self.batchOutcomes(answer, changes: chunk, made: made, what: context.what)) {
             switch outcome {
-            case .rejected(let message, let code, nil) where change.kind == .update:
+            case .refused(let message, let code, nil) where change.kind == .update:
                 // The server's copy, for a rollback.
-                outcomes[change.id] = .rejected(message: message, code: code, serverCopy: try await serverCopy(change.id, context))
-            case .rejected(_, "137"?, _) where change.kind == .create && configuration.createProtection == .customObjectIDs && made[change.id] == nil:
+                outcomes[change.objectID] = .refused(message: message, code: code, serverCopy: try await serverCopy(change.objectID, context))
+            case .refused(_, "137"?, _) where change.kind == .create && configuration.createProtection == .customObjectIDs && made[change.objectID] == nil:
                 // A duplicate value: an object with this id exists when an earlier push made it.
-                if try await serverCopy(change.id, context) != nil { madeAlready.append(change) } else { outcomes[change.id] = outcome }
+                if try await serverCopy(change.objectID, context) != nil { madeAlready.append(change) } else { outcomes[change.objectID] = outcome }
             default:
-                outcomes[change.id] = outcome
+                outcomes[change.objectID] = outcome
             }
         }
         if !madeAlready.isEmpty {
-            let ids = Dictionary(uniqueKeysWithValues: madeAlready.map { ($0.id, $0.id) })
+            let ids = Dictionary(uniqueKeysWithValues: madeAlready.map { ($0.objectID, $0.objectID) })
             for (id, outcome) in try await pushBatch(madeAlready, context, made: ids) { outcomes[id] = outcome }
         }
         return outcomes
@@ -167,7 +167,7 @@ extension ParseBackend {
         guard case .clientIDField(let field) = configuration.createProtection, !creates.isEmpty else { return [:] }
         // The field's value: the object's own, else its local id.
         var owners: [JSONValue: String] = [:]
-        for change in creates { owners[change.attributes[field].flatMap { $0.isNull ? nil : $0 } ?? .string(change.id)] = change.id }
+        for change in creates { owners[change.attributes[field].flatMap { $0.isNull ? nil : $0 } ?? .string(change.objectID)] = change.objectID }
         let condition: JSONValue = [field: ["$in": .array(Array(owners.keys))]]
         let what = "looking for earlier creates in \(context.request.model.name)"
         var made: [String: String] = [:]
@@ -193,7 +193,7 @@ extension ParseBackend {
         }
         var outcomes: [PushOutcome] = []
         for (change, response) in zip(changes, responses) {
-            outcomes.append(try outcome(of: change, response, what, madeAs: made[change.id]))
+            outcomes.append(try outcome(of: change, response, what, madeAs: made[change.objectID]))
         }
         return outcomes
     }
@@ -222,7 +222,7 @@ extension ParseBackend {
         switch code {
         case 101?: return .notFound
         case 1?, 100?, 124?: return .retryLater(message: "Parse error \(code!): \(message)")
-        default: return .rejected(message: message, code: code.map(String.init))
+        default: return .refused(message: message, code: code.map(String.init))
         }
     }
 
@@ -300,12 +300,12 @@ extension ParseBackend {
             }
             switch answer {
             case .outcome(let outcome):
-                outcomes[change.id] = outcome
+                outcomes[change.objectID] = outcome
                 if case .accepted(let id?, _) = outcome { claimed.insert(id) }
             case .duplicate:
                 break  // resolved above
             case .failed(let error):
-                outcomes[change.id] = .unanswered(error)
+                outcomes[change.objectID] = .unanswered(error)
             }
         }
         return outcomes

@@ -33,7 +33,7 @@ public import SatchelSync
 ///   server's `objectId`, which replaces the local id everywhere; the engine pushes parents
 ///   before the objects that point to them. Updates send the changed attributes, a removed one as
 ///   `{"__op":"Delete"}`. A `101` on a delete means done. Other per-request errors (`111`, `137`,
-///   `141`, `142`…) are record errors with Parse's code and message; `1`, `100` and `124` are sent
+///   `141`, `142`…) are refused changes with Parse's code and message; `1`, `100` and `124` are sent
 ///   again next time.
 /// - **Deletes**: Parse keeps no tombstones. After every pull the adapter lists the class's ids
 ///   (`keys=objectId`, keyset-paged) and the engine deletes the objects the server no longer has,

@@ -228,10 +228,10 @@ public struct RhoConnectBackend: SyncBackend {
                 // Nulls are nothing to create.
                 attributes = attributes.filter { _, value in !value.isNull }
             }
-            sections[change.kind, default: JSONObject()][change.id] = .object(attributes)
+            sections[change.kind, default: JSONObject()][change.objectID] = .object(attributes)
             for (attribute, data) in change.blobs.sorted(by: { $0.key < $1.key }) where change.kind != .delete {
                 let file = (change.attributes[attribute]?.stringValue).map { ($0 as NSString).lastPathComponent } ?? attribute
-                blobs.append(("\(attribute)-\(change.id)", file.isEmpty ? attribute : file, data))
+                blobs.append(("\(attribute)-\(change.objectID)", file.isEmpty ? attribute : file, data))
                 blobFields.insert(attribute)
             }
         }
@@ -250,7 +250,7 @@ public struct RhoConnectBackend: SyncBackend {
             _ = try await send("POST", url, request.session, body: form.body, contentType: form.contentType, what: "push of \(source)")
         }
         // The server answers later, in query pages: links for creates, errors for any change.
-        return request.changes.map { PushResult(id: $0.id, outcome: $0.kind == .create ? .awaitingLink : .accepted()) }
+        return request.changes.map { PushResult(objectID: $0.objectID, outcome: $0.kind == .create ? .awaitingLink : .accepted()) }
     }
 
     // MARK: - Bulk data

@@ -111,13 +111,13 @@ struct RhoConnectPage: Equatable {
         if let error = command["source-error"] { page.sourceError = try Self.sourceError(error) }
         let rollbacks = Dictionary(try objects("update-rollback"), uniquingKeysWith: { _, last in last })
         for kind in [PendingChange.Kind.create, .update, .delete] {
-            for error in try recordErrors(kind, model: model.name) {
+            for error in try refusedChanges(kind, model: model.name) {
                 var error = error
                 error.attributes = try RhoConnectValues.incoming(error.attributes, of: model)
                 if kind == .update, let copy = rollbacks[error.objectID] {
                     error.serverCopy = try RhoConnectValues.incoming(copy, of: model)
                 }
-                page.errors.append(error)
+                page.refusals.append(error)
             }
         }
         return page
@@ -159,18 +159,18 @@ struct RhoConnectPage: Equatable {
 
     /// `create-error`, `update-error` or `delete-error`: `{id: {attributes}, "id-error":
     /// {"message": …}}`.
-    func recordErrors(_ kind: PendingChange.Kind, model: String) throws(SyncError) -> [RecordError] {
+    func refusedChanges(_ kind: PendingChange.Kind, model: String) throws(SyncError) -> [RefusedChange] {
         let key = "\(kind.rawValue)-error"
         guard let section = command[key] else { return [] }
         guard case .object(let entries) = section else { throw Self.violation("'\(key)' is not a JSON object") }
-        var errors: [RecordError] = []
+        var errors: [RefusedChange] = []
         for (id, value) in entries {
             // "42-error" is the message of object 42, when object 42 is there too.
             if id.hasSuffix("-error"), entries.contains(String(id.dropLast(6))) { continue }
             guard case .object(let attributes) = value else { throw Self.violation("'\(key)' of '\(id)' is not a JSON object") }
             var message = "the server refused the \(kind.rawValue)"
             if case .object(let detail)? = entries["\(id)-error"], case .string(let text)? = detail["message"] { message = text }
-            errors.append(RecordError(model: model, objectID: id, kind: kind, message: message, attributes: attributes))
+            errors.append(RefusedChange(model: model, objectID: id, kind: kind, message: message, attributes: attributes))
         }
         return errors
     }

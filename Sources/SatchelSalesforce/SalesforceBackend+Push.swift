@@ -18,7 +18,7 @@ extension SalesforceBackend {
             case .send(let fields, let base64):
                 return Outgoing(change: change, record: Self.record(object, fields), base64: base64)
             case .answer(let outcome):
-                results.append(PushResult(id: change.id, outcome: try await self.withServerCopy(outcome, of: change, request: request)))
+                results.append(PushResult(objectID: change.objectID, outcome: try await self.withServerCopy(outcome, of: change, request: request)))
                 return nil
             }
         }
@@ -27,20 +27,20 @@ extension SalesforceBackend {
         let creates = request.changes.filter { $0.kind == .create }
         // The client-id field's value: the object's own, else its local id.
         let clientValues = Dictionary(uniqueKeysWithValues: creates.map { change in
-            (change.id, clientField.flatMap { change.attributes[$0]?.stringValue } ?? change.id)
+            (change.objectID, clientField.flatMap { change.attributes[$0]?.stringValue } ?? change.objectID)
         })
         let made = try await madeBefore(clientValues, field: clientField, request: request)
         var posts: [Outgoing] = []
-        for change in creates where made[change.id] == nil {
+        for change in creates where made[change.objectID] == nil {
             guard var outgoing = try await prepare(change, change.attributes.filter { name, value in createable.contains(name) && !value.isNull }) else { continue }
-            if let clientField { outgoing.record[clientField] = .string(clientValues[change.id]!) }
+            if let clientField { outgoing.record[clientField] = .string(clientValues[change.objectID]!) }
             posts.append(outgoing)
         }
         // Updates (and creates made already, now updated with what they carry).
         var patches: [Outgoing] = []
-        for change in request.changes.filter({ $0.kind == .update }) + creates.filter({ made[$0.id] != nil }) {
+        for change in request.changes.filter({ $0.kind == .update }) + creates.filter({ made[$0.objectID] != nil }) {
             guard var outgoing = try await prepare(change, change.attributes.filter { name, _ in updateable.contains(name) }) else { continue }
-            outgoing.record["id"] = .string(made[change.id] ?? change.id)
+            outgoing.record["id"] = .string(made[change.objectID] ?? change.objectID)
             patches.append(outgoing)
         }
         // The calls: creates, updates (each in as many calls as the base64 bound takes), deletes.
@@ -53,7 +53,7 @@ extension SalesforceBackend {
         }
         let deletes = request.changes.filter { $0.kind == .delete }
         if !deletes.isEmpty {
-            calls.append(Call(method: "DELETE", changes: deletes, query: [("ids", deletes.map(\.id).joined(separator: ",")), ("allOrNone", "false")]))
+            calls.append(Call(method: "DELETE", changes: deletes, query: [("ids", deletes.map(\.objectID).joined(separator: ",")), ("allOrNone", "false")]))
         }
         for (index, call) in calls.enumerated() {
             do {
@@ -61,8 +61,8 @@ extension SalesforceBackend {
                 var answered: [PushResult] = []
                 for (change, answer) in zip(call.changes, answers) {
                     var outcome = try await outcome(of: change, answer, request: request)
-                    if call.method == "PATCH", change.kind == .create, case .accepted = outcome { outcome = .accepted(serverID: made[change.id]) }
-                    answered.append(PushResult(id: change.id, outcome: outcome))
+                    if call.method == "PATCH", change.kind == .create, case .accepted = outcome { outcome = .accepted(serverID: made[change.objectID]) }
+                    answered.append(PushResult(objectID: change.objectID, outcome: outcome))
                 }
                 results += answered
             } catch let error as SyncError where index > 0 {
@@ -74,10 +74,10 @@ extension SalesforceBackend {
                 for change in call.changes {
                     let outcome: PushOutcome = error.refusedBeforeApplying
                         ? .retryLater(message: "\(call.method) /composite/sobjects: \(error.message)") : .unanswered(error)
-                    results.append(PushResult(id: change.id, outcome: outcome))
+                    results.append(PushResult(objectID: change.objectID, outcome: outcome))
                 }
                 for change in calls[(index + 1)...].flatMap(\.changes) {
-                    results.append(PushResult(id: change.id, outcome: .retryLater(message: "not sent: an earlier call of the push failed (\(error.message))")))
+                    results.append(PushResult(objectID: change.objectID, outcome: .retryLater(message: "not sent: an earlier call of the push failed (\(error.message))")))
                 }
                 break
             }
@@ -130,17 +130,17 @@ extension SalesforceBackend {
                 guard model.blobAttributes.contains(name) else {
                     return .answer(.retryLater(message: "\(name) holds a blob and goes with the next sync, once describe has made it a blob attribute"))
                 }
-                return .answer(.rejected(message: "\(name): the blob's file (\(value.stringValue ?? "")) is not in the store", code: "BLOB_MISSING"))
+                return .answer(.refused(message: "\(name): the blob's file (\(value.stringValue ?? "")) is not in the store", code: "BLOB_MISSING"))
             } else if let text = value.stringValue, text.hasPrefix("/services/data/") {
                 fields[name] = nil  // the org's URL of bytes it holds already
             } else if let text = value.stringValue, Data(base64Encoded: text) != nil {
                 base64 += text.utf8.count
             } else {
-                return .answer(.rejected(message: "\(name) holds neither a blob nor base64 text", code: "INVALID_BLOB"))
+                return .answer(.refused(message: "\(name) holds neither a blob nor base64 text", code: "INVALID_BLOB"))
             }
         }
         if base64 > limit {
-            return .answer(.rejected(
+            return .answer(.refused(
                 message: "\(blobFields.sorted().filter { fields[$0] != nil }.joined(separator: ", ")): \(base64) characters of base64, more than the \(limit) a request may carry",
                 code: "BLOB_TOO_LARGE"))
         }
@@ -203,8 +203,8 @@ extension SalesforceBackend {
 
     /// `outcome`, with the server's copy when it refuses an update (for a rollback).
     func withServerCopy(_ outcome: PushOutcome, of change: OutgoingChange, request: PushRequest) async throws -> PushOutcome {
-        if case .rejected(let message, let code, nil) = outcome, change.kind == .update {
-            return .rejected(message: message, code: code, serverCopy: try await serverCopy(change.id, request: request))
+        if case .refused(let message, let code, nil) = outcome, change.kind == .update {
+            return .refused(message: message, code: code, serverCopy: try await serverCopy(change.objectID, request: request))
         }
         return outcome
     }
@@ -229,7 +229,7 @@ extension SalesforceBackend {
         case "ENTITY_IS_DELETED" where change.kind != .create: return .notFound
         case "REQUEST_LIMIT_EXCEEDED", "UNABLE_TO_LOCK_ROW", "SERVER_UNAVAILABLE": return .retryLater(message: "\(code): \(message)")
         default:
-            return .rejected(message: message, code: code)
+            return .refused(message: message, code: code)
         }
     }
 

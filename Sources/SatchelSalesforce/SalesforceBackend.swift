@@ -37,8 +37,8 @@ import Synchronization
 /// - **Push**: `/composite/sobjects` (POST creates, PATCH updates, DELETE by ids), at most 200
 ///   records a call, `allOrNone: false`; creates carry createable fields only, updates updateable
 ///   ones, a removed attribute as `null`; a `base64` field's local blob as its bytes, base64 in
-///   the JSON (at most ``Configuration/maximumBase64PerRequest`` a call). Per-record errors are
-///   record errors with the `statusCode`; `ENTITY_IS_DELETED` on a delete counts as done.
+///   the JSON (at most ``Configuration/maximumBase64PerRequest`` a call). Per-refused changes are
+///   refused changes with the `statusCode`; `ENTITY_IS_DELETED` on a delete counts as done.
 /// - **Totals**: a pull's `totalCount` is the query's `totalSize` while the query selects every
 ///   record of the object (no `LastModifiedDate` bound, no fetch limit); none otherwise.
 /// - **Auth**: `Authorization: Bearer`; a `401` (`INVALID_SESSION_ID`) refreshes the token once

@@ -59,7 +59,7 @@ enum MergePolicy {
         /// A create in flight whose server id was to come later (a link): the server did not keep
         /// the object under this id, and will send the real one.
         case createNotKept
-        /// Changed here (pending or in flight) and deleted on the server: kept, as a record error
+        /// Changed here (pending or in flight) and deleted on the server: kept, as a refused change
         /// whose `retry` creates it again.
         case deletedWhileChanged
         /// A refused update, and now the server deleted the object: the error says so.
@@ -99,7 +99,7 @@ enum MergePolicy {
             case .delete: deleted = true
             }
         }
-        if let error = records.error { note(error.kind, error.attributes) }
+        if let error = records.refusal { note(error.kind, error.attributes) }
         if let pending = records.pending { note(pending.kind, pending.attributes) }
         if let inFlight = records.inFlight { note(inFlight.kind, inFlight.attributes) }
         return (all, names, changed, deleted)
@@ -107,7 +107,7 @@ enum MergePolicy {
 
     /// Whether the object exists only here: created here, not (yet) on the server.
     static func isLocalOnly(_ records: ObjectSyncState) -> Bool {
-        records.pending?.kind == .create || records.inFlight?.kind == .create || records.error?.kind == .create
+        records.pending?.kind == .create || records.inFlight?.kind == .create || records.refusal?.kind == .create
     }
 
     /// A pulled object: whole, or some attributes (RhoConnect's `insert`). `blobs` are the
@@ -121,13 +121,13 @@ enum MergePolicy {
         // The server's version is the base of the next push of a change to the object.
         if let version = object.version { records.version = version }
         var incoming = configuration.syncing(object.attributes)
-        if var error = records.error, error.kind == .update {
+        if var error = records.refusal, error.kind == .update {
             // Keep the error's copy of the server's object current, for a rollback.
             var copy = object.isWhole ? JSONObject() : (error.serverCopy ?? JSONObject())
             for (name, value) in incoming { copy[name] = value.isNull ? nil : value }
             error.serverCopy = copy
             error.serverDeleted = false
-            records.error = error
+            records.refusal = error
         }
         if protected.deletedHere { return Outcome(rule: .deletedHere, write: .keep, records: records) }
         for (name, reference) in blobs { incoming[name] = .string(reference) }
@@ -147,7 +147,7 @@ enum MergePolicy {
     /// A server delete.
     static func delete(local: Local) -> Outcome {
         var records = local.records
-        if let error = records.error {
+        if let error = records.refusal {
             switch error.kind {
             case .create:
                 return Outcome(rule: .refusedCreateKept, write: .keep, records: records)
@@ -155,12 +155,12 @@ enum MergePolicy {
                 var error = error
                 error.serverDeleted = true
                 error.serverCopy = nil
-                records.error = error
+                records.refusal = error
                 records.version = nil
                 return Outcome(rule: .refusedUpdateMeetsDelete, write: .keep, records: records)
             case .delete:
                 // What the refused delete wanted happened; the rules below still apply.
-                records.error = nil
+                records.refusal = nil
             }
         }
         if records.pending?.kind == .delete || records.inFlight?.kind == .delete {
@@ -177,13 +177,13 @@ enum MergePolicy {
         if records.pending?.kind == .create { return Outcome(rule: .neverPushed, write: .keep, records: records) }
         if let changed = records.pending?.attributes ?? records.inFlight?.attributes {
             records.inFlight = nil
-            records.error = RecordError(
+            records.refusal = RefusedChange(
                 model: local.model, objectID: local.id, kind: .update, message: "deleted on the server while changed here", code: "deleted",
                 attributes: changed, serverDeleted: true)
             return Outcome(rule: .deletedWhileChanged, write: .keep, records: records)
         }
         records.version = nil
-        return Outcome(rule: local.records.error?.kind == .delete ? .refusedDeleteDone : .deleted, write: .delete, records: records)
+        return Outcome(rule: local.records.refusal?.kind == .delete ? .refusedDeleteDone : .deleted, write: .delete, records: records)
     }
 
     /// Attributes the server removed (`names`). Every attribute the server could know of removed

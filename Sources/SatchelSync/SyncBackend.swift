@@ -14,7 +14,7 @@ public import Satchel
 /// (and ``SyncError/retryAfter`` from `Retry-After`), `.unauthorized` for a 401,
 /// `.unknownClient` when the server has forgotten this client, `.protocolViolation` for an
 /// answer that does not parse. A record the server refuses is not an error of the call: it is a
-/// ``PushOutcome/rejected(message:code:serverCopy:)`` result, or a ``PullPage/errors`` entry.
+/// ``PushOutcome/refused(message:code:serverCopy:)`` result, or a ``PullPage/refusals`` entry.
 ///
 /// ``InMemoryBackend`` is the reference implementation. Every adapter must pass the conformance
 /// kit (`Tests/SatchelSyncTesting`).
@@ -276,10 +276,11 @@ public struct PullPage: Sendable {
     /// Ids the server gave objects this client created: local id → server id (RhoConnect's
     /// links, for servers that answer a create later).
     public var links: [String: String]
-    /// Changes the server refused (``Satchel/RecordError`` with the object's id, the kind, the
-    /// server's message and code, its copy of the object when it sent one, and the attributes
-    /// pushed when it echoes them — left empty, the engine fills in what it sent).
-    public var errors: [RecordError]
+    /// Changes the server refused, reported in a page (``Satchel/RefusedChange`` with the
+    /// object's id, the kind, the server's message and code, its copy of the object when it sent
+    /// one, and the attributes pushed when it echoes them — left empty, the engine fills in what
+    /// it sent).
+    public var refusals: [RefusedChange]
     /// What the answer declares of the model's schema.
     public var schema: Schema
     /// What the server says about the model (RhoConnect's source `metadata`, Parse's wire
@@ -300,7 +301,7 @@ public struct PullPage: Sendable {
 
     public init(
         upserts: [ServerObject] = [], removals: [String: [String]] = [:], deletes: [String] = [], related: [String: [ServerObject]] = [:],
-        nextCursor: JSONValue? = nil, done: Bool = true, totalCount: Int? = nil, links: [String: String] = [:], errors: [RecordError] = [],
+        nextCursor: JSONValue? = nil, done: Bool = true, totalCount: Int? = nil, links: [String: String] = [:], refusals: [RefusedChange] = [],
         schema: Schema = Schema(), metadata: JSONValue? = nil, sourceError: String? = nil, schemaChanged: Bool = false, reconcileIDs: Bool = false
     ) {
         self.upserts = upserts
@@ -311,7 +312,7 @@ public struct PullPage: Sendable {
         self.done = done
         self.totalCount = totalCount
         self.links = links
-        self.errors = errors
+        self.refusals = refusals
         self.schema = schema
         self.metadata = metadata
         self.sourceError = sourceError
@@ -322,6 +323,11 @@ public struct PullPage: Sendable {
     /// Objects in the page (upserts, deletes, and objects with removals), for progress counts.
     public var count: Int { upserts.count + deletes.count + removals.count }
 
+    @available(*, deprecated, renamed: "refusals")
+    public var errors: [RefusedChange] {
+        get { refusals }
+        set { refusals = newValue }
+    }
     @available(*, deprecated, renamed: "schema.associations")
     public var associations: [String: String] {
         get { schema.associations }
@@ -346,7 +352,8 @@ public struct PullPage: Sendable {
 
 /// A local change on its way to the server.
 public struct OutgoingChange: Sendable, Hashable {
-    public var id: String
+    /// The changed object's id.
+    public var objectID: String
     public var kind: PendingChange.Kind
     /// For a create, every attribute; for an update, the changed attributes (null: removed);
     /// for a delete, the object's last attributes. Device-only and ignored attributes are left
@@ -362,15 +369,26 @@ public struct OutgoingChange: Sendable, Hashable {
     public var object: JSONObject?
 
     public init(
-        id: String, kind: PendingChange.Kind, attributes: JSONObject, baseVersion: JSONValue? = nil, blobs: [String: Data] = [:],
+        objectID: String, kind: PendingChange.Kind, attributes: JSONObject, baseVersion: JSONValue? = nil, blobs: [String: Data] = [:],
         object: JSONObject? = nil
     ) {
-        self.id = id
+        self.objectID = objectID
         self.kind = kind
         self.attributes = attributes
         self.baseVersion = baseVersion
         self.blobs = blobs
         self.object = object
+    }
+
+    @available(*, deprecated, renamed: "objectID")
+    public var id: String { objectID }
+
+    @available(*, deprecated, renamed: "init(objectID:kind:attributes:baseVersion:blobs:object:)")
+    public init(
+        id: String, kind: PendingChange.Kind, attributes: JSONObject, baseVersion: JSONValue? = nil, blobs: [String: Data] = [:],
+        object: JSONObject? = nil
+    ) {
+        self.init(objectID: id, kind: kind, attributes: attributes, baseVersion: baseVersion, blobs: blobs, object: object)
     }
 }
 
@@ -401,10 +419,10 @@ public enum PushOutcome: Sendable, Hashable {
     case accepted(serverID: String? = nil, version: JSONValue? = nil)
     /// Received; the outcome comes later, in a pull page (a link, or an error).
     case awaitingLink
-    /// Refused: kept as a record error, with the server's copy when it sent one (a conflict).
-    case rejected(message: String, code: String? = nil, serverCopy: JSONObject? = nil)
+    /// Refused: kept as a refused change, with the server's copy when it sent one (a conflict).
+    case refused(message: String, code: String? = nil, serverCopy: JSONObject? = nil)
     /// The object does not exist on the server: a delete is then done; an update or create is
-    /// kept as a record error.
+    /// kept as a refused change.
     case notFound
     /// Not now: the change stays pending for the next cycle.
     case retryLater(message: String)
@@ -419,11 +437,18 @@ public enum PushOutcome: Sendable, Hashable {
 
 /// The result of one change of a push, by the change's id.
 public struct PushResult: Sendable, Hashable {
-    public var id: String
+    /// The id of the object whose change this is the result of.
+    public var objectID: String
     public var outcome: PushOutcome
 
-    public init(id: String, outcome: PushOutcome) {
-        self.id = id
+    public init(objectID: String, outcome: PushOutcome) {
+        self.objectID = objectID
         self.outcome = outcome
     }
+
+    @available(*, deprecated, renamed: "objectID")
+    public var id: String { objectID }
+
+    @available(*, deprecated, renamed: "init(objectID:outcome:)")
+    public init(id: String, outcome: PushOutcome) { self.init(objectID: id, outcome: outcome) }
 }

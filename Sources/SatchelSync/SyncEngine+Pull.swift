@@ -60,19 +60,19 @@ extension SyncEngine {
             seen?.formUnion(page.links.values)
             processed += page.count
             report.pulled += page.count
-            report.rejected += page.errors.count
+            report.refused += page.refusals.count
             report.accepted += outcome.acknowledged
             if !outcome.objects.isEmpty { emit(.objects(outcome.objects)) }
-            if page.count > 0 || !page.errors.isEmpty {
+            if page.count > 0 || !page.refusals.isEmpty {
                 emit(.sync(SyncNotification(
                     status: .inProgress, model: definition.name, totalCount: total, processedCount: processed,
                     cumulativeCount: page.count)))
             }
             for (local, server) in outcome.links { report.serverIDs[definition.name, default: [:]][local] = server }
-            if !page.errors.isEmpty {
+            if !page.refusals.isEmpty {
                 emit(.sync(SyncNotification(
-                    status: .error, model: definition.name, errorCode: .rejectedRecords,
-                    message: page.errors.map { "\($0.kind.rawValue) \($0.objectID): \($0.message)" }.joined(separator: "; "))))
+                    status: .error, model: definition.name, errorCode: .refusedChanges,
+                    message: page.refusals.map { "\($0.kind.rawValue) \($0.objectID): \($0.message)" }.joined(separator: "; "))))
             }
             if page.done { break }
         }
@@ -117,8 +117,8 @@ extension SyncEngine {
             let configuration = try self.configuration(of: name)
             let notification = try await onStorageQueue { store in
                 let model = try store.model(name)
-                return try store.bulkUpdate { tx -> ObjectNotification in
-                    var notification = ObjectNotification(model: name)
+                return try store.bulkUpdate { tx -> ChangeSet in
+                    var notification = ChangeSet(model: name, origin: .server)
                     try Self.applyUpserts(objects, to: model, modelConfiguration: configuration, blobs: [:], tx: tx, notification: &notification)
                     return notification
                 }
@@ -152,9 +152,9 @@ extension SyncEngine {
         let blobs = try await downloadBlobs(snapshot, definition: definition, modelConfiguration: modelConfiguration, session: session, state: state)
         let (upserts, lastCursor) = (objects, cursor)
         let outcome = try await onStorageQueue { store in
-            try store.bulkUpdate { tx -> ObjectNotification in
+            try store.bulkUpdate { tx -> ChangeSet in
                 let keep = Set(upserts.map(\.id))
-                var notification = ObjectNotification(model: definition.name)
+                var notification = ChangeSet(model: definition.name, origin: .server)
                 // Everything not in the snapshot goes, except what exists only here (pending or
                 // in-flight creates).
                 for object in try tx.findAll(in: model) where !keep.contains(object.id) {
@@ -185,8 +185,8 @@ extension SyncEngine {
         modelConfiguration: ModelSyncConfiguration, endingFullPull: Bool = false
     ) async throws {
         let notification = try await onStorageQueue { store in
-            try store.bulkUpdate { tx -> ObjectNotification in
-                var notification = ObjectNotification(model: definition.name)
+            try store.bulkUpdate { tx -> ChangeSet in
+                var notification = ChangeSet(model: definition.name, origin: .server)
                 if endingFullPull {
                     var state = try tx.syncState(model)
                     state.fullPullPending = false
@@ -210,7 +210,7 @@ extension SyncEngine {
     // MARK: - Applying a page
 
     struct PageOutcome: Sendable {
-        var objects: ObjectNotification
+        var objects: ChangeSet
         var links: [(String, String)]
         /// Creates the page acknowledged (with a link).
         var acknowledged: Int
@@ -224,8 +224,8 @@ extension SyncEngine {
     ) throws -> (PageOutcome, ModelSyncState) {
         var newState = state
         let outcome = try store.bulkUpdate { tx -> PageOutcome in
-            tx.reserveCapacity(page.upserts.count + 2 * (page.deletes.count + page.links.count + page.errors.count))
-            var notification = ObjectNotification(model: model.name)
+            tx.reserveCapacity(page.upserts.count + 2 * (page.deletes.count + page.links.count + page.refusals.count))
+            var notification = ChangeSet(model: model.name, origin: .server)
             var links: [(String, String)] = []
             var acknowledged = 0
             for (local, server) in page.links.sorted(by: { $0.key < $1.key }) {
@@ -245,7 +245,7 @@ extension SyncEngine {
             // References to the renamed objects change in the same batch (or, in another
             // partition, from a record written in it).
             try tx.rewriteReferences(to: model, renames: Dictionary(links, uniquingKeysWith: { _, last in last }))
-            for error in page.errors {
+            for error in page.refusals {
                 let before = try tx.objectSyncState(model, error.objectID)
                 var records = before
                 var stored = error
@@ -253,7 +253,7 @@ extension SyncEngine {
                 // What was pushed, when the server does not echo it.
                 if stored.attributes.isEmpty { stored.attributes = before.inFlight?.attributes ?? JSONObject() }
                 records.inFlight = nil
-                records.error = stored
+                records.refusal = stored
                 try tx.setObjectSyncState(model, error.objectID, records, replacing: before)
             }
             for id in page.deletes {
@@ -281,7 +281,7 @@ extension SyncEngine {
     /// Upserts pulled objects, as ``MergePolicy/upsert(_:local:configuration:blobs:)`` says.
     static func applyUpserts(
         _ objects: [ServerObject], to model: Model, modelConfiguration: ModelSyncConfiguration, blobs: [String: [String: String]],
-        tx: Transaction, notification: inout ObjectNotification
+        tx: Transaction, notification: inout ChangeSet
     ) throws {
         // With no local change anywhere in the model, no object needs protecting (the usual case
         // of a first sync): its records are not read (a version the page brings overwrites the
@@ -312,7 +312,7 @@ extension SyncEngine {
     /// Writes what the merge policy decided for `local`: the object (with its new version, in the
     /// same record), then its other sync records when they changed.
     static func apply(
-        _ outcome: MergePolicy.Outcome, _ local: MergePolicy.Local, to model: Model, tx: Transaction, notification: inout ObjectNotification
+        _ outcome: MergePolicy.Outcome, _ local: MergePolicy.Local, to model: Model, tx: Transaction, notification: inout ChangeSet
     ) throws {
         var written = local.records
         let version: JSONValue?? = outcome.records.version != local.records.version ? .some(outcome.records.version) : .none
@@ -351,7 +351,7 @@ extension SyncEngine {
     static func now() -> String { ISO8601DateFormatter().string(from: Date()) }
 }
 
-extension ObjectNotification {
+extension ChangeSet {
     /// Lists `id` under what a write of server data did to it.
     mutating func note(_ effect: Transaction.ObjectEffect, _ id: String) {
         switch effect {

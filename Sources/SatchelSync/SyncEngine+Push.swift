@@ -27,7 +27,7 @@ extension SyncEngine {
             try store.bulkUpdate { tx in
                 try Self.requeueInFlight(model, tx)
                 return try tx.objectSyncStates(of: model).compactMap { id, records in
-                    records.pending == nil || records.error != nil || records.inFlight?.state == .awaitingLink ? nil : id
+                    records.pending == nil || records.refusal != nil || records.inFlight?.state == .awaitingLink ? nil : id
                 }
             }
         }
@@ -58,13 +58,13 @@ extension SyncEngine {
                     // The server refused the whole request: nothing of it was carried out, so the
                     // chunk's changes are pending again, not in flight.
                     try await onStore(bounded: limit != nil) { store in
-                        try store.bulkUpdate { tx in for change in chunk { try Self.requeue(model, change.id, tx) } }
+                        try store.bulkUpdate { tx in for change in chunk { try Self.requeue(model, change.objectID, tx) } }
                     }
                 }
                 throw failure
             }
             let renames = results.contains { result in
-                if case .accepted(let serverID?, _) = result.outcome { serverID != result.id } else { false }
+                if case .accepted(let serverID?, _) = result.outcome { serverID != result.objectID } else { false }
             }
             let outcome = try await onStore(bounded: limit != nil && !renames) { store in try Self.apply(results, of: withBlobs, to: model, in: store) }
             tally(outcome, of: definition.name, into: &report)
@@ -78,7 +78,7 @@ extension SyncEngine {
     }
 
     /// Makes the pending changes of objects `ids` changes in flight, in `tx`; returns what to
-    /// send. An object with a record error, a create awaiting its link or a reference to an
+    /// send. An object with a refused change, a create awaiting its link or a reference to an
     /// object the server does not have yet keeps its change pending.
     static func putInFlight(
         _ ids: [String], of model: Model, definition: ModelDefinition, configuration: ModelSyncConfiguration, blocked: [String: Set<String>],
@@ -89,7 +89,7 @@ extension SyncEngine {
         for id in ids {
             let records = try tx.objectSyncState(model, id)
             guard let change = records.pending else { continue }
-            if records.error != nil || records.inFlight?.state == .awaitingLink { continue }
+            if records.refusal != nil || records.inFlight?.state == .awaitingLink { continue }
             let object = try tx.find(id, in: model)
             if let object, refersTo(blocked, object: object, definition: definition) { continue }
             var next = records
@@ -113,7 +113,7 @@ extension SyncEngine {
             next.inFlight = InFlightChange(kind: change.kind, attributes: attributes, baseVersion: records.version)
             try tx.setObjectSyncState(model, id, next, replacing: records)
             let whole = change.kind == .update ? object.map { configuration.syncing($0.attributes) } : nil
-            changes.append(OutgoingChange(id: id, kind: change.kind, attributes: attributes, baseVersion: records.version, object: whole))
+            changes.append(OutgoingChange(objectID: id, kind: change.kind, attributes: attributes, baseVersion: records.version, object: whole))
         }
         return changes
     }
@@ -198,7 +198,7 @@ extension SyncEngine {
     struct PushOutcomeSummary: Sendable {
         var renamed: [(from: String, to: String)] = []
         var accepted = 0
-        var rejected = 0
+        var refused = 0
         var refusals: [String] = []
         /// Changes sent whose answers never came (left in flight).
         var unanswered: [SyncError] = []
@@ -206,17 +206,17 @@ extension SyncEngine {
 
     /// Applies a push's results in one batch.
     static func apply(_ results: [PushResult], of changes: [OutgoingChange], to model: Model, in store: Store) throws -> PushOutcomeSummary {
-        let byID = Dictionary(results.map { ($0.id, $0.outcome) }, uniquingKeysWith: { _, last in last })
+        let byID = Dictionary(results.map { ($0.objectID, $0.outcome) }, uniquingKeysWith: { _, last in last })
         var summary = PushOutcomeSummary()
         try store.bulkUpdate { tx in
             tx.reserveCapacity(2 * changes.count)  // each change: its in-flight record goes, its version comes
             for change in changes {
-                let before = try tx.objectSyncState(model, change.id)
+                let before = try tx.objectSyncState(model, change.objectID)
                 guard let record = before.inFlight else { continue }
                 var records = before
                 // A change the server did not answer for is sent again next time.
-                var outcome = byID[change.id] ?? .retryLater(message: "no result from the server")
-                if case .rejected(_, _, let serverCopy?) = outcome, change.kind == .update, Self.holds(serverCopy, record.attributes) {
+                var outcome = byID[change.objectID] ?? .retryLater(message: "no result from the server")
+                if case .refused(_, _, let serverCopy?) = outcome, change.kind == .update, Self.holds(serverCopy, record.attributes) {
                     // A conflict with a copy that already holds the change: an earlier push of it
                     // went through and its answer was lost.
                     outcome = .accepted()
@@ -227,37 +227,37 @@ extension SyncEngine {
                     records.inFlight = nil
                     // An unknown version is no base for the next change (nil: unchecked).
                     records.version = change.kind == .delete ? nil : version
-                    try tx.setObjectSyncState(model, change.id, records, replacing: before)
-                    if change.kind == .create, let serverID, serverID != change.id {
-                        try tx.rename(model, from: change.id, to: serverID)
-                        summary.renamed.append((change.id, serverID))
+                    try tx.setObjectSyncState(model, change.objectID, records, replacing: before)
+                    if change.kind == .create, let serverID, serverID != change.objectID {
+                        try tx.rename(model, from: change.objectID, to: serverID)
+                        summary.renamed.append((change.objectID, serverID))
                     }
                 case .awaitingLink:
                     records.inFlight?.state = .awaitingLink
-                    try tx.setObjectSyncState(model, change.id, records, replacing: before)
-                case .rejected(let message, let code, let serverCopy):
-                    summary.rejected += 1
-                    summary.refusals.append("\(change.kind.rawValue) \(change.id): \(message)")
+                    try tx.setObjectSyncState(model, change.objectID, records, replacing: before)
+                case .refused(let message, let code, let serverCopy):
+                    summary.refused += 1
+                    summary.refusals.append("\(change.kind.rawValue) \(change.objectID): \(message)")
                     records.inFlight = nil
-                    records.error = RecordError(
-                        model: model.name, objectID: change.id, kind: change.kind, message: message, code: code, attributes: record.attributes,
+                    records.refusal = RefusedChange(
+                        model: model.name, objectID: change.objectID, kind: change.kind, message: message, code: code, attributes: record.attributes,
                         serverCopy: serverCopy)
-                    try tx.setObjectSyncState(model, change.id, records, replacing: before)
+                    try tx.setObjectSyncState(model, change.objectID, records, replacing: before)
                 case .notFound:
                     records.inFlight = nil
                     if change.kind == .delete {
                         summary.accepted += 1
                         records.version = nil
                     } else {
-                        summary.rejected += 1
-                        summary.refusals.append("\(change.kind.rawValue) \(change.id): the object does not exist on the server")
-                        records.error = RecordError(
-                            model: model.name, objectID: change.id, kind: change.kind, message: "the object does not exist on the server",
+                        summary.refused += 1
+                        summary.refusals.append("\(change.kind.rawValue) \(change.objectID): the object does not exist on the server")
+                        records.refusal = RefusedChange(
+                            model: model.name, objectID: change.objectID, kind: change.kind, message: "the object does not exist on the server",
                             code: "404", attributes: record.attributes, serverDeleted: true)
                     }
-                    try tx.setObjectSyncState(model, change.id, records, replacing: before)
+                    try tx.setObjectSyncState(model, change.objectID, records, replacing: before)
                 case .retryLater:
-                    try Self.requeue(model, change.id, tx)
+                    try Self.requeue(model, change.objectID, tx)
                 case .unanswered(let error):
                     // Left in flight: the next push sends it again.
                     summary.unanswered.append(error)
@@ -274,10 +274,10 @@ extension SyncEngine {
     func tally(_ summary: PushOutcomeSummary, of model: String, into report: inout SyncReport) {
         for (local, server) in summary.renamed { report.serverIDs[model, default: [:]][local] = server }
         report.accepted += summary.accepted
-        report.rejected += summary.rejected
-        if !summary.renamed.isEmpty { emit(.objects(ObjectNotification(model: model, created: summary.renamed.map(\.to)))) }
+        report.refused += summary.refused
+        if !summary.renamed.isEmpty { emit(.objects(ChangeSet(model: model, created: summary.renamed.map(\.to), origin: .server))) }
         if !summary.refusals.isEmpty {
-            emit(.sync(SyncNotification(status: .error, model: model, errorCode: .rejectedRecords, message: summary.refusals.joined(separator: "; "))))
+            emit(.sync(SyncNotification(status: .error, model: model, errorCode: .refusedChanges, message: summary.refusals.joined(separator: "; "))))
         }
     }
 

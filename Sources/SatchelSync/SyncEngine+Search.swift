@@ -73,8 +73,8 @@ extension SyncEngine {
     ) async throws {
         let blobs = try await downloadBlobs(page, definition: definition, modelConfiguration: modelConfiguration, session: session, state: state)
         let notification = try storage {
-            try store.bulkUpdate { tx -> ObjectNotification in
-                var notification = ObjectNotification(model: model.name)
+            try store.bulkUpdate { tx -> ChangeSet in
+                var notification = ChangeSet(model: model.name, origin: .server)
                 try Self.applyUpserts(page.upserts, to: model, modelConfiguration: modelConfiguration, blobs: blobs, tx: tx, notification: &notification)
                 return notification
             }
@@ -180,7 +180,7 @@ extension SyncEngine {
         var attributes = JSONObject()
         var kind: PendingChange.Kind?
         for (changeKind, changed) in [
-            records.error.map { ($0.kind, $0.attributes) }, records.inFlight.map { ($0.kind, $0.attributes) },
+            records.refusal.map { ($0.kind, $0.attributes) }, records.inFlight.map { ($0.kind, $0.attributes) },
             records.pending.map { ($0.kind, $0.attributes) },
         ].compactMap({ $0 }) {
             for (name, value) in changed { attributes[name] = value }

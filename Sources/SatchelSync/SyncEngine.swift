@@ -17,7 +17,7 @@ import Synchronization
 /// with its cursor, its index entries and the change-log updates it implies, so a crash or a
 /// ``stop()`` between pages resumes exactly where it stopped, and a page is never half applied.
 /// Attributes with local changes the server has not acknowledged keep their local values; a
-/// server delete of an object with such changes is kept as a record error, not applied.
+/// server delete of an object with such changes is kept as a refused change, not applied.
 ///
 /// Thread safety: an actor. ``stop()`` may be called from anywhere, at any time.
 public actor SyncEngine {
@@ -163,8 +163,8 @@ public actor SyncEngine {
 
     /// Runs one sync cycle of `models` (default: every model that syncs, parents first).
     ///
-    /// - Returns: what the sync did. `report.rejected > 0` means the server refused some records
-    ///   (kept as record errors, see ``Satchel/Store/recordErrors(model:)``).
+    /// - Returns: what the sync did. `report.refused > 0` means the server refused some records
+    ///   (kept as refused changes, see ``Satchel/Store/refusedChanges(model:)``).
     /// - Throws: ``SyncError``; what was applied before the failure stays applied, and no local
     ///   change is lost.
     @discardableResult

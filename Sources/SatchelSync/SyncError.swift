@@ -7,7 +7,7 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Wrapped: String, Sendable {
             case network, server, unauthorized, notLoggedIn, unknownClient, protocolViolation, versionMismatch
-            case cancelled, storage, notSupported, busy, rejectedRecords, insecureTransport, answerTooLarge
+            case cancelled, storage, notSupported, busy, refusedChanges, insecureTransport, answerTooLarge
         }
 
         private let wrapped: Wrapped
@@ -35,8 +35,10 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let notSupported = Code(.notSupported)
         /// A sync is already running.
         public static let busy = Code(.busy)
-        /// The cycle completed, but the server refused some records (kept as record errors).
-        public static let rejectedRecords = Code(.rejectedRecords)
+        /// The cycle completed, but the server refused some records (kept as refused changes).
+        public static let refusedChanges = Code(.refusedChanges)
+        @available(*, deprecated, renamed: "refusedChanges")
+        public static let rejectedRecords = refusedChanges
         /// Plain `http://` to a host other than this machine, which the app did not allow (an
         /// adapter's `allowInsecureHTTP`).
         public static let insecureTransport = Code(.insecureTransport)
@@ -88,7 +90,7 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible {
 
     /// The RhoConnect client's number for this error (`RhoError.h`): 1 network, 2 remote server
     /// (an unknown client included), 4 unexpected server response, 7 not logged in, 8 custom
-    /// sync server (rejected records), 9 unauthorized, 10 cancelled by the user, 11 sync
+    /// sync server (refused changes), 9 unauthorized, 10 cancelled by the user, 11 sync
     /// version, 3 runtime otherwise.
     public var rhoConnectCode: Int {
         switch code {
@@ -96,7 +98,7 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible {
         case .server, .unknownClient: 2
         case .protocolViolation, .answerTooLarge: 4
         case .notLoggedIn: 7
-        case .rejectedRecords: 8
+        case .refusedChanges: 8
         case .unauthorized: 9
         case .cancelled: 10
         case .versionMismatch: 11

@@ -1,4 +1,4 @@
-import Satchel
+public import Satchel
 
 /// Progress of a sync, per model (RhoConnect's sync notifications).
 public struct SyncNotification: Sendable, Hashable, CustomStringConvertible {
@@ -7,7 +7,7 @@ public struct SyncNotification: Sendable, Hashable, CustomStringConvertible {
         case inProgress
         /// ``model`` finished its cycle.
         case ok
-        /// Something failed: ``errorCode`` and ``message`` say what. For per-record errors the
+        /// Something failed: ``errorCode`` and ``message`` say what. For per-refused changes the
         /// model still finishes with `ok`.
         case error
         /// The whole sync finished (no model).
@@ -55,22 +55,10 @@ public struct SyncNotification: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
-/// Objects a sync created, changed or deleted in the store, per model.
-public struct ObjectNotification: Sendable, Hashable {
-    public var model: String
-    public var created: [String]
-    public var updated: [String]
-    public var deleted: [String]
-
-    public init(model: String, created: [String] = [], updated: [String] = [], deleted: [String] = []) {
-        self.model = model
-        self.created = created
-        self.updated = updated
-        self.deleted = deleted
-    }
-
-    public var isEmpty: Bool { created.isEmpty && updated.isEmpty && deleted.isEmpty }
-}
+/// Objects a sync created, changed or deleted in the store, per model: the store's
+/// ``Satchel/ChangeSet`` (its origin `.server`), which ``Satchel/Store/changes`` delivers too.
+@available(*, deprecated, renamed: "ChangeSet")
+public typealias ObjectNotification = ChangeSet
 
 /// What a finished sync did.
 public struct SyncReport: Sendable, Hashable {
@@ -78,7 +66,7 @@ public struct SyncReport: Sendable, Hashable {
     public var models: [String] = []
     /// Local changes the server accepted, and those it refused.
     public var accepted = 0
-    public var rejected = 0
+    public var refused = 0
     /// Objects applied from the server.
     public var pulled = 0
     /// Whether a model's schema changed (syncing stopped there).
@@ -96,7 +84,7 @@ public struct SyncReport: Sendable, Hashable {
 /// Everything a ``SyncEngine`` reports.
 public enum SyncEvent: Sendable, Hashable {
     case sync(SyncNotification)
-    case objects(ObjectNotification)
+    case objects(ChangeSet)
     /// A sync finished (successfully or not): the sync-completed event.
     case completed(SyncReport)
 }

@@ -27,8 +27,8 @@ public final class EventLog: Sendable {
     }
 
     /// The object notifications of `model`, merged.
-    public func objects(_ model: String) -> ObjectNotification {
-        var merged = ObjectNotification(model: model)
+    public func objects(_ model: String) -> ChangeSet {
+        var merged = ChangeSet(model: model, origin: .server)
         for case .objects(let n) in all where n.model == model {
             merged.created += n.created
             merged.updated += n.updated
@@ -133,7 +133,7 @@ public struct SyncClient: Sendable {
         Dictionary(uniqueKeysWithValues: try model(name).findAll().map { ($0.id, $0.attributes) })
     }
 
-    /// Asserts the store is healthy, has no pending or in-flight change nor record error, and
+    /// Asserts the store is healthy, has no pending or in-flight change nor refused change, and
     /// holds exactly the server's objects of `models` (those `user` syncs, when given).
     public func expectConverged(
         with server: any ConformanceServer, models: [String], user: Credentials? = nil, sourceLocation: SourceLocation = #_sourceLocation

@@ -31,13 +31,13 @@ extension SalesforceState {
                 writes.append((schema, id, try Changes(fields, schema, skipping: skipping)))
             }
             return run(allOrNone: allOrNone) { state in
-                writes.map { write -> Result<String, RecordError> in
+                writes.map { write -> Result<String, RefusedChange> in
                     if creating { return state.store.create(write.schema, write.changes, rules: state.rules) }
                     guard let given = write.id else {
-                        return .failure(RecordError(statusCode: "MISSING_ARGUMENT", message: "Id not specified in an update call"))
+                        return .failure(RefusedChange(statusCode: "MISSING_ARGUMENT", message: "Id not specified in an update call"))
                     }
                     guard let id = SalesforceID.canonical(given), SalesforceID.prefix(id) == write.schema.keyPrefix else {
-                        return .failure(RecordError(
+                        return .failure(RefusedChange(
                             statusCode: "MALFORMED_ID", message: "\(write.schema.label) ID: id value of incorrect type: \(given)", fields: ["Id"]))
                     }
                     if let error = state.store.update(write.schema, id, write.changes, rules: state.rules) { return .failure(error) }
@@ -50,7 +50,7 @@ extension SalesforceState {
             guard ids.count <= Self.collectionLimit else { throw Self.tooMany }
             let allOrNone = call.request.query["allOrNone"]?.lowercased() == "true"
             return run(allOrNone: allOrNone) { state in
-                ids.map { given -> Result<String, RecordError> in
+                ids.map { given -> Result<String, RefusedChange> in
                     guard let id = SalesforceID.canonical(given) else { return .failure(.malformedID(given)) }
                     if let error = state.store.delete(id, rules: state.rules) { return .failure(error) }
                     return .success(id)
@@ -65,7 +65,7 @@ extension SalesforceState {
         400, "EXCEEDED_ID_LIMIT", "record limit reached. cannot submit more than \(collectionLimit) records into this call")
 
     /// Runs the writes and answers their results; with `allOrNone`, a failure undoes them all.
-    private mutating func run(allOrNone: Bool, _ writes: (inout SalesforceState) -> [Result<String, RecordError>]) -> Answer {
+    private mutating func run(allOrNone: Bool, _ writes: (inout SalesforceState) -> [Result<String, RefusedChange>]) -> Answer {
         // Only an all-or-nothing call keeps a copy to roll back to (a copy costs the whole store).
         let before = allOrNone ? store : nil
         var results = writes(&self)

@@ -105,12 +105,12 @@ struct Changes {
 /// The writes of API clients: Salesforce's checks, in its order — object and field access,
 /// required fields, values (ids, lengths, e-mail addresses, restricted picklists), dependent
 /// picklists, references, then validation rules and triggers — each failure a
-/// ``RecordError`` as a collection answers it.
+/// ``RefusedChange`` as a collection answers it.
 extension RecordStore {
     typealias Rule = SalesforceFixture.Rule
 
     /// Creates a record; its id, or why not.
-    mutating func create(_ schema: Schema, _ changes: Changes, rules: [Rule]) -> Result<String, RecordError> {
+    mutating func create(_ schema: Schema, _ changes: Changes, rules: [Rule]) -> Result<String, RefusedChange> {
         guard schema.createable else { return .failure(.insufficientAccess) }
         if changes.contains("Id") { return .failure(.idOnInsert) }
         let forbidden = changes.values.filter { !$0.field.createable }.map(\.field.name)
@@ -139,7 +139,7 @@ extension RecordStore {
     }
 
     /// Updates the record `id` (canonical) of `schema`: absent fields untouched, null clears one.
-    mutating func update(_ schema: Schema, _ id: String, _ changes: Changes, rules: [Rule]) -> RecordError? {
+    mutating func update(_ schema: Schema, _ id: String, _ changes: Changes, rules: [Rule]) -> RefusedChange? {
         guard let stored = record(schema.name, id) else { return .invalidCrossReference }
         if stored.deletedAt != nil { return .entityIsDeleted }
         guard schema.updateable else { return .insufficientAccess }
@@ -161,7 +161,7 @@ extension RecordStore {
     }
 
     /// Deletes the record `id` (canonical, of any object): to the Recycle Bin and the delete log.
-    mutating func delete(_ id: String, rules: [Rule]) -> RecordError? {
+    mutating func delete(_ id: String, rules: [Rule]) -> RefusedChange? {
         guard let object = object(ofID: id), let schema = schemas[object], let stored = record(object, id) else {
             return .invalidCrossReference
         }
@@ -177,7 +177,7 @@ extension RecordStore {
     /// The first failure of a create or update whose result would be `record`.
     private func check(
         _ schema: Schema, _ changes: Changes, record: [String: JSON], rules: [Rule], operation: String, id: String?
-    ) -> RecordError? {
+    ) -> RefusedChange? {
         for (field, value) in changes.values where !value.isNull {
             if let error = check(field, value) { return error }
         }
@@ -189,7 +189,7 @@ extension RecordStore {
             let values = field.type == "multipicklist" ? value.split(separator: ";").map(String.init) : [value]
             for single in values where !schema.isValid(single, of: field, controller: controlling) {
                 let shown = controlling.string ?? (controlling.bool.map { $0 ? "true" : "false" } ?? "null")
-                return RecordError(
+                return RefusedChange(
                     statusCode: "FIELD_INTEGRITY_EXCEPTION",
                     message: "\(field.label): bad value for dependent picklist field: '\(single)' is not valid when \(controller.label) is '\(shown)'",
                     fields: [field.name])
@@ -199,36 +199,36 @@ extension RecordStore {
     }
 
     /// Whether one given value suits its field.
-    private func check(_ field: Schema.Field, _ value: JSON) -> RecordError? {
+    private func check(_ field: Schema.Field, _ value: JSON) -> RefusedChange? {
         switch field.type {
         case "reference":
             guard let text = value.string, let id = SalesforceID.canonical(text) else {
-                return RecordError(statusCode: "MALFORMED_ID", message: "\(field.label): id value of incorrect type: \(value.string ?? value.text)", fields: [field.name])
+                return RefusedChange(statusCode: "MALFORMED_ID", message: "\(field.label): id value of incorrect type: \(value.string ?? value.text)", fields: [field.name])
             }
             guard let target = object(ofID: id), field.referenceTo.contains(target) else {
-                return RecordError(statusCode: "FIELD_INTEGRITY_EXCEPTION", message: "\(field.label): id value of incorrect type: \(text)", fields: [field.name])
+                return RefusedChange(statusCode: "FIELD_INTEGRITY_EXCEPTION", message: "\(field.label): id value of incorrect type: \(text)", fields: [field.name])
             }
             guard let referenced = record(target, id) else {
-                return RecordError(statusCode: "INVALID_CROSS_REFERENCE_KEY", message: "invalid cross reference id", fields: [field.name])
+                return RefusedChange(statusCode: "INVALID_CROSS_REFERENCE_KEY", message: "invalid cross reference id", fields: [field.name])
             }
-            if referenced.deletedAt != nil { return RecordError(statusCode: "ENTITY_IS_DELETED", message: "entity is deleted", fields: [field.name]) }
+            if referenced.deletedAt != nil { return RefusedChange(statusCode: "ENTITY_IS_DELETED", message: "entity is deleted", fields: [field.name]) }
         case "picklist", "multipicklist":
             guard field.restrictedPicklist, let text = value.string else { break }
             let allowed = Set(field.picklistValues.filter(\.active).map(\.value))
             let values = field.type == "multipicklist" ? text.split(separator: ";").map(String.init) : [text]
             if let bad = values.first(where: { !allowed.contains($0) }) {
-                return RecordError(
+                return RefusedChange(
                     statusCode: "INVALID_OR_NULL_FOR_RESTRICTED_PICKLIST", message: "\(field.label): bad value for restricted picklist field: \(bad)",
                     fields: [field.name])
             }
         case "email":
             if let text = value.string, !Self.isEmail(text) {
-                return RecordError(statusCode: "INVALID_EMAIL_ADDRESS", message: "\(field.label): invalid email address: \(text)", fields: [field.name])
+                return RefusedChange(statusCode: "INVALID_EMAIL_ADDRESS", message: "\(field.label): invalid email address: \(text)", fields: [field.name])
             }
         default: break
         }
         if Coercion.textTypes.contains(field.type), field.length > 0, let text = value.string, text.count > field.length {
-            return RecordError(
+            return RefusedChange(
                 statusCode: "STRING_TOO_LONG", message: "\(field.label): data value too large: \(text) (max length=\(field.length))",
                 fields: [field.name])
         }
@@ -244,7 +244,7 @@ extension RecordStore {
 
     /// The first rule that rejects `operation` on a record (`id`: nil for a create) whose fields
     /// are `record`, as its error. A `matching` member that names no field is ignored.
-    func rejection(_ rules: [Rule], _ operation: String, _ schema: Schema, id: String?, record: [String: JSON]) -> RecordError? {
+    func rejection(_ rules: [Rule], _ operation: String, _ schema: Schema, id: String?, record: [String: JSON]) -> RefusedChange? {
         for rule in rules where rule.operation == operation {
             if let object = rule.object, object.caseInsensitiveCompare(schema.name) != .orderedSame { continue }
             if let ids = rule.ids, !ids.contains(where: { SalesforceID.canonical($0) == id && id != nil }) { continue }
@@ -257,7 +257,7 @@ extension RecordStore {
                 }
                 if !matches { continue }
             }
-            return RecordError(statusCode: rule.statusCode, message: rule.message, fields: rule.fields)
+            return RefusedChange(statusCode: rule.statusCode, message: rule.message, fields: rule.fields)
         }
         return nil
     }

@@ -44,8 +44,8 @@ struct APIError: Error {
     static func unsupportedType(_ object: String) -> APIError { invalidType("sObject type '\(object)' is not supported.") }
 
     /// A single-record write's per-record failure, as a REST call answers it: HTTP 400 with the
-    /// record error's code as `errorCode` (a missing or deleted record is 404).
-    init(_ error: RecordError) {
+    /// refused change's code as `errorCode` (a missing or deleted record is 404).
+    init(_ error: RefusedChange) {
         let status = ["ENTITY_IS_DELETED", "NOT_FOUND"].contains(error.statusCode) ? 404 : 400
         self.init(status, error.statusCode, error.message, fields: error.fields)
     }
@@ -53,7 +53,7 @@ struct APIError: Error {
 
 /// A record's failure inside an sObject Collection answer:
 /// `{"statusCode":…,"message":…,"fields":[…]}` (note `statusCode`, not `errorCode`).
-struct RecordError: Error {
+struct RefusedChange: Error {
     var statusCode: String
     var message: String
     var fields: [String] = []
@@ -62,23 +62,23 @@ struct RecordError: Error {
         .object(["statusCode": .string(statusCode), "message": .string(message), "fields": .array(fields.map(JSON.string))])
     }
 
-    static let entityIsDeleted = RecordError(statusCode: "ENTITY_IS_DELETED", message: "entity is deleted")
-    static let invalidCrossReference = RecordError(statusCode: "INVALID_CROSS_REFERENCE_KEY", message: "invalid cross reference id")
-    static let rolledBack = RecordError(
+    static let entityIsDeleted = RefusedChange(statusCode: "ENTITY_IS_DELETED", message: "entity is deleted")
+    static let invalidCrossReference = RefusedChange(statusCode: "INVALID_CROSS_REFERENCE_KEY", message: "invalid cross reference id")
+    static let rolledBack = RefusedChange(
         statusCode: "ALL_OR_NONE_OPERATION_ROLLED_BACK",
         message: "Record rolled back because not all records were valid and the request was using AllOrNone header")
-    static func malformedID(_ id: String) -> RecordError { RecordError(statusCode: "MALFORMED_ID", message: "malformed id \(id)") }
-    static func requiredMissing(_ fields: [String]) -> RecordError {
-        RecordError(statusCode: "REQUIRED_FIELD_MISSING", message: "Required fields are missing: [\(fields.joined(separator: ", "))]", fields: fields)
+    static func malformedID(_ id: String) -> RefusedChange { RefusedChange(statusCode: "MALFORMED_ID", message: "malformed id \(id)") }
+    static func requiredMissing(_ fields: [String]) -> RefusedChange {
+        RefusedChange(statusCode: "REQUIRED_FIELD_MISSING", message: "Required fields are missing: [\(fields.joined(separator: ", "))]", fields: fields)
     }
-    static func notWritable(_ fields: [String]) -> RecordError {
-        RecordError(
+    static func notWritable(_ fields: [String]) -> RefusedChange {
+        RefusedChange(
             statusCode: "INVALID_FIELD_FOR_INSERT_UPDATE",
             message: "Unable to create/update fields: \(fields.joined(separator: ", ")). Please check the security settings of this field and verify that it is read/write for your profile or permission set.",
             fields: fields)
     }
-    static let idOnInsert = RecordError(statusCode: "INVALID_FIELD_FOR_INSERT_UPDATE", message: "cannot specify Id in an insert call", fields: ["Id"])
-    static let insufficientAccess = RecordError(statusCode: "INSUFFICIENT_ACCESS_OR_READONLY", message: "insufficient access rights on object id")
+    static let idOnInsert = RefusedChange(statusCode: "INVALID_FIELD_FOR_INSERT_UPDATE", message: "cannot specify Id in an insert call", fields: ["Id"])
+    static let insufficientAccess = RefusedChange(statusCode: "INSUFFICIENT_ACCESS_OR_READONLY", message: "insufficient access rights on object id")
 }
 
 /// An HTTP answer of the server.

@@ -66,7 +66,7 @@ struct SyncCLITests {
     }
 
     @Test("a refused update exits 3, is listed by errors, and resolve settles it")
-    func rejectedRecords() async throws {
+    func refusedChanges() async throws {
         let setup = Setup()
         _ = try await setup.run(["put", "Product", #"{"object":"p1","name":"Lamp","price":3}"#])
         #expect(try await setup.sync(["--user", "ann", "--password", "x"]).status == 0)
@@ -75,7 +75,7 @@ struct SyncCLITests {
         _ = try await setup.run(["update", "Product", "p1", #"{"price":4}"#])
         let sync = try await setup.sync()
         #expect(sync.status == 3)
-        #expect(sync.lines.contains { $0.contains(#""error":"rejectedRecords""#) })
+        #expect(sync.lines.contains { $0.contains(#""error":"refusedChanges""#) })
         let errors = try await setup.run(["errors"])
         #expect(errors.status == 0)
         let error = try JSONObject(parsing: errors.lines.first ?? "")

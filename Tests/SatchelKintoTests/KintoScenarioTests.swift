@@ -97,7 +97,7 @@ struct KintoScenarioTests {
         for i in 200..<240 { try products.update("p\(i)", with: ["price": .int(Int64(-i)), "brand": .null]) }
         for i in 300..<320 { try products.delete("p\(i)") }
         let pushed = try await device.engine.sync(models: ["Product"])
-        #expect(pushed.accepted == 90 && pushed.rejected == 0)
+        #expect(pushed.accepted == 90 && pushed.refused == 0)
         let raw = try await server.call("GET", server.records(bucket, "Product") + "/" + KintoMapping.recordID("local 7"))
         #expect(raw["data"]?["~id"] == "own-7", "an attribute named id travels escaped")
         #expect(raw["data"]?["last_modified"]?.intValue != nil)
@@ -108,16 +108,16 @@ struct KintoScenarioTests {
         // A concurrent edit: 412, resolved by retry (the local change wins)...
         try await server.call("PATCH", server.records(bucket, "Product") + "/p1", ["data": ["name": "Server name"]])
         try products.update("p1", with: ["price": 999])
-        #expect(try await device.engine.sync(models: ["Product"]).rejected == 1)
-        let conflict = try #require(try device.store.recordErrors(model: "Product").first)
+        #expect(try await device.engine.sync(models: ["Product"]).refused == 1)
+        let conflict = try #require(try device.store.refusedChanges(model: "Product").first)
         #expect(conflict.code == "412" && conflict.serverCopy?["name"] == "Server name" && conflict.actions == [.retry, .rollback])
         try device.store.resolve("Product", "p1", .retry)
-        #expect(try await device.engine.sync(models: ["Product"]).rejected == 0)
+        #expect(try await device.engine.sync(models: ["Product"]).refused == 0)
         #expect(try await server.objects(bucket, "Product")["p1"] == ["name": "Server name", "price": 999, "brand": "Acme"])
         // ... and by rollback (the server's record wins).
         try await server.call("PATCH", server.records(bucket, "Product") + "/p2", ["data": ["price": 2]])
         try products.update("p2", with: ["price": 50])
-        #expect(try await device.engine.sync(models: ["Product"]).rejected == 1)
+        #expect(try await device.engine.sync(models: ["Product"]).refused == 1)
         try device.store.resolve("Product", "p2", .rollback)
         #expect(try products.find("p2")?["price"] == 2)
         try await device.engine.sync(models: ["Product"])
@@ -141,7 +141,7 @@ struct KintoScenarioTests {
         try await device.engine.sync(models: ["Product"])
 
         try products.update("p1", with: ["colour": .null, "favourite": true])
-        #expect(try await device.engine.sync(models: ["Product"]).rejected == 0)
+        #expect(try await device.engine.sync(models: ["Product"]).refused == 0)
         let p1 = try await record("p1")
         #expect(!p1.contains("colour"), "removed, not null: \(p1)")
         #expect(!p1.contains("favourite"), "a device-only attribute never leaves the device")
@@ -151,19 +151,19 @@ struct KintoScenarioTests {
         // This device stops pulling `secret`: a removal here must not erase it there.
         try await device.engine.configure("Product", ModelSyncConfiguration(ignoredAttributes: ["secret"], deviceOnlyAttributes: ["favourite"]))
         try products.update("p2", with: ["brand": .null])
-        #expect(try await device.engine.sync(models: ["Product"]).rejected == 0)
+        #expect(try await device.engine.sync(models: ["Product"]).refused == 0)
         let p2 = try await record("p2")
         #expect(!p2.contains("brand") && p2["secret"] == "server only" && p2["name"] == "Two", "\(p2)")
 
         // A removal made from an older version is refused with the server's record (412).
         try await server.call("PATCH", server.records(bucket, "Product") + "/p1", ["data": ["name": "Server name"]])
         try products.update("p1", with: ["brand": .null])
-        #expect(try await device.engine.sync(models: ["Product"]).rejected == 1)
-        let conflict = try #require(try device.store.recordErrors(model: "Product").first)
+        #expect(try await device.engine.sync(models: ["Product"]).refused == 1)
+        let conflict = try #require(try device.store.refusedChanges(model: "Product").first)
         #expect(conflict.code == "412" && conflict.serverCopy?["brand"] == "Acme" && conflict.serverCopy?["name"] == "Server name")
         #expect(try await record("p1")["brand"] == "Acme", "nothing was written")
         try device.store.resolve("Product", "p1", .retry)
-        #expect(try await device.engine.sync(models: ["Product"]).rejected == 0)
+        #expect(try await device.engine.sync(models: ["Product"]).refused == 0)
         let resolved = try await record("p1")
         #expect(!resolved.contains("brand") && resolved["name"] == "Server name", "\(resolved)")
         #expect(try products.find("p1")?.attributes == ["name": "Server name", "favourite": true])
@@ -257,7 +257,7 @@ struct KintoScenarioTests {
         // The version after the upload is the record's: the next update meets no 412. A removal
         // goes as a merge patch, which keeps the attachment (a PUT of the record would drop it).
         try photos.update("ph1", with: ["title": "Dusk", "note": .null])
-        #expect(try await client.engine.sync(models: ["Photo"]).rejected == 0)
+        #expect(try await client.engine.sync(models: ["Photo"]).refused == 0)
         let updated = try await stored()
         #expect(updated["title"] == "Dusk" && updated["note"] == nil, "\(updated)")
         #expect(updated["attachment"]?["location"]?.stringValue == location, "the attachment stays")

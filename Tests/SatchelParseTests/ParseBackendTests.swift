@@ -56,7 +56,7 @@ struct ParseBackendTests {
 
         /// Asserts the store holds the server's objects of `className` as a device reads them,
         /// with nothing pending, and is healthy.
-        /// Objects `ignoring` (kept here by a record error) are left out.
+        /// Objects `ignoring` (kept here by a refused change) are left out.
         func expectMatchesServer(_ className: String, ignoring: Set<String> = [], sourceLocation: SourceLocation = #_sourceLocation) async throws {
             let remote = try await server.objects(className).mapValues { ParseWire.local(try JSONObject(parsing: $0)) }
             let local = try device.objects(className).filter { !ignoring.contains($0.key) }
@@ -125,7 +125,7 @@ struct ParseBackendTests {
         try setup.model("Product").create(["object": "p-local", "name": "Lamp"])
         try setup.model("Order").create(["object": "o-local", "customer": "c-local", "items": ["p-local"], "total": 12])
         let report = try await setup.device.engine.sync()
-        #expect(report.rejected == 0 && report.accepted == 3)
+        #expect(report.refused == 0 && report.accepted == 3)
         let customerID = try #require(report.serverIDs["Customer"]?["c-local"])
         let productID = try #require(report.serverIDs["Product"]?["p-local"])
         let orderID = try #require(report.serverIDs["Order"]?["o-local"])
@@ -178,9 +178,9 @@ struct ParseBackendTests {
         let other = await setup.server.put("Customer", Self.json(["name": "Bob"]), id: nil)
         try things.update(id, with: ["due": "2027-01-01T00:00:00.000Z", "owner": .string(other), "n": 2, "raw": .null])
         let pushed = try await setup.device.engine.sync()
-        let errors = try setup.device.store.recordErrors()
+        let errors = try setup.device.store.refusedChanges()
         let fates = try setup.device.store.changeFates(model: "Thing")
-        #expect(pushed.accepted == 1 && pushed.rejected == 0, "\(errors) \(pushed) \(fates) \(setup.device.log.notifications())")
+        #expect(pushed.accepted == 1 && pushed.refused == 0, "\(errors) \(pushed) \(fates) \(setup.device.log.notifications())")
         let stored = try #require(try await setup.stored("Thing", id))
         #expect(stored["due"] == ["__type": "Date", "iso": "2027-01-01T00:00:00.000Z"])
         #expect(stored["owner"] == ["__type": "Pointer", "className": "Customer", "objectId": .string(other)])
@@ -286,13 +286,13 @@ struct ParseBackendTests {
         await setup.server.addRule(ParseFixture.Rule(className: "Product", operation: "create", matching: Self.json(["n": 99]), message: "no"))
         try setup.model("Product").create(["object": "mine", "n": 99])
         let report = try await setup.device.engine.sync(models: ["Product"], mode: .full)
-        #expect(report.rejected == 1)
+        #expect(report.refused == 1)
         #expect(try setup.model("Product").find(ids[0]) == nil && setup.model("Product").find(ids[1]) == nil)
         #expect(try setup.model("Product").find("mine")?["n"] == 99, "the unpushed create stays")
         #expect(Set(setup.device.log.objects("Product").deleted) == [ids[0], ids[1]])
         let listings = await setup.requests("GET", "classes/Product").filter { $0.query["keys"] == "objectId" }
         #expect(listings.last?.query["order"] == "objectId")
-        let error = try #require(try setup.device.store.recordErrors(model: "Product").first)
+        let error = try #require(try setup.device.store.refusedChanges(model: "Product").first)
         #expect(error.code == "142" && error.message == "no")
     }
 
@@ -320,7 +320,7 @@ struct ParseBackendTests {
         try await setup.expectMatchesServer("Product")
     }
 
-    @Test("a 101 on a delete counts as done; a 142 on an update is a record error with Parse's code, message and the server's copy")
+    @Test("a 101 on a delete counts as done; a 142 on an update is a refused change with Parse's code, message and the server's copy")
     func perRequestErrors() async throws {
         let setup = try await Setup()
         defer { Task { await setup.stop() } }
@@ -332,8 +332,8 @@ struct ParseBackendTests {
         await setup.server.addRule(ParseFixture.Rule(className: "Product", operation: "update", ids: [b], code: 142, message: "n must stay"))
         try setup.model("Product").update(b, with: ["n": 3])
         let report = try await setup.device.engine.sync(models: ["Product"])
-        #expect(report.rejected == 1 && report.accepted == 1)
-        let error = try #require(try setup.device.store.recordErrors(model: "Product").first)
+        #expect(report.refused == 1 && report.accepted == 1)
+        let error = try #require(try setup.device.store.refusedChanges(model: "Product").first)
         #expect(error.objectID == b && error.kind == .update && error.code == "142" && error.message == "n must stay")
         #expect(error.serverCopy?["n"] == 2)
         try setup.device.store.resolve("Product", b, .rollback)
@@ -360,17 +360,17 @@ struct ParseBackendTests {
         defer { Task { await setup.stop() } }
         try setup.model("Product").create(["object": "n1", "name": "Lamp", "price": 12])
         let report = try await setup.device.engine.sync(models: ["Product"])
-        #expect(report.rejected == 0 && report.accepted == 1, "\((try? setup.device.store.recordErrors()) ?? [])")
+        #expect(report.refused == 0 && report.accepted == 1, "\((try? setup.device.store.refusedChanges()) ?? [])")
         let id = try #require(report.serverIDs["Product"]?["n1"])
         let stored = try #require(try await setup.stored("Product", id))
         #expect(Set(stored.keys) == ["objectId", "createdAt", "updatedAt", "name", "price"])
         #expect(await setup.server.schemaFields("Product") == ["name", "price"], "no field was added to the class")
         let post = try #require(await setup.requests("POST", "classes/Product").first)
         #expect(try JSONObject(parsing: post.body) == ["name": "Lamp", "price": 12])
-        // A field the class lacks is refused as Parse refuses it: a record error naming the permission.
+        // A field the class lacks is refused as Parse refuses it: a refused change naming the permission.
         try setup.model("Product").create(["object": "n2", "name": "Desk", "colour": "red"])
         try await setup.device.engine.sync(models: ["Product"])
-        let error = try #require(try setup.device.store.recordErrors(model: "Product").first)
+        let error = try #require(try setup.device.store.refusedChanges(model: "Product").first)
         #expect(error.objectID == "n2" && error.code == "119" && error.message.contains("addField"))
         try await setup.expectMatchesServer("Product", ignoring: ["n2"])
     }
@@ -394,7 +394,7 @@ struct ParseBackendTests {
 
         setup.device = try await setup.device.reopened(backend: setup.faults, models: [Self.product])
         let report = try await setup.device.engine.sync(models: ["Product"])
-        #expect(report.rejected == 0)
+        #expect(report.refused == 0)
         let creates = await setup.requests("POST", "classes/Product")
         #expect(creates.count == 2)
         let ids = creates.compactMap { $0.headers["x-parse-request-id"] }
@@ -430,11 +430,11 @@ struct ParseBackendTests {
         await setup.server.addRule(ParseFixture.Rule(className: "Product", operation: "create", code: 142, message: "not now"))
         try setup.model("Product").create(["object": "n1", "name": "Later"])
         try await setup.device.engine.sync(models: ["Product"])
-        #expect(try setup.device.store.recordErrors(model: "Product").first?.code == "142")
+        #expect(try setup.device.store.refusedChanges(model: "Product").first?.code == "142")
         await setup.server.clearRules()
         try setup.device.store.resolve("Product", "n1", .recreate)
         let report = try await setup.device.engine.sync(models: ["Product"])
-        #expect(report.rejected == 0 && report.accepted == 1)
+        #expect(report.refused == 0 && report.accepted == 1)
         #expect(await setup.server.duplicateRequests == 1)
         let ids = await setup.requests("POST", "classes/Product").compactMap { $0.headers["x-parse-request-id"] }
         #expect(ids.count == 3 && ids[0] == ids[1] && ids[2] != ids[0], "\(ids)")
@@ -453,7 +453,7 @@ struct ParseBackendTests {
         await #expect(throws: SyncError.self) { try await setup.device.engine.sync(models: ["Product"]) }
         try setup.model("Product").update("n1", with: ["price": 3])
         let report = try await setup.device.engine.sync(models: ["Product"])
-        #expect(report.rejected == 0 && report.serverIDs["Product"] == nil, "no rename")
+        #expect(report.refused == 0 && report.serverIDs["Product"] == nil, "no rename")
         let objects = await setup.server.objects("Product")
         #expect(Array(objects.keys) == ["n1"])
         let stored = try #require(try await setup.stored("Product", "n1"))
@@ -462,13 +462,13 @@ struct ParseBackendTests {
         try await setup.expectMatchesServer("Product")
     }
 
-    @Test("custom object ids on a server that does not allow them: a record error with Parse's 105, nothing made")
+    @Test("custom object ids on a server that does not allow them: a refused change with Parse's 105, nothing made")
     func customObjectIDsRefused() async throws {
         let setup = try await Setup(backend: Self.protected(.customObjectIDs))
         defer { Task { await setup.stop() } }
         try setup.model("Product").create(["object": "n1", "name": "Once"])
         try await setup.device.engine.sync(models: ["Product"])
-        let error = try #require(try setup.device.store.recordErrors(model: "Product").first)
+        let error = try #require(try setup.device.store.refusedChanges(model: "Product").first)
         #expect(error.code == "105" && error.message.contains("objectId"))
         #expect(await setup.server.objects("Product").isEmpty)
     }
@@ -483,7 +483,7 @@ struct ParseBackendTests {
         await #expect(throws: SyncError.self) { try await setup.device.engine.sync(models: ["Product"]) }
         try setup.model("Product").update("n1", with: ["price": 3])
         let report = try await setup.device.engine.sync(models: ["Product"])
-        #expect(report.rejected == 0)
+        #expect(report.refused == 0)
         let objects = await setup.server.objects("Product")
         #expect(objects.count == 2)
         let id = try #require(report.serverIDs["Product"]?["n1"])

@@ -69,7 +69,7 @@ struct SalesforceBackendTests {
         let setup = try await Setup(models: [Self.account, Self.contact])
         defer { Task { await setup.stop() } }
         let report = try await setup.device.engine.sync()
-        #expect(report.rejected == 0)
+        #expect(report.refused == 0)
         let version = setup.server.version
         let queries = await setup.queries()
         #expect(await setup.server.requests.filter { $0.path.hasPrefix("/services/data/v") }.allSatisfy { $0.path.hasPrefix("/services/data/v\(version)/") })
@@ -156,7 +156,7 @@ struct SalesforceBackendTests {
         try setup.model("Account").create(["object": "a-local", "Name": "Local Co", "Industry": "Energy", "Tier__c": "Gold"])
         try setup.model("Contact").create(["object": "c-local", "LastName": "Doe", "AccountId": "a-local"])
         let report = try await setup.device.engine.sync()
-        #expect(report.rejected == 0 && report.accepted == 2)
+        #expect(report.refused == 0 && report.accepted == 2)
         let accountID = try #require(report.serverIDs["Account"]?["a-local"])
         let contactID = try #require(report.serverIDs["Contact"]?["c-local"])
         #expect(try await setup.record("Contact", contactID)?["AccountId"] == .string(accountID))
@@ -169,7 +169,7 @@ struct SalesforceBackendTests {
         #expect(records.allSatisfy { record in readOnly.allSatisfy { record[$0] == nil } })
     }
 
-    @Test("updates send changed updateable fields (a removal as null); formula and audit fields are never pushed; per-record errors keep their statusCode")
+    @Test("updates send changed updateable fields (a removal as null); formula and audit fields are never pushed; per-refused changes keep their statusCode")
     func pushRules() async throws {
         let setup = try await Setup()
         defer { Task { await setup.stop() } }
@@ -179,11 +179,11 @@ struct SalesforceBackendTests {
         try accounts.update(first.id, with: ["Rating": .null, "AnnualRevenue": 5000, "Score__c": 99])
         try accounts.create(["object": "no-name", "Industry": "Retail"])
         let report = try await setup.device.engine.sync()
-        #expect(report.rejected == 1)
+        #expect(report.refused == 1)
         let patch = try #require(try await setup.composites("PATCH").last?["records"]?.arrayValue?.first)
         #expect(patch["Rating"] == .null && patch["AnnualRevenue"] == 5000 && patch["Score__c"] == nil && patch["id"] == .string(first.id))
         #expect(try await setup.record("Account", first.id)?["Rating"] == .null)
-        let error = try #require(try setup.device.store.recordErrors(model: "Account").first)
+        let error = try #require(try setup.device.store.refusedChanges(model: "Account").first)
         #expect(error.objectID == "no-name" && error.kind == .create && error.code == "REQUIRED_FIELD_MISSING" && error.message.contains("Name"))
     }
 
@@ -237,7 +237,7 @@ struct SalesforceBackendTests {
         try accounts.create(["object": "bronze-retail", "Name": "Bronze Retail", "Industry": "Retail", "Tier__c": "Bronze"])
         #expect(throws: SatchelError.self) { try accounts.create(["object": "x", "Name": "X", "Industry": "Energy", "Tier__c": "Bronze"]) }
         let report = try await setup.device.engine.sync()
-        #expect(report.accepted == 2 && report.rejected == 0)
+        #expect(report.accepted == 2 && report.refused == 0)
         for local in ["gold-energy", "bronze-retail"] {
             let id = try #require(report.serverIDs["Account"]?[local])
             #expect(try await setup.record("Account", id)?["Tier__c"] != nil)

@@ -40,7 +40,7 @@ struct SalesforceBlobTotalTests {
         try setup.model("Attachment").create(["object": "a-local", "Name": "photo.bin", "ParentId": .string(Self.acme), "Body": .string(body)])
         try setup.model("ContentVersion").create(["object": "v-local", "Title": "Plan", "PathOnClient": "plan.bin", "VersionData": .string(versionData)])
         let report = try await setup.device.engine.sync()
-        #expect(report.accepted == 2 && report.rejected == 0)
+        #expect(report.accepted == 2 && report.refused == 0)
         let attachment = try #require(report.serverIDs["Attachment"]?["a-local"])
         let content = try #require(report.serverIDs["ContentVersion"]?["v-local"])
         // The org's own copy of the bytes, read from the server, not through the adapter.
@@ -70,7 +70,7 @@ struct SalesforceBlobTotalTests {
         let reference = try setup.device.store.blobs.put(bytes)
         try setup.model("Attachment").create(["object": "early", "Name": "early.bin", "ParentId": .string(Self.acme), "Body": .string(reference)])
         let first = try await setup.device.engine.sync()
-        #expect(first.accepted == 0 && first.rejected == 0)
+        #expect(first.accepted == 0 && first.refused == 0)
         #expect(!(await Self.compositeTexts(setup, "POST")).contains { $0.contains(BlobStore.referencePrefix) })
         #expect(try setup.device.store.changeFates(model: "Attachment")["early"] != nil, "still to push")
         let second = try await setup.device.engine.sync()
@@ -79,7 +79,7 @@ struct SalesforceBlobTotalTests {
         #expect(await setup.server.blob("Attachment", id, "Body") == bytes)
     }
 
-    @Test("a blob whose file is gone is a record error (BLOB_MISSING), not its reference text; the other records go")
+    @Test("a blob whose file is gone is a refused change (BLOB_MISSING), not its reference text; the other records go")
     func missingBlob() async throws {
         let setup = try await Setup(models: [ModelDefinition(name: "Attachment")])
         defer { Task { await setup.stop() } }
@@ -90,13 +90,13 @@ struct SalesforceBlobTotalTests {
         try setup.model("Attachment").create(["object": "lost", "Name": "lost.bin", "ParentId": .string(Self.acme), "Body": .string(gone)])
         try setup.model("Attachment").create(["object": "kept", "Name": "kept.bin", "ParentId": .string(Self.acme), "Body": .string(try store.blobs.put(Self.bytes(10)))])
         let report = try await setup.device.engine.sync()
-        #expect(report.accepted == 1 && report.rejected == 1)
-        let error = try #require(try store.recordErrors(model: "Attachment").first)
+        #expect(report.accepted == 1 && report.refused == 1)
+        let error = try #require(try store.refusedChanges(model: "Attachment").first)
         #expect(error.objectID == "lost" && error.code == "BLOB_MISSING" && error.message.contains("Body"))
         #expect(!(await Self.compositeTexts(setup, "POST")).contains { $0.contains(BlobStore.referencePrefix) })
     }
 
-    @Test("base64 in a JSON body is bounded (Salesforce: 37.5 MB): records are sent in as many calls as it takes, and one blob past the bound alone is a record error")
+    @Test("base64 in a JSON body is bounded (Salesforce: 37.5 MB): records are sent in as many calls as it takes, and one blob past the bound alone is a refused change")
     func base64Bound() async throws {
         let setup = try await Setup(models: [ModelDefinition(name: "Attachment")]) { $0.maximumBase64PerRequest = 4000 }
         defer { Task { await setup.stop() } }
@@ -108,10 +108,10 @@ struct SalesforceBlobTotalTests {
             try setup.model("Attachment").create(["object": .string(name), "Name": .string(name), "ParentId": .string(Self.acme), "Body": .string(blob)])
         }
         let report = try await setup.device.engine.sync()
-        #expect(report.accepted == 2 && report.rejected == 1)
+        #expect(report.accepted == 2 && report.refused == 1)
         let posts = await setup.requests("POST", endingWith: "/composite/sobjects")
         #expect(posts.count == 2, "one record a call: two would pass the bound")
-        let error = try #require(try store.recordErrors(model: "Attachment").first)
+        let error = try #require(try store.refusedChanges(model: "Attachment").first)
         #expect(error.objectID == "big" && error.code == "BLOB_TOO_LARGE")
         for name in ["one", "two"] {
             let id = try #require(report.serverIDs["Attachment"]?[name])

@@ -204,7 +204,7 @@ struct EngineTests {
         await server.update("Product", "p1", ["price": 20])
         try products.update("p1", with: ["price": 99])
         #expect(try await p1.next()??["price"] == 99, "the local write")
-        #expect(try await client.engine.sync().rejected == 1)
+        #expect(try await client.engine.sync().refused == 1)
         try client.store.resolve("Product", "p1", .rollback)
         // The refused push and the pull (the local value protected) changed no object: the next
         // emission is the rollback's.
@@ -249,8 +249,8 @@ struct EngineTests {
             if case .objects(let n) = event, n.updated == ["p1"] { _ = try? products.update("p2", with: ["price": 20]) }
         }
         let report = try await client.engine.sync()
-        #expect(report.rejected == 0, "nothing the server refused")
-        let error = try #require(try client.store.recordErrors(model: "Product").first)
+        #expect(report.refused == 0, "nothing the server refused")
+        let error = try #require(try client.store.refusedChanges(model: "Product").first)
         #expect(error.objectID == "p2" && error.kind == .update && error.serverDeleted)
         #expect(try products.find("p2")?["price"] == 20)
         #expect(try client.store.verify().problems == [])

@@ -167,15 +167,15 @@ struct FaultTests {
     }
 
     @Test("rejected create, update and delete are kept as errors and resolved")
-    func rejectedRecords() async throws {
+    func refusedChanges() async throws {
         let (server, _, client) = try await Self.setUp(5)
         try await client.engine.sync()
         try Self.changeOffline(client)
         await server.reject(InMemoryBackend.Rejection(matching: ["name": "Made offline"], message: "name taken"))
         await server.reject(InMemoryBackend.Rejection(kinds: [.update, .delete], ids: ["p1", "p2"], message: "read-only"))
         let report = try await client.engine.sync()
-        #expect(report.rejected == 3)
-        let errors = try client.store.recordErrors(model: "Product")
+        #expect(report.refused == 3)
+        let errors = try client.store.refusedChanges(model: "Product")
         #expect(errors.map(\.kind) == [.create, .update, .delete], "sorted by id: n1, p1, p2")
         #expect(errors.map(\.message) == ["name taken", "read-only", "read-only"])
         #expect(errors[1].serverCopy?["price"] == 1, "an update error carries the server's copy")
@@ -186,7 +186,7 @@ struct FaultTests {
         try client.store.resolve("Product", "n1", .recreate)
         try client.store.resolve("Product", "p1", .retry)
         try client.store.resolve("Product", "p2", .retry)
-        #expect(try await client.engine.sync().rejected == 0)
+        #expect(try await client.engine.sync().refused == 0)
         await Self.expectChangesLanded(server)
         try await Self.expectConverged(client, server)
     }

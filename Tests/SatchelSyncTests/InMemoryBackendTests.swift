@@ -65,9 +65,9 @@ struct InMemoryBackendTests {
         await server.put("Product", ["name": "Lamp"], id: "p1")
         let url = await server.putBlob(Data("bytes".utf8))
         let results = try await server.push(PushRequest(
-            model: Self.model, changes: [OutgoingChange(id: "tmp1", kind: .create, attributes: ["name": "Kettle"])], session: session,
+            model: Self.model, changes: [OutgoingChange(objectID: "tmp1", kind: .create, attributes: ["name": "Kettle"])], session: session,
             configuration: ModelSyncConfiguration()))
-        #expect(results == [PushResult(id: "tmp1", outcome: .awaitingLink)])
+        #expect(results == [PushResult(objectID: "tmp1", outcome: .awaitingLink)])
 
         let copy = try InMemoryBackend(configuration: configuration, savedState: await server.savedState())
         #expect(await copy.objects("Product") == server.objects("Product"))

@@ -36,7 +36,7 @@ struct MergePolicyTests {
     }
     static func refused(_ kind: PendingChange.Kind, _ attributes: JSONObject = [:], serverCopy: JSONObject? = nil) -> ObjectSyncState {
         ObjectSyncState(
-            error: RecordError(model: "Product", objectID: "p1", kind: kind, message: "no", attributes: attributes, serverCopy: serverCopy),
+            refusal: RefusedChange(model: "Product", objectID: "p1", kind: kind, message: "no", attributes: attributes, serverCopy: serverCopy),
             version: "v1")
     }
     static func whole(_ attributes: JSONObject) -> ServerChange { .upsert(ServerObject(id: "p1", attributes: attributes, version: "v2")) }
@@ -62,7 +62,7 @@ struct MergePolicyTests {
         Row(rule: .localChangesWin, situation: "a refused update keeps its attributes; its server copy follows the server",
             server: whole(["name": "b", "price": 2]), attributes: ["name": "a", "price": 5],
             records: refused(.update, ["price": 5], serverCopy: ["name": "a", "price": 1]), write: .replace(["name": "b", "price": 5]),
-            after: ObjectSyncState(error: refused(.update, ["price": 5], serverCopy: ["name": "b", "price": 2]).error, version: "v2")),
+            after: ObjectSyncState(refusal: refused(.update, ["price": 5], serverCopy: ["name": "b", "price": 2]).refusal, version: "v2")),
         Row(rule: .createdHere, situation: "a pending create is not overwritten", server: whole(["name": "b"]),
             attributes: local, records: pending(.create), write: .keep),
         Row(rule: .createdHere, situation: "a refused create is not overwritten", server: whole(["name": "b"]),
@@ -84,17 +84,17 @@ struct MergePolicyTests {
             attributes: local, records: pending(.create), write: .keep),
         Row(rule: .createNotKept, situation: "a create awaiting its link", server: .delete,
             attributes: local, records: inFlight(.create, local, state: .awaitingLink), write: .delete, after: ObjectSyncState()),
-        Row(rule: .deletedWhileChanged, situation: "a pending update becomes a record error", server: .delete,
+        Row(rule: .deletedWhileChanged, situation: "a pending update becomes a refused change", server: .delete,
             attributes: local, records: pending(.update, ["price": 1]), write: .keep,
             after: ObjectSyncState(
                 pending: pending(.update, ["price": 1]).pending,
-                error: RecordError(
+                refusal: RefusedChange(
                     model: "Product", objectID: "p1", kind: .update, message: "deleted on the server while changed here", code: "deleted",
                     attributes: ["price": 1], serverDeleted: true), version: "v1")),
         Row(rule: .refusedUpdateMeetsDelete, situation: "the error says the server deleted it", server: .delete,
             attributes: local, records: refused(.update, ["price": 1], serverCopy: ["name": "a"]), write: .keep,
-            after: ObjectSyncState(error: {
-                var error = refused(.update, ["price": 1]).error!
+            after: ObjectSyncState(refusal: {
+                var error = refused(.update, ["price": 1]).refusal!
                 error.serverDeleted = true
                 return error
             }())),

@@ -127,12 +127,12 @@ struct StressTests {
         }
 
         // Settle: the server's note edits and the writer's balances raced, so some updates were
-        // refused as conflicts (kept as record errors); retry them over the server's copy, and
+        // refused as conflicts (kept as refused changes); retry them over the server's copy, and
         // sync until nothing is left.
         var conflicts = 0
         for _ in 0..<5 where try !store.changeFates(model: "Account").isEmpty {
             for (id, fate) in try store.changeFates(model: "Account") {
-                if case .rejected = fate {
+                if case .refused = fate {
                     try store.resolve("Account", id, .retry)
                     conflicts += 1
                 }

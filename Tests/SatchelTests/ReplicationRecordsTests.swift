@@ -62,7 +62,7 @@ struct ReplicationRecordsTests {
             try model.create(["object": "p1", "name": "a"])
             let before = try store.read { try $0.objectSyncState(model, "p1") }
             #expect(before.pending?.kind == .create)
-            #expect(before.inFlight == nil && before.error == nil && before.version == nil)
+            #expect(before.inFlight == nil && before.refusal == nil && before.version == nil)
 
             // Push: the pending create goes in flight, in one write.
             try store.bulkUpdate { tx in
@@ -79,16 +79,16 @@ struct ReplicationRecordsTests {
                 try store.bulkUpdate { tx in
                     var records = try tx.objectSyncState(model, "p1")
                     records.inFlight = nil
-                    records.error = RecordError(model: "Product", objectID: "p1", kind: .create, message: "no", attributes: ["name": "a"])
+                    records.refusal = RefusedChange(model: "Product", objectID: "p1", kind: .create, message: "no", attributes: ["name": "a"])
                     records.version = "v1"
                     try tx.setObjectSyncState(model, "p1", records)
                 }
                 let seen = try snapshot.objectSyncState(model, "p1")
                 #expect(seen.inFlight?.kind == .create)
-                #expect(seen.error == nil && seen.version == nil)
+                #expect(seen.refusal == nil && seen.version == nil)
             }
             let after = try store.read { try $0.objectSyncState(model, "p1") }
-            #expect(after.error?.message == "no")
+            #expect(after.refusal?.message == "no")
             #expect(after.version == "v1")
             #expect(try store.read { try $0.objectSyncStates(of: model) }.map(\.id) == ["p1"])
             statistics = try model.statistics()
@@ -105,7 +105,7 @@ struct ReplicationRecordsTests {
             let ids = ["b", "a", "ab", "é", "Z", "a b", "aa", "日本", "b0"]
             for id in ids { try model.create(["object": .string(id), "name": .string(id)]) }
             func inFlight(_ id: String) -> InFlightChange { InFlightChange(kind: .update, attributes: ["name": .string(id)], baseVersion: nil) }
-            func error(_ id: String) -> RecordError { RecordError(model: "Product", objectID: id, kind: .update, message: "no", attributes: [:]) }
+            func error(_ id: String) -> RefusedChange { RefusedChange(model: "Product", objectID: id, kind: .update, message: "no", attributes: [:]) }
             try store.bulkUpdate { tx in
                 for id in ["ab", "é", "Z"] {
                     var records = try tx.objectSyncState(model, id)
@@ -116,7 +116,7 @@ struct ReplicationRecordsTests {
                 }
                 for id in ["a", "é", "b0"] {
                     var records = try tx.objectSyncState(model, id)
-                    records.error = error(id)
+                    records.refusal = error(id)
                     try tx.setObjectSyncState(model, id, records)
                 }
             }
@@ -124,8 +124,8 @@ struct ReplicationRecordsTests {
             let listed = try store.read { try $0.objectSyncStates(of: model) }
             #expect(listed.map(\.id) == expected)
             let byID = Dictionary(uniqueKeysWithValues: listed.map { ($0.id, $0.records) })
-            #expect(byID["é"]?.inFlight == inFlight("é") && byID["é"]?.error == error("é") && byID["é"]?.pending == nil)
-            #expect(byID["a"]?.pending?.kind == .create && byID["a"]?.error == error("a") && byID["a"]?.inFlight == nil)
+            #expect(byID["é"]?.inFlight == inFlight("é") && byID["é"]?.refusal == error("é") && byID["é"]?.pending == nil)
+            #expect(byID["a"]?.pending?.kind == .create && byID["a"]?.refusal == error("a") && byID["a"]?.inFlight == nil)
             #expect(byID["Z"]?.version == nil)  // versions are read only when asked for
             try store.bulkUpdate { tx in
                 // The transaction's own writes are merged in order: a new pending change, one dropped.

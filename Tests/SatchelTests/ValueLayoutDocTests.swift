@@ -101,15 +101,15 @@ struct ValueLayoutDocTests {
             #expect(try read(name) { try InFlightChange(json: JSONObject(parsing: $0)) } == change, "\(name)")
         }
 
-        let errors: [(String, RecordError)] = [
-            ("record error", RecordError(
+        let errors: [(String, RefusedChange)] = [
+            ("refused change", RefusedChange(
                 model: "Product", objectID: "p1", kind: .update, message: "price too low", code: "142", attributes: ["price": 12], serverCopy: ["price": 10])),
-            ("record error gone", RecordError(
+            ("refused change gone", RefusedChange(
                 model: "Product", objectID: "p1", kind: .update, message: "deleted on the server", attributes: ["price": 12], serverDeleted: true)),
         ]
         for (name, error) in errors {
             expect(name, error.stored.jsonBytes)
-            #expect(try read(name) { try RecordError(model: "Product", objectID: "p1", stored: JSONObject(parsing: $0)) } == error, "\(name)")
+            #expect(try read(name) { try RefusedChange(model: "Product", objectID: "p1", stored: JSONObject(parsing: $0)) } == error, "\(name)")
         }
 
         let version: JSONValue = ["updatedAt": "2024-05-01T10:00:00.000Z"]

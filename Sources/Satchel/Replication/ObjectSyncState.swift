@@ -1,5 +1,5 @@
 /// Everything the sync engine keeps beside one object: its pending change (the change log's), its
-/// change in flight, its record error and its server version. Public as the type of what the
+/// change in flight, its refused change and its server version. Public as the type of what the
 /// engine's seam reads and writes (apps read where their changes stand through SatchelSync's
 /// `changeFates(model:)`). The engine reads them together
 /// (``Transaction/objectSyncState(_:_:)``, ``Snapshot/objectSyncState(_:_:)``) and writes them together
@@ -11,20 +11,20 @@ public struct ObjectSyncState: Equatable, Sendable {
     /// The change pushed whose outcome has not come yet.
     public var inFlight: InFlightChange?
     /// The change the server refused, until the app resolves it.
-    public var error: RecordError?
+    public var refusal: RefusedChange?
     /// The object's version on the server (nil when unknown).
     public var version: JSONValue?
 
-    public init(pending: PendingChange? = nil, inFlight: InFlightChange? = nil, error: RecordError? = nil, version: JSONValue? = nil) {
+    public init(pending: PendingChange? = nil, inFlight: InFlightChange? = nil, refusal: RefusedChange? = nil, version: JSONValue? = nil) {
         self.pending = pending
         self.inFlight = inFlight
-        self.error = error
+        self.refusal = refusal
         self.version = version
     }
 
     /// Whether the object has a local change the server has not taken (pending, in flight, or
     /// refused).
-    public var hasLocalChange: Bool { pending != nil || inFlight != nil || error != nil }
+    public var hasLocalChange: Bool { pending != nil || inFlight != nil || refusal != nil }
 }
 
 /// Reads of one model's sync records through a view: a transaction's (its own writes included) or
@@ -46,7 +46,7 @@ struct SyncRecordsAccess {
             records.inFlight = try InFlightChange(json: try JSONObject(parsing: bytes))
         }
         if statistics.errors > 0, let bytes = try value(Keys.objectRecord(.error, model.name, id)) {
-            records.error = try RecordError(model: model.name, objectID: id, stored: try JSONObject(parsing: bytes))
+            records.refusal = try RefusedChange(model: model.name, objectID: id, stored: try JSONObject(parsing: bytes))
         }
         records.version = try version(id)
         return records
@@ -63,7 +63,7 @@ struct SyncRecordsAccess {
         return try value(Keys.objectRecord(.version, model.name, id)).map { try JSONValue(parsing: $0) }
     }
 
-    /// Every object with a pending change, a change in flight or a record error, by id bytes,
+    /// Every object with a pending change, a change in flight or a refused change, by id bytes,
     /// with its version when `withVersions` (one read each). Each family's records are scanned in
     /// key order, which is id order (the key codec keeps it), and merged: no table of every id,
     /// no sort.
@@ -79,11 +79,11 @@ struct SyncRecordsAccess {
             merged = try Self.merge(merged, inFlight()) { $0.inFlight = $1 }
         }
         if statistics.errors > 0 {
-            var errors: [(id: String, value: RecordError)] = []
+            var errors: [(id: String, value: RefusedChange)] = []
             try each(.error) { id, value in
-                errors.append((id, try RecordError(model: model.name, objectID: id, stored: try JSONObject(parsing: value))))
+                errors.append((id, try RefusedChange(model: model.name, objectID: id, stored: try JSONObject(parsing: value))))
             }
-            merged = try Self.merge(merged, errors) { $0.error = $1 }
+            merged = try Self.merge(merged, errors) { $0.refusal = $1 }
         }
         if withVersions {
             for i in merged.indices {
@@ -147,7 +147,7 @@ extension Transaction {
     /// What the sync engine keeps beside object `id` of `model`, as this transaction sees it.
     package func objectSyncState(_ model: Model, _ id: String) throws -> ObjectSyncState { try access(model).records(id) }
 
-    /// Every object of `model` with a pending change, a change in flight or a record error, by
+    /// Every object of `model` with a pending change, a change in flight or a refused change, by
     /// id, as this transaction sees them (their versions only when `withVersions`).
     package func objectSyncStates(of model: Model, withVersions: Bool = false) throws -> [(id: String, records: ObjectSyncState)] {
         try access(model).allRecords(withVersions: withVersions)
@@ -163,7 +163,7 @@ extension Transaction {
     package func setObjectSyncState(_ model: Model, _ id: String, _ records: ObjectSyncState, replacing old: ObjectSyncState? = nil) throws {
         checkOpen()
         let old = try old ?? objectSyncState(model, id)
-        let countedChange = old.pending != records.pending || old.inFlight != records.inFlight || old.error != records.error
+        let countedChange = old.pending != records.pending || old.inFlight != records.inFlight || old.refusal != records.refusal
         if !countedChange && old.version == records.version { return }
         let entry = try entry(of: model)
         try buffer.claim(entry.definition.partition, model: model.name)
@@ -181,9 +181,9 @@ extension Transaction {
             buffer.put(Keys.objectRecord(.inFlight, model.name, id), records.inFlight?.json.jsonBytes)
             statistics.inFlight += (records.inFlight == nil ? 0 : 1) - (old.inFlight == nil ? 0 : 1)
         }
-        if old.error != records.error {
-            buffer.put(Keys.objectRecord(.error, model.name, id), records.error?.stored.jsonBytes)
-            statistics.errors += (records.error == nil ? 0 : 1) - (old.error == nil ? 0 : 1)
+        if old.refusal != records.refusal {
+            buffer.put(Keys.objectRecord(.error, model.name, id), records.refusal?.stored.jsonBytes)
+            statistics.errors += (records.refusal == nil ? 0 : 1) - (old.refusal == nil ? 0 : 1)
         }
         setStatistics(statistics, model: model.name)
     }

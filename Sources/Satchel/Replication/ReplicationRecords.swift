@@ -1,6 +1,6 @@
 /// The records the sync engine keeps beside the data, and their stored forms (this file owns
 /// their byte layouts). The core stores them and keeps their statistics; what they mean for sync
-/// is `SatchelSync`'s business. They are public types (apps resolve a `RecordError`, and read
+/// is `SatchelSync`'s business. They are public types (apps resolve a `RefusedChange`, and read
 /// where their changes stand through the engine); the seam that reads and writes them is
 /// `package` (docs/ARCHITECTURE.md draws it).
 
@@ -45,12 +45,12 @@ public struct InFlightChange: Equatable, Sendable {
 }
 
 /// A local change the server refused, kept until the app resolves it: what an adapter reports,
-/// what the store keeps beside the object, and what the app reads (`store.recordErrors()` and
+/// what the store keeps beside the object, and what the app reads (`store.refusedChanges()` and
 /// `store.resolve(_:_:_:)` of `SatchelSync`).
 ///
 /// Stored under `(err, model, objectId)` as
 /// `{"attrs":{…},"code":c?,"gone":true?,"kind":"update","message":"…","server":{…}?}`.
-public struct RecordError: Sendable, Hashable {
+public struct RefusedChange: Sendable, Hashable {
     public var model: String
     public var objectID: String
     /// What was refused: a create, an update or a delete.
@@ -93,7 +93,7 @@ public struct RecordError: Sendable, Hashable {
     init(model: String, objectID: String, stored json: JSONObject) throws(SatchelError) {
         guard let kind = json["kind"]?.stringValue.flatMap(PendingChange.Kind.init(rawValue:)),
             let message = json["message"]?.stringValue, let attributes = json["attrs"]?.objectValue
-        else { throw SatchelError(.corruption, "undecodable record error", model: model, objectID: objectID) }
+        else { throw SatchelError(.corruption, "undecodable refused change", model: model, objectID: objectID) }
         self.init(
             model: model, objectID: objectID, kind: kind, message: message, code: json["code"]?.stringValue, attributes: attributes,
             serverCopy: json["server"]?.objectValue, serverDeleted: json["gone"]?.boolValue ?? false)
@@ -167,3 +167,8 @@ enum RewriteRecord {
         return result
     }
 }
+
+/// The name ``RefusedChange`` had: it is not an `Error`, and "refused" is the one word for a
+/// change the server did not take.
+@available(*, deprecated, renamed: "RefusedChange")
+public typealias RecordError = RefusedChange

@@ -89,7 +89,7 @@ extension Transaction {
         buffer.reserveCapacity(count)
     }
 
-    /// Whether `model` has pending changes, changes in flight or record errors: when it has
+    /// Whether `model` has pending changes, changes in flight or refused changes: when it has
     /// none, no object of it needs protecting from server data.
     package func hasLocalChanges(_ model: Model) throws -> Bool {
         let statistics = try workingStatistics(model.name)
@@ -122,9 +122,9 @@ extension Transaction {
             var moving = existing
             if let pending = records.pending { moving.pending = PendingChange(model: model.name, objectID: to, kind: pending.kind, attributes: pending.attributes) }
             if let inFlight = records.inFlight { moving.inFlight = inFlight }
-            if var error = records.error {
+            if var error = records.refusal {
                 error.objectID = to
-                moving.error = error
+                moving.refusal = error
             }
             if let version = records.version { moving.version = version }
             try setObjectSyncState(model, to, moving, replacing: existing)

@@ -350,7 +350,7 @@ enum KeyFamily: UInt8, CaseIterable {
     case change = 0x04
     /// `(out, model, objectId)` → a change pushed to the server, its outcome not yet known.
     case inFlight = 0x05
-    /// `(err, model, objectId)` → a change the server rejected, kept until the app resolves it.
+    /// `(err, model, objectId)` → a change the server refused, kept until the app resolves it.
     case error = 0x06
     /// `(ver, model, objectId)` → the object's version on the server (an ETag, a timestamp…) when
     /// its record does not carry it: the object is gone with a delete to push, or an earlier

@@ -18,7 +18,7 @@ struct StoredStatistics: Equatable, Sendable {
     var pendingDeletes = 0
     /// Changes pushed whose outcome is not known yet (`out` records).
     var inFlight = 0
-    /// Changes the server rejected, kept until resolved (`err` records).
+    /// Changes the server refused, kept until resolved (`err` records).
     var errors = 0
     /// Entries per index id.
     var indexEntries: [Int: Int] = [:]

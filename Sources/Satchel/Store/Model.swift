@@ -148,7 +148,7 @@ public struct Model: Sendable, Hashable {
     /// Whether the model has local changes the server has not confirmed: creates, updates or
     /// deletes not yet pushed, pushed ones whose outcome is not known yet (in flight: a sync
     /// that failed, with its answer lost, leaves them so), and ones the server refused (kept as
-    /// record errors until the app resolves them). An app's "not yet saved to the server" badge.
+    /// refused changes until the app resolves them). An app's "not yet saved to the server" badge.
     /// ``statistics()`` counts each kind; `changeFates(model:)` (SatchelSync) lists every
     /// change with where it stands.
     public var isChanged: Bool {
@@ -189,7 +189,7 @@ public struct Model: Sendable, Hashable {
         return ModelStatistics(
             model: name, partition: entry.definition.partition, objects: entry.statistics.objects,
             pendingCreates: entry.statistics.pendingCreates, pendingUpdates: entry.statistics.pendingUpdates,
-            pendingDeletes: entry.statistics.pendingDeletes, inFlight: entry.statistics.inFlight, recordErrors: entry.statistics.errors,
+            pendingDeletes: entry.statistics.pendingDeletes, inFlight: entry.statistics.inFlight, refusedChanges: entry.statistics.errors,
             approximateBytes: Int(bytes))
     }
 }
@@ -207,9 +207,14 @@ public struct ModelStatistics: Sendable, Hashable {
     /// Changes pushed whose outcome is not known yet.
     public var inFlight: Int
     /// Changes the server refused, kept until resolved.
-    public var recordErrors: Int
+    public var refusedChanges: Int
     /// LevelDB's estimate of the bytes the model's data takes on disk (0 until a memtable flush).
     public var approximateBytes: Int
+}
+
+extension ModelStatistics {
+    @available(*, deprecated, renamed: "refusedChanges")
+    public var recordErrors: Int { refusedChanges }
 }
 
 extension Object {

@@ -20,6 +20,9 @@ public struct ChangeSet: Sendable, Hashable {
     /// The model's synced data was wiped whole (a reset, another user's login): no id lists.
     public var wiped = false
 
+    /// Whether it lists no id and wipes nothing.
+    public var isEmpty: Bool { created.isEmpty && updated.isEmpty && deleted.isEmpty && !wiped }
+
     public init(model: String, created: [String] = [], updated: [String] = [], deleted: [String] = [], origin: Origin, wiped: Bool = false) {
         self.model = model
         self.created = created

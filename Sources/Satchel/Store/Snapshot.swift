@@ -117,7 +117,7 @@ public final class Snapshot: StoreReading {
     /// What the sync engine keeps beside object `id` of `model`.
     package func objectSyncState(_ model: Model, _ id: String) throws -> ObjectSyncState { try access(model).records(id) }
 
-    /// Every object of `model` with a pending change, a change in flight or a record error, by
+    /// Every object of `model` with a pending change, a change in flight or a refused change, by
     /// id (their versions are not read).
     package func objectSyncStates(of model: Model) throws -> [(id: String, records: ObjectSyncState)] { try access(model).allRecords() }
 

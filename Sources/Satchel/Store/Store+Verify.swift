@@ -136,7 +136,7 @@ extension Store {
                     _ = try InFlightChange(json: try JSONObject(parsing: value))
                     counted[name, default: StoredStatistics()].inFlight += 1
                 case .error:
-                    _ = try RecordError(model: name.name, objectID: id, stored: try JSONObject(parsing: value))
+                    _ = try RefusedChange(model: name.name, objectID: id, stored: try JSONObject(parsing: value))
                     counted[name, default: StoredStatistics()].errors += 1
                 default:
                     _ = try JSONValue(parsing: value)

@@ -74,7 +74,7 @@ public actor InMemoryBackend: SyncBackend {
         func refuses(_ change: OutgoingChange, of model: String) -> Bool {
             if let only = self.model, only != model { return false }
             if !kinds.contains(change.kind) { return false }
-            if let ids, !ids.contains(change.id) { return false }
+            if let ids, !ids.contains(change.objectID) { return false }
             return matching.allSatisfy { change.attributes[$0.key] == $0.value }
         }
     }
@@ -373,7 +373,7 @@ public actor InMemoryBackend: SyncBackend {
         for index in outcomes.indices {
             outcomes[index].page = number
             if let link = outcomes[index].link { page.links[link.local] = link.server }
-            if let error = outcomes[index].error { page.errors.append(error) }
+            if let error = outcomes[index].error { page.refusals.append(error) }
         }
         state.outcomes[client]?[model] = outcomes
         return number
@@ -392,29 +392,29 @@ public actor InMemoryBackend: SyncBackend {
                 switch outcome {
                 case .accepted(let serverID, _) where change.kind == .create:
                     state.outcomes[client, default: [:]][model, default: []].append(
-                        ServerState.Outcome(link: (change.id, serverID ?? change.id)))
+                        ServerState.Outcome(link: (change.objectID, serverID ?? change.objectID)))
                     outcome = .awaitingLink
-                case .rejected(let message, let code, let serverCopy):
+                case .refused(let message, let code, let serverCopy):
                     state.outcomes[client, default: [:]][model, default: []].append(
-                        ServerState.Outcome(error: RecordError(
-                            model: model, objectID: change.id, kind: change.kind, message: message, code: code,
+                        ServerState.Outcome(error: RefusedChange(
+                            model: model, objectID: change.objectID, kind: change.kind, message: message, code: code,
                             attributes: change.attributes, serverCopy: serverCopy)))
                     outcome = change.kind == .create ? .awaitingLink : .accepted()
                 default:
                     break
                 }
             }
-            results.append(PushResult(id: change.id, outcome: outcome))
+            results.append(PushResult(objectID: change.objectID, outcome: outcome))
         }
         return results
     }
 
     private func apply(_ change: OutgoingChange, of definition: ModelDefinition, client: String) -> PushOutcome {
         let model = definition.name
-        let current = state.collections[model]?.objects[change.id]
+        let current = state.collections[model]?.objects[change.objectID]
         if let rule = rejections.first(where: { $0.refuses(change, of: model) }) {
             // With the server's copy, as RhoConnect's `update-rollback` sends it.
-            return .rejected(message: rule.message, code: rule.code, serverCopy: change.kind == .create ? nil : current?.attributes)
+            return .refused(message: rule.message, code: rule.code, serverCopy: change.kind == .create ? nil : current?.attributes)
         }
         var attributes = change.attributes
         for (name, data) in change.blobs.sorted(by: { $0.key < $1.key }) where definition.blobAttributes.contains(name) {
@@ -422,28 +422,28 @@ public actor InMemoryBackend: SyncBackend {
         }
         switch change.kind {
         case .create:
-            let key = ServerState.createKey(client: client, model: model, id: change.id)
-            let id = state.creates[key] ?? (configuration.serverAssignsIDs ? state.newID("s") : change.id)
+            let key = ServerState.createKey(client: client, model: model, id: change.objectID)
+            let id = state.creates[key] ?? (configuration.serverAssignsIDs ? state.newID("s") : change.objectID)
             state.creates[key] = id
             guard let version = state.write(model, id, attributes) else {
-                return .rejected(message: "an object needs at least one attribute", code: "422")
+                return .refused(message: "an object needs at least one attribute", code: "422")
             }
             return .accepted(serverID: id, version: .int(version))
         case .update:
             guard let current else { return .notFound }
             if let conflict = conflict(change, current) { return conflict }
-            return .accepted(version: state.merge(model, change.id, attributes).map { .int($0) })
+            return .accepted(version: state.merge(model, change.objectID, attributes).map { .int($0) })
         case .delete:
             guard let current else { return .notFound }
             if let conflict = conflict(change, current) { return conflict }
-            state.write(model, change.id, nil)
+            state.write(model, change.objectID, nil)
             return .accepted()
         }
     }
 
     private func conflict(_ change: OutgoingChange, _ current: ServerState.Entry) -> PushOutcome? {
         guard configuration.checkVersions, let base = change.baseVersion, base != .int(current.version) else { return nil }
-        return .rejected(message: "the object was modified meanwhile", code: "412", serverCopy: current.attributes)
+        return .refused(message: "the object was modified meanwhile", code: "412", serverCopy: current.attributes)
     }
 
     // MARK: - Snapshots, search, listing, blobs

@@ -113,7 +113,7 @@ struct ServerState: Sendable {
     /// A result of a push the server reports in a later pull (RhoConnect's links and errors).
     struct Outcome: Sendable {
         var link: (local: String, server: String)?
-        var error: RecordError?
+        var error: RefusedChange?
         /// The pull page that carried it, until the client acknowledges the page.
         var page: Int64?
     }
@@ -290,8 +290,8 @@ struct ServerState: Sendable {
         if let error = value["error"] {
             guard let id = error["id"]?.stringValue, let kind = error["kind"]?.stringValue.flatMap(PendingChange.Kind.init(rawValue:)),
                 let message = error["message"]?.stringValue
-            else { throw fail("a record error") }
-            outcome.error = RecordError(
+            else { throw fail("a refused change") }
+            outcome.error = RefusedChange(
                 model: model, objectID: id, kind: kind, message: message, code: error["code"]?.stringValue,
                 attributes: error["attributes"]?.objectValue ?? JSONObject(), serverCopy: error["server"]?.objectValue)
         }

@@ -17,11 +17,11 @@ enum Answers {
         (0..<count).map { index in
             let id = "c\(index)"
             switch index % 3 {
-            case 0: return OutgoingChange(id: id, kind: .create, attributes: ["name": "x"])
+            case 0: return OutgoingChange(objectID: id, kind: .create, attributes: ["name": "x"])
             case 1:
                 return OutgoingChange(
-                    id: id, kind: .update, attributes: ["name": "y", "gone": .null], baseVersion: .int(10), object: ["name": "y"])
-            default: return OutgoingChange(id: id, kind: .delete, attributes: ["name": "z"], baseVersion: .int(10))
+                    objectID: id, kind: .update, attributes: ["name": "y", "gone": .null], baseVersion: .int(10), object: ["name": "y"])
+            default: return OutgoingChange(objectID: id, kind: .delete, attributes: ["name": "z"], baseVersion: .int(10))
             }
         }
     }

@@ -1,9 +1,9 @@
 public import Satchel
 
-extension RecordError {
+extension RefusedChange {
     /// The actions that resolve this error. An update error can be rolled back only when the
     /// server sent its copy of the object (or deleted it).
-    public var actions: [RecordErrorAction] {
+    public var actions: [Resolution] {
         switch kind {
         case .create: [.delete, .recreate]
         case .update: serverCopy != nil || serverDeleted ? [.retry, .rollback] : [.retry]
@@ -23,8 +23,8 @@ extension RecordError {
     }
 }
 
-/// How the app resolves a record error (RhoConnect's actions).
-public enum RecordErrorAction: String, Sendable, Hashable, CaseIterable {
+/// How the app resolves a refused change (RhoConnect's actions).
+public enum Resolution: String, Sendable, Hashable, CaseIterable {
     /// Create error: delete the object here (the server never had it).
     case delete
     /// Create error: push the create again, with the object as it is now.
@@ -43,16 +43,16 @@ public enum ChangeFate: Sendable, Hashable {
     case pending(PendingChange.Kind)
     /// Pushed; its outcome is not known yet (or, for a create, its server id is awaited).
     case inFlight(PendingChange.Kind, awaitingLink: Bool)
-    /// Refused by the server: see the record error.
-    case rejected(RecordError)
+    /// Refused by the server: see the refused change.
+    case refused(RefusedChange)
 }
 
 extension Store {
-    /// The stored record errors of `model` (every syncing model when nil), by model, then id.
-    public func recordErrors(model name: String? = nil) throws -> [RecordError] {
+    /// The stored refused changes of `model` (every syncing model when nil), by model, then id.
+    public func refusedChanges(model name: String? = nil) throws -> [RefusedChange] {
         let names = name.map { [$0] } ?? models.map(\.name)
         return try read { snapshot in
-            try names.compactMap(existingModel).flatMap { model in try snapshot.objectSyncStates(of: model).compactMap(\.records.error) }
+            try names.compactMap(existingModel).flatMap { model in try snapshot.objectSyncStates(of: model).compactMap(\.records.refusal) }
         }
     }
 
@@ -63,8 +63,8 @@ extension Store {
         return try read { snapshot in
             var fates: [String: ChangeFate] = [:]
             for (id, records) in try snapshot.objectSyncStates(of: model) {
-                if let error = records.error {
-                    fates[id] = .rejected(error)
+                if let error = records.refusal {
+                    fates[id] = .refused(error)
                 } else if let inFlight = records.inFlight {
                     fates[id] = .inFlight(inFlight.kind, awaitingLink: inFlight.state == .awaitingLink)
                 } else if let pending = records.pending {
@@ -75,16 +75,16 @@ extension Store {
         }
     }
 
-    /// Resolves the record error of object `id` of `model`; the next sync acts on it.
+    /// Resolves the refused change of object `id` of `model`; the next sync acts on it.
     ///
     /// - Throws: ``SatchelError`` `.notFound` when there is no such error, `.invalidArgument`
-    ///   when the action does not fit its kind (see ``RecordError/actions``).
-    public func resolve(_ name: String, _ id: String, _ action: RecordErrorAction) throws {
+    ///   when the action does not fit its kind (see ``RefusedChange/actions``).
+    public func resolve(_ name: String, _ id: String, _ action: Resolution) throws {
         guard let model = existingModel(name) else { throw SatchelError(.notFound, "no model named '\(name)'", model: name) }
         try bulkUpdate { tx in
             let before = try tx.objectSyncState(model, id)
-            guard let error = before.error else {
-                throw SatchelError(.notFound, "model '\(name)' has no record error for '\(id)'", model: name, objectID: id)
+            guard let error = before.refusal else {
+                throw SatchelError(.notFound, "model '\(name)' has no refused change for '\(id)'", model: name, objectID: id)
             }
             guard error.actions.contains(action) else {
                 throw SatchelError(
@@ -95,7 +95,7 @@ extension Store {
                     model: name, objectID: id)
             }
             var records = before
-            records.error = nil
+            records.refusal = nil
             let pending = before.pending
             func change(_ kind: PendingChange.Kind, _ attributes: JSONObject = JSONObject()) -> PendingChange {
                 PendingChange(model: name, objectID: id, kind: kind, attributes: attributes)
@@ -140,4 +140,19 @@ extension Store {
             if case .some(let attributes) = write { try tx.writeServerObject(model, id, attributes) }
         }
     }
+}
+
+// MARK: - Earlier names
+
+@available(*, deprecated, renamed: "Resolution")
+public typealias RecordErrorAction = Resolution
+
+extension Store {
+    @available(*, deprecated, renamed: "refusedChanges(model:)")
+    public func recordErrors(model name: String? = nil) throws -> [RefusedChange] { try refusedChanges(model: name) }
+}
+
+extension SyncReport {
+    @available(*, deprecated, renamed: "refused")
+    public var rejected: Int { refused }
 }
