@@ -72,7 +72,7 @@ struct ReplicationRecordsTests {
                 try tx.setObjectSyncState(model, "p1", records)
             }
             var statistics = try model.statistics()
-            #expect((statistics.pendingCreates, statistics.inFlight, statistics.recordErrors) == (0, 1, 0))
+            #expect((statistics.pendingCreates, statistics.inFlight, statistics.refusedChanges) == (0, 1, 0))
 
             // The server refuses it, while a reader holds a snapshot from before.
             try store.read { snapshot in
@@ -92,7 +92,7 @@ struct ReplicationRecordsTests {
             #expect(after.version == "v1")
             #expect(try store.read { try $0.objectSyncStates(of: model) }.map(\.id) == ["p1"])
             statistics = try model.statistics()
-            #expect((statistics.pendingCreates, statistics.inFlight, statistics.recordErrors) == (0, 0, 1))
+            #expect((statistics.pendingCreates, statistics.inFlight, statistics.refusedChanges) == (0, 0, 1))
             #expect(try store.verify().problems == [])
         }
     }
