@@ -39,7 +39,8 @@ struct SatchelBench: AsyncParsableCommand {
 
     @Flag(help: "Run the parse group too: a first pull from the loopback Parse Server, and creates and updates pushed to it (at most 20,000 objects).") var parse = false
     @Flag(help: "Run the salesforce group too: a first pull from the loopback Salesforce, and creates and updates pushed to it (at most 20,000 records).") var salesforce = false
-    @Option(help: "Number of objects.") var docs = 100_000
+    @Option(name: [.customLong("objects"), .customLong("docs")], help: ArgumentHelp("Number of objects (--docs is its earlier name).", valueName: "n"))
+    var docs = 100_000
     @Option(help: "Systems to compare with: leveldb_raw, sqlite_json, rhoconnect_eav (comma list; default all).")
     var baselines: String?
     @Option(help: "A directory for the databases (default: a new temporary one, removed afterwards).") var directory: String?

@@ -22,7 +22,7 @@ struct KeyLayoutDocTests {
         return try text[start.upperBound..<end.lowerBound].split(separator: "\n").compactMap { line in
             let cells = line.split(separator: "|").map { $0.trimmingCharacters(in: .whitespaces).trimmingCharacters(in: CharacterSet(charactersIn: "`")) }
             guard cells.count == 3, let family = [
-                "meta": KeyFamily.meta, "doc": .object, "idx": .index, "chg": .change, "out": .inFlight, "err": .error, "ver": .version,
+                "meta": KeyFamily.meta, "obj": .object, "idx": .index, "chg": .change, "out": .inFlight, "err": .error, "ver": .version,
             ][cells[0]] else { return nil }
             guard case .array(let elements) = try JSONValue(parsing: cells[1]) else { return nil }
             return Example(family: family, elements: elements, hex: cells[2])

@@ -340,7 +340,7 @@ enum KeyFamily: UInt8, CaseIterable {
     /// `(meta, name, …)`: format version, model and index definitions, per-model statistics, sync
     /// states, unfinished rewrites, the session.
     case meta = 0x01
-    /// `(doc, model, objectId)` → the object's attributes as compact JSON.
+    /// `(obj, model, objectId)` → the object's attributes as compact JSON.
     case object = 0x02
     /// `(idx, model, indexId, values…, objectId)`: one secondary index entry. A value index that
     /// stores objects (the default) holds a copy of the object's value; a keys-only or
@@ -470,14 +470,14 @@ enum Keys {
         return id
     }
 
-    /// `(doc, model)`: the prefix of every object of `model`.
+    /// `(obj, model)`: the prefix of every object of `model`.
     static func objectPrefix(_ model: String) -> [UInt8] {
         var k = KeyEncoder(.object, capacity: model.utf8.count + 40)
         k.append(model)
         return k.bytes
     }
 
-    /// `(doc, model, objectId)`.
+    /// `(obj, model, objectId)`.
     static func object(_ model: String, _ id: String) -> [UInt8] {
         var k = KeyEncoder(.object, capacity: model.utf8.count + id.utf8.count + 8)
         k.append(model)
@@ -485,7 +485,7 @@ enum Keys {
         return k.bytes
     }
 
-    /// `(doc, model, objectId)` built on a prefix from ``objectPrefix(_:)``.
+    /// `(obj, model, objectId)` built on a prefix from ``objectPrefix(_:)``.
     static func object(prefix: [UInt8], _ id: String) -> [UInt8] {
         var k = KeyEncoder(prefix: prefix)
         k.append(id)

@@ -18,7 +18,7 @@ public struct Model: Sendable, Hashable {
     public let store: Store
     /// The model's name.
     public let name: String
-    /// `(doc, model)`: computed once per handle, reused by every key of the model.
+    /// `(obj, model)`: computed once per handle, reused by every key of the model.
     let objectPrefix: [UInt8]
 
     init(store: Store, name: String) {

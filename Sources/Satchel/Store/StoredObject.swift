@@ -1,4 +1,4 @@
-/// The stored form of an object (the value under `(doc, model, objectId)`), one of two:
+/// The stored form of an object (the value under `(obj, model, objectId)`), one of two:
 ///
 /// - `{…}`: compact JSON of the attributes without the id, keys in byte order, no nulls;
 /// - `01` *version* `00` `{…}`: the same, after the object's version on the server (compact JSON
