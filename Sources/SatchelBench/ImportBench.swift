@@ -40,7 +40,7 @@ enum ImportBench {
     private static func peakRSS(of system: String, file: String, count: Int, path: String) throws -> Double {
         let child = Process()
         child.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        child.arguments = ["--child-import", system, "--child-file", file, "--child-path", path, "--docs", String(count)]
+        child.arguments = ["--child-import", system, "--child-file", file, "--child-path", path, "--objects", String(count)]
         let output = Pipe()
         child.standardOutput = output
         try child.run()

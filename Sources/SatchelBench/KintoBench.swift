@@ -23,7 +23,7 @@ enum KintoBench {
         if held == 0 {
             try await seed(url: url, bucket: bucket, count: count, http: http, authorization: authorization)
         } else if held != count {
-            throw SatchelError(.invalidArgument, "bucket \(bucket) holds \(held) products, not \(count): use another bucket or --docs \(held)")
+            throw SatchelError(.invalidArgument, "bucket \(bucket) holds \(held) products, not \(count): use another bucket or --objects \(held)")
         }
         log("kinto: \(count) records in \(url.absoluteString) bucket \(bucket), pages of \(pageSize)")
 
