@@ -97,7 +97,10 @@ let package = Package(
         ),
         .testTarget(
             name: "SatchelCLITests",
-            dependencies: ["Satchel", "SatchelSync", "SatchelTestSupport", "SatchelCLI", "RhoConnectTestServer", "ParseTestServer", "SalesforceTestServer", "LoopbackSupport"],
+            dependencies: [
+                "Satchel", "SatchelSync", "SatchelTestSupport", "SatchelCLI", "RhoConnectTestServer", "ParseTestServer", "SalesforceTestServer",
+                "LoopbackSupport",
+            ],
             swiftSettings: settings
         ),
         // For tests of adapters (ours and others'): the conformance kit every adapter must pass,
@@ -144,26 +147,34 @@ let package = Package(
         ),
         .target(
             name: "ParseTestServer",
-            dependencies: ["LoopbackSupport", .product(name: "FlyingFox", package: "FlyingFox"), .product(name: "FlyingSocks", package: "FlyingFox")],
+            dependencies: [
+                "LoopbackSupport", .product(name: "FlyingFox", package: "FlyingFox"), .product(name: "FlyingSocks", package: "FlyingFox"),
+            ],
             path: "Tests/ParseTestServer",
             swiftSettings: settings
         ),
         .testTarget(
             name: "SatchelParseTests",
-            dependencies: ["Satchel", "SatchelSync", "SatchelParse", "SatchelTestSupport", "SatchelSyncTesting", "ParseTestServer", "LoopbackSupport"],
+            dependencies: [
+                "Satchel", "SatchelSync", "SatchelParse", "SatchelTestSupport", "SatchelSyncTesting", "ParseTestServer", "LoopbackSupport",
+            ],
             swiftSettings: settings
         ),
         // A Salesforce org on loopback, driven by Fixtures/salesforce: written from Salesforce's
         // REST API, sharing no code with the adapter it tests.
         .target(
             name: "SalesforceTestServer",
-            dependencies: ["LoopbackSupport", .product(name: "FlyingFox", package: "FlyingFox"), .product(name: "FlyingSocks", package: "FlyingFox")],
+            dependencies: [
+                "LoopbackSupport", .product(name: "FlyingFox", package: "FlyingFox"), .product(name: "FlyingSocks", package: "FlyingFox"),
+            ],
             path: "Tests/SalesforceTestServer",
             swiftSettings: settings
         ),
         .testTarget(
             name: "SatchelSalesforceTests",
-            dependencies: ["Satchel", "SatchelSync", "SatchelSalesforce", "SatchelTestSupport", "SatchelSyncTesting", "SalesforceTestServer", "LoopbackSupport"],
+            dependencies: [
+                "Satchel", "SatchelSync", "SatchelSalesforce", "SatchelTestSupport", "SatchelSyncTesting", "SalesforceTestServer", "LoopbackSupport",
+            ],
             swiftSettings: settings
         ),
         // Fuzzing (scripts/fuzz.sh): the libFuzzer targets for every parser of bytes Satchel does

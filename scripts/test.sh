@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The whole test suite: installs what is missing, builds everything (failing on any compiler
-# warning in our own code), starts the Kinto test servers unless SATCHEL_KINTO_URL already names
-# one (scripts/kinto.sh), runs every test, then the short modes of the reliability campaign
+# The whole test suite: installs what is missing, checks the code's layout (swift-format, in
+# lint mode), builds everything (failing on any compiler warning in our own code), starts the
+# Kinto test servers unless SATCHEL_KINTO_URL already names one (scripts/kinto.sh), runs every
+# test, then the short modes of the reliability campaign
 # (docs/RELIABILITY.md): the crash campaign, each fuzz target for a few seconds, and the store and
 # engine suites under ThreadSanitizer. SATCHEL_QUICK=1 stops after the tests.
 set -euo pipefail
@@ -18,6 +19,11 @@ cleanup() {
     if [ -n "$kinto_root" ]; then bash scripts/kinto.sh down "$kinto_root"; fi
 }
 trap cleanup EXIT
+# The code's layout (.swift-format: 4 spaces, lines of at most 150 columns where they can break).
+if ! swift format lint --strict --recursive --parallel Sources Tests Plugins Package.swift; then
+    echo "error: swift-format found lines to re-format (swift format --in-place --recursive Sources Tests Plugins Package.swift)" >&2
+    exit 1
+fi
 swift build --build-tests 2>&1 | tee "$log"
 if grep -E "^$PWD/(Sources|Tests)/.*: warning:" "$log"; then
     echo "error: compiler warnings in Satchel's code (listed above)" >&2

@@ -78,8 +78,9 @@ final class RawLevelDBSystem: BenchSystem {
     private func put(_ batch: OpaquePointer, _ key: [UInt8], _ value: [UInt8]) {
         key.withUnsafeBufferPointer { k in
             value.withUnsafeBufferPointer { v in
-                leveldb_writebatch_put(batch, UnsafeRawPointer(k.baseAddress!).assumingMemoryBound(to: CChar.self), k.count,
-                                       UnsafeRawPointer(v.baseAddress ?? k.baseAddress!).assumingMemoryBound(to: CChar.self), v.count)
+                leveldb_writebatch_put(
+                    batch, UnsafeRawPointer(k.baseAddress!).assumingMemoryBound(to: CChar.self), k.count,
+                    UnsafeRawPointer(v.baseAddress ?? k.baseAddress!).assumingMemoryBound(to: CChar.self), v.count)
             }
         }
     }
@@ -159,7 +160,9 @@ final class RawLevelDBSystem: BenchSystem {
         // Both entries hold the object: rewrite the brand entry, move the price entry.
         put(batch, RawKeys.indexEntry(1, attributes["brand"]!, id: id), bytes)
         let oldKey = RawKeys.indexEntry(2, old, id: id)
-        oldKey.withUnsafeBufferPointer { leveldb_writebatch_delete(batch, UnsafeRawPointer($0.baseAddress!).assumingMemoryBound(to: CChar.self), $0.count) }
+        oldKey.withUnsafeBufferPointer {
+            leveldb_writebatch_delete(batch, UnsafeRawPointer($0.baseAddress!).assumingMemoryBound(to: CChar.self), $0.count)
+        }
         put(batch, RawKeys.indexEntry(2, .int(price), id: id), bytes)
         try write(batch)
     }
@@ -173,7 +176,9 @@ final class RawLevelDBSystem: BenchSystem {
         let iterator = leveldb_create_iterator(db, scanOptions)!
         defer { leveldb_iter_destroy(iterator) }
         let prefix = objectPrefix
-        prefix.withUnsafeBufferPointer { leveldb_iter_seek(iterator, UnsafeRawPointer($0.baseAddress!).assumingMemoryBound(to: CChar.self), $0.count) }
+        prefix.withUnsafeBufferPointer {
+            leveldb_iter_seek(iterator, UnsafeRawPointer($0.baseAddress!).assumingMemoryBound(to: CChar.self), $0.count)
+        }
         var n = 0
         var bytes = 0
         while leveldb_iter_valid(iterator) != 0 {
@@ -304,7 +309,8 @@ final class RhoConnectEAVSystem: BenchSystem {
     init(directory: String, configuration: Store.Configuration) throws {
         db = try SQLiteDatabase(path: directory + "/rhoconnect_eav.db")
         try configure(db, cacheBytes: configuration.blockCacheSize)
-        try db.execute("""
+        try db.execute(
+            """
             CREATE TABLE object_values ("source_id" BIGINT default NULL, "attrib" varchar(255) default NULL,
               "object" varchar(255) default NULL, "value" varchar default NULL)
             """)
@@ -315,7 +321,8 @@ final class RhoConnectEAVSystem: BenchSystem {
         attributes = try db.prepare("SELECT attrib, value FROM object_values WHERE object = ? AND source_id = 1")
         brand = try db.prepare("SELECT object FROM object_values WHERE attrib = 'brand' AND source_id = 1 AND value = ? LIMIT ?")
         brandAll = try db.prepare("SELECT object FROM object_values WHERE attrib = 'brand' AND source_id = 1 AND value = ?")
-        range = try db.prepare("""
+        range = try db.prepare(
+            """
             SELECT object FROM object_values WHERE attrib = 'price' AND source_id = 1 AND CAST(value AS INTEGER) >= ?
             ORDER BY CAST(value AS INTEGER) LIMIT ?
             """)

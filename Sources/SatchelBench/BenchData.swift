@@ -19,8 +19,10 @@ struct SplitMix64: RandomNumberGenerator {
 enum BenchData {
     static let brands = (0..<50).map { "Brand\($0 < 10 ? "0" : "")\($0)" }
     static let categories = (0..<20).map { "category-\($0)" }
-    static let words = ["light", "sturdy", "quiet", "fast", "compact", "classic", "smart", "rugged", "solar", "wireless",
-                        "everyday", "portable", "durable", "elegant", "simple", "modern"]
+    static let words = [
+        "light", "sturdy", "quiet", "fast", "compact", "classic", "smart", "rugged", "solar", "wireless",
+        "everyday", "portable", "durable", "elegant", "simple", "modern",
+    ]
 
     struct Item {
         var id: String
@@ -57,7 +59,9 @@ enum BenchData {
                 "quantity": .int(Int64.random(in: 0...500, using: &rng)),
                 "sku": .string("SKU-\(String(i, radix: 36).uppercased())-\(Int.random(in: 1000...9999, using: &rng))"),
                 "category": .string(categories.randomElement(using: &rng)!),
-                "created": .string("20\(Int.random(in: 20...26, using: &rng))-\(pad(Int.random(in: 1...12, using: &rng)))-\(pad(Int.random(in: 1...28, using: &rng)))T\(pad(Int.random(in: 0...23, using: &rng))):\(pad(Int.random(in: 0...59, using: &rng))):00Z"),
+                "created": .string(
+                    "20\(Int.random(in: 20...26, using: &rng))-\(pad(Int.random(in: 1...12, using: &rng)))-\(pad(Int.random(in: 1...28, using: &rng)))T\(pad(Int.random(in: 0...23, using: &rng))):\(pad(Int.random(in: 0...59, using: &rng))):00Z"
+                ),
                 "description": .string(description),
             ]
             return Item(id: BenchData.id(i), attributes: attributes)

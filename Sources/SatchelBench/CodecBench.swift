@@ -34,23 +34,30 @@ enum CodecBench {
         let codableDecode = try Report.seconds {
             for data in datas { sink &+= Int(try decoder.decode(Product.self, from: data).price) }
         }
-        Report.line("json_decode", n: count, satchel: Double(count) / satchelDecode, unit: "docs/s", baselines: [
-            ("foundation_jsonserialization", Double(count) / serializationDecode), ("foundation_jsondecoder", Double(count) / codableDecode),
-        ])
+        Report.line(
+            "json_decode", n: count, satchel: Double(count) / satchelDecode, unit: "docs/s",
+            baselines: [
+                ("foundation_jsonserialization", Double(count) / serializationDecode), ("foundation_jsondecoder", Double(count) / codableDecode),
+            ])
 
         // Documents into structs: Satchel's parser and JSONValueDecoder against JSONDecoder, on
         // the same bytes; interleaved rounds, each system's best.
         let valueDecoder = JSONValueDecoder()
         var ours = Double.infinity, theirs = Double.infinity
         for _ in 0..<3 {
-            ours = min(ours, try Report.seconds {
-                for text in texts { sink &+= Int(try valueDecoder.decode(Product.self, from: .object(try JSONObject(parsing: text))).price) }
-            })
-            theirs = min(theirs, try Report.seconds {
-                for data in datas { sink &+= Int(try decoder.decode(Product.self, from: data).price) }
-            })
+            ours = min(
+                ours,
+                try Report.seconds {
+                    for text in texts { sink &+= Int(try valueDecoder.decode(Product.self, from: .object(try JSONObject(parsing: text))).price) }
+                })
+            theirs = min(
+                theirs,
+                try Report.seconds {
+                    for data in datas { sink &+= Int(try decoder.decode(Product.self, from: data).price) }
+                })
         }
-        Report.line("struct_decode", n: count, satchel: Double(count) / ours, unit: "docs/s", baselines: [("foundation_jsondecoder", Double(count) / theirs)])
+        Report.line(
+            "struct_decode", n: count, satchel: Double(count) / ours, unit: "docs/s", baselines: [("foundation_jsondecoder", Double(count) / theirs)])
 
         let objects = items.map(\.attributes)
         let dictionaries = try datas.map { try JSONSerialization.jsonObject(with: $0) as! [String: Any] }
@@ -66,9 +73,11 @@ enum CodecBench {
         let codableEncode = try Report.seconds {
             for value in structs { sink &+= try encoder.encode(value).count }
         }
-        Report.line("json_encode", n: count, satchel: Double(count) / satchelEncode, unit: "docs/s", baselines: [
-            ("foundation_jsonserialization", Double(count) / serializationEncode), ("foundation_jsonencoder", Double(count) / codableEncode),
-        ])
+        Report.line(
+            "json_encode", n: count, satchel: Double(count) / satchelEncode, unit: "docs/s",
+            baselines: [
+                ("foundation_jsonserialization", Double(count) / serializationEncode), ("foundation_jsonencoder", Double(count) / codableEncode),
+            ])
         if sink == 42 { print("") }  // keeps the work observable
     }
 }

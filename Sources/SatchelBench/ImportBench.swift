@@ -12,7 +12,9 @@ enum ImportBench {
 
     static func run(count: Int, directory: String?) throws {
         let fileManager = FileManager.default
-        let base = directory ?? fileManager.temporaryDirectory.appendingPathComponent("satchel-import-bench-\(ProcessInfo.processInfo.processIdentifier)").path
+        let base =
+            directory
+            ?? fileManager.temporaryDirectory.appendingPathComponent("satchel-import-bench-\(ProcessInfo.processInfo.processIdentifier)").path
         try fileManager.createDirectory(atPath: base, withIntermediateDirectories: true)
         defer { if directory == nil { try? fileManager.removeItem(atPath: base) } }
 

@@ -12,7 +12,9 @@ enum KintoBench {
 
     static func run(url: URL, bucket: String, credentials: Credentials, count: Int, directory: String?) async throws {
         let fileManager = FileManager.default
-        let base = directory ?? fileManager.temporaryDirectory.appendingPathComponent("satchel-kinto-bench-\(ProcessInfo.processInfo.processIdentifier)").path
+        let base =
+            directory
+            ?? fileManager.temporaryDirectory.appendingPathComponent("satchel-kinto-bench-\(ProcessInfo.processInfo.processIdentifier)").path
         try fileManager.createDirectory(atPath: base, withIntermediateDirectories: true)
         defer { if directory == nil { try? fileManager.removeItem(atPath: base) } }
 
@@ -37,7 +39,8 @@ enum KintoBench {
             fetch = min(fetch, Report.seconds(ContinuousClock.now - start))
         }
         Report.line("kinto_pull", n: count, satchel: Double(count) / pull, unit: "records/s", baselines: [("http_fetch", Double(count) / fetch)])
-        try await push(url: url, bucket: bucket, credentials: credentials, count: min(count, pushCount), base: base, http: http, authorization: authorization)
+        try await push(
+            url: url, bucket: bucket, credentials: credentials, count: min(count, pushCount), base: base, http: http, authorization: authorization)
     }
 
     /// Records the push measure sends: Kinto on PostgreSQL writes a few hundred a second, so more
@@ -48,7 +51,9 @@ enum KintoBench {
     /// `If-None-Match: *`, then the pull that brings the records' versions back), against posting
     /// the same batches over the same HTTP client; each round into new collections, the two
     /// sides alternating which goes first; each keeps its best of three.
-    static func push(url: URL, bucket: String, credentials: Credentials, count: Int, base: String, http: SyncHTTPClient, authorization: String) async throws {
+    static func push(url: URL, bucket: String, credentials: Credentials, count: Int, base: String, http: SyncHTTPClient, authorization: String)
+        async throws
+    {
         let items = BenchData.make(count: count, seed: 7)
         let headers = ["Authorization": authorization]
         let stamp = Int(Date().timeIntervalSince1970)
@@ -58,7 +63,9 @@ enum KintoBench {
         func collection(_ name: String) async throws {
             let path = "buckets/\(bucket)/collections/\(name)"
             let answer = try await http.send("PUT", try SyncHTTPClient.url(url, path), headers: headers, body: Data(#"{"data":{}}"#.utf8))
-            guard answer.status == 200 || answer.status == 201 else { throw SatchelError(.unknown, "PUT \(path): HTTP \(answer.status) \(answer.text)") }
+            guard answer.status == 200 || answer.status == 201 else {
+                throw SatchelError(.unknown, "PUT \(path): HTTP \(answer.status) \(answer.text)")
+            }
         }
         func satchel(_ name: String, path: String) async throws -> Double {
             let store = try Store(path: path)

@@ -18,7 +18,9 @@ enum ParseBench {
 
     static func run(count: Int, directory: String?) async throws {
         let fileManager = FileManager.default
-        let base = directory ?? fileManager.temporaryDirectory.appendingPathComponent("satchel-parse-bench-\(ProcessInfo.processInfo.processIdentifier)").path
+        let base =
+            directory
+            ?? fileManager.temporaryDirectory.appendingPathComponent("satchel-parse-bench-\(ProcessInfo.processInfo.processIdentifier)").path
         try fileManager.createDirectory(atPath: base, withIntermediateDirectories: true)
         defer { if directory == nil { try? fileManager.removeItem(atPath: base) } }
 
@@ -34,7 +36,11 @@ enum ParseBench {
         // Interleaved rounds: noise lands on both alike; each keeps its best.
         for round in 0..<3 {
             let backend = ParseBackend(configuration: .init(url: server.url, applicationID: server.appID, restKey: server.restKey, timeout: 120))
-            pull = min(pull, try await SyncBench.firstSync(from: backend, credentials: Credentials(user: "ann", password: "secret"), count: count, path: "\(base)/pull-\(round)").0)
+            pull = min(
+                pull,
+                try await SyncBench.firstSync(
+                    from: backend, credentials: Credentials(user: "ann", password: "secret"), count: count, path: "\(base)/pull-\(round)"
+                ).0)
             let start = ContinuousClock.now
             let fetched = try await fetchAll(server.url, headers: headers, http: http)
             guard fetched == count else { throw SatchelError(.unknown, "fetched \(fetched) objects, not \(count)") }
@@ -71,20 +77,23 @@ enum ParseBench {
         for round in 0..<3 {
             var configuration = ParseBackend.Configuration(url: server.url, applicationID: server.appID, restKey: server.restKey, timeout: 120)
             configuration.createProtection = protection
-            let device = try await PushDevice(backend: ParseBackend(configuration: configuration), model: "PushSatchel\(round)", path: "\(base)/push-\(round)")
+            let device = try await PushDevice(
+                backend: ParseBackend(configuration: configuration), model: "PushSatchel\(round)", path: "\(base)/push-\(round)")
             let poster = Poster(mount: server.url, className: "PushHTTP\(round)", headers: headers, http: http)
             let (satchel, direct) = try await device.race(round: round, items) { try await poster.post($0, update: $1) }
             for className in ["PushSatchel\(round)", "PushHTTP\(round)"] {
                 let objects = await server.objects(className).values.compactMap { try? JSONValue(parsing: $0) }
                 let prices = Dictionary(objects.map { ($0["sku"]?.stringValue ?? "", $0["price"]) }, uniquingKeysWith: { first, _ in first })
-                guard objects.count == items.count, items.allSatisfy({ prices[$0.attributes["sku"]?.stringValue ?? ""] == BulkSave.newPrice($0) }) else {
+                guard objects.count == items.count, items.allSatisfy({ prices[$0.attributes["sku"]?.stringValue ?? ""] == BulkSave.newPrice($0) })
+                else {
                     throw SatchelError(.unknown, "\(className) holds \(objects.count) objects, not \(items.count) updated ones")
                 }
             }
             pushed = min(pushed, satchel)
             posted = min(posted, direct)
         }
-        Report.line(measure, n: count, satchel: Double(2 * count) / pushed, unit: "changes/s", baselines: [("http_batch", Double(2 * count) / posted)])
+        Report.line(
+            measure, n: count, satchel: Double(2 * count) / pushed, unit: "changes/s", baselines: [("http_batch", Double(2 * count) / posted)])
     }
 
     /// The same objects posted in `/batch`es over the HTTP client, checking every result.
@@ -113,7 +122,9 @@ enum ParseBench {
                 let slice = items[index..<min(index + ParseBench.batch, items.count)]
                 let requests: [JSONValue] = slice.map { item in
                     if update {
-                        return ["method": "PUT", "path": .string(path + "/" + (serverIDs[item.id] ?? "")), "body": ["price": BulkSave.newPrice(item)]]
+                        return [
+                            "method": "PUT", "path": .string(path + "/" + (serverIDs[item.id] ?? "")), "body": ["price": BulkSave.newPrice(item)],
+                        ]
                     }
                     return ["method": "POST", "path": .string(path), "body": .object(item.attributes)]
                 }

@@ -29,7 +29,9 @@ enum Report {
     /// Prints one line per baseline. `unit` ending in "/s" means higher is better.
     static func line(_ measure: String, n: Int, satchel: Double, unit: String, baselines: [(String, Double)]) {
         for (name, value) in baselines {
-            print("\(measure) n=\(n) satchel=\(format(satchel)) \(unit) baseline_\(name)=\(format(value)) \(unit) ratio=\(String(format: "%.2f", satchel / value))")
+            print(
+                "\(measure) n=\(n) satchel=\(format(satchel)) \(unit) baseline_\(name)=\(format(value)) \(unit) ratio=\(String(format: "%.2f", satchel / value))"
+            )
         }
     }
 }

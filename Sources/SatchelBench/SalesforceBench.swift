@@ -16,7 +16,9 @@ import SatchelSync
 enum SalesforceBench {
     static func run(count: Int, directory: String?) async throws {
         let fileManager = FileManager.default
-        let base = directory ?? fileManager.temporaryDirectory.appendingPathComponent("satchel-salesforce-bench-\(ProcessInfo.processInfo.processIdentifier)").path
+        let base =
+            directory
+            ?? fileManager.temporaryDirectory.appendingPathComponent("satchel-salesforce-bench-\(ProcessInfo.processInfo.processIdentifier)").path
         try fileManager.createDirectory(atPath: base, withIntermediateDirectories: true)
         defer { if directory == nil { try? fileManager.removeItem(atPath: base) } }
         try await pull(count: count, base: base)
@@ -25,10 +27,12 @@ enum SalesforceBench {
 
     static func pull(count: Int, base: String) async throws {
         var fixture = SalesforceFixture()
-        fixture.objects["Product"] = SalesforceFixture.ObjectSchema(keyPrefix: "01t", fields: [
-            .init(name: "name", type: "string"), .init(name: "price", type: "int"), .init(name: "brand", type: "string"),
-            .init(name: "stock", type: "int"), .init(name: "description", type: "string"),
-        ])
+        fixture.objects["Product"] = SalesforceFixture.ObjectSchema(
+            keyPrefix: "01t",
+            fields: [
+                .init(name: "name", type: "string"), .init(name: "price", type: "int"), .init(name: "brand", type: "string"),
+                .init(name: "stock", type: "int"), .init(name: "description", type: "string"),
+            ])
         fixture.queryPageSize = SyncBench.pageSize
         let server = try await SalesforceServer.start(fixture)
         var generator = BenchData.Generator()
@@ -41,12 +45,17 @@ enum SalesforceBench {
 
         let http = SyncHTTPClient(timeout: 120)
         let token = await server.token(for: "ann")
-        let soql = "SELECT Id, LastModifiedDate, name, price, brand, stock, description, CreatedDate, SystemModstamp, IsDeleted FROM Product ORDER BY LastModifiedDate, Id"
+        let soql =
+            "SELECT Id, LastModifiedDate, name, price, brand, stock, description, CreatedDate, SystemModstamp, IsDeleted FROM Product ORDER BY LastModifiedDate, Id"
         var pull = Double.infinity, fetch = Double.infinity
         // Interleaved rounds: noise lands on both alike; each keeps its best.
         for round in 0..<3 {
             let backend = SalesforceBackend(configuration: .init(url: server.url, timeout: 120))
-            pull = min(pull, try await SyncBench.firstSync(from: backend, credentials: Credentials(user: "ann", password: "secret"), count: count, path: "\(base)/pull-\(round)").0)
+            pull = min(
+                pull,
+                try await SyncBench.firstSync(
+                    from: backend, credentials: Credentials(user: "ann", password: "secret"), count: count, path: "\(base)/pull-\(round)"
+                ).0)
             let start = ContinuousClock.now
             let fetched = try await fetchAll(server.url, version: server.version, soql: soql, token: token, http: http)
             guard fetched == count else { throw SatchelError(.unknown, "fetched \(fetched) records, not \(count)") }
@@ -96,7 +105,9 @@ enum SalesforceBench {
             posted = min(posted, direct)
         }
         await server.stop()
-        Report.line("salesforce_push", n: count, satchel: Double(2 * count) / pushed, unit: "changes/s", baselines: [("http_composite", Double(2 * count) / posted)])
+        Report.line(
+            "salesforce_push", n: count, satchel: Double(2 * count) / pushed, unit: "changes/s",
+            baselines: [("http_composite", Double(2 * count) / posted)])
     }
 
     static func satchelObject(_ round: Int) -> String { "PushSatchel\(round)__c" }

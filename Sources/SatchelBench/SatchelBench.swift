@@ -37,14 +37,23 @@ struct SatchelBench: AsyncParsableCommand {
     @Option(help: "The Kinto bucket of the kinto group (its Product collection is written when empty).") var kintoBucket = "satchel-bench"
     @Option(help: "user:password for the Kinto server.") var kintoUser = "bench:bench"
 
-    @Flag(help: "Run the parse group too: a first pull from the loopback Parse Server, and creates and updates pushed to it (at most 20,000 objects).") var parse = false
-    @Flag(help: "Run the salesforce group too: a first pull from the loopback Salesforce, and creates and updates pushed to it (at most 20,000 records).") var salesforce = false
-    @Option(name: [.customLong("objects"), .customLong("docs")], help: ArgumentHelp("Number of objects (--docs is its earlier name).", valueName: "n"))
+    @Flag(
+        help: "Run the parse group too: a first pull from the loopback Parse Server, and creates and updates pushed to it (at most 20,000 objects).")
+    var parse = false
+    @Flag(
+        help:
+            "Run the salesforce group too: a first pull from the loopback Salesforce, and creates and updates pushed to it (at most 20,000 records).")
+    var salesforce = false
+    @Option(
+        name: [.customLong("objects"), .customLong("docs")], help: ArgumentHelp("Number of objects (--docs is its earlier name).", valueName: "n"))
     var docs = 100_000
     @Option(help: "Systems to compare with: leveldb_raw, sqlite_json, rhoconnect_eav (comma list; default all).")
     var baselines: String?
     @Option(help: "A directory for the databases (default: a new temporary one, removed afterwards).") var directory: String?
-    @Option(help: "Measures to run (comma list; default all): \(StoreBench.measures.map(\.name).joined(separator: ", ")) after the store's load; \(SyncBench.measures.joined(separator: ", ")) in the sync group.")
+    @Option(
+        help:
+            "Measures to run (comma list; default all): \(StoreBench.measures.map(\.name).joined(separator: ", ")) after the store's load; \(SyncBench.measures.joined(separator: ", ")) in the sync group."
+    )
     var measures: String?
     @Option(help: "Override the block cache size, in MiB (all systems).") var cache: Int?
     @Option(help: "Override the write buffer size, in MiB.") var writeBuffer: Int?
@@ -63,12 +72,13 @@ struct SatchelBench: AsyncParsableCommand {
         if let childImport, let childFile, let childPath {
             return try ImportBench.child(system: childImport, file: childFile, path: childPath, count: docs)
         }
-        let groups = try only.map { list in
-            try list.split(separator: ",").map { name in
-                guard let group = Group(rawValue: String(name)) else { throw ValidationError("unknown group '\(name)'") }
-                return group
-            }
-        } ?? (Group.byDefault + (kintoURL == nil ? [] : [.kinto]) + (parse ? [.parse] : []) + (salesforce ? [.salesforce] : []))
+        let groups =
+            try only.map { list in
+                try list.split(separator: ",").map { name in
+                    guard let group = Group(rawValue: String(name)) else { throw ValidationError("unknown group '\(name)'") }
+                    return group
+                }
+            } ?? (Group.byDefault + (kintoURL == nil ? [] : [.kinto]) + (parse ? [.parse] : []) + (salesforce ? [.salesforce] : []))
         #if DEBUG
         FileHandle.standardError.write(Data("warning: a debug build; measure with swift run -c release satchel-bench\n".utf8))
         #endif
@@ -76,7 +86,8 @@ struct SatchelBench: AsyncParsableCommand {
             switch group {
             case .codec: try CodecBench.run(count: min(docs, 100_000))
             case .store: try runStore()
-            case .sync: try await SyncBench.run(count: docs, directory: directory, measures: measures.map { Set($0.split(separator: ",").map(String.init)) })
+            case .sync:
+                try await SyncBench.run(count: docs, directory: directory, measures: measures.map { Set($0.split(separator: ",").map(String.init)) })
             case .kinto: try await runKinto()
             case .import: try ImportBench.run(count: docs, directory: directory)
             case .parse: try await ParseBench.run(count: min(docs, 20_000), directory: directory)
@@ -102,7 +113,8 @@ struct SatchelBench: AsyncParsableCommand {
         if let blockSize { configuration.blockSize = blockSize << 10 }
         if noChecksums { configuration.verifyChecksums = false }
         let fileManager = FileManager.default
-        let base = directory ?? fileManager.temporaryDirectory.appendingPathComponent("satchel-bench-\(ProcessInfo.processInfo.processIdentifier)").path
+        let base =
+            directory ?? fileManager.temporaryDirectory.appendingPathComponent("satchel-bench-\(ProcessInfo.processInfo.processIdentifier)").path
         try fileManager.createDirectory(atPath: base, withIntermediateDirectories: true)
         defer { if directory == nil { try? fileManager.removeItem(atPath: base) } }
         let chosen = baselines.map { Set($0.split(separator: ",").map(String.init)) }
@@ -113,7 +125,9 @@ struct SatchelBench: AsyncParsableCommand {
             ("rhoconnect_eav", { try RhoConnectEAVSystem(directory: $0, configuration: configuration) }),
         ]
         for (name, make) in all where chosen?.contains(name) ?? true { systems.append(make) }
-        StoreBench.log("store: \(docs) objects, block cache \(configuration.blockCacheSize >> 20) MiB, write buffer \(configuration.writeBufferSize >> 20) MiB, compression \(configuration.compression), checksums \(configuration.verifyChecksums), batches of \(StoreBench.batchSize)")
+        StoreBench.log(
+            "store: \(docs) objects, block cache \(configuration.blockCacheSize >> 20) MiB, write buffer \(configuration.writeBufferSize >> 20) MiB, compression \(configuration.compression), checksums \(configuration.verifyChecksums), batches of \(StoreBench.batchSize)"
+        )
         let selected = measures.map { Set($0.split(separator: ",").map(String.init)) }
         let results = try StoreBench.run(count: docs, systems: systems, directory: base, measures: selected)
         StoreBench.report(results, count: docs)

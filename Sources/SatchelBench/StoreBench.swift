@@ -44,7 +44,9 @@ enum StoreBench {
             brands: (0..<2000).map { _ in BenchData.brands.randomElement(using: &rng)! },
             allBrands: (0..<(count >= 500_000 ? 30 : 60)).map { BenchData.brands[$0 % BenchData.brands.count] },
             prices: (0..<2000).map { _ in Int64.random(in: 1...1000, using: &rng) },
-            updates: (0..<min(10_000, count)).map { _ in (BenchData.id(Int.random(in: 0..<count, using: &rng)), Int64.random(in: 1...1000, using: &rng)) })
+            updates: (0..<min(10_000, count)).map { _ in
+                (BenchData.id(Int.random(in: 0..<count, using: &rng)), Int64.random(in: 1...1000, using: &rng))
+            })
     }
 
     /// Results: measure → system → value.
@@ -54,7 +56,9 @@ enum StoreBench {
     /// interleave the systems, so slow drifts of a shared machine hit them all alike.
     static let rounds = 3
 
-    static func run(count: Int, systems makers: [(String) throws -> any BenchSystem], directory: String, measures: Set<String>? = nil) throws -> Results {
+    static func run(count: Int, systems makers: [(String) throws -> any BenchSystem], directory: String, measures: Set<String>? = nil) throws
+        -> Results
+    {
         func wanted(_ name: String) -> Bool { measures?.contains(name) ?? true }
         let inputs = Self.inputs(count: count)
         var results: Results = [:]
@@ -149,7 +153,9 @@ enum StoreBench {
                 }
             } * 1e3
         }
-        if queries > 0 { log("find_eq_all: \(hits / queries) hits per query (\(String(format: "%.1f", 100 * Double(hits) / Double(queries) / Double(count)))%)") }
+        if queries > 0 {
+            log("find_eq_all: \(hits / queries) hits per query (\(String(format: "%.1f", 100 * Double(hits) / Double(queries) / Double(count)))%)")
+        }
         try measure("range_order_limit20") { system, round in
             try perOperation(slice(inputs.prices, round)) { sink &+= try system.priceRange(from: $0, limit: 20) } * 1e6
         }
@@ -204,19 +210,25 @@ enum StoreBench {
     /// Opening a settled store and running a first indexed query, per system that has one:
     /// returns how many objects the query found.
     static let openQueries: [(String, @Sendable (String, String) throws -> Int)] = [
-        ("satchel", { directory, brand in
-            let store = try Store(path: directory + "/satchel")
-            defer { try? store.close() }
-            return try store.model("Product").findAll(Query(where: "brand" == .string(brand), limit: 20)).count
-        }),
-        ("sqlite_json", { directory, brand in
-            let db = try SQLiteDatabase(path: directory + "/sqlite_json.db")
-            let query = try db.prepare("SELECT id, body FROM docs WHERE json_extract(body, '$.brand') = ? LIMIT 20")
-            query.bind(1, brand)
-            var n = 0
-            while try query.step() { n += try query.parsedObject(1).isEmpty ? 0 : 1 }
-            return n
-        }),
+        (
+            "satchel",
+            { directory, brand in
+                let store = try Store(path: directory + "/satchel")
+                defer { try? store.close() }
+                return try store.model("Product").findAll(Query(where: "brand" == .string(brand), limit: 20)).count
+            }
+        ),
+        (
+            "sqlite_json",
+            { directory, brand in
+                let db = try SQLiteDatabase(path: directory + "/sqlite_json.db")
+                let query = try db.prepare("SELECT id, body FROM docs WHERE json_extract(body, '$.brand') = ? LIMIT 20")
+                query.bind(1, brand)
+                var n = 0
+                while try query.step() { n += try query.parsedObject(1).isEmpty ? 0 : 1 }
+                return n
+            }
+        ),
     ]
 
     static let measures: [(name: String, unit: String)] = [

@@ -24,7 +24,8 @@ enum SyncBench {
     /// Runs the `wanted` measures (all when nil).
     static func run(count: Int, directory: String?, measures wanted: Set<String>? = nil) async throws {
         let fileManager = FileManager.default
-        let base = directory ?? fileManager.temporaryDirectory.appendingPathComponent("satchel-sync-bench-\(ProcessInfo.processInfo.processIdentifier)").path
+        let base =
+            directory ?? fileManager.temporaryDirectory.appendingPathComponent("satchel-sync-bench-\(ProcessInfo.processInfo.processIdentifier)").path
         try fileManager.createDirectory(atPath: base, withIntermediateDirectories: true)
         defer { if directory == nil { try? fileManager.removeItem(atPath: base) } }
 
@@ -52,7 +53,8 @@ enum SyncBench {
             pull.append(satchel)
             save.append(baseline)
         }
-        Report.line("sync_pull", n: count, satchel: Double(count) / pull.min()!, unit: "objects/s", baselines: [("bulk_save", Double(count) / save.min()!)])
+        Report.line(
+            "sync_pull", n: count, satchel: Double(count) / pull.min()!, unit: "objects/s", baselines: [("bulk_save", Double(count) / save.min()!)])
     }
 
     private static func pushMeasure(_ items: [BenchData.Item], base: String) async throws {
@@ -61,11 +63,14 @@ enum SyncBench {
         log("sync: \(count) local creates then \(count) updates, pushed in chunks of \(pageSize)")
         var push: [Double] = [], write: [Double] = []
         for round in 0..<3 {
-            let (satchel, baseline) = try await pushAll(items, path: "\(base)/push-\(round)", baseline: BulkSave(items: items, path: "\(base)/write-\(round)", updates: true))
+            let (satchel, baseline) = try await pushAll(
+                items, path: "\(base)/push-\(round)", baseline: BulkSave(items: items, path: "\(base)/write-\(round)", updates: true))
             push.append(satchel)
             write.append(baseline)
         }
-        Report.line("sync_push", n: count, satchel: Double(2 * count) / push.min()!, unit: "changes/s", baselines: [("bulk_save", Double(2 * count) / write.min()!)])
+        Report.line(
+            "sync_push", n: count, satchel: Double(2 * count) / push.min()!, unit: "changes/s",
+            baselines: [("bulk_save", Double(2 * count) / write.min()!)])
     }
 
     /// Seconds for one first sync of the server's `count` products into a new store, in pages of
@@ -253,7 +258,9 @@ final class Interleaved: SyncBackend {
     }
     func bulkSnapshot(_ request: PullRequest) async throws -> PullPage { try await inner.bulkSnapshot(request) }
     func search(_ request: PullRequest, query: JSONObject) async throws -> PullPage { try await inner.search(request, query: query) }
-    func search(_ request: PullRequest, matching condition: Condition) async throws -> PullPage { try await inner.search(request, matching: condition) }
+    func search(_ request: PullRequest, matching condition: Condition) async throws -> PullPage {
+        try await inner.search(request, matching: condition)
+    }
     func remoteIDs(_ request: PullRequest) async throws -> [String] { try await inner.remoteIDs(request) }
     func downloadBlob(_ url: String, session: SyncSession) async throws -> Data { try await inner.downloadBlob(url, session: session) }
 }
@@ -287,7 +294,9 @@ final class PushDevice {
     /// posted by `post` (the baseline), the two taking turns going first phase by phase (by the
     /// round's parity) so that noise lands on both alike. Returns both sides' seconds; the
     /// device is closed.
-    func race(round: Int, _ items: [BenchData.Item], against post: ([BenchData.Item], Bool) async throws -> Double) async throws -> (satchel: Double, baseline: Double) {
+    func race(round: Int, _ items: [BenchData.Item], against post: ([BenchData.Item], Bool) async throws -> Double) async throws -> (
+        satchel: Double, baseline: Double
+    ) {
         var satchel = 0.0, baseline = 0.0
         for phase in 0..<2 {
             let update = phase == 1

@@ -93,7 +93,8 @@ enum WriteSynced {
             update = try db.prepare("UPDATE docs SET body = json_set(body, '$.price', ?) WHERE id = ?")
             // A change already pending keeps its kind and gains the attribute (coalesced).
             updateChange = try db.prepare(
-                "INSERT INTO changes (id, kind, body) VALUES (?1, 'update', json_object('price', ?2)) ON CONFLICT (id) DO UPDATE SET body = json_set(body, '$.price', ?2)")
+                "INSERT INTO changes (id, kind, body) VALUES (?1, 'update', json_object('price', ?2)) ON CONFLICT (id) DO UPDATE SET body = json_set(body, '$.price', ?2)"
+            )
         }
 
         func write(_ items: ArraySlice<BenchData.Item>, update: Bool) throws {
@@ -121,7 +122,9 @@ enum WriteSynced {
         func check(_ items: [BenchData.Item]) throws {
             for table in ["docs", "changes"] {
                 let count = try db.prepare("SELECT count(*) FROM \(table)")
-                guard try count.step(), count.int(0) == Int64(items.count) else { throw BenchError("sqlite's \(table) does not hold \(items.count) rows") }
+                guard try count.step(), count.int(0) == Int64(items.count) else {
+                    throw BenchError("sqlite's \(table) does not hold \(items.count) rows")
+                }
             }
         }
 

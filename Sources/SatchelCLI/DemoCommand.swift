@@ -66,7 +66,9 @@ struct DemoCommand: AsyncParsableCommand {
         let order = try require(try orders.findFirst(where: "status" == "pending", order: [.descending("total")]), "a pending order")
         say("the largest pending order → \(order.id) for \(order["customer"]?.stringValue ?? "?"), total \(order["total"] ?? .null)")
         let customer = try require(try customers.find(order["customer"]?.stringValue ?? ""), "the order's customer")
-        say("its customer: \(customer["name"]?.stringValue ?? "?") of \(customer["address"]?["city"]?.stringValue ?? "?"), \(try orders.count(where: ["customer": .string(customer.id)])) orders")
+        say(
+            "its customer: \(customer["name"]?.stringValue ?? "?") of \(customer["address"]?["city"]?.stringValue ?? "?"), \(try orders.count(where: ["customer": .string(customer.id)])) orders"
+        )
         let city = Query(where: Field("address.city").beginsWith("Lis"))
         say("customers in a city beginning with \"Lis\" → \(try customers.count(where: city.condition)); plan: \(try customers.explain(city))")
         let scan = Query(where: Field("email").contains("example"), limit: 5)
@@ -78,7 +80,9 @@ struct DemoCommand: AsyncParsableCommand {
         let updated = try products.update(first.id, with: ["price": 19.99, "tags": .null])
         say("update(prod-0001, price = 19.99, tags = null) → \(updated.map(\.description) ?? "deleted")")
         let placed = try await store.bulkUpdate { tx -> Object in
-            let order = try tx.create(["customer": .string(customer.id), "status": "pending", "items": [["product": .string(first.id), "qty": 2]], "total": 39.98], in: orders)
+            let order = try tx.create(
+                ["customer": .string(customer.id), "status": "pending", "items": [["product": .string(first.id), "qty": 2]], "total": 39.98],
+                in: orders)
             let stock = (try tx.find(first.id, in: products)?["quantity"]?.intValue ?? 2) - 2
             try tx.update(first.id, with: ["quantity": .int(stock)], in: products)
             return order
@@ -101,7 +105,9 @@ struct DemoCommand: AsyncParsableCommand {
         section("pending changes")
         for model in [products, customers, orders] {
             let statistics = try model.statistics()
-            say("\(model.name): \(statistics.objects) objects, pending create \(statistics.pendingCreates), update \(statistics.pendingUpdates), delete \(statistics.pendingDeletes)")
+            say(
+                "\(model.name): \(statistics.objects) objects, pending create \(statistics.pendingCreates), update \(statistics.pendingUpdates), delete \(statistics.pendingDeletes)"
+            )
         }
         say("\(settings.name): \(try settings.count()) object, nothing pending: a local model (the app's own settings) never syncs")
 
@@ -111,7 +117,9 @@ struct DemoCommand: AsyncParsableCommand {
         // 8. A full consistency check: objects, statistics, and every index entry both ways.
         let report = try store.verify()
         section("check")
-        say("\(report.keys) keys, \(report.objects) objects, \(report.pendingChanges) pending changes: \(report.isHealthy ? "ok" : "\(report.problemCount) problems")")
+        say(
+            "\(report.keys) keys, \(report.objects) objects, \(report.pendingChanges) pending changes: \(report.isHealthy ? "ok" : "\(report.problemCount) problems")"
+        )
         say("\nexplore it: \(Self.invocation) --db \(path) find Product --where brand=\(brand.stringValue ?? "") --limit 3")
         if !report.isHealthy { throw ExitCode.failure }
     }
@@ -129,34 +137,41 @@ struct DemoCommand: AsyncParsableCommand {
         try await engine.logIn(Credentials(user: "demo", password: "demo"))
         let first = try await engine.sync()
         let seen = counts.withLock { $0 }
-        say("first sync of \(first.models.joined(separator: ", ")) (customers before the orders that refer to them): "
-            + "pushed \(first.accepted) changes, pulled \(first.pulled) objects")
-        say("  its notifications: \(seen[.inProgress] ?? 0) inProgress (a push done or a page applied), "
-            + "\(seen[.ok] ?? 0) ok (a model done), \(seen[.complete] ?? 0) complete (the whole sync)")
+        say(
+            "first sync of \(first.models.joined(separator: ", ")) (customers before the orders that refer to them): "
+                + "pushed \(first.accepted) changes, pulled \(first.pulled) objects")
+        say(
+            "  its notifications: \(seen[.inProgress] ?? 0) inProgress (a push done or a page applied), "
+                + "\(seen[.ok] ?? 0) ok (a model done), \(seen[.complete] ?? 0) complete (the whole sync)")
         let order = try require(try orders.findFirst(where: ["total": 39.98]), "the placed order")
         let owner = try require(try customers.find(order["customer"]?.stringValue ?? ""), "its customer")
-        say("the server gave objects its own ids: order \(placed.id) is now \(order.id), "
-            + "and its customer reference follows: \(owner.id) (\(owner["name"]?.stringValue ?? "?"))")
+        say(
+            "the server gave objects its own ids: order \(placed.id) is now \(order.id), "
+                + "and its customer reference follows: \(owner.id) (\(owner["name"]?.stringValue ?? "?"))")
         let product = try require(try products.findFirst(where: "price" > 100, order: [.ascending("price")]), "a product over 100")
 
         // Another client changes the server; the next sync brings it here.
         await server.update("Product", product.id, ["price": 123.45, "tags": .null])
         await server.delete("Order", order.id)
         let second = try await engine.sync()
-        say("another client repriced \(product.id) and deleted order \(order.id): the next sync pulled \(second.pulled) → "
-            + "price \(try products.find(product.id)?["price"] ?? .null), order \(try orders.find(order.id) == nil ? "gone" : "still here")")
+        say(
+            "another client repriced \(product.id) and deleted order \(order.id): the next sync pulled \(second.pulled) → "
+                + "price \(try products.find(product.id)?["price"] ?? .null), order \(try orders.find(order.id) == nil ? "gone" : "still here")")
 
         // A conflict: both sides change the same product. The server refuses the stale update.
         await server.update("Product", product.id, ["price": 150])
         try products.update(product.id, with: ["price": 99])
         let third = try await engine.sync()
         let error = try require(try store.refusedChanges(model: "Product").first, "a refused change")
-        say("both sides changed \(product.id): \(third.refused) change refused (\(error.message)); "
-            + "kept here as \(error.kind.rawValue) error, local price \(try products.find(product.id)?["price"] ?? .null), server's \(error.serverCopy?["price"] ?? .null)")
+        say(
+            "both sides changed \(product.id): \(third.refused) change refused (\(error.message)); "
+                + "kept here as \(error.kind.rawValue) error, local price \(try products.find(product.id)?["price"] ?? .null), server's \(error.serverCopy?["price"] ?? .null)"
+        )
         try store.resolve("Product", product.id, .rollback)
         try await engine.sync()
-        say("resolve(\(product.id), .rollback) and sync → price \(try products.find(product.id)?["price"] ?? .null); "
-            + "pending changes \(try store.pendingChanges().count), errors \(try store.refusedChanges().count)")
+        say(
+            "resolve(\(product.id), .rollback) and sync → price \(try products.find(product.id)?["price"] ?? .null); "
+                + "pending changes \(try store.pendingChanges().count), errors \(try store.refusedChanges().count)")
     }
 
     /// How to run this program again, as typed: its path when it was started by one (`swift run`

@@ -27,7 +27,8 @@ struct BlobCommand: ParsableCommand {
                 throw SatchelError(.notFound, "object '\(id)' of '\(model.name)' \(what)", model: model.name, objectID: id)
             }
             guard let data = try store.blobs.data(for: reference) else {
-                throw SatchelError(.notFound, "the blob of '\(attribute)' of object '\(id)' is missing from the store", model: model.name, objectID: id)
+                throw SatchelError(
+                    .notFound, "the blob of '\(attribute)' of object '\(id)' is missing from the store", model: model.name, objectID: id)
             }
             return data
         }
@@ -65,7 +66,8 @@ struct ExportCommand: ParsableCommand {
 struct CompactCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "compact",
-        abstract: "Compact the store's LevelDB databases (space from deleted and overwritten data comes back); prints the bytes on disk before and after."
+        abstract:
+            "Compact the store's LevelDB databases (space from deleted and overwritten data comes back); prints the bytes on disk before and after."
     )
 
     @OptionGroup var store: StoreOptions

@@ -195,8 +195,9 @@ struct IndexCommand: ParsableCommand {
             let definition = try definition(attributes)
             let bar = Output.stderrIsTerminal ? ProgressBar() : nil
             try model.createIndex(definition) { progress in
-                bar?.draw(fraction: progress.total > 0 ? Double(progress.processed) / Double(progress.total) : 1,
-                          label: "\(progress.processed)/\(progress.total) objects indexed")
+                bar?.draw(
+                    fraction: progress.total > 0 ? Double(progress.processed) / Double(progress.total) : 1,
+                    label: "\(progress.processed)/\(progress.total) objects indexed")
             }
             bar?.finish()
             let entries = try model.indexes.first { $0.definition == definition }?.entries ?? 0
@@ -228,7 +229,8 @@ struct StatsCommand: ParsableCommand {
                             "create": .int(Int64(statistics.pendingCreates)), "update": .int(Int64(statistics.pendingUpdates)),
                             "delete": .int(Int64(statistics.pendingDeletes)),
                         ],
-                        "errors": .int(Int64(statistics.refusedChanges)), "inFlight": .int(Int64(statistics.inFlight)), "indexes": .object(JSONObject(indexes.map { ($0.definition.description, JSONValue.int(Int64($0.entries))) })),
+                        "errors": .int(Int64(statistics.refusedChanges)), "inFlight": .int(Int64(statistics.inFlight)),
+                        "indexes": .object(JSONObject(indexes.map { ($0.definition.description, JSONValue.int(Int64($0.entries))) })),
                         "bytes": .int(Int64(statistics.approximateBytes)),
                     ]
                     Output.line(line.description)
@@ -281,8 +283,9 @@ struct RepairCommand: ParsableCommand {
         }
         let report = try Store.repair(path: path)
         for problem in report.problems { Output.line("problem: \(problem)") }
-        Output.line("repaired: \(report.models) models, \(report.objects) objects, \(report.pendingChanges) pending changes; "
-            + (report.isHealthy ? "ok" : "\(report.problemCount) problems remain"))
+        Output.line(
+            "repaired: \(report.models) models, \(report.objects) objects, \(report.pendingChanges) pending changes; "
+                + (report.isHealthy ? "ok" : "\(report.problemCount) problems remain"))
         if !report.isHealthy { throw ExitCode.failure }
     }
 }

@@ -10,18 +10,21 @@ import SatchelSync
 
 /// Which server to talk to, and as whom.
 struct BackendOptions: ParsableArguments {
-    @Option(help: ArgumentHelp(
-        "The server's kind: rhoconnect (a RhoConnect server), kinto (a Kinto server), parse (a Parse Server), salesforce (a Salesforce org), or memory (an in-memory server kept in the --url file).",
-        valueName: "name"))
+    @Option(
+        help: ArgumentHelp(
+            "The server's kind: rhoconnect (a RhoConnect server), kinto (a Kinto server), parse (a Parse Server), salesforce (a Salesforce org), or memory (an in-memory server kept in the --url file).",
+            valueName: "name"))
     var backend: String?
-    @Option(help: ArgumentHelp(
-        "Where the server is: for rhoconnect its root (http://HOST:PORT/); for kinto its /v1 root (http://HOST:PORT/v1); for parse its mount (http://HOST:PORT/parse); for salesforce the instance root (https://HOST); for memory the file holding its state (created when missing).",
-        valueName: "url"))
+    @Option(
+        help: ArgumentHelp(
+            "Where the server is: for rhoconnect its root (http://HOST:PORT/); for kinto its /v1 root (http://HOST:PORT/v1); for parse its mount (http://HOST:PORT/parse); for salesforce the instance root (https://HOST); for memory the file holding its state (created when missing).",
+            valueName: "url"))
     var url: String?
     @Option(help: "The user to log in as (needed only when no session is stored; with kinto, on every sync).") var user: String?
-    @Option(help: ArgumentHelp(
-        "The user's password (never stored). Visible to other users of this machine in the process list: prefer --password-stdin or SATCHEL_PASSWORD.",
-        valueName: "password"))
+    @Option(
+        help: ArgumentHelp(
+            "The user's password (never stored). Visible to other users of this machine in the process list: prefer --password-stdin or SATCHEL_PASSWORD.",
+            valueName: "password"))
     var password: String?
     @Flag(name: .customLong("password-stdin"), help: "Read the password from the first line of standard input.") var passwordFromStdin = false
     @Option(help: ArgumentHelp("The Kinto bucket holding one collection per model (created when missing).", valueName: "bucket")) var bucket: String?
@@ -41,7 +44,8 @@ struct BackendOptions: ParsableArguments {
             "A Salesforce access token (stored as the session; instead of --user and --password). Prefer --token-stdin or SATCHEL_TOKEN.",
             valueName: "token"))
     var token: String?
-    @Flag(name: .customLong("token-stdin"), help: "Read the Salesforce access token from the first line of standard input.") var tokenFromStdin = false
+    @Flag(name: .customLong("token-stdin"), help: "Read the Salesforce access token from the first line of standard input.") var tokenFromStdin =
+        false
     @Flag(help: "Allow plain http:// to a server that is not on this machine (passwords, sessions and data then cross the network unencrypted).")
     var insecure = false
 
@@ -219,9 +223,10 @@ struct SyncCommand: AsyncParsableCommand {
     @Flag(help: "Replace each model's data with the server's bulk snapshot.") var bulk = false
     @Flag(help: "Pull everything again, deleting what the server no longer has.") var full = false
     @Flag(help: "Print the engine's log lines (retries, failed calls, resets) on stderr.") var verbose = false
-    @Option(help: ArgumentHelp(
-        "A JSON file with MM_RSF's sync objects list ([{\"name\": \"Account\", \"filter\": …, \"onlyList\": […], …}]): stored, and used by later syncs until another is given.",
-        valueName: "file"))
+    @Option(
+        help: ArgumentHelp(
+            "A JSON file with MM_RSF's sync objects list ([{\"name\": \"Account\", \"filter\": …, \"onlyList\": […], …}]): stored, and used by later syncs until another is given.",
+            valueName: "file"))
     var objects: String?
 
     func validate() throws {
@@ -267,7 +272,9 @@ extension SyncCommand {
         do { data = try Data(contentsOf: URL(fileURLWithPath: path)) } catch { throw ValidationError("--objects: cannot read '\(path)'") }
         let list: [JSONValue]
         do {
-            guard let array = try JSONValue(parsing: data).arrayValue else { throw ValidationError("--objects: '\(path)' is not a JSON array of sync objects") }
+            guard let array = try JSONValue(parsing: data).arrayValue else {
+                throw ValidationError("--objects: '\(path)' is not a JSON array of sync objects")
+            }
             list = array
         } catch let error as ValidationError {
             throw error
@@ -306,7 +313,8 @@ struct PicklistCommand: AsyncParsableCommand {
             let handle = try opened.existingModel(named: model)
             let metadata = try await SyncEngine(store: opened, backend: DisconnectedBackend()).serverMetadata(handle.name)
             guard let describe = metadata?["describe"].flatMap(SalesforceDescribe.init) else {
-                throw SatchelError(.notFound, "no Salesforce metadata is stored for '\(handle.name)': sync it with --backend salesforce first", model: handle.name)
+                throw SatchelError(
+                    .notFound, "no Salesforce metadata is stored for '\(handle.name)': sync it with --backend salesforce first", model: handle.name)
             }
             let picklists = describe.fields.filter { ["picklist", "multipicklist"].contains($0.type) }.map(\.name)
             guard let list = describe.picklist(field, controller: controller) else {

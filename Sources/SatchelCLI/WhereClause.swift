@@ -103,7 +103,8 @@ struct WhereClause: Equatable {
         }
         if operatorCharacters.contains(first) {
             throw ValidationError(
-                "condition '\(clause)': the value '\(text)' starts with an operator character (operators: \(operatorList); quote a value that starts so, as in name=\"\(text)\")")
+                "condition '\(clause)': the value '\(text)' starts with an operator character (operators: \(operatorList); quote a value that starts so, as in name=\"\(text)\")"
+            )
         }
         return .string(text)
     }

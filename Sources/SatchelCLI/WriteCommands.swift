@@ -71,8 +71,9 @@ final class ProgressBar {
     func draw(_ state: ImportProgress) {
         switch state.phase {
         case .validating:
-            draw(fraction: state.totalBytes > 0 ? Double(state.bytesRead) / Double(state.totalBytes) : 0,
-                 label: "checking \(state.items) objects")
+            draw(
+                fraction: state.totalBytes > 0 ? Double(state.bytesRead) / Double(state.totalBytes) : 0,
+                label: "checking \(state.items) objects")
         case .writing:
             let total = max(state.totalItems ?? 1, 1)
             draw(fraction: Double(state.items) / Double(total), label: "\(state.items)/\(total) objects")

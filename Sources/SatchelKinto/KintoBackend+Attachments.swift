@@ -21,7 +21,8 @@ extension KintoBackend {
         guard model.blobAttributes.count > 1 else { return model.blobAttributes.first }
         throw SyncError(
             .notSupported,
-            "\(model.name) has \(model.blobAttributes.count) blob attributes (\(model.blobAttributes.joined(separator: ", "))), but Kinto keeps one attachment per record (kinto-attachment): sync at most one")
+            "\(model.name) has \(model.blobAttributes.count) blob attributes (\(model.blobAttributes.joined(separator: ", "))), but Kinto keeps one attachment per record (kinto-attachment): sync at most one"
+        )
     }
 
     /// `change` as its record's write, without the blob attribute, and what it does to the
@@ -51,7 +52,9 @@ extension KintoBackend {
         switch attachment {
         case .upload(let data, let name):
             // `.bin`: the plugin accepts only the extensions its `extensions` setting allows.
-            let form = MultipartForm([MultipartForm.Part(name: "attachment", filename: name + ".bin", contentType: "application/octet-stream", data: data)])
+            let form = MultipartForm([
+                MultipartForm.Part(name: "attachment", filename: name + ".bin", contentType: "application/octet-stream", data: data)
+            ])
             answer = try await send("POST", url, headers: ["Content-Type": form.contentType], body: form.body, what: what)
             if (200..<300).contains(answer.status), try answer.json(what)["location"]?.stringValue == nil {
                 throw SyncError(.protocolViolation, "\(what): the answer to an upload names no file (`location`)").at(url.path)
@@ -84,7 +87,8 @@ extension KintoBackend {
                 try await http.send("GET", target, headers: headers, maximumBytes: limit)
             }
         guard (200..<300).contains(answer.status) else {
-            throw SyncError(.server, "\(what) failed with HTTP \(answer.status)", httpStatus: answer.status, retryAfter: answer.retryAfter).at(target.path)
+            throw SyncError(.server, "\(what) failed with HTTP \(answer.status)", httpStatus: answer.status, retryAfter: answer.retryAfter).at(
+                target.path)
         }
         return answer.body
     }

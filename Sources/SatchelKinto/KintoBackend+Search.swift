@@ -49,14 +49,15 @@ extension KintoBackend {
         }
         switch condition.expression {
         case .compare(let field, let op, let operand):
-            let prefix = switch op {
-            case .equal: ""
-            case .notEqual: "not_"
-            case .less: "lt_"
-            case .lessOrEqual: "max_"
-            case .greater: "gt_"
-            case .greaterOrEqual: "min_"
-            }
+            let prefix =
+                switch op {
+                case .equal: ""
+                case .notEqual: "not_"
+                case .less: "lt_"
+                case .lessOrEqual: "max_"
+                case .greater: "gt_"
+                case .greaterOrEqual: "min_"
+                }
             return [(prefix + name(field), value(field, operand))]
         case .isIn(let field, let values) where !values.isEmpty && values.allSatisfy({ !value(field, $0).contains(",") }):
             return [("in_" + name(field), values.map { value(field, $0) }.joined(separator: ","))]

@@ -340,7 +340,8 @@ public final class KintoBackend: SyncBackend {
         let body: JSONObject = ["requests": .array(requests)]
         let answer = try await send("POST", root("batch"), body: Data(body.jsonBytes), what: what)
         try check(answer, what)
-        var (results, retry) = try Self.batchOutcomes(answer, changes: changes, mayCreateCollection: mayCreateCollection, context: context, what: what)
+        var (results, retry) = try Self.batchOutcomes(
+            answer, changes: changes, mayCreateCollection: mayCreateCollection, context: context, what: what)
         if !retry.isEmpty {
             try await ensureCollection(model)
             results += try await pushBatch(retry, model: model, mayCreateCollection: false, context: context)
@@ -372,7 +373,8 @@ public final class KintoBackend: SyncBackend {
                 retry.append(change)
                 continue
             }
-            results.append(PushResult(objectID: change.objectID, outcome: try outcome(of: change, status: status, body: body, context: context, what)))
+            results.append(
+                PushResult(objectID: change.objectID, outcome: try outcome(of: change, status: status, body: body, context: context, what)))
         }
         return (results, retry)
     }
@@ -428,7 +430,8 @@ public final class KintoBackend: SyncBackend {
                 // attachment failed after it): the record is written, its attachment goes next.
                 return .accepted(version: .int(version))
             }
-            let text = change.kind == .create ? "a record with this id already exists on the server" : "the record was modified on the server meanwhile"
+            let text =
+                change.kind == .create ? "a record with this id already exists on the server" : "the record was modified on the server meanwhile"
             return .refused(message: text, code: "412", serverCopy: attributes)
         case 401:
             throw SyncError(.unauthorized, "\(what): Kinto did not accept the user name and password: \(message)", httpStatus: 401)
@@ -482,7 +485,10 @@ public final class KintoBackend: SyncBackend {
             }
         }
         guard let credentials = credentials ?? stored else {
-            throw SyncError(.notLoggedIn, "\(what): Kinto asks for the password on every request and Satchel never stores it: log in again (satchel sync: pass --user and --password)")
+            throw SyncError(
+                .notLoggedIn,
+                "\(what): Kinto asks for the password on every request and Satchel never stores it: log in again (satchel sync: pass --user and --password)"
+            )
         }
         var headers = headers
         headers["Authorization"] = SyncHTTPClient.basicAuthorization(credentials)

@@ -122,9 +122,10 @@ public enum KintoMapping {
         if fields["deleted"] == .bool(true) && fields.keys.allSatisfy(reserved.contains) {
             return .deleted(id: id, version: version)
         }
-        let attributes = JSONObject(fields.compactMap { name, value in
-            value.isNull ? nil : attribute(name).map { ($0, value) }
-        })
+        let attributes = JSONObject(
+            fields.compactMap { name, value in
+                value.isNull ? nil : attribute(name).map { ($0, value) }
+            })
         return attributes.isEmpty ? .deleted(id: id, version: version) : .object(id: id, attributes: attributes, version: version)
     }
 }

@@ -76,7 +76,9 @@ extension ParseBackend {
             let creates = request.changes.filter { $0.kind == .create }
             for (id, outcome) in try await pushCreates(creates, context, othersAnswered: !outcomes.isEmpty) { outcomes[id] = outcome }
         }
-        return request.changes.map { PushResult(objectID: $0.objectID, outcome: outcomes[$0.objectID] ?? .retryLater(message: "no result from the server")) }
+        return request.changes.map {
+            PushResult(objectID: $0.objectID, outcome: outcomes[$0.objectID] ?? .retryLater(message: "no result from the server"))
+        }
     }
 
     /// The `X-Parse-Request-Id` of a change: derived from the class, the change's kind, object
@@ -147,7 +149,8 @@ extension ParseBackend {
             case .refused(let message, let code, nil) where change.kind == .update:
                 // The server's copy, for a rollback.
                 outcomes[change.objectID] = .refused(message: message, code: code, serverCopy: try await serverCopy(change.objectID, context))
-            case .refused(_, "137"?, _) where change.kind == .create && configuration.createProtection == .customObjectIDs && made[change.objectID] == nil:
+            case .refused(_, "137"?, _)
+            where change.kind == .create && configuration.createProtection == .customObjectIDs && made[change.objectID] == nil:
                 // A duplicate value: an object with this id exists when an earlier push made it.
                 if try await serverCopy(change.objectID, context) != nil { madeAlready.append(change) } else { outcomes[change.objectID] = outcome }
             default:
@@ -200,7 +203,8 @@ extension ParseBackend {
 
     /// What one batch result (or a single request's answer, as `{"success":…}` or
     /// `{"error":…}`) says of `change`.
-    static func outcome(of change: OutgoingChange, _ response: JSONValue, _ what: String, madeAs made: String? = nil) throws(SyncError) -> PushOutcome {
+    static func outcome(of change: OutgoingChange, _ response: JSONValue, _ what: String, madeAs made: String? = nil) throws(SyncError) -> PushOutcome
+    {
         if let success = response["success"]?.objectValue {
             switch change.kind {
             case .create where made != nil:
@@ -293,9 +297,10 @@ extension ParseBackend {
                     attempt += 1
                     answer = await postCreate(change, context, attempt: attempt)
                 } else {
-                    answer = .outcome(.retryLater(
-                        message: "Parse answered that this create was made already (code 159: its X-Parse-Request-Id was seen), "
-                            + "but no object on the server holds its attributes; it is sent again by a later sync"))
+                    answer = .outcome(
+                        .retryLater(
+                            message: "Parse answered that this create was made already (code 159: its X-Parse-Request-Id was seen), "
+                                + "but no object on the server holds its attributes; it is sent again by a later sync"))
                 }
             }
             switch answer {

@@ -17,7 +17,8 @@ extension ParseBackend {
         if let all = Self.and(conditions) { query.append(("where", Self.text(all))) }
         query += [("order", "objectId"), ("limit", String(max(1, request.pageSize)))]
         query += Self.keys(request.configuration)
-        let answer = try await send("GET", try endpoint("classes/\(SyncHTTPClient.escape(request.model.name))", query), session: request.session, what: what)
+        let answer = try await send(
+            "GET", try endpoint("classes/\(SyncHTTPClient.escape(request.model.name))", query), session: request.session, what: what)
         try check(answer, what)
         var page = PullPage()
         var last = request.cursor?["objectId"]?.stringValue

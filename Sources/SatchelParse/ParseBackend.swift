@@ -196,7 +196,8 @@ public final class ParseBackend: SyncBackend {
         // total the notifications show. A later page's `where` holds the cursor, so its count
         // would be the rest, not the total: none is asked.
         if cursor == nil { query.append(("count", "1")) }
-        let answer = try await send("GET", try endpoint("classes/\(SyncHTTPClient.escape(request.model.name))", query), session: request.session, what: what)
+        let answer = try await send(
+            "GET", try endpoint("classes/\(SyncHTTPClient.escape(request.model.name))", query), session: request.session, what: what)
         try check(answer, what)
         return try pullPage(answer, after: request.cursor, limited: limited, metadata: request.metadata, what: what)
     }
@@ -239,7 +240,8 @@ public final class ParseBackend: SyncBackend {
             } else {
                 // Rows come in keyset order; one out of it would make the next page skip rows.
                 if let last, !Self.precedes(last, position) {
-                    throw SyncError(.protocolViolation, "\(what): the server did not sort by updatedAt, objectId (\(position.objectID) after \(last.objectID))")
+                    throw SyncError(
+                        .protocolViolation, "\(what): the server did not sort by updatedAt, objectId (\(position.objectID) after \(last.objectID))")
                 }
                 last = position
             }
@@ -270,8 +272,10 @@ public final class ParseBackend: SyncBackend {
     public func remoteIDs(_ request: PullRequest) async throws -> [String] {
         let filter = request.configuration.serverFilter.map(JSONValue.object)
         let what = "listing the ids of \(request.model.name)"
-        return try await list(request.model.name, where: filter, keys: "objectId", limit: max(1000, request.pageSize), session: request.session, what: what)
-            .map { $0.id }
+        return try await list(
+            request.model.name, where: filter, keys: "objectId", limit: max(1000, request.pageSize), session: request.session, what: what
+        )
+        .map { $0.id }
     }
 
     /// Every object of `model` matching `condition` — its `objectId` and the fields `keys` names
@@ -305,7 +309,8 @@ public final class ParseBackend: SyncBackend {
     func upload(_ data: Data, name: String, session: SyncSession) async throws -> (name: String, url: String) {
         let what = "uploading the file \(name)"
         let answer = try await send(
-            "POST", try endpoint("files/\(SyncHTTPClient.escape(name))"), raw: data, contentType: "application/octet-stream", session: session, what: what)
+            "POST", try endpoint("files/\(SyncHTTPClient.escape(name))"), raw: data, contentType: "application/octet-stream", session: session,
+            what: what)
         try check(answer, what)
         let body = try answer.json(what)
         guard let stored = body["name"]?.stringValue, let url = body["url"]?.stringValue else {
@@ -328,7 +333,8 @@ public final class ParseBackend: SyncBackend {
     /// CRParse's fetch path. Store an object graph it answers with `Store.importGraph`.
     public func call(function: String, parameters: JSONObject = JSONObject(), session: SyncSession? = nil) async throws -> JSONValue {
         let what = "cloud function \(function)"
-        let answer = try await send("POST", try endpoint("functions/\(SyncHTTPClient.escape(function))"), body: parameters, session: session, what: what)
+        let answer = try await send(
+            "POST", try endpoint("functions/\(SyncHTTPClient.escape(function))"), body: parameters, session: session, what: what)
         try check(answer, what)
         guard let result = try answer.json(what)["result"] else { throw SyncError(.protocolViolation, "\(what): the answer has no `result`") }
         return result
@@ -386,7 +392,6 @@ public final class ParseBackend: SyncBackend {
 
     /// The Parse error code of an answer's body.
     static func code(_ answer: SyncHTTPClient.Response) -> Int64? { (try? answer.json(""))?["code"]?.intValue }
-
 
     /// The `results` list of a query's answer.
     static func results(_ answer: SyncHTTPClient.Response, _ what: String) throws(SyncError) -> [JSONValue] {

@@ -80,7 +80,8 @@ public struct RhoConnectBackend: SyncBackend {
 
     public init(configuration: Configuration) {
         self.configuration = configuration
-        http = RhoConnectHTTP(client: SyncHTTPClient(timeout: configuration.timeout, limits: configuration.limits, allowInsecureHTTP: configuration.allowInsecureHTTP))
+        http = RhoConnectHTTP(
+            client: SyncHTTPClient(timeout: configuration.timeout, limits: configuration.limits, allowInsecureHTTP: configuration.allowInsecureHTTP))
     }
 
     /// An adapter for the server at `url` (its root), with protocol 4's routes.
@@ -116,7 +117,6 @@ public struct RhoConnectBackend: SyncBackend {
             maximumBytes: maximumBytes)
         return try RhoConnectHTTP.check(answer, what)
     }
-
 
     static func body(_ object: JSONObject) -> Data { Data(object.jsonBytes) }
 
@@ -433,7 +433,11 @@ public struct RhoConnectBackend: SyncBackend {
     // MARK: - Blobs
 
     public func downloadBlob(_ url: String, session: SyncSession) async throws -> Data {
-        guard var components = URL(string: url, relativeTo: configuration.url).flatMap({ URLComponents(url: $0.absoluteURL, resolvingAgainstBaseURL: true) }) else {
+        guard
+            var components = URL(string: url, relativeTo: configuration.url).flatMap({
+                URLComponents(url: $0.absoluteURL, resolvingAgainstBaseURL: true)
+            })
+        else {
             throw SyncError(.protocolViolation, "blob: '\(url)' is not a URL")
         }
         if let id = session.clientID {

@@ -60,7 +60,9 @@ struct RhoConnectPage: Equatable {
         totalCount = try integer("total_count", header("total_count", required: false))
         switch index < elements.count ? elements[index] : nil {
         case nil: command = JSONObject()
-        case .object(let object)?: command = object; index += 1
+        case .object(let object)?:
+            command = object
+            index += 1
         default: throw Self.violation("the page's command is not a JSON object")
         }
         guard index == elements.count else { throw Self.violation("the page has \(elements.count - index) element(s) after its command") }

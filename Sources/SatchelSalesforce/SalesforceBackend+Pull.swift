@@ -76,7 +76,8 @@ extension SalesforceBackend {
             let soql = Self.soql(describe, request.configuration, since: cursor.since, limited: request.cursor == nil)
             // The page size, within what Salesforce accepts (200 to 2,000).
             let options = ["Sforce-Query-Options": "batchSize=\(min(2000, max(200, request.pageSize)))"]
-            answer = try await send("GET", try await api("query", [("q", soql)], session: request.session), headers: options, session: request.session, what: what)
+            answer = try await send(
+                "GET", try await api("query", [("q", soql)], session: request.session), headers: options, session: request.session, what: what)
         }
         try check(answer, what)
         try readQueryAnswer(answer, into: &page, cursor: cursor.json, blobFields: Set(describe.blobFields), what: what)
@@ -209,7 +210,8 @@ extension SalesforceBackend {
         guard serverTime.timeIntervalSince(start) > 60 else { return }
         let what = "deleted records of \(object)"
         let query = [("start", Self.isoDate(start)), ("end", Self.isoDate(serverTime))]
-        let answer = try await send("GET", try await api("sobjects/\(SyncHTTPClient.escape(object))/deleted/", query, session: session), session: session, what: what)
+        let answer = try await send(
+            "GET", try await api("sobjects/\(SyncHTTPClient.escape(object))/deleted/", query, session: session), session: session, what: what)
         if answer.status == 400, Self.error(answer).code == "INVALID_REPLICATION_DATE" {
             page.reconcileIDs = true
             cursor.deletedFrom = Self.isoDate(serverTime)

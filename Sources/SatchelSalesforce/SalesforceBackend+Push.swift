@@ -26,13 +26,15 @@ extension SalesforceBackend {
         // Creates, after looking for records that earlier creates made (their answer lost).
         let creates = request.changes.filter { $0.kind == .create }
         // The client-id field's value: the object's own, else its local id.
-        let clientValues = Dictionary(uniqueKeysWithValues: creates.map { change in
-            (change.objectID, clientField.flatMap { change.attributes[$0]?.stringValue } ?? change.objectID)
-        })
+        let clientValues = Dictionary(
+            uniqueKeysWithValues: creates.map { change in
+                (change.objectID, clientField.flatMap { change.attributes[$0]?.stringValue } ?? change.objectID)
+            })
         let made = try await madeBefore(clientValues, field: clientField, request: request)
         var posts: [Outgoing] = []
         for change in creates where made[change.objectID] == nil {
-            guard var outgoing = try await prepare(change, change.attributes.filter { name, value in createable.contains(name) && !value.isNull }) else { continue }
+            guard var outgoing = try await prepare(change, change.attributes.filter { name, value in createable.contains(name) && !value.isNull })
+            else { continue }
             if let clientField { outgoing.record[clientField] = .string(clientValues[change.objectID]!) }
             posts.append(outgoing)
         }
@@ -53,7 +55,8 @@ extension SalesforceBackend {
         }
         let deletes = request.changes.filter { $0.kind == .delete }
         if !deletes.isEmpty {
-            calls.append(Call(method: "DELETE", changes: deletes, query: [("ids", deletes.map(\.objectID).joined(separator: ",")), ("allOrNone", "false")]))
+            calls.append(
+                Call(method: "DELETE", changes: deletes, query: [("ids", deletes.map(\.objectID).joined(separator: ",")), ("allOrNone", "false")]))
         }
         for (index, call) in calls.enumerated() {
             do {
@@ -61,7 +64,9 @@ extension SalesforceBackend {
                 var answered: [PushResult] = []
                 for (change, answer) in zip(call.changes, answers) {
                     var outcome = try await outcome(of: change, answer, request: request)
-                    if call.method == "PATCH", change.kind == .create, case .accepted = outcome { outcome = .accepted(serverID: made[change.objectID]) }
+                    if call.method == "PATCH", change.kind == .create, case .accepted = outcome {
+                        outcome = .accepted(serverID: made[change.objectID])
+                    }
                     answered.append(PushResult(objectID: change.objectID, outcome: outcome))
                 }
                 results += answered
@@ -72,12 +77,16 @@ extension SalesforceBackend {
                 // results are applied (unless the server refused the call whole, before applying
                 // any of it: pending again). The later calls' records were never sent: pending.
                 for change in call.changes {
-                    let outcome: PushOutcome = error.refusedBeforeApplying
+                    let outcome: PushOutcome =
+                        error.refusedBeforeApplying
                         ? .retryLater(message: "\(call.method) /composite/sobjects: \(error.message)") : .unanswered(error)
                     results.append(PushResult(objectID: change.objectID, outcome: outcome))
                 }
                 for change in calls[(index + 1)...].flatMap(\.changes) {
-                    results.append(PushResult(objectID: change.objectID, outcome: .retryLater(message: "not sent: an earlier call of the push failed (\(error.message))")))
+                    results.append(
+                        PushResult(
+                            objectID: change.objectID,
+                            outcome: .retryLater(message: "not sent: an earlier call of the push failed (\(error.message))")))
                 }
                 break
             }
@@ -128,7 +137,8 @@ extension SalesforceBackend {
                 fields[name] = .string(text)
             } else if BlobStore.isReference(value) {
                 guard model.blobAttributes.contains(name) else {
-                    return .answer(.retryLater(message: "\(name) holds a blob and goes with the next sync, once describe has made it a blob attribute"))
+                    return .answer(
+                        .retryLater(message: "\(name) holds a blob and goes with the next sync, once describe has made it a blob attribute"))
                 }
                 return .answer(.refused(message: "\(name): the blob's file (\(value.stringValue ?? "")) is not in the store", code: "BLOB_MISSING"))
             } else if let text = value.stringValue, text.hasPrefix("/services/data/") {
@@ -140,9 +150,11 @@ extension SalesforceBackend {
             }
         }
         if base64 > limit {
-            return .answer(.refused(
-                message: "\(blobFields.sorted().filter { fields[$0] != nil }.joined(separator: ", ")): \(base64) characters of base64, more than the \(limit) a request may carry",
-                code: "BLOB_TOO_LARGE"))
+            return .answer(
+                .refused(
+                    message:
+                        "\(blobFields.sorted().filter { fields[$0] != nil }.joined(separator: ", ")): \(base64) characters of base64, more than the \(limit) a request may carry",
+                    code: "BLOB_TOO_LARGE"))
         }
         return .send(fields, base64: base64)
     }
@@ -179,7 +191,8 @@ extension SalesforceBackend {
     ) async throws -> [JSONValue] {
         let what = "push to \(request.model.name)"
         let body: Data? = records.map { Data(JSONObject(["allOrNone": false, "records": .array($0)]).jsonBytes) }
-        let answer = try await send(method, try await api("composite/sobjects", query, session: request.session), body: body, session: request.session, what: what)
+        let answer = try await send(
+            method, try await api("composite/sobjects", query, session: request.session), body: body, session: request.session, what: what)
         try check(answer, what)
         return try Self.compositeResults(answer, count: count, what: what)
     }
@@ -218,13 +231,17 @@ extension SalesforceBackend {
         guard let success = result["success"]?.boolValue else { throw SyncError(.protocolViolation, "\(what): a result without `success`") }
         if success {
             guard change.kind == .create else { return .accepted() }
-            guard let id = result["id"]?.stringValue, !id.isEmpty else { throw SyncError(.protocolViolation, "\(what): a create's result has no `id`") }
+            guard let id = result["id"]?.stringValue, !id.isEmpty else {
+                throw SyncError(.protocolViolation, "\(what): a create's result has no `id`")
+            }
             return .accepted(serverID: id)
         }
         let error = result["errors"]?.arrayValue?.first
         let code = error?["statusCode"]?.stringValue ?? "UNKNOWN_EXCEPTION"
         var message = error?["message"]?.stringValue ?? "refused by the server"
-        if let fields = error?["fields"]?.arrayValue?.compactMap(\.stringValue), !fields.isEmpty { message += " (fields: \(fields.joined(separator: ", ")))" }
+        if let fields = error?["fields"]?.arrayValue?.compactMap(\.stringValue), !fields.isEmpty {
+            message += " (fields: \(fields.joined(separator: ", ")))"
+        }
         switch code {
         case "ENTITY_IS_DELETED" where change.kind != .create: return .notFound
         case "REQUEST_LIMIT_EXCEEDED", "UNABLE_TO_LOCK_ROW", "SERVER_UNAVAILABLE": return .retryLater(message: "\(code): \(message)")

@@ -11,7 +11,9 @@ extension SalesforceBackend {
         let describe = try await describeForPull(request)
         let answer: SyncHTTPClient.Response
         if let next = request.cursor?["next"]?.stringValue {
-            guard next.hasPrefix("/services/data/") else { throw SyncError(.protocolViolation, "\(what): the next page is not on this server (\(next))") }
+            guard next.hasPrefix("/services/data/") else {
+                throw SyncError(.protocolViolation, "\(what): the next page is not on this server (\(next))")
+            }
             answer = try await send("GET", try SyncHTTPClient.url(configuration.url, String(next.dropFirst())), session: request.session, what: what)
         } else {
             var soql = Self.soql(describe, request.configuration, since: nil, limited: false)
@@ -21,7 +23,8 @@ extension SalesforceBackend {
             }
             soql += " ORDER BY Id"
             let options = ["Sforce-Query-Options": "batchSize=\(min(2000, max(200, request.pageSize)))"]
-            answer = try await send("GET", try await api("query", [("q", soql)], session: request.session), headers: options, session: request.session, what: what)
+            answer = try await send(
+                "GET", try await api("query", [("q", soql)], session: request.session), headers: options, session: request.session, what: what)
         }
         try check(answer, what)
         var page = PullPage()
@@ -44,7 +47,8 @@ extension SalesforceBackend {
         func field(_ field: Field) -> (name: String, type: String)? {
             guard field.components.count == 1 else { return nil }
             let name = field == .id ? "Id" : field.components[0]
-            guard let type = types[name.lowercased()], name.utf8.allSatisfy({ $0 == 95 || (48...57).contains($0) || (65...90).contains($0) || (97...122).contains($0) })
+            guard let type = types[name.lowercased()],
+                name.utf8.allSatisfy({ $0 == 95 || (48...57).contains($0) || (65...90).contains($0) || (97...122).contains($0) })
             else { return nil }
             return (name, type)
         }
@@ -52,7 +56,8 @@ extension SalesforceBackend {
         func literal(_ value: JSONValue, _ type: String) -> (text: String, exact: Bool)? {
             switch (type, value) {
             case ("date", .string(let text)) where text.utf8.count == 10 && instant(text + "T00:00:00Z") != nil: return (text, true)
-            case ("datetime", .string(let text)) where instant(text) != nil && text.utf8.allSatisfy({ (43...58).contains($0) || $0 == 84 || $0 == 90 }):
+            case ("datetime", .string(let text))
+            where instant(text) != nil && text.utf8.allSatisfy({ (43...58).contains($0) || $0 == 84 || $0 == 90 }):
                 return (text, true)
             case ("date", _), ("datetime", _): return nil
             case ("boolean", .bool(let flag)): return (flag ? "TRUE" : "FALSE", true)

@@ -126,7 +126,8 @@ public final class SalesforceBackend: SyncBackend {
         if let secret = configuration.clientSecret { form.append(("client_secret", secret)) }
         let answer = try await tokenRequest(form, what: "login")
         if answer.status == 400 || answer.status == 401 {
-            throw SyncError(.unauthorized, "login: Salesforce did not accept the user name and password of \(credentials.user)", httpStatus: answer.status)
+            throw SyncError(
+                .unauthorized, "login: Salesforce did not accept the user name and password of \(credentials.user)", httpStatus: answer.status)
         }
         try check(answer, "login")
         let body = try answer.json("login")
@@ -151,7 +152,9 @@ public final class SalesforceBackend: SyncBackend {
         let what = "reading the token's user"
         let answer = try await send("GET", try SyncHTTPClient.url(configuration.url, "services/oauth2/userinfo"), session: probe, what: what)
         if answer.status == 401 || answer.status == 403 {
-            throw SyncError(.unauthorized, "\(what): Salesforce refused the access token: log in again (satchel sync: pass --token, or --user and --password)", httpStatus: answer.status)
+            throw SyncError(
+                .unauthorized, "\(what): Salesforce refused the access token: log in again (satchel sync: pass --token, or --user and --password)",
+                httpStatus: answer.status)
         }
         guard answer.status == 200, let info = try? answer.json(what),
             let user = info["preferred_username"]?.stringValue ?? info["user_id"]?.stringValue
@@ -185,7 +188,8 @@ public final class SalesforceBackend: SyncBackend {
         let storedDescribe = metadata?["describe"].flatMap(SalesforceDescribe.init)
         var headers: [String: String] = [:]
         if storedDescribe != nil, let since = metadata?["lastModified"]?.stringValue { headers["If-Modified-Since"] = since }
-        let answer = try await send("GET", try api("sobjects/\(SyncHTTPClient.escape(object))/describe", session: session), headers: headers, session: session, what: what)
+        let answer = try await send(
+            "GET", try api("sobjects/\(SyncHTTPClient.escape(object))/describe", session: session), headers: headers, session: session, what: what)
         if answer.status == 304, let storedDescribe {
             state.withLock { $0.describes[object] = storedDescribe }
             return (storedDescribe, nil)
@@ -229,7 +233,9 @@ public final class SalesforceBackend: SyncBackend {
         try check(answer, what)
         let versions = try answer.json(what).arrayValue ?? []
         let best = versions.compactMap { entry -> (Double, String)? in
-            guard let version = entry["version"]?.stringValue, let number = Double(version), let url = entry["url"]?.stringValue, url.hasPrefix("/services/data/") else { return nil }
+            guard let version = entry["version"]?.stringValue, let number = Double(version), let url = entry["url"]?.stringValue,
+                url.hasPrefix("/services/data/")
+            else { return nil }
             return (number, url)
         }.max { $0.0 < $1.0 }
         guard let best else { throw SyncError(.protocolViolation, "\(what): the answer lists no version") }
@@ -286,12 +292,14 @@ public final class SalesforceBackend: SyncBackend {
         switch (answer.status, code) {
         case (401, _):
             throw SyncError(
-                .unauthorized, "\(what): Salesforce refused the access token\(codeText)\(detail): log in again (satchel sync: pass --token, or --user and --password)",
+                .unauthorized,
+                "\(what): Salesforce refused the access token\(codeText)\(detail): log in again (satchel sync: pass --token, or --user and --password)",
                 httpStatus: 401)
         case (_, "REQUEST_LIMIT_EXCEEDED"?), (_, "SERVER_UNAVAILABLE"?), (_, "UNABLE_TO_LOCK_ROW"?):
             throw SyncError(.server, "\(what) failed with HTTP \(answer.status)\(codeText)\(detail)", httpStatus: 503, retryAfter: answer.retryAfter)
         default:
-            throw SyncError(.server, "\(what) failed with HTTP \(answer.status)\(codeText)\(detail)", httpStatus: answer.status, retryAfter: answer.retryAfter)
+            throw SyncError(
+                .server, "\(what) failed with HTTP \(answer.status)\(codeText)\(detail)", httpStatus: answer.status, retryAfter: answer.retryAfter)
         }
     }
 

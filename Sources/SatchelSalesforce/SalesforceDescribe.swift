@@ -51,11 +51,13 @@ public struct SalesforceDescribe: Sendable, Hashable {
                 values.append(value)
                 if let bits = entry["validFor"]?.stringValue { validFor[value] = Self.indexes(validFor: bits) }
             }
-            fields.append(Field(
-                name: fieldName, type: type, createable: item["createable"]?.boolValue ?? false, updateable: item["updateable"]?.boolValue ?? false,
-                referenceTo: item["referenceTo"]?.arrayValue?.compactMap(\.stringValue) ?? [], picklistValues: values, allPicklistValues: entries,
-                restrictedPicklist: item["restrictedPicklist"]?.boolValue ?? false, controllerName: item["controllerName"]?.stringValue,
-                validFor: validFor))
+            fields.append(
+                Field(
+                    name: fieldName, type: type, createable: item["createable"]?.boolValue ?? false,
+                    updateable: item["updateable"]?.boolValue ?? false,
+                    referenceTo: item["referenceTo"]?.arrayValue?.compactMap(\.stringValue) ?? [], picklistValues: values, allPicklistValues: entries,
+                    restrictedPicklist: item["restrictedPicklist"]?.boolValue ?? false, controllerName: item["controllerName"]?.stringValue,
+                    validFor: validFor))
         }
         self.name = name
         self.fields = fields

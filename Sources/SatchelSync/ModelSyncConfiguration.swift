@@ -80,21 +80,28 @@ public struct ModelSyncConfiguration: Sendable, Hashable {
         extraAttributes = try strings("extra-query") ?? []
         deviceOnlyAttributes = try strings("extra-device") ?? []
         if let limit = entry["fetch-limit"] {
-            guard let n = limit.intValue, n > 0 else { throw SatchelError(.invalidArgument, "sync object key 'fetch-limit' must be a positive integer, not \(limit)") }
+            guard let n = limit.intValue, n > 0 else {
+                throw SatchelError(.invalidArgument, "sync object key 'fetch-limit' must be a positive integer, not \(limit)")
+            }
             fetchLimit = Int(n)
         }
         if let order = entry["fetch-order"] {
-            guard let text = order.stringValue else { throw SatchelError(.invalidArgument, "sync object key 'fetch-order' must be a string such as \"Name ASC\"") }
+            guard let text = order.stringValue else {
+                throw SatchelError(.invalidArgument, "sync object key 'fetch-order' must be a string such as \"Name ASC\"")
+            }
             fetchOrder = try text.split(separator: ",").map { part throws(SatchelError) in
                 let words = part.split(separator: " ").map(String.init)
                 guard words.count == 1 || (words.count == 2 && ["ASC", "DESC"].contains(words[1].uppercased())) else {
-                    throw SatchelError(.invalidArgument, "sync object key 'fetch-order': '\(part.trimmingCharacters(in: .whitespaces))' is not 'FIELD [ASC|DESC]'")
+                    throw SatchelError(
+                        .invalidArgument, "sync object key 'fetch-order': '\(part.trimmingCharacters(in: .whitespaces))' is not 'FIELD [ASC|DESC]'")
                 }
                 return SortKey(Field(words[0]), descending: words.count == 2 && words[1].uppercased() == "DESC")
             }
         }
         if let skip = entry["disable-initial-blob-download"] {
-            guard let flag = skip.boolValue else { throw SatchelError(.invalidArgument, "sync object key 'disable-initial-blob-download' must be true or false") }
+            guard let flag = skip.boolValue else {
+                throw SatchelError(.invalidArgument, "sync object key 'disable-initial-blob-download' must be true or false")
+            }
             skipBlobsOnFirstSync = flag
         }
     }

@@ -107,7 +107,9 @@ extension Store {
                 // under this id (Kinto's 412) sent that object: it takes the local one's place, as
                 // a pull would have brought it (the pull's cursor has passed it).
                 records.pending = nil
-                let server = error.serverCopy.map { copy in JSONObject(copy.filter { !$0.value.isNull && $0.key != Object.idAttribute }.map { ($0.key, $0.value) }) }
+                let server = error.serverCopy.map { copy in
+                    JSONObject(copy.filter { !$0.value.isNull && $0.key != Object.idAttribute }.map { ($0.key, $0.value) })
+                }
                 write = .some(server.flatMap { $0.isEmpty ? nil : $0 })
             case (.create, .recreate):
                 // Unless the object was deleted here meanwhile (then nothing is left to create).

@@ -25,7 +25,8 @@ extension SyncEngine {
         var pages = PageLoopGuard(model: definition.name)
         while true {
             try checkStopped()
-            let request = pullRequest(definition, cursor: state.cursor, session: session, modelConfiguration: modelConfiguration, metadata: state.metadata)
+            let request = pullRequest(
+                definition, cursor: state.cursor, session: session, modelConfiguration: modelConfiguration, metadata: state.metadata)
             let page = try await withRetry { try await self.backend.pull(request) }
             try pages.check(page, after: request.cursor)
             total = page.totalCount ?? total
@@ -64,29 +65,35 @@ extension SyncEngine {
             report.accepted += outcome.acknowledged
             if !outcome.objects.isEmpty { emit(.objects(outcome.objects)) }
             if page.count > 0 || !page.refusals.isEmpty {
-                emit(.sync(SyncNotification(
-                    status: .inProgress, model: definition.name, totalCount: total, processedCount: processed,
-                    cumulativeCount: page.count)))
+                emit(
+                    .sync(
+                        SyncNotification(
+                            status: .inProgress, model: definition.name, totalCount: total, processedCount: processed,
+                            cumulativeCount: page.count)))
             }
             for (local, server) in outcome.links { report.serverIDs[definition.name, default: [:]][local] = server }
             if !page.refusals.isEmpty {
-                emit(.sync(SyncNotification(
-                    status: .error, model: definition.name, errorCode: .refusedChanges,
-                    message: page.refusals.map { "\($0.kind.rawValue) \($0.objectID): \($0.message)" }.joined(separator: "; "))))
+                emit(
+                    .sync(
+                        SyncNotification(
+                            status: .error, model: definition.name, errorCode: .refusedChanges,
+                            message: page.refusals.map { "\($0.kind.rawValue) \($0.objectID): \($0.message)" }.joined(separator: "; "))))
             }
             if page.done { break }
         }
         if listIDs {
             // The listing is the server's word on what exists, after the pull (a full one too:
             // an object deleted while it paged is gone from the listing).
-            let request = pullRequest(definition, cursor: state.cursor, session: session, modelConfiguration: modelConfiguration, metadata: state.metadata)
+            let request = pullRequest(
+                definition, cursor: state.cursor, session: session, modelConfiguration: modelConfiguration, metadata: state.metadata)
             let ids = try await withRetry { try await self.backend.remoteIDs(request) }
             try await reconcile(
                 model, definition: definition, keeping: Set(ids), attributes: seenAttributes, modelConfiguration: modelConfiguration,
                 endingFullPull: full)
         } else if let seen {
             try await reconcile(
-                model, definition: definition, keeping: seen, attributes: seenAttributes, modelConfiguration: modelConfiguration, endingFullPull: true)
+                model, definition: definition, keeping: seen, attributes: seenAttributes, modelConfiguration: modelConfiguration, endingFullPull: true
+            )
         }
     }
 
@@ -159,7 +166,9 @@ extension SyncEngine {
                 // in-flight creates).
                 for object in try tx.findAll(in: model) where !keep.contains(object.id) {
                     if MergePolicy.isLocalOnly(try tx.objectSyncState(model, object.id)) { continue }
-                    if try tx.writeServerObject(model, object.id, nil, replacing: object.attributes) == .deleted { notification.deleted.append(object.id) }
+                    if try tx.writeServerObject(model, object.id, nil, replacing: object.attributes) == .deleted {
+                        notification.deleted.append(object.id)
+                    }
                 }
                 try Self.applyUpserts(upserts, to: model, modelConfiguration: modelConfiguration, blobs: blobs, tx: tx, notification: &notification)
                 var state = state
@@ -173,7 +182,10 @@ extension SyncEngine {
         }
         report.pulled += objects.count
         if !outcome.isEmpty { emit(.objects(outcome)) }
-        emit(.sync(SyncNotification(status: .inProgress, model: definition.name, totalCount: total, processedCount: objects.count, cumulativeCount: objects.count)))
+        emit(
+            .sync(
+                SyncNotification(
+                    status: .inProgress, model: definition.name, totalCount: total, processedCount: objects.count, cumulativeCount: objects.count)))
     }
 
     /// Deletes the synced objects of `model` not in `keeping` (unless they exist only here or
@@ -193,12 +205,17 @@ extension SyncEngine {
                     try tx.setSyncState(model, state)
                 }
                 for object in try tx.findAll(in: model) {
-                    let local = MergePolicy.Local(model: model.name, id: object.id, attributes: object.attributes, records: try tx.objectSyncState(model, object.id))
+                    let local = MergePolicy.Local(
+                        model: model.name, id: object.id, attributes: object.attributes, records: try tx.objectSyncState(model, object.id))
                     if !keeping.contains(object.id) {
                         if MergePolicy.isLocalOnly(local.records) { continue }
                         try Self.apply(MergePolicy.delete(local: local), local, to: model, tx: tx, notification: &notification)
-                    } else if let sent = attributes[object.id], object.attributes.keys.contains(where: { !sent.contains($0) && modelConfiguration.syncs($0) }) {
-                        try Self.apply(MergePolicy.keepOnly(sent, local: local, configuration: modelConfiguration), local, to: model, tx: tx, notification: &notification)
+                    } else if let sent = attributes[object.id],
+                        object.attributes.keys.contains(where: { !sent.contains($0) && modelConfiguration.syncs($0) })
+                    {
+                        try Self.apply(
+                            MergePolicy.keepOnly(sent, local: local, configuration: modelConfiguration), local, to: model, tx: tx,
+                            notification: &notification)
                     }
                 }
                 return notification
@@ -257,13 +274,15 @@ extension SyncEngine {
                 try tx.setObjectSyncState(model, error.objectID, records, replacing: before)
             }
             for id in page.deletes {
-                let local = MergePolicy.Local(model: model.name, id: id, attributes: try tx.find(id, in: model)?.attributes, records: try tx.objectSyncState(model, id))
+                let local = MergePolicy.Local(
+                    model: model.name, id: id, attributes: try tx.find(id, in: model)?.attributes, records: try tx.objectSyncState(model, id))
                 try apply(MergePolicy.delete(local: local), local, to: model, tx: tx, notification: &notification)
             }
             for (id, names) in page.removals.sorted(by: { $0.key < $1.key }) {
                 guard let object = try tx.find(id, in: model) else { continue }
                 let local = MergePolicy.Local(model: model.name, id: id, attributes: object.attributes, records: try tx.objectSyncState(model, id))
-                try apply(MergePolicy.remove(names, local: local, configuration: modelConfiguration), local, to: model, tx: tx, notification: &notification)
+                try apply(
+                    MergePolicy.remove(names, local: local, configuration: modelConfiguration), local, to: model, tx: tx, notification: &notification)
             }
             try applyUpserts(page.upserts, to: model, modelConfiguration: modelConfiguration, blobs: blobs, tx: tx, notification: &notification)
             newState.cursor = page.nextCursor
@@ -295,8 +314,11 @@ extension SyncEngine {
             let objectBlobs = blobs[object.id] ?? [:]
             if taken && object.isWhole && objectBlobs.isEmpty {
                 assert(
-                    MergePolicy.upsert(object, local: MergePolicy.Local(model: model.name, id: object.id, attributes: old), configuration: modelConfiguration)
-                        == MergePolicy.Outcome(rule: .taken, write: .replace(modelConfiguration.syncing(object.attributes)), records: ObjectSyncState(version: object.version)))
+                    MergePolicy.upsert(
+                        object, local: MergePolicy.Local(model: model.name, id: object.id, attributes: old), configuration: modelConfiguration)
+                        == MergePolicy.Outcome(
+                            rule: .taken, write: .replace(modelConfiguration.syncing(object.attributes)),
+                            records: ObjectSyncState(version: object.version)))
                 // The version lands in the object's own record (none given: it keeps its own).
                 let version: JSONValue?? = object.version.map(Optional.some)
                 notification.note(try tx.writeServerObject(model, object.id, object.attributes, replacing: old, version: version), object.id)
@@ -386,7 +408,8 @@ struct PageLoopGuard {
         guard given[next]! <= Self.maximumRepeats else {
             throw SyncError(
                 .protocolViolation,
-                "the server's pages of \(model) loop: after \(pages) pages it gave the same position \(Self.maximumRepeats + 1) times (\(String(next.description.prefix(120)))); the sync stops there")
+                "the server's pages of \(model) loop: after \(pages) pages it gave the same position \(Self.maximumRepeats + 1) times (\(String(next.description.prefix(120)))); the sync stops there"
+            )
         }
     }
 }

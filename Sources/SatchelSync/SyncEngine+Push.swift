@@ -66,7 +66,8 @@ extension SyncEngine {
             let renames = results.contains { result in
                 if case .accepted(let serverID?, _) = result.outcome { serverID != result.objectID } else { false }
             }
-            let outcome = try await onStore(bounded: limit != nil && !renames) { store in try Self.apply(results, of: withBlobs, to: model, in: store) }
+            let outcome = try await onStore(bounded: limit != nil && !renames) { store in try Self.apply(results, of: withBlobs, to: model, in: store)
+            }
             tally(outcome, of: definition.name, into: &report)
             pushed += chunk.count
             if let lost = outcome.unanswered.first {

@@ -75,7 +75,8 @@ extension SyncEngine {
         let notification = try storage {
             try store.bulkUpdate { tx -> ChangeSet in
                 var notification = ChangeSet(model: model.name, origin: .server)
-                try Self.applyUpserts(page.upserts, to: model, modelConfiguration: modelConfiguration, blobs: blobs, tx: tx, notification: &notification)
+                try Self.applyUpserts(
+                    page.upserts, to: model, modelConfiguration: modelConfiguration, blobs: blobs, tx: tx, notification: &notification)
                 return notification
             }
         }
@@ -239,12 +240,14 @@ public struct DriftReport: Sendable, Hashable {
             if let here { object["here"] = .object(here) }
             if let there { object["there"] = .object(there) }
             if !attributes.isEmpty {
-                object["attributes"] = .object(JSONObject(attributes.map { name, values in
-                    var pair = JSONObject()
-                    if let here = values.here { pair["here"] = here }
-                    if let there = values.there { pair["there"] = there }
-                    return (name, JSONValue.object(pair))
-                }))
+                object["attributes"] = .object(
+                    JSONObject(
+                        attributes.map { name, values in
+                            var pair = JSONObject()
+                            if let here = values.here { pair["here"] = here }
+                            if let there = values.there { pair["there"] = there }
+                            return (name, JSONValue.object(pair))
+                        }))
             }
             return object
         }

@@ -178,9 +178,11 @@ public actor SyncEngine {
             do {
                 try await cycle(names, mode: mode, report: &report)
             } catch let error as SyncError where error.code == .unknownClient && configuration.resetOnUnknownClient {
-                emit(.sync(SyncNotification(
-                    status: .error, errorCode: .unknownClient,
-                    message: "the server does not know this client: resetting the client and syncing everything again")))
+                emit(
+                    .sync(
+                        SyncNotification(
+                            status: .error, errorCode: .unknownClient,
+                            message: "the server does not know this client: resetting the client and syncing everything again")))
                 try await recoverUnknownClient()
                 report.clientWasReset = true
                 try await cycle(names, mode: .full, report: &report)
@@ -265,7 +267,8 @@ public actor SyncEngine {
             } catch {
                 var failure = Self.syncError(error)
                 if failure.code == .unauthorized && !keepingSessionOn401 {
-                    configuration.logger.notice("the server refused the session; its proof of login is dropped", metadata: ["error": "\(failure.code)"])
+                    configuration.logger.notice(
+                        "the server refused the session; its proof of login is dropped", metadata: ["error": "\(failure.code)"])
                     try? expireSession()
                 }
                 // A wait longer than the policy's longest would look like a hang inside a sync (a
@@ -273,7 +276,8 @@ public actor SyncEngine {
                 // the server wants to hear from the device again.
                 let waitsTooLong = failure.isRetryable && failure.retryAfter.map { $0 > configuration.retry.maxDelay } == true
                 if waitsTooLong, let asked = failure.retryAfter {
-                    failure.message += "; the server asked to wait \(Self.rounded(asked)), longer than the retry policy's \(Self.rounded(configuration.retry.maxDelay))"
+                    failure.message +=
+                        "; the server asked to wait \(Self.rounded(asked)), longer than the retry policy's \(Self.rounded(configuration.retry.maxDelay))"
                 }
                 guard failure.isRetryable, !waitsTooLong, attempt < configuration.retry.maxAttempts else {
                     configuration.logger.error("sync call failed", metadata: Self.metadata(failure))
@@ -285,7 +289,9 @@ public actor SyncEngine {
                 metadata["attempt"] = "\(attempt)"
                 metadata["delay"] = "\(Self.rounded(delay))"
                 configuration.logger.warning("sync call failed; retrying", metadata: metadata)
-                emit(.sync(SyncNotification(status: .error, errorCode: failure.code, message: "\(failure.message); retrying in \(Self.rounded(delay))")))
+                emit(
+                    .sync(
+                        SyncNotification(status: .error, errorCode: failure.code, message: "\(failure.message); retrying in \(Self.rounded(delay))")))
                 try await configuration.sleep(delay)
                 attempt += 1
             }
@@ -346,9 +352,11 @@ public actor SyncEngine {
     }
 
     func pullRequest(
-        _ definition: ModelDefinition, cursor: JSONValue?, session: SyncSession, modelConfiguration: ModelSyncConfiguration, metadata: JSONValue? = nil
+        _ definition: ModelDefinition, cursor: JSONValue?, session: SyncSession, modelConfiguration: ModelSyncConfiguration,
+        metadata: JSONValue? = nil
     ) -> PullRequest {
         PullRequest(
-            model: definition, cursor: cursor, pageSize: configuration.pageSize, session: session, configuration: modelConfiguration, metadata: metadata)
+            model: definition, cursor: cursor, pageSize: configuration.pageSize, session: session, configuration: modelConfiguration,
+            metadata: metadata)
     }
 }

@@ -27,10 +27,11 @@ extension SyncConformance {
     /// `count` bytes, every value among them, from `seed`.
     static func bytes(_ seed: UInt64, _ count: Int) -> Data {
         var state = seed &* 0x9E37_79B9_7F4A_7C15
-        return Data((0..<count).map { _ in
-            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
-            return UInt8(truncatingIfNeeded: state >> 33)
-        })
+        return Data(
+            (0..<count).map { _ in
+                state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+                return UInt8(truncatingIfNeeded: state >> 33)
+            })
     }
 
     /// A device for the blob scenarios: the kit's models and ``photo``.
@@ -41,7 +42,9 @@ extension SyncConformance {
     }
 
     /// The id the server gave the one photo titled `title`.
-    static func photoID(_ server: any ConformanceServer, titled title: String, sourceLocation: SourceLocation = #_sourceLocation) async throws -> String {
+    static func photoID(_ server: any ConformanceServer, titled title: String, sourceLocation: SourceLocation = #_sourceLocation) async throws
+        -> String
+    {
         let found = try await serverObjects(server, "Photo", where: "title", is: .string(title))
         #expect(found.count == 1, "one photo titled \(title) on the server: \(found)", sourceLocation: sourceLocation)
         return try #require(found.keys.first, sourceLocation: sourceLocation)

@@ -483,7 +483,10 @@ public enum SyncConformance {
         #expect(delays.count == 2)
         #expect(delays.first.map { $0 >= .seconds(2) } == true, "Retry-After honoured: \(delays)")
         #expect(delays.last.map { $0 >= .milliseconds(160) && $0 <= .milliseconds(240) } == true, "backoff with jitter: \(delays)")
-        #expect(device.log.notifications(.error).map { $0.message?.split(separator: ";").last.map { String($0.dropFirst()) } } == ["retrying in 2 s", "retrying in 0.2 s"])
+        #expect(
+            device.log.notifications(.error).map { $0.message?.split(separator: ";").last.map { String($0.dropFirst()) } } == [
+                "retrying in 2 s", "retrying in 0.2 s",
+            ])
         // A 4xx is not retried.
         try await server.update("Product", "p1", ["price": 1000])
         device.faults.inject(.fail(SyncError(.server, "bad request", httpStatus: 400)), on: .pull)

@@ -73,7 +73,8 @@ struct Campaign {
     func satchelOK(_ arguments: [String]) throws -> Run {
         let run = try satchel(arguments)
         guard !run.killed, run.status == 0 else {
-            throw Finding("satchel \(arguments.joined(separator: " ")) exited \(run.status): \(run.stderr.trimmingCharacters(in: .whitespacesAndNewlines))")
+            throw Finding(
+                "satchel \(arguments.joined(separator: " ")) exited \(run.status): \(run.stderr.trimmingCharacters(in: .whitespacesAndNewlines))")
         }
         return run
     }

@@ -69,7 +69,9 @@ extension Campaign {
             for fraction in [1.0, 1.0] where tally.kills < settings.kills {
                 let run = try satchel(command, killAfter: moment(within: full.seconds, fraction: fraction))
                 if run.killed { tally.kills += 1 } else { tally.finished += 1 }
-                do { try verifyImport(db, count: count, complete: !run.killed) } catch { tally.failures.append("import, kill \(tally.kills): \(error)") }
+                do { try verifyImport(db, count: count, complete: !run.killed) } catch {
+                    tally.failures.append("import, kill \(tally.kills): \(error)")
+                }
             }
             try satchelOK(command)
             do { try verifyImport(db, count: count, complete: true) } catch { tally.failures.append("import, after kill \(tally.kills): \(error)") }
@@ -83,7 +85,8 @@ extension Campaign {
         try withStore(db) { store in
             let model = try store.model("Item")
             let stored = try model.count()
-            try require(complete ? stored == count : stored % 1000 == 0 || stored == count, "\(stored) objects: not whole batches of 1000 (of \(count))")
+            try require(
+                complete ? stored == count : stored % 1000 == 0 || stored == count, "\(stored) objects: not whole batches of 1000 (of \(count))")
             var seen = 0
             try model.forEach { object in
                 guard let k = Self.itemNumber(object.id), k < stored else {
@@ -209,7 +212,9 @@ extension Campaign {
             for fraction in [1.0, 0.6] where tally.kills < settings.kills {
                 let run = try satchel(command, killAfter: moment(within: full.seconds, fraction: fraction))
                 if run.killed { tally.kills += 1 } else { tally.finished += 1 }
-                do { try verifyIndex(db, count: count, complete: !run.killed) } catch { tally.failures.append("index, kill \(tally.kills): \(error)") }
+                do { try verifyIndex(db, count: count, complete: !run.killed) } catch {
+                    tally.failures.append("index, kill \(tally.kills): \(error)")
+                }
             }
             try satchelOK(command)
             do { try verifyIndex(db, count: count, complete: true) } catch { tally.failures.append("index, after kill \(tally.kills): \(error)") }
@@ -223,7 +228,9 @@ extension Campaign {
         // Items k with k % 20 == 3 have brand-3.
         let expected = (count + 16) / 20
         let answer = try satchelOK(["--db", db, "find", "Item", "--where", "brand=brand-3", "--count"])
-        try require(answer.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == String(expected), "find brand=brand-3 --count said \(answer.stdout), not \(expected)")
+        try require(
+            answer.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == String(expected),
+            "find brand=brand-3 --count said \(answer.stdout), not \(expected)")
         try withStore(db) { store in
             let model = try store.model("Item")
             let objects = try model.count()

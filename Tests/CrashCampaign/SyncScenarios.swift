@@ -32,7 +32,9 @@ extension Campaign {
         for k in 0..<settings.pullObjects { _ = await server.put("Item", Self.item(k), id: Self.itemID(k)) }
         try await Self.saveServer(server, to: file)
         let db = directory + "/store"
-        let command = ["--db", db, "sync", "--backend", "memory", "--url", file, "--user", "u", "--password", "p", "--model", "Item", "--page-size", "1000"]
+        let command = [
+            "--db", db, "sync", "--backend", "memory", "--url", file, "--user", "u", "--password", "p", "--model", "Item", "--page-size", "1000",
+        ]
 
         let full = try satchelOK(command)
         try await verifyPull(db, file, complete: true)
@@ -141,10 +143,14 @@ extension Campaign {
                 expected.creates.append(tag)
                 let run = try satchel(command, killAfter: moment(within: seconds ?? 1, fraction: fraction))
                 if run.killed { tally.kills += 1 } else { tally.finished += 1 }
-                do { try await verifyPush(db, server, expected, complete: !run.killed) } catch { tally.failures.append("push, kill \(tally.kills): \(error)") }
+                do { try await verifyPush(db, server, expected, complete: !run.killed) } catch {
+                    tally.failures.append("push, kill \(tally.kills): \(error)")
+                }
             }
             try satchelOK(command)
-            do { try await verifyPush(db, server, expected, complete: true) } catch { tally.failures.append("push, after kill \(tally.kills): \(error)") }
+            do { try await verifyPush(db, server, expected, complete: true) } catch {
+                tally.failures.append("push, after kill \(tally.kills): \(error)")
+            }
         }
         tally.seconds = Self.seconds(ContinuousClock.now - started)
         return tally
@@ -212,9 +218,14 @@ extension Campaign {
                 try require(fates[id] != nil, "delete of \(id) is lost: not on the server, not pending here")
             }
             if complete {
-                try require(fates.isEmpty, "\(fates.count) changes still here after a complete sync, such as \(fates.sorted { $0.key < $1.key }.prefix(2).map { "\($0.key): \($0.value)" })")
+                try require(
+                    fates.isEmpty,
+                    "\(fates.count) changes still here after a complete sync, such as \(fates.sorted { $0.key < $1.key }.prefix(2).map { "\($0.key): \($0.value)" })"
+                )
                 var local: [String: [String: String]] = [:]
-                try model.forEach { object in local[object.id] = object.attributes.reduce(into: [:]) { $0[$1.key] = $1.value.stringValue ?? $1.value.description } }
+                try model.forEach { object in
+                    local[object.id] = object.attributes.reduce(into: [:]) { $0[$1.key] = $1.value.stringValue ?? $1.value.description }
+                }
                 try require(local == remote, "the store and the server differ: \(local.count) objects here, \(remote.count) there")
             }
         }

@@ -97,7 +97,9 @@ func runCampaign(_ settings: Campaign.Settings, _ scenarios: [String], scale: Do
             return 1
         }
         for failure in tally.failures { say("  FAILURE \(failure)") }
-        say("crash \(scenario): \(tally.kills) kills (\(tally.finished) runs ended before their kill), \(size), failures: \(tally.failures.count), \(Int(tally.seconds)) s")
+        say(
+            "crash \(scenario): \(tally.kills) kills (\(tally.finished) runs ended before their kill), \(size), failures: \(tally.failures.count), \(Int(tally.seconds)) s"
+        )
         total.kills += tally.kills
         total.finished += tally.finished
         total.failures += tally.failures

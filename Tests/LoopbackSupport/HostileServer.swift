@@ -66,12 +66,15 @@ public final class HostileServer: Sendable {
         switch answer {
         case .huge(let bytes, let announced):
             let body = GeneratedBody(counter: counter, limit: bytes) { offset, count in Self.zeros(from: offset, count) }
-            return HTTPResponse(statusCode: .ok, headers: json, body: announced ? HTTPBodySequence(from: body, count: bytes) : HTTPBodySequence(from: body))
+            return HTTPResponse(
+                statusCode: .ok, headers: json, body: announced ? HTTPBodySequence(from: body, count: bytes) : HTTPBodySequence(from: body))
         case .endless:
             let body = GeneratedBody(counter: counter, limit: nil) { offset, count in Self.zeros(from: offset, count) }
             return HTTPResponse(statusCode: .ok, headers: json, body: HTTPBodySequence(from: body))
         case .trickle(let interval):
-            let body = GeneratedBody(counter: counter, limit: nil, chunk: 1, pause: interval) { _, count in [UInt8](repeating: UInt8(ascii: "["), count: count) }
+            let body = GeneratedBody(counter: counter, limit: nil, chunk: 1, pause: interval) { _, count in
+                [UInt8](repeating: UInt8(ascii: "["), count: count)
+            }
             return HTTPResponse(statusCode: .ok, headers: json, body: HTTPBodySequence(from: body))
         case .array(let count):
             // "[" + "0," × (count - 1) + "0]": after the bracket, the filler shifted by one.

@@ -29,7 +29,8 @@ public enum LoopbackHTTP {
     /// The server binds port 0 and the kernel picks the port as it binds: a port chosen first and
     /// bound after can be taken meanwhile (by another test's server, or by one of the tests'
     /// outgoing connections), and the server then never listens.
-    public static func start(_ what: String, timeout: TimeInterval = 30) async throws -> (http: HTTPServer, port: UInt16, task: Task<Void, any Error>) {
+    public static func start(_ what: String, timeout: TimeInterval = 30) async throws -> (http: HTTPServer, port: UInt16, task: Task<Void, any Error>)
+    {
         let http = HTTPServer(address: try .inet(ip4: "127.0.0.1", port: 0), timeout: timeout, logger: .disabled)
         let task = Task { try await http.run() }
         try await http.waitUntilListening(timeout: 30)

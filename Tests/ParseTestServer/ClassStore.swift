@@ -283,8 +283,10 @@ enum ParseDate {
     /// day, as JavaScript's `Date` reads them); nil when it is none.
     static func milliseconds(_ text: String) -> Int64? {
         let text = text.count == 10 ? text + "T00:00:00Z" : text
-        guard let date = (try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(text))
-            ?? (try? Date.ISO8601FormatStyle().parse(text)) else { return nil }
+        guard
+            let date = (try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(text))
+                ?? (try? Date.ISO8601FormatStyle().parse(text))
+        else { return nil }
         return Int64((date.timeIntervalSince1970 * 1000).rounded())
     }
 }

@@ -130,10 +130,11 @@ public struct ParseFixture: Sendable {
         lockedSchemas = Set(root["lockedSchemas"]?.array?.compactMap(\.string) ?? [])
         for rule in root["rules"]?.array ?? [] {
             guard let operation = rule["operation"]?.string else { throw ParseFixtureError("a rule has no operation") }
-            rules.append(Rule(
-                className: rule["className"]?.string, operation: operation, ids: rule["ids"]?.array?.compactMap(\.string),
-                matching: rule["matching"]?.data, code: rule["code"]?.number.map { Int($0) } ?? 142,
-                message: rule["message"]?.string ?? "rejected"))
+            rules.append(
+                Rule(
+                    className: rule["className"]?.string, operation: operation, ids: rule["ids"]?.array?.compactMap(\.string),
+                    matching: rule["matching"]?.data, code: rule["code"]?.number.map { Int($0) } ?? 142,
+                    message: rule["message"]?.string ?? "rejected"))
         }
     }
 

@@ -86,13 +86,15 @@ struct ParseQuery {
 
     /// A comma list, or (since Parse Server 5) a JSON array of strings.
     private static func list(_ value: JSON) -> [String] {
-        let items = value.array?.compactMap(\.string) ?? (value.string ?? value.text).split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+        let items =
+            value.array?.compactMap(\.string) ?? (value.string ?? value.text).split(separator: ",", omittingEmptySubsequences: false).map(String.init)
         return items.map { $0.trimmingCharacters(in: .whitespaces) }
     }
 
     private static func count(_ value: JSON, _ name: String) throws(ParseError) -> Int {
         guard let number = value.number ?? value.string.flatMap(Double.init), number >= 0, number == number.rounded(),
-              number < Double(Int.max) else { throw .invalidQuery("Invalid \(name)") }
+            number < Double(Int.max)
+        else { throw .invalidQuery("Invalid \(name)") }
         return Int(number)
     }
 
@@ -130,7 +132,8 @@ struct ParseQuery {
             switch key {
             case "$or", "$and", "$nor":
                 guard let items = value.array, !items.isEmpty || key != "$nor" else {
-                    throw .invalidQuery(key == "$nor" ? "Bad $nor format - use an array of at least 1 value." : "Bad \(key) format - use an array value.")
+                    throw .invalidQuery(
+                        key == "$nor" ? "Bad $nor format - use an array of at least 1 value." : "Bad \(key) format - use an array value.")
                 }
                 var inner: [Predicate] = []
                 for item in items {
@@ -256,9 +259,12 @@ struct ParseQuery {
     func sorted(_ objects: [[String: JSON]]) -> [[String: JSON]] {
         guard !order.isEmpty else { return objects }
         let keyed = objects.enumerated().map { index, object in
-            (index, object, order.map { key in
-                ClassStore.value(at: key.path, in: object).map { Scalar(stored: $0, timestamp: Self.isTimestamp(key.path)) }
-            })
+            (
+                index, object,
+                order.map { key in
+                    ClassStore.value(at: key.path, in: object).map { Scalar(stored: $0, timestamp: Self.isTimestamp(key.path)) }
+                }
+            )
         }
         return keyed.sorted { a, b in
             for (index, key) in order.enumerated() {
@@ -416,7 +422,8 @@ struct ObjectView {
     private func expandValue(_ value: JSON, _ rest: [[String]]) -> JSON {
         if let items = value.array { return .array(items.map { expandValue($0, rest) }) }
         guard value.parseType == "Pointer", let className = value["className"]?.string, let id = value["objectId"]?.string,
-              let target = store.object(className, id), ClassStore.allows(target, user: user, write: false) else { return value }
+            let target = store.object(className, id), ClassStore.allows(target, user: user, write: false)
+        else { return value }
         var full = expand(withURLs(target), rest, all: false)
         full["__type"] = .string("Object")
         full["className"] = .string(className)

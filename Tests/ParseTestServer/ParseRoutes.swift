@@ -80,7 +80,8 @@ struct ParseState {
         if request.method == "GET", parts.count == 3, parts[0] == "files" { return download(appID: parts[1], name: parts[2]) }
         if request.method == "GET", parts == ["health"] { return .json(.object(["status": .string("ok")])) }
         guard request.headers["x-parse-application-id"] == fixture.appID,
-              fixture.restKey == nil || request.headers["x-parse-rest-api-key"] == fixture.restKey else { return .unauthorized }
+            fixture.restKey == nil || request.headers["x-parse-rest-api-key"] == fixture.restKey
+        else { return .unauthorized }
         var caller = Caller()
         if let token = request.headers["x-parse-session-token"], !token.isEmpty {
             guard let user = sessions[token] else { return .error(.invalidSessionToken) }
@@ -136,10 +137,11 @@ struct ParseState {
     /// it, and a request carrying one recorded less than `ttl` seconds ago is answered `159`.
     private mutating func checkIdempotency(_ request: ParseServer.Request, _ parts: [String]) -> ParseError? {
         guard let idempotency, let id = request.headers["x-parse-request-id"] else { return nil }
-        let guarded = switch (request.method, parts.first ?? "", parts.count) {
-        case ("POST", "classes", 2), ("PUT", "classes", 3), ("POST", "users", 1), ("PUT", "users", 2), ("POST", "functions", 2): true
-        default: false
-        }
+        let guarded =
+            switch (request.method, parts.first ?? "", parts.count) {
+            case ("POST", "classes", 2), ("PUT", "classes", 3), ("POST", "users", 1), ("PUT", "users", 2), ("POST", "functions", 2): true
+            default: false
+            }
         let path = parts.joined(separator: "/")
         guard guarded, idempotency.paths.contains(where: { path.range(of: "^" + $0.drop { $0 == "^" }, options: .regularExpression) != nil }) else {
             return nil

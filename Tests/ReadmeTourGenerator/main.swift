@@ -85,7 +85,8 @@ enum Generator {
         let parts = try tours.map { try tour($0, in: lines) }
         let everything = parts.flatMap(\.body).joined(separator: "\n")
         for placeholder in placeholders where !everything.contains(placeholder.text) {
-            throw Failure(description: "the README's tours no longer contain \(placeholder.text), which the tests replace with \(placeholder.replacement)")
+            throw Failure(
+                description: "the README's tours no longer contain \(placeholder.text), which the tests replace with \(placeholder.replacement)")
         }
         var imports = ["import Foundation"]
         for line in parts.flatMap(\.imports) where !imports.contains(line) { imports.append(line) }

@@ -88,9 +88,10 @@ public struct Fixture: Sendable {
             sources[name] = parsed
         }
         for case let rule as [String: Any] in root["rules"] as? [Any] ?? [] {
-            rules.append(Rule(
-                source: rule["source"] as? String, operation: rule["operation"] as? String ?? "", ids: rule["ids"] as? [String],
-                matching: (rule["where"] as? [String: Any])?.mapValues { Self.string($0) }, message: rule["message"] as? String ?? "error"))
+            rules.append(
+                Rule(
+                    source: rule["source"] as? String, operation: rule["operation"] as? String ?? "", ids: rule["ids"] as? [String],
+                    matching: (rule["where"] as? [String: Any])?.mapValues { Self.string($0) }, message: rule["message"] as? String ?? "error"))
         }
         for (name, steps) in root["scripts"] as? [String: Any] ?? [:] {
             scripts[name] = (steps as? [Any] ?? []).compactMap { step in

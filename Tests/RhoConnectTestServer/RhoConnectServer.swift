@@ -132,7 +132,8 @@ public actor RhoConnectServer {
         headers.addValue("no-cache", for: HTTPHeader("Cache-Control"))
         headers.addValue("no-cache", for: HTTPHeader("Pragma"))
         for (name, value) in answer.headers { headers.addValue(value, for: HTTPHeader(name)) }
-        return HTTPResponse(statusCode: HTTPStatusCode(answer.status, phrase: answer.status == 200 ? "OK" : "Error"), headers: headers, body: answer.body)
+        return HTTPResponse(
+            statusCode: HTTPStatusCode(answer.status, phrase: answer.status == 200 ? "OK" : "Error"), headers: headers, body: answer.body)
     }
 }
 

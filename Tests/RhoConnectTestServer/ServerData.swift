@@ -104,7 +104,9 @@ struct ServerData {
                 method == "GET" ? data.query(source, client: id, user: user, request.query) : data.cud(source, client: id, user: user, request)
             }
         } else if `is`("GET", "application") {
-            answer = withClient(request, user: user) { data, id in data.query(request.query["source_name"] ?? "", client: id, user: user, request.query) }
+            answer = withClient(request, user: user) { data, id in
+                data.query(request.query["source_name"] ?? "", client: id, user: user, request.query)
+            }
         } else if `is`("POST", "application") {
             answer = withClient(request, user: user) { data, id in data.cud(nil, client: id, user: user, request) }
         } else if `is`("POST", "rc/v1/app/search") {
@@ -243,7 +245,8 @@ struct ServerData {
             doc.pageToken = token
             doc.page = page
         }
-        return Answer(headers: ["X-Rhoconnect-PAGE-TOKEN": token, "X-Rhoconnect-PAGE-OBJECT-COUNT": String(inserts.count + deletes.count)], body: page)
+        return Answer(
+            headers: ["X-Rhoconnect-PAGE-TOKEN": token, "X-Rhoconnect-PAGE-OBJECT-COUNT": String(inserts.count + deletes.count)], body: page)
     }
 
     static func page(token: String, count: Int, total: Int, _ command: [String: Any]) -> Data {
@@ -302,7 +305,9 @@ struct ServerData {
         }
         for (object, value) in (body["update"] as? [String: Any] ?? [:]).sorted(by: { $0.key < $1.key }) {
             var pushed = attributes(value)
-            let message = rule("update", source: source, id: object, attributes: pushed)?.message ?? (master[object] == nil ? "object \(object) not found" : nil)
+            let message =
+                rule("update", source: source, id: object, attributes: pushed)?.message
+                ?? (master[object] == nil ? "object \(object) not found" : nil)
             if let message {
                 refuse("update", object, pushed, message)
                 doc.rollbacks[object] = doc.known[object] ?? [:]

@@ -37,8 +37,10 @@ extension SalesforceState {
                         return .failure(RefusedChange(statusCode: "MISSING_ARGUMENT", message: "Id not specified in an update call"))
                     }
                     guard let id = SalesforceID.canonical(given), SalesforceID.prefix(id) == write.schema.keyPrefix else {
-                        return .failure(RefusedChange(
-                            statusCode: "MALFORMED_ID", message: "\(write.schema.label) ID: id value of incorrect type: \(given)", fields: ["Id"]))
+                        return .failure(
+                            RefusedChange(
+                                statusCode: "MALFORMED_ID", message: "\(write.schema.label) ID: id value of incorrect type: \(given)", fields: ["Id"])
+                        )
                     }
                     if let error = state.store.update(write.schema, id, write.changes, rules: state.rules) { return .failure(error) }
                     return .success(id)
@@ -77,11 +79,13 @@ extension SalesforceState {
                 return result
             }
         }
-        return .json(.array(results.map { result in
-            switch result {
-            case .success(let id): .object(["id": .string(id), "success": .bool(true), "errors": .array([])])
-            case .failure(let error): .object(["success": .bool(false), "errors": .array([error.json])])
-            }
-        }))
+        return .json(
+            .array(
+                results.map { result in
+                    switch result {
+                    case .success(let id): .object(["id": .string(id), "success": .bool(true), "errors": .array([])])
+                    case .failure(let error): .object(["success": .bool(false), "errors": .array([error.json])])
+                    }
+                }))
     }
 }

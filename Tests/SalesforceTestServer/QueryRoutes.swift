@@ -26,10 +26,11 @@ extension SalesforceState {
         let records = rows.map { JSON.object(store.render(plan.schema, $0.id, $0.fields, fields: plan.fields, version: call.version)) }
         var size = pageSize
         if let options = call.request.headers["sforce-query-options"],
-           let batch = options.split(separator: ",").compactMap({ option -> Int? in
-               let pair = option.split(separator: "=").map { $0.trimmingCharacters(in: .whitespaces) }
-               return pair.count == 2 && pair[0].lowercased() == "batchsize" ? Int(pair[1]) : nil
-           }).first {
+            let batch = options.split(separator: ",").compactMap({ option -> Int? in
+                let pair = option.split(separator: "=").map { $0.trimmingCharacters(in: .whitespaces) }
+                return pair.count == 2 && pair[0].lowercased() == "batchsize" ? Int(pair[1]) : nil
+            }).first
+        {
             size = min(size, min(max(batch, 200), 2000))
         }
         size = max(size, 1)
@@ -43,7 +44,8 @@ extension SalesforceState {
     /// `GET /query/<locator>-<offset>`.
     func nextPage(_ name: String, _ call: Call) throws(APIError) -> Answer {
         guard let dash = name.lastIndex(of: "-"), let from = Int(name[name.index(after: dash)...]), from >= 0,
-              let cursor = cursors[String(name[..<dash])], from <= cursor.records.count else {
+            let cursor = cursors[String(name[..<dash])], from <= cursor.records.count
+        else {
             throw APIError(400, "INVALID_QUERY_LOCATOR", "invalid query locator")
         }
         return page(cursor.records, from: from, size: cursor.pageSize, locator: String(name[..<dash]), version: call.version)

@@ -170,7 +170,8 @@ struct RecordStore {
     /// `LastModifiedDate` and `SystemModstamp` bumped. A missing or deleted record is left so.
     mutating func adminUpdate(_ objectName: String, _ id: String, _ body: JSONObject) {
         guard let schema = schema(objectName), let recordID = SalesforceID.canonical(id),
-              var record = records[schema.name]?[recordID], record.deletedAt == nil else { return }
+            var record = records[schema.name]?[recordID], record.deletedAt == nil
+        else { return }
         for (key, value) in body.members {
             guard let field = schema.field(key), !Schema.systemFields.contains(field.name) else { continue }
             if field.type == "base64" {

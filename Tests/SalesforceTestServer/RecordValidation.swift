@@ -55,7 +55,8 @@ enum Coercion {
             }
         }
         throw APIError.jsonParser(
-            "Cannot deserialize instance of \(javaType(field.type)) from \(token(value)) value \(value.string ?? value.text) or request may be missing a required field")
+            "Cannot deserialize instance of \(javaType(field.type)) from \(token(value)) value \(value.string ?? value.text) or request may be missing a required field"
+        )
     }
 
     private static func javaType(_ type: String) -> String {
@@ -183,15 +184,17 @@ extension RecordStore {
         }
         for field in schema.fields where field.controllerName != nil {
             guard let controllerName = field.controllerName, let controller = schema.field(controllerName),
-                  changes.contains(field.name) || changes.contains(controller.name),
-                  let value = record[field.name]?.string else { continue }
+                changes.contains(field.name) || changes.contains(controller.name),
+                let value = record[field.name]?.string
+            else { continue }
             let controlling = record[controller.name] ?? .null
             let values = field.type == "multipicklist" ? value.split(separator: ";").map(String.init) : [value]
             for single in values where !schema.isValid(single, of: field, controller: controlling) {
                 let shown = controlling.string ?? (controlling.bool.map { $0 ? "true" : "false" } ?? "null")
                 return RefusedChange(
                     statusCode: "FIELD_INTEGRITY_EXCEPTION",
-                    message: "\(field.label): bad value for dependent picklist field: '\(single)' is not valid when \(controller.label) is '\(shown)'",
+                    message:
+                        "\(field.label): bad value for dependent picklist field: '\(single)' is not valid when \(controller.label) is '\(shown)'",
                     fields: [field.name])
             }
         }
@@ -203,15 +206,20 @@ extension RecordStore {
         switch field.type {
         case "reference":
             guard let text = value.string, let id = SalesforceID.canonical(text) else {
-                return RefusedChange(statusCode: "MALFORMED_ID", message: "\(field.label): id value of incorrect type: \(value.string ?? value.text)", fields: [field.name])
+                return RefusedChange(
+                    statusCode: "MALFORMED_ID", message: "\(field.label): id value of incorrect type: \(value.string ?? value.text)",
+                    fields: [field.name])
             }
             guard let target = object(ofID: id), field.referenceTo.contains(target) else {
-                return RefusedChange(statusCode: "FIELD_INTEGRITY_EXCEPTION", message: "\(field.label): id value of incorrect type: \(text)", fields: [field.name])
+                return RefusedChange(
+                    statusCode: "FIELD_INTEGRITY_EXCEPTION", message: "\(field.label): id value of incorrect type: \(text)", fields: [field.name])
             }
             guard let referenced = record(target, id) else {
                 return RefusedChange(statusCode: "INVALID_CROSS_REFERENCE_KEY", message: "invalid cross reference id", fields: [field.name])
             }
-            if referenced.deletedAt != nil { return RefusedChange(statusCode: "ENTITY_IS_DELETED", message: "entity is deleted", fields: [field.name]) }
+            if referenced.deletedAt != nil {
+                return RefusedChange(statusCode: "ENTITY_IS_DELETED", message: "entity is deleted", fields: [field.name])
+            }
         case "picklist", "multipicklist":
             guard field.restrictedPicklist, let text = value.string else { break }
             let allowed = Set(field.picklistValues.filter(\.active).map(\.value))
@@ -223,7 +231,8 @@ extension RecordStore {
             }
         case "email":
             if let text = value.string, !Self.isEmail(text) {
-                return RefusedChange(statusCode: "INVALID_EMAIL_ADDRESS", message: "\(field.label): invalid email address: \(text)", fields: [field.name])
+                return RefusedChange(
+                    statusCode: "INVALID_EMAIL_ADDRESS", message: "\(field.label): invalid email address: \(text)", fields: [field.name])
             }
         default: break
         }

@@ -13,7 +13,8 @@ extension SalesforceState {
     mutating func deleted(_ schema: Schema, _ call: Call) throws(APIError) -> Answer {
         let window = try replicationWindow(call, keptDays: 15)
         if deletedWindowExpired {
-            throw .replicationDate("startDate \(SalesforceTime.format(window.start)) is before the earliest date available: the delete log no longer covers it")
+            throw .replicationDate(
+                "startDate \(SalesforceTime.format(window.start)) is before the earliest date available: the delete log no longer covers it")
         }
         let deleted = (store.records[schema.name] ?? [:]).compactMap { id, record -> (id: String, at: Int64)? in
             guard let at = record.deletedAt, at >= window.start, at < window.latest else { return nil }
@@ -55,7 +56,8 @@ extension SalesforceState {
         let earliest = SalesforceTime.floorMinute(now - keptDays * SalesforceTime.day)
         let start = SalesforceTime.floorMinute(rawStart)
         guard start >= earliest else {
-            throw .replicationDate("startDate \(SalesforceTime.format(start)) is before the earliest date available \(SalesforceTime.format(earliest))")
+            throw .replicationDate(
+                "startDate \(SalesforceTime.format(start)) is before the earliest date available \(SalesforceTime.format(earliest))")
         }
         let latest = max(start, min(SalesforceTime.floorMinute(rawEnd), SalesforceTime.floorMinute(now)))
         return (start, latest, earliest)

@@ -117,7 +117,8 @@ struct SOQLPlan {
 
     /// A literal suited to its field (an id literal in its 18-character form), or the error
     /// Salesforce gives for one that is not.
-    private static func check(_ literal: Literal, for field: Field, op: SOQLQuery.Operator, at offset: Int, text: String) throws(APIError) -> Literal {
+    private static func check(_ literal: Literal, for field: Field, op: SOQLQuery.Operator, at offset: Int, text: String) throws(APIError) -> Literal
+    {
         if literal == .null {
             guard [.equal, .notEqual, .in, .notIn].contains(op) else {
                 throw SOQLError.at(offset, in: text, "unexpected token: 'null'")

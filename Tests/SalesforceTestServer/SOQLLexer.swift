@@ -60,7 +60,9 @@ struct SOQLLexer {
         let start = index
         let char = chars[index]
         if char == "'" { return try string() }
-        if char.isNumber || (char == "-" && index + 1 < chars.count && chars[index + 1].isNumber) || (char == "." && index + 1 < chars.count && chars[index + 1].isNumber) {
+        if char.isNumber || (char == "-" && index + 1 < chars.count && chars[index + 1].isNumber)
+            || (char == "." && index + 1 < chars.count && chars[index + 1].isNumber)
+        {
             return try numberOrDate()
         }
         if char.isLetter || char == "_" {
@@ -107,13 +109,16 @@ struct SOQLLexer {
             case "_": value.append(Self.literalUnderscore)
             case "u":
                 guard index + 4 <= chars.count, let code = UInt32(String(chars[index..<index + 4]), radix: 16),
-                      let scalar = Unicode.Scalar(code) else {
+                    let scalar = Unicode.Scalar(code)
+                else {
                     throw SOQLError.at(start, in: query, "Invalid string literal '\(String(chars[start..<index]))'. Illegal escape sequence '\\u'")
                 }
                 index += 4
                 value.unicodeScalars.append(scalar)
             default:
-                throw SOQLError.at(start, in: query, "Invalid string literal '\(String(chars[start..<min(index, chars.count)]))'. Illegal escape sequence '\\\(escape)'")
+                throw SOQLError.at(
+                    start, in: query,
+                    "Invalid string literal '\(String(chars[start..<min(index, chars.count)]))'. Illegal escape sequence '\\\(escape)'")
             }
         }
         throw SOQLError.at(start, in: query, "unexpected token: '\(String(chars[start..<chars.count]))'")

@@ -69,15 +69,18 @@ struct RefusedChange: Error {
         message: "Record rolled back because not all records were valid and the request was using AllOrNone header")
     static func malformedID(_ id: String) -> RefusedChange { RefusedChange(statusCode: "MALFORMED_ID", message: "malformed id \(id)") }
     static func requiredMissing(_ fields: [String]) -> RefusedChange {
-        RefusedChange(statusCode: "REQUIRED_FIELD_MISSING", message: "Required fields are missing: [\(fields.joined(separator: ", "))]", fields: fields)
+        RefusedChange(
+            statusCode: "REQUIRED_FIELD_MISSING", message: "Required fields are missing: [\(fields.joined(separator: ", "))]", fields: fields)
     }
     static func notWritable(_ fields: [String]) -> RefusedChange {
         RefusedChange(
             statusCode: "INVALID_FIELD_FOR_INSERT_UPDATE",
-            message: "Unable to create/update fields: \(fields.joined(separator: ", ")). Please check the security settings of this field and verify that it is read/write for your profile or permission set.",
+            message:
+                "Unable to create/update fields: \(fields.joined(separator: ", ")). Please check the security settings of this field and verify that it is read/write for your profile or permission set.",
             fields: fields)
     }
-    static let idOnInsert = RefusedChange(statusCode: "INVALID_FIELD_FOR_INSERT_UPDATE", message: "cannot specify Id in an insert call", fields: ["Id"])
+    static let idOnInsert = RefusedChange(
+        statusCode: "INVALID_FIELD_FOR_INSERT_UPDATE", message: "cannot specify Id in an insert call", fields: ["Id"])
     static let insufficientAccess = RefusedChange(statusCode: "INSUFFICIENT_ACCESS_OR_READONLY", message: "insufficient access rights on object id")
 }
 

@@ -232,11 +232,12 @@ public struct SalesforceFixture: Sendable {
             guard let operation = rule["operation"]?.string, let message = rule["message"]?.string else {
                 throw SalesforceFixtureError("\(name): a rule needs an operation and a message")
             }
-            rules.append(Rule(
-                object: rule["object"]?.string, operation: operation, ids: rule["ids"]?.array?.compactMap(\.string),
-                matching: rule["matching"]?.data,
-                statusCode: rule["statusCode"]?.string ?? "FIELD_CUSTOM_VALIDATION_EXCEPTION", message: message,
-                fields: rule["fields"]?.array?.compactMap(\.string) ?? []))
+            rules.append(
+                Rule(
+                    object: rule["object"]?.string, operation: operation, ids: rule["ids"]?.array?.compactMap(\.string),
+                    matching: rule["matching"]?.data,
+                    statusCode: rule["statusCode"]?.string ?? "FIELD_CUSTOM_VALIDATION_EXCEPTION", message: message,
+                    fields: rule["fields"]?.array?.compactMap(\.string) ?? []))
         }
     }
 
@@ -268,16 +269,17 @@ public struct SalesforceFixture: Sendable {
                     value, label: entry["label"]?.string, active: entry["active"]?.bool ?? true,
                     defaultValue: entry["defaultValue"]?.bool ?? false, validFor: entry["validFor"]?.string)
             }
-            fields.append(Field(
-                name: name, type: type, label: field["label"]?.string, createable: field["createable"]?.bool ?? true,
-                updateable: field["updateable"]?.bool ?? true, nillable: field["nillable"]?.bool,
-                calculated: field["calculated"]?.bool ?? false, formulaSum: field["formulaSum"]?.array?.compactMap(\.string),
-                referenceTo: field["referenceTo"]?.array?.compactMap(\.string) ?? [],
-                relationshipName: field["relationshipName"]?.string, controllerName: field["controllerName"]?.string,
-                dependentPicklist: field["dependentPicklist"]?.bool, restrictedPicklist: field["restrictedPicklist"]?.bool ?? false,
-                picklistValues: values, length: field["length"]?.number.map { Int($0) },
-                defaultedOnCreate: field["defaultedOnCreate"]?.bool, externalId: field["externalId"]?.bool ?? false,
-                unique: field["unique"]?.bool ?? false))
+            fields.append(
+                Field(
+                    name: name, type: type, label: field["label"]?.string, createable: field["createable"]?.bool ?? true,
+                    updateable: field["updateable"]?.bool ?? true, nillable: field["nillable"]?.bool,
+                    calculated: field["calculated"]?.bool ?? false, formulaSum: field["formulaSum"]?.array?.compactMap(\.string),
+                    referenceTo: field["referenceTo"]?.array?.compactMap(\.string) ?? [],
+                    relationshipName: field["relationshipName"]?.string, controllerName: field["controllerName"]?.string,
+                    dependentPicklist: field["dependentPicklist"]?.bool, restrictedPicklist: field["restrictedPicklist"]?.bool ?? false,
+                    picklistValues: values, length: field["length"]?.number.map { Int($0) },
+                    defaultedOnCreate: field["defaultedOnCreate"]?.bool, externalId: field["externalId"]?.bool ?? false,
+                    unique: field["unique"]?.bool ?? false))
         }
         return ObjectSchema(
             keyPrefix: prefix, label: describe["label"]?.string, fields: fields, createable: describe["createable"]?.bool ?? true,

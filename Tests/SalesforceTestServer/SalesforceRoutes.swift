@@ -78,9 +78,11 @@ struct SalesforceState {
             return sessions.revoke(Self.form(request))
         case ("data", []):
             guard request.method == "GET" else { return .error(.methodNotAllowed(request.method, allowed: ["GET", "HEAD"])) }
-            return .json(.array(versions.map { version in
-                .object(["label": .string(Self.label(version)), "url": .string("/services/data/v\(version)"), "version": .string(version)])
-            }))
+            return .json(
+                .array(
+                    versions.map { version in
+                        .object(["label": .string(Self.label(version)), "url": .string("/services/data/v\(version)"), "version": .string(version)])
+                    }))
         case ("data", let rest):
             guard rest[0].hasPrefix("v"), versions.contains(String(rest[0].dropFirst())) else { return .error(.notFound) }
             guard sessions.user(authorization: request.headers["authorization"]) != nil else { return .error(.invalidSession) }
@@ -115,14 +117,15 @@ struct SalesforceState {
             let schema = try schema(p[1])
             if call.method == "POST" { return try create(schema, call) }
             try allow(call, ["GET", "POST"])
-            return .json(.object([
-                "objectDescribe": .object([
-                    "name": .string(schema.name), "label": .string(schema.label), "keyPrefix": .string(schema.keyPrefix),
-                    "createable": .bool(schema.createable), "updateable": .bool(schema.updateable),
-                    "deletable": .bool(schema.deletable), "queryable": .bool(schema.queryable),
-                ]),
-                "recentItems": .array([]),
-            ]))
+            return .json(
+                .object([
+                    "objectDescribe": .object([
+                        "name": .string(schema.name), "label": .string(schema.label), "keyPrefix": .string(schema.keyPrefix),
+                        "createable": .bool(schema.createable), "updateable": .bool(schema.updateable),
+                        "deletable": .bool(schema.deletable), "queryable": .bool(schema.queryable),
+                    ]),
+                    "recentItems": .array([]),
+                ]))
         case ("sobjects", 3) where p[2] == "describe":
             try allow(call, ["GET"])
             return describe(try schema(p[1]), call)
@@ -214,7 +217,9 @@ struct SalesforceState {
         switch call.method {
         case "PATCH":
             let body = try Self.body(call)
-            if body.keys.contains(where: { $0.lowercased() == "id" }) { throw .invalidField("The Id field should not be specified in the sobject data.") }
+            if body.keys.contains(where: { $0.lowercased() == "id" }) {
+                throw .invalidField("The Id field should not be specified in the sobject data.")
+            }
             let changes = try Changes(body, schema, skipping: ["attributes"])
             guard let error = store.update(schema, id, changes, rules: rules) else { return .noContent }
             throw error.statusCode == "INVALID_CROSS_REFERENCE_KEY" && store.record(schema.name, id) == nil ? .notFound : APIError(error)
@@ -298,7 +303,9 @@ struct SalesforceState {
         guard let json = JSON.parse(call.request.body) else {
             throw .jsonParser(call.request.body.isEmpty ? "No content to map due to end-of-input" : "Unexpected character: the body is not JSON")
         }
-        guard let object = json.object else { throw .jsonParser("Cannot deserialize instance of SObject out of \(json.array != nil ? "START_ARRAY" : "VALUE") token") }
+        guard let object = json.object else {
+            throw .jsonParser("Cannot deserialize instance of SObject out of \(json.array != nil ? "START_ARRAY" : "VALUE") token")
+        }
         return object
     }
 

@@ -28,11 +28,12 @@ struct Schema: Sendable {
             Field(name: name, type: type, label: label, createable: false, updateable: false, nillable: false, defaultedOnCreate: true)
         }
         let own = schema.fields.filter { field in !Self.systemFields.contains { $0.caseInsensitiveCompare(field.name) == .orderedSame } }
-        fields = [system("Id", "id", label: "Record ID"), system("IsDeleted", "boolean", label: "Deleted")] + own + [
-            system("CreatedDate", "datetime", label: "Created Date"),
-            system("LastModifiedDate", "datetime", label: "Last Modified Date"),
-            system("SystemModstamp", "datetime", label: "System Modstamp"),
-        ]
+        fields =
+            [system("Id", "id", label: "Record ID"), system("IsDeleted", "boolean", label: "Deleted")] + own + [
+                system("CreatedDate", "datetime", label: "Created Date"),
+                system("LastModifiedDate", "datetime", label: "Last Modified Date"),
+                system("SystemModstamp", "datetime", label: "System Modstamp"),
+            ]
         var positions: [String: Int] = [:]
         for (index, field) in fields.enumerated() { positions[field.name.lowercased()] = index }
         self.positions = positions
@@ -58,7 +59,8 @@ struct Schema: Sendable {
             index = controller.string.flatMap { current in controllerField.picklistValues.firstIndex { $0.value == current } }
         }
         guard let index, let entry = field.picklistValues.first(where: { $0.value == value }),
-              let bytes = entry.validFor.flatMap({ Data(base64Encoded: $0) }), index / 8 < bytes.count else { return false }
+            let bytes = entry.validFor.flatMap({ Data(base64Encoded: $0) }), index / 8 < bytes.count
+        else { return false }
         return bytes[index / 8] & (0x80 >> (index % 8)) != 0
     }
 
@@ -75,13 +77,14 @@ struct Schema: Sendable {
             "searchable": .bool(true), "undeletable": .bool(deletable), "layoutable": .bool(true),
         ]
         json["fields"] = .array(fields.map(describe))
-        json["childRelationships"] = .array(children.map { child in
-            .object([
-                "childSObject": .string(child.object), "field": .string(child.field.name),
-                "relationshipName": .string(child.object.hasSuffix("__c") ? String(child.object.dropLast(3)) + "s__r" : child.object + "s"),
-                "cascadeDelete": .bool(false), "restrictedDelete": .bool(false),
-            ])
-        })
+        json["childRelationships"] = .array(
+            children.map { child in
+                .object([
+                    "childSObject": .string(child.object), "field": .string(child.field.name),
+                    "relationshipName": .string(child.object.hasSuffix("__c") ? String(child.object.dropLast(3)) + "s__r" : child.object + "s"),
+                    "cascadeDelete": .bool(false), "restrictedDelete": .bool(false),
+                ])
+            })
         json["recordTypeInfos"] = .array([])
         json["urls"] = .object([
             "sobject": .string(base), "describe": .string(base + "/describe"), "rowTemplate": .string(base + "/{ID}"),
@@ -109,12 +112,13 @@ struct Schema: Sendable {
             "controllerName": field.controllerName.map(JSON.string) ?? .null,
             "dependentPicklist": .bool(field.dependentPicklist), "restrictedPicklist": .bool(field.restrictedPicklist),
         ]
-        json["picklistValues"] = .array(field.picklistValues.map { value in
-            .object([
-                "active": .bool(value.active), "defaultValue": .bool(value.defaultValue), "label": .string(value.label),
-                "validFor": value.validFor.map(JSON.string) ?? .null, "value": .string(value.value),
-            ])
-        })
+        json["picklistValues"] = .array(
+            field.picklistValues.map { value in
+                .object([
+                    "active": .bool(value.active), "defaultValue": .bool(value.defaultValue), "label": .string(value.label),
+                    "validFor": value.validFor.map(JSON.string) ?? .null, "value": .string(value.value),
+                ])
+            })
         return .object(json)
     }
 

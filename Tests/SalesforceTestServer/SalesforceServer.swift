@@ -90,7 +90,8 @@ public actor SalesforceServer {
     /// `id` of `object`; nil when it holds none.
     public func blob(_ object: String, _ id: String, _ field: String) -> Data? {
         guard let schema = state.store.schema(object), let id = SalesforceID.canonical(id), let field = schema.field(field),
-              let record = state.store.record(schema.name, id), record.deletedAt == nil else { return nil }
+            let record = state.store.record(schema.name, id), record.deletedAt == nil
+        else { return nil }
         return state.store.blob(id, field.name)
     }
 

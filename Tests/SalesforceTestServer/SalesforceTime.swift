@@ -45,7 +45,8 @@ enum SalesforceTime {
         let ms = t - days * day
         let (y, m, d) = civil(fromDays: days)
         let weekday = weekdays[Int(((days % 7) + 7 + 4) % 7)]  // 1970-01-01 was a Thursday.
-        return "\(weekday), \(pad(d, 2)) \(months[Int(m) - 1]) \(pad(y, 4)) \(pad(ms / 3_600_000, 2)):\(pad(ms / 60_000 % 60, 2)):\(pad(ms / 1000 % 60, 2)) GMT"
+        return
+            "\(weekday), \(pad(d, 2)) \(months[Int(m) - 1]) \(pad(y, 4)) \(pad(ms / 3_600_000, 2)):\(pad(ms / 60_000 % 60, 2)):\(pad(ms / 1000 % 60, 2)) GMT"
     }
 
     // MARK: - Reading
@@ -54,8 +55,9 @@ enum SalesforceTime {
     static func parse(_ text: String) -> Int64? {
         let b = Array(text.utf8)
         guard b.count >= 20, let days = dateDays(b), b[10] == UInt8(ascii: "T") || b[10] == UInt8(ascii: "t"),
-              let h = digits(b, 11, 2), b[13] == UInt8(ascii: ":"), let mi = digits(b, 14, 2), b[16] == UInt8(ascii: ":"),
-              let s = digits(b, 17, 2), h < 24, mi < 60, s < 60 else { return nil }
+            let h = digits(b, 11, 2), b[13] == UInt8(ascii: ":"), let mi = digits(b, 14, 2), b[16] == UInt8(ascii: ":"),
+            let s = digits(b, 17, 2), h < 24, mi < 60, s < 60
+        else { return nil }
         var i = 19
         var millis: Int64 = 0
         if i < b.count, b[i] == UInt8(ascii: ".") {
@@ -103,7 +105,8 @@ enum SalesforceTime {
     static func parseHTTPDate(_ text: String) -> Int64? {
         let parts = text.split(separator: " ")
         guard parts.count == 6, parts[5] == "GMT", let d = Int64(parts[1]),
-              let m = months.firstIndex(of: String(parts[2])), let y = Int64(parts[3]) else { return nil }
+            let m = months.firstIndex(of: String(parts[2])), let y = Int64(parts[3])
+        else { return nil }
         let clock = parts[4].split(separator: ":").compactMap { Int64($0) }
         guard clock.count == 3, (1...31).contains(d) else { return nil }
         return days(fromCivil: y, Int64(m + 1), d) * day + clock[0] * 3_600_000 + clock[1] * 60_000 + clock[2] * 1000
@@ -116,7 +119,8 @@ enum SalesforceTime {
 
     private static func dateDays(_ b: [UInt8]) -> Int64? {
         guard b.count >= 10, let y = digits(b, 0, 4), b[4] == UInt8(ascii: "-"), let m = digits(b, 5, 2), b[7] == UInt8(ascii: "-"),
-              let d = digits(b, 8, 2), (1...12).contains(m), d >= 1, d <= daysIn(month: m, year: y) else { return nil }
+            let d = digits(b, 8, 2), (1...12).contains(m), d >= 1, d <= daysIn(month: m, year: y)
+        else { return nil }
         return days(fromCivil: y, m, d)
     }
 

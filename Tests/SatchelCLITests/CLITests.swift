@@ -31,7 +31,8 @@ enum CLI {
         let child = try await ChildProcess.detached(
             executable.path, arguments, environment: ProcessInfo.processInfo.environment.merging(environment) { $1 },
             input: input.map { Data($0.utf8) })
-        return Result(status: child.status, stdout: String(decoding: child.stdout, as: UTF8.self), stderr: String(decoding: child.stderr, as: UTF8.self))
+        return Result(
+            status: child.status, stdout: String(decoding: child.stdout, as: UTF8.self), stderr: String(decoding: child.stderr, as: UTF8.self))
     }
 }
 
@@ -72,11 +73,13 @@ struct CLITests {
         #expect(unknown.status == 1 && unknown.stdout.isEmpty, "a model the store never saw is no empty answer")
     }
 
-    @Test("bad input gives one line on stderr and a non-zero exit, changing nothing", arguments: [
-        ["put", "Product", "{\"a\":"], ["put", "Product", "[1]"], ["put", "Product", "{\"object\":5,\"a\":1}"],
-        ["update", "Product", "p1", "not json"], ["update", "Product", "nope", "{\"a\":1}"], ["find", "Product", "--where", "price"],
-        ["put", "", "{\"a\":1}"], ["import", "Product", "/nonexistent/file.json"],
-    ])
+    @Test(
+        "bad input gives one line on stderr and a non-zero exit, changing nothing",
+        arguments: [
+            ["put", "Product", "{\"a\":"], ["put", "Product", "[1]"], ["put", "Product", "{\"object\":5,\"a\":1}"],
+            ["update", "Product", "p1", "not json"], ["update", "Product", "nope", "{\"a\":1}"], ["find", "Product", "--where", "price"],
+            ["put", "", "{\"a\":1}"], ["import", "Product", "/nonexistent/file.json"],
+        ])
     func badInput(_ arguments: [String]) async throws {
         let directory = TemporaryDirectory()
         let db = directory.child("db")
@@ -167,9 +170,10 @@ struct CLITests {
         let built = try await CLI.run(["--db", db, "index", "Product", "brand,price"])
         #expect(built.lines == ["index brand,price of Product: 300 entries"])
         #expect(try await CLI.run(["--db", db, "index", "Product", "tags[]"]).status == 0)
-        #expect(try await CLI.run(["--db", db, "index", "Product", "--list"]).lines == [
-            "brand,price\tvalue\tready\t300 entries", "tags[]\telements\tready\t496 entries",
-        ])
+        #expect(
+            try await CLI.run(["--db", db, "index", "Product", "--list"]).lines == [
+                "brand,price\tvalue\tready\t300 entries", "tags[]\telements\tready\t496 entries",
+            ])
 
         func find(_ arguments: String...) async throws -> [String] {
             let result = try await CLI.run(["--db", db, "find", "Product"] + arguments)
@@ -181,8 +185,9 @@ struct CLITests {
         let prices = try top.map { try JSONObject(parsing: $0) }.map { $0["price"]!.doubleValue! }
         #expect(prices == prices.sorted(by: >))
         #expect(try JSONObject(parsing: top[0]).keys == ["name", "object", "price"])
-        #expect(try await find("--where", "brand=Acme", "--order", "price:desc", "--limit", "3", "--explain")
-            == ["index brand,price: brand == \"Acme\", read in reverse index order; stop after 3"])
+        #expect(
+            try await find("--where", "brand=Acme", "--order", "price:desc", "--limit", "3", "--explain")
+                == ["index brand,price: brand == \"Acme\", read in reverse index order; stop after 3"])
         let page2 = try await find("--where", "brand=Acme", "--order", "price:desc", "--limit", "3", "--offset", "3")
         let firstSix = try await find("--where", "brand=Acme", "--order", "price:desc", "--limit", "6")
         #expect(page2 == Array(firstSix.suffix(3)))

@@ -25,9 +25,10 @@ struct GraphCLITests {
 
         let found = try await CLI.run(["--db", db, "find", "Order", "--id", "o1", "--include", "customer"])
         #expect(found.status == 0, "\(found.stderr)")
-        #expect(found.lines == [
-            #"{"customer":{"address":"a1","email":"ann@example.com","name":"Ann","object":"c1"},"items":["p1","p2"],"object":"o1","total":30}"#
-        ])
+        #expect(
+            found.lines == [
+                #"{"customer":{"address":"a1","email":"ann@example.com","name":"Ann","object":"c1"},"items":["p1","p2"],"object":"o1","total":30}"#
+            ])
         let deep = try await CLI.run(["--db", db, "find", "Order", "--id", "o2", "--include", "customer.address,items"])
         let order = try JSONObject(parsing: deep.lines.first ?? "")
         #expect(order["customer"]?["address"]?["city"] == "Lyon")
@@ -48,14 +49,18 @@ struct GraphCLITests {
         func expectFailure(_ result: CLI.Result, _ status: Int32, _ message: String, sourceLocation: SourceLocation = #_sourceLocation) {
             #expect(result.status == status, sourceLocation: sourceLocation)
             #expect(result.stdout.isEmpty, sourceLocation: sourceLocation)
-            #expect(result.stderr.split(separator: "\n").count == 1 && result.stderr.contains(message), "\(result.stderr)", sourceLocation: sourceLocation)
+            #expect(
+                result.stderr.split(separator: "\n").count == 1 && result.stderr.contains(message), "\(result.stderr)", sourceLocation: sourceLocation
+            )
         }
         expectFailure(try await CLI.run(["--db", db, "import", "Order", bad, "--graph"]), 1, "line 2 (item 2): expected a JSON object, got a number")
         expectFailure(try await CLI.run(["--db", db, "find", "Order", "--include", "customer"]), 64, "--include needs --id")
         expectFailure(try await CLI.run(["--db", db, "find", "Order", "--id", "o1", "--include", "customer", "--count"]), 64, "does not combine")
-        expectFailure(try await CLI.run(["--db", db, "find", "Order", "--id", "o1", "--include", "customer,"]), 64, "--include takes association paths")
-        expectFailure(try await CLI.run(["--db", db, "find", "Order", "--id", "o1", "--include", "total"]), 1,
-                      "'total' is not an association of Order (its associations: customer, items)")
+        expectFailure(
+            try await CLI.run(["--db", db, "find", "Order", "--id", "o1", "--include", "customer,"]), 64, "--include takes association paths")
+        expectFailure(
+            try await CLI.run(["--db", db, "find", "Order", "--id", "o1", "--include", "total"]), 1,
+            "'total' is not an association of Order (its associations: customer, items)")
         expectFailure(try await CLI.run(["--db", db, "find", "Order", "--id", "o9", "--include", "customer"]), 1, "no object 'o9' in Order")
 
         #expect(try await CLI.run(["--db", db, "find", "Customer", "--count"]).lines == ["1"])

@@ -74,13 +74,17 @@ struct KintoCLITests {
             headers: auth.merging(["Content-Type": form.contentType]) { $1 }, body: form.body)
         #expect(upload.status == 201, "\(upload.text)")
 
-        let sync = try await CLI.run(["--db", db, "sync", "--backend", "kinto", "--url", url, "--bucket", bucket, "--model", "Note", "--user", "cli", "--password", "pw"])
+        let sync = try await CLI.run([
+            "--db", db, "sync", "--backend", "kinto", "--url", url, "--bucket", bucket, "--model", "Note", "--user", "cli", "--password", "pw",
+        ])
         #expect(sync.status == 0, "\(sync.stderr)")
         let out = directory.child("scan.pdf")
         let blob = try await CLI.run(["--db", db, "blob", "Note", "n1", "attachment", "--out", out])
         #expect(blob.status == 0, "\(blob.stderr)")
         #expect(FileManager.default.contents(atPath: out) == bytes)
         let found = try await CLI.run(["--db", db, "find", "Note", "--id", "n1"])
-        #expect(found.lines.count == 1 && found.lines[0].contains(#""title":"Scan""#) && found.lines[0].contains(#""attachment":"blob:"#), "\(found.lines)")
+        #expect(
+            found.lines.count == 1 && found.lines[0].contains(#""title":"Scan""#) && found.lines[0].contains(#""attachment":"blob:"#),
+            "\(found.lines)")
     }
 }

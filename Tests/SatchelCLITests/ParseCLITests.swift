@@ -80,7 +80,10 @@ struct ParseCLITests {
         #expect(sync.status == 0, "\(sync.stderr)")
         #expect(try await CLI.run(["--db", db, "find", "Order", "--count"]).lines == ["4"])
         let order = try await CLI.run(["--db", db, "find", "Order", "--id", "Ordr000001", "--select", "customer,items,createdAt"])
-        #expect(order.lines == [#"{"createdAt":"2024-05-10T14:00:00.000Z","customer":"Cust000001","items":["Prod000001","Prod000002"],"object":"Ordr000001"}"#])
+        #expect(
+            order.lines == [
+                #"{"createdAt":"2024-05-10T14:00:00.000Z","customer":"Cust000001","items":["Prod000001","Prod000002"],"object":"Ordr000001"}"#
+            ])
 
         let receipt = directory.child("receipt.txt")
         let blob = try await CLI.run(["--db", db, "blob", "Order", "Ordr000001", "receipt", "--out", receipt])
@@ -166,7 +169,9 @@ struct ParseCLIRoundTwoTests {
         #expect(help.stdout.contains("--password-stdin") && help.stdout.contains("SATCHEL_PASSWORD") && help.stdout.contains("--token-stdin"))
     }
 
-    @Test("search prints exactly the server's matching objects and stores them only with --store; verify exits 0 when the store agrees, 4 with a line per drift")
+    @Test(
+        "search prints exactly the server's matching objects and stores them only with --store; verify exits 0 when the store agrees, 4 with a line per drift"
+    )
     func searchAndVerify() async throws {
         let server = try await ParseServer.start()
         defer { Task { await server.stop() } }
@@ -175,7 +180,9 @@ struct ParseCLIRoundTwoTests {
         let directory = TemporaryDirectory()
         let db = directory.child("db")
         let key = try #require(server.restKey)
-        #expect(try await CLI.run(Self.base(db, server, "sync") + ["--rest-key", key, "--user", "ann", "--password", "secret", "--model", "Product"]).status == 0)
+        #expect(
+            try await CLI.run(Self.base(db, server, "sync") + ["--rest-key", key, "--user", "ann", "--password", "secret", "--model", "Product"])
+                .status == 0)
         try await CLI.run(["--db", db, "delete", "Product", ids[5]]).expectSuccess()
         let search = try await CLI.run(Self.base(db, server, "search") + ["--rest-key", key, "Product", "--where", "price>3", "--where", "name!=P5"])
         #expect(search.status == 0, "\(search.stderr)")
@@ -201,12 +208,15 @@ struct ParseCLIRoundTwoTests {
         #expect(drifts[ids[0]]?["attributes"]?["updatedAt"] != nil, "the server's updatedAt moved too")
         #expect(drifts[ids[1]]?["drift"] == "onlyHere" && drifts[ids[1]]?["model"] == "Product")
         #expect(lines.last?["agree"] == false && lines.last?["differing"] == 1 && lines.last?["onlyHere"] == 1)
-        #expect(try await CLI.run(["--db", db, "find", "Product", "--id", ids[0], "--select", "price"]).lines == [#"{"object":"\#(ids[0])","price":1}"#])
+        #expect(
+            try await CLI.run(["--db", db, "find", "Product", "--id", ids[0], "--select", "price"]).lines == [#"{"object":"\#(ids[0])","price":1}"#])
 
         // --store keeps what was found; a sync brings the rest; then they agree.
         let stored = try await CLI.run(Self.base(db, server, "search") + ["--rest-key", key, "Product", "--where", "price=100", "--store"])
         #expect(stored.lines.count == 1, "\(stored.stderr)")
-        #expect(try await CLI.run(["--db", db, "find", "Product", "--id", ids[0], "--select", "price"]).lines == [#"{"object":"\#(ids[0])","price":100}"#])
+        #expect(
+            try await CLI.run(["--db", db, "find", "Product", "--id", ids[0], "--select", "price"]).lines == [#"{"object":"\#(ids[0])","price":100}"#]
+        )
         #expect(try await CLI.run(Self.base(db, server, "sync") + ["--rest-key", key, "--full"]).status == 0)
         #expect(try await CLI.run(Self.base(db, server, "verify") + ["--rest-key", key, "Product"]).status == 0)
 
@@ -217,7 +227,9 @@ struct ParseCLIRoundTwoTests {
         #expect(badWhere.status != 0 && badWhere.stderr.split(separator: "\n").count == 1, "\(badWhere.stderr)")
     }
 
-    @Test("a create whose answer was lost, over two runs with the server's idempotency on: the second run carries the same request id and makes nothing twice")
+    @Test(
+        "a create whose answer was lost, over two runs with the server's idempotency on: the second run carries the same request id and makes nothing twice"
+    )
     func lostCreateAcrossRuns() async throws {
         var fixture = ParseFixture()
         fixture.idempotency = ParseFixture.Idempotency()
@@ -252,16 +264,20 @@ struct ParseCLIRoundTwoTests {
         let key = try #require(server.restKey)
         let db = directory.child("db")
         try await CLI.run(["--db", db, "put", "Product", #"{"object":"mine","name":"Lamp"}"#]).expectSuccess()
-        let sync = try await CLI.run(Self.base(db, server, "sync") + ["--rest-key", key, "--user", "ann", "--password", "secret", "--create-protection", "object-id"])
+        let sync = try await CLI.run(
+            Self.base(db, server, "sync") + ["--rest-key", key, "--user", "ann", "--password", "secret", "--create-protection", "object-id"])
         #expect(sync.status == 0, "\(sync.stderr)")
         #expect(await server.objects("Product").keys.sorted() == ["mine"])
         let other = directory.child("other")
         try await CLI.run(["--db", other, "put", "Product", #"{"object":"theirs","name":"Desk"}"#]).expectSuccess()
-        let field = try await CLI.run(Self.base(other, server, "sync") + ["--rest-key", key, "--user", "ann", "--password", "secret", "--create-protection", "field=deviceRef"])
+        let field = try await CLI.run(
+            Self.base(other, server, "sync") + ["--rest-key", key, "--user", "ann", "--password", "secret", "--create-protection", "field=deviceRef"])
         #expect(field.status == 0, "\(field.stderr)")
         let desk = try #require(await server.objects("Product").values.map { try JSONObject(parsing: $0) }.first { $0["name"] == "Desk" })
         #expect(desk["deviceRef"] == "theirs")
-        #expect(try await CLI.run(["--db", other, "find", "Product", "--where", "name=Desk", "--select", "deviceRef"]).stdout.contains(#""deviceRef":"theirs""#))
+        #expect(
+            try await CLI.run(["--db", other, "find", "Product", "--where", "name=Desk", "--select", "deviceRef"]).stdout.contains(
+                #""deviceRef":"theirs""#))
         let bad = try await CLI.run(Self.base(other, server, "sync") + ["--rest-key", key, "--create-protection", "sometimes"])
         #expect(bad.status != 0 && bad.stderr.contains("request-id, object-id, field=NAME or none"), "\(bad.stderr)")
     }

@@ -13,10 +13,15 @@ struct RhoConnectCLITests {
         let directory = TemporaryDirectory()
         let db = directory.child("db")
         let url = server.url.absoluteString
-        let first = try await CLI.run(["--db", db, "sync", "--backend", "rhoconnect", "--url", url, "--user", "ann", "--password", "secret", "--model", "Product"])
+        let first = try await CLI.run([
+            "--db", db, "sync", "--backend", "rhoconnect", "--url", url, "--user", "ann", "--password", "secret", "--model", "Product",
+        ])
         #expect(first.status == 0, "\(first.stderr)")
         #expect(first.lines.last == #"{"processed":0,"status":"complete"}"#)
-        #expect(try await CLI.run(["--db", db, "find", "Product", "--id", "1"]).lines == [#"{"brand":"Apple","name":"iPhone","object":"1","price":"199.99"}"#])
+        #expect(
+            try await CLI.run(["--db", db, "find", "Product", "--id", "1"]).lines == [
+                #"{"brand":"Apple","name":"iPhone","object":"1","price":"199.99"}"#
+            ])
 
         _ = try await CLI.run(["--db", db, "put", "Product", #"{"object":"tmp","name":"wrongname"}"#])
         let refused = try await CLI.run(["--db", db, "sync", "--backend", "rhoconnect", "--url", url])

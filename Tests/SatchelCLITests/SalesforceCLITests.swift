@@ -21,8 +21,10 @@ struct SalesforceCLITests {
         let db = directory.child("db")
         let objects = directory.child("objects.json")
         let list: JSONValue = [
-            ["name": "Account", "filter": "Industry = 'Energy'", "onlyList": ["Name", "Industry", "Tier__c", "Active__c", "Discount__c"],
-             "extra-device": ["isFavourite"]],
+            [
+                "name": "Account", "filter": "Industry = 'Energy'", "onlyList": ["Name", "Industry", "Tier__c", "Active__c", "Discount__c"],
+                "extra-device": ["isFavourite"],
+            ],
             ["name": "Contact", "fetch-limit": 3, "fetch-order": "LastName DESC"],
         ]
         try Data(list.jsonBytes).write(to: URL(fileURLWithPath: objects))

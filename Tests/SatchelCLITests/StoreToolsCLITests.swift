@@ -11,7 +11,10 @@ struct StoreToolsCLITests {
         let directory = TemporaryDirectory()
         let db = directory.child("db")
         for i in 0..<6 {
-            #expect(try await CLI.run(["--db", db, "put", "Product", #"{"object":"p\#(i)","brand":"\#(i % 2 == 0 ? "Acme" : "Zenith")","tags":["t\#(i % 3)"]}"#]).status == 0)
+            #expect(
+                try await CLI.run([
+                    "--db", db, "put", "Product", #"{"object":"p\#(i)","brand":"\#(i % 2 == 0 ? "Acme" : "Zenith")","tags":["t\#(i % 3)"]}"#,
+                ]).status == 0)
         }
         let refused = try await CLI.run(["--db", db, "find", "Product", "--where", "brand=Acme", "--require-index"])
         #expect(refused.status == 2 && refused.stdout.isEmpty)
@@ -29,7 +32,9 @@ struct StoreToolsCLITests {
     func exportAndCompact() async throws {
         let directory = TemporaryDirectory()
         let db = directory.child("db")
-        for i in 0..<50 { _ = try await CLI.run(["--db", db, "put", "Note", #"{"object":"n\#(i)","text":"\#(String(repeating: "x", count: 200))"}"#]) }
+        for i in 0..<50 {
+            _ = try await CLI.run(["--db", db, "put", "Note", #"{"object":"n\#(i)","text":"\#(String(repeating: "x", count: 200))"}"#])
+        }
         for i in 0..<40 { _ = try await CLI.run(["--db", db, "delete", "Note", "n\(i)"]) }
         let lines = try await CLI.run(["--db", db, "export", "Note"]).lines
         #expect(lines.count == 10 && lines.first?.hasPrefix(#"{"object":"n40""#) == true)

@@ -169,7 +169,9 @@ struct SyncCLITests {
             let products = try store.model("Product"), customers = try store.model("Customer"), orders = try store.model("Order")
             try await store.bulkUpdate { tx in
                 for i in 301...500 { _ = try tx.create(["object": .string("p\(i)"), "name": .string("New \(i)")], in: products) }
-                for i in 1...80 { _ = try tx.update("p\(i)", with: ["price": .int(Int64(1000 + i)), "brand": i % 2 == 0 ? .null : "Zenith"], in: products) }
+                for i in 1...80 {
+                    _ = try tx.update("p\(i)", with: ["price": .int(Int64(1000 + i)), "brand": i % 2 == 0 ? .null : "Zenith"], in: products)
+                }
                 for i in 281...300 { try tx.delete("p\(i)", in: products) }
                 for i in 1...50 {
                     _ = try tx.create(["object": .string("c\(i)"), "name": .string("Customer \(i)")], in: customers)
@@ -193,8 +195,11 @@ struct SyncCLITests {
         #expect(try await setup.serverObjects("Customer").count == 50)
         #expect(try await setup.serverObjects("Order").count == 50)
         let second = setup.directory.child("second")
-        #expect(try await CLI.run(["--db", second, "sync", "--backend", "memory", "--url", setup.serverFile, "--user", "ann", "--password", "x",
-                             "--model", "Product", "--model", "Customer", "--model", "Order"]).status == 0)
+        #expect(
+            try await CLI.run([
+                "--db", second, "sync", "--backend", "memory", "--url", setup.serverFile, "--user", "ann", "--password", "x",
+                "--model", "Product", "--model", "Customer", "--model", "Order",
+            ]).status == 0)
         for model in ["Product", "Customer", "Order"] {
             let here = try await setup.run(["find", model]).lines.sorted()
             let there = try await CLI.run(["--db", second, "find", model]).lines.sorted()

@@ -114,7 +114,8 @@ struct FuzzReplayTests {
 
     @Test("every file under Regressions has its expectation, and every expectation its file")
     func regressionsListed() {
-        let files = Set(FuzzTarget.allCases.flatMap { target in FuzzFiles.files("Regressions", target).map { "\(target.rawValue)/\($0.lastPathComponent)" } })
+        let files = Set(
+            FuzzTarget.allCases.flatMap { target in FuzzFiles.files("Regressions", target).map { "\(target.rawValue)/\($0.lastPathComponent)" } })
         let listed = Set(Regression.all.map(\.testDescription))
         #expect(files.subtracting(listed).isEmpty, "findings without an expectation: \(files.subtracting(listed).sorted())")
         #expect(listed.subtracting(files).isEmpty, "expectations without a file: \(listed.subtracting(files).sorted())")

@@ -29,7 +29,9 @@ struct KintoHostileAnswerTests {
         let stub = try await KintoStub.start()
         let device = try await device(stub, retries: 2)
         await stub.enqueue([
-            .init(status: 200, headers: ["Backoff": "\(seconds)"], body: #"{"responses":[{"status":200,"body":{"data":{"id":"p1","last_modified":12,"name":"Local"}}}]}"#)
+            .init(
+                status: 200, headers: ["Backoff": "\(seconds)"],
+                body: #"{"responses":[{"status":200,"body":{"data":{"id":"p1","last_modified":12,"name":"Local"}}}]}"#)
         ])
         return (stub, device)
     }
@@ -49,14 +51,18 @@ struct KintoHostileAnswerTests {
         let device = try await Self.device(stub)
         let answer = try #require(Self.malformedPulls.first { $0.0 == name }?.1)
         // The push goes through; the pull's answer is the bad one.
-        await stub.enqueue([.init(status: 200, body: #"{"responses":[{"status":200,"body":{"data":{"id":"p1","last_modified":12,"name":"Local"}}}]}"#), answer])
+        await stub.enqueue([
+            .init(status: 200, body: #"{"responses":[{"status":200,"body":{"data":{"id":"p1","last_modified":12,"name":"Local"}}}]}"#), answer,
+        ])
         let before = try device.objects("Product")
         await #expect(throws: SyncError.self) { try await device.engine.sync(models: ["Product"]) }
         #expect(device.log.notifications(.error).last?.errorCode == .protocolViolation)
         #expect(try device.objects("Product") == before)
         #expect(try device.store.verify().problems == [])
         // The next, good answer converges.
-        await stub.enqueue([.init(status: 200, body: #"{"data":[{"id":"p1","last_modified":12,"name":"Local"},{"id":"p2","last_modified":13,"name":"Two"}]}"#)])
+        await stub.enqueue([
+            .init(status: 200, body: #"{"data":[{"id":"p1","last_modified":12,"name":"Local"},{"id":"p2","last_modified":13,"name":"Two"}]}"#)
+        ])
         try await device.engine.sync(models: ["Product"])
         #expect(try device.objects("Product") == ["p1": ["name": "Local"], "p2": ["name": "Two"]])
         await stub.stop()
@@ -152,7 +158,8 @@ struct KintoHostileAnswerTests {
     func loopingNextPage() async throws {
         let stub = try await KintoStub.start()
         let device = try await Self.device(stub)
-        let push = KintoStub.Answer(status: 200, body: #"{"responses":[{"status":200,"body":{"data":{"id":"p1","last_modified":12,"name":"Local"}}}]}"#)
+        let push = KintoStub.Answer(
+            status: 200, body: #"{"responses":[{"status":200,"body":{"data":{"id":"p1","last_modified":12,"name":"Local"}}}]}"#)
         let loop = "\(await stub.root)/buckets/b/collections/Product/records?_since=12&_token=same"
         // More pages than the guard lets through; each points back at the same place.
         let pages = (0..<20).map { _ in KintoStub.Answer(status: 200, headers: ["Next-Page": loop], body: #"{"data":[]}"#) }
@@ -177,8 +184,10 @@ struct KintoHostileAnswerTests {
     func hugeTrees(_ kind: String) async throws {
         let stub = try await KintoStub.start()
         let device = try await Self.device(stub)
-        let push = KintoStub.Answer(status: 200, body: #"{"responses":[{"status":200,"body":{"data":{"id":"p1","last_modified":12,"name":"Local"}}}]}"#)
-        let body = kind == "values"
+        let push = KintoStub.Answer(
+            status: 200, body: #"{"responses":[{"status":200,"body":{"data":{"id":"p1","last_modified":12,"name":"Local"}}}]}"#)
+        let body =
+            kind == "values"
             ? #"{"data":["# + String(repeating: "0,", count: 9_999_999) + "0]}"
             : String(repeating: "[", count: 100_000) + String(repeating: "]", count: 100_000)
         await stub.enqueue([push, .init(status: 200, body: body)])
@@ -219,7 +228,9 @@ struct KintoHostileAnswerTests {
         await stub.stop()
     }
 
-    @Test("an attachment served elsewhere is downloaded without the password, one on the Kinto server with it; a failed download is a one-line error; a location that is not a URL a protocol violation")
+    @Test(
+        "an attachment served elsewhere is downloaded without the password, one on the Kinto server with it; a failed download is a one-line error; a location that is not a URL a protocol violation"
+    )
     func attachmentDownloads() async throws {
         let kinto = try await KintoStub.start()
         let files = try await KintoStub.start()
@@ -228,7 +239,9 @@ struct KintoHostileAnswerTests {
         await client.record()
         try await client.engine.logIn(Credentials(user: "ann", password: "pw"))
         func page(_ id: String, _ version: Int, _ location: String) -> KintoStub.Answer {
-            .init(status: 200, body: #"{"data":[{"id":"\#(id)","last_modified":\#(version),"title":"T","attachment":{"location":"\#(location)","size":5}}]}"#)
+            .init(
+                status: 200,
+                body: #"{"data":[{"id":"\#(id)","last_modified":\#(version),"title":"T","attachment":{"location":"\#(location)","size":5}}]}"#)
         }
         func image(_ id: String) throws -> Data? {
             try client.model("Photo").find(id)?["image"]?.stringValue.flatMap { try client.store.blobs.data(for: $0) }
@@ -249,7 +262,9 @@ struct KintoHostileAnswerTests {
         await kinto.enqueue([page("ph3", 12, elsewhere)])
         await files.enqueue([.init(status: 404, body: "gone")])
         let failed = await #expect(throws: SyncError.self) { try await client.engine.sync(models: ["Photo"]) }
-        #expect(failed?.code == .server && failed?.httpStatus == 404 && failed?.message.contains("attachment download") == true, "\(String(describing: failed))")
+        #expect(
+            failed?.code == .server && failed?.httpStatus == 404 && failed?.message.contains("attachment download") == true,
+            "\(String(describing: failed))")
         #expect(try client.model("Photo").find("ph3") == nil, "the page waits for its files")
 
         await kinto.enqueue([page("ph4", 13, "file:///etc/passwd")])
@@ -281,13 +296,16 @@ struct KintoHostileAnswerTests {
             .init(status: 200, headers: ["Next-Page": next], body: Self.page),
             .init(status: 500, body: #"{"code":500,"errno":999,"error":"boom"}"#),
             .init(status: 500, body: #"{"code":500,"errno":999,"error":"boom"}"#),
-            .init(status: 401, body: #"{"code":401,"errno":104,"error":"Unauthorized","message":"Please authenticate yourself to use this endpoint."}"#),
+            .init(
+                status: 401, body: #"{"code":401,"errno":104,"error":"Unauthorized","message":"Please authenticate yourself to use this endpoint."}"#),
         ])
         await attempt { try await client.engine.sync(models: ["Product"]) }
         await attempt { try await client.engine.sync(models: ["Product"]) }
         #expect(texts.count == 2, "\(texts)")
         #expect(!capture.lines.isEmpty, "the failures were logged")
-        let secrets = [password, SyncHTTPClient.basicAuthorization(Credentials(user: "ann", password: password)).dropFirst("Basic ".count).description]
+        let secrets = [
+            password, SyncHTTPClient.basicAuthorization(Credentials(user: "ann", password: password)).dropFirst("Basic ".count).description,
+        ]
         let everything = texts + capture.lines + client.log.all.map { "\($0)" }
         for secret in secrets {
             #expect(!everything.contains { $0.contains(secret) }, "\(secret) leaked")

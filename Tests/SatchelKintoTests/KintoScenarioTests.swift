@@ -39,7 +39,9 @@ struct KintoScenarioTests {
         return (server, bucket)
     }
 
-    static func expectSame(_ device: SyncClient, _ server: KintoAdmin, _ bucket: String, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+    static func expectSame(_ device: SyncClient, _ server: KintoAdmin, _ bucket: String, sourceLocation: SourceLocation = #_sourceLocation)
+        async throws
+    {
         let local = try device.objects("Product")
         let remote = try await server.objects(bucket, "Product")
         #expect(local.count == remote.count, sourceLocation: sourceLocation)
@@ -102,7 +104,9 @@ struct KintoScenarioTests {
         #expect(raw["data"]?["~id"] == "own-7", "an attribute named id travels escaped")
         #expect(raw["data"]?["last_modified"]?.intValue != nil)
         let removed = try await server.call("GET", server.records(bucket, "Product") + "/p200")["data"]?.objectValue
-        #expect(removed.map { !$0.contains("brand") && $0["price"] == -200 } == true, "a removed attribute is gone from the record: \(String(describing: removed))")
+        #expect(
+            removed.map { !$0.contains("brand") && $0["price"] == -200 } == true,
+            "a removed attribute is gone from the record: \(String(describing: removed))")
         try await Self.expectSame(device, server, bucket)
 
         // A concurrent edit: 412, resolved by retry (the local change wins)...
@@ -129,9 +133,11 @@ struct KintoScenarioTests {
         let url = try KintoServers.main()
         let user = Credentials(user: KintoServers.unique("eve"), password: "pw")
         let (server, bucket) = try await Self.productCollection(url, user, bucket: "rm")
-        try await server.putMany(bucket, "Product", [
-            ("p1", ["name": "One", "brand": "Acme", "colour": "red"]), ("p2", ["name": "Two", "brand": "Acme", "secret": "server only"]),
-        ])
+        try await server.putMany(
+            bucket, "Product",
+            [
+                ("p1", ["name": "One", "brand": "Acme", "colour": "red"]), ("p2", ["name": "Two", "brand": "Acme", "secret": "server only"]),
+            ])
         func record(_ id: String) async throws -> JSONObject {
             try #require(try await server.call("GET", server.records(bucket, "Product") + "/" + id)["data"]?.objectValue)
         }
@@ -228,7 +234,9 @@ struct KintoScenarioTests {
         #expect(acme.count == 2 && acme.allSatisfy { $0.totalCount == 7 }, "\(acme.map(\.totalCount))")
     }
 
-    @Test("a blob is the record's attachment: uploaded as <content hash>.bin with no field of its own, the version after it kept, kept through a removal, its file deleted with the record; two blob attributes are refused")
+    @Test(
+        "a blob is the record's attachment: uploaded as <content hash>.bin with no field of its own, the version after it kept, kept through a removal, its file deleted with the record; two blob attributes are refused"
+    )
     func attachments() async throws {
         let url = try KintoServers.main()
         let user = Credentials(user: KintoServers.unique("ivy"), password: "pw")
@@ -274,7 +282,9 @@ struct KintoScenarioTests {
         try client.model("Album").create(["object": "a1", "title": "Two sides"])
         let error = await #expect(throws: SyncError.self) { try await client.engine.sync(models: ["Album"]) }
         #expect(error?.code == .notSupported, "\(String(describing: error))")
-        #expect(error.map { $0.message.contains("cover, back") && $0.message.contains("one attachment per record") && !$0.message.contains("\n") } == true)
+        #expect(
+            error.map { $0.message.contains("cover, back") && $0.message.contains("one attachment per record") && !$0.message.contains("\n") } == true
+        )
         #expect(try await server.raw("GET", server.records(bucket, "Album")).status != 200, "nothing was created")
     }
 
@@ -308,7 +318,9 @@ struct KintoScenarioTests {
 
         try await device.engine.logIn(Credentials(user: name, password: "new-password"))
         #expect(try await device.engine.sync(models: ["Product"]).accepted == 1)
-        #expect(try await KintoAdmin(url, Credentials(user: name, password: "new-password")).objects(bucket, "Product")["a1"]?["name"] == "Changed offline")
+        #expect(
+            try await KintoAdmin(url, Credentials(user: name, password: "new-password")).objects(bucket, "Product")["a1"]?["name"]
+                == "Changed offline")
     }
 
     func expectUnauthorized(sourceLocation: SourceLocation = #_sourceLocation, _ body: () async throws -> Void) async {

@@ -46,7 +46,8 @@ enum KintoServers {
     /// standard output, trimmed.
     @discardableResult
     static func script(_ arguments: [String]) async throws -> String {
-        let path = environment["SATCHEL_KINTO_SCRIPT"]
+        let path =
+            environment["SATCHEL_KINTO_SCRIPT"]
             ?? URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../scripts/kinto.sh").standardized.path
         let child = try await ChildProcess.detached("/bin/bash", [path] + arguments)
         FileHandle.standardError.write(child.stderr)

@@ -227,16 +227,21 @@ struct ParseBackendTests {
         #expect(request.query["include"] == "customer")
     }
 
-    @Test("a model's configuration: its filter is and-ed into the where, onlyAttributes are keys, ignored ones excludeKeys, a fetch limit takes the first in the fetch order")
+    @Test(
+        "a model's configuration: its filter is and-ed into the where, onlyAttributes are keys, ignored ones excludeKeys, a fetch limit takes the first in the fetch order"
+    )
     func modelConfiguration() async throws {
         let setup = try await Setup(pageSize: 3)
         defer { Task { await setup.stop() } }
         for i in 1...9 {
-            _ = await setup.server.put("Product", Self.json(["n": .int(Int64(i)), "brand": i % 3 == 0 ? "Acme" : "Zenith", "note": "x", "secret": "s"]), id: nil)
+            _ = await setup.server.put(
+                "Product", Self.json(["n": .int(Int64(i)), "brand": i % 3 == 0 ? "Acme" : "Zenith", "note": "x", "secret": "s"]), id: nil)
         }
-        try await setup.device.engine.configure("Product", ModelSyncConfiguration(
-            serverFilter: ["brand": "Zenith"], onlyAttributes: ["n", "brand", "note"], ignoredAttributes: ["note"], fetchLimit: 4,
-            fetchOrder: [.descending(Field("n"))]))
+        try await setup.device.engine.configure(
+            "Product",
+            ModelSyncConfiguration(
+                serverFilter: ["brand": "Zenith"], onlyAttributes: ["n", "brand", "note"], ignoredAttributes: ["note"], fetchLimit: 4,
+                fetchOrder: [.descending(Field("n"))]))
         try await setup.device.engine.sync(models: ["Product"])
         let local = try setup.model("Product").findAll()
         let pulls = await setup.requests("GET", "classes/Product").filter { $0.query["keys"] != "objectId" }
@@ -253,7 +258,9 @@ struct ParseBackendTests {
         #expect(delta.query["order"] == "updatedAt,objectId" && delta.query["where"]?.hasPrefix(#"{"$and":[{"brand":"Zenith"},{"$or":"#) == true)
         #expect(try setup.model("Product").find(id)?["n"] == 10)
         let listings = await setup.requests("GET", "classes/Product").filter { $0.query["keys"] == "objectId" }
-        #expect(!listings.isEmpty && listings.allSatisfy { $0.query["where"]?.contains(#"{"brand":"Zenith"}"#) == true }, "the id listing follows the filter")
+        #expect(
+            !listings.isEmpty && listings.allSatisfy { $0.query["where"]?.contains(#"{"brand":"Zenith"}"#) == true },
+            "the id listing follows the filter")
     }
 
     @Test("a cloud function's object graph (CRParse's fetch path) is stored with importGraph and read back with find(including:)")
@@ -375,7 +382,8 @@ struct ParseBackendTests {
         try await setup.expectMatchesServer("Product", ignoring: ["n2"])
     }
 
-    @Test("every write carries X-Parse-Request-Id; a create whose answer was lost carries the same one after a restart, and the server's 159 links it")
+    @Test(
+        "every write carries X-Parse-Request-Id; a create whose answer was lost carries the same one after a restart, and the server's 159 links it")
     func requestIDsAcrossRestarts() async throws {
         var fixture = ParseFixture()
         fixture.idempotency = ParseFixture.Idempotency()
@@ -421,7 +429,9 @@ struct ParseBackendTests {
         #expect(await setup.server.objects("Product").count == 2)
     }
 
-    @Test("a 159 for a create no object holds (Parse recorded the id of a request it then refused) sends it once more under another request id: made once")
+    @Test(
+        "a 159 for a create no object holds (Parse recorded the id of a request it then refused) sends it once more under another request id: made once"
+    )
     func duplicateRequestWithoutObject() async throws {
         var fixture = ParseFixture()
         fixture.idempotency = ParseFixture.Idempotency()
@@ -473,7 +483,9 @@ struct ParseBackendTests {
         #expect(await setup.server.objects("Product").isEmpty)
     }
 
-    @Test("a client-id field, when the app asks for one, is an ordinary attribute on the server and in the store; it finds a create whose answer was lost")
+    @Test(
+        "a client-id field, when the app asks for one, is an ordinary attribute on the server and in the store; it finds a create whose answer was lost"
+    )
     func clientIDField() async throws {
         let setup = try await Setup(backend: Self.protected(.clientIDField("deviceRef")))
         defer { Task { await setup.stop() } }
@@ -519,7 +531,8 @@ struct ParseBackendTests {
         defer { Task { await setup.stop() } }
         _ = await setup.server.put("Product", Self.json(["n": 1]), id: nil)
         await setup.server.sabotageNext("GET", "/parse/classes/Product", status: 429, body: Data(#"{"code":100,"error":"Too many requests."}"#.utf8))
-        await setup.server.sabotageNext("GET", "/parse/classes/Product", status: 500, body: Data(#"{"code":1,"message":"Internal server error."}"#.utf8))
+        await setup.server.sabotageNext(
+            "GET", "/parse/classes/Product", status: 500, body: Data(#"{"code":1,"message":"Internal server error."}"#.utf8))
         #expect(try await setup.device.engine.sync(models: ["Product"]).pulled == 1)
         #expect(setup.device.delays.all.count == 2)
     }
@@ -570,7 +583,8 @@ struct ParseBackendTests {
         try await setup.device.engine.sync(models: ["Product"])
         let before = try setup.device.objects("Product")
         await setup.server.update("Product", id, Self.json(["n": 2]))
-        let body = kind == "values"
+        let body =
+            kind == "values"
             ? #"{"results":["# + String(repeating: "0,", count: 9_999_999) + "0]}"
             : String(repeating: "[", count: 100_000) + String(repeating: "]", count: 100_000)
         await setup.server.sabotageNext("GET", "/parse/classes/Product", body: Data(body.utf8))
@@ -608,7 +622,9 @@ struct ParseBackendTests {
         await attempt { try await client.engine.sync() }
         #expect(texts.count == 4, "\(texts)")
         #expect(!capture.lines.isEmpty, "the failures were logged")
-        #expect(capture.lines.contains { $0.contains("retrying") && $0.contains("status=500") && $0.contains("path=/parse/classes/Product") }, "\(capture.lines)")
+        #expect(
+            capture.lines.contains { $0.contains("retrying") && $0.contains("status=500") && $0.contains("path=/parse/classes/Product") },
+            "\(capture.lines)")
         let tokens = Set(await server.requests.compactMap { $0.headers["x-parse-session-token"] })
         #expect(!tokens.isEmpty)
         let everything = texts + capture.lines + client.log.all.map { "\($0)" }

@@ -75,10 +75,11 @@ struct ParseConformanceServer: ConformanceServer {
 /// pointers as their `objectId`, files as their `url`, other values as they are.
 enum ParseWire {
     static func local(_ object: JSONObject) -> JSONObject {
-        JSONObject(object.compactMap { name, value -> (String, JSONValue)? in
-            if name == "objectId" || value.isNull { return nil }
-            return (name, local(value))
-        })
+        JSONObject(
+            object.compactMap { name, value -> (String, JSONValue)? in
+                if name == "objectId" || value.isNull { return nil }
+                return (name, local(value))
+            })
     }
 
     static func local(_ value: JSONValue) -> JSONValue {
@@ -87,7 +88,9 @@ enum ParseWire {
         case "Pointer", "Object": return value["objectId"] ?? value
         case "File": return value["url"] ?? value
         default:
-            if case .array(let elements) = value, elements.allSatisfy({ ["Pointer", "Object"].contains($0["__type"]?.stringValue) }), !elements.isEmpty {
+            if case .array(let elements) = value, elements.allSatisfy({ ["Pointer", "Object"].contains($0["__type"]?.stringValue) }),
+                !elements.isEmpty
+            {
                 return .array(elements.map { $0["objectId"] ?? $0 })
             }
             return value
@@ -98,6 +101,7 @@ enum ParseWire {
 extension ParseBackend {
     /// An adapter for a test server.
     static func forTests(_ server: ParseServer, batchSize: Int = 50) -> ParseBackend {
-        ParseBackend(configuration: Configuration(url: server.url, applicationID: server.appID, restKey: server.restKey, batchSize: batchSize, timeout: 20))
+        ParseBackend(
+            configuration: Configuration(url: server.url, applicationID: server.appID, restKey: server.restKey, batchSize: batchSize, timeout: 20))
     }
 }

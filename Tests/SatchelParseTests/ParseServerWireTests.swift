@@ -88,7 +88,8 @@ struct ParseServerWireTests {
             #expect(none.status == 403)
             #expect(none.error == "unauthorized")
             #expect(none.code == nil)
-            let wrongKey = try await wire.send("GET", "classes/Product", headers: ["X-Parse-Application-Id": wire.server.appID, "X-Parse-REST-API-Key": "nope"])
+            let wrongKey = try await wire.send(
+                "GET", "classes/Product", headers: ["X-Parse-Application-Id": wire.server.appID, "X-Parse-REST-API-Key": "nope"])
             #expect(wrongKey.status == 403)
             let right = try await wire.send("GET", "classes/Product")
             #expect(right.status == 200)
@@ -175,9 +176,11 @@ struct ParseServerWireTests {
             await wire.server.freezeClock("2024-01-01T00:00:00.000Z")
             let id = await wire.server.put("Thing", Self.json(#"{"n":1,"tags":["a"],"note":"x"}"#), id: nil)
             await wire.server.freezeClock("2024-01-01T00:00:01.000Z")
-            let updated = try await wire.send("PUT", "classes/Thing/\(id)", json: [
-                "n": ["__op": "Increment", "amount": 2], "note": ["__op": "Delete"], "tags": ["__op": "AddUnique", "objects": ["a", "b"]],
-            ])
+            let updated = try await wire.send(
+                "PUT", "classes/Thing/\(id)",
+                json: [
+                    "n": ["__op": "Increment", "amount": 2], "note": ["__op": "Delete"], "tags": ["__op": "AddUnique", "objects": ["a", "b"]],
+                ])
             #expect(updated.status == 200)
             #expect(updated.json["updatedAt"] as? String == "2024-01-01T00:00:01.000Z")
             #expect(updated.json["n"] as? Int == 3)
@@ -272,9 +275,11 @@ struct ParseServerWireTests {
     @Test("the shop fixture: keys, count, include of a pointer and an array of pointers, dates and file URLs")
     func shopQueries() async throws {
         try await withServer(try ParseFixture.named("shop")) { wire in
-            let orders = try await wire.send("GET", "classes/Order", query: [
-                "include": "customer,items", "keys": "customer,items,number", "count": "1", "order": "-number", "limit": "1",
-            ])
+            let orders = try await wire.send(
+                "GET", "classes/Order",
+                query: [
+                    "include": "customer,items", "keys": "customer,items,number", "count": "1", "order": "-number", "limit": "1",
+                ])
             #expect(orders.json["count"] as? Int == 4)
             let order = try #require(orders.results.first)
             #expect(Set(order.keys) == ["objectId", "createdAt", "updatedAt", "customer", "items", "number"])
@@ -287,14 +292,18 @@ struct ParseServerWireTests {
             #expect(items.map { $0["objectId"] as? String } == ["Prod000003", "Prod000011"])
             #expect(items.allSatisfy { $0["__type"] as? String == "Object" && $0["price"] != nil })
 
-            let released = try await wire.send("GET", "classes/Product", query: [
-                "where": #"{"releasedAt":{"$gte":{"__type":"Date","iso":"2023-10-01T00:00:00.000Z"}},"category":{"$in":["lighting","writing"]}}"#,
-                "keys": "name", "order": "releasedAt",
-            ])
+            let released = try await wire.send(
+                "GET", "classes/Product",
+                query: [
+                    "where": #"{"releasedAt":{"$gte":{"__type":"Date","iso":"2023-10-01T00:00:00.000Z"}},"category":{"$in":["lighting","writing"]}}"#,
+                    "keys": "name", "order": "releasedAt",
+                ])
             #expect(released.results.map { $0["name"] as? String } == ["Floor Lamp", "Pencil Set"])
-            let byPointer = try await wire.send("GET", "classes/Order", query: [
-                "where": #"{"customer":{"__type":"Pointer","className":"Customer","objectId":"Cust000001"}}"#, "order": "number",
-            ])
+            let byPointer = try await wire.send(
+                "GET", "classes/Order",
+                query: [
+                    "where": #"{"customer":{"__type":"Pointer","className":"Customer","objectId":"Cust000001"}}"#, "order": "number",
+                ])
             #expect(byPointer.results.map { $0["number"] as? Int } == [1001, 1003])
 
             let paid = try await wire.send("GET", "classes/Order/Ordr000001")
@@ -310,12 +319,16 @@ struct ParseServerWireTests {
     func batch() async throws {
         try await withServer { wire in
             let id = await wire.server.put("Item", Self.json(#"{"n":1}"#), id: nil)
-            let answer = try await wire.send("POST", "batch", json: ["requests": [
-                ["method": "POST", "path": "/parse/classes/Item", "body": ["n": 2]],
-                ["method": "PUT", "path": "/parse/classes/Item/\(id)", "body": ["n": 10]],
-                ["method": "DELETE", "path": "/parse/classes/Item/Gone000000"],
-                ["method": "GET", "path": "/parse/classes/Item/\(id)"],
-            ]])
+            let answer = try await wire.send(
+                "POST", "batch",
+                json: [
+                    "requests": [
+                        ["method": "POST", "path": "/parse/classes/Item", "body": ["n": 2]],
+                        ["method": "PUT", "path": "/parse/classes/Item/\(id)", "body": ["n": 10]],
+                        ["method": "DELETE", "path": "/parse/classes/Item/Gone000000"],
+                        ["method": "GET", "path": "/parse/classes/Item/\(id)"],
+                    ]
+                ])
             #expect(answer.status == 200)
             let items = try #require((try JSONSerialization.jsonObject(with: answer.body)) as? [[String: Any]])
             #expect(items.count == 4)
@@ -338,16 +351,22 @@ struct ParseServerWireTests {
     @Test("a rule rejects matching writes with its code (142), directly and inside a batch")
     func rules() async throws {
         try await withServer { wire in
-            await wire.server.addRule(ParseFixture.Rule(className: "Item", operation: "create", matching: Self.json(#"{"name":"forbidden"}"#), message: "name is forbidden"))
+            await wire.server.addRule(
+                ParseFixture.Rule(className: "Item", operation: "create", matching: Self.json(#"{"name":"forbidden"}"#), message: "name is forbidden")
+            )
             let refused = try await wire.send("POST", "classes/Item", json: ["name": "forbidden"])
             #expect(refused.status == 400)
             #expect(refused.code == 142)
             #expect(refused.error == "name is forbidden")
             #expect(try await wire.send("POST", "classes/Item", json: ["name": "fine"]).status == 201)
-            let answer = try await wire.send("POST", "batch", json: ["requests": [
-                ["method": "POST", "path": "/parse/classes/Item", "body": ["name": "forbidden"]],
-                ["method": "POST", "path": "/parse/classes/Item", "body": ["name": "also fine"]],
-            ]])
+            let answer = try await wire.send(
+                "POST", "batch",
+                json: [
+                    "requests": [
+                        ["method": "POST", "path": "/parse/classes/Item", "body": ["name": "forbidden"]],
+                        ["method": "POST", "path": "/parse/classes/Item", "body": ["name": "also fine"]],
+                    ]
+                ])
             let items = try #require((try JSONSerialization.jsonObject(with: answer.body)) as? [[String: Any]])
             #expect((items[0]["error"] as? [String: Any])?["code"] as? Int == 142)
             #expect(items[1]["success"] != nil)
@@ -361,9 +380,11 @@ struct ParseServerWireTests {
     func files() async throws {
         try await withServer { wire in
             let bytes = Data("hello, parse".utf8)
-            let uploaded = try await wire.send("POST", "files/hello.txt", body: bytes, headers: [
-                "X-Parse-Application-Id": wire.server.appID, "X-Parse-REST-API-Key": wire.server.restKey ?? "", "Content-Type": "text/plain",
-            ])
+            let uploaded = try await wire.send(
+                "POST", "files/hello.txt", body: bytes,
+                headers: [
+                    "X-Parse-Application-Id": wire.server.appID, "X-Parse-REST-API-Key": wire.server.restKey ?? "", "Content-Type": "text/plain",
+                ])
             #expect(uploaded.status == 201)
             let name = try #require(uploaded.json["name"] as? String)
             #expect(name.hasSuffix("_hello.txt") && name != "hello.txt")
@@ -399,7 +420,8 @@ struct ParseServerWireTests {
     @Test("sabotageNext answers the next matching request once, and the request is still logged")
     func sabotage() async throws {
         try await withServer { wire in
-            await wire.server.sabotageNext("GET", "/parse/classes/Item", status: 500, body: Self.json(#"{"code":1,"message":"Internal server error."}"#))
+            await wire.server.sabotageNext(
+                "GET", "/parse/classes/Item", status: 500, body: Self.json(#"{"code":1,"message":"Internal server error."}"#))
             let broken = try await wire.send("GET", "classes/Item")
             #expect(broken.status == 500)
             #expect(broken.json["message"] as? String == "Internal server error.")

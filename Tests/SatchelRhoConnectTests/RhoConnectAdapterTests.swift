@@ -21,7 +21,10 @@ struct RhoConnectAdapterTests {
         var device: SyncClient
         let faults: FaultyBackend
 
-        init(models: [ModelDefinition] = [RhoConnectAdapterTests.product], pageSize: Int = 5, routes: RhoConnectBackend.Configuration.Routes = .protocol4)
+        init(
+            models: [ModelDefinition] = [RhoConnectAdapterTests.product], pageSize: Int = 5,
+            routes: RhoConnectBackend.Configuration.Routes = .protocol4
+        )
             async throws
         {
             server = try await RhoConnectServer.start(try Fixture.named("products"))
@@ -49,8 +52,13 @@ struct RhoConnectAdapterTests {
         func expectMatchesServer(_ source: String = "Product", sourceLocation: SourceLocation = #_sourceLocation) async throws {
             let remote = await server.objects(source, user: "ann").mapValues { JSONObject($0.map { ($0.key, JSONValue.string($0.value)) }) }
             // RhoConnect keeps strings: a number written here is "5" there.
-            let local = try device.objects(source).mapValues { JSONObject($0.map { ($0.key, JSONValue.string(RhoConnectConformanceServer.wire($0.value))) }) }
-            #expect(local == remote, "only here: \(local.filter { remote[$0.key] != $0.value }); only there: \(remote.filter { local[$0.key] != $0.value })", sourceLocation: sourceLocation)
+            let local = try device.objects(source).mapValues {
+                JSONObject($0.map { ($0.key, JSONValue.string(RhoConnectConformanceServer.wire($0.value))) })
+            }
+            #expect(
+                local == remote,
+                "only here: \(local.filter { remote[$0.key] != $0.value }); only there: \(remote.filter { local[$0.key] != $0.value })",
+                sourceLocation: sourceLocation)
             #expect(try device.store.pendingChanges().isEmpty, sourceLocation: sourceLocation)
             #expect(try device.store.verify().problems == [], sourceLocation: sourceLocation)
         }
@@ -148,7 +156,9 @@ struct RhoConnectAdapterTests {
         #expect(report.accepted == 3)
         let body = try await setup.lastPush()
         #expect(body["source_name"] as? String == "Product")
-        #expect((body["create"] as? [String: [String: String]])?["tmp-1"] == ["name": "Fairphone", "price": "450", "dual_sim": "true"], "values as strings")
+        #expect(
+            (body["create"] as? [String: [String: String]])?["tmp-1"] == ["name": "Fairphone", "price": "450", "dual_sim": "true"],
+            "values as strings")
         let update = try #require((body["update"] as? [String: [String: Any]])?["1"])
         #expect(update["price"] as? String == "189.99" && update["brand"] is NSNull && update.count == 2, "only the changed attributes")
         #expect((body["delete"] as? [String: [String: String]])?["2"] == ["name": "G2", "brand": "Android", "price": "99.99"], "the last attributes")
@@ -266,7 +276,8 @@ struct RhoConnectAdapterTests {
         await setup.stop()
     }
 
-    @Test("the first page of a later sync, whose answer was lost, is resent too: the last token goes with the next query (found by the crash campaign)")
+    @Test(
+        "the first page of a later sync, whose answer was lost, is resent too: the last token goes with the next query (found by the crash campaign)")
     func resendFirstPageOfALaterSync() async throws {
         var setup = try await Setup()
         try await setup.device.engine.sync()
@@ -464,7 +475,9 @@ struct RhoConnectAdapterTests {
         await attempt { try await client.engine.logIn(Credentials(user: "ann", password: "wrong-Jw40")) }
         await attempt { try await client.engine.logIn(Credentials(user: "ann", password: "pw-Rc58!q")) }
         // The second page fails, past the retry: a sync that fails mid-page.
-        await server.sabotageNext("GET", "/app/v1/Product", status: 200, body: Data(#"[{"version":3},{"token":"t1"},{"count":0},{"progress_count":0},{"total_count":12},{}]"#.utf8))
+        await server.sabotageNext(
+            "GET", "/app/v1/Product", status: 200,
+            body: Data(#"[{"version":3},{"token":"t1"},{"count":0},{"progress_count":0},{"total_count":12},{}]"#.utf8))
         await server.sabotageNext("GET", "/app/v1/Product", status: 500, body: Data("boom".utf8))
         await server.sabotageNext("GET", "/app/v1/Product", status: 500, body: Data("boom".utf8))
         await attempt { try await client.engine.sync() }
@@ -472,9 +485,10 @@ struct RhoConnectAdapterTests {
         await attempt { try await client.engine.sync() }
         #expect(texts.count == 3, "\(texts)")
         #expect(!capture.lines.isEmpty, "the failures were logged")
-        let cookies = Set(await server.requests.compactMap(\.cookie).flatMap { $0.split(separator: ";") }.map {
-            $0.trimmingCharacters(in: .whitespaces)
-        }.filter { !$0.isEmpty })
+        let cookies = Set(
+            await server.requests.compactMap(\.cookie).flatMap { $0.split(separator: ";") }.map {
+                $0.trimmingCharacters(in: .whitespaces)
+            }.filter { !$0.isEmpty })
         #expect(!cookies.isEmpty)
         let everything = texts + capture.lines + client.log.all.map { "\($0)" }
         for secret in cookies.union(["pw-Rc58!q", "wrong-Jw40"]) {

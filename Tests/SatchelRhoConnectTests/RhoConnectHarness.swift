@@ -30,7 +30,8 @@ struct RhoConnectConformanceServer: ConformanceServer {
     }
 
     func update(_ model: String, _ id: String, _ changes: JSONObject) async throws {
-        await server.update(model, user: user, id: id, changes.reduce(into: [:]) { $0[$1.key] = $1.value.isNull ? String?.none : Self.wire($1.value) })
+        await server.update(
+            model, user: user, id: id, changes.reduce(into: [:]) { $0[$1.key] = $1.value.isNull ? String?.none : Self.wire($1.value) })
     }
 
     func delete(_ model: String, _ id: String) async throws { await server.delete(model, user: user, id: id) }
@@ -44,9 +45,10 @@ struct RhoConnectConformanceServer: ConformanceServer {
     func objects(_ model: String, of user: Credentials) async throws -> [String: JSONObject] {
         let types = SyncConformance.schemas[model] ?? [:]
         return await server.objects(model, user: user.user).mapValues { attributes in
-            JSONObject(attributes.map { name, value in
-                (name, types[name] == .integer ? Int64(value).map(JSONValue.int) ?? .string(value) : .string(value))
-            })
+            JSONObject(
+                attributes.map { name, value in
+                    (name, types[name] == .integer ? Int64(value).map(JSONValue.int) ?? .string(value) : .string(value))
+                })
         }
     }
 

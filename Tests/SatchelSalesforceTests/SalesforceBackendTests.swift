@@ -64,7 +64,9 @@ struct SalesforceBackendTests {
 
     static func json(_ object: JSONObject) -> Data { Data(object.jsonBytes) }
 
-    @Test("a first sync: the highest API version, describe, SOQL with describe's fields ordered by LastModifiedDate and Id, references as associations, picklists as choices")
+    @Test(
+        "a first sync: the highest API version, describe, SOQL with describe's fields ordered by LastModifiedDate and Id, references as associations, picklists as choices"
+    )
     func firstSync() async throws {
         let setup = try await Setup(models: [Self.account, Self.contact])
         defer { Task { await setup.stop() } }
@@ -72,7 +74,10 @@ struct SalesforceBackendTests {
         #expect(report.refused == 0)
         let version = setup.server.version
         let queries = await setup.queries()
-        #expect(await setup.server.requests.filter { $0.path.hasPrefix("/services/data/v") }.allSatisfy { $0.path.hasPrefix("/services/data/v\(version)/") })
+        #expect(
+            await setup.server.requests.filter { $0.path.hasPrefix("/services/data/v") }.allSatisfy {
+                $0.path.hasPrefix("/services/data/v\(version)/")
+            })
         let accountQuery = try #require(queries.first { $0.contains("FROM Account") })
         #expect(accountQuery.hasPrefix("SELECT Id, LastModifiedDate, ") && accountQuery.hasSuffix("ORDER BY LastModifiedDate, Id"))
         #expect(accountQuery.contains("Score__c") && accountQuery.contains("Tier__c"))
@@ -119,13 +124,17 @@ struct SalesforceBackendTests {
         try await setup.expectMatchesServer("Product")
     }
 
-    @Test("a sync object's keys on the wire: ignoreList leaves fields out, extra-query adds them once (a field selected twice is refused by Salesforce), the filter is and-ed in")
+    @Test(
+        "a sync object's keys on the wire: ignoreList leaves fields out, extra-query adds them once (a field selected twice is refused by Salesforce), the filter is and-ed in"
+    )
     func syncObjectKeys() async throws {
         let setup = try await Setup()
         defer { Task { await setup.stop() } }
-        try await setup.device.engine.configure("Account", try ModelSyncConfiguration(syncObject: [
-            "name": "Account", "ignoreList": ["Rating", "AnnualRevenue"], "extra-query": ["name", "Industry"], "filter": "Industry != 'Banking'",
-        ]))
+        try await setup.device.engine.configure(
+            "Account",
+            try ModelSyncConfiguration(syncObject: [
+                "name": "Account", "ignoreList": ["Rating", "AnnualRevenue"], "extra-query": ["name", "Industry"], "filter": "Industry != 'Banking'",
+            ]))
         try await setup.device.engine.sync()
         let query = try #require(await setup.queries().first { $0.contains("FROM Account") && !$0.hasPrefix("SELECT Id FROM") })
         #expect(!query.contains("Rating") && !query.contains("AnnualRevenue"))
@@ -137,7 +146,8 @@ struct SalesforceBackendTests {
 
     @Test("REQUEST_LIMIT_EXCEEDED is retried with backoff")
     func requestLimit() async throws {
-        let setup = try await Setup("kit", models: [ModelDefinition(name: "Product")], retry: RetryPolicy(maxAttempts: 3, baseDelay: .milliseconds(100), jitter: 0))
+        let setup = try await Setup(
+            "kit", models: [ModelDefinition(name: "Product")], retry: RetryPolicy(maxAttempts: 3, baseDelay: .milliseconds(100), jitter: 0))
         defer { Task { await setup.stop() } }
         try setup.model("Product").create(["object": "n1", "name": "New"])
         let version = setup.server.version
@@ -169,7 +179,9 @@ struct SalesforceBackendTests {
         #expect(records.allSatisfy { record in readOnly.allSatisfy { record[$0] == nil } })
     }
 
-    @Test("updates send changed updateable fields (a removal as null); formula and audit fields are never pushed; per-refused changes keep their statusCode")
+    @Test(
+        "updates send changed updateable fields (a removal as null); formula and audit fields are never pushed; per-refused changes keep their statusCode"
+    )
     func pushRules() async throws {
         let setup = try await Setup()
         defer { Task { await setup.stop() } }
@@ -282,8 +294,10 @@ struct SalesforceBackendTests {
         }
         #expect(SalesforceBackend.httpDate("Wed, 21 Oct 2015 07:28:00 GMT") == Date(timeIntervalSince1970: 1_445_412_480))
         #expect(SalesforceBackend.httpDate("Mon, 01 Jan 2024 00:00:00 GMT") == Date(timeIntervalSince1970: 1_704_067_200))
-        for bad in ["Wed, 21 Oct 2015 07:28:00 UTC", "Wed, 21 Okt 2015 07:28:00 GMT", "Wed, 32 Oct 2015 07:28:00 GMT", "Wed, 21 Oct 2015 7:28:00 GMT",
-                    "Wed,  21 Oct 2015 07:28:00 GMT", "Wed, 2\u{e9} Oct 2015 07:28:00 GMT", "\u{1F600}", ""] {
+        for bad in [
+            "Wed, 21 Oct 2015 07:28:00 UTC", "Wed, 21 Okt 2015 07:28:00 GMT", "Wed, 32 Oct 2015 07:28:00 GMT", "Wed, 21 Oct 2015 7:28:00 GMT",
+            "Wed,  21 Oct 2015 07:28:00 GMT", "Wed, 2\u{e9} Oct 2015 07:28:00 GMT", "\u{1F600}", "",
+        ] {
             #expect(SalesforceBackend.httpDate(bad) == nil, "\(bad)")
         }
     }
@@ -354,8 +368,10 @@ struct SalesforceBackendTests {
         await server.expireTokens()  // refreshed once with the refresh token
         await attempt { try await client.engine.sync() }
         let version = server.version
-        await server.sabotageNext("GET", "/services/data/v\(version)/query", status: 503, body: Data(#"[{"errorCode":"SERVER_UNAVAILABLE","message":"busy"}]"#.utf8))
-        await server.sabotageNext("GET", "/services/data/v\(version)/query", status: 503, body: Data(#"[{"errorCode":"SERVER_UNAVAILABLE","message":"busy"}]"#.utf8))
+        await server.sabotageNext(
+            "GET", "/services/data/v\(version)/query", status: 503, body: Data(#"[{"errorCode":"SERVER_UNAVAILABLE","message":"busy"}]"#.utf8))
+        await server.sabotageNext(
+            "GET", "/services/data/v\(version)/query", status: 503, body: Data(#"[{"errorCode":"SERVER_UNAVAILABLE","message":"busy"}]"#.utf8))
         await attempt { try await client.engine.sync() }
         // A token held by the app, then refused.
         let held = await server.token(for: "ann")
@@ -388,7 +404,8 @@ struct SalesforceBackendTests {
         await setup.server.update("Product", id, Self.json(["name": "changed"]))
         await setup.server.advanceClock(seconds: 1)
         let before = try setup.device.objects("Product")
-        let body = kind == "values"
+        let body =
+            kind == "values"
             ? #"{"totalSize":1,"done":true,"records":["# + String(repeating: "0,", count: 9_999_999) + "0]}"
             : String(repeating: "[", count: 100_000) + String(repeating: "]", count: 100_000)
         await setup.server.sabotageNext("GET", "/services/data/v\(setup.server.version)/query", body: Data(body.utf8))
@@ -404,10 +421,17 @@ struct SalesforceBackendTests {
         arguments: [
             ("GET", "/query", #"{"totalSize":1,"done":true,"records":[{"Id":"001"#),
             ("GET", "/query", #"{"totalSize":1,"done":true,"records":[{"Name":"no id"}]}"#),
-            ("GET", "/query", #"{"totalSize":9,"done":false,"nextRecordsUrl":"https://evil.example.com/services/data/v59.0/query/x-2","records":[]}"#),
+            (
+                "GET", "/query",
+                #"{"totalSize":9,"done":false,"nextRecordsUrl":"https://evil.example.com/services/data/v59.0/query/x-2","records":[]}"#
+            ),
             ("POST", "/composite/sobjects", #"[{"id":"001000000000001AAA","success":true,"errors":[]}]"#),
             // A fraction of 60 digits: ICU's date parser divided by zero on it (the fuzzers' find).
-            ("GET", "/query", #"{"totalSize":1,"done":true,"records":[{"Id":"001","LastModifiedDate":"2024-05-01T10:00:00.000"# + String(repeating: "3", count: 60) + #"+0000"}]}"#),
+            (
+                "GET", "/query",
+                #"{"totalSize":1,"done":true,"records":[{"Id":"001","LastModifiedDate":"2024-05-01T10:00:00.000"# + String(repeating: "3", count: 60)
+                    + #"+0000"}]}"#
+            ),
             ("GET", "/query", #"{"totalSize":1,"done":true,"records":[{"Id":"001","LastModifiedDate":17}]}"#),
         ])
     func malformed(_ method: String, _ suffix: String, _ body: String) async throws {
@@ -434,4 +458,3 @@ struct SalesforceBackendTests {
         #expect(try setup.device.store.verify().problems == [])
     }
 }
-

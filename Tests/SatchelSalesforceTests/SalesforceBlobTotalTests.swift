@@ -25,7 +25,9 @@ struct SalesforceBlobTotalTests {
         await setup.requests(method, endingWith: "/composite/sobjects").map { String(decoding: $0.body, as: UTF8.self) }
     }
 
-    @Test("a local blob in a base64 field (Attachment Body, ContentVersion VersionData) is pushed as base64 in the composite JSON, never as its reference; the org keeps the local blob's bytes")
+    @Test(
+        "a local blob in a base64 field (Attachment Body, ContentVersion VersionData) is pushed as base64 in the composite JSON, never as its reference; the org keeps the local blob's bytes"
+    )
     func blobPush() async throws {
         let setup = try await Setup(models: [ModelDefinition(name: "Attachment"), ModelDefinition(name: "ContentVersion")])
         defer { Task { await setup.stop() } }
@@ -38,7 +40,9 @@ struct SalesforceBlobTotalTests {
         let version = Self.bytes(700, seed: 3)
         let versionData = try store.blobs.put(version)
         try setup.model("Attachment").create(["object": "a-local", "Name": "photo.bin", "ParentId": .string(Self.acme), "Body": .string(body)])
-        try setup.model("ContentVersion").create(["object": "v-local", "Title": "Plan", "PathOnClient": "plan.bin", "VersionData": .string(versionData)])
+        try setup.model("ContentVersion").create([
+            "object": "v-local", "Title": "Plan", "PathOnClient": "plan.bin", "VersionData": .string(versionData),
+        ])
         let report = try await setup.device.engine.sync()
         #expect(report.accepted == 2 && report.refused == 0)
         let attachment = try #require(report.serverIDs["Attachment"]?["a-local"])
@@ -88,7 +92,9 @@ struct SalesforceBlobTotalTests {
         let gone = try store.blobs.put(Self.bytes(100, seed: 9))
         try FileManager.default.removeItem(at: try #require(store.blobs.url(for: gone)))
         try setup.model("Attachment").create(["object": "lost", "Name": "lost.bin", "ParentId": .string(Self.acme), "Body": .string(gone)])
-        try setup.model("Attachment").create(["object": "kept", "Name": "kept.bin", "ParentId": .string(Self.acme), "Body": .string(try store.blobs.put(Self.bytes(10)))])
+        try setup.model("Attachment").create([
+            "object": "kept", "Name": "kept.bin", "ParentId": .string(Self.acme), "Body": .string(try store.blobs.put(Self.bytes(10))),
+        ])
         let report = try await setup.device.engine.sync()
         #expect(report.accepted == 1 && report.refused == 1)
         let error = try #require(try store.refusedChanges(model: "Attachment").first)
@@ -96,7 +102,9 @@ struct SalesforceBlobTotalTests {
         #expect(!(await Self.compositeTexts(setup, "POST")).contains { $0.contains(BlobStore.referencePrefix) })
     }
 
-    @Test("base64 in a JSON body is bounded (Salesforce: 37.5 MB): records are sent in as many calls as it takes, and one blob past the bound alone is a refused change")
+    @Test(
+        "base64 in a JSON body is bounded (Salesforce: 37.5 MB): records are sent in as many calls as it takes, and one blob past the bound alone is a refused change"
+    )
     func base64Bound() async throws {
         let setup = try await Setup(models: [ModelDefinition(name: "Attachment")]) { $0.maximumBase64PerRequest = 4000 }
         defer { Task { await setup.stop() } }
@@ -105,7 +113,9 @@ struct SalesforceBlobTotalTests {
         let sizes = [("one", 2000), ("two", 2000), ("big", 3100)]  // base64: 2,668, 2,668 and 4,136 characters
         for (name, size) in sizes {
             let blob = try store.blobs.put(Self.bytes(size, seed: UInt8(size % 251)))
-            try setup.model("Attachment").create(["object": .string(name), "Name": .string(name), "ParentId": .string(Self.acme), "Body": .string(blob)])
+            try setup.model("Attachment").create([
+                "object": .string(name), "Name": .string(name), "ParentId": .string(Self.acme), "Body": .string(blob),
+            ])
         }
         let report = try await setup.device.engine.sync()
         #expect(report.accepted == 2 && report.refused == 1)
@@ -119,7 +129,9 @@ struct SalesforceBlobTotalTests {
         }
     }
 
-    @Test("once a call of a push went through, a later call of it that fails keeps its records in flight and fails the sync after the first call's results are applied: a retry of the whole push would make them twice")
+    @Test(
+        "once a call of a push went through, a later call of it that fails keeps its records in flight and fails the sync after the first call's results are applied: a retry of the whole push would make them twice"
+    )
     func laterCallFails() async throws {
         let retry = RetryPolicy(maxAttempts: 3, baseDelay: .milliseconds(1), jitter: 0)
         let setup = try await Setup(models: [ModelDefinition(name: "Attachment")], retry: retry) { $0.maximumBase64PerRequest = 4000 }
@@ -128,7 +140,9 @@ struct SalesforceBlobTotalTests {
         let store = setup.device.store
         for name in ["one", "two"] {
             let blob = try store.blobs.put(Self.bytes(2000, seed: name == "one" ? 1 : 2))
-            try setup.model("Attachment").create(["object": .string(name), "Name": .string(name), "ParentId": .string(Self.acme), "Body": .string(blob)])
+            try setup.model("Attachment").create([
+                "object": .string(name), "Name": .string(name), "ParentId": .string(Self.acme), "Body": .string(blob),
+            ])
         }
         let held = await setup.server.records("Attachment").count
         let busy = Data(#"[{"errorCode":"SERVER_UNAVAILABLE","message":"busy"}]"#.utf8)

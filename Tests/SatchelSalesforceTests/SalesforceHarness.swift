@@ -69,7 +69,8 @@ struct SalesforceConformanceServer: ConformanceServer {
     /// A create carries no id of the client's: it is refused by what it carries.
     func refuse(_ kind: PendingChange.Kind, model: String, id: String, carrying attributes: JSONObject) async throws {
         guard kind == .create else { return try await refuse(kind, model: model, id: id) }
-        await server.addRule(SalesforceFixture.Rule(object: model, operation: "create", matching: Data(attributes.jsonBytes), message: "refused for the test"))
+        await server.addRule(
+            SalesforceFixture.Rule(object: model, operation: "create", matching: Data(attributes.jsonBytes), message: "refused for the test"))
     }
 
     func allowAll() async throws { await server.clearRules() }

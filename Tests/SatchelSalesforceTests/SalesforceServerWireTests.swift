@@ -38,7 +38,8 @@ struct SalesforceServerWireTests {
 
     /// Percent-encodes a query value strictly (`+`, `:` and spaces included).
     static func encode(_ text: String) -> String {
-        text.addingPercentEncoding(withAllowedCharacters: CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")) ?? text
+        text.addingPercentEncoding(
+            withAllowedCharacters: CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")) ?? text
     }
 
     static func send(
@@ -105,7 +106,8 @@ struct SalesforceServerWireTests {
         #expect(none.status == 401 && none.errorCode == "INVALID_SESSION_ID" && none.message == "Session expired or invalid")
         #expect(try await Self.send(server, "GET", Self.api(server, "sobjects"), token: held).status == 200)
 
-        let bad = try await Self.send(server, "POST", "/services/oauth2/token", form: [("grant_type", "password"), ("username", "ann"), ("password", "nope")])
+        let bad = try await Self.send(
+            server, "POST", "/services/oauth2/token", form: [("grant_type", "password"), ("username", "ann"), ("password", "nope")])
         #expect(bad.status == 400 && bad.object["error"] as? String == "invalid_grant")
         let login = try await Self.send(
             server, "POST", "/services/oauth2/token",
@@ -122,7 +124,8 @@ struct SalesforceServerWireTests {
             let expired = try await Self.send(server, "GET", Self.api(server, "sobjects"), token: token)
             #expect(expired.status == 401 && expired.errorCode == "INVALID_SESSION_ID")
         }
-        let refreshed = try await Self.send(server, "POST", "/services/oauth2/token", form: [("grant_type", "refresh_token"), ("refresh_token", refresh)])
+        let refreshed = try await Self.send(
+            server, "POST", "/services/oauth2/token", form: [("grant_type", "refresh_token"), ("refresh_token", refresh)])
         let fresh = try #require(refreshed.object["access_token"] as? String)
         #expect(fresh != access && refreshed.object["refresh_token"] == nil)
         #expect(try await Self.send(server, "GET", Self.api(server, "sobjects"), token: fresh).status == 200)
@@ -176,7 +179,9 @@ struct SalesforceServerWireTests {
         let (server, token) = try await Self.start()
         defer { Task { await server.stop() } }
         let first = try await Self.query(
-            server, token, "SELECT Name, Industry, AnnualRevenue FROM Account WHERE Industry IN ('Energy', 'Banking') AND AnnualRevenue > 1000000 ORDER BY Name DESC LIMIT 5")
+            server, token,
+            "SELECT Name, Industry, AnnualRevenue FROM Account WHERE Industry IN ('Energy', 'Banking') AND AnnualRevenue > 1000000 ORDER BY Name DESC LIMIT 5"
+        )
         #expect(first.status == 200 && first.object["totalSize"] as? Int == 2 && first.object["done"] as? Bool == true)
         #expect(first.records.map { $0["Name"] as? String } == ["Civic Bank", "Acme Energy"])
         let attributes = try #require(first.records.first?["attributes"] as? [String: Any])
@@ -186,9 +191,11 @@ struct SalesforceServerWireTests {
         #expect(String(decoding: first.body, as: UTF8.self).contains(#""AnnualRevenue":12000000.0"#))
 
         // Keywords and names in any case, LIKE without case, nulls with != and NULLS LAST.
-        let like = try await Self.query(server, token, "select name from account where NAME like 'ac%' or (rating = null and not industry = 'Energy')")
+        let like = try await Self.query(
+            server, token, "select name from account where NAME like 'ac%' or (rating = null and not industry = 'Energy')")
         #expect(Set(like.records.compactMap { $0["Name"] as? String }) == ["Acme Energy", "Civic Bank", "Echo Stores"])
-        let notHot = try await Self.query(server, token, "SELECT Name, Rating FROM Account WHERE Rating != 'Hot' ORDER BY Rating ASC NULLS LAST, Name")
+        let notHot = try await Self.query(
+            server, token, "SELECT Name, Rating FROM Account WHERE Rating != 'Hot' ORDER BY Rating ASC NULLS LAST, Name")
         #expect(notHot.records.map { $0["Name"] as? String } == ["Bright Retail", "Delta Power", "Civic Bank", "Echo Stores"])
         #expect(notHot.records.last.map { $0["Rating"] is NSNull } == true)
         let page = try await Self.query(server, token, "SELECT Id FROM Contact ORDER BY LastName LIMIT 2 OFFSET 1")
@@ -254,7 +261,8 @@ struct SalesforceServerWireTests {
         let duplicate = try await Self.query(server, token, "SELECT Id, Name, name FROM Account")
         #expect(duplicate.status == 400 && duplicate.errorCode == "INVALID_FIELD" && duplicate.message == "duplicate field selected: Name")
         let unknown = try await Self.query(server, token, "SELECT Id, Nope FROM Account")
-        #expect(unknown.status == 400 && unknown.errorCode == "INVALID_FIELD" && unknown.message.contains("No such column 'Nope' on entity 'Account'"))
+        #expect(
+            unknown.status == 400 && unknown.errorCode == "INVALID_FIELD" && unknown.message.contains("No such column 'Nope' on entity 'Account'"))
         #expect(unknown.message.contains("ERROR at Row:1:Column:12"))
         for soql in [
             "SELECT Name FROM Account WHERE", "SELECT FROM Account", "SELECT Name FROM Account LIMIT x",
@@ -283,7 +291,8 @@ struct SalesforceServerWireTests {
         await server.delete("Product", gone)
         await server.advanceClock(seconds: 120)  // the clock: 03:06:35
         let path = Self.api(server, "sobjects/Product/deleted/")
-        let reply = try await Self.send(server, "GET", path, query: [("start", "2026-01-02T03:04:59+00:00"), ("end", "2026-01-02T03:10:00Z")], token: token)
+        let reply = try await Self.send(
+            server, "GET", path, query: [("start", "2026-01-02T03:04:59+00:00"), ("end", "2026-01-02T03:10:00Z")], token: token)
         #expect(reply.status == 200)
         let records = reply.object["deletedRecords"] as? [[String: Any]] ?? []
         #expect(records.map { $0["id"] as? String } == [gone])
@@ -291,7 +300,8 @@ struct SalesforceServerWireTests {
         #expect(reply.object["latestDateCovered"] as? String == "2026-01-02T03:06:00.000+0000", "the last full minute of the clock")
         #expect((reply.object["earliestDateAvailable"] as? String)?.hasPrefix("2025-12-18") == true)
         // The next window starts at latestDateCovered: the deletion is not reported again.
-        let next = try await Self.send(server, "GET", path, query: [("start", "2026-01-02T03:06:00Z"), ("end", "2026-01-02T03:08:00Z")], token: token)
+        let next = try await Self.send(
+            server, "GET", path, query: [("start", "2026-01-02T03:06:00Z"), ("end", "2026-01-02T03:08:00Z")], token: token)
         #expect((next.object["deletedRecords"] as? [[String: Any]])?.isEmpty == true)
         // A window of a minute or less, one older than 15 days, and an expired log.
         for (start, end) in [("2026-01-02T03:05:00Z", "2026-01-02T03:06:00Z"), ("2025-12-01T00:00:00Z", "2026-01-02T03:06:00Z")] {
@@ -299,7 +309,8 @@ struct SalesforceServerWireTests {
             #expect(refused.status == 400 && refused.errorCode == "INVALID_REPLICATION_DATE", "\(start)")
         }
         await server.setDeletedWindowExpired(true)
-        let expired = try await Self.send(server, "GET", path, query: [("start", "2026-01-02T03:04:00Z"), ("end", "2026-01-02T03:06:00Z")], token: token)
+        let expired = try await Self.send(
+            server, "GET", path, query: [("start", "2026-01-02T03:04:00Z"), ("end", "2026-01-02T03:06:00Z")], token: token)
         #expect(expired.status == 400 && expired.errorCode == "INVALID_REPLICATION_DATE")
         // query leaves the deleted record out; queryAll shows it with IsDeleted.
         let live = try await Self.query(server, token, "SELECT Id FROM Product")
@@ -310,13 +321,18 @@ struct SalesforceServerWireTests {
 
     // MARK: - Writes
 
-    @Test("composite create: per-record statusCode for a missing required field, a restricted picklist, a dependent picklist, a formula field, a missing parent")
+    @Test(
+        "composite create: per-record statusCode for a missing required field, a restricted picklist, a dependent picklist, a formula field, a missing parent"
+    )
     func compositeCreate() async throws {
         let (server, token) = try await Self.start()
         defer { Task { await server.stop() } }
         let acme = "001Qy0000000001IAA"
         let records: [[String: Any]] = [
-            ["attributes": ["type": "Account"], "Name": "New Co", "Industry": "Energy", "Tier__c": "Silver", "Active__c": true, "Discount__c": "Low"],
+            [
+                "attributes": ["type": "Account"], "Name": "New Co", "Industry": "Energy", "Tier__c": "Silver", "Active__c": true,
+                "Discount__c": "Low",
+            ],
             ["attributes": ["type": "Account"], "Industry": "Retail"],
             ["attributes": ["type": "Account"], "Name": "Mine Co", "Industry": "Mining"],
             ["attributes": ["type": "Account"], "Name": "Shop Co", "Industry": "Retail", "Tier__c": "Gold"],
@@ -326,14 +342,16 @@ struct SalesforceServerWireTests {
             ["attributes": ["type": "Contact"], "LastName": "Child", "AccountId": acme],
             ["attributes": ["type": "Contact"], "LastName": ""],
         ]
-        let reply = try await Self.send(server, "POST", Self.api(server, "composite/sobjects"), token: token, json: ["allOrNone": false, "records": records])
+        let reply = try await Self.send(
+            server, "POST", Self.api(server, "composite/sobjects"), token: token, json: ["allOrNone": false, "records": records])
         #expect(reply.status == 200)
         let results = Self.results(reply)
         #expect(results.map(\.success) == [true, false, false, false, false, false, false, true, false])
-        #expect(results.map(\.code) == [
-            nil, "REQUIRED_FIELD_MISSING", "INVALID_OR_NULL_FOR_RESTRICTED_PICKLIST", "FIELD_INTEGRITY_EXCEPTION",
-            "FIELD_INTEGRITY_EXCEPTION", "INVALID_FIELD_FOR_INSERT_UPDATE", "INVALID_CROSS_REFERENCE_KEY", nil, "REQUIRED_FIELD_MISSING",
-        ])
+        #expect(
+            results.map(\.code) == [
+                nil, "REQUIRED_FIELD_MISSING", "INVALID_OR_NULL_FOR_RESTRICTED_PICKLIST", "FIELD_INTEGRITY_EXCEPTION",
+                "FIELD_INTEGRITY_EXCEPTION", "INVALID_FIELD_FOR_INSERT_UPDATE", "INVALID_CROSS_REFERENCE_KEY", nil, "REQUIRED_FIELD_MISSING",
+            ])
         let missing = try #require((reply.array[1]["errors"] as? [[String: Any]])?.first)
         #expect(missing["message"] as? String == "Required fields are missing: [Name]" && missing["fields"] as? [String] == ["Name"])
         let created = try #require(results[0].id)
@@ -354,12 +372,14 @@ struct SalesforceServerWireTests {
         // bit 1 and 3, Energy and Banking; an inactive value of a restricted picklist is refused.
         let dependent = try await Self.send(
             server, "POST", Self.api(server, "composite/sobjects"), token: token,
-            json: ["records": [
-                ["attributes": ["type": "Account"], "Name": "Gold Energy", "Industry": "Energy", "Tier__c": "Gold"],
-                ["attributes": ["type": "Account"], "Name": "Gold Bank", "Industry": "Banking", "Tier__c": "Gold"],
-                ["attributes": ["type": "Account"], "Name": "Bronze Energy", "Industry": "Energy", "Tier__c": "Bronze"],
-                ["attributes": ["type": "Account"], "Name": "Farm", "Industry": "Agriculture"],
-            ]])
+            json: [
+                "records": [
+                    ["attributes": ["type": "Account"], "Name": "Gold Energy", "Industry": "Energy", "Tier__c": "Gold"],
+                    ["attributes": ["type": "Account"], "Name": "Gold Bank", "Industry": "Banking", "Tier__c": "Gold"],
+                    ["attributes": ["type": "Account"], "Name": "Bronze Energy", "Industry": "Energy", "Tier__c": "Bronze"],
+                    ["attributes": ["type": "Account"], "Name": "Farm", "Industry": "Agriculture"],
+                ]
+            ])
         #expect(Self.results(dependent).map(\.code) == [nil, nil, "FIELD_INTEGRITY_EXCEPTION", "INVALID_OR_NULL_FOR_RESTRICTED_PICKLIST"])
         #expect(await server.records("Account").count == 8)
         // An unknown field fails the whole call; so do more than 200 records.
@@ -381,11 +401,14 @@ struct SalesforceServerWireTests {
         let path = Self.api(server, "composite/sobjects")
         let patch = try await Self.send(
             server, "PATCH", path, token: token,
-            json: ["allOrNone": false, "records": [
-                ["attributes": ["type": "Account"], "id": acme, "Rating": NSNull(), "AnnualRevenue": 10],
-                ["attributes": ["type": "Account"], "id": bright, "Name": NSNull()],
-                ["attributes": ["type": "Account"], "id": bright, "CreatedDate": "2020-01-01T00:00:00Z"],
-            ]])
+            json: [
+                "allOrNone": false,
+                "records": [
+                    ["attributes": ["type": "Account"], "id": acme, "Rating": NSNull(), "AnnualRevenue": 10],
+                    ["attributes": ["type": "Account"], "id": bright, "Name": NSNull()],
+                    ["attributes": ["type": "Account"], "id": bright, "CreatedDate": "2020-01-01T00:00:00Z"],
+                ],
+            ])
         #expect(Self.results(patch).map(\.code) == [nil, "REQUIRED_FIELD_MISSING", "INVALID_FIELD_FOR_INSERT_UPDATE"])
         let stored = try #require(await server.records("Account")[acme])
         let record = try #require(try JSONSerialization.jsonObject(with: stored) as? [String: Any])
@@ -393,10 +416,12 @@ struct SalesforceServerWireTests {
         #expect(record["Score__c"] as? Double == 10, "the formula follows its inputs")
 
         await server.addRule(SalesforceFixture.Rule(object: "Account", operation: "delete", ids: [bright], message: "Keep Bright"))
-        let delete = try await Self.send(server, "DELETE", path, query: [("ids", "\(acme),\(acme),\(bright),bogus,001Qy000000zzzz"), ("allOrNone", "false")], token: token)
-        #expect(Self.results(delete).map(\.code) == [
-            nil, "ENTITY_IS_DELETED", "FIELD_CUSTOM_VALIDATION_EXCEPTION", "MALFORMED_ID", "INVALID_CROSS_REFERENCE_KEY",
-        ])
+        let delete = try await Self.send(
+            server, "DELETE", path, query: [("ids", "\(acme),\(acme),\(bright),bogus,001Qy000000zzzz"), ("allOrNone", "false")], token: token)
+        #expect(
+            Self.results(delete).map(\.code) == [
+                nil, "ENTITY_IS_DELETED", "FIELD_CUSTOM_VALIDATION_EXCEPTION", "MALFORMED_ID", "INVALID_CROSS_REFERENCE_KEY",
+            ])
         let remaining = await server.records("Account")
         #expect(remaining[acme] == nil && remaining[bright] != nil)
         let updateDeleted = try await Self.send(
@@ -408,7 +433,8 @@ struct SalesforceServerWireTests {
     func singleRecords() async throws {
         let (server, token) = try await Self.start()
         defer { Task { await server.stop() } }
-        let created = try await Self.send(server, "POST", Self.api(server, "sobjects/Contact"), token: token, json: ["LastName": "Solo", "Email": "solo@example.com"])
+        let created = try await Self.send(
+            server, "POST", Self.api(server, "sobjects/Contact"), token: token, json: ["LastName": "Solo", "Email": "solo@example.com"])
         #expect(created.status == 201 && created.object["success"] as? Bool == true)
         let id = try #require(created.object["id"] as? String)
         let path = Self.api(server, "sobjects/Contact/\(id)")
@@ -427,10 +453,12 @@ struct SalesforceServerWireTests {
     @Test("upsert by external id: 201 created, then 200 updated; a fixture built in code")
     func upsert() async throws {
         var fixture = SalesforceFixture()
-        fixture.objects["Item__c"] = SalesforceFixture.ObjectSchema(keyPrefix: "a02", fields: [
-            SalesforceFixture.Field(name: "Code__c", type: "string", externalId: true, unique: true),
-            SalesforceFixture.Field(name: "Label__c", type: "string"),
-        ])
+        fixture.objects["Item__c"] = SalesforceFixture.ObjectSchema(
+            keyPrefix: "a02",
+            fields: [
+                SalesforceFixture.Field(name: "Code__c", type: "string", externalId: true, unique: true),
+                SalesforceFixture.Field(name: "Label__c", type: "string"),
+            ])
         let server = try await SalesforceServer.start(fixture)
         defer { Task { await server.stop() } }
         let token = await server.token(for: "bob")
@@ -438,7 +466,9 @@ struct SalesforceServerWireTests {
         let created = try await Self.send(server, "PATCH", path, token: token, json: ["Label__c": "first"])
         #expect(created.status == 201 && created.object["created"] as? Bool == true)
         let updated = try await Self.send(server, "PATCH", path, token: token, json: ["Label__c": "second"])
-        #expect(updated.status == 200 && updated.object["created"] as? Bool == false && updated.object["id"] as? String == created.object["id"] as? String)
+        #expect(
+            updated.status == 200 && updated.object["created"] as? Bool == false && updated.object["id"] as? String == created.object["id"] as? String
+        )
         let rows = try await Self.query(server, token, "SELECT Code__c, Label__c FROM Item__c")
         #expect(rows.records.map { $0["Label__c"] as? String } == ["second"] && rows.records.first?["Code__c"] as? String == "X-1")
         let notExternal = try await Self.send(server, "PATCH", Self.api(server, "sobjects/Item__c/Label__c/x"), token: token, json: ["Label__c": "x"])

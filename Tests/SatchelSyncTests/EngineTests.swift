@@ -22,7 +22,8 @@ struct EngineTests {
 
     static func seed(_ server: InMemoryBackend, _ count: Int) async {
         for i in 1...count {
-            await server.put("Product", ["name": .string("Product \(i)"), "price": .int(Int64(i)), "brand": i % 2 == 0 ? "Acme" : "Zenith"], id: "p\(i)")
+            await server.put(
+                "Product", ["name": .string("Product \(i)"), "price": .int(Int64(i)), "brand": i % 2 == 0 ? "Acme" : "Zenith"], id: "p\(i)")
         }
     }
 
@@ -501,7 +502,9 @@ struct EngineTests {
         let events = EventLogBox()
         await first.setEventHandler { events.append($0) }
         try await first.logIn(Credentials(user: "bob", password: "x"))
-        #expect(events.messages == ["logged in as 'bob' after 'ann': the user partition was kept, as the app asked; the next sync pulls everything again"])
+        #expect(
+            events.messages == ["logged in as 'bob' after 'ann': the user partition was kept, as the app asked; the next sync pulls everything again"]
+        )
         #expect(try client.model("Product").count() == 7)
         // Killed before syncing; meanwhile the server deletes an object.
         try client.store.close()
@@ -521,7 +524,9 @@ struct EngineTests {
     /// child model lives (the parent's partition, or another).
     static let remapCases: [(linksViaPull: Bool, childPartition: Partition)] = [(false, .user), (false, .app), (true, .user), (true, .app)]
 
-    @Test("an id remap and its rewritten references land together: stopped right after the rename's batch, reopened, no reference is left behind", arguments: remapCases)
+    @Test(
+        "an id remap and its rewritten references land together: stopped right after the rename's batch, reopened, no reference is left behind",
+        arguments: remapCases)
     func remapSurvivesAStop(_ remap: (linksViaPull: Bool, childPartition: Partition)) async throws {
         var configuration = InMemoryBackend.Configuration()
         configuration.linksViaPull = remap.linksViaPull
@@ -598,7 +603,9 @@ struct EngineTests {
 /// A backend whose pulls wait until the test opens the gate.
 final class GatedBackend: SyncBackend {
     let wrapped: InMemoryBackend
-    private let state = Locked<(open: Bool, started: Bool, waiters: [CheckedContinuation<Void, Never>], watchers: [CheckedContinuation<Void, Never>])>(
+    private let state = Locked<
+        (open: Bool, started: Bool, waiters: [CheckedContinuation<Void, Never>], watchers: [CheckedContinuation<Void, Never>])
+    >(
         (false, false, [], []))
 
     init(_ wrapped: InMemoryBackend) { self.wrapped = wrapped }

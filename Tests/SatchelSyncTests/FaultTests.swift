@@ -16,7 +16,8 @@ struct FaultTests {
     /// A server with `count` products, the faults around it, and a logged-in client with pages of
     /// 5 and no retries.
     static func setUp(
-        _ count: Int = 20, configuration: InMemoryBackend.Configuration = InMemoryBackend.Configuration(), retry: RetryPolicy = RetryPolicy(maxAttempts: 1)
+        _ count: Int = 20, configuration: InMemoryBackend.Configuration = InMemoryBackend.Configuration(),
+        retry: RetryPolicy = RetryPolicy(maxAttempts: 1)
     ) async throws -> (InMemoryBackend, FaultyBackend, SyncClient) {
         let server = InMemoryBackend(configuration: configuration)
         for i in 1...count { await server.put("Product", ["name": .string("Product \(i)"), "price": .int(Int64(i))], id: "p\(i)") }
@@ -191,7 +192,9 @@ struct FaultTests {
         try await Self.expectConverged(client, server)
     }
 
-    @Test("a push goes a chunk at a time: a failed chunk leaves the earlier ones done and the later ones pending, and an edit made meanwhile goes with its object")
+    @Test(
+        "a push goes a chunk at a time: a failed chunk leaves the earlier ones done and the later ones pending, and an edit made meanwhile goes with its object"
+    )
     func pushInChunks() async throws {
         var configuration = InMemoryBackend.Configuration()
         configuration.maxPushBatch = 2
@@ -202,7 +205,8 @@ struct FaultTests {
         for i in 1...5 { try products.create(["object": .string("n\(i)"), "price": .int(Int64(i))]) }
         // While the first chunk (n1, n2) is under way, n5 changes; the second chunk (n3, n4) fails.
         let store = client.store
-        faults.inject(.before({ try? store.bulkUpdate { tx in _ = try tx.update("n5", with: ["price": 50], in: try store.model("Product")) } }), on: .push)
+        faults.inject(
+            .before({ try? store.bulkUpdate { tx in _ = try tx.update("n5", with: ["price": 50], in: try store.model("Product")) } }), on: .push)
         faults.inject(.fail(SyncError(.server, "service unavailable", httpStatus: 503)), on: .push)  // met after the first
         await Self.expectFailure(.server) { try await client.engine.sync() }
         #expect(Set((await server.objects("Product")).keys) == ["p1", "n1", "n2"])

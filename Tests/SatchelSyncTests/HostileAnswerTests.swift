@@ -22,15 +22,18 @@ struct HostileAnswerTests {
         await server.stop()
     }
 
-    @Test("a 200 MB body, announced or chunked, and a body that never ends stop at the answer limit (32 MiB by default)", arguments: [
-        "announced", "chunked", "endless",
-    ])
+    @Test(
+        "a 200 MB body, announced or chunked, and a body that never ends stop at the answer limit (32 MiB by default)",
+        arguments: [
+            "announced", "chunked", "endless",
+        ])
     func hugeBodies(_ kind: String) async throws {
-        let answer: HostileServer.Answer = switch kind {
-        case "announced": .huge(bytes: 200 << 20, announced: true)
-        case "chunked": .huge(bytes: 200 << 20, announced: false)
-        default: .endless
-        }
+        let answer: HostileServer.Answer =
+            switch kind {
+            case "announced": .huge(bytes: 200 << 20, announced: true)
+            case "chunked": .huge(bytes: 200 << 20, announced: false)
+            default: .endless
+            }
         try await with(answer) { server, url in
             let client = SyncHTTPClient(timeout: 30)
             let error = await #expect(throws: SyncError.self) { try await client.send("GET", url) }
@@ -106,7 +109,9 @@ struct HostileAnswerTests {
             #expect(throws: Never.self) { try SyncHTTPClient.checkTransport(URL(string: text)!, allowInsecureHTTP: false) }
         }
         // Refused before anything is sent: no connection is tried (this address answers nothing).
-        let refused = await #expect(throws: SyncError.self) { try await SyncHTTPClient(timeout: 30).send("GET", URL(string: "http://192.0.2.1/v1/")!) }
+        let refused = await #expect(throws: SyncError.self) {
+            try await SyncHTTPClient(timeout: 30).send("GET", URL(string: "http://192.0.2.1/v1/")!)
+        }
         #expect(refused?.code == .insecureTransport)
         try await with(.redirect(location: "http://192.0.2.1/stolen")) { _, url in
             let error = await #expect(throws: SyncError.self) { try await SyncHTTPClient(timeout: 30).send("GET", url) }

@@ -14,7 +14,8 @@ struct InMemoryBackendTests {
     }
 
     static func pull(_ server: InMemoryBackend, _ session: SyncSession, after cursor: JSONValue?, pageSize: Int = 100) async throws -> PullPage {
-        try await server.pull(PullRequest(model: model, cursor: cursor, pageSize: pageSize, session: session, configuration: ModelSyncConfiguration()))
+        try await server.pull(
+            PullRequest(model: model, cursor: cursor, pageSize: pageSize, session: session, configuration: ModelSyncConfiguration()))
     }
 
     @Test("prepare gives the session a client id, called directly")
@@ -64,9 +65,10 @@ struct InMemoryBackendTests {
         let session = try await Self.session(server)
         await server.put("Product", ["name": "Lamp"], id: "p1")
         let url = await server.putBlob(Data("bytes".utf8))
-        let results = try await server.push(PushRequest(
-            model: Self.model, changes: [OutgoingChange(objectID: "tmp1", kind: .create, attributes: ["name": "Kettle"])], session: session,
-            configuration: ModelSyncConfiguration()))
+        let results = try await server.push(
+            PushRequest(
+                model: Self.model, changes: [OutgoingChange(objectID: "tmp1", kind: .create, attributes: ["name": "Kettle"])], session: session,
+                configuration: ModelSyncConfiguration()))
         #expect(results == [PushResult(objectID: "tmp1", outcome: .awaitingLink)])
 
         let copy = try InMemoryBackend(configuration: configuration, savedState: await server.savedState())
@@ -77,7 +79,10 @@ struct InMemoryBackendTests {
         #expect(page.links.count == 1 && page.links["tmp1"] != nil)
         #expect(page.upserts.count == 2)
 
-        for bad: JSONObject in [[:], ["format": "satchel-memory-server 1"], ["format": "satchel-memory-server 1", "clock": 1, "nextID": 1, "collections": ["P": ["objects": ["x": ["version": 1]]]]]] {
+        for bad: JSONObject in [
+            [:], ["format": "satchel-memory-server 1"],
+            ["format": "satchel-memory-server 1", "clock": 1, "nextID": 1, "collections": ["P": ["objects": ["x": ["version": 1]]]]],
+        ] {
             #expect { try InMemoryBackend(savedState: bad) } throws: { ($0 as? SyncError)?.code == .protocolViolation }
         }
     }

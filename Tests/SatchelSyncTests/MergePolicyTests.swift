@@ -31,7 +31,8 @@ struct MergePolicyTests {
     static func pending(_ kind: PendingChange.Kind, _ attributes: JSONObject = [:]) -> ObjectSyncState {
         ObjectSyncState(pending: PendingChange(model: "Product", objectID: "p1", kind: kind, attributes: attributes), version: "v1")
     }
-    static func inFlight(_ kind: PendingChange.Kind, _ attributes: JSONObject = [:], state: InFlightChange.State = .awaitingResult) -> ObjectSyncState {
+    static func inFlight(_ kind: PendingChange.Kind, _ attributes: JSONObject = [:], state: InFlightChange.State = .awaitingResult) -> ObjectSyncState
+    {
         ObjectSyncState(inFlight: InFlightChange(kind: kind, attributes: attributes, state: state), version: "v1")
     }
     static func refused(_ kind: PendingChange.Kind, _ attributes: JSONObject = [:], serverCopy: JSONObject? = nil) -> ObjectSyncState {
@@ -43,67 +44,90 @@ struct MergePolicyTests {
 
     static let rows: [Row] = [
         // A pulled object
-        Row(rule: .taken, situation: "a whole object replaces one with no local change", server: whole(["name": "b"]),
+        Row(
+            rule: .taken, situation: "a whole object replaces one with no local change", server: whole(["name": "b"]),
             attributes: local, records: ObjectSyncState(version: "v1"), write: .replace(["name": "b"]), after: ObjectSyncState(version: "v2")),
-        Row(rule: .taken, situation: "a new object", server: whole(["name": "b"]),
+        Row(
+            rule: .taken, situation: "a new object", server: whole(["name": "b"]),
             attributes: nil, write: .replace(["name": "b"]), after: ObjectSyncState(version: "v2")),
-        Row(rule: .taken, situation: "device-only attributes stay", server: whole(["name": "b", "draft": "server"]),
+        Row(
+            rule: .taken, situation: "device-only attributes stay", server: whole(["name": "b", "draft": "server"]),
             attributes: ["name": "a", "draft": "mine"], configuration: ModelSyncConfiguration(deviceOnlyAttributes: ["draft"]),
             write: .replace(["name": "b", "draft": "mine"]), after: ObjectSyncState(version: "v2")),
-        Row(rule: .taken, situation: "a partial object adds and overwrites; its nulls remove",
+        Row(
+            rule: .taken, situation: "a partial object adds and overwrites; its nulls remove",
             server: .upsert(ServerObject(id: "p1", attributes: ["name": "b", "price": .null, "size": 3], isWhole: false)),
             attributes: local, write: .replace(["name": "b", "size": 3])),
-        Row(rule: .localChangesWin, situation: "a pending update keeps its attributes", server: whole(["name": "b", "price": 2]),
+        Row(
+            rule: .localChangesWin, situation: "a pending update keeps its attributes", server: whole(["name": "b", "price": 2]),
             attributes: ["name": "a", "price": 5], records: pending(.update, ["price": 5]),
             write: .replace(["name": "b", "price": 5]), after: ObjectSyncState(pending: pending(.update, ["price": 5]).pending, version: "v2")),
-        Row(rule: .localChangesWin, situation: "an update in flight keeps its attributes", server: whole(["name": "b", "price": 2]),
+        Row(
+            rule: .localChangesWin, situation: "an update in flight keeps its attributes", server: whole(["name": "b", "price": 2]),
             attributes: ["name": "a", "price": 5], records: inFlight(.update, ["price": 5]),
             write: .replace(["name": "b", "price": 5]), after: ObjectSyncState(inFlight: inFlight(.update, ["price": 5]).inFlight, version: "v2")),
-        Row(rule: .localChangesWin, situation: "a refused update keeps its attributes; its server copy follows the server",
+        Row(
+            rule: .localChangesWin, situation: "a refused update keeps its attributes; its server copy follows the server",
             server: whole(["name": "b", "price": 2]), attributes: ["name": "a", "price": 5],
             records: refused(.update, ["price": 5], serverCopy: ["name": "a", "price": 1]), write: .replace(["name": "b", "price": 5]),
             after: ObjectSyncState(refusal: refused(.update, ["price": 5], serverCopy: ["name": "b", "price": 2]).refusal, version: "v2")),
-        Row(rule: .createdHere, situation: "a pending create is not overwritten", server: whole(["name": "b"]),
+        Row(
+            rule: .createdHere, situation: "a pending create is not overwritten", server: whole(["name": "b"]),
             attributes: local, records: pending(.create), write: .keep),
-        Row(rule: .createdHere, situation: "a refused create is not overwritten", server: whole(["name": "b"]),
+        Row(
+            rule: .createdHere, situation: "a refused create is not overwritten", server: whole(["name": "b"]),
             attributes: local, records: refused(.create, local), write: .keep),
-        Row(rule: .deletedHere, situation: "a pending delete is not undone; the version follows", server: whole(["name": "b"]),
+        Row(
+            rule: .deletedHere, situation: "a pending delete is not undone; the version follows", server: whole(["name": "b"]),
             attributes: nil, records: pending(.delete), write: .keep, after: ObjectSyncState(pending: pending(.delete).pending, version: "v2")),
         // A server delete
-        Row(rule: .deleted, situation: "no local change", server: .delete,
+        Row(
+            rule: .deleted, situation: "no local change", server: .delete,
             attributes: local, records: ObjectSyncState(version: "v1"), write: .delete, after: ObjectSyncState()),
-        Row(rule: .deletedHereToo, situation: "a pending delete is done", server: .delete,
+        Row(
+            rule: .deletedHereToo, situation: "a pending delete is done", server: .delete,
             attributes: nil, records: pending(.delete), write: .keep, after: ObjectSyncState()),
-        Row(rule: .deletedHereToo, situation: "a delete in flight is done", server: .delete,
+        Row(
+            rule: .deletedHereToo, situation: "a delete in flight is done", server: .delete,
             attributes: nil, records: inFlight(.delete), write: .keep, after: ObjectSyncState()),
-        Row(rule: .refusedDeleteDone, situation: "what a refused delete asked for happened", server: .delete,
+        Row(
+            rule: .refusedDeleteDone, situation: "what a refused delete asked for happened", server: .delete,
             attributes: local, records: refused(.delete), write: .delete, after: ObjectSyncState()),
-        Row(rule: .refusedCreateKept, situation: "the server never had it", server: .delete,
+        Row(
+            rule: .refusedCreateKept, situation: "the server never had it", server: .delete,
             attributes: local, records: refused(.create, local), write: .keep),
-        Row(rule: .neverPushed, situation: "a pending create is not the server's object", server: .delete,
+        Row(
+            rule: .neverPushed, situation: "a pending create is not the server's object", server: .delete,
             attributes: local, records: pending(.create), write: .keep),
-        Row(rule: .createNotKept, situation: "a create awaiting its link", server: .delete,
+        Row(
+            rule: .createNotKept, situation: "a create awaiting its link", server: .delete,
             attributes: local, records: inFlight(.create, local, state: .awaitingLink), write: .delete, after: ObjectSyncState()),
-        Row(rule: .deletedWhileChanged, situation: "a pending update becomes a refused change", server: .delete,
+        Row(
+            rule: .deletedWhileChanged, situation: "a pending update becomes a refused change", server: .delete,
             attributes: local, records: pending(.update, ["price": 1]), write: .keep,
             after: ObjectSyncState(
                 pending: pending(.update, ["price": 1]).pending,
                 refusal: RefusedChange(
                     model: "Product", objectID: "p1", kind: .update, message: "deleted on the server while changed here", code: "deleted",
                     attributes: ["price": 1], serverDeleted: true), version: "v1")),
-        Row(rule: .refusedUpdateMeetsDelete, situation: "the error says the server deleted it", server: .delete,
+        Row(
+            rule: .refusedUpdateMeetsDelete, situation: "the error says the server deleted it", server: .delete,
             attributes: local, records: refused(.update, ["price": 1], serverCopy: ["name": "a"]), write: .keep,
-            after: ObjectSyncState(refusal: {
-                var error = refused(.update, ["price": 1]).refusal!
-                error.serverDeleted = true
-                return error
-            }())),
+            after: ObjectSyncState(
+                refusal: {
+                    var error = refused(.update, ["price": 1]).refusal!
+                    error.serverDeleted = true
+                    return error
+                }())),
         // Attributes removed on the server
-        Row(rule: .removed, situation: "listed attributes go", server: .remove(["price"]),
+        Row(
+            rule: .removed, situation: "listed attributes go", server: .remove(["price"]),
             attributes: local, write: .replace(["name": "a"])),
-        Row(rule: .removed, situation: "but those changed here", server: .remove(["price"]),
+        Row(
+            rule: .removed, situation: "but those changed here", server: .remove(["price"]),
             attributes: local, records: pending(.update, ["price": 1]), write: .replace(local)),
-        Row(rule: .deleted, situation: "every attribute removed is the object deleted", server: .remove(["name", "price"]),
+        Row(
+            rule: .deleted, situation: "every attribute removed is the object deleted", server: .remove(["name", "price"]),
             attributes: local, records: ObjectSyncState(version: "v1"), write: .delete, after: ObjectSyncState()),
         Row(rule: .absent, situation: "no object here", server: .remove(["price"]), attributes: nil, write: .keep),
     ]

@@ -20,8 +20,11 @@ struct RetryAfterTests {
         #expect(HTTPDate.parse("Sunday, 06-Nov-94 08:49:37 GMT") == instant)
         #expect(HTTPDate.parse("Sun Nov  6 08:49:37 1994") == instant)
         #expect(HTTPDate.parse("Wed, 21 Oct 2015 07:28:00 GMT") == Date(timeIntervalSince1970: 1_445_412_480))
-        for bad in ["", "Sun, 06 Nov 1994 08:49:37 UTC", "Sun, 06 Foo 1994 08:49:37 GMT", "Sun, 6 Nov 1994 08:49:37 GMT", "Sun, 06 Nov 1994 8:49:37 GMT",
-                    "Sun, 06 Nov 1994 08:49:37", "Sunday, 06-Nov-1994 08:49:37 GMT", "Sun,  06 Nov 1994 08:49:37 GMT", "Sun Nov 6 08:49:37 1994", "Sun, ٠٦ Nov 1994 08:49:37 GMT", "2015-10-21T07:28:00Z", "tomorrow"] {
+        for bad in [
+            "", "Sun, 06 Nov 1994 08:49:37 UTC", "Sun, 06 Foo 1994 08:49:37 GMT", "Sun, 6 Nov 1994 08:49:37 GMT", "Sun, 06 Nov 1994 8:49:37 GMT",
+            "Sun, 06 Nov 1994 08:49:37", "Sunday, 06-Nov-1994 08:49:37 GMT", "Sun,  06 Nov 1994 08:49:37 GMT", "Sun Nov 6 08:49:37 1994",
+            "Sun, ٠٦ Nov 1994 08:49:37 GMT", "2015-10-21T07:28:00Z", "tomorrow",
+        ] {
             #expect(HTTPDate.parse(bad) == nil, "\(bad)")
         }
     }

@@ -16,7 +16,9 @@ struct SessionLayoutDocTests {
         let end = try #require(text.range(of: "<!-- /session values -->"))
         var rows: [String: String] = [:]
         for line in text[start.upperBound..<end.lowerBound].split(separator: "\n") {
-            let cells = line.split(separator: "|").map { $0.trimmingCharacters(in: .whitespaces).trimmingCharacters(in: CharacterSet(charactersIn: "`")) }
+            let cells = line.split(separator: "|").map {
+                $0.trimmingCharacters(in: .whitespaces).trimmingCharacters(in: CharacterSet(charactersIn: "`"))
+            }
             if cells.count == 2, cells[1].hasPrefix("{") { rows[cells[0]] = cells[1] }
         }
         let session = SyncSession(user: "ann", data: ["token": "t"], clientID: "c-1")

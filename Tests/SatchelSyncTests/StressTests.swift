@@ -83,7 +83,8 @@ struct StressTests {
                             _ = try tx.update(to.id, with: ["balance": .int(b + amount)], in: model)
                         }
                         if n % 10 == 0, let closing = all.first, let heir = all.last, closing.id != heir.id,
-                            let a = try tx.find(closing.id, in: model)?["balance"]?.intValue, let b = try tx.find(heir.id, in: model)?["balance"]?.intValue
+                            let a = try tx.find(closing.id, in: model)?["balance"]?.intValue,
+                            let b = try tx.find(heir.id, in: model)?["balance"]?.intValue
                         {
                             _ = try tx.update(heir.id, with: ["balance": .int(b + a - 1)], in: model)
                             _ = try tx.delete(closing.id, in: model)
@@ -148,7 +149,8 @@ struct StressTests {
         #expect(local.values.reduce(Int64(0)) { $0 + ($1["balance"]?.intValue ?? 0) } == Self.total)
         #expect(counts.reads == readers * readsEach && counts.transactions == transactions && counts.serverChanges == serverChanges)
         print(
-            "stress: \(counts.reads) snapshot reads (\(readers) readers), \(counts.transactions) transactions, \(counts.syncs) syncs, \(counts.serverChanges) server changes, \(conflicts) conflicts retried; \(local.count) objects; invariants held")
+            "stress: \(counts.reads) snapshot reads (\(readers) readers), \(counts.transactions) transactions, \(counts.syncs) syncs, \(counts.serverChanges) server changes, \(conflicts) conflicts retried; \(local.count) objects; invariants held"
+        )
         try store.close()
     }
 }

@@ -34,7 +34,9 @@ struct WritingGuideTests {
         let required = Self.signatures(source[start.upperBound..<end.lowerBound])
         #expect(required.count == 15, "\(required.sorted())")
 
-        let table = try #require(page.range(of: "<!-- requirements -->").flatMap { a in page.range(of: "<!-- /requirements -->").map { page[a.upperBound..<$0.lowerBound] } })
+        let table = try #require(
+            page.range(of: "<!-- requirements -->").flatMap { a in page.range(of: "<!-- /requirements -->").map { page[a.upperBound..<$0.lowerBound] }
+            })
         var documented = Set<String>()
         for line in table.split(separator: "\n") where line.hasPrefix("| `") {
             documented.insert(String(line.dropFirst(3).prefix { $0 != "`" }))

@@ -45,7 +45,8 @@ public enum ChildProcess {
         var errors: [Int32] = [-1, -1]
         guard satchel_pipe_cloexec(&output) == 0 else { throw Failure(description: "pipe: \(String(cString: strerror(errno)))") }
         guard satchel_pipe_cloexec(&errors) == 0 else {
-            close(output[0]); close(output[1])
+            close(output[0])
+            close(output[1])
             throw Failure(description: "pipe: \(String(cString: strerror(errno)))")
         }
         var actions = posix_spawn_file_actions_t()
@@ -80,7 +81,8 @@ public enum ChildProcess {
         close(output[1])
         close(errors[1])
         guard spawned == 0 else {
-            close(output[0]); close(errors[0])
+            close(output[0])
+            close(errors[0])
             throw Failure(description: "cannot run \(executable): \(String(cString: strerror(spawned)))")
         }
         let deadline = killAfter.map { ContinuousClock.now + $0 }
@@ -106,9 +108,10 @@ public enum ChildProcess {
     ) async throws -> Result {
         try await withCheckedThrowingContinuation { continuation in
             Thread.detachNewThread {
-                continuation.resume(with: Swift.Result {
-                    try run(executable, arguments, environment: environment, input: input, killWhen: killWhen, killAfter: killAfter)
-                })
+                continuation.resume(
+                    with: Swift.Result {
+                        try run(executable, arguments, environment: environment, input: input, killWhen: killWhen, killAfter: killAfter)
+                    })
             }
         }
     }

@@ -25,7 +25,9 @@ struct ArchitectureTests {
         for line in try String(contentsOf: file, encoding: .utf8).split(separator: "\n") {
             let words = line.split(separator: " ").map(String.init)
             guard let index = words.firstIndex(of: "import"), index + 1 < words.count,
-                words[..<index].allSatisfy({ ["@testable", "public", "package", "internal", "@preconcurrency", "private", "fileprivate"].contains($0) })
+                words[..<index].allSatisfy({
+                    ["@testable", "public", "package", "internal", "@preconcurrency", "private", "fileprivate"].contains($0)
+                })
             else { continue }
             modules.insert(String(words[index + 1].split(separator: ".").first ?? ""))
         }
@@ -58,7 +60,10 @@ struct ArchitectureTests {
                 for file in Self.swiftFiles(folder) {
                     let extra = try Self.imports(file).subtracting(allowed)
                     let fits = extra.isEmpty
-                    #expect(fits, "\(file.path.replacingOccurrences(of: Self.root.path + "/", with: "")) imports \(extra.sorted()), which the table does not allow")
+                    #expect(
+                        fits,
+                        "\(file.path.replacingOccurrences(of: Self.root.path + "/", with: "")) imports \(extra.sorted()), which the table does not allow"
+                    )
                     checked += 1
                 }
             }
@@ -76,9 +81,10 @@ struct ArchitectureTests {
     @Test("the core's package surface is at most 30 declarations, and the seam's drawing names each")
     func packageSurface() throws {
         let text = try Self.document()
-        let seam = try #require(text.range(of: "## The seam between the store and the engine").flatMap { start in
-            text.range(of: "## The core, file by file").map { String(text[start.lowerBound..<$0.lowerBound]) }
-        })
+        let seam = try #require(
+            text.range(of: "## The seam between the store and the engine").flatMap { start in
+                text.range(of: "## The core, file by file").map { String(text[start.lowerBound..<$0.lowerBound]) }
+            })
         var names: [String] = []
         for file in Self.swiftFiles("Sources/Satchel") {
             for line in try String(contentsOf: file, encoding: .utf8).split(separator: "\n") {
@@ -97,8 +103,10 @@ struct ArchitectureTests {
     @Test("the file-by-file map names every source file")
     func fileMap() throws {
         let text = try Self.document()
-        for folder in ["Sources/Satchel", "Sources/SatchelSync", "Sources/SatchelSyncTesting", "Sources/SatchelKinto", "Sources/SatchelParse",
-                       "Sources/SatchelSalesforce", "Sources/SatchelRhoConnect"] {
+        for folder in [
+            "Sources/Satchel", "Sources/SatchelSync", "Sources/SatchelSyncTesting", "Sources/SatchelKinto", "Sources/SatchelParse",
+            "Sources/SatchelSalesforce", "Sources/SatchelRhoConnect",
+        ] {
             for file in Self.swiftFiles(folder) {
                 let mentioned = text.contains(file.lastPathComponent)
                 #expect(mentioned, "docs/ARCHITECTURE.md does not mention \(folder)/…/\(file.lastPathComponent)")

@@ -25,7 +25,8 @@ struct ChangeLogTests {
             #expect(try change(products, p.id)?.attributes == ["price": 2])
             try clearChanges(store, products)
             try products.delete(p.id)
-            #expect(try change(products, p.id) == PendingChange(model: "Product", objectID: p.id, kind: .delete, attributes: ["name": "A", "price": 2]))
+            #expect(
+                try change(products, p.id) == PendingChange(model: "Product", objectID: p.id, kind: .delete, attributes: ["name": "A", "price": 2]))
         }
     }
 
@@ -82,7 +83,10 @@ struct ChangeLogTests {
             try clearChanges(store, products)
             try products.delete("p")
             try products.create(["object": "p", "name": "B"])
-            #expect(try products.pendingChanges() == [PendingChange(model: "Product", objectID: "p", kind: .update, attributes: ["name": "B", "old": .null])])
+            #expect(
+                try products.pendingChanges() == [
+                    PendingChange(model: "Product", objectID: "p", kind: .update, attributes: ["name": "B", "old": .null])
+                ])
         }
     }
 

@@ -92,7 +92,9 @@ struct CodableTests {
                 Issue.record("a wrong type decoded")
             } catch let error as SatchelError {
                 #expect(error.code == .invalidObject)
-                #expect(error.message.contains("object 'p1' of model 'Product'") && error.message.contains("attribute 'variants[0].height'"), "\(error.message)")
+                #expect(
+                    error.message.contains("object 'p1' of model 'Product'") && error.message.contains("attribute 'variants[0].height'"),
+                    "\(error.message)")
             }
             try products.update("p1", with: ["variants": [], "stock": .null])
             #expect(throws: SatchelError.self) { _ = try products.find("p1", as: Product.self) }

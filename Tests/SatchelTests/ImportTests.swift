@@ -38,14 +38,17 @@ struct ImportTests {
         }
     }
 
-    @Test("a bad file changes nothing, even when the fault is at its very end", arguments: [
-        ("[{\"a\":1},{\"a\":2},", "unterminated array"), ("[{\"a\":1},{\"a\":2}", "unterminated array"),
-        ("[{\"a\":1}] [", "after the closing"), ("[{\"a\":1},,{\"a\":2}]", "unexpected ','"),
-        ("{\"a\":1}\n{\"a\":2}\n{\"a\":", "line 3003, column 6 (item 3003)"), ("{\"a\":1}\n[2]\n", "line 3002 (item 3002): expected a JSON object"),
-        ("{\"a\":1}\n{\"object\":7,\"a\":1}\n", "must be a string"), ("{\"a\":1}\n{\"a\":null}\n", "at least one non-null"),
-        ("{\"a\":1}\n{\"a\":\"\\ud800\"}\n", "lone high surrogate"), ("{\"a\":1} {\"b\":tru}", "invalid literal"),
-        ("[" + String(repeating: "[", count: 5000) + String(repeating: "]", count: 5000) + "]", "nesting deeper"),
-    ])
+    @Test(
+        "a bad file changes nothing, even when the fault is at its very end",
+        arguments: [
+            ("[{\"a\":1},{\"a\":2},", "unterminated array"), ("[{\"a\":1},{\"a\":2}", "unterminated array"),
+            ("[{\"a\":1}] [", "after the closing"), ("[{\"a\":1},,{\"a\":2}]", "unexpected ','"),
+            ("{\"a\":1}\n{\"a\":2}\n{\"a\":", "line 3003, column 6 (item 3003)"),
+            ("{\"a\":1}\n[2]\n", "line 3002 (item 3002): expected a JSON object"),
+            ("{\"a\":1}\n{\"object\":7,\"a\":1}\n", "must be a string"), ("{\"a\":1}\n{\"a\":null}\n", "at least one non-null"),
+            ("{\"a\":1}\n{\"a\":\"\\ud800\"}\n", "lone high surrogate"), ("{\"a\":1} {\"b\":tru}", "invalid literal"),
+            ("[" + String(repeating: "[", count: 5000) + String(repeating: "]", count: 5000) + "]", "nesting deeper"),
+        ])
     func badFile(_ testCase: (String, String)) throws {
         let directory = TemporaryDirectory()
         try withTemporaryStore { store in
@@ -167,7 +170,8 @@ struct ImportTests {
         switch kind {
         case "huge": try Data((good + #"{"a":""# + String(repeating: "x", count: 33 << 20) + "\"}\n").utf8).write(to: url)
         case "values": try Data((good + #"{"a":["# + String(repeating: "0,", count: 9_999_999) + "0]}\n").utf8).write(to: url)
-        case "nesting": try Data((good + #"{"a":"# + String(repeating: "[", count: 100_000) + String(repeating: "]", count: 100_000) + "}\n").utf8).write(to: url)
+        case "nesting":
+            try Data((good + #"{"a":"# + String(repeating: "[", count: 100_000) + String(repeating: "]", count: 100_000) + "}\n").utf8).write(to: url)
         default: #expect(mkfifo(url.path, 0o600) == 0)  // nothing ever writes to it: opening it would wait for ever
         }
         try withTemporaryStore { store in

@@ -122,14 +122,16 @@ struct JSONTests {
         #expect(try JSONObject(parsing: #"{"a":1,"b":2,"a":3}"#) == ["a": 3, "b": 2])
     }
 
-    @Test("malformed input gives a typed error with its position", arguments: [
-        ("", "unexpected end"), ("{", "unterminated"), ("[1,]", "unexpected character"), ("{\"a\" 1}", "expected ':'"),
-        ("{'a':1}", "expected a string key"), ("[1 2]", "expected ','"), ("01", "leading zeros"), ("1.", "after '.'"),
-        ("1e", "exponent"), ("-", "expected a digit"), ("nul", "unexpected end"), ("nulx", "invalid literal"),
-        ("\"abc", "unterminated string"), ("\"a\tb\"", "control character"), ("\"\\x\"", "invalid escape"),
-        ("\"\\ud800\"", "lone high surrogate"), ("\"\\udc00\"", "lone low surrogate"), ("\"\\u12\"", "truncated"),
-        ("1e999", "out of range"), ("[1] x", "after the JSON value"), ("NaN", "unexpected character"), ("{} {}", "after"),
-    ])
+    @Test(
+        "malformed input gives a typed error with its position",
+        arguments: [
+            ("", "unexpected end"), ("{", "unterminated"), ("[1,]", "unexpected character"), ("{\"a\" 1}", "expected ':'"),
+            ("{'a':1}", "expected a string key"), ("[1 2]", "expected ','"), ("01", "leading zeros"), ("1.", "after '.'"),
+            ("1e", "exponent"), ("-", "expected a digit"), ("nul", "unexpected end"), ("nulx", "invalid literal"),
+            ("\"abc", "unterminated string"), ("\"a\tb\"", "control character"), ("\"\\x\"", "invalid escape"),
+            ("\"\\ud800\"", "lone high surrogate"), ("\"\\udc00\"", "lone low surrogate"), ("\"\\u12\"", "truncated"),
+            ("1e999", "out of range"), ("[1] x", "after the JSON value"), ("NaN", "unexpected character"), ("{} {}", "after"),
+        ])
     func malformed(_ testCase: (String, String)) {
         let error = parseError(Array(testCase.0.utf8))
         #expect(error?.code == .malformedJSON)
@@ -137,9 +139,11 @@ struct JSONTests {
         #expect(error?.message.contains("at byte") == true)
     }
 
-    @Test("invalid UTF-8 is refused", arguments: [
-        [UInt8]([0x22, 0xFF, 0x22]), [0x22, 0xC3, 0x22], [0x22, 0xED, 0xA0, 0x80, 0x22], [0x22, 0x5C, 0x6E, 0xC0, 0xAF, 0x22],
-    ])
+    @Test(
+        "invalid UTF-8 is refused",
+        arguments: [
+            [UInt8]([0x22, 0xFF, 0x22]), [0x22, 0xC3, 0x22], [0x22, 0xED, 0xA0, 0x80, 0x22], [0x22, 0x5C, 0x6E, 0xC0, 0xAF, 0x22],
+        ])
     func invalidUTF8(_ bytes: [UInt8]) {
         let error = parseError(bytes)
         #expect(error?.code == .malformedJSON)

@@ -160,10 +160,12 @@ struct KeyCodecTests {
         }
     }
 
-    @Test("integers and doubles share one numeric encoding", arguments: [
-        (JSONValue.int(1), JSONValue.double(1.0)), (.int(0), .double(-0.0)), (.int(-5), .double(-5.0)),
-        (.int(1 << 53), .double(9_007_199_254_740_992.0)),
-    ])
+    @Test(
+        "integers and doubles share one numeric encoding",
+        arguments: [
+            (JSONValue.int(1), JSONValue.double(1.0)), (.int(0), .double(-0.0)), (.int(-5), .double(-5.0)),
+            (.int(1 << 53), .double(9_007_199_254_740_992.0)),
+        ])
     func numericEquality(_ pair: (JSONValue, JSONValue)) throws {
         #expect(Keys.encode(.index, [pair.0]) == Keys.encode(.index, [pair.1]))
     }
@@ -181,10 +183,12 @@ struct KeyCodecTests {
         }
     }
 
-    @Test("damaged keys give a corruption error, not a crash", arguments: [
-        [UInt8]([0x09]), [0x02, 0x30, 0x61], [0x02, 0x30, 0x61, 0x00, 0x07], [0x02, 0x20, 1, 2], [0x02, 0x40],
-        [0x02, 0x30, 0xC3, 0x00, 0x01], [0x02, 0x99],
-    ])
+    @Test(
+        "damaged keys give a corruption error, not a crash",
+        arguments: [
+            [UInt8]([0x09]), [0x02, 0x30, 0x61], [0x02, 0x30, 0x61, 0x00, 0x07], [0x02, 0x20, 1, 2], [0x02, 0x40],
+            [0x02, 0x30, 0xC3, 0x00, 0x01], [0x02, 0x99],
+        ])
     func damagedKeys(_ bytes: [UInt8]) {
         #expect(throws: SatchelError.self) { try Keys.decode(bytes) }
         do {

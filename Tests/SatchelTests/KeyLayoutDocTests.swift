@@ -20,10 +20,14 @@ struct KeyLayoutDocTests {
         let text = try String(contentsOf: url, encoding: .utf8)
         guard let start = text.range(of: "<!-- examples -->"), let end = text.range(of: "<!-- /examples -->") else { return [] }
         return try text[start.upperBound..<end.lowerBound].split(separator: "\n").compactMap { line in
-            let cells = line.split(separator: "|").map { $0.trimmingCharacters(in: .whitespaces).trimmingCharacters(in: CharacterSet(charactersIn: "`")) }
-            guard cells.count == 3, let family = [
-                "meta": KeyFamily.meta, "obj": .object, "idx": .index, "chg": .change, "out": .inFlight, "err": .error, "ver": .version,
-            ][cells[0]] else { return nil }
+            let cells = line.split(separator: "|").map {
+                $0.trimmingCharacters(in: .whitespaces).trimmingCharacters(in: CharacterSet(charactersIn: "`"))
+            }
+            guard cells.count == 3,
+                let family = [
+                    "meta": KeyFamily.meta, "obj": .object, "idx": .index, "chg": .change, "out": .inFlight, "err": .error, "ver": .version,
+                ][cells[0]]
+            else { return nil }
             guard case .array(let elements) = try JSONValue(parsing: cells[1]) else { return nil }
             return Example(family: family, elements: elements, hex: cells[2])
         }

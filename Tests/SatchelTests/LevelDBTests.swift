@@ -6,18 +6,20 @@ import Testing
 
 @Suite("LevelDB layer")
 struct LevelDBTests {
-    @Test("LevelDB's error texts map to typed errors, keeping the text", arguments: [
-        ("IO error: lock /s/user/LOCK: already held by process", SatchelError.Code.locked),
-        ("IO error: lock /s/user/LOCK: Resource temporarily unavailable", .locked),
-        ("IO error: /s/user/000005.ldb: No space left on device", .io),
-        ("Corruption: bad block contents", .corruption),
-        ("Corruption: corrupted compressed block contents", .corruption),
-        ("Invalid argument: /s/user: does not exist (create_if_missing is false)", .storeMissing),
-        ("Invalid argument: /s/user: exists (error_if_exists is true)", .invalidArgument),
-        ("Not implemented: something", .notSupported),
-        ("NotFound: /s/user/CURRENT", .notFound),
-        ("something else entirely", .unknown),
-    ])
+    @Test(
+        "LevelDB's error texts map to typed errors, keeping the text",
+        arguments: [
+            ("IO error: lock /s/user/LOCK: already held by process", SatchelError.Code.locked),
+            ("IO error: lock /s/user/LOCK: Resource temporarily unavailable", .locked),
+            ("IO error: /s/user/000005.ldb: No space left on device", .io),
+            ("Corruption: bad block contents", .corruption),
+            ("Corruption: corrupted compressed block contents", .corruption),
+            ("Invalid argument: /s/user: does not exist (create_if_missing is false)", .storeMissing),
+            ("Invalid argument: /s/user: exists (error_if_exists is true)", .invalidArgument),
+            ("Not implemented: something", .notSupported),
+            ("NotFound: /s/user/CURRENT", .notFound),
+            ("something else entirely", .unknown),
+        ])
     func statusMapping(_ testCase: (String, SatchelError.Code)) {
         let error = LevelDBStatus.error(fromLevelDBMessage: testCase.0)
         #expect(error.code == testCase.1)
@@ -37,7 +39,8 @@ struct LevelDBTests {
             for chunk in 0..<20 {
                 try store.bulkUpdate { tx in
                     for i in 0..<500 {
-                        expected.append(try tx.create(["object": .string("i\(chunk)-\(i)"), "text": .string(String(repeating: "x", count: 100))], in: items))
+                        expected.append(
+                            try tx.create(["object": .string("i\(chunk)-\(i)"), "text": .string(String(repeating: "x", count: 100))], in: items))
                     }
                 }
             }
@@ -59,7 +62,8 @@ struct LevelDBTests {
         #expect(Set(try items.findAll()) == Set(expected))
     }
 
-    @Test("a store whose creation was killed before LevelDB wrote CURRENT opens as a new store; a lost CURRENT beside a log with data is still refused")
+    @Test(
+        "a store whose creation was killed before LevelDB wrote CURRENT opens as a new store; a lost CURRENT beside a log with data is still refused")
     func interruptedCreation() throws {
         // What LevelDB leaves when killed inside its first open: the first manifest (perhaps
         // cut short), the temporary file CURRENT was to be renamed from, LOCK and LOG, and no
@@ -89,7 +93,9 @@ struct LevelDBTests {
         let other = directory.child("t")
         let otherUser = directory.child("t/user")
         try FileManager.default.createDirectory(atPath: otherUser, withIntermediateDirectories: true)
-        for (name, bytes) in files where name != "000003.log" { _ = FileManager.default.createFile(atPath: otherUser + "/" + name, contents: Data(bytes)) }
+        for (name, bytes) in files where name != "000003.log" {
+            _ = FileManager.default.createFile(atPath: otherUser + "/" + name, contents: Data(bytes))
+        }
         _ = FileManager.default.createFile(atPath: otherUser + "/000003.log", contents: Data(repeating: 7, count: 100))
         expectError(.corruption) { _ = try Store(path: other) }
         #expect(FileManager.default.fileExists(atPath: otherUser + "/000003.log"))

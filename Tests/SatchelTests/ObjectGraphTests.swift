@@ -15,8 +15,10 @@ private let orders: JSONValue = [
             "shipping": ["class": "Address", "id": "a2", "city": "Paris"],
         ],
         "items": [
-            ["className": "Product", "objectId": "p1", "name": "Lamp", "price": 10,
-             "brand": ["__type": "Object", "className": "Brand", "objectId": "b1", "name": "Acme"]],
+            [
+                "className": "Product", "objectId": "p1", "name": "Lamp", "price": 10,
+                "brand": ["__type": "Object", "className": "Brand", "objectId": "b1", "name": "Acme"],
+            ],
             ["className": "Product", "objectId": "p2", "name": "Desk"],
         ],
     ],
@@ -38,20 +40,22 @@ struct ObjectGraphTests {
         #expect(graph.objects["Address"]?["a1"] == ["city": "Lyon"])
         #expect(graph.objects["Brand"]?["b1"] == ["name": "Acme"])
         #expect(graph.objects["Product"]?["p2"] == ["name": "Desk"])
-        #expect(graph.associations == [
-            "Order": ["customer": "Customer", "items": "Product"],
-            "Customer": ["billing": "Address", "shipping": "Address"],
-            "Product": ["brand": "Brand"],
-        ])
+        #expect(
+            graph.associations == [
+                "Order": ["customer": "Customer", "items": "Product"],
+                "Customer": ["billing": "Address", "shipping": "Address"],
+                "Product": ["brand": "Brand"],
+            ])
     }
 
     @Test("an object given twice is merged: later attributes override earlier ones per attribute")
     func duplicatesMerge() throws {
         let graph = try ObjectGraph.decompose(orders, model: "Order")
         #expect(graph.objects["Product"]?["p1"] == ["name": "Lamp", "price": 12, "stock": 3, "brand": "b1"])
-        #expect(graph.objects["Customer"]?["c1"] == [
-            "name": "Ann", "email": "ann@example.com", "billing": "a1", "shipping": "a2",
-        ])
+        #expect(
+            graph.objects["Customer"]?["c1"] == [
+                "name": "Ann", "email": "ann@example.com", "billing": "a1", "shipping": "a2",
+            ])
         #expect(graph.objects["Product"]?.count == 2 && graph.objects["Customer"]?.count == 1)
     }
 
@@ -109,10 +113,11 @@ struct ObjectGraphTests {
         let graph = try ObjectGraph.decompose(value, model: "Ignored")
         #expect(graph.objects.keys.sorted() == ["Customer", "Order"], "a top-level object that names its class goes to that model")
         let order = try #require(graph.objects["Order"]?["o1"])
-        #expect(order == [
-            "customer": "c1", "when": ["__type": "Date", "iso": "2024-01-01T00:00:00.000Z"],
-            "note": ["class": "Note", "text": "no id: stays nested"], "tags": [["k": 1]],
-        ])
+        #expect(
+            order == [
+                "customer": "c1", "when": ["__type": "Date", "iso": "2024-01-01T00:00:00.000Z"],
+                "note": ["class": "Note", "text": "no id: stays nested"], "tags": [["k": 1]],
+            ])
         #expect(graph.objects["Customer"]?["c1"] == ["name": "Ann", "id": 7])
         for attributes in graph.objects.values.flatMap(\.values) {
             #expect(!attributes.contains("object") && !attributes.contains("objectId") && !attributes.contains("className"))
@@ -140,8 +145,10 @@ struct ObjectGraphTests {
         (["x": ["class": "", "id": "1"]], .invalidName, "a class name ('class') cannot be empty"),
         (["x": [["class": "C", "id": "1"], 3]], .invalidObject, "mixes objects that name a class and an id with other values"),
         (["x": [["class": "C", "id": "1"], ["class": "D", "id": "2"]]], .invalidObject, "objects of two classes"),
-        ([["id": "1", "x": ["class": "C", "id": "1"]], ["id": "2", "x": ["class": "D", "id": "1"]]], .modelConflict,
-         "item 2: M '2', attribute 'x': the attribute points to both 'C' and 'D'"),
+        (
+            [["id": "1", "x": ["class": "C", "id": "1"]], ["id": "2", "x": ["class": "D", "id": "1"]]], .modelConflict,
+            "item 2: M '2', attribute 'x': the attribute points to both 'C' and 'D'"
+        ),
         (["a": .null], .invalidObject, "an object without an id needs at least one non-null attribute"),
     ]
 
@@ -235,7 +242,9 @@ struct ObjectGraphStoreTests {
         let directory = TemporaryDirectory()
         try withTemporaryStore { store in
             let good = URL(fileURLWithPath: directory.child("good.jsonl"))
-            try Data(#"{"id":"o1","customer":{"class":"Customer","id":"c1","n":1}}\#n{"id":"o2","customer":{"class":"Customer","id":"c1","m":2}}"#.utf8).write(to: good)
+            try Data(
+                #"{"id":"o1","customer":{"class":"Customer","id":"c1","n":1}}\#n{"id":"o2","customer":{"class":"Customer","id":"c1","m":2}}"#.utf8
+            ).write(to: good)
             #expect(try store.importGraph(from: good, model: "Order") == ImportGraphSummary(roots: 2, objects: ["Order": 2, "Customer": 1]))
             #expect(try store.model("Customer").find("c1")?.attributes == ["n": 1, "m": 2])
             let bad = URL(fileURLWithPath: directory.child("bad.jsonl"))
@@ -255,9 +264,10 @@ struct ObjectGraphStoreTests {
             try orderModel.update("o2", with: ["items": ["p1", "p-missing"]])
 
             let one = try #require(try orderModel.find("o1", including: ["customer"]))
-            #expect(one["customer"] == [
-                "object": "c1", "name": "Ann", "email": "ann@example.com", "billing": "a1", "shipping": "a2",
-            ])
+            #expect(
+                one["customer"] == [
+                    "object": "c1", "name": "Ann", "email": "ann@example.com", "billing": "a1", "shipping": "a2",
+                ])
             #expect(one["items"] == ["p1", "p2"], "an association not named stays ids")
 
             let path = try #require(try orderModel.find("o1", including: ["customer.billing", "customer.shipping", "items.brand"]))
@@ -275,12 +285,14 @@ struct ObjectGraphStoreTests {
         }
     }
 
-    @Test("find(including:) refuses a path that is not an association, naming the model's associations", arguments: [
-        ("total", "'total' is not an association of Order (its associations: customer, items)"),
-        ("customer.name", "'name' is not an association of Customer (its associations: billing, shipping)"),
-        ("customer.billing.city", "'city' is not an association of Address (it has none)"),
-        ("customer..billing", "'customer..billing' is not an association path"),
-    ])
+    @Test(
+        "find(including:) refuses a path that is not an association, naming the model's associations",
+        arguments: [
+            ("total", "'total' is not an association of Order (its associations: customer, items)"),
+            ("customer.name", "'name' is not an association of Customer (its associations: billing, shipping)"),
+            ("customer.billing.city", "'city' is not an association of Address (it has none)"),
+            ("customer..billing", "'customer..billing' is not an association path"),
+        ])
     func badPath(_ testCase: (String, String)) throws {
         try withTemporaryStore { store in
             try store.importGraph(orders, model: "Order")

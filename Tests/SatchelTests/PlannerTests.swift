@@ -11,14 +11,18 @@ struct PlannerTests {
             let products = try store.model("Product")
             try store.bulkUpdate { tx in
                 for i in 0..<2000 {
-                    try tx.create([
-                        "object": .string("p\(1000 + i)"), "brand": .string("B\(i % 40)"), "price": .int(Int64(i % 997)),
-                        "name": .string("item \(i)"), "tags": .array(i % 3 == 0 ? ["sale", "new"] : ["new"]),
-                        "address": ["city": .string(["Oslo", "Lyon", "Pune"][i % 3])],
-                    ], in: products)
+                    try tx.create(
+                        [
+                            "object": .string("p\(1000 + i)"), "brand": .string("B\(i % 40)"), "price": .int(Int64(i % 997)),
+                            "name": .string("item \(i)"), "tags": .array(i % 3 == 0 ? ["sale", "new"] : ["new"]),
+                            "address": ["city": .string(["Oslo", "Lyon", "Pune"][i % 3])],
+                        ], in: products)
                 }
             }
-            for index in [IndexDefinition("brand"), IndexDefinition("price"), IndexDefinition("brand", "price"), .elements(of: "tags"), IndexDefinition("address.city")] {
+            for index in [
+                IndexDefinition("brand"), IndexDefinition("price"), IndexDefinition("brand", "price"), .elements(of: "tags"),
+                IndexDefinition("address.city"),
+            ] {
                 try products.createIndex(index)
             }
             try body(store, products)
@@ -109,7 +113,9 @@ struct PlannerTests {
             #expect(top.count == 10)
             #expect(cursor.candidatesRead == 2000)
             #expect(cursor.peakBuffered <= 1024)
-            let names = try products.findAll().compactMap { $0["name"]?.stringValue }.sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }
+            let names = try products.findAll().compactMap { $0["name"]?.stringValue }.sorted {
+                Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8))
+            }
             #expect(top.compactMap { $0["name"]?.stringValue } == Array(names.reversed().prefix(10)))
         }
     }
@@ -188,9 +194,11 @@ struct PlannerTests {
         #expect(try store.verify().isHealthy)
     }
 
-    @Test("bad index definitions are refused", arguments: [
-        IndexDefinition([Field]()), IndexDefinition("object"), IndexDefinition("a", "a"),
-    ])
+    @Test(
+        "bad index definitions are refused",
+        arguments: [
+            IndexDefinition([Field]()), IndexDefinition("object"), IndexDefinition("a", "a"),
+        ])
     func badDefinitions(_ definition: IndexDefinition) throws {
         try withTemporaryStore { store in
             expectError(.invalidArgument) { try store.model("M").createIndex(definition) }

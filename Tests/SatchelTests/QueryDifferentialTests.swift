@@ -168,7 +168,8 @@ struct QueryGenerator {
         if chance(0.85) { attributes["b"] = chance(0.8) ? .string(pick(Self.strings)) : value() }
         if chance(0.6) { attributes["c"] = chance(0.8) ? .bool(chance(0.5)) : value() }
         if chance(0.6) {
-            attributes["tags"] = chance(0.8) ? .array((0..<Int.random(in: 0...4, using: &rng)).map { _ in .string(pick(["x", "y", "z", "xy", "é"])) }) : value()
+            attributes["tags"] =
+                chance(0.8) ? .array((0..<Int.random(in: 0...4, using: &rng)).map { _ in .string(pick(["x", "y", "z", "xy", "é"])) }) : value()
         }
         if chance(0.6) {
             var n = JSONObject()

@@ -157,7 +157,8 @@ struct ReplicationRecordsTests {
                 _ = try tx.writeServerObject(model, "p1", ["brand": "Acme", "price": 1], replacing: nil, version: .some(.int(7)))
             }
             #expect(try Self.stored(store, .version, "Product", "p1") == nil)
-            #expect(try Self.stored(store, .object, "Product", "p1") == [0x01] + Array("7".utf8) + [0x00] + Array(#"{"brand":"Acme","price":1}"#.utf8))
+            #expect(
+                try Self.stored(store, .object, "Product", "p1") == [0x01] + Array("7".utf8) + [0x00] + Array(#"{"brand":"Acme","price":1}"#.utf8))
             #expect(try store.read { try $0.objectSyncState(model, "p1") }.version == 7)
             #expect(try model.find("p1")?.attributes == ["brand": "Acme", "price": 1])
             #expect(try model.findAll(where: ["brand": "Acme"]).map(\.attributes) == [["brand": "Acme", "price": 1]])  // from the index's copy

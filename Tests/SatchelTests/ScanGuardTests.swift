@@ -10,7 +10,9 @@ import Testing
 struct ScanGuardTests {
     static func fill(_ model: Model) throws {
         for i in 0..<20 {
-            try model.create(["object": .string("p\(i)"), "brand": i % 2 == 0 ? "Acme" : "Zenith", "price": .int(Int64(i)), "tags": [.string("t\(i % 3)")]])
+            try model.create([
+                "object": .string("p\(i)"), "brand": i % 2 == 0 ? "Acme" : "Zenith", "price": .int(Int64(i)), "tags": [.string("t\(i % 3)")],
+            ])
         }
     }
 
@@ -31,9 +33,15 @@ struct ScanGuardTests {
             let products = try store.model("Product")
             try Self.fill(products)
             let byBrand = Query(where: Field("brand") == "Acme").requiringIndex()
-            #expect(Self.refusal { _ = try products.findAll(byBrand) } == "the query would scan every object of 'Product': index 'brand' to serve it (satchel index Product 'brand')")
-            #expect(Self.refusal { _ = try products.findAll(Query(where: Field("tags").contains("t1")).requiringIndex()) }?.contains("index 'tags[]'") == true)
-            #expect(Self.refusal { _ = try products.findAll(Query(order: [.ascending(Field("price"))]).requiringIndex()) }?.contains("index 'price'") == true)
+            #expect(
+                Self.refusal { _ = try products.findAll(byBrand) }
+                    == "the query would scan every object of 'Product': index 'brand' to serve it (satchel index Product 'brand')")
+            #expect(
+                Self.refusal { _ = try products.findAll(Query(where: Field("tags").contains("t1")).requiringIndex()) }?.contains("index 'tags[]'")
+                    == true)
+            #expect(
+                Self.refusal { _ = try products.findAll(Query(order: [.ascending(Field("price"))]).requiringIndex()) }?.contains("index 'price'")
+                    == true)
             #expect(Self.refusal { _ = try products.findAll(Query().requiringIndex()) }?.contains("no condition or order") == true)
             // Without the switch the same query scans; an id lookup never needs an index.
             #expect(try products.findAll(Query(where: Field("brand") == "Acme")).count == 10)

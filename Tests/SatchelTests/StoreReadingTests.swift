@@ -30,12 +30,16 @@ struct StoreReadingTests {
         }
     }
 
-    @Test("a transaction's query after its own writes runs the planner (an index-only query stays allowed) and sees every write: creates, updates in and out of the match, deletes, with order, offset and limit")
+    @Test(
+        "a transaction's query after its own writes runs the planner (an index-only query stays allowed) and sees every write: creates, updates in and out of the match, deletes, with order, offset and limit"
+    )
     func afterWrites() throws {
         try withTemporaryStore { store in
             let products = try store.model("Product")
             try products.createIndex(IndexDefinition(Field("brand")))
-            for i in 1...20 { try products.create(["object": .string(String(format: "p%02d", i)), "brand": i % 2 == 0 ? "Acme" : "Zenith", "price": .int(Int64(i))]) }
+            for i in 1...20 {
+                try products.create(["object": .string(String(format: "p%02d", i)), "brand": i % 2 == 0 ? "Acme" : "Zenith", "price": .int(Int64(i))])
+            }
             var generator = SystemRandomNumberGenerator()
             for _ in 0..<25 {
                 try store.bulkUpdate { tx in
@@ -43,7 +47,14 @@ struct StoreReadingTests {
                         let id = String(format: "p%02d", Int.random(in: 1...26, using: &generator))
                         switch Int.random(in: 0..<3, using: &generator) {
                         case 0: _ = try tx.delete(id, in: products)
-                        case 1: _ = try tx.save(Object(id: id, attributes: ["brand": Bool.random(using: &generator) ? "Acme" : "Zenith", "price": .int(Int64.random(in: 1...30, using: &generator))]), in: products)
+                        case 1:
+                            _ = try tx.save(
+                                Object(
+                                    id: id,
+                                    attributes: [
+                                        "brand": Bool.random(using: &generator) ? "Acme" : "Zenith",
+                                        "price": .int(Int64.random(in: 1...30, using: &generator)),
+                                    ]), in: products)
                         default:
                             if try tx.find(id, in: products) != nil {
                                 _ = try tx.update(id, with: ["price": .int(Int64.random(in: 1...30, using: &generator))], in: products)
@@ -54,7 +65,8 @@ struct StoreReadingTests {
                     let everything = try tx.findAll(in: products)
                     let acme = everything.filter { $0["brand"] == "Acme" }
                         .sorted { ($0["price"]?.intValue ?? 0, $0.id) > ($1["price"]?.intValue ?? 0, $1.id) }
-                    let query = Query(where: "brand" == "Acme", order: [.descending("price")], limit: 3, offset: 1, select: [Field("price")]).requiringIndex()
+                    let query = Query(where: "brand" == "Acme", order: [.descending("price")], limit: 3, offset: 1, select: [Field("price")])
+                        .requiringIndex()
                     let answer = try tx.findAll(query, in: products)
                     #expect(answer.map(\.id) == acme.dropFirst(1).prefix(3).map(\.id))
                     #expect(answer.allSatisfy { $0.attributes.keys == ["price"] })

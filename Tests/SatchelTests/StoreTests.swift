@@ -146,7 +146,9 @@ struct StoreTests {
         try withTemporaryStore { store in
             let products = try store.model("Product")
             for i in 0..<30 {
-                try products.create(["object": .string("p\(i < 10 ? "0" : "")\(i)"), "brand": i % 3 == 0 ? "Acme" : "Other", "price": .int(Int64(i % 5))])
+                try products.create([
+                    "object": .string("p\(i < 10 ? "0" : "")\(i)"), "brand": i % 3 == 0 ? "Acme" : "Other", "price": .int(Int64(i % 5)),
+                ])
             }
             let acme = try products.findAll(where: ["brand": "Acme"])
             #expect(acme.count == 10)
@@ -198,8 +200,10 @@ struct StoreTests {
         var definition = ModelDefinition(name: "Account")
         definition.choices = [
             "Industry": AttributeChoices(values: ["Energy", "Retail"]),
-            "Tier": AttributeChoices(values: ["Gold", "Silver", "Bronze"], controller: "Industry", validFor: ["Energy": ["Gold", "Silver"], "Retail": ["Bronze"]]),
-            "Discount": AttributeChoices(values: ["None", "Low"], restricted: false, controller: "Active", validFor: ["false": ["None"], "true": ["Low"]]),
+            "Tier": AttributeChoices(
+                values: ["Gold", "Silver", "Bronze"], controller: "Industry", validFor: ["Energy": ["Gold", "Silver"], "Retail": ["Bronze"]]),
+            "Discount": AttributeChoices(
+                values: ["None", "Low"], restricted: false, controller: "Active", validFor: ["false": ["None"], "true": ["Low"]]),
         ]
         do {
             let store = try Store(path: path)
@@ -238,7 +242,8 @@ struct StoreTests {
         do {
             let store = try Store(path: path)
             try store.register(ModelDefinition(name: "Setting", partition: .local))
-            try store.register(ModelDefinition(name: "Price", kind: .fixedSchema(["sku": .string, "amount": .number]), partition: .app, syncType: .bulkOnly))
+            try store.register(
+                ModelDefinition(name: "Price", kind: .fixedSchema(["sku": .string, "amount": .number]), partition: .app, syncType: .bulkOnly))
             let products = try store.model("Product")
             for i in 0..<100 { expected.append(try products.create(["i": .int(Int64(i)), "s": .string(String(repeating: "x", count: i))])) }
             try products.update(expected[0].id, with: ["i": .null, "z": 1.5])
@@ -250,7 +255,9 @@ struct StoreTests {
         defer { try? store.close() }
         #expect(store.models.map(\.name) == ["Price", "Product", "Setting"])
         #expect(try store.model("Setting").definition.partition == .local)
-        #expect(try store.model("Price").definition == ModelDefinition(name: "Price", kind: .fixedSchema(["sku": .string, "amount": .number]), partition: .app, syncType: .bulkOnly))
+        #expect(
+            try store.model("Price").definition
+                == ModelDefinition(name: "Price", kind: .fixedSchema(["sku": .string, "amount": .number]), partition: .app, syncType: .bulkOnly))
         let products = try store.model("Product")
         #expect(try products.findAll() == expected.sorted { $0.id < $1.id })
         #expect(try products.count() == 100)

@@ -46,7 +46,9 @@ struct ValueLayoutDocTests {
         let widget: JSONObject = ["brand": "Acme", "name": "Widget", "price": 9.5]
         expect("object", try StoredObject.encode(widget, model: "Product", id: "p1"))
         #expect(try read("object") { try StoredObject.decode($0, model: "Product", id: "p1") } == widget)
-        expect("object with version", StoredObject.record(json: try StoredObject.encode(["n": 1], model: "M", id: "x"), version: JSONValue.int(7).jsonBytes))
+        expect(
+            "object with version",
+            StoredObject.record(json: try StoredObject.encode(["n": 1], model: "M", id: "x"), version: JSONValue.int(7).jsonBytes))
         #expect(try read("object with version") { try StoredObject.version($0, model: "M", id: "x") } == 7)
         #expect(try read("object with version") { try StoredObject.decode($0, model: "M", id: "x") } == ["n": 1])
 
@@ -71,7 +73,10 @@ struct ValueLayoutDocTests {
 
         let indexes: [(String, StoredIndex)] = [
             ("index", StoredIndex(id: 1, definition: IndexDefinition([Field("brand"), Field("address.city")]), state: .ready, model: "Product")),
-            ("index keys-only", StoredIndex(id: 2, definition: IndexDefinition([Field("price")], storesObjects: false), state: .building, model: "Product")),
+            (
+                "index keys-only",
+                StoredIndex(id: 2, definition: IndexDefinition([Field("price")], storesObjects: false), state: .building, model: "Product")
+            ),
             ("index elements", StoredIndex(id: 3, definition: .elements(of: Field("tags")), state: .dropping, model: "Product")),
         ]
         for (name, index) in indexes {
@@ -102,10 +107,17 @@ struct ValueLayoutDocTests {
         }
 
         let errors: [(String, RefusedChange)] = [
-            ("refused change", RefusedChange(
-                model: "Product", objectID: "p1", kind: .update, message: "price too low", code: "142", attributes: ["price": 12], serverCopy: ["price": 10])),
-            ("refused change gone", RefusedChange(
-                model: "Product", objectID: "p1", kind: .update, message: "deleted on the server", attributes: ["price": 12], serverDeleted: true)),
+            (
+                "refused change",
+                RefusedChange(
+                    model: "Product", objectID: "p1", kind: .update, message: "price too low", code: "142", attributes: ["price": 12],
+                    serverCopy: ["price": 10])
+            ),
+            (
+                "refused change gone",
+                RefusedChange(
+                    model: "Product", objectID: "p1", kind: .update, message: "deleted on the server", attributes: ["price": 12], serverDeleted: true)
+            ),
         ]
         for (name, error) in errors {
             expect(name, error.stored.jsonBytes)
@@ -116,7 +128,8 @@ struct ValueLayoutDocTests {
         expect("version", version.jsonBytes)
 
         let state = ModelSyncState(
-            cursor: ["since": 42], fullPullPending: true, initialSyncComplete: true, lastSync: "2026-11-21T20:00:00Z", metadata: ["types": ["due": "Date"]])
+            cursor: ["since": 42], fullPullPending: true, initialSyncComplete: true, lastSync: "2026-11-21T20:00:00Z",
+            metadata: ["types": ["due": "Date"]])
         expect("sync state", state.json.jsonBytes)
         #expect(try read("sync state") { ModelSyncState(json: try JSONObject(parsing: $0)) } == state)
 

@@ -50,9 +50,15 @@ final class EncodingNode {
         case .value(let value): value
         case .object(let members):
             // A key set twice keeps its last value, in its first place.
-            .object(JSONObject(members.reduce(into: [(String, JSONValue)]()) { result, member in
-                if let index = result.firstIndex(where: { $0.0 == member.0 }) { result[index].1 = member.1.json } else { result.append((member.0, member.1.json)) }
-            }))
+            .object(
+                JSONObject(
+                    members.reduce(into: [(String, JSONValue)]()) { result, member in
+                        if let index = result.firstIndex(where: { $0.0 == member.0 }) {
+                            result[index].1 = member.1.json
+                        } else {
+                            result.append((member.0, member.1.json))
+                        }
+                    }))
         case .array(let elements): .array(elements.map(\.json))
         }
     }
@@ -158,19 +164,39 @@ struct KeyedNodeEncoder<Key: CodingKey>: KeyedEncodingContainerProtocol {
     // A nil optional is a null, so a save removes the attribute (the null rule); synthesized
     // conformances call these for optional properties.
     mutating func encodeIfPresent(_ value: Bool?, forKey key: Key) throws { if let value { try encode(value, forKey: key) } else { put(.null, key) } }
-    mutating func encodeIfPresent(_ value: String?, forKey key: Key) throws { if let value { try encode(value, forKey: key) } else { put(.null, key) } }
-    mutating func encodeIfPresent(_ value: Double?, forKey key: Key) throws { if let value { try encode(value, forKey: key) } else { put(.null, key) } }
-    mutating func encodeIfPresent(_ value: Float?, forKey key: Key) throws { if let value { try encode(value, forKey: key) } else { put(.null, key) } }
+    mutating func encodeIfPresent(_ value: String?, forKey key: Key) throws {
+        if let value { try encode(value, forKey: key) } else { put(.null, key) }
+    }
+    mutating func encodeIfPresent(_ value: Double?, forKey key: Key) throws {
+        if let value { try encode(value, forKey: key) } else { put(.null, key) }
+    }
+    mutating func encodeIfPresent(_ value: Float?, forKey key: Key) throws {
+        if let value { try encode(value, forKey: key) } else { put(.null, key) }
+    }
     mutating func encodeIfPresent(_ value: Int?, forKey key: Key) throws { if let value { try encode(value, forKey: key) } else { put(.null, key) } }
     mutating func encodeIfPresent(_ value: Int8?, forKey key: Key) throws { if let value { try encode(value, forKey: key) } else { put(.null, key) } }
-    mutating func encodeIfPresent(_ value: Int16?, forKey key: Key) throws { if let value { try encode(value, forKey: key) } else { put(.null, key) } }
-    mutating func encodeIfPresent(_ value: Int32?, forKey key: Key) throws { if let value { try encode(value, forKey: key) } else { put(.null, key) } }
-    mutating func encodeIfPresent(_ value: Int64?, forKey key: Key) throws { if let value { try encode(value, forKey: key) } else { put(.null, key) } }
+    mutating func encodeIfPresent(_ value: Int16?, forKey key: Key) throws {
+        if let value { try encode(value, forKey: key) } else { put(.null, key) }
+    }
+    mutating func encodeIfPresent(_ value: Int32?, forKey key: Key) throws {
+        if let value { try encode(value, forKey: key) } else { put(.null, key) }
+    }
+    mutating func encodeIfPresent(_ value: Int64?, forKey key: Key) throws {
+        if let value { try encode(value, forKey: key) } else { put(.null, key) }
+    }
     mutating func encodeIfPresent(_ value: UInt?, forKey key: Key) throws { if let value { try encode(value, forKey: key) } else { put(.null, key) } }
-    mutating func encodeIfPresent(_ value: UInt8?, forKey key: Key) throws { if let value { try encode(value, forKey: key) } else { put(.null, key) } }
-    mutating func encodeIfPresent(_ value: UInt16?, forKey key: Key) throws { if let value { try encode(value, forKey: key) } else { put(.null, key) } }
-    mutating func encodeIfPresent(_ value: UInt32?, forKey key: Key) throws { if let value { try encode(value, forKey: key) } else { put(.null, key) } }
-    mutating func encodeIfPresent(_ value: UInt64?, forKey key: Key) throws { if let value { try encode(value, forKey: key) } else { put(.null, key) } }
+    mutating func encodeIfPresent(_ value: UInt8?, forKey key: Key) throws {
+        if let value { try encode(value, forKey: key) } else { put(.null, key) }
+    }
+    mutating func encodeIfPresent(_ value: UInt16?, forKey key: Key) throws {
+        if let value { try encode(value, forKey: key) } else { put(.null, key) }
+    }
+    mutating func encodeIfPresent(_ value: UInt32?, forKey key: Key) throws {
+        if let value { try encode(value, forKey: key) } else { put(.null, key) }
+    }
+    mutating func encodeIfPresent(_ value: UInt64?, forKey key: Key) throws {
+        if let value { try encode(value, forKey: key) } else { put(.null, key) }
+    }
     mutating func encodeIfPresent<T: Encodable>(_ value: T?, forKey key: Key) throws {
         if let value { try encode(value, forKey: key) } else { put(.null, key) }
     }

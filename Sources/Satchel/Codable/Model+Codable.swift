@@ -95,7 +95,9 @@ extension Model {
         do {
             return try JSONValueDecoder().decode(type, from: .object(json))
         } catch let error as DecodingError {
-            throw SatchelError(.invalidObject, "object '\(object.id)' of model '\(model)' is not a \(type): \(Self.describe(error))", model: model, objectID: object.id)
+            throw SatchelError(
+                .invalidObject, "object '\(object.id)' of model '\(model)' is not a \(type): \(Self.describe(error))", model: model,
+                objectID: object.id)
         }
     }
 

@@ -124,11 +124,13 @@ extension Store {
         switch id {
         case nil, .null?:
             if attributes.isEmpty {
-                throw SatchelError(.invalidObject, "line \(item.line) (item \(item.index + 1)): an object without an id needs at least one non-null attribute")
+                throw SatchelError(
+                    .invalidObject, "line \(item.line) (item \(item.index + 1)): an object without an id needs at least one non-null attribute")
             }
         case .string?: break
         case let other?:
-            throw SatchelError(.invalidObject, "line \(item.line) (item \(item.index + 1)): the object id ('object') must be a string, got \(other.kindName)")
+            throw SatchelError(
+                .invalidObject, "line \(item.line) (item \(item.index + 1)): the object id ('object') must be a string, got \(other.kindName)")
         }
         do {
             try definition.validate(attributes, objectID: "")

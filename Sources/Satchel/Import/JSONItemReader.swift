@@ -49,7 +49,9 @@ struct JSONItemReader {
     init(url: URL, chunkSize: Int = defaultChunkSize) throws {
         if let type = (try? FileManager.default.attributesOfItem(atPath: url.path))?[.type] as? FileAttributeType, type != .typeRegular {
             throw SatchelError(
-                .invalidArgument, "\(url.path) is not a regular file: an import reads its file twice (checking all of it before writing anything); save the data to a file first")
+                .invalidArgument,
+                "\(url.path) is not a regular file: an import reads its file twice (checking all of it before writing anything); save the data to a file first"
+            )
         }
         do {
             handle = try FileHandle(forReadingFrom: url)
@@ -171,7 +173,9 @@ struct JSONItemReader {
         let isString = first == UInt8(ascii: "\"")
         while true {
             if i - start > Self.maximumItemBytes {
-                throw SatchelError(.malformedJSON, "line \(line): an item longer than \(Self.maximumItemBytes) bytes (the most an import reads as one object): the file is refused")
+                throw SatchelError(
+                    .malformedJSON,
+                    "line \(line): an item longer than \(Self.maximumItemBytes) bytes (the most an import reads as one object): the file is refused")
             }
             while i < buffer.count {
                 let c = buffer[i]

@@ -87,7 +87,10 @@ extension Model {
                     let key = iterator.key
                     let id = try key.withUnsafeBytes { try Keys.objectID(fromKey: $0, prefixLength: prefix.count) }
                     let (attributes, json) = try iterator.withValue { value in
-                        (try StoredObject.decode(value, model: name, id: id), index.storesObjects ? try StoredObject.attributesBytes(value, model: name, id: id) : [])
+                        (
+                            try StoredObject.decode(value, model: name, id: id),
+                            index.storesObjects ? try StoredObject.attributesBytes(value, model: name, id: id) : []
+                        )
                     }
                     for entryKey in index.entries(model: name, objectID: id, attributes: attributes) {
                         try tx.rawWrite(entryKey, json, partition: partition, model: name)

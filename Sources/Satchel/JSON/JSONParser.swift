@@ -74,9 +74,15 @@ struct JSONParser: ~Copyable {
         case UInt8(ascii: "{"): return .object(try parseObject())
         case UInt8(ascii: "["): return try parseArray()
         case UInt8(ascii: "\""): return .string(try parseString())
-        case UInt8(ascii: "t"): try expectLiteral("true"); return .bool(true)
-        case UInt8(ascii: "f"): try expectLiteral("false"); return .bool(false)
-        case UInt8(ascii: "n"): try expectLiteral("null"); return .null
+        case UInt8(ascii: "t"):
+            try expectLiteral("true")
+            return .bool(true)
+        case UInt8(ascii: "f"):
+            try expectLiteral("false")
+            return .bool(false)
+        case UInt8(ascii: "n"):
+            try expectLiteral("null")
+            return .null
         case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try parseNumber()
         default: throw fail(Self.describeUnexpected(base[pos]))
         }
@@ -379,7 +385,8 @@ extension JSONValue {
         let result: Result<JSONValue, JSONParser.Failure> =
             bytes.withContiguousStorageIfAvailable { buffer in
                 Result { () throws(JSONParser.Failure) in try JSONParser.parse(buffer, maxValues: maximumValues) }
-            } ?? Array(bytes).withUnsafeBufferPointer { buffer in
+            }
+            ?? Array(bytes).withUnsafeBufferPointer { buffer in
                 Result { () throws(JSONParser.Failure) in try JSONParser.parse(buffer, maxValues: maximumValues) }
             }
         switch result {

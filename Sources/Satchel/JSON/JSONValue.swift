@@ -116,15 +116,25 @@ extension JSONValue: Hashable {
     public func hash(into hasher: inout Hasher) {
         switch self {
         case .null: hasher.combine(0 as UInt8)
-        case .bool(let b): hasher.combine(1 as UInt8); hasher.combine(b)
-        case .int(let i): hasher.combine(2 as UInt8); hasher.combine(i)
+        case .bool(let b):
+            hasher.combine(1 as UInt8)
+            hasher.combine(b)
+        case .int(let i):
+            hasher.combine(2 as UInt8)
+            hasher.combine(i)
         case .double(let d):
             // Equal numbers hash alike: a double with an exact Int64 value hashes as that integer.
             hasher.combine(2 as UInt8)
             if let i = JSONNumber.exactInt64(d) { hasher.combine(i) } else { hasher.combine(d) }
-        case .string(let s): hasher.combine(3 as UInt8); UTF8Order.hash(s, into: &hasher)
-        case .array(let a): hasher.combine(4 as UInt8); hasher.combine(a)
-        case .object(let o): hasher.combine(5 as UInt8); hasher.combine(o)
+        case .string(let s):
+            hasher.combine(3 as UInt8)
+            UTF8Order.hash(s, into: &hasher)
+        case .array(let a):
+            hasher.combine(4 as UInt8)
+            hasher.combine(a)
+        case .object(let o):
+            hasher.combine(5 as UInt8)
+            hasher.combine(o)
         }
     }
 }

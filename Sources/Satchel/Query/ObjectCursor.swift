@@ -60,7 +60,8 @@ public final class ObjectCursor {
             entryPrefixLength = index.prefix.count
             entriesHoldObjects = index.storesObjects
             let ranges = reverse ? ranges.reversed() : ranges
-            state = .index(try db.makeIterator(snapshot: snapshot), ranges: ranges, rangeIndex: 0, started: false, valueCount: valueCount, reverse: reverse)
+            state = .index(
+                try db.makeIterator(snapshot: snapshot), ranges: ranges, rangeIndex: 0, started: false, valueCount: valueCount, reverse: reverse)
         }
     }
 

@@ -100,7 +100,8 @@ enum Planner {
                         let describedIDs = ids.count == 1 ? "object == \(JSONValue.string(ids[0]))" : "object in \(ids.count) ids"
                         return QueryPlan(
                             access: .idLookup, deliversOrder: !sorted,
-                            description: Self.describe("id lookup: \(describedIDs) (\(ids.count) get\(ids.count == 1 ? "" : "s"))", residual, query, sorted: sorted))
+                            description: Self.describe(
+                                "id lookup: \(describedIDs) (\(ids.count) get\(ids.count == 1 ? "" : "s"))", residual, query, sorted: sorted))
                     })
             }
         }
@@ -159,7 +160,8 @@ enum Planner {
                         access: .index(chosen.index.definition), deliversOrder: !sorted,
                         description: Self.describe(
                             "index \(chosen.index.definition): \(chosen.detail)"
-                                + (chosen.deliversOrder && !query.order.isEmpty ? (chosen.reverse ? ", read in reverse index order" : ", read in index order") : ""),
+                                + (chosen.deliversOrder && !query.order.isEmpty
+                                    ? (chosen.reverse ? ", read in reverse index order" : ", read in index order") : ""),
                             residual, query, sorted: sorted))
                 })
         }
@@ -220,7 +222,8 @@ enum Planner {
             if remaining.isEmpty {
                 deliversOrder = rest.isEmpty  // entries of one value run in id order
             } else {
-                deliversOrder = remaining.count == rest.count && zip(remaining, rest).allSatisfy { $0.field == $1 }
+                deliversOrder =
+                    remaining.count == rest.count && zip(remaining, rest).allSatisfy { $0.field == $1 }
                     && remaining.allSatisfy { $0.descending == tieDescending }
             }
             reverse = deliversOrder && tieDescending

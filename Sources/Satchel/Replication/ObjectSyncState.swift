@@ -72,7 +72,8 @@ struct SyncRecordsAccess {
         if statistics.pendingTotal > 0 {
             try each(.change) { id, value in
                 let change = try StoredChange(decoding: value)
-                merged.append((id, ObjectSyncState(pending: PendingChange(model: model.name, objectID: id, kind: change.kind, attributes: change.attributes))))
+                merged.append(
+                    (id, ObjectSyncState(pending: PendingChange(model: model.name, objectID: id, kind: change.kind, attributes: change.attributes))))
             }
         }
         if statistics.inFlight > 0 {

@@ -120,7 +120,9 @@ extension Transaction {
             // Each record the old id had replaces the new id's; the others stay.
             let existing = try objectSyncState(model, to)
             var moving = existing
-            if let pending = records.pending { moving.pending = PendingChange(model: model.name, objectID: to, kind: pending.kind, attributes: pending.attributes) }
+            if let pending = records.pending {
+                moving.pending = PendingChange(model: model.name, objectID: to, kind: pending.kind, attributes: pending.attributes)
+            }
             if let inFlight = records.inFlight { moving.inFlight = inFlight }
             if var error = records.refusal {
                 error.objectID = to

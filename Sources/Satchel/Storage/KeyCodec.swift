@@ -570,11 +570,12 @@ enum Keys {
     /// The first key, and the first key past the last, of the entries after `prefix` whose next
     /// element is of `typeClass` (booleans: `false` and `true`).
     static func typeClassRange(after prefix: [UInt8], _ typeClass: TypeClass) -> (start: [UInt8], end: [UInt8]) {
-        let (low, high): (UInt8, UInt8) = switch typeClass {
-        case .number: (KeyCodec.Tag.number, KeyCodec.Tag.number + 1)
-        case .string: (KeyCodec.Tag.string, KeyCodec.Tag.string + 1)
-        case .bool: (KeyCodec.Tag.false, KeyCodec.Tag.true + 1)
-        }
+        let (low, high): (UInt8, UInt8) =
+            switch typeClass {
+            case .number: (KeyCodec.Tag.number, KeyCodec.Tag.number + 1)
+            case .string: (KeyCodec.Tag.string, KeyCodec.Tag.string + 1)
+            case .bool: (KeyCodec.Tag.false, KeyCodec.Tag.true + 1)
+            }
         return (prefix + [low], prefix + [high])
     }
 

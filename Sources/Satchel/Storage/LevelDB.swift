@@ -199,7 +199,9 @@ final class LevelDB: Sendable {
         let value: UnsafeMutablePointer<CChar>? = try withDB { db throws(SatchelError) in
             try key.withUnsafeBufferPointer { k throws(SatchelError) in
                 try withReadOptions(snapshot: snapshot) { options throws(SatchelError) in
-                    try LevelDBStatus.check { leveldb_get(db, options, k.baseAddress.map(UnsafeRawPointer.init)?.assumingMemoryBound(to: CChar.self), k.count, &length, $0) }
+                    try LevelDBStatus.check {
+                        leveldb_get(db, options, k.baseAddress.map(UnsafeRawPointer.init)?.assumingMemoryBound(to: CChar.self), k.count, &length, $0)
+                    }
                 }
             }
         }

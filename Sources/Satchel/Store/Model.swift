@@ -224,4 +224,3 @@ extension Object {
     /// condition, never matches.
     public func matches(_ conditions: JSONObject) -> Bool { Condition(equalities: conditions).matches(self) }
 }
-

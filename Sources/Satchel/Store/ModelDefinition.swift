@@ -199,11 +199,14 @@ public struct ModelDefinition: Sendable, Hashable {
         for (attribute, choices) in choices.sorted(by: { UTF8Order.less($0.key, $1.key) }) {
             guard let value = attributes[attribute], !value.isNull else { continue }
             guard let text = value.stringValue else {
-                throw SatchelError(.schemaViolation, "attribute '\(attribute)' of model '\(name)' is a picklist: a string, not \(value.kindName)", model: name, objectID: objectID)
+                throw SatchelError(
+                    .schemaViolation, "attribute '\(attribute)' of model '\(name)' is a picklist: a string, not \(value.kindName)", model: name,
+                    objectID: objectID)
             }
             if choices.restricted && !choices.values.contains(text) {
                 throw SatchelError(
-                    .schemaViolation, "'\(text)' is not a value of '\(attribute)' of model '\(name)' (values: \(choices.values.joined(separator: ", ")))",
+                    .schemaViolation,
+                    "'\(text)' is not a value of '\(attribute)' of model '\(name)' (values: \(choices.values.joined(separator: ", ")))",
                     model: name, objectID: objectID)
             }
             if let controller = choices.controller {
@@ -212,7 +215,8 @@ public struct ModelDefinition: Sendable, Hashable {
                     let held = attributes[controller].map { "\($0)" } ?? "no value"
                     let list = allowed.isEmpty ? "none" : allowed.joined(separator: ", ")
                     throw SatchelError(
-                        .schemaViolation, "'\(text)' is not valid for '\(attribute)' of model '\(name)' while '\(controller)' is \(held) (valid: \(list))",
+                        .schemaViolation,
+                        "'\(text)' is not valid for '\(attribute)' of model '\(name)' while '\(controller)' is \(held) (valid: \(list))",
                         model: name, objectID: objectID)
                 }
             }
@@ -278,7 +282,9 @@ public struct ModelDefinition: Sendable, Hashable {
         let blobs = json["blobs"]?.arrayValue?.compactMap(\.stringValue) ?? []
         self.init(name: name, kind: kind, partition: partition, syncType: syncType, associations: associations, blobAttributes: blobs)
         for (attribute, value) in json["choices"]?.objectValue ?? JSONObject() {
-            guard let object = value.objectValue, let parsed = AttributeChoices(json: object) else { throw bad("bad choices of '\(name).\(attribute)'") }
+            guard let object = value.objectValue, let parsed = AttributeChoices(json: object) else {
+                throw bad("bad choices of '\(name).\(attribute)'")
+            }
             choices[attribute] = parsed
         }
     }

@@ -13,7 +13,9 @@ struct Overlay {
 
         static func == (a: Key, b: Key) -> Bool {
             a.bytes.count == b.bytes.count
-                && a.bytes.withUnsafeBytes { x in b.bytes.withUnsafeBytes { y in x.count == 0 || memcmp(x.baseAddress!, y.baseAddress!, x.count) == 0 } }
+                && a.bytes.withUnsafeBytes { x in
+                    b.bytes.withUnsafeBytes { y in x.count == 0 || memcmp(x.baseAddress!, y.baseAddress!, x.count) == 0 }
+                }
         }
 
         func hash(into hasher: inout Hasher) { bytes.withUnsafeBytes { hasher.combine(bytes: $0) } }

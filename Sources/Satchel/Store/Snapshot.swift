@@ -51,7 +51,8 @@ public final class Snapshot: StoreReading {
     public func find(_ id: String, in model: Model) throws -> Object? {
         checkOpen()
         let partition = try entry(of: model).definition.partition
-        return try store.database(partition).withValue(forKey: Keys.object(prefix: model.objectPrefix, id), snapshot: snapshot(of: partition)) { bytes in
+        return try store.database(partition).withValue(forKey: Keys.object(prefix: model.objectPrefix, id), snapshot: snapshot(of: partition)) {
+            bytes in
             try bytes.map { Object(id: id, storedAttributes: try StoredObject.decode($0, model: model.name, id: id)) }
         }
     }

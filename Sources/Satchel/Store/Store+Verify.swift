@@ -48,7 +48,8 @@ extension Store {
         }
         for rewrite in try unfinishedRewrites() {
             report.report(
-                "model '\(rewrite.model)': \(rewrite.oldIDs.count) objects were given new ids, and references to them in other partitions are not all rewritten yet (old ids \(rewrite.oldIDs.prefix(5).joined(separator: ", "))\(rewrite.oldIDs.count > 5 ? ", …" : ""); the next open or sync rewrites them)")
+                "model '\(rewrite.model)': \(rewrite.oldIDs.count) objects were given new ids, and references to them in other partitions are not all rewritten yet (old ids \(rewrite.oldIDs.prefix(5).joined(separator: ", "))\(rewrite.oldIDs.count > 5 ? ", …" : ""); the next open or sync rewrites them)"
+            )
         }
         for (name, entry) in definitions {
             var actual = counted[name] ?? StoredStatistics()
@@ -169,7 +170,9 @@ extension Store {
             }
             if !index.entries(model: name.name, objectID: id, attributes: attributes).contains(key) {
                 report.report("model '\(name.name)': index \(index.definition) has an entry for '\(id)' that does not match the object")
-            } else if value != (index.storesObjects ? (try? stored.withUnsafeBytes { try StoredObject.attributesBytes($0, model: name.name, id: id) }) ?? [] : []) {
+            } else if value
+                != (index.storesObjects ? (try? stored.withUnsafeBytes { try StoredObject.attributesBytes($0, model: name.name, id: id) }) ?? [] : [])
+            {
                 report.report("model '\(name.name)': index \(index.definition) holds a stale copy of '\(id)'")
             }
         }
@@ -179,7 +182,8 @@ extension Store {
 extension StoredStatistics {
     var summary: String {
         let entries = indexEntries.sorted { $0.key < $1.key }.map { "#\($0.key): \($0.value)" }.joined(separator: ", ")
-        return "(objects \(objects), pending \(pendingCreates)/\(pendingUpdates)/\(pendingDeletes), in flight \(inFlight), errors \(errors), index entries [\(entries)])"
+        return
+            "(objects \(objects), pending \(pendingCreates)/\(pendingUpdates)/\(pendingDeletes), in flight \(inFlight), errors \(errors), index entries [\(entries)])"
     }
 }
 

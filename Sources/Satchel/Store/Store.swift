@@ -285,7 +285,9 @@ public final class Store: Sendable {
                 return try decoder.readString()
             }
             let index = try iterator.withValue { bytes in
-                guard let json = try? JSONObject(parsing: bytes) else { throw SatchelError(.corruption, "undecodable index definition of '\(model)'") }
+                guard let json = try? JSONObject(parsing: bytes) else {
+                    throw SatchelError(.corruption, "undecodable index definition of '\(model)'")
+                }
                 return try StoredIndex(json: json, model: model)
             }
             guard catalog.models[NameKey(model)] != nil else {

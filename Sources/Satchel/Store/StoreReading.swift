@@ -91,7 +91,9 @@ extension StoreReading {
     /// Object `id` of `include`'s model as JSON (its id under `object`), its own associations
     /// resolved; nil when it is missing.
     private func load(_ id: String, _ include: Include, store: Store) throws -> JSONObject? {
-        guard modelDefinition(named: include.model) != nil, let object = try find(id, in: Model(store: store, name: include.model)) else { return nil }
+        guard modelDefinition(named: include.model) != nil, let object = try find(id, in: Model(store: store, name: include.model)) else {
+            return nil
+        }
         var json = try resolve(object.attributes, include, store: store)
         json[Object.idAttribute] = .string(id)
         return json

@@ -66,7 +66,8 @@ enum StoredObject {
         do {
             return try JSONParser.parse(version.assumingMemoryBound(to: UInt8.self))
         } catch {
-            throw SatchelError(.corruption, "the version of object '\(id)' of model '\(model)' does not decode: \(error.reason)", model: model, objectID: id)
+            throw SatchelError(
+                .corruption, "the version of object '\(id)' of model '\(model)' does not decode: \(error.reason)", model: model, objectID: id)
         }
     }
 
@@ -77,7 +78,9 @@ enum StoredObject {
         do {
             value = try JSONParser.parse(json.assumingMemoryBound(to: UInt8.self))
         } catch {
-            throw SatchelError(.corruption, "object '\(id)' of model '\(model)' does not decode: \(error.reason) at byte \(error.offset)", model: model, objectID: id)
+            throw SatchelError(
+                .corruption, "object '\(id)' of model '\(model)' does not decode: \(error.reason) at byte \(error.offset)", model: model, objectID: id
+            )
         }
         guard case .object(let object) = value else {
             throw SatchelError(.corruption, "object '\(id)' of model '\(model)' is not a JSON object", model: model, objectID: id)

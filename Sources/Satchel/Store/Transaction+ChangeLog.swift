@@ -17,9 +17,9 @@ extension Transaction {
         let partition = entry.definition.partition
         let changeKey = Keys.change(model.name, id)
         let existingBytes: [UInt8]? =
-            if let pending = buffer.pending(changeKey, partition: partition) { pending }
-            else if entry.statistics.pendingTotal == 0 { nil }
-            else { try store.database(partition).get(changeKey) }
+            if let pending = buffer.pending(changeKey, partition: partition) { pending } else if entry.statistics.pendingTotal == 0 { nil } else {
+                try store.database(partition).get(changeKey)
+            }
         let existing = try existingBytes.map { bytes in try bytes.withUnsafeBytes { try StoredChange(decoding: $0) } }
         let merged = StoredChange.coalesce(existing, incoming)
         if merged != existing {

@@ -113,7 +113,9 @@ extension Transaction {
     /// The version's JSON that object `key`'s record carries, as this transaction sees it (nil:
     /// none, or no object).
     func storedVersion(_ key: [UInt8], model: Model, id: String, entry: ModelEntry) throws -> [UInt8]? {
-        try objectRecord(key, entry: entry).flatMap { bytes in try bytes.withUnsafeBytes { try StoredObject.versionBytes($0, model: model.name, id: id) } }
+        try objectRecord(key, entry: entry).flatMap { bytes in
+            try bytes.withUnsafeBytes { try StoredObject.versionBytes($0, model: model.name, id: id) }
+        }
     }
 
     /// Visits every key with `prefix` in `partition`, in key order, merging this transaction's

@@ -31,7 +31,8 @@ package enum HTTPDate {
         } else {
             return nil
         }
-        guard day.utf8.count == 2, day.utf8.allSatisfy({ (48...57).contains($0) }), year.utf8.count == 4, year.utf8.allSatisfy({ (48...57).contains($0) }),
+        guard day.utf8.count == 2, day.utf8.allSatisfy({ (48...57).contains($0) }), year.utf8.count == 4,
+            year.utf8.allSatisfy({ (48...57).contains($0) }),
             time.utf8.count == 8, time.utf8.allSatisfy({ (48...58).contains($0) }), let index = months.firstIndex(of: month)
         else { return nil }
         let iso = "\(year)-\(index < 9 ? "0" : "")\(index + 1)-\(day)T\(time)Z"

@@ -118,7 +118,8 @@ package struct SyncHTTPClient: Sendable {
         if host == "localhost" || host == "::1" || host.hasPrefix("127.") { return }
         throw SyncError(
             .insecureTransport,
-            "refusing plain http:// to \(host.isEmpty ? "the server" : host): passwords, sessions and data would cross the network unencrypted; use https://, or allow it with allowInsecureHTTP (satchel: --insecure)")
+            "refusing plain http:// to \(host.isEmpty ? "the server" : host): passwords, sessions and data would cross the network unencrypted; use https://, or allow it with allowInsecureHTTP (satchel: --insecure)"
+        )
     }
 
     /// The `Authorization` header of HTTP basic auth for `credentials`.
@@ -204,7 +205,9 @@ private final class Transport: Sendable {
         let (delegate, seconds) = (self.delegate, maximumDuration)
         let watchdog = Task {
             try await Task.sleep(for: .milliseconds(Int64(seconds * 1000)))
-            delegate.fail(task, SyncError(.network, "no whole answer from \(url?.host ?? "the server") within \(Int(seconds)) s (AnswerLimits.maximumDuration)"))
+            delegate.fail(
+                task, SyncError(.network, "no whole answer from \(url?.host ?? "the server") within \(Int(seconds)) s (AnswerLimits.maximumDuration)")
+            )
         }
         defer { watchdog.cancel() }
         do {
@@ -258,7 +261,9 @@ private final class AnswerCollector: NSObject, URLSessionDataDelegate, Sendable 
     }
 
     private func tooLarge(_ task: URLSessionTask, _ limit: Int) -> SyncError {
-        SyncError(.answerTooLarge, "the answer from \(task.originalRequest?.url?.path ?? "the server") is larger than \(limit) bytes: refused (see AnswerLimits)")
+        SyncError(
+            .answerTooLarge,
+            "the answer from \(task.originalRequest?.url?.path ?? "the server") is larger than \(limit) bytes: refused (see AnswerLimits)")
     }
 
     func urlSession(

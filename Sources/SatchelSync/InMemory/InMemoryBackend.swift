@@ -98,7 +98,8 @@ public actor InMemoryBackend: SyncBackend {
 
     private init(configuration: Configuration, state: ServerState) {
         self.configuration = configuration
-        capabilities = SyncCapabilities(deletions: configuration.deletions, bulkSnapshot: true, search: true, maxPushBatch: configuration.maxPushBatch)
+        capabilities = SyncCapabilities(
+            deletions: configuration.deletions, bulkSnapshot: true, search: true, maxPushBatch: configuration.maxPushBatch)
         self.state = state
     }
 
@@ -285,7 +286,8 @@ public actor InMemoryBackend: SyncBackend {
         let collection = state.collections[request.model.name] ?? ServerState.Collection()
         let filter = request.configuration.serverFilter
         let size = max(1, request.pageSize)
-        var page = PullPage(totalCount: filter == nil ? collection.objects.count : collection.objects.values.count { Self.matches($0.attributes, filter) })
+        var page = PullPage(
+            totalCount: filter == nil ? collection.objects.count : collection.objects.values.count { Self.matches($0.attributes, filter) })
         var index = collection.feedIndex(after: since ?? .min)
         var reached = since ?? 0
         var taken = 0
@@ -396,9 +398,10 @@ public actor InMemoryBackend: SyncBackend {
                     outcome = .awaitingLink
                 case .refused(let message, let code, let serverCopy):
                     state.outcomes[client, default: [:]][model, default: []].append(
-                        ServerState.Outcome(error: RefusedChange(
-                            model: model, objectID: change.objectID, kind: change.kind, message: message, code: code,
-                            attributes: change.attributes, serverCopy: serverCopy)))
+                        ServerState.Outcome(
+                            error: RefusedChange(
+                                model: model, objectID: change.objectID, kind: change.kind, message: message, code: code,
+                                attributes: change.attributes, serverCopy: serverCopy)))
                     outcome = change.kind == .create ? .awaitingLink : .accepted()
                 default:
                     break

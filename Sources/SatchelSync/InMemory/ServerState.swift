@@ -62,7 +62,11 @@ struct ServerState: Sendable {
         @discardableResult
         mutating func set(_ id: String, _ entry: Entry?, at clock: Int64) -> Bool {
             if var entry {
-                if let old = objects[id] { markStale(old.feedIndex) } else if let tombstone = tombstones.removeValue(forKey: id) { markStale(tombstone.feedIndex) }
+                if let old = objects[id] {
+                    markStale(old.feedIndex)
+                } else if let tombstone = tombstones.removeValue(forKey: id) {
+                    markStale(tombstone.feedIndex)
+                }
                 entry.feedIndex = feed.count
                 objects[id] = entry
                 feed.append(FeedItem(clock: clock, id: id, entry: entry))
@@ -192,18 +196,24 @@ struct ServerState: Sendable {
     /// object's version (the others were set at it). Objects are built in one pass and sorted
     /// once (a ``JSONObject`` keeps its members sorted: inserting them one by one is quadratic).
     var json: JSONObject {
-        let collections = JSONObject(self.collections.map { name, collection in
-            let objects = JSONObject(collection.objects.map { id, entry in
-                var object: JSONObject = ["attributes": .object(entry.attributes), "version": .int(entry.version)]
-                if !entry.setAt.isEmpty { object["setAt"] = .object(Self.clocks(entry.setAt)) }
-                if !entry.removedAt.isEmpty { object["removedAt"] = .object(Self.clocks(entry.removedAt)) }
-                return (id, JSONValue.object(object))
+        let collections = JSONObject(
+            self.collections.map { name, collection in
+                let objects = JSONObject(
+                    collection.objects.map { id, entry in
+                        var object: JSONObject = ["attributes": .object(entry.attributes), "version": .int(entry.version)]
+                        if !entry.setAt.isEmpty { object["setAt"] = .object(Self.clocks(entry.setAt)) }
+                        if !entry.removedAt.isEmpty { object["removedAt"] = .object(Self.clocks(entry.removedAt)) }
+                        return (id, JSONValue.object(object))
+                    })
+                return (
+                    name,
+                    JSONValue.object(["objects": .object(objects), "tombstones": .object(Self.clocks(collection.tombstones.mapValues(\.clock)))])
+                )
             })
-            return (name, JSONValue.object(["objects": .object(objects), "tombstones": .object(Self.clocks(collection.tombstones.mapValues(\.clock)))]))
-        })
-        let outcomes = JSONObject(self.outcomes.map { client, models in
-            (client, JSONValue.object(JSONObject(models.map { model, list in (model, JSONValue.array(list.map { .object(Self.json($0)) })) })))
-        })
+        let outcomes = JSONObject(
+            self.outcomes.map { client, models in
+                (client, JSONValue.object(JSONObject(models.map { model, list in (model, JSONValue.array(list.map { .object(Self.json($0)) })) })))
+            })
         return [
             "format": "satchel-memory-server 2", "clock": .int(clock), "nextID": .int(Int64(nextID)),
             "collections": .object(collections),

@@ -53,7 +53,8 @@ for path in arguments.dropFirst(2) where !path.hasPrefix("-") {
         exit(2)
     }
     if isDirectory.boolValue {
-        let found = FileManager.default.enumerator(at: url, includingPropertiesForKeys: [.isRegularFileKey])?
+        let found =
+            FileManager.default.enumerator(at: url, includingPropertiesForKeys: [.isRegularFileKey])?
             .compactMap { $0 as? URL }
             .filter { (try? $0.resourceValues(forKeys: [.isRegularFileKey]).isRegularFile) == true } ?? []
         files += found.sorted { $0.path < $1.path }

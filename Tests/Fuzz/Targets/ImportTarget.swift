@@ -57,8 +57,11 @@ enum ImportTarget {
         }
         func check(_ definition: ModelDefinition, chunkSize: Int? = nil) -> Result<Int, any Error> {
             Result {
-                if let chunkSize { try Store.checkImportItems(of: url, definition: definition, chunkSize: chunkSize) }
-                else { try Store.checkImportItems(of: url, definition: definition) }
+                if let chunkSize {
+                    try Store.checkImportItems(of: url, definition: definition, chunkSize: chunkSize)
+                } else {
+                    try Store.checkImportItems(of: url, definition: definition)
+                }
             }
         }
         let whole = check(schemaless)

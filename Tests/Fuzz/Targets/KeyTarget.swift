@@ -38,24 +38,26 @@ enum KeyTarget {
         ]
         // The id readers, with the prefix a store gives them: the family and the model (object
         // keys), and the family, model and index id (index entries).
-        outcomes.append(FuzzOutcome.of("key.objectID") {
-            let ends = (try? KeyBytes.elementEnds(key, skipping: true)) ?? []
-            let id = try KeyBytes.objectID(fromKey: key, prefixLength: ends.first ?? min(1, key.count))
-            if let decoded, decoded.elements.count == 2, decoded.elements[1].stringValue != id {
-                return "the object id read is '\(id)', the key's last element is \(decoded.elements[1])"
-            }
-            return nil
-        })
-        outcomes.append(FuzzOutcome.of("key.indexEntry") {
-            let ends = (try? KeyBytes.elementEnds(key, skipping: true)) ?? []
-            let prefixLength = ends.count >= 2 ? ends[1] : min(1, key.count)
-            let valueCount = max(0, ends.count - 3)
-            let id = try KeyBytes.objectID(fromIndexEntry: key, prefixLength: prefixLength, valueCount: valueCount)
-            if let decoded, decoded.elements.count >= 3, decoded.elements.last?.stringValue != id {
-                return "the object id read is '\(id)', the entry's last element is \(decoded.elements.last!)"
-            }
-            return nil
-        })
+        outcomes.append(
+            FuzzOutcome.of("key.objectID") {
+                let ends = (try? KeyBytes.elementEnds(key, skipping: true)) ?? []
+                let id = try KeyBytes.objectID(fromKey: key, prefixLength: ends.first ?? min(1, key.count))
+                if let decoded, decoded.elements.count == 2, decoded.elements[1].stringValue != id {
+                    return "the object id read is '\(id)', the key's last element is \(decoded.elements[1])"
+                }
+                return nil
+            })
+        outcomes.append(
+            FuzzOutcome.of("key.indexEntry") {
+                let ends = (try? KeyBytes.elementEnds(key, skipping: true)) ?? []
+                let prefixLength = ends.count >= 2 ? ends[1] : min(1, key.count)
+                let valueCount = max(0, ends.count - 3)
+                let id = try KeyBytes.objectID(fromIndexEntry: key, prefixLength: prefixLength, valueCount: valueCount)
+                if let decoded, decoded.elements.count >= 3, decoded.elements.last?.stringValue != id {
+                    return "the object id read is '\(id)', the entry's last element is \(decoded.elements.last!)"
+                }
+                return nil
+            })
         return outcomes
     }
 }

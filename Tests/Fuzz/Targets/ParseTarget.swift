@@ -20,7 +20,8 @@ enum ParseTarget {
         let batch = Answers.response(bytes, url: "http://127.0.0.1:1337/parse/batch")
         let changes = Answers.changes(Answers.resultCount(bytes))
         // Every other create was made by an earlier push whose answer was lost.
-        let made = Dictionary(uniqueKeysWithValues: changes.enumerated().filter { $0.offset % 6 == 3 }.map { ($0.element.objectID, "Made\($0.offset)") })
+        let made = Dictionary(
+            uniqueKeysWithValues: changes.enumerated().filter { $0.offset % 6 == 3 }.map { ($0.element.objectID, "Made\($0.offset)") })
         return [
             .of("parse.pull") {
                 _ = try backend.pullPage(results, after: cursor, limited: false, metadata: metadata, what: "pull of Product")

@@ -43,7 +43,8 @@ enum SalesforceTarget {
             },
             .of("salesforce.composite") {
                 let changes = Answers.changes(Answers.resultCount(bytes))
-                for (change, result) in zip(changes, try SalesforceBackend.compositeResults(composite, count: changes.count, what: "push to Account")) {
+                for (change, result) in zip(changes, try SalesforceBackend.compositeResults(composite, count: changes.count, what: "push to Account"))
+                {
                     _ = try SalesforceBackend.outcome(of: change, result, what: "push to Account")
                 }
                 return nil
