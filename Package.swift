@@ -73,8 +73,9 @@ let package = Package(
             name: "SatchelBench",
             dependencies: [
                 "Satchel", "SatchelSync", "SatchelKinto", "SatchelParse", "SatchelSalesforce", "CLevelDB", "CSQLite",
-                // The parse and salesforce groups start the tests' loopback servers in process.
-                "ParseTestServer", "SalesforceTestServer",
+                // The parse and salesforce groups start the tests' loopback servers in process; the
+                // data comes from the tests' deterministic generator.
+                "ParseTestServer", "SalesforceTestServer", "SatchelTestSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: settings

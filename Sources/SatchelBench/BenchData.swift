@@ -1,17 +1,5 @@
 import Satchel
-
-/// A deterministic generator (SplitMix64): the same objects on every run and machine.
-struct SplitMix64: RandomNumberGenerator {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
+import SatchelTestSupport
 
 /// The benchmark's objects: like the Fixtures/ products, about 250 bytes of compact JSON, with
 /// 8 attributes: name, brand (50 values), price (1–1000), quantity, a unique sku, category (20

@@ -1,5 +1,6 @@
 import Foundation
 import Satchel
+import SatchelTestSupport
 
 /// One system under test. Every method does the same work in each system; only these calls are
 /// timed (generating the objects is not).

@@ -36,11 +36,11 @@ struct Campaign {
     }
 
     let settings: Settings
-    var random: SplitMix
+    var random: SplitMix64
 
     init(_ settings: Settings) {
         self.settings = settings
-        random = SplitMix(seed: settings.seed)
+        random = SplitMix64(seed: settings.seed)
     }
 
     // MARK: - Running and killing
@@ -126,18 +126,3 @@ func require(_ condition: Bool, _ what: @autoclosure () -> String) throws {
     if !condition { throw Finding(what()) }
 }
 
-/// A small, seeded random generator (SplitMix64): a campaign with the same seed kills at the same
-/// offsets.
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-    /// Uniform in [0, 1).
-    mutating func unit() -> Double { Double(next() >> 11) / Double(1 << 53) }
-}
