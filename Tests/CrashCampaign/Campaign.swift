@@ -125,4 +125,3 @@ struct Finding: Error, CustomStringConvertible {
 func require(_ condition: Bool, _ what: @autoclosure () -> String) throws {
     if !condition { throw Finding(what()) }
 }
-

@@ -15,6 +15,36 @@ package protocol JSONBuilding {
     static func object(_ members: [(String, Self)]) -> Self
 }
 
+/// A JSON value's shape, as ``JSONText/write(_:into:)`` writes it: each loopback server's JSON
+/// type gives its own numbers' text (JavaScript's for Parse, Java's for Salesforce) and its
+/// objects' member order (sorted for Parse, as written for Salesforce).
+package enum JSONShape<Value> {
+    case null
+    case bool(Bool)
+    /// A number, as its text.
+    case number(String)
+    case string(String)
+    case array([Value])
+    case object([(String, Value)])
+}
+
+/// What ``JSONText`` writes: each loopback server's own JSON type.
+package protocol JSONWriting {
+    var shape: JSONShape<Self> { get }
+}
+
+extension JSONWriting {
+    /// The value as compact JSON text.
+    package var text: String {
+        var out = ""
+        JSONText.write(self, into: &out)
+        return out
+    }
+
+    /// The value as UTF-8 JSON text.
+    package var data: Data { Data(text.utf8) }
+}
+
 /// JSON text for the loopback test servers: a strict reader (no trailing commas, no comments, no
 /// `NaN`, nothing after the value) and the quoting of strings. The servers share it; the
 /// adapters they test use Satchel's own codec, never this.
@@ -25,6 +55,32 @@ package enum JSONText {
         guard let value = reader.value() else { return nil }
         reader.skipSpace()
         return reader.atEnd ? value : nil
+    }
+
+    /// Appends `value` as compact JSON text.
+    package static func write<Value: JSONWriting>(_ value: Value, into out: inout String) {
+        switch value.shape {
+        case .null: out += "null"
+        case .bool(let flag): out += flag ? "true" : "false"
+        case .number(let text): out += text
+        case .string(let text): quote(text, into: &out)
+        case .array(let values):
+            out += "["
+            for (index, element) in values.enumerated() {
+                if index > 0 { out += "," }
+                write(element, into: &out)
+            }
+            out += "]"
+        case .object(let members):
+            out += "{"
+            for (index, (key, member)) in members.enumerated() {
+                if index > 0 { out += "," }
+                quote(key, into: &out)
+                out += ":"
+                write(member, into: &out)
+            }
+            out += "}"
+        }
     }
 
     /// Appends `text` as a JSON string literal.

@@ -42,6 +42,28 @@ public enum LoopbackHTTP {
     }
 }
 
+/// A loopback test server: an actor that answers every request of its HTTP server.
+public protocol LoopbackServing: Actor {
+    func handle(_ request: HTTPRequest) async -> HTTPResponse
+}
+
+extension LoopbackHTTP {
+    /// Starts an HTTP server on 127.0.0.1, makes the loopback server that answers it (`make`
+    /// gets the HTTP server, its port and the task running it), and routes every request to it;
+    /// returns the loopback server.
+    public static func serve<Server: LoopbackServing>(
+        _ what: String, _ make: (HTTPServer, UInt16, Task<Void, any Error>) -> Server
+    ) async throws -> Server {
+        let (http, port, task) = try await start(what)
+        let server = make(http, port, task)
+        await http.appendRoute("*") { [weak server] request in
+            guard let server else { return HTTPResponse(statusCode: .internalServerError) }
+            return await server.handle(request)
+        }
+        return server
+    }
+}
+
 /// A loopback server could not start.
 public struct LoopbackError: Error, CustomStringConvertible {
     public var description: String

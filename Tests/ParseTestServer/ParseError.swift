@@ -1,4 +1,5 @@
 import Foundation
+import LoopbackSupport
 
 /// An error as Parse Server answers it: `{"code":<int>,"error":"<message>"}`, with the HTTP
 /// status Parse maps the code to (`101` → 404, `1` → 500, every other code → 400).

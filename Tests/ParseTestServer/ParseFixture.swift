@@ -1,3 +1,4 @@
+import LoopbackSupport
 public import Foundation
 
 /// What a ``ParseServer`` starts with, read from a JSON file in `Fixtures/parse`:

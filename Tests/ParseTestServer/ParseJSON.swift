@@ -47,38 +47,15 @@ indirect enum JSON: Sendable, Equatable {
     /// Parses a string as JSON text.
     static func parse(_ text: String) -> JSON? { parse(Data(text.utf8)) }
 
-    /// The value as compact JSON text with sorted keys.
-    var text: String {
-        var out = ""
-        write(to: &out)
-        return out
-    }
-
-    /// The value as UTF-8 JSON text.
-    var data: Data { Data(text.utf8) }
-
-    private func write(to out: inout String) {
+    /// Compact JSON text with sorted keys: every answer is deterministic.
+    var shape: JSONShape<JSON> {
         switch self {
-        case .null: out += "null"
-        case .bool(let value): out += value ? "true" : "false"
-        case .number(let value): out += Self.format(value)
-        case .string(let value): Self.quote(value, into: &out)
-        case .array(let values):
-            out += "["
-            for (index, value) in values.enumerated() {
-                if index > 0 { out += "," }
-                value.write(to: &out)
-            }
-            out += "]"
-        case .object(let members):
-            out += "{"
-            for (index, key) in members.keys.sorted().enumerated() {
-                if index > 0 { out += "," }
-                Self.quote(key, into: &out)
-                out += ":"
-                members[key]!.write(to: &out)
-            }
-            out += "}"
+        case .null: .null
+        case .bool(let value): .bool(value)
+        case .number(let value): .number(Self.format(value))
+        case .string(let value): .string(value)
+        case .array(let values): .array(values)
+        case .object(let members): .object(members.keys.sorted().map { ($0, members[$0]!) })
         }
     }
 
@@ -89,10 +66,9 @@ indirect enum JSON: Sendable, Equatable {
         return value.description
     }
 
-    private static func quote(_ text: String, into out: inout String) { JSONText.quote(text, into: &out) }
 }
 
-extension JSON: JSONBuilding {
+extension JSON: JSONBuilding, JSONWriting {
     static func number(_ text: String, integral: Bool) -> JSON? {
         guard let value = Double(text), value.isFinite else { return nil }
         return .number(value)

@@ -1,4 +1,5 @@
 import Foundation
+import LoopbackSupport
 
 /// A query of `GET /classes/C` (or the `keys` / `include` of a single-object GET), read from
 /// its parameters as Parse Server's `ClassesRouter` reads them, and run over a class's objects

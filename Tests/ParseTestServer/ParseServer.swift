@@ -1,6 +1,6 @@
 public import Foundation
 public import LoopbackSupport
-internal import FlyingFox
+public import FlyingFox
 internal import FlyingSocks
 
 /// A Parse Server on 127.0.0.1, for tests: the REST API mounted at `/parse` — application id and
@@ -15,7 +15,7 @@ internal import FlyingSocks
 /// defer { Task { await server.stop() } }
 /// // server.url is http://127.0.0.1:PORT/parse; send X-Parse-Application-Id: server.appID
 /// ```
-public actor ParseServer {
+public actor ParseServer: LoopbackServing {
     /// The mount, `http://127.0.0.1:PORT/parse` (no trailing slash).
     public nonisolated let url: URL
     public nonisolated let appID: String
@@ -35,13 +35,7 @@ public actor ParseServer {
     ///
     /// The port is the kernel's pick (see ``LoopbackHTTP/start(_:)``).
     public static func start(_ fixture: ParseFixture = ParseFixture()) async throws -> ParseServer {
-        let (http, port, task) = try await LoopbackHTTP.start("Parse")
-        let server = ParseServer(fixture: fixture, port: port, http: http, task: task)
-        await http.appendRoute("*") { [weak server] request in
-            guard let server else { return HTTPResponse(statusCode: .internalServerError) }
-            return await server.handle(request)
-        }
-        return server
+        try await LoopbackHTTP.serve("Parse") { http, port, task in ParseServer(fixture: fixture, port: port, http: http, task: task) }
     }
 
     private init(fixture: ParseFixture, port: UInt16, http: HTTPServer, task: Task<Void, any Error>) {
@@ -144,7 +138,7 @@ public actor ParseServer {
 
     // MARK: - HTTP
 
-    private func handle(_ request: HTTPRequest) async -> HTTPResponse {
+    public func handle(_ request: HTTPRequest) async -> HTTPResponse {
         let body = (try? await request.bodyData) ?? Data()
         var headers: [String: String] = [:]
         for (name, value) in request.headers {

@@ -1,7 +1,7 @@
 public import Foundation
-internal import FlyingFox
+public import FlyingFox
 internal import FlyingSocks
-internal import LoopbackSupport
+public import LoopbackSupport
 
 /// A RhoConnect server on 127.0.0.1, for tests: protocol 4's routes (and the legacy
 /// `/application` ones), cookie sessions, client objects, paging with token ack / resend /
@@ -14,7 +14,7 @@ internal import LoopbackSupport
 /// defer { Task { await server.stop() } }
 /// let backend = RhoConnectBackend(url: server.url)
 /// ```
-public actor RhoConnectServer {
+public actor RhoConnectServer: LoopbackServing {
     /// The server's root, `http://127.0.0.1:PORT/`.
     public nonisolated let url: URL
     private let http: HTTPServer
@@ -40,13 +40,7 @@ public actor RhoConnectServer {
     /// The port is the kernel's pick, and the server runs off the cooperative pool (see
     /// ``LoopbackHTTP/start(_:timeout:)``).
     public static func start(_ fixture: Fixture = Fixture()) async throws -> RhoConnectServer {
-        let (http, port, task) = try await LoopbackHTTP.start("RhoConnect")
-        let server = RhoConnectServer(fixture: fixture, port: port, http: http, task: task)
-        await http.appendRoute("*") { [weak server] request in
-            guard let server else { return HTTPResponse(statusCode: .internalServerError) }
-            return await server.handle(request)
-        }
-        return server
+        try await LoopbackHTTP.serve("RhoConnect") { http, port, task in RhoConnectServer(fixture: fixture, port: port, http: http, task: task) }
     }
 
     private init(fixture: Fixture, port: UInt16, http: HTTPServer, task: Task<Void, any Error>) {
@@ -112,7 +106,7 @@ public actor RhoConnectServer {
 
     // MARK: - HTTP
 
-    private func handle(_ request: HTTPRequest) async -> HTTPResponse {
+    public func handle(_ request: HTTPRequest) async -> HTTPResponse {
         let body = (try? await request.bodyData) ?? Data()
         var query: [String: String] = [:]
         for item in request.query { query[item.name] = item.value }

@@ -1,4 +1,5 @@
 import Foundation
+import LoopbackSupport
 
 /// How a value in a request body becomes a field's value, as Salesforce's JSON reader does it:
 /// lenient where Salesforce is (`"12"` into an `int`, `12` into a text field, `"true"` into a

@@ -1,4 +1,5 @@
 import Foundation
+import LoopbackSupport
 
 /// An error that fails a whole REST call, as Salesforce answers it: a JSON **array**
 /// `[{"message":…,"errorCode":…,"fields":[…]}]` (`fields` only when the error names some), with

@@ -47,39 +47,16 @@ indirect enum JSON: Sendable {
     /// Parses a string as JSON text.
     static func parse(_ text: String) -> JSON? { parse(Data(text.utf8)) }
 
-    /// The value as compact JSON text, members in their order.
-    var text: String {
-        var out = ""
-        write(to: &out)
-        return out
-    }
-
-    /// The value as UTF-8 JSON text.
-    var data: Data { Data(text.utf8) }
-
-    private func write(to out: inout String) {
+    /// Compact JSON text, members in their order.
+    var shape: JSONShape<JSON> {
         switch self {
-        case .null: out += "null"
-        case .bool(let value): out += value ? "true" : "false"
-        case .int(let value): out += String(value)
-        case .double(let value): out += Self.format(value)
-        case .string(let value): Self.quote(value, into: &out)
-        case .array(let values):
-            out += "["
-            for (index, value) in values.enumerated() {
-                if index > 0 { out += "," }
-                value.write(to: &out)
-            }
-            out += "]"
-        case .object(let members):
-            out += "{"
-            for (index, key) in members.keys.enumerated() {
-                if index > 0 { out += "," }
-                Self.quote(key, into: &out)
-                out += ":"
-                members[key]!.write(to: &out)
-            }
-            out += "}"
+        case .null: .null
+        case .bool(let value): .bool(value)
+        case .int(let value): .number(String(value))
+        case .double(let value): .number(Self.format(value))
+        case .string(let value): .string(value)
+        case .array(let values): .array(values)
+        case .object(let members): .object(members.keys.map { ($0, members[$0]!) })
         }
     }
 
@@ -90,7 +67,6 @@ indirect enum JSON: Sendable {
         return value.description
     }
 
-    private static func quote(_ text: String, into out: inout String) { JSONText.quote(text, into: &out) }
 }
 
 extension JSON: Equatable {
@@ -139,7 +115,7 @@ struct JSONObject: Sendable, Equatable, ExpressibleByDictionaryLiteral {
     static func == (lhs: JSONObject, rhs: JSONObject) -> Bool { lhs.values == rhs.values }
 }
 
-extension JSON: JSONBuilding {
+extension JSON: JSONBuilding, JSONWriting {
     /// An integer when it has neither fraction nor exponent and fits 64 bits; a double otherwise.
     static func number(_ text: String, integral: Bool) -> JSON? {
         if integral, let value = Int64(text) { return .int(value) }

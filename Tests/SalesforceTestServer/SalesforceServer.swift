@@ -1,6 +1,6 @@
 public import Foundation
 public import LoopbackSupport
-internal import FlyingFox
+public import FlyingFox
 internal import FlyingSocks
 
 /// A Salesforce org on 127.0.0.1, for tests: the REST API as Salesforce documents and answers it
@@ -17,7 +17,7 @@ internal import FlyingSocks
 /// // server.url is the instance root http://127.0.0.1:PORT; the API is under
 /// // /services/data/v\(server.version)/ with Authorization: Bearer <await server.token(for: "ann")>
 /// ```
-public actor SalesforceServer {
+public actor SalesforceServer: LoopbackServing {
     /// The instance root, `http://127.0.0.1:PORT` (no trailing slash): what an OAuth answer's
     /// `instance_url` says.
     public nonisolated let url: URL
@@ -37,13 +37,7 @@ public actor SalesforceServer {
     ///
     /// The port is the kernel's pick (see ``LoopbackHTTP/start(_:)``).
     public static func start(_ fixture: SalesforceFixture = SalesforceFixture()) async throws -> SalesforceServer {
-        let (http, port, task) = try await LoopbackHTTP.start("Salesforce")
-        let server = SalesforceServer(fixture: fixture, port: port, http: http, task: task)
-        await http.appendRoute("*") { [weak server] request in
-            guard let server else { return HTTPResponse(statusCode: .internalServerError) }
-            return await server.handle(request)
-        }
-        return server
+        try await LoopbackHTTP.serve("Salesforce") { http, port, task in SalesforceServer(fixture: fixture, port: port, http: http, task: task) }
     }
 
     private init(fixture: SalesforceFixture, port: UInt16, http: HTTPServer, task: Task<Void, any Error>) {
@@ -153,7 +147,7 @@ public actor SalesforceServer {
 
     // MARK: - HTTP
 
-    private func handle(_ request: HTTPRequest) async -> HTTPResponse {
+    public func handle(_ request: HTTPRequest) async -> HTTPResponse {
         let body = (try? await request.bodyData) ?? Data()
         var headers: [String: String] = [:]
         for (name, value) in request.headers {
