@@ -47,9 +47,11 @@ let package = Package(
         .target(name: "Satchel", dependencies: ["CLevelDB", .product(name: "Logging", package: "swift-log")], swiftSettings: settings),
         // Layer 2: the sync engine and the backend adapter protocol, with the in-memory backend.
         .target(name: "SatchelSync", dependencies: ["Satchel", .product(name: "Logging", package: "swift-log")], swiftSettings: settings),
-        // Layer 3: adapters. Each speaks one server's protocol and depends on the engine only
-        // (and what its wire format needs: bulk-data files are zipped SQLite databases).
+        // Debian's SQLite: RhoConnect's bulk-data files are zipped SQLite databases, and the
+        // benchmark's baselines are SQLite.
         .systemLibrary(name: "CSQLite", providers: [.apt(["libsqlite3-dev"]), .brew(["sqlite"])]),
+        // Layer 3: adapters. Each speaks one server's protocol and depends on the engine only
+        // (and what its wire format needs).
         .target(
             name: "SatchelRhoConnect",
             dependencies: ["Satchel", "SatchelSync", "CSQLite", .product(name: "ZIPFoundation", package: "ZIPFoundation")],
@@ -82,6 +84,7 @@ let package = Package(
         ),
         // Tests only: what Swift's Glibc module does not show of posix_spawn.
         .target(name: "CSpawn", path: "Tests/CSpawn"),
+        // Tests only: temporary stores, fixtures, child processes, a deterministic generator.
         .target(
             name: "SatchelTestSupport",
             dependencies: ["Satchel", "CSpawn"],
@@ -136,16 +139,16 @@ let package = Package(
             ],
             swiftSettings: settings
         ),
-        // A Parse Server on loopback, driven by Fixtures/parse: written from Parse's REST API,
-        // sharing no code with the adapter it tests.
-        // What the loopback test servers share: starting on a free port, the request log's
-        // entries, reading and quoting JSON text.
+        // What the loopback test servers share: starting on a free port and routing requests to
+        // the server, the request log's entries, reading and writing JSON text.
         .target(
             name: "LoopbackSupport",
             dependencies: [.product(name: "FlyingFox", package: "FlyingFox"), .product(name: "FlyingSocks", package: "FlyingFox")],
             path: "Tests/LoopbackSupport",
             swiftSettings: settings
         ),
+        // A Parse Server on loopback, driven by Fixtures/parse: written from Parse's REST API,
+        // sharing no code with the adapter it tests.
         .target(
             name: "ParseTestServer",
             dependencies: [
