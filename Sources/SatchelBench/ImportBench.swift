@@ -12,11 +12,8 @@ enum ImportBench {
 
     static func run(count: Int, directory: String?) throws {
         let fileManager = FileManager.default
-        let base =
-            directory
-            ?? fileManager.temporaryDirectory.appendingPathComponent("satchel-import-bench-\(ProcessInfo.processInfo.processIdentifier)").path
-        try fileManager.createDirectory(atPath: base, withIntermediateDirectories: true)
-        defer { if directory == nil { try? fileManager.removeItem(atPath: base) } }
+        let base = try Report.scratchDirectory("import", given: directory)
+        defer { Report.removeScratch(base, given: directory) }
 
         let file = base + "/items.jsonl"
         try writeLines(count: count, to: file)

@@ -11,12 +11,8 @@ enum KintoBench {
     static let pageSize = SyncBench.pageSize
 
     static func run(url: URL, bucket: String, credentials: Credentials, count: Int, directory: String?) async throws {
-        let fileManager = FileManager.default
-        let base =
-            directory
-            ?? fileManager.temporaryDirectory.appendingPathComponent("satchel-kinto-bench-\(ProcessInfo.processInfo.processIdentifier)").path
-        try fileManager.createDirectory(atPath: base, withIntermediateDirectories: true)
-        defer { if directory == nil { try? fileManager.removeItem(atPath: base) } }
+        let base = try Report.scratchDirectory("kinto", given: directory)
+        defer { Report.removeScratch(base, given: directory) }
 
         let http = SyncHTTPClient(timeout: 120)
         let authorization = SyncHTTPClient.basicAuthorization(credentials)

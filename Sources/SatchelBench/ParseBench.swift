@@ -17,12 +17,8 @@ enum ParseBench {
     static let pageSize = SyncBench.pageSize
 
     static func run(count: Int, directory: String?) async throws {
-        let fileManager = FileManager.default
-        let base =
-            directory
-            ?? fileManager.temporaryDirectory.appendingPathComponent("satchel-parse-bench-\(ProcessInfo.processInfo.processIdentifier)").path
-        try fileManager.createDirectory(atPath: base, withIntermediateDirectories: true)
-        defer { if directory == nil { try? fileManager.removeItem(atPath: base) } }
+        let base = try Report.scratchDirectory("parse", given: directory)
+        defer { Report.removeScratch(base, given: directory) }
 
         let server = try await ParseServer.start()
         var generator = BenchData.Generator()

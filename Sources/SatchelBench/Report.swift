@@ -35,3 +35,21 @@ enum Report {
         }
     }
 }
+
+extension Report {
+    /// The directory a group writes its stores into: `given`, or a new temporary one named for
+    /// the group; created when missing.
+    static func scratchDirectory(_ group: String, given: String?) throws -> String {
+        let path =
+            given
+            ?? FileManager.default.temporaryDirectory.appendingPathComponent("satchel-\(group)-bench-\(ProcessInfo.processInfo.processIdentifier)")
+            .path
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        return path
+    }
+
+    /// Removes a scratch directory the benchmark made (never one it was given).
+    static func removeScratch(_ path: String, given: String?) {
+        if given == nil { try? FileManager.default.removeItem(atPath: path) }
+    }
+}

@@ -15,12 +15,8 @@ import SatchelSync
 ///   against posting the same batches over the same HTTP client.
 enum SalesforceBench {
     static func run(count: Int, directory: String?) async throws {
-        let fileManager = FileManager.default
-        let base =
-            directory
-            ?? fileManager.temporaryDirectory.appendingPathComponent("satchel-salesforce-bench-\(ProcessInfo.processInfo.processIdentifier)").path
-        try fileManager.createDirectory(atPath: base, withIntermediateDirectories: true)
-        defer { if directory == nil { try? fileManager.removeItem(atPath: base) } }
+        let base = try Report.scratchDirectory("salesforce", given: directory)
+        defer { Report.removeScratch(base, given: directory) }
         try await pull(count: count, base: base)
         try await push(count: count, base: base)
     }

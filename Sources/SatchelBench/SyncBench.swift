@@ -23,11 +23,8 @@ enum SyncBench {
 
     /// Runs the `wanted` measures (all when nil).
     static func run(count: Int, directory: String?, measures wanted: Set<String>? = nil) async throws {
-        let fileManager = FileManager.default
-        let base =
-            directory ?? fileManager.temporaryDirectory.appendingPathComponent("satchel-sync-bench-\(ProcessInfo.processInfo.processIdentifier)").path
-        try fileManager.createDirectory(atPath: base, withIntermediateDirectories: true)
-        defer { if directory == nil { try? fileManager.removeItem(atPath: base) } }
+        let base = try Report.scratchDirectory("sync", given: directory)
+        defer { Report.removeScratch(base, given: directory) }
 
         let items = BenchData.make(count: count)
         if wanted?.contains("sync_pull") ?? true { try await pullMeasure(items, base: base) }
