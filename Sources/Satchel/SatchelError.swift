@@ -20,7 +20,7 @@ public struct SatchelError: Error, Sendable, Equatable, CustomStringConvertible 
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Wrapped: String, Sendable {
             case notFound, alreadyExists, malformedJSON, invalidObject, schemaViolation, invalidName
-            case invalidArgument, modelConflict, crossPartition, locked, corruption, io, storeMissing
+            case invalidArgument, modelConflict, crossPartition, locked, corruption, io, storeMissing, notAStore
             case unsupportedFormat, closed, busy, notSupported, unindexedQuery, unknown
         }
 
@@ -56,6 +56,9 @@ public struct SatchelError: Error, Sendable, Equatable, CustomStringConvertible 
         public static let io = Code(.io)
         /// The store directory does not exist and creation was not requested.
         public static let storeMissing = Code(.storeMissing)
+        /// The directory holds files but is not a Satchel store (it has none of the `user`, `app`
+        /// and `local` partitions): nothing was written into it.
+        public static let notAStore = Code(.notAStore)
         /// The store was written by a newer, incompatible version of Satchel.
         public static let unsupportedFormat = Code(.unsupportedFormat)
         /// A query that requires an index (``Query/requiresIndex``, or the store's

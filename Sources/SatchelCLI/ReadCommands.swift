@@ -166,6 +166,10 @@ struct IndexCommand: ParsableCommand {
             throw SatchelError(.invalidArgument, "name the attributes to index, e.g. brand or brand,price")
         }
         if elementIndex {
+            if keysOnly {
+                throw SatchelError(
+                    .invalidArgument, "--keys-only is for value indexes: an array-element index always holds keys only; leave it out")
+            }
             guard fields.count == 1 else { throw SatchelError(.invalidArgument, "an array-element index has exactly one attribute") }
             return .elements(of: fields[0])
         }
@@ -270,22 +274,44 @@ struct CheckCommand: ParsableCommand {
 struct RepairCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "repair",
-        abstract: "Rebuild a damaged store from the files that survive, recount, and check it.",
-        discussion: "Use it when opening the store fails with a corruption error. Exits 1 if problems remain."
+        abstract: "Salvage every record that decodes from a damaged store, rebuild its indexes, recount, and check it.",
+        discussion: """
+            Use it when opening the store fails with a corruption error, or `check` finds problems. Damaged blocks are \
+            skipped whole; a lost format marker or model definition is written again; every index is rebuilt from the \
+            objects. Prints what it salvaged, then one summary line. Exits 1 if problems remain. Refuses a directory \
+            that is not a Satchel store (--force repairs it all the same).
+            """
     )
 
     @OptionGroup var store: StoreOptions
+    @Flag(help: "Repair a directory that does not look like a Satchel store all the same.") var force = false
 
     func run() throws {
         let path = try store.path()
-        guard FileManager.default.fileExists(atPath: path) else {
-            throw SatchelError(.storeMissing, "no store at \(path)")
+        let report: RepairReport
+        do {
+            report = try Store.repair(path: path, force: force)
+        } catch let error as SatchelError where error.code == .notAStore {
+            throw SatchelError(.notAStore, "\(error.message); nothing was changed (--force repairs it all the same)")
         }
-        let report = try Store.repair(path: path)
-        for problem in report.problems { Output.line("problem: \(problem)") }
+        for partition in report.markersRewritten {
+            Output.line("salvaged: the \(partition.rawValue) partition's format marker, lost with a damaged block, was written again")
+        }
+        for model in report.modelsRecreated {
+            Output.line("salvaged: model '\(model)' had lost its definition; registered again as a property bag with its records")
+        }
+        for index in report.indexesLost {
+            Output.line("salvaged: index \(index) had lost its definition; its entries were removed: declare it again with 'satchel index'")
+        }
+        if report.recordsDropped > 0 {
+            Output.line("salvaged: \(report.recordsDropped) definitions or statistics that no longer decoded were removed")
+        }
+        for problem in report.verification.problems { Output.line("problem: \(problem)") }
+        let verification = report.verification
         Output.line(
-            "repaired: \(report.models) models, \(report.objects) objects, \(report.pendingChanges) pending changes; "
-                + (report.isHealthy ? "ok" : "\(report.problemCount) problems remain"))
+            "repaired: \(verification.models) models, \(verification.objects) objects, \(verification.pendingChanges) pending changes; "
+                + "\(report.indexesRebuilt) indexes rebuilt (\(report.indexEntriesBefore) entries before, \(report.indexEntriesAfter) after); "
+                + (report.isHealthy ? "ok" : "\(verification.problemCount) problems remain"))
         if !report.isHealthy { throw ExitCode.failure }
     }
 }

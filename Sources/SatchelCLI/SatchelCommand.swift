@@ -148,3 +148,79 @@ enum Output {
 func parseObjectArgument(_ text: String) throws -> JSONObject {
     try JSONObject(parsing: text)
 }
+
+extension StoreOptions {
+    /// Runs `body`, a command that may create the store and register models, so that when it
+    /// fails it leaves no trace (see ``StoreFootprint``).
+    func leavingNoTrace<T>(_ body: () throws -> T) throws -> T {
+        let footprint = try StoreFootprint(path: path())
+        do { return try body() } catch {
+            footprint.erase()
+            throw error
+        }
+    }
+
+    /// `leavingNoTrace` for an async command.
+    func leavingNoTrace<T>(_ body: () async throws -> T) async throws -> T {
+        let footprint = try StoreFootprint(path: path())
+        do { return try await body() } catch {
+            footprint.erase()
+            throw error
+        }
+    }
+}
+
+/// What a store directory held before a command that may create it: what the command made is
+/// undone when it fails. A store the command created goes whole (with the parent directories
+/// it made); in a store that existed, the models it registered that still hold nothing are
+/// unregistered. What a failed command did write (a sync's pages that landed) stays.
+struct StoreFootprint {
+    /// The outermost directory the command would create, when the store did not exist.
+    let created: String?
+    /// The models of the existing store (empty for an empty directory).
+    let models: Set<String>
+    /// The directory existed and held nothing: whatever is in it afterwards, the command made.
+    let emptyDirectory: Bool
+    let path: String
+
+    init(path: String) {
+        self.path = path
+        let fileManager = FileManager.default
+        var missing: String?
+        var candidate = URL(fileURLWithPath: path).standardizedFileURL
+        while !fileManager.fileExists(atPath: candidate.path) && candidate.path != "/" {
+            missing = candidate.path
+            candidate.deleteLastPathComponent()
+        }
+        created = missing
+        if missing == nil, let store = Self.open(path) {
+            models = Set(store.models.map(\.name))
+            try? store.close()
+        } else {
+            models = []
+        }
+        emptyDirectory = missing == nil && ((try? fileManager.contentsOfDirectory(atPath: path))?.isEmpty ?? false)
+    }
+
+    /// Undoes what the failed command made.
+    func erase() {
+        let fileManager = FileManager.default
+        if let created {
+            try? fileManager.removeItem(atPath: created)
+        } else if emptyDirectory {
+            for entry in (try? fileManager.contentsOfDirectory(atPath: path)) ?? [] {
+                try? fileManager.removeItem(atPath: URL(fileURLWithPath: path).appendingPathComponent(entry).path)
+            }
+        } else if let store = Self.open(path) {
+            defer { try? store.close() }
+            // `unregister` refuses a model that holds anything.
+            for model in store.models where !models.contains(model.name) { try? store.unregister(model.name) }
+        }
+    }
+
+    private static func open(_ path: String) -> Store? {
+        var configuration = Store.Configuration()
+        configuration.createIfMissing = false
+        return try? Store(path: path, configuration: configuration)
+    }
+}

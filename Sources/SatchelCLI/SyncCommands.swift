@@ -237,29 +237,32 @@ struct SyncCommand: AsyncParsableCommand {
 
     func run() async throws {
         let syncObjects = try objects.map(Self.readSyncObjects)
-        // A model named here that the store does not know yet is a property bag to sync.
-        try store.withStore(creating: true) { store in
-            for name in models + (syncObjects?.map(\.name) ?? []) where store.existingModel(name) == nil {
-                _ = try store.register(ModelDefinition(name: name))
-            }
-        }
-        let report = try await withEngine(store, server, pageSize: pageSize, creating: true, verbose: verbose) { engine in
-            await engine.setEventHandler { event in
-                if case .sync(let notification) = event { Output.line(notification.description) }
-            }
-            var names = models
-            if let syncObjects {
-                // A new list replaces the stored one: models it leaves out go back to the default.
-                for model in engine.store.models where !syncObjects.contains(where: { $0.name == model.name }) {
-                    if try await engine.configuration(of: model.name) != ModelSyncConfiguration() {
-                        try await engine.configure(model.name, ModelSyncConfiguration())
-                    }
+        // A failed sync leaves no store and no model it made.
+        let report = try await store.leavingNoTrace {
+            // A model named here that the store does not know yet is a property bag to sync.
+            try store.withStore(creating: true) { store in
+                for name in models + (syncObjects?.map(\.name) ?? []) where store.existingModel(name) == nil {
+                    _ = try store.register(ModelDefinition(name: name))
                 }
-                for (name, configuration) in syncObjects { try await engine.configure(name, configuration) }
-                if names.isEmpty { names = syncObjects.map(\.name) }
             }
-            try await server.logIn(engine)
-            return try await engine.sync(models: names.isEmpty ? nil : names, mode: full ? .full : bulk ? .bulk : .incremental)
+            return try await withEngine(store, server, pageSize: pageSize, creating: true, verbose: verbose) { engine in
+                await engine.setEventHandler { event in
+                    if case .sync(let notification) = event { Output.line(notification.description) }
+                }
+                var names = models
+                if let syncObjects {
+                    // A new list replaces the stored one: models it leaves out go back to the default.
+                    for model in engine.store.models where !syncObjects.contains(where: { $0.name == model.name }) {
+                        if try await engine.configuration(of: model.name) != ModelSyncConfiguration() {
+                            try await engine.configure(model.name, ModelSyncConfiguration())
+                        }
+                    }
+                    for (name, configuration) in syncObjects { try await engine.configure(name, configuration) }
+                    if names.isEmpty { names = syncObjects.map(\.name) }
+                }
+                try await server.logIn(engine)
+                return try await engine.sync(models: names.isEmpty ? nil : names, mode: full ? .full : bulk ? .bulk : .incremental)
+            }
         }
         if report.refused > 0 { throw ExitCode(3) }
     }

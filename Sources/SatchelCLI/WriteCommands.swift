@@ -34,17 +34,19 @@ struct ImportCommand: ParsableCommand {
         if graph { return try importGraph() }
         let style = progress == .auto ? (Output.stderrIsTerminal ? .bar : .none) : progress
         let bar = ProgressBar()
-        let count = try store.withStore(creating: true) { store in
-            try store.importObjects(
-                from: URL(fileURLWithPath: file), into: try store.model(model), batchSize: batchSize
-            ) { state in
-                switch style {
-                case .bar: bar.draw(state)
-                case .lines:
-                    if state.phase == .writing && state.batches > 0 {
-                        Output.progress("batch \(state.batches) committed: \(state.items) objects\n")
+        let count = try store.leavingNoTrace {
+            try store.withStore(creating: true) { store in
+                try store.importObjects(
+                    from: URL(fileURLWithPath: file), into: try store.model(model), batchSize: batchSize
+                ) { state in
+                    switch style {
+                    case .bar: bar.draw(state)
+                    case .lines:
+                        if state.phase == .writing && state.batches > 0 {
+                            Output.progress("batch \(state.batches) committed: \(state.items) objects\n")
+                        }
+                    case .none, .auto: break
                     }
-                case .none, .auto: break
                 }
             }
         }
@@ -54,8 +56,8 @@ struct ImportCommand: ParsableCommand {
 
     /// `import --graph`: `imported N`, then `  MODEL: n` for each other model written, by name.
     private func importGraph() throws {
-        let summary = try store.withStore(creating: true) { store in
-            try store.importGraph(from: URL(fileURLWithPath: file), model: model)
+        let summary = try store.leavingNoTrace {
+            try store.withStore(creating: true) { store in try store.importGraph(from: URL(fileURLWithPath: file), model: model) }
         }
         Output.line("imported \(summary.roots)")
         for (name, count) in summary.objects.sorted(by: { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }) where name != model {
@@ -99,7 +101,10 @@ struct PutCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "put",
         abstract: "Store one object: replaces the object with its \"object\" id, or creates one with a new id.",
-        discussion: "Prints the stored object; when the null rule deleted it (no attribute left), one line on stderr says so."
+        discussion: """
+            Prints the stored object; when the null rule deleted it (no attribute left), one line on stderr says so, \
+            and when it held only nulls and no such object existed, one line says nothing was stored.
+            """
     )
 
     @OptionGroup var store: StoreOptions
@@ -108,8 +113,19 @@ struct PutCommand: ParsableCommand {
 
     func run() throws {
         let attributes = try parseObjectArgument(json)
-        let stored = try store.withStore(creating: true) { store in try store.model(model).put(attributes) }
-        report(stored, model: model, id: attributes[Object.idAttribute]?.stringValue)
+        let id = attributes[Object.idAttribute]?.stringValue
+        let (stored, existed) = try store.leavingNoTrace {
+            try store.withStore(creating: true) { store in
+                let handle = try store.model(model)
+                let existed = try id.map { try handle.find($0) != nil } ?? false
+                return (try handle.put(attributes), existed)
+            }
+        }
+        if stored == nil && !existed {
+            Output.note("nothing stored in \(model): every attribute is null (null removes an attribute)")
+        } else {
+            report(stored, model: model, id: id)
+        }
     }
 }
 

@@ -54,7 +54,7 @@ struct LevelDBTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: user).contains { $0.hasSuffix(".ldb") })
 
         let report = try Store.repair(path: path)
-        #expect(report.isHealthy, "\(report.problems)")
+        #expect(report.isHealthy, "\(report.verification.problems)")
         let store = try Store(path: path)
         defer { try? store.close() }
         let items = try store.model("Item")

@@ -420,4 +420,39 @@ struct StoreTests {
         #expect(try products.findFirst(where: ["v": 50]) != nil)
         try store.close()
     }
+
+    @Test("a directory that is not a store is refused before anything is written into it; an empty one only when not creating")
+    func notAStore() throws {
+        let directory = TemporaryDirectory()
+        let other = directory.child("x")
+        try FileManager.default.createDirectory(atPath: other, withIntermediateDirectories: true)
+        try "hi".write(toFile: other + "/notes.txt", atomically: true, encoding: .utf8)
+        expectError(.notAStore) { _ = try Store(path: other) }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: other) == ["notes.txt"])
+        let empty = directory.child("empty")
+        try FileManager.default.createDirectory(atPath: empty, withIntermediateDirectories: true)
+        var configuration = Store.Configuration()
+        configuration.createIfMissing = false
+        expectError(.storeMissing) { _ = try Store(path: empty, configuration: configuration) }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: empty).isEmpty)
+        try Store(path: empty).close()
+        #expect(try FileManager.default.contentsOfDirectory(atPath: empty).sorted() == ["app", "local", "user"])
+    }
+
+    @Test("unregister removes an empty model with its indexes and sync state, and refuses one that holds anything")
+    func unregister() throws {
+        try withTemporaryStore { store in
+            let empty = try store.model("Empty")
+            try empty.createIndex(IndexDefinition(["a"]))
+            let full = try store.model("Full")
+            _ = try full.create(["a": 1])
+
+            try store.unregister("Empty")
+            #expect(store.existingModel("Empty") == nil)
+            expectError(.modelConflict) { try store.unregister("Full") }
+            expectError(.notFound) { try store.unregister("Empty") }
+            #expect(try store.model("Empty").indexes.isEmpty, "registered afresh, without the old index")
+            #expect(try store.verify().isHealthy)
+        }
+    }
 }

@@ -155,10 +155,24 @@ extension Store {
                 }
             }
         }
-        let prefix = Keys.indexPrefix(model, index.id)
+        try deleteKeys(withPrefix: Keys.indexPrefix(model, index.id), of: model, in: partition)
+        try bulkUpdate { tx in
+            try tx.rawWrite(Keys.indexDefinition(model, index.id), nil, partition: partition, model: model)
+            var statistics = try tx.workingStatistics(model)
+            statistics.indexEntries[index.id] = nil
+            tx.setStatistics(statistics, model: model)
+            tx.onCommit { catalog in catalog.models[key]?.indexes.removeAll { $0.id == index.id } }
+        }
+    }
+
+    /// Deletes every key starting with `prefix` (index entries of `model`), 10,000 a
+    /// transaction; returns how many it deleted.
+    @discardableResult
+    func deleteKeys(withPrefix prefix: [UInt8], of model: String, in partition: Partition) throws -> Int {
+        var total = 0
         while true {
             let deleted = try bulkUpdate { tx -> Int in
-                let iterator = try database(partition).makeIterator()
+                let iterator = try database(partition).makeIterator(fillCache: false)
                 iterator.seek(prefix)
                 var n = 0
                 while n < 10_000 && iterator.isValid && iterator.keyHasPrefix(prefix) {
@@ -169,14 +183,8 @@ extension Store {
                 try iterator.checkError()
                 return n
             }
-            if deleted == 0 { break }
-        }
-        try bulkUpdate { tx in
-            try tx.rawWrite(Keys.indexDefinition(model, index.id), nil, partition: partition, model: model)
-            var statistics = try tx.workingStatistics(model)
-            statistics.indexEntries[index.id] = nil
-            tx.setStatistics(statistics, model: model)
-            tx.onCommit { catalog in catalog.models[key]?.indexes.removeAll { $0.id == index.id } }
+            total += deleted
+            if deleted == 0 { return total }
         }
     }
 

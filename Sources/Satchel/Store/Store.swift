@@ -139,6 +139,8 @@ public final class Store: Sendable {
             }
         } else if !isDirectory.boolValue {
             throw SatchelError(.invalidArgument, "\(path) is a file, not a store directory")
+        } else {
+            try Self.checkIsStore(path, creating: configuration.createIfMissing)
         }
         var options = LevelDBOptions()
         options.createIfMissing = configuration.createIfMissing
@@ -182,6 +184,21 @@ public final class Store: Sendable {
         // rewriting them: before anything reads those models. A failure leaves them for the
         // next sync (and `verify` reports them).
         try? finishRewrites()
+    }
+
+    /// Whether the existing directory `path` may be opened as a store: it holds a partition
+    /// (`user`, `app` or `local`), or, when a store may be created, nothing at all. Anything
+    /// else is refused before a file is written into it (LevelDB makes a database's directory
+    /// before it finds it missing).
+    static func checkIsStore(_ path: String, creating: Bool) throws(SatchelError) {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
+        if entries.contains(where: { name in Partition.allCases.contains { $0.rawValue == name } }) { return }
+        if entries.isEmpty {
+            if creating { return }
+            throw SatchelError(.storeMissing, "no store at \(path): the directory is empty")
+        }
+        throw SatchelError(
+            .notAStore, "\(path) is not a Satchel store: it holds other files (\(entries.sorted().prefix(3).joined(separator: ", ")))")
     }
 
     /// Makes a partition's directory readable by the owner only (creating it so when allowed),
@@ -366,6 +383,43 @@ public final class Store: Sendable {
             catalogVersion.add(1, ordering: .releasing)
         }
         return Model(store: self, name: definition.name)
+    }
+
+    /// Removes the definition of a model that holds nothing: no objects, no unsynced changes
+    /// (pending, in flight or refused). Its indexes, statistics and sync state go with it, in
+    /// one batch; a later ``model(_:)`` registers it afresh.
+    ///
+    /// - Throws: ``SatchelError`` `.notFound` for a model the store does not know,
+    ///   `.modelConflict` for one that holds objects or unsynced changes.
+    public func unregister(_ name: String) throws {
+        try writer.withLock(allowingReentry: true) {
+            let entry = try entry(name)
+            let statistics = entry.statistics
+            guard statistics.objects == 0 && statistics.pendingTotal + statistics.inFlight + statistics.errors == 0 else {
+                throw SatchelError(
+                    .modelConflict,
+                    "model '\(name)' holds \(statistics.objects) objects and \(statistics.pendingTotal + statistics.inFlight + statistics.errors) unsynced changes; only an empty model can be unregistered",
+                    model: name)
+            }
+            let db = database(entry.definition.partition)
+            var batch = LevelDBWriteBatch()
+            batch.delete(Keys.modelDefinition(name))
+            batch.delete(Keys.modelStatistics(name))
+            batch.delete(Keys.syncState(name))
+            for index in entry.indexes { batch.delete(Keys.indexDefinition(name, index.id)) }
+            // Server versions of objects deleted and synced; nothing else of an empty model is left.
+            let versions = Keys.objectRecordPrefix(.version, name)
+            let iterator = try db.makeIterator(fillCache: false)
+            iterator.seek(versions)
+            while iterator.isValid && iterator.keyHasPrefix(versions) {
+                batch.delete(iterator.key)
+                iterator.next()
+            }
+            try iterator.checkError()
+            try db.write(batch, sync: configuration.durableWrites)
+            catalog.withLock { _ = $0.models.removeValue(forKey: NameKey(name)) }
+            catalogVersion.add(1, ordering: .releasing)
+        }
     }
 
     /// The definitions of every model, sorted by name bytes.

@@ -1,0 +1,259 @@
+import Foundation
+import Synchronization
+
+/// What ``Store/repair(path:force:configuration:)`` did, and the verification of the result.
+public struct RepairReport: Sendable {
+    /// Partitions whose format marker was lost with a damaged block and written again: their
+    /// keys are Satchel's.
+    public var markersRewritten: [Partition] = []
+    /// Models whose definition was lost: registered again as property bags in the partition
+    /// that holds their records, so that every record of theirs is kept. A fixed schema,
+    /// associations or choices they had are to be declared again.
+    public var modelsRecreated: [String] = []
+    /// Indexes whose definition was lost, as `model #id`: their entries are removed, and the
+    /// index is to be declared again (`createIndex`).
+    public var indexesLost: [String] = []
+    /// Stored definitions and statistics that no longer decoded, removed (the statistics are
+    /// counted again; a lost sync state means the model's next sync starts over).
+    public var recordsDropped = 0
+    /// Indexes rebuilt from their models' objects: after damage no index is trusted.
+    public var indexesRebuilt = 0
+    /// Index entries before the rebuild and after it: entries of objects the damage took are
+    /// gone, entries the damage took are back.
+    public var indexEntriesBefore = 0
+    public var indexEntriesAfter = 0
+    /// The check of the repaired store (``Store/verify()``): its models, objects, problems.
+    public var verification = VerificationReport()
+
+    /// Whether the repaired store passed its check.
+    public var isHealthy: Bool { verification.isHealthy }
+}
+
+extension Store {
+    /// Repairs a damaged store, keeping every record that still decodes.
+    ///
+    /// 1. Each partition's LevelDB database is rebuilt from the table and log files that
+    ///    survive (`leveldb_repair_db`, checking checksums: a damaged block is skipped whole,
+    ///    never read as data).
+    /// 2. What damage took from the store's own records is salvaged: a lost format marker is
+    ///    written again when the partition's keys are Satchel's; a model whose definition was
+    ///    lost is registered again (a property bag, in the partition holding its records);
+    ///    definitions and statistics that no longer decode are removed.
+    /// 3. Every index is rebuilt from its model's objects, and every model's statistics are
+    ///    counted again.
+    /// 4. The result is checked (``verify()``).
+    ///
+    /// Run it on a closed store, when opening fails with `.corruption` or `check` finds
+    /// problems. Records in damaged blocks are lost; what remains is consistent, and every
+    /// indexed query answers as a scan does.
+    ///
+    /// - Parameter force: repair a directory that does not look like a store (none of the
+    ///   `user`, `app` and `local` partitions, or keys that are not Satchel's) all the same.
+    /// - Throws: ``SatchelError`` `.storeMissing` when there is no directory (or an empty one),
+    ///   `.notAStore` for a directory that is not a store (unless `force`); `.locked` when the
+    ///   store is open elsewhere.
+    public static func repair(path: String, force: Bool = false, configuration: Configuration = Configuration()) throws -> RepairReport {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw SatchelError(.storeMissing, "no store at \(path)")
+        }
+        if !force { try checkIsStore(path, creating: false) }
+        var options = LevelDBOptions()
+        options.createIfMissing = false
+        let partitions = Partition.allCases.filter { FileManager.default.fileExists(atPath: directory(of: $0, in: path)) }
+        for partition in partitions { try LevelDB.repair(path: directory(of: partition, in: path), options: options) }
+        var report = RepairReport()
+        try salvage(path, partitions: partitions, force: force, report: &report)
+
+        var configuration = configuration
+        configuration.createIfMissing = true
+        if force {
+            // A directory that held no partition gets them: the store opens there.
+            for partition in Partition.allCases { restrictToOwner(directory(of: partition, in: path), creating: true) }
+        }
+        let store = try Store(path: path, configuration: configuration)
+        defer { try? store.close() }
+        try store.rebuildIndexes(&report)
+        try store.recount()
+        report.verification = try store.verify()
+        return report
+    }
+
+    private static func directory(of partition: Partition, in path: String) -> String {
+        URL(fileURLWithPath: path).appendingPathComponent(partition.rawValue).path
+    }
+
+    /// What one partition holds, read key by key after LevelDB's repair.
+    private struct Census {
+        var keys = 0
+        /// Keys that decode as Satchel's (a family byte, then tuple elements, a name first).
+        var satchelKeys = 0
+        var hasMarker = false
+        /// Models whose definition decodes here.
+        var defined: Set<String> = []
+        /// Records per model name (objects, changes, index entries and definitions, states…).
+        var records: [String: Int] = [:]
+        /// Definitions and statistics that no longer decode.
+        var broken: [[UInt8]] = []
+        /// `model #id` of each index defined here, and of each index that has entries here.
+        var indexes: Set<String> = []
+        var indexesWithEntries: Set<String> = []
+    }
+
+    /// Step 2 of ``repair(path:force:configuration:)``: the format marker, lost definitions,
+    /// undecodable records; on each partition's raw database, before the store opens (which
+    /// refuses a partition without its marker, or with an undecodable definition).
+    private static func salvage(_ path: String, partitions: [Partition], force: Bool, report: inout RepairReport) throws {
+        var options = LevelDBOptions()
+        options.createIfMissing = false
+        var censuses: [Partition: Census] = [:]
+        var databases: [Partition: LevelDB] = [:]
+        defer { for db in databases.values { try? db.close() } }
+        for partition in partitions {
+            let db = try LevelDB(path: directory(of: partition, in: path), options: options)
+            databases[partition] = db
+            censuses[partition] = try census(of: db)
+        }
+        let defined = censuses.values.reduce(into: Set<String>()) { $0.formUnion($1.defined) }
+        // A model defined nowhere is defined again where most of its records are.
+        var homes: [String: Partition] = [:]
+        for partition in partitions {
+            for (name, count) in censuses[partition]?.records ?? [:] where !name.isEmpty && !defined.contains(name) {
+                if let home = homes[name], (censuses[home]?.records[name] ?? 0) >= count { continue }
+                homes[name] = partition
+            }
+        }
+        for partition in partitions {
+            guard let census = censuses[partition], let db = databases[partition] else { continue }
+            var batch = LevelDBWriteBatch()
+            if census.keys > 0 && !census.hasMarker {
+                guard census.satchelKeys * 2 >= census.keys || force else {
+                    throw SatchelError(
+                        .notAStore,
+                        "\(path) is not a Satchel store: its \(partition.rawValue) partition holds keys that are not Satchel's (\(census.satchelKeys) of \(census.keys) decode)"
+                    )
+                }
+                batch.put(Keys.format, JSONValue.int(Keys.formatVersion).jsonBytes)
+                report.markersRewritten.append(partition)
+            }
+            for key in census.broken { batch.delete(key) }
+            // Entries of an index whose definition is gone are removed with the rebuild.
+            report.indexesLost += census.indexesWithEntries.subtracting(census.indexes).sorted(by: UTF8Order.less)
+            report.recordsDropped += census.broken.count
+            for name in homes.filter({ $0.value == partition }).keys.sorted(by: UTF8Order.less) {
+                let definition = ModelDefinition(name: name, partition: partition, syncType: partition == .local ? .none : .incremental)
+                batch.put(Keys.modelDefinition(name), definition.json.jsonBytes)
+                report.modelsRecreated.append(name)
+            }
+            try db.write(batch, sync: true)
+        }
+    }
+
+    private static func census(of db: LevelDB) throws -> Census {
+        var census = Census()
+        let iterator = try db.makeIterator(fillCache: false)
+        iterator.seekToFirst()
+        while iterator.isValid {
+            census.keys += 1
+            let key = iterator.key
+            if let (family, elements) = try? Keys.decode(key), let first = elements.first?.stringValue {
+                census.satchelKeys += 1
+                let name = elements.count > 1 ? elements[1].stringValue : nil
+                switch (family, first, name) {
+                case (.meta, "format", _):
+                    census.hasMarker = (try? JSONValue(parsing: iterator.value))?.intValue != nil
+                    if !census.hasMarker { census.broken.append(key) }
+                case (.meta, "model", let name?):
+                    census.records[name, default: 0] += 1
+                    let definition = try? ModelDefinition(json: JSONObject(parsing: iterator.value))
+                    if let definition, UTF8Order.equal(definition.name, name) {
+                        census.defined.insert(name)
+                    } else {
+                        census.broken.append(key)
+                    }
+                case (.meta, "index", let name?):
+                    census.records[name, default: 0] += 1
+                    if (try? StoredIndex(json: JSONObject(parsing: iterator.value), model: name)) == nil {
+                        census.broken.append(key)
+                    } else if let id = elements.last?.stringValue {
+                        census.indexes.insert("\(name) #\(id)")
+                    }
+                case (.meta, "stats", let name?):
+                    census.records[name, default: 0] += 1
+                    if (try? iterator.withValue { try StoredStatistics(decoding: $0) }) == nil { census.broken.append(key) }
+                case (.meta, "sync", let name?), (.meta, "rewrite", let name?):
+                    census.records[name, default: 0] += 1
+                case (.meta, _, _):
+                    break  // the session, and records of no model
+                case (.index, _, let id?):
+                    census.records[first, default: 0] += 1
+                    census.indexesWithEntries.insert("\(first) #\(id)")
+                default:
+                    census.records[first, default: 0] += 1
+                }
+            }
+            iterator.next()
+        }
+        try iterator.checkError()
+        return census
+    }
+
+    /// Step 3 of ``repair(path:force:configuration:)``: every index of every model, rebuilt
+    /// from the objects; index entries of indexes whose definition was lost go.
+    private func rebuildIndexes(_ report: inout RepairReport) throws {
+        let models = catalog.withLock { $0.models }.sorted { UTF8Order.less($0.key.name, $1.key.name) }
+        for (name, entry) in models {
+            let partition = entry.definition.partition
+            let prefix = Keys.indexModelPrefix(name.name)
+            let before = try database(partition).countKeys(withPrefix: prefix)
+            guard before > 0 || !entry.indexes.isEmpty else { continue }
+            report.indexEntriesBefore += before
+            // Not used by queries from here until rebuilt.
+            try bulkUpdate { tx in
+                for index in entry.indexes {
+                    var building = index
+                    building.state = .building
+                    try tx.rawWrite(Keys.indexDefinition(name.name, index.id), building.json.jsonBytes, partition: partition, model: name.name)
+                }
+                tx.onCommit { catalog in
+                    for i in catalog.models[name]?.indexes.indices ?? 0..<0 { catalog.models[name]?.indexes[i].state = .building }
+                }
+            }
+            try deleteKeys(withPrefix: prefix, of: name.name, in: partition)
+            let model = Model(store: self, name: name.name)
+            for index in entry.indexes {
+                try model.createIndex(index.definition)
+                report.indexesRebuilt += 1
+            }
+            report.indexEntriesAfter += try database(partition).countKeys(withPrefix: prefix)
+        }
+    }
+
+    /// Recomputes every model's statistics from its data and stores them.
+    func recount() throws {
+        try writer.withLock {
+            let entries = catalog.withLock { $0.models }
+            for (name, entry) in entries {
+                var statistics = StoredStatistics()
+                let model = Model(store: self, name: name.name)
+                try model.scanObjects { _ in
+                    statistics.objects += 1
+                    return true
+                }
+                for change in try model.pendingChanges() { statistics.adjustPending(change.kind, by: 1) }
+                statistics.inFlight = try database(entry.definition.partition).countKeys(withPrefix: Keys.objectRecordPrefix(.inFlight, name.name))
+                statistics.errors = try database(entry.definition.partition).countKeys(withPrefix: Keys.objectRecordPrefix(.error, name.name))
+                for index in entry.indexes {
+                    let n = try database(entry.definition.partition).countKeys(withPrefix: index.prefix)
+                    statistics.indexEntries[index.id] = n == 0 ? nil : n
+                }
+                if statistics != entry.statistics {
+                    var batch = LevelDBWriteBatch()
+                    batch.put(Keys.modelStatistics(name.name), statistics.encoded)
+                    try database(entry.definition.partition).write(batch, sync: true)
+                    catalog.withLock { $0.models[name]?.statistics = statistics }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,155 @@
+import Foundation
+import Satchel
+import SatchelTestSupport
+import Testing
+
+/// `satchel repair` on stores damaged as disks and lost files damage them, checked from the
+/// outside: the files on disk, `check`, and each indexed answer next to a scan's (`export`).
+@Suite("satchel repair on damaged stores")
+struct RepairCLITests {
+    static let brands = ["Acme", "Hooli", "Initech", "Umbrella", "Zenith"]
+
+    /// A store of `count` Items indexed by brand, written by the CLI and compacted into tables
+    /// (with the index built before the import, so entries and objects share the tables).
+    static func makeStore(_ directory: TemporaryDirectory, count: Int) async throws -> (db: String, items: [String: String]) {
+        let db = directory.child("db")
+        var lines: [String] = []
+        var items: [String: String] = [:]
+        for i in 0..<count {
+            let line =
+                #"{"brand":"\#(brands[i % brands.count])","n":\#(i),"object":"i\#(String(format: "%05d", i))","text":"\#(String(repeating: "w", count: 40 + i % 60))"}"#
+            lines.append(line)
+            items["i\(String(format: "%05d", i))"] = line
+        }
+        let file = directory.child("items.jsonl")
+        try lines.joined(separator: "\n").write(toFile: file, atomically: true, encoding: .utf8)
+        #expect(try await CLI.run(["--db", db, "put", "Item", #"{"object":"seed","brand":"Acme"}"#]).status == 0)
+        #expect(try await CLI.run(["--db", db, "delete", "Item", "seed"]).status == 0)
+        #expect(try await CLI.run(["--db", db, "index", "Item", "brand"]).status == 0)
+        let imported = try await CLI.run(["--db", db, "import", "Item", file, "--progress", "none"])
+        #expect(imported.status == 0, "\(imported.stderr)")
+        #expect(try await CLI.run(["--db", db, "compact"]).status == 0)
+        return (db, items)
+    }
+
+    /// The objects `export` prints (a scan of the model), by id.
+    static func exported(_ db: String) async throws -> [String: String] {
+        let result = try await CLI.run(["--db", db, "export", "Item"])
+        #expect(result.status == 0, "\(result.stderr)")
+        var objects: [String: String] = [:]
+        for line in result.lines {
+            let object = try JSONObject(parsing: line)
+            objects[object["object"]?.stringValue ?? ""] = line
+        }
+        return objects
+    }
+
+    /// After a repair: `check` passes, every object left is one that was written (nothing made
+    /// up, nothing half), and each brand's indexed count equals the scan's. Returns the objects
+    /// left.
+    static func expectTruthful(_ db: String, written: [String: String]) async throws -> Int {
+        let check = try await CLI.run(["--db", db, "check"])
+        #expect(check.status == 0, "\(check.stdout)\(check.stderr)")
+        let objects = try await exported(db)
+        for (id, line) in objects { #expect(written[id] == line, "object \(id) after repair: \(line)") }
+        for brand in brands {
+            let indexed = try await CLI.run(["--db", db, "find", "Item", "--where", "brand=\(brand)", "--count", "--require-index"])
+            let scanned = objects.values.filter { $0.contains(#""brand":"\#(brand)""#) }.count
+            #expect(indexed.status == 0 && indexed.lines == ["\(scanned)"], "brand \(brand): index \(indexed.lines), scan \(scanned)")
+        }
+        return objects.count
+    }
+
+    @Test("repair refuses a directory that is not a store, in one line, creating nothing; --force salvages anyway")
+    func refusesOtherDirectories() async throws {
+        let directory = TemporaryDirectory()
+        let other = directory.child("x")
+        try FileManager.default.createDirectory(atPath: other, withIntermediateDirectories: true)
+        try "hi".write(toFile: other + "/notes.txt", atomically: true, encoding: .utf8)
+        let refused = try await CLI.run(["--db", other, "repair"])
+        #expect(refused.status == 1 && refused.stdout.isEmpty)
+        #expect(refused.stderr.split(separator: "\n").count == 1 && refused.stderr.contains("not a Satchel store"), "\(refused.stderr)")
+        #expect(refused.stderr.contains("--force"))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: other) == ["notes.txt"])
+        let empty = directory.child("empty")
+        try FileManager.default.createDirectory(atPath: empty, withIntermediateDirectories: true)
+        #expect(try await CLI.run(["--db", empty, "repair"]).status == 1)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: empty).isEmpty)
+
+        let forced = try await CLI.run(["--db", other, "repair", "--force"])
+        #expect(forced.status == 0, "\(forced.stderr)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: other).contains("notes.txt"))
+    }
+
+    @Test("200 bytes flipped in a table: repair keeps what decodes and rebuilds the index; every indexed count equals the scan's")
+    func flippedBytes() async throws {
+        let directory = TemporaryDirectory()
+        let (db, items) = try await Self.makeStore(directory, count: 6000)
+        let tables = StoreDamage.files(db, suffix: ".ldb")
+        let largest = try #require(tables.max { StoreDamage.size($0) < StoreDamage.size($1) })
+        var random = SplitMix64(seed: 27)
+        try StoreDamage.flipRandomBytes(largest, count: 200, within: 0.05...0.8, random: &random)
+
+        let repaired = try await CLI.run(["--db", db, "repair"])
+        #expect(repaired.status == 0, "\(repaired.stdout)\(repaired.stderr)")
+        #expect(repaired.stdout.contains("ok") && repaired.stdout.contains("rebuilt"), "\(repaired.stdout)")
+        let left = try await Self.expectTruthful(db, written: items)
+        #expect(left > 0 && left < items.count, "the damage cost some objects, not all: \(left)")
+    }
+
+    @Test("a damaged first block of every table loses the format marker: repair writes it again and keeps every record that decodes")
+    func damagedFirstBlocks() async throws {
+        let directory = TemporaryDirectory()
+        let (db, items) = try await Self.makeStore(directory, count: 3000)
+        for table in StoreDamage.files(db, suffix: ".ldb") { try StoreDamage.flip(table, at: 8, count: 16) }
+        let refused = try await CLI.run(["--db", db, "find", "Item", "--count"])
+        #expect(refused.status == 1 && refused.stderr.split(separator: "\n").count == 1, "\(refused.stderr)")
+
+        let repaired = try await CLI.run(["--db", db, "repair"])
+        #expect(repaired.status == 0, "\(repaired.stdout)\(repaired.stderr)")
+        #expect(repaired.stdout.contains("format marker"), "\(repaired.stdout)")
+        // The index's definition was in the first block too: repair says so, and it is declared again.
+        #expect(repaired.stdout.contains("index Item #1 had lost its definition"), "\(repaired.stdout)")
+        #expect(try await CLI.run(["--db", db, "index", "Item", "brand"]).status == 0)
+        let left = try await Self.expectTruthful(db, written: items)
+        #expect(left > items.count / 2, "only the first blocks were lost: \(left) of \(items.count) left")
+    }
+
+    @Test("a missing CURRENT or MANIFEST: repair finds every object again", arguments: ["CURRENT", "MANIFEST-"])
+    func missingFile(_ name: String) async throws {
+        let directory = TemporaryDirectory()
+        let (db, items) = try await Self.makeStore(directory, count: 2000)
+        let files = name == "CURRENT" ? [directory.child("db/user/CURRENT")] : StoreDamage.files(db, suffix: name)
+        #expect(!files.isEmpty)
+        for file in files { try FileManager.default.removeItem(atPath: file) }
+        #expect(try await CLI.run(["--db", db, "find", "Item", "--count"]).status == 1)
+
+        let repaired = try await CLI.run(["--db", db, "repair"])
+        #expect(repaired.status == 0, "\(repaired.stdout)\(repaired.stderr)")
+        #expect(try await Self.expectTruthful(db, written: items) == items.count)
+    }
+
+    @Test("a log cut short: the store opens with whole writes only, and repair leaves it truthful")
+    func truncatedLog() async throws {
+        let directory = TemporaryDirectory()
+        let db = directory.child("db")
+        var items: [String: String] = [:]
+        // Writes only (no reopen): they sit in the log.
+        #expect(try await CLI.run(["--db", db, "index", "Item", "brand"]).status == 1, "no model yet")
+        for i in 0..<40 {
+            let line = #"{"brand":"\#(Self.brands[i % Self.brands.count])","n":\#(i),"object":"i\#(i)"}"#
+            items["i\(i)"] = line
+            #expect(try await CLI.run(["--db", db, "put", "Item", line]).status == 0)
+            if i == 0 { #expect(try await CLI.run(["--db", db, "index", "Item", "brand"]).status == 0) }
+        }
+        // Each CLI run reopens the store, which turns the log into a table: the last run's
+        // writes are the only ones in the log; cut into them.
+        let log = try #require(StoreDamage.files(db, suffix: ".log").max { StoreDamage.size($0) < StoreDamage.size($1) })
+        try StoreDamage.truncate(log, to: StoreDamage.size(log) - 20)
+
+        let repaired = try await CLI.run(["--db", db, "repair"])
+        #expect(repaired.status == 0, "\(repaired.stdout)\(repaired.stderr)")
+        let left = try await Self.expectTruthful(db, written: items)
+        #expect(left >= items.count - 1, "at most the cut write is lost: \(left)")
+    }
+}

@@ -1,0 +1,101 @@
+import Foundation
+import SatchelTestSupport
+import Testing
+
+@testable import Satchel
+
+/// `Store.repair` on exactly the records a damaged first block takes: the format marker, model
+/// and index definitions (the smallest keys of a partition).
+@Suite("Store.repair salvages what damage took from the store's own records")
+struct RepairTests {
+    /// Deletes `keys` from partition `partition` of the closed store at `path`, underneath Satchel.
+    static func erase(_ keys: [[UInt8]], partition: Partition, path: String) throws {
+        var options = LevelDBOptions()
+        options.createIfMissing = false
+        let db = try LevelDB(path: path + "/" + partition.rawValue, options: options)
+        defer { try? db.close() }
+        var batch = LevelDBWriteBatch()
+        for key in keys { batch.delete(key) }
+        try db.write(batch, sync: true)
+    }
+
+    @Test("a lost marker and model definition: the marker is written again, the model registered again in its partition, its objects kept")
+    func lostDefinition() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.child("s")
+        var notes: [Object] = []
+        do {
+            let store = try Store(path: path)
+            let model = try store.register(ModelDefinition(name: "Note", partition: .app))
+            try model.createIndex(IndexDefinition(["topic"]))
+            _ = try store.model("Other").create(["a": 1])
+            for i in 0..<50 { notes.append(try model.create(["topic": .string("t\(i % 5)"), "n": .int(Int64(i))])) }
+            try store.close()
+        }
+        try Self.erase([Keys.format, Keys.modelDefinition("Note")], partition: .app, path: path)
+        expectError(.corruption) { _ = try Store(path: path) }
+
+        let report = try Store.repair(path: path)
+        #expect(report.isHealthy, "\(report.verification.problems)")
+        #expect(report.markersRewritten == [.app])
+        #expect(report.modelsRecreated == ["Note"])
+        #expect(report.indexesLost.isEmpty && report.indexesRebuilt == 1)
+        let store = try Store(path: path)
+        defer { try? store.close() }
+        let definition = try #require(store.models.first { $0.name == "Note" })
+        #expect(definition.partition == .app && definition.kind == .propertyBag)
+        let model = try store.model("Note")
+        #expect(Set(try model.findAll()) == Set(notes))
+        // The index answers as a scan does.
+        #expect(try model.explain(Query(where: ["topic": "t3"])).access == .index(IndexDefinition(["topic"])))
+        #expect(Set(try model.findAll(where: ["topic": "t3"])) == Set(notes.filter { $0["topic"] == "t3" }))
+        #expect(try store.model("Other").count() == 1)
+    }
+
+    @Test("a lost index definition: its entries go, the repair says which index to declare again, and the store checks clean")
+    func lostIndexDefinition() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.child("s")
+        do {
+            let store = try Store(path: path)
+            let model = try store.model("Item")
+            try model.createIndex(IndexDefinition(["brand"]))
+            try model.createIndex(.elements(of: "tags"))
+            for i in 0..<30 { _ = try model.create(["brand": .string("b\(i % 3)"), "tags": ["x", .string("t\(i)")]]) }
+            try store.close()
+        }
+        try Self.erase([Keys.indexDefinition("Item", 1)], partition: .user, path: path)
+        let report = try Store.repair(path: path)
+        #expect(report.isHealthy, "\(report.verification.problems)")
+        #expect(report.indexesLost == ["Item #1"])
+        #expect(report.indexesRebuilt == 1 && report.indexEntriesBefore == 30 + 60 && report.indexEntriesAfter == 60)
+        let store = try Store(path: path)
+        defer { try? store.close() }
+        #expect(try store.model("Item").indexes.map(\.definition) == [.elements(of: "tags")])
+    }
+
+    @Test("a partition whose keys are not Satchel's is not given a marker: repair refuses it, --force aside")
+    func foreignKeys() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.child("s")
+        try Store(path: path).close()
+        do {
+            var options = LevelDBOptions()
+            options.createIfMissing = false
+            let db = try LevelDB(path: path + "/user", options: options)
+            var batch = LevelDBWriteBatch()
+            batch.delete(Keys.format)
+            for i in 0..<10 { batch.put(Array("someone-else's key \(i)".utf8), [1, 2, 3]) }
+            try db.write(batch, sync: true)
+            try db.close()
+        }
+        #expect(throws: SatchelError.self) { try Store.repair(path: path) }
+        do {
+            _ = try Store.repair(path: path)
+        } catch let error as SatchelError {
+            #expect(error.code == .notAStore && error.message.contains("0 of 10"), "\(error)")
+        }
+        let forced = try Store.repair(path: path, force: true)
+        #expect(forced.markersRewritten == [.user] && !forced.isHealthy, "the foreign keys are reported, not dropped")
+    }
+}
