@@ -89,3 +89,54 @@ struct CompactCommand: ParsableCommand {
         return total
     }
 }
+
+struct BackupCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "backup",
+        abstract: "Copy the store, as of one moment (whole transactions only), into a new store at DIR2.",
+        discussion: """
+            The store stays usable meanwhile (other processes cannot open it while this one does). The copy is \
+            written to DIR2.incomplete and renamed to DIR2 when whole: a backup that fails or is killed leaves no \
+            store at DIR2. Shows progress on a terminal; prints one line with what was copied.
+            """
+    )
+
+    @OptionGroup var store: StoreOptions
+    @Argument(help: ArgumentHelp("The new directory for the copy.", valueName: "dir2")) var destination: String
+
+    func run() throws {
+        let bar = Output.stderrIsTerminal ? ProgressBar() : nil
+        let copied = try store.withStore { store in
+            try store.backup(to: destination) { progress in
+                let total = max(progress.estimatedBytes, progress.bytes, 1)
+                bar?.draw(fraction: Double(progress.bytes) / Double(total), label: "\(progress.keys) keys, \(progress.bytes >> 20) MiB")
+            }
+        }
+        bar?.finish()
+        Output.line("backed up: \(copied.keys) keys (\(copied.bytes) bytes) and \(copied.blobs) blob files to \(destination)")
+    }
+}
+
+struct RestoreCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "restore",
+        abstract: "Replace the store with a copy of the backup at DIR2 (which is left as it is).",
+        discussion: """
+            The copy is checked before anything changes, then swapped in at once: killed at any moment, the store's \
+            directory holds the old store or the restored one. The store it replaced is kept beside it (its path is \
+            printed): it may hold work newer than the backup. The store must not be open elsewhere.
+            """
+    )
+
+    @OptionGroup var store: StoreOptions
+    @Argument(help: ArgumentHelp("The backup to restore.", valueName: "dir2")) var backup: String
+
+    func run() throws {
+        let path = try store.path()
+        if let replaced = try Store.restore(from: backup, to: path) {
+            Output.line("restored \(path) from \(backup); the store it replaced is kept at \(replaced)")
+        } else {
+            Output.line("restored \(path) from \(backup)")
+        }
+    }
+}

@@ -19,7 +19,8 @@ struct SatchelCommand: AsyncParsableCommand {
             ImportCommand.self, IndexCommand.self, PutCommand.self, UpdateCommand.self, DeleteCommand.self, FindCommand.self,
             StatsCommand.self, CheckCommand.self, RepairCommand.self, SyncCommand.self, SearchCommand.self, VerifyCommand.self, ErrorsCommand.self,
             ResolveCommand.self,
-            LogoutCommand.self, ResetCommand.self, BlobCommand.self, ExportCommand.self, CompactCommand.self, PicklistCommand.self, DemoCommand.self,
+            LogoutCommand.self, ResetCommand.self, BlobCommand.self, ExportCommand.self, CompactCommand.self, BackupCommand.self, RestoreCommand.self,
+            PicklistCommand.self, DemoCommand.self,
         ]
     )
 

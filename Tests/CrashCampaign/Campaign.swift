@@ -17,6 +17,9 @@ struct Campaign {
         var pullObjects = 100_000
         var pushChanges = 5_000
         var indexObjects = 200_000
+        var backupObjects = 100_000
+        /// Objects in each store the damage scenario damages.
+        var damageObjects = 20_000
         var seed: UInt64
         /// The `satchel` executable.
         var satchel: String

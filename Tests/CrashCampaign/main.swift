@@ -5,9 +5,11 @@ import Foundation
 //   CrashCampaign [--kills N] [--scale F] [--seed S] [--work DIR] [--satchel PATH] [SCENARIO…]
 //   CrashCampaign bulk-writer DB ROUNDS        (the transaction writer the bulk scenario kills)
 //
-// SCENARIO is import, bulk, pull, push or index (default: all five). --scale multiplies the
-// object counts (1: 200,000 imported, 20,000 per transaction, 100,000 pulled, 5,000 pushed,
-// 200,000 indexed). It prints one line per scenario and a total, and exits 1 on any failure.
+// SCENARIO is import, bulk, pull, push, index, backup or damage (default: all). --scale
+// multiplies the object counts (1: 200,000 imported, 20,000 per transaction, 100,000 pulled,
+// 5,000 pushed, 200,000 indexed, 100,000 backed up, 20,000 in each damaged store). The damage
+// scenario damages N stores (--kills) instead of killing a run. It prints one line per scenario
+// and a total, and exits 1 on any failure.
 
 let arguments = Array(CommandLine.arguments.dropFirst())
 if arguments.first == "bulk-writer" {
@@ -48,11 +50,11 @@ while let argument = iterator.next() {
     case "--seed": seed = number(UInt64.self)
     case "--work": work = value()
     case "--satchel": satchel = value()
-    case "import", "bulk", "pull", "push", "index": scenarios.append(argument)
+    case "import", "bulk", "pull", "push", "index", "backup", "damage": scenarios.append(argument)
     default: usage("unknown argument '\(argument)'")
     }
 }
-if scenarios.isEmpty { scenarios = ["import", "bulk", "pull", "push", "index"] }
+if scenarios.isEmpty { scenarios = ["import", "bulk", "pull", "push", "index", "backup", "damage"] }
 guard FileManager.default.isExecutableFile(atPath: satchel) else { usage("no satchel executable at \(satchel) (pass --satchel)") }
 
 let workDirectory = work ?? NSTemporaryDirectory() + "satchel-crash-\(getpid())"
@@ -61,7 +63,8 @@ let factor = scale
 func scaled(_ n: Int) -> Int { max(1, Int((Double(n) * factor).rounded())) }
 let settings = Campaign.Settings(
     kills: kills, importObjects: scaled(200_000), bulkObjects: scaled(20_000), pullObjects: scaled(100_000), pushChanges: max(5, scaled(5_000)),
-    indexObjects: scaled(200_000), seed: seed, satchel: satchel, campaign: CommandLine.arguments[0], work: workDirectory)
+    indexObjects: scaled(200_000), backupObjects: scaled(100_000), damageObjects: scaled(20_000), seed: seed, satchel: satchel,
+    campaign: CommandLine.arguments[0], work: workDirectory)
 
 /// Prints a line at once (the script shows progress as it comes).
 func say(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
@@ -71,6 +74,7 @@ func runCampaign(_ settings: Campaign.Settings, _ scenarios: [String], scale: Do
     var campaign = Campaign(settings)
     say("crash campaign: seed \(settings.seed), \(settings.kills) kills per scenario, scale \(scale), in \(settings.work)")
     var total = Campaign.Tally()
+    var damaged = 0
     for scenario in scenarios {
         let tally: Campaign.Tally
         let size: String
@@ -88,6 +92,19 @@ func runCampaign(_ settings: Campaign.Settings, _ scenarios: [String], scale: Do
             case "push":
                 tally = try await campaign.pushScenario()
                 size = "\(settings.pushChanges) changes pushed"
+            case "backup":
+                tally = try campaign.backupScenario()
+                size = "\(settings.backupObjects) objects backed up"
+            case "damage":
+                var figures = Campaign.DamageFigures()
+                tally = try campaign.damageScenario(figures: &figures)
+                for failure in tally.failures { say("  FAILURE \(failure)") }
+                say(
+                    "crash damage: \(figures.stores) stores damaged (flipped bytes, first blocks, log cut short, MANIFEST gone, CURRENT gone in turn), \(figures.objects) objects written, \(figures.survived) whose bytes survived, \(figures.salvaged) salvaged, \(figures.queries) indexed counts compared with scans (\(figures.indexesDeclaredAgain) indexes declared again as repair asked), failures: \(tally.failures.count), \(Int(tally.seconds)) s"
+                )
+                total.failures += tally.failures
+                damaged += figures.stores
+                continue
             default:
                 tally = try campaign.indexScenario()
                 size = "\(settings.indexObjects) objects indexed"
@@ -104,7 +121,10 @@ func runCampaign(_ settings: Campaign.Settings, _ scenarios: [String], scale: Do
         total.finished += tally.finished
         total.failures += tally.failures
     }
-    say("crash campaign: \(total.kills) kills in \(scenarios.count) scenarios, failures: \(total.failures.count)")
+    let killed = scenarios.filter { $0 != "damage" }.count
+    say(
+        "crash campaign: \(total.kills) kills in \(killed) scenarios\(scenarios.contains("damage") ? ", \(damaged) damaged stores repaired" : ""), failures: \(total.failures.count)"
+    )
     return total.failures.isEmpty ? 0 : 1
 }
 

@@ -47,4 +47,32 @@ struct StoreToolsCLITests {
         #expect(try await CLI.run(["--db", db, "find", "Note", "--count"]).lines == ["10"])
         #expect(try await CLI.run(["--db", directory.child("missing"), "compact"]).status != 0)
     }
+
+    @Test("backup copies the store into a new one that checks clean; restore swaps it back and keeps the replaced store")
+    func backupAndRestore() async throws {
+        let directory = TemporaryDirectory()
+        let db = directory.child("db")
+        let backup = directory.child("backup")
+        for i in 0..<20 { _ = try await CLI.run(["--db", db, "put", "Note", #"{"object":"n\#(i)","topic":"t\#(i % 3)"}"#]) }
+        #expect(try await CLI.run(["--db", db, "index", "Note", "topic"]).status == 0)
+        let copied = try await CLI.run(["--db", db, "backup", backup])
+        #expect(copied.status == 0 && copied.lines.first?.hasPrefix("backed up: ") == true, "\(copied.stderr)")
+        #expect(try await CLI.run(["--db", backup, "check"]).status == 0)
+        #expect(try await CLI.run(["--db", backup, "find", "Note", "--where", "topic=t1", "--count", "--require-index"]).lines == ["7"])
+        let again = try await CLI.run(["--db", db, "backup", backup])
+        #expect(again.status == 1 && again.stderr.split(separator: "\n").count == 1 && again.stderr.contains("exists"), "\(again.stderr)")
+
+        #expect(try await CLI.run(["--db", db, "delete", "Note", "n0"]).status == 0)
+        let other = directory.child("other")
+        try FileManager.default.createDirectory(atPath: other, withIntermediateDirectories: true)
+        let refused = try await CLI.run(["--db", db, "restore", other])
+        #expect(refused.status == 1 && refused.stderr.split(separator: "\n").count == 1, "\(refused.stderr)")
+        #expect(try await CLI.run(["--db", db, "find", "Note", "--count"]).lines == ["19"], "a refused restore changes nothing")
+
+        let restored = try await CLI.run(["--db", db, "restore", backup])
+        #expect(restored.status == 0, "\(restored.stderr)")
+        #expect(try await CLI.run(["--db", db, "find", "Note", "--count"]).lines == ["20"])
+        let replaced = try #require(restored.lines.first?.components(separatedBy: "kept at ").last)
+        #expect(try await CLI.run(["--db", replaced, "find", "Note", "--count"]).lines == ["19"])
+    }
 }

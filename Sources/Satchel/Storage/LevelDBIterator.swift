@@ -151,6 +151,20 @@ struct LevelDBWriteBatch: ~Copyable {
         count += 1
     }
 
+    /// Adds a put of bytes read in place (an iterator's key and value). LevelDB copies them.
+    mutating func put(key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
+        leveldb_writebatch_put(
+            pointer, key.baseAddress?.assumingMemoryBound(to: CChar.self), key.count, value.baseAddress?.assumingMemoryBound(to: CChar.self),
+            value.count)
+        count += 1
+    }
+
+    /// Empties the batch, to fill it again.
+    mutating func clear() {
+        leveldb_writebatch_clear(pointer)
+        count = 0
+    }
+
     /// Adds a delete.
     mutating func delete(_ key: [UInt8]) {
         key.withUnsafeBufferPointer { k in

@@ -188,10 +188,13 @@ public final class Store: Sendable {
 
     /// Whether the existing directory `path` may be opened as a store: it holds a partition
     /// (`user`, `app` or `local`), or, when a store may be created, nothing at all. Anything
-    /// else is refused before a file is written into it (LevelDB makes a database's directory
+    /// else (an unfinished backup included) is refused before a file is written into it (LevelDB makes a database's directory
     /// before it finds it missing).
     static func checkIsStore(_ path: String, creating: Bool) throws(SatchelError) {
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
+        if entries.contains(unfinishedBackupMarker) {
+            throw SatchelError(.notAStore, "\(path) is an unfinished backup, not a store: run the backup again")
+        }
         if entries.contains(where: { name in Partition.allCases.contains { $0.rawValue == name } }) { return }
         if entries.isEmpty {
             if creating { return }

@@ -1,0 +1,29 @@
+import CLevelDB
+import Foundation
+
+/// The file system calls a store's directory needs beyond Foundation's: an atomic exchange of
+/// two directories (a restore swaps the restored copy in), and making a rename durable.
+enum FileSystem {
+    /// Exchanges the directories at `a` and `b` in one step: at every moment each path holds
+    /// one of the two, whole.
+    static func exchange(_ a: String, _ b: String) throws(SatchelError) {
+        guard satchel_exchange_paths(a, b) == 0 else {
+            throw SatchelError(.io, "cannot exchange \(a) and \(b): \(String(cString: strerror(errno)))")
+        }
+    }
+
+    /// Renames `source` to `destination` (which must not exist, or be an empty directory).
+    static func rename(_ source: String, to destination: String) throws(SatchelError) {
+        guard Foundation.rename(source, destination) == 0 else {
+            throw SatchelError(.io, "cannot rename \(source) to \(destination): \(String(cString: strerror(errno)))")
+        }
+    }
+
+    /// Flushes a directory's entries to the disk, so that a rename in it survives a power cut.
+    static func synchronizeDirectory(_ path: String) {
+        let descriptor = open(path, O_RDONLY)
+        guard descriptor >= 0 else { return }
+        _ = fsync(descriptor)
+        close(descriptor)
+    }
+}

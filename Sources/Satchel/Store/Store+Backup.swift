@@ -1,0 +1,277 @@
+import Foundation
+import Synchronization
+
+/// How far ``Store/backup(to:progress:)`` has got; its last value is what the backup holds.
+public struct BackupProgress: Sendable {
+    /// Keys copied so far, of every partition: objects, index entries, pending changes and
+    /// other sync records, definitions, the session.
+    public var keys = 0
+    /// Bytes of those keys and values.
+    public var bytes = 0
+    /// The store's files' size when the copy began: about the bytes to copy (compression and
+    /// versions LevelDB has not compacted away make the two differ).
+    public var estimatedBytes = 0
+    /// Blob files copied.
+    public var blobs = 0
+}
+
+extension Store {
+    /// The file inside a backup being written: its directory is no store until the copy is
+    /// whole (``Store/init(path:configuration:)`` refuses it).
+    static let unfinishedBackupMarker = "SATCHEL-BACKUP-INCOMPLETE"
+    /// The file inside a restored copy until it has been checked.
+    static let unfinishedRestoreMarker = "SATCHEL-RESTORE-INCOMPLETE"
+
+    /// Copies the store, while it stays open for reads and writes, into a new store at
+    /// `destination`, as of one moment: every transaction committed before it, none after.
+    /// Objects, indexes, pending changes, in-flight and refused changes, sync states and the
+    /// session are copied, and the blob files.
+    ///
+    /// The copy is written beside `destination` (in `destination.incomplete`, which no one can
+    /// open as a store) and renamed into place when whole: killed at any moment, the backup
+    /// leaves no store at `destination`, and the next backup replaces the unfinished one. The
+    /// source is only read.
+    ///
+    /// ```swift
+    /// try store.backup(to: "/backups/notes-2026-11-26") { progress in
+    ///     print("\(progress.bytes) of about \(progress.estimatedBytes) bytes")
+    /// }
+    /// let copy = try Store(path: "/backups/notes-2026-11-26")
+    /// ```
+    ///
+    /// Blob files are copied after the keys: a file that ``BlobStore/removeOrphans(olderThan:)``
+    /// deletes meanwhile (its last reference deleted after the backup's moment) is missing
+    /// from the copy.
+    ///
+    /// - Parameter progress: called after each batch of keys and once at the end.
+    /// - Returns: what was copied.
+    /// - Throws: ``SatchelError`` `.alreadyExists` when `destination` exists (and is not an empty
+    ///   directory), `.invalidArgument` for a destination inside the store, `.io` when the copy
+    ///   cannot be written; nothing is left at `destination` then.
+    @discardableResult
+    public func backup(to destination: String, progress: ((BackupProgress) -> Void)? = nil) throws -> BackupProgress {
+        let fileManager = FileManager.default
+        let target = URL(fileURLWithPath: destination).standardizedFileURL.path
+        let source = URL(fileURLWithPath: path).standardizedFileURL.path
+        guard target != source && !target.hasPrefix(source + "/") else {
+            throw SatchelError(.invalidArgument, "the backup of \(path) cannot go inside it (\(destination))")
+        }
+        var isDirectory: ObjCBool = false
+        if fileManager.fileExists(atPath: target, isDirectory: &isDirectory) {
+            let empty = isDirectory.boolValue && ((try? fileManager.contentsOfDirectory(atPath: target))?.isEmpty ?? false)
+            guard empty else { throw SatchelError(.alreadyExists, "\(destination) exists: a backup goes to a new directory") }
+        }
+        let partial = target + ".incomplete"
+        if fileManager.fileExists(atPath: partial) {
+            guard fileManager.fileExists(atPath: partial + "/" + Self.unfinishedBackupMarker) else {
+                throw SatchelError(.alreadyExists, "\(partial) exists and is not an unfinished backup; move it away first")
+            }
+            try? fileManager.removeItem(atPath: partial)
+        }
+        do {
+            try fileManager.createDirectory(atPath: partial, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            guard fileManager.createFile(atPath: partial + "/" + Self.unfinishedBackupMarker, contents: Data()) else {
+                throw SatchelError(.io, "cannot write into \(partial)")
+            }
+        } catch let error as SatchelError {
+            throw error
+        } catch {
+            throw SatchelError(.io, "cannot create \(partial): \(error.localizedDescription)")
+        }
+        do {
+            let state = try copy(into: partial, progress: progress)
+            try? fileManager.removeItem(atPath: partial + "/" + Self.unfinishedBackupMarker)
+            FileSystem.synchronizeDirectory(partial)
+            try FileSystem.rename(partial, to: target)
+            FileSystem.synchronizeDirectory(URL(fileURLWithPath: target).deletingLastPathComponent().path)
+            progress?(state)
+            return state
+        } catch {
+            try? fileManager.removeItem(atPath: partial)
+            throw error
+        }
+    }
+
+    /// The copy of ``backup(to:progress:)``: every partition as of one moment, then the blobs.
+    private func copy(into directory: String, progress: ((BackupProgress) -> Void)?) throws -> BackupProgress {
+        // The moment: no write lands while the three snapshots are taken.
+        let snapshots = try writer.withLock { try Partition.allCases.map { try database($0).makeSnapshot() } }
+        var state = BackupProgress()
+        state.estimatedBytes = Self.filesSize(path)
+        var options = LevelDBOptions()
+        options.snappyCompression = configuration.compression
+        options.blockSize = configuration.blockSize
+        options.maxFileSize = configuration.maxFileSize
+        options.bloomBitsPerKey = configuration.bloomFilterBitsPerKey
+        options.blockCacheSize = 0
+        options.writeBufferSize = max(configuration.writeBufferSize, 64 << 20)
+        for (partition, snapshot) in zip(Partition.allCases, snapshots) {
+            let partitionDirectory = URL(fileURLWithPath: directory).appendingPathComponent(partition.rawValue).path
+            Self.restrictToOwner(partitionDirectory, creating: true)
+            let copy = try LevelDB(path: partitionDirectory, options: options)
+            let iterator = try database(partition).makeIterator(snapshot: snapshot, fillCache: false)
+            iterator.seekToFirst()
+            var batch = LevelDBWriteBatch()
+            var batchBytes = 0
+            while iterator.isValid {
+                iterator.withKey { key in
+                    iterator.withValue { value in
+                        batch.put(key: key, value: value)
+                        batchBytes += key.count + value.count
+                    }
+                }
+                iterator.next()
+                if batchBytes >= 4 << 20 {
+                    try copy.write(batch, sync: false)
+                    state.keys += batch.count
+                    state.bytes += batchBytes
+                    batch.clear()
+                    batchBytes = 0
+                    progress?(state)
+                }
+            }
+            try iterator.checkError()
+            // The last batch syncs the log; LevelDB syncs the tables it wrote as it wrote them.
+            try copy.write(batch, sync: true)
+            state.keys += batch.count
+            state.bytes += batchBytes
+            try copy.close()
+        }
+        let blobs = blobs.directory.path
+        if let names = try? FileManager.default.contentsOfDirectory(atPath: blobs), !names.isEmpty {
+            let copied = URL(fileURLWithPath: directory).appendingPathComponent("blobs").path
+            do {
+                try FileManager.default.createDirectory(atPath: copied, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+                for name in names.sorted() {
+                    // A file removed since the listing has no reference left.
+                    guard FileManager.default.fileExists(atPath: blobs + "/" + name) else { continue }
+                    try FileManager.default.copyItem(atPath: blobs + "/" + name, toPath: copied + "/" + name)
+                    state.blobs += 1
+                }
+            } catch {
+                throw SatchelError(.io, "cannot copy the blob files: \(error.localizedDescription)")
+            }
+        }
+        return state
+    }
+
+    /// The bytes of the files under `directory`.
+    static func filesSize(_ directory: String) -> Int {
+        guard let walker = FileManager.default.enumerator(atPath: directory) else { return 0 }
+        var total = 0
+        while let name = walker.nextObject() as? String {
+            total += ((try? FileManager.default.attributesOfItem(atPath: directory + "/" + name))?[.size] as? NSNumber)?.intValue ?? 0
+        }
+        return total
+    }
+
+    /// Replaces the store at `path` with a copy of the backup at `backup` (which is only read).
+    ///
+    /// The copy is made beside `path`, opened and checked (``verify()``) before anything at
+    /// `path` changes; then the two directories are exchanged in one step, so that killed at any
+    /// moment, `path` holds the old store or the restored one, whole. The store it replaced is
+    /// kept, renamed, and its path returned: it may hold work newer than the backup.
+    ///
+    /// Run it with the store at `path` closed (by this process too).
+    ///
+    /// - Returns: where the replaced store now is, or nil when there was none at `path`.
+    /// - Throws: ``SatchelError`` `.storeMissing` or `.notAStore` for a `backup` that is not a
+    ///   whole store, `.corruption` when its copy fails its check, `.locked` when the store at
+    ///   `path` is open in another process.
+    @discardableResult
+    public static func restore(from backup: String, to path: String, configuration: Configuration = Configuration()) throws -> String? {
+        let fileManager = FileManager.default
+        let target = URL(fileURLWithPath: path).standardizedFileURL.path
+        let staging = target + ".restoring"
+        var isDirectory: ObjCBool = false
+        guard fileManager.fileExists(atPath: backup, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw SatchelError(.storeMissing, "no backup at \(backup)")
+        }
+        try checkIsStore(backup, creating: false)
+        let existing = fileManager.fileExists(atPath: target)
+        if existing { try checkNotOpen(target) }
+        if fileManager.fileExists(atPath: staging) {
+            if fileManager.fileExists(atPath: staging + "/" + unfinishedRestoreMarker) {
+                try? fileManager.removeItem(atPath: staging)
+            } else {
+                // A store an earlier restore replaced, killed before it was renamed away.
+                try FileSystem.rename(staging, to: replacedName(target))
+            }
+        }
+        do {
+            try fileManager.createDirectory(atPath: staging, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            _ = fileManager.createFile(atPath: staging + "/" + unfinishedRestoreMarker, contents: Data())
+            for name in try fileManager.contentsOfDirectory(atPath: backup) where name != unfinishedBackupMarker {
+                try fileManager.copyItem(atPath: backup + "/" + name, toPath: staging + "/" + name)
+            }
+        } catch {
+            try? fileManager.removeItem(atPath: staging)
+            throw SatchelError(.io, "cannot copy the backup \(backup): \(error.localizedDescription)")
+        }
+        do {
+            var checking = configuration
+            checking.createIfMissing = false
+            let copy = try Store(path: staging, configuration: checking)
+            let report = try copy.verify()
+            try copy.close()
+            guard report.isHealthy else {
+                throw SatchelError(
+                    .corruption,
+                    "the backup \(backup) fails its check (\(report.problemCount) problems, first: \(report.problems.first ?? "?")); nothing was restored"
+                )
+            }
+        } catch {
+            try? fileManager.removeItem(atPath: staging)
+            throw error
+        }
+        try? fileManager.removeItem(atPath: staging + "/" + unfinishedRestoreMarker)
+        FileSystem.synchronizeDirectory(staging)
+        let parent = URL(fileURLWithPath: target).deletingLastPathComponent().path
+        guard existing else {
+            try FileSystem.rename(staging, to: target)
+            FileSystem.synchronizeDirectory(parent)
+            return nil
+        }
+        try FileSystem.exchange(staging, target)
+        let replaced = replacedName(target)
+        try FileSystem.rename(staging, to: replaced)
+        FileSystem.synchronizeDirectory(parent)
+        return replaced
+    }
+
+    /// `path.replaced-YYYYMMDD-HHMMSS` (and a number when that exists).
+    private static func replacedName(_ path: String) -> String {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        formatter.dateFormat = "yyyyMMdd-HHmmss"
+        let base = "\(path).replaced-\(formatter.string(from: Date()))"
+        var name = base
+        var n = 1
+        while FileManager.default.fileExists(atPath: name) {
+            n += 1
+            name = "\(base)-\(n)"
+        }
+        return name
+    }
+
+    /// Throws `.locked` when another process has a partition of the store at `path` open (a
+    /// damaged store, which cannot be opened, is not refused).
+    private static func checkNotOpen(_ path: String) throws {
+        var options = LevelDBOptions()
+        options.createIfMissing = false
+        options.blockCacheSize = 0
+        for partition in Partition.allCases {
+            let directory = URL(fileURLWithPath: path).appendingPathComponent(partition.rawValue).path
+            guard FileManager.default.fileExists(atPath: directory) else { continue }
+            do {
+                try LevelDB(path: directory, options: options).close()
+            } catch {
+                // A damaged store (what a restore is for) is not refused.
+                if error.code == .locked {
+                    throw SatchelError(.locked, "the store at \(path) is open elsewhere: close it before restoring")
+                }
+            }
+        }
+    }
+}

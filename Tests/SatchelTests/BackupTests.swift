@@ -1,0 +1,146 @@
+import Foundation
+import SatchelTestSupport
+import Synchronization
+import Testing
+
+@testable import Satchel
+
+@Suite("Online backup and restore")
+struct BackupTests {
+    /// A store with what a backup must carry: objects and an index in two partitions, pending
+    /// changes, a model's sync state, the session, a blob.
+    static func fill(_ store: Store) throws -> (items: [Object], photo: String) {
+        let items = try store.model("Item")
+        try items.createIndex(IndexDefinition(["brand"]))
+        var written: [Object] = []
+        for i in 0..<500 { written.append(try items.create(["brand": .string("b\(i % 7)"), "n": .int(Int64(i))])) }
+        let settings = try store.register(ModelDefinition(name: "Setting", partition: .local))
+        _ = try settings.put(["object": "theme", "value": "dark"])
+        var state = ModelSyncState()
+        state.cursor = "page-42"
+        try store.bulkUpdate { tx in try tx.setSyncState(items, state) }
+        try store.setStoredSession(["token": "t-1", "user": "ann"])
+        let photo = try store.blobs.put(Data("jpeg bytes".utf8))
+        _ = try items.put(["object": "with-photo", "photo": .string(photo)])
+        return (written, photo)
+    }
+
+    @Test("a backup holds every object, index, pending change, sync state, session and blob, and passes its check")
+    func wholeCopy() throws {
+        let directory = TemporaryDirectory()
+        let store = try Store(path: directory.child("s"))
+        let (items, photo) = try Self.fill(store)
+        var calls = 0
+        let copied = try store.backup(to: directory.child("b")) { _ in calls += 1 }
+        #expect(calls >= 1 && copied.blobs == 1 && copied.keys > 1000 && copied.bytes > 0 && copied.estimatedBytes > 0)
+        let pendingBefore = try store.model("Item").pendingChanges()
+        try store.close()
+        #expect(!FileManager.default.fileExists(atPath: directory.child("b.incomplete")))
+
+        let copy = try Store(path: directory.child("b"))
+        defer { try? copy.close() }
+        #expect(try copy.verify().isHealthy)
+        let model = try copy.model("Item")
+        #expect(Set(try model.findAll(where: ["brand": "b3"])) == Set(items.filter { $0["brand"] == "b3" }))
+        #expect(try model.explain(Query(where: ["brand": "b3"])).access == .index(IndexDefinition(["brand"])))
+        #expect(try model.pendingChanges() == pendingBefore)
+        #expect(try copy.bulkUpdate { tx in try tx.syncState(model) }.cursor == "page-42")
+        #expect(try copy.storedSession() == ["token": "t-1", "user": "ann"])
+        #expect(try copy.blobs.data(for: photo) == Data("jpeg bytes".utf8))
+        #expect(try copy.model("Setting").find("theme")?["value"] == "dark")
+    }
+
+    @Test("a backup taken during a stream of transactions holds whole transactions only, across partitions")
+    func consistentMoment() throws {
+        let directory = TemporaryDirectory()
+        let store = try Store(path: directory.child("s"))
+        defer { try? store.close() }
+        let items = try store.model("Item")
+        let tally = try store.register(ModelDefinition(name: "Tally", partition: .local))
+        let count = 2000
+        try store.bulkUpdate { tx in
+            for i in 0..<count { _ = try tx.put(["object": .string("i\(i)"), "round": 0], in: items) }
+        }
+        _ = try tally.put(["object": "rounds", "round": 0])
+        // Each round: one transaction moves every Item to it, then one in the other partition
+        // records it. A moment between the two sees the Tally one round behind.
+        let stop = Locked(false)
+        let finished = DispatchSemaphore(value: 0)
+        let writer = Thread {
+            defer { finished.signal() }
+            var round: Int64 = 1
+            while !stop.withLock({ $0 }) {
+                try? store.bulkUpdate { tx in
+                    for i in 0..<count { _ = try tx.update("i\(i)", with: ["round": .int(round)], in: items) }
+                }
+                _ = try? tally.put(["object": "rounds", "round": .int(round)])
+                round += 1
+            }
+        }
+        writer.start()
+        var rounds: Set<Int64> = []
+        for attempt in 0..<4 {
+            let path = directory.child("b\(attempt)")
+            try store.backup(to: path)
+            let copy = try Store(path: path)
+            let seen = Set(try copy.model("Item").findAll().compactMap { $0["round"]?.intValue })
+            let recorded = try copy.model("Tally").find("rounds")?["round"]?.intValue
+            #expect(seen.count == 1, "objects of several transactions: rounds \(seen.sorted())")
+            if let round = seen.first, let recorded {
+                #expect(recorded == round || recorded == round - 1, "Item round \(round), Tally \(recorded)")
+                rounds.insert(round)
+            }
+            #expect(try copy.verify().isHealthy)
+            try copy.close()
+        }
+        stop.withLock { $0 = true }
+        finished.wait()
+        #expect(rounds.count >= 1)
+    }
+
+    @Test("an unfinished backup is refused as a store; the next backup to the same place replaces it")
+    func unfinished() throws {
+        let directory = TemporaryDirectory()
+        let store = try Store(path: directory.child("s"))
+        defer { try? store.close() }
+        _ = try store.model("Item").create(["a": 1])
+        // What a backup killed midway leaves: a partition, and the marker.
+        let partial = directory.child("b.incomplete")
+        try FileManager.default.createDirectory(atPath: partial + "/user", withIntermediateDirectories: true)
+        _ = FileManager.default.createFile(atPath: partial + "/" + Store.unfinishedBackupMarker, contents: Data())
+        expectError(.notAStore) { _ = try Store(path: partial) }
+        try store.backup(to: directory.child("b"))
+        #expect(!FileManager.default.fileExists(atPath: partial))
+        expectError(.alreadyExists) { try store.backup(to: directory.child("b")) }
+        expectError(.invalidArgument) { try store.backup(to: directory.child("s/inside")) }
+    }
+
+    @Test("restore swaps the checked copy in, keeps the replaced store, leaves the backup as it was, and refuses an open store")
+    func restore() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.child("s")
+        let backup = directory.child("b")
+        do {
+            let store = try Store(path: path)
+            _ = try store.model("Item").put(["object": "old", "a": 1])
+            try store.backup(to: backup)
+            _ = try store.model("Item").put(["object": "newer", "a": 2])
+            expectError(.locked) { try Store.restore(from: backup, to: path) }
+            try store.close()
+        }
+        let backupFiles = StoreDamage.files(backup, suffix: ".ldb") + StoreDamage.files(backup, suffix: ".log")
+        let replaced = try #require(try Store.restore(from: backup, to: path))
+        #expect(StoreDamage.files(backup, suffix: ".ldb") + StoreDamage.files(backup, suffix: ".log") == backupFiles)
+        let restored = try Store(path: path)
+        #expect(try restored.model("Item").findAll().map(\.id) == ["old"])
+        try restored.close()
+        let kept = try Store(path: replaced)
+        #expect(try kept.model("Item").count() == 2, "the replaced store keeps the newer work")
+        try kept.close()
+        #expect(!FileManager.default.fileExists(atPath: path + ".restoring"))
+
+        // Into a path with no store: a plain copy.
+        #expect(try Store.restore(from: backup, to: directory.child("fresh")) == nil)
+        expectError(.storeMissing) { try Store.restore(from: directory.child("nothing"), to: path) }
+    }
+}
