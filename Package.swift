@@ -214,11 +214,13 @@ let package = Package(
             swiftSettings: settings
         ),
         // The crash campaign (scripts/crash-campaign.sh): kills the satchel executable at random
-        // moments of an import, a transaction writer, a pull, a push and an index build, and
-        // checks the store after each kill.
+        // moments of an import, a transaction writer, a pull, a push, an index build, a backup
+        // and a migration, and checks the store after each kill (a migration's, underneath
+        // Satchel with LevelDB's C API, before an open finishes it); then damages stores and
+        // checks their repair.
         .executableTarget(
             name: "CrashCampaign",
-            dependencies: ["Satchel", "SatchelSync", "SatchelTestSupport", "RhoConnectTestServer"],
+            dependencies: ["Satchel", "SatchelSync", "SatchelTestSupport", "RhoConnectTestServer", "CLevelDB"],
             path: "Tests/CrashCampaign",
             swiftSettings: settings
         ),

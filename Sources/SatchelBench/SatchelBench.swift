@@ -29,8 +29,11 @@ struct SatchelBench: AsyncParsableCommand {
         /// A first pull of 20,000 records from the loopback Salesforce, and 20,000 creates and
         /// updates pushed to it (not run by default).
         case salesforce
+        /// A backup of a live store against copying its files, and a migration against the same
+        /// rewrite by hand with `bulkUpdate`.
+        case maintenance
 
-        static let byDefault: [Group] = [.store, .codec, .sync, .import]
+        static let byDefault: [Group] = [.store, .codec, .sync, .import, .maintenance]
     }
 
     @Option(help: "A Kinto server's /v1 root, for the kinto group.") var kintoURL: String?
@@ -92,6 +95,7 @@ struct SatchelBench: AsyncParsableCommand {
             case .import: try ImportBench.run(count: docs, directory: directory)
             case .parse: try await ParseBench.run(count: min(docs, 20_000), directory: directory)
             case .salesforce: try await SalesforceBench.run(count: min(docs, 20_000), directory: directory)
+            case .maintenance: try MaintenanceBench.run(count: docs, directory: directory)
             }
         }
     }

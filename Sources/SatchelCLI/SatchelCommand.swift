@@ -20,6 +20,7 @@ struct SatchelCommand: AsyncParsableCommand {
             StatsCommand.self, CheckCommand.self, RepairCommand.self, SyncCommand.self, SearchCommand.self, VerifyCommand.self, ErrorsCommand.self,
             ResolveCommand.self,
             LogoutCommand.self, ResetCommand.self, BlobCommand.self, ExportCommand.self, CompactCommand.self, BackupCommand.self, RestoreCommand.self,
+            MigrateCommand.self,
             PicklistCommand.self, DemoCommand.self,
         ]
     )

@@ -177,3 +177,63 @@ struct DeleteCommand: ParsableCommand {
         if !existed { throw SatchelError(.notFound, "model '\(model)' has no object '\(id)'") }
     }
 }
+
+struct MigrateCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "migrate",
+        abstract: "Run the migration steps in FILE (JSON) on a model: each migration once per store, resumable after a kill.",
+        discussion: """
+            FILE holds a migration or an array of them: {"name": "v2", "steps": [...], "push": false}, each step one of \
+            {"rename": "a", "to": "b"}, {"add": "a", "default": V}, {"remove": "a"}, {"convert": "a", "to": \
+            "string|number|integer|boolean"}, {"createIndex": "a,b"} (a[] for an array-element index; "keysOnly": true), \
+            {"dropIndex": "a,b"}, {"schema": {"a": "string", …}} or {"schema": null}. Every object is checked first: one \
+            that does not migrate refuses the migration and nothing changes. "push": true makes the rewrites changes to \
+            push (synced models); by default a migration changes the local representation only. --dry-run prints each \
+            object that would change as {"after": …, "before": …, "object": ID} (after null: deleted), then a summary \
+            line, and writes nothing.
+            """
+    )
+
+    @OptionGroup var store: StoreOptions
+    @Argument(help: "The model.") var model: String
+    @Argument(help: "The JSON file of the migration (or an array of them).") var file: String
+    @Flag(help: "Check every object and print what would change; write nothing.") var dryRun = false
+
+    func run() throws {
+        let data: Data
+        do { data = try Data(contentsOf: URL(fileURLWithPath: file)) } catch { throw ValidationError("cannot read '\(file)'") }
+        let json: JSONValue
+        do { json = try JSONValue(parsing: data) } catch { throw SatchelError(.malformedJSON, "'\(file)' is not JSON: \(error)") }
+        let items = json.arrayValue ?? [json]
+        let bar = Output.stderrIsTerminal && !dryRun ? ProgressBar() : nil
+        let reports = try store.withStore { store in
+            let handle = try store.existingModel(named: model)
+            let migrations = try items.enumerated().map { index, item in
+                guard let object = item.objectValue else {
+                    throw SatchelError(.invalidArgument, "'\(file)': migration \(index + 1) is not a JSON object")
+                }
+                return try Migration(model: handle.name, json: object)
+            }
+            return try store.migrate(migrations, dryRun: dryRun) { progress in
+                let label = "\(progress.migration): \(progress.phase == .checking ? "checking" : "writing") \(progress.processed)/\(progress.total)"
+                bar?.draw(fraction: progress.total > 0 ? Double(progress.processed) / Double(progress.total) : 1, label: label)
+            } changes: { change in
+                var line: JSONObject = ["object": .string(change.objectID), "before": .object(change.before)]
+                line["after"] = change.after.map(JSONValue.object) ?? .null
+                Output.line(JSONValue.object(line).description)
+            }
+        }
+        bar?.finish()
+        for report in reports {
+            let what = "migration '\(report.migration)' of \(report.model)"
+            if report.alreadyApplied {
+                Output.line("already applied: \(what)")
+            } else if dryRun {
+                Output.line(
+                    "dry run: \(what) would change \(report.changed) of \(report.objects) objects (\(report.deleted) deleted); nothing was written")
+            } else {
+                Output.line("migrated: \(what): \(report.changed) of \(report.objects) objects changed (\(report.deleted) deleted)")
+            }
+        }
+    }
+}

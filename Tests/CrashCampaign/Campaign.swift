@@ -18,6 +18,7 @@ struct Campaign {
         var pushChanges = 5_000
         var indexObjects = 200_000
         var backupObjects = 100_000
+        var migrateObjects = 100_000
         /// Objects in each store the damage scenario damages.
         var damageObjects = 20_000
         var seed: UInt64
@@ -36,6 +37,8 @@ struct Campaign {
         var finished = 0
         var failures: [String] = []
         var seconds = 0.0
+        /// Where the kills landed, when a scenario tells (`while writing: 31`), for its line.
+        var landed: [String: Int] = [:]
     }
 
     let settings: Settings

@@ -88,6 +88,133 @@ extension Campaign {
         try require(copy == source, "the copy holds \(copy.objects) objects (digest \(copy.hash)), the source \(source.objects)")
     }
 
+    // MARK: - Migration
+
+    /// The migration the scenario kills: every data step, an index, a fixed schema.
+    static let migrationJSON = #"""
+        {"name":"v2","steps":[{"rename":"name","to":"title"},{"add":"archived","default":false},{"convert":"price","to":"string"},
+        {"remove":"tags"},{"createIndex":"title"},{"schema":{"title":"string","n":"integer","brand":"string","price":"string","archived":"boolean"}}]}
+        """#
+
+    /// Item `k` after the migration.
+    static func migratedItem(_ k: Int) -> JSONObject {
+        var item = item(k)
+        item["title"] = item["name"]
+        item["name"] = nil
+        item["archived"] = false
+        item["price"] = .string(String(decoding: item["price"]!.jsonBytes, as: UTF8.self))
+        item["tags"] = nil
+        return item
+    }
+
+    /// `satchel migrate Item FILE` over `migrateObjects` objects (an index on brand), killed
+    /// mid-way. After each kill, read underneath Satchel before anything
+    /// opens the store: every object is item k before the migration or after it, never between;
+    /// those after are exactly the ones up to the recorded cursor (all once it is recorded
+    /// applied). Then `check` (whose open finishes the migration) passes, and every object is
+    /// after it, the index on title holds one entry per object, the migration is recorded once.
+    mutating func migrateScenario() throws -> Tally {
+        var tally = Tally()
+        let started = ContinuousClock.now
+        let directory = try freshDirectory("migrate")
+        let file = directory + "/items.jsonl"
+        let count = settings.migrateObjects
+        try Self.writeItems(count, to: file)
+        let template = directory + "/template"
+        try newItemStore(template)
+        try withStore(template) { store in _ = try store.importObjects(from: URL(fileURLWithPath: file), into: try store.model("Item")) }
+        let steps = directory + "/v2.json"
+        try Self.migrationJSON.write(toFile: steps, atomically: true, encoding: .utf8)
+        let db = directory + "/store"
+        let command = ["--db", db, "migrate", "Item", steps]
+        func fresh() throws {
+            try? FileManager.default.removeItem(atPath: db)
+            try FileManager.default.copyItem(atPath: template, toPath: db)
+        }
+        try fresh()
+        let full = try satchelOK(command)
+        try verifyMigrated(db, count: count)
+        while tally.kills < settings.kills {
+            // One kill per store: the next open finishes what the kill left.
+            try fresh()
+            do {
+                let run = try satchel(command, killAfter: moment(within: full.seconds))
+                if run.killed { tally.kills += 1 } else { tally.finished += 1 }
+                do {
+                    // Killed while it was checking the objects: nothing was written, nothing
+                    // to finish; the migration runs again.
+                    let stage = try verifyMigrationUnderway(db, count: count)
+                    if run.killed { tally.landed[stage, default: 0] += 1 }
+                    if stage == "while checking" { try satchelOK(command) }
+                    try verifyMigrated(db, count: count)
+                } catch {
+                    tally.failures.append("migrate, kill \(tally.kills): \(error)")
+                }
+            }
+        }
+        tally.seconds = Self.seconds(ContinuousClock.now - started)
+        return tally
+    }
+
+    /// What a killed migration left, read underneath Satchel; returns where the kill landed:
+    /// while checking (nothing written), while writing, or after (recorded applied).
+    func verifyMigrationUnderway(_ db: String, count: Int) throws -> String {
+        var cursor: String?
+        var underway = false
+        var applied = false
+        var after: [Int] = []
+        var objects = 0
+        for (key, value) in try RawStore.records(db) {
+            guard let (family, elements) = try? KeyBytes.decode(key) else { throw Finding("an undecodable key") }
+            if family == 0x01, elements.first == "migrating", elements.last == "Item" {
+                let state = try JSONObject(parsing: value)
+                underway = true
+                cursor = state["cursor"]?.stringValue
+            } else if family == 0x01, elements.first == "migration", elements.last == "v2" {
+                applied = true
+            } else if family == 0x02, elements.first == "Item", let id = elements.last?.stringValue {
+                guard let k = Self.itemNumber(id), k < count else { throw Finding("an object \(id) that was never written") }
+                let attributes = try JSONObject(parsing: value)
+                objects += 1
+                if attributes == Self.migratedItem(k) {
+                    after.append(k)
+                } else if attributes != Self.item(k) {
+                    throw Finding("object \(id) is neither before nor after the migration: \(attributes)")
+                }
+            }
+        }
+        try require(objects == count, "\(objects) objects, not \(count)")
+        if applied {
+            try require(!underway && after.count == count, "recorded applied with \(after.count) of \(count) objects after it")
+        } else if let cursor, let last = Self.itemNumber(cursor) {
+            try require(after == Array(0...last), "the cursor is at \(cursor), the objects after the migration are \(after.count) others")
+        } else {
+            try require(after.isEmpty, "\(after.count) objects rewritten before the migration recorded a batch")
+        }
+        return applied ? "after" : underway ? "while writing" : "while checking"
+    }
+
+    /// After an open finished the migration.
+    func verifyMigrated(_ db: String, count: Int) throws {
+        try checkStore(db)
+        try withStore(db) { store in
+            let model = try store.model("Item")
+            let applied = try model.appliedMigrations
+            try require(applied == ["v2"], "applied: \(applied)")
+            var seen = 0
+            try model.forEach { object in
+                guard let k = Self.itemNumber(object.id), object.attributes == Self.migratedItem(k) else {
+                    throw Finding("object \(object.id) is not migrated: \(object.attributes)")
+                }
+                seen += 1
+            }
+            try require(seen == count, "\(seen) objects, not \(count)")
+            let index = try model.indexes.first { $0.definition == IndexDefinition("title") }
+            try require(index?.isReady == true && index?.entries == count, "the title index: \(String(describing: index))")
+            guard case .fixedSchema = try model.definition.kind else { throw Finding("the model did not take its fixed schema") }
+        }
+    }
+
     // MARK: - Damage
 
     /// What the damage scenario counted over all its stores.

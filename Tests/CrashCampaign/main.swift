@@ -5,9 +5,10 @@ import Foundation
 //   CrashCampaign [--kills N] [--scale F] [--seed S] [--work DIR] [--satchel PATH] [SCENARIO…]
 //   CrashCampaign bulk-writer DB ROUNDS        (the transaction writer the bulk scenario kills)
 //
-// SCENARIO is import, bulk, pull, push, index, backup or damage (default: all). --scale
-// multiplies the object counts (1: 200,000 imported, 20,000 per transaction, 100,000 pulled,
-// 5,000 pushed, 200,000 indexed, 100,000 backed up, 20,000 in each damaged store). The damage
+// SCENARIO is import, bulk, pull, push, index, backup, migrate or damage (default: all).
+// --scale multiplies the object counts (1: 200,000 imported, 20,000 per transaction, 100,000
+// pulled, 5,000 pushed, 200,000 indexed, 100,000 backed up, 100,000 migrated, 20,000 in each
+// damaged store). The damage
 // scenario damages N stores (--kills) instead of killing a run. It prints one line per scenario
 // and a total, and exits 1 on any failure.
 
@@ -50,11 +51,11 @@ while let argument = iterator.next() {
     case "--seed": seed = number(UInt64.self)
     case "--work": work = value()
     case "--satchel": satchel = value()
-    case "import", "bulk", "pull", "push", "index", "backup", "damage": scenarios.append(argument)
+    case "import", "bulk", "pull", "push", "index", "backup", "migrate", "damage": scenarios.append(argument)
     default: usage("unknown argument '\(argument)'")
     }
 }
-if scenarios.isEmpty { scenarios = ["import", "bulk", "pull", "push", "index", "backup", "damage"] }
+if scenarios.isEmpty { scenarios = ["import", "bulk", "pull", "push", "index", "backup", "migrate", "damage"] }
 guard FileManager.default.isExecutableFile(atPath: satchel) else { usage("no satchel executable at \(satchel) (pass --satchel)") }
 
 let workDirectory = work ?? NSTemporaryDirectory() + "satchel-crash-\(getpid())"
@@ -63,7 +64,8 @@ let factor = scale
 func scaled(_ n: Int) -> Int { max(1, Int((Double(n) * factor).rounded())) }
 let settings = Campaign.Settings(
     kills: kills, importObjects: scaled(200_000), bulkObjects: scaled(20_000), pullObjects: scaled(100_000), pushChanges: max(5, scaled(5_000)),
-    indexObjects: scaled(200_000), backupObjects: scaled(100_000), damageObjects: scaled(20_000), seed: seed, satchel: satchel,
+    indexObjects: scaled(200_000), backupObjects: scaled(100_000), migrateObjects: scaled(100_000), damageObjects: scaled(20_000), seed: seed,
+    satchel: satchel,
     campaign: CommandLine.arguments[0], work: workDirectory)
 
 /// Prints a line at once (the script shows progress as it comes).
@@ -95,6 +97,9 @@ func runCampaign(_ settings: Campaign.Settings, _ scenarios: [String], scale: Do
             case "backup":
                 tally = try campaign.backupScenario()
                 size = "\(settings.backupObjects) objects backed up"
+            case "migrate":
+                tally = try campaign.migrateScenario()
+                size = "\(settings.migrateObjects) objects migrated"
             case "damage":
                 var figures = Campaign.DamageFigures()
                 tally = try campaign.damageScenario(figures: &figures)
@@ -114,8 +119,9 @@ func runCampaign(_ settings: Campaign.Settings, _ scenarios: [String], scale: Do
             return 1
         }
         for failure in tally.failures { say("  FAILURE \(failure)") }
+        let landed = tally.landed.sorted { $0.key < $1.key }.map { "; \($0.value) \($0.key)" }.joined()
         say(
-            "crash \(scenario): \(tally.kills) kills (\(tally.finished) runs ended before their kill), \(size), failures: \(tally.failures.count), \(Int(tally.seconds)) s"
+            "crash \(scenario): \(tally.kills) kills (\(tally.finished) runs ended before their kill\(landed)), \(size), failures: \(tally.failures.count), \(Int(tally.seconds)) s"
         )
         total.kills += tally.kills
         total.finished += tally.finished

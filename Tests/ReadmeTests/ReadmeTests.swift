@@ -12,6 +12,8 @@ final class ReadmeTour: Sendable {
     let directory = TemporaryDirectory("satchel-readme")
     /// `"/path/to/MyApp.satchel"` in the README.
     var storePath: String { directory.child("MyApp.satchel") }
+    /// `"/path/to/MyApp-backup.satchel"` in the README.
+    var backupPath: String { directory.child("MyApp-backup.satchel") }
     /// `URL(fileURLWithPath: "products.json")` in the README.
     let productsFile = Fixtures.url("products.json")
     /// `InMemoryBackend()` in the README.
@@ -48,6 +50,15 @@ struct ReadmeTests {
         #expect(try products.pendingChanges().count == 302, "every create waits for the next sync")
         #expect(store.models.first { $0.name == "Setting" }?.partition == .local)
         #expect(try products.indexes.map(\.definition) == [IndexDefinition("brand", "price"), .elements(of: "tags")])
+        let orders = try store.model("Order")
+        #expect(try orders.findAll().map { $0.attributes["status"] } == ["open"], "the migration added status")
+        #expect(try orders.appliedMigrations == ["1: orders have a status"])
+        #expect(try orders.pendingChanges().map(\.kind) == [.create], "the migration logged no change of its own")
+
+        let backup = try Store(path: tour.backupPath)
+        defer { try? backup.close() }
+        #expect(try backup.model("Product").count() == 302, "the backup holds the store as of its moment")
+        #expect(try backup.verify().isHealthy)
     }
 
     @Test("the sync tour runs after the Swift tour, as a reader runs them, and does what its comments say")

@@ -12,6 +12,7 @@ enum Generator {
     static let tours = ["The Swift API in a minute", "Sync in a minute"]
     static let placeholders: [(text: String, replacement: String)] = [
         ("\"/path/to/MyApp.satchel\"", "tour.storePath"),
+        ("\"/path/to/MyApp-backup.satchel\"", "tour.backupPath"),
         ("URL(fileURLWithPath: \"products.json\")", "tour.productsFile"),
         ("InMemoryBackend()", "tour.server"),
     ]

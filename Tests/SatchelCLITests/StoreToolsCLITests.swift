@@ -75,4 +75,51 @@ struct StoreToolsCLITests {
         let replaced = try #require(restored.lines.first?.components(separatedBy: "kept at ").last)
         #expect(try await CLI.run(["--db", replaced, "find", "Note", "--count"]).lines == ["19"])
     }
+
+    @Test("migrate: a dry run prints each change and writes nothing; the migration runs once across runs; a refused one changes nothing")
+    func migrate() async throws {
+        let directory = TemporaryDirectory()
+        let db = directory.child("db")
+        for i in 0..<12 {
+            _ = try await CLI.run([
+                "--db", db, "put", "Note", #"{"object":"n\#(i)","title":"T\#(i)","rank":"\#(i)"\#(i % 4 == 0 ? #","old":1"# : "")}"#,
+            ])
+        }
+        let file = directory.child("v2.json")
+        try #"""
+        [{"name":"v2","steps":[{"rename":"title","to":"name"},{"remove":"old"},{"convert":"rank","to":"integer"},{"createIndex":"rank"},
+          {"schema":{"name":"string","rank":"integer"}}]}]
+        """#.write(toFile: file, atomically: true, encoding: .utf8)
+        let before = try await CLI.run(["--db", db, "export", "Note"]).lines
+        let dry = try await CLI.run(["--db", db, "migrate", "Note", file, "--dry-run"])
+        #expect(dry.status == 0, "\(dry.stderr)")
+        #expect(dry.lines.count == 13 && dry.lines.last?.hasPrefix("dry run: migration 'v2' of Note would change 12 of 12") == true, "\(dry.stdout)")
+        let first = try JSONObject(parsing: dry.lines[0])
+        #expect(first["object"] == "n0" && first["after"] == ["name": "T0", "rank": 0] && first["before"] == ["title": "T0", "rank": "0", "old": 1])
+        #expect(try await CLI.run(["--db", db, "export", "Note"]).lines == before)
+
+        let migrated = try await CLI.run(["--db", db, "migrate", "Note", file])
+        #expect(
+            migrated.status == 0 && migrated.lines == ["migrated: migration 'v2' of Note: 12 of 12 objects changed (0 deleted)"],
+            "\(migrated.stdout)\(migrated.stderr)")
+        #expect(try await CLI.run(["--db", db, "migrate", "Note", file]).lines == ["already applied: migration 'v2' of Note"])
+        #expect(try await CLI.run(["--db", db, "find", "Note", "--where", "rank>=8", "--count", "--require-index"]).lines == ["4"])
+        #expect(try await CLI.run(["--db", db, "check"]).status == 0)
+        let refusedWrite = try await CLI.run(["--db", db, "put", "Note", #"{"object":"x","title":"old shape"}"#])
+        #expect(refusedWrite.status == 1 && refusedWrite.stderr.contains("schema"), "the new schema holds")
+
+        let bad = directory.child("bad.json")
+        try #"{"name":"v3","steps":[{"convert":"name","to":"number"}]}"#.write(toFile: bad, atomically: true, encoding: .utf8)
+        let after = try await CLI.run(["--db", db, "export", "Note"]).lines
+        let refused = try await CLI.run(["--db", db, "migrate", "Note", bad])
+        #expect(
+            refused.status == 1 && refused.stderr.split(separator: "\n").count == 1 && refused.stderr.contains("12 of 12 objects"),
+            "\(refused.stderr)")
+        #expect(try await CLI.run(["--db", db, "export", "Note"]).lines == after)
+        let malformed = directory.child("malformed.json")
+        try #"{"name":"v4","steps":[{"rename":"a"}]}"#.write(toFile: malformed, atomically: true, encoding: .utf8)
+        let wrong = try await CLI.run(["--db", db, "migrate", "Note", malformed])
+        #expect(wrong.status == 1 && wrong.stderr.contains("step 1"), "\(wrong.stderr)")
+        #expect(try await CLI.run(["--db", db, "migrate", "Nothing", file]).status == 1)
+    }
 }

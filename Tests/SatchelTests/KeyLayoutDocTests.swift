@@ -57,5 +57,9 @@ struct KeyLayoutDocTests {
         #expect(Keys.session == Keys.encode(.meta, ["session"]))
         #expect(Keys.rewrite("Customer", "01J") == Keys.encode(.meta, ["rewrite", "Customer", "01J"]))
         #expect(Keys.rewrite("Customer", "01J").starts(with: Keys.rewritePrefix))
+        #expect(Keys.migration("Note", "v2") == Keys.encode(.meta, ["migration", "Note", "v2"]))
+        #expect(Keys.migration("Note", "v2").starts(with: Keys.migrationPrefix("Note")))
+        #expect(Keys.migrating("Note") == Keys.encode(.meta, ["migrating", "Note"]))
+        #expect(Keys.migrating("Note").starts(with: Keys.migratingPrefix))
     }
 }

@@ -33,7 +33,7 @@ struct ValueLayoutDocTests {
     @Test("every value example is what the owning code writes, and reads back to what wrote it")
     func values() throws {
         let rows = try Self.rows("values")
-        #expect(rows.count == 19, "\(rows.keys.sorted())")
+        #expect(rows.count == 21, "\(rows.keys.sorted())")
         func expect(_ name: String, _ written: [UInt8], sourceLocation: SourceLocation = #_sourceLocation) {
             #expect(rows[name].map(Self.text) == Self.text(written), "\(name)", sourceLocation: sourceLocation)
         }
@@ -135,5 +135,13 @@ struct ValueLayoutDocTests {
 
         expect("rewrite", RewriteRecord.encode(["local-1": "Xy12"]))
         #expect(try read("rewrite", RewriteRecord.renames) == ["local-1": "Xy12"])
+
+        let applied = Store.AppliedMigration(order: 2, applied: "2026-11-26T10:00:00Z", changed: 120, deleted: 0)
+        expect("migration applied", applied.json.jsonBytes)
+        #expect(try read("migration applied") { try Store.AppliedMigration(json: JSONObject(parsing: $0)) } == applied)
+        var underWay = Store.MigrationState(name: "v2", push: false, steps: [["rename": "title", "to": "name"]])
+        (underWay.cursor, underWay.changed) = ("n-0999", 1000)
+        expect("migration under way", underWay.json.jsonBytes)
+        #expect(try read("migration under way") { try Store.MigrationState(json: JSONObject(parsing: $0)) } == underWay)
     }
 }

@@ -41,9 +41,17 @@ extension Model {
     public func createIndex(
         _ definition: IndexDefinition, batchSize: Int = 1000, progress: ((IndexBuildProgress) -> Void)? = nil
     ) throws {
+        try buildIndex(definition, batchSize: batchSize, allowingReentry: false, progress: progress)
+    }
+
+    /// ``createIndex(_:batchSize:progress:)``; with `allowingReentry`, also on a thread that
+    /// holds the writer lock (a migration).
+    func buildIndex(
+        _ definition: IndexDefinition, batchSize: Int, allowingReentry: Bool, progress: ((IndexBuildProgress) -> Void)?
+    ) throws {
         try definition.validate(model: name)
         guard batchSize > 0 else { throw SatchelError(.invalidArgument, "the batch size must be positive") }
-        let (index, partition, total) = try store.writer.withLock { () throws -> (StoredIndex, Partition, Int) in
+        let (index, partition, total) = try store.writer.withLock(allowingReentry: allowingReentry) { () throws -> (StoredIndex, Partition, Int) in
             let entry = try store.entry(name)
             if let existing = entry.indexes.first(where: { $0.definition.sameKeys(as: definition) }) {
                 if existing.state == .dropping {
@@ -73,7 +81,7 @@ extension Model {
         var processed = 0
         progress?(IndexBuildProgress(processed: 0, total: total))
         while true {
-            let count = try store.bulkUpdate { tx -> Int in
+            let count = try store.transaction(allowingReentry: allowingReentry) { tx -> Int in
                 let iterator = try store.database(partition).makeIterator()
                 let prefix = objectPrefix
                 if let resumeAfter {
@@ -108,7 +116,7 @@ extension Model {
         }
 
         // Count the entries and mark the index ready, in one transaction.
-        try store.bulkUpdate { tx in
+        try store.transaction(allowingReentry: allowingReentry) { tx in
             let entries = try store.database(partition).countKeys(withPrefix: index.prefix)
             var statistics = try tx.workingStatistics(name)
             statistics.indexEntries[index.id] = entries == 0 ? nil : entries
@@ -140,11 +148,11 @@ extension Store {
     /// Drops `index` of `model`: marks it dropping (writes stop maintaining it, queries stop
     /// using it), deletes its entries in batches, then its definition. Interrupted, it resumes
     /// when the store next opens.
-    func drop(_ index: StoredIndex, of model: String) throws {
+    func drop(_ index: StoredIndex, of model: String, allowingReentry: Bool = false) throws {
         let key = NameKey(model)
         let partition = try entry(model).definition.partition
         if index.state != .dropping {
-            try bulkUpdate { tx in
+            try transaction(allowingReentry: allowingReentry) { tx in
                 var dropping = index
                 dropping.state = .dropping
                 try tx.rawWrite(Keys.indexDefinition(model, index.id), dropping.json.jsonBytes, partition: partition, model: model)
@@ -155,8 +163,8 @@ extension Store {
                 }
             }
         }
-        try deleteKeys(withPrefix: Keys.indexPrefix(model, index.id), of: model, in: partition)
-        try bulkUpdate { tx in
+        try deleteKeys(withPrefix: Keys.indexPrefix(model, index.id), of: model, in: partition, allowingReentry: allowingReentry)
+        try transaction(allowingReentry: allowingReentry) { tx in
             try tx.rawWrite(Keys.indexDefinition(model, index.id), nil, partition: partition, model: model)
             var statistics = try tx.workingStatistics(model)
             statistics.indexEntries[index.id] = nil
@@ -168,10 +176,10 @@ extension Store {
     /// Deletes every key starting with `prefix` (index entries of `model`), 10,000 a
     /// transaction; returns how many it deleted.
     @discardableResult
-    func deleteKeys(withPrefix prefix: [UInt8], of model: String, in partition: Partition) throws -> Int {
+    func deleteKeys(withPrefix prefix: [UInt8], of model: String, in partition: Partition, allowingReentry: Bool = false) throws -> Int {
         var total = 0
         while true {
-            let deleted = try bulkUpdate { tx -> Int in
+            let deleted = try transaction(allowingReentry: allowingReentry) { tx -> Int in
                 let iterator = try database(partition).makeIterator(fillCache: false)
                 iterator.seek(prefix)
                 var n = 0

@@ -338,7 +338,7 @@ struct KeyDecoder {
 /// The first byte of every key: which kind of record it is.
 enum KeyFamily: UInt8, CaseIterable {
     /// `(meta, name, …)`: format version, model and index definitions, per-model statistics, sync
-    /// states, unfinished rewrites, the session.
+    /// states, unfinished rewrites, migrations applied and under way, the session.
     case meta = 0x01
     /// `(obj, model, objectId)` → the object's attributes as compact JSON.
     case object = 0x02
@@ -538,6 +538,42 @@ enum Keys {
     static var rewritePrefix: [UInt8] {
         var k = KeyEncoder(.meta)
         k.append("rewrite")
+        return k.bytes
+    }
+
+    /// `(meta, "migration", model, name)` → a migration applied to the model, as JSON:
+    /// `{"order":n,"applied":ISO 8601 time,"changed":n,"deleted":n}` (see `Migration.swift`).
+    static func migration(_ model: String, _ name: String) -> [UInt8] {
+        var k = KeyEncoder(.meta)
+        k.append("migration")
+        k.append(model)
+        k.append(name)
+        return k.bytes
+    }
+
+    /// `(meta, "migration", model)`: every migration applied to the model.
+    static func migrationPrefix(_ model: String) -> [UInt8] {
+        var k = KeyEncoder(.meta)
+        k.append("migration")
+        k.append(model)
+        return k.bytes
+    }
+
+    /// `(meta, "migrating", model)` → the migration of the model under way, as JSON: its name,
+    /// the id of the last object rewritten (`cursor`), whether every object is done, counts, and
+    /// its steps when they have a JSON form (so that the next open finishes it). Written in the
+    /// batch of each chunk of objects; deleted in the batch that records the migration applied.
+    static func migrating(_ model: String) -> [UInt8] {
+        var k = KeyEncoder(.meta)
+        k.append("migrating")
+        k.append(model)
+        return k.bytes
+    }
+
+    /// `(meta, "migrating")`: every migration under way.
+    static var migratingPrefix: [UInt8] {
+        var k = KeyEncoder(.meta)
+        k.append("migrating")
         return k.bytes
     }
 

@@ -25,9 +25,10 @@ public struct VerificationReport: Sendable {
 
 extension Store {
     /// Reads every key of every partition and checks that it decodes and is consistent: each
-    /// object decodes to a non-empty JSON object without nulls and belongs to a known model of
-    /// that partition; each pending change decodes and belongs to a model that records changes;
-    /// the stored statistics equal what a scan counts.
+    /// object decodes to a non-empty JSON object without nulls, belongs to a known model of that
+    /// partition, and fits the model's fixed schema, if it has one; each pending change decodes
+    /// and belongs to a model that records changes; the stored statistics equal what a scan
+    /// counts; no migration is left unfinished.
     ///
     /// Run it on a quiet store: writes during the check may be reported as mismatches.
     public func verify() throws -> VerificationReport {
@@ -45,6 +46,11 @@ extension Store {
                 iterator.next()
             }
             try iterator.checkError()
+        }
+        for migration in try unfinishedMigrations() {
+            report.report(
+                "model '\(migration.model)': migration '\(migration.name)' is unfinished (\(migration.changed) objects rewritten so far): run it again (store.migrate, satchel migrate)"
+            )
         }
         for rewrite in try unfinishedRewrites() {
             report.report(
@@ -108,6 +114,14 @@ extension Store {
                     }
                 }
                 if attributes.isEmpty { report.report("model '\(name.name)': object '\(id)' has no attributes") }
+                if case .fixedSchema = definitions[name]?.definition.kind, var checker = definitions[name]?.definition {
+                    checker.choices = [:]
+                    do throws(SatchelError) {
+                        try checker.validate(attributes, objectID: id)
+                    } catch {
+                        report.report("model '\(name.name)': object '\(id)' does not fit the model's schema: \(error.message)")
+                    }
+                }
                 if attributes.contains(where: { $0.value.isNull }) {
                     report.report("model '\(name.name)': object '\(id)' stores a null attribute")
                 }

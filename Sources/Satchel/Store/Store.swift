@@ -180,6 +180,9 @@ public final class Store: Sendable {
         }
         self.catalog = Locked(catalog)
         try resumeDrops()
+        // Migrations a kill interrupted, when their steps have a JSON form; one that fails
+        // stays unfinished (check reports it), and the store opens all the same.
+        resumeMigrations()
         // References a rename's batch left for other partitions, when the process died before
         // rewriting them: before anything reads those models. A failure leaves them for the
         // next sync (and `verify` reports them).
@@ -336,8 +339,9 @@ public final class Store: Sendable {
     ///
     /// A model's partition can change only while it holds no objects and no pending changes.
     ///
-    /// - Throws: ``SatchelError`` `.invalidName`, or `.modelConflict` for a partition change of
-    ///   a model that holds data.
+    /// - Throws: ``SatchelError`` `.invalidName`, `.modelConflict` for a partition change of a
+    ///   model that holds data, `.schemaViolation` for a fixed schema some of the model's objects
+    ///   do not fit (naming how many and the first; a ``Migration`` brings them there).
     @discardableResult
     public func register(_ definition: ModelDefinition) throws -> Model {
         try register(definition, replacingExisting: true)
@@ -355,6 +359,16 @@ public final class Store: Sendable {
             let existing = catalog.withLock { $0.models[key] }
             if let existing {
                 if !replacingExisting || existing.definition == definition { return }
+                if existing.definition.kind != definition.kind && existing.statistics.objects > 0 {
+                    // Objects the new schema refuses would refuse every later update of theirs.
+                    let misfits = try objectsMisfitting(definition, partition: existing.definition.partition)
+                    if let first = misfits.first {
+                        throw SatchelError(
+                            .schemaViolation,
+                            "model '\(definition.name)' cannot take this schema: \(misfits.count) of \(existing.statistics.objects) objects do not fit it, e.g. \(first.message); migrate them first (a migration with a setKind step)",
+                            model: definition.name, objectID: first.objectID)
+                    }
+                }
                 if existing.definition.partition != definition.partition {
                     guard existing.statistics.objects == 0 && existing.statistics.pendingTotal == 0 else {
                         throw SatchelError(
@@ -409,16 +423,19 @@ public final class Store: Sendable {
             batch.delete(Keys.modelDefinition(name))
             batch.delete(Keys.modelStatistics(name))
             batch.delete(Keys.syncState(name))
+            batch.delete(Keys.migrating(name))
             for index in entry.indexes { batch.delete(Keys.indexDefinition(name, index.id)) }
-            // Server versions of objects deleted and synced; nothing else of an empty model is left.
-            let versions = Keys.objectRecordPrefix(.version, name)
-            let iterator = try db.makeIterator(fillCache: false)
-            iterator.seek(versions)
-            while iterator.isValid && iterator.keyHasPrefix(versions) {
-                batch.delete(iterator.key)
-                iterator.next()
+            // Server versions of objects deleted and synced, and the migrations applied; nothing
+            // else of an empty model is left.
+            for prefix in [Keys.objectRecordPrefix(.version, name), Keys.migrationPrefix(name)] {
+                let iterator = try db.makeIterator(fillCache: false)
+                iterator.seek(prefix)
+                while iterator.isValid && iterator.keyHasPrefix(prefix) {
+                    batch.delete(iterator.key)
+                    iterator.next()
+                }
+                try iterator.checkError()
             }
-            try iterator.checkError()
             try db.write(batch, sync: configuration.durableWrites)
             catalog.withLock { _ = $0.models.removeValue(forKey: NameKey(name)) }
             catalogVersion.add(1, ordering: .releasing)
@@ -466,7 +483,13 @@ public final class Store: Sendable {
     /// - Throws: what `body` throws, or the ``SatchelError`` of a failed commit.
     @discardableResult
     public func bulkUpdate<T>(durable: Bool? = nil, _ body: (Transaction) throws -> T) throws -> T {
-        try writer.withLock {
+        try transaction(durable: durable, allowingReentry: false, body)
+    }
+
+    /// ``bulkUpdate(durable:_:)``, and, with `allowingReentry`, also on a thread that holds the
+    /// writer lock already (a migration holds it across its batches).
+    func transaction<T>(durable: Bool? = nil, allowingReentry: Bool, _ body: (Transaction) throws -> T) throws -> T {
+        try writer.withLock(allowingReentry: allowingReentry) {
             let transaction = Transaction(store: self)
             defer { transaction.finish() }
             let result = try body(transaction)
@@ -538,5 +561,7 @@ final class WriterLock: Sendable {
 struct FaultHooks: Sendable {
     /// Runs right after a batch that gave objects new ids lands.
     var afterRenameBatch: (@Sendable () throws -> Void)?
+    /// Runs right after each batch of a migration's rewrites lands.
+    var afterMigrationBatch: (@Sendable () throws -> Void)?
 }
 #endif
