@@ -41,10 +41,17 @@ let package = Package(
         // Layer 0: the C seam. A module map and a header, no Swift.
         .systemLibrary(
             name: "CLevelDB",
-            providers: [.apt(["libleveldb-dev", "libsnappy-dev"]), .brew(["leveldb"])]
+            providers: [.apt(["libleveldb-dev", "libsnappy-dev", "libssl-dev"]), .brew(["leveldb", "openssl"])]
         ),
-        // Layer 1: the core store. Only files under Sources/Satchel/Storage import CLevelDB.
-        .target(name: "Satchel", dependencies: ["CLevelDB", .product(name: "Logging", package: "swift-log")], swiftSettings: settings),
+        // Layer 0 too: encryption at rest below LevelDB, a small C++ target over Debian's
+        // libleveldb headers (an Env subclass reaching the C API's options) and OpenSSL's libcrypto
+        // (AES-256-CTR for files, AES-256-GCM for the key file, scrypt), with a C interface.
+        .target(name: "CLevelDBEncryption", dependencies: ["CLevelDB"], linkerSettings: [.linkedLibrary("crypto")]),
+        // Layer 1: the core store. Only files under Sources/Satchel/Storage import CLevelDB and
+        // CLevelDBEncryption.
+        .target(
+            name: "Satchel", dependencies: ["CLevelDB", "CLevelDBEncryption", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: settings),
         // Layer 2: the sync engine and the backend adapter protocol, with the in-memory backend.
         .target(name: "SatchelSync", dependencies: ["Satchel", .product(name: "Logging", package: "swift-log")], swiftSettings: settings),
         // Debian's SQLite: RhoConnect's bulk-data files are zipped SQLite databases, and the
@@ -225,5 +232,6 @@ let package = Package(
             swiftSettings: settings
         ),
     ],
-    swiftLanguageModes: [.v6]
+    swiftLanguageModes: [.v6],
+    cxxLanguageStandard: .cxx17
 )

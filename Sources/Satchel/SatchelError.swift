@@ -20,7 +20,7 @@ public struct SatchelError: Error, Sendable, Equatable, CustomStringConvertible 
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Wrapped: String, Sendable {
             case notFound, alreadyExists, malformedJSON, invalidObject, schemaViolation, invalidName
-            case invalidArgument, modelConflict, crossPartition, locked, corruption, io, storeMissing, notAStore
+            case invalidArgument, modelConflict, crossPartition, locked, corruption, io, storeMissing, notAStore, wrongKey
             case unsupportedFormat, closed, busy, notSupported, unindexedQuery, unknown
         }
 
@@ -59,6 +59,9 @@ public struct SatchelError: Error, Sendable, Equatable, CustomStringConvertible 
         /// The directory holds files but is not a Satchel store (it has none of the `user`, `app`
         /// and `local` partitions): nothing was written into it.
         public static let notAStore = Code(.notAStore)
+        /// The store is encrypted and no key, or another key, was given; or a key was given for
+        /// a store that is not encrypted. Nothing was read or written.
+        public static let wrongKey = Code(.wrongKey)
         /// The store was written by a newer, incompatible version of Satchel.
         public static let unsupportedFormat = Code(.unsupportedFormat)
         /// A query that requires an index (``Query/requiresIndex``, or the store's

@@ -69,16 +69,30 @@ extension Campaign {
         try checkStore(db)
         let now = try withStore(db) { try Self.digest($0) }
         try require(now == source, "the source changed: \(now.objects) objects (digest \(now.hash)), was \(source.objects)")
-        let partial = destination + ".incomplete"
-        if FileManager.default.fileExists(atPath: partial) {
-            do {
-                try Store(path: partial).close()
-                throw Finding("the unfinished copy \(partial) opened as a store")
-            } catch let error as SatchelError {
-                try require(error.code == .notAStore, "the unfinished copy was refused with \(error.code), not notAStore")
+        // Every directory a killed backup can leave: each refused as a store, by the library and
+        // by the CLI, and none created into.
+        let marked = FileManager.default.fileExists(atPath: destination + "/SATCHEL-BACKUP-INCOMPLETE")
+        for partial in [destination + ".incomplete-new", destination + ".incomplete"] + (marked ? [destination] : [])
+        where FileManager.default.fileExists(atPath: partial) {
+            let entries = (try? FileManager.default.contentsOfDirectory(atPath: partial)) ?? []
+            // An empty directory (killed as it was made) holds no copy: a new store may be made
+            // there, as in any empty directory, so only the read below is tried on it.
+            if !entries.isEmpty {
+                do {
+                    try Store(path: partial).close()
+                    throw Finding("the unfinished copy \(partial) opened as a store")
+                } catch let error as SatchelError {
+                    try require(error.code == .notAStore, "the unfinished copy was refused with \(error.code), not notAStore")
+                }
             }
             let read = try satchel(["--db", partial, "find", "Item", "--count"])
             try require(read.status == 1 && read.stdout.isEmpty, "satchel read the unfinished copy: \(read.stdout)")
+            let after = (try? FileManager.default.contentsOfDirectory(atPath: partial)) ?? []
+            try require(after.sorted() == entries.sorted(), "reading the unfinished copy \(partial) wrote into it")
+        }
+        if marked {
+            try require(!complete, "the finished backup at \(destination) is still marked unfinished")
+            return
         }
         let exists = FileManager.default.fileExists(atPath: destination)
         try require(exists || !complete, "the finished backup left nothing at \(destination)")

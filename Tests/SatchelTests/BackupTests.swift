@@ -115,6 +115,50 @@ struct BackupTests {
         expectError(.invalidArgument) { try store.backup(to: directory.child("s/inside")) }
     }
 
+    /// Found by the full crash campaign: a backup killed between making its directory and
+    /// marking it unfinished left an unmarked empty directory that every later backup refused,
+    /// and a store could be created in it.
+    @Test("every moment a backup can be killed at leaves what the next backup replaces, and nothing that opens as a store")
+    func killedAtEveryStep() throws {
+        let directory = TemporaryDirectory()
+        let store = try Store(path: directory.child("s"))
+        defer { try? store.close() }
+        _ = try store.model("Item").create(["a": 1])
+        let target = directory.child("b")
+        let marker = Store.unfinishedBackupMarker
+        let leftovers: [(String, [String])] = [
+            (target + ".incomplete-new", []),  // its directory made, not yet marked
+            (target + ".incomplete-new", [marker]),  // marked, not yet renamed into place
+            (target + ".incomplete", [marker, "user/"]),  // copying
+            (target, [marker, "user/", "app/", "local/"]),  // renamed into place, not yet unmarked
+        ]
+        for (path, entries) in leftovers {
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+            for entry in entries {
+                if entry.hasSuffix("/") {
+                    try FileManager.default.createDirectory(atPath: path + "/" + entry, withIntermediateDirectories: true)
+                } else {
+                    _ = FileManager.default.createFile(atPath: path + "/" + entry, contents: Data())
+                }
+            }
+            if entries.contains(marker) { expectError(.notAStore) { _ = try Store(path: path) } }
+            try store.backup(to: target)
+            #expect(!FileManager.default.fileExists(atPath: target + ".incomplete-new"), "\(path) \(entries)")
+            #expect(!FileManager.default.fileExists(atPath: target + ".incomplete"), "\(path) \(entries)")
+            #expect(!FileManager.default.fileExists(atPath: target + "/" + marker), "\(path) \(entries)")
+            let copy = try Store(
+                path: target,
+                configuration: {
+                    var c = Store.Configuration()
+                    c.createIfMissing = false
+                    return c
+                }())
+            #expect(try copy.model("Item").count() == 1)
+            try copy.close()
+            try FileManager.default.removeItem(atPath: target)
+        }
+    }
+
     @Test("restore swaps the checked copy in, keeps the replaced store, leaves the backup as it was, and refuses an open store")
     func restore() throws {
         let directory = TemporaryDirectory()

@@ -27,6 +27,8 @@ struct LevelDBOptions: Sendable {
     var blockSize = 4096
     var maxFileSize = 2 << 20
     var verifyChecksums = true
+    /// The Env that encrypts the database's files (nil: LevelDB's default, plain files).
+    var environment: EncryptedEnvironment?
 }
 
 /// An open LevelDB database: the owner of the `leveldb_t*` and of the objects that must outlive it.
@@ -44,6 +46,8 @@ final class LevelDB: Sendable {
     private let db: CPointer
     private let cache: CPointer?
     private let filterPolicy: CPointer?
+    /// Held so that the Env outlives the database, which keeps a raw pointer to it.
+    private let environment: EncryptedEnvironment?
     /// Default read options (block checksums verified, so damaged data is an error, never wrong
     /// data; fill cache on), shared: never modified after init.
     private let readOptions: CPointer
@@ -80,6 +84,7 @@ final class LevelDB: Sendable {
         self.db = CPointer(raw: opened!)
         self.cache = cache.map(CPointer.init(raw:))
         self.filterPolicy = filter.map(CPointer.init(raw:))
+        self.environment = options.environment
         let read = leveldb_readoptions_create()!
         self.verifyChecksums = options.verifyChecksums
         leveldb_readoptions_set_verify_checksums(read, options.verifyChecksums ? 1 : 0)
@@ -99,6 +104,7 @@ final class LevelDB: Sendable {
             opts, Int32(options.snappyCompression ? leveldb_snappy_compression : leveldb_no_compression))
         leveldb_options_set_write_buffer_size(opts, options.writeBufferSize)
         leveldb_options_set_max_open_files(opts, Int32(options.maxOpenFiles))
+        if let environment = options.environment { leveldb_options_set_env(opts, environment.leveldbEnv) }
         leveldb_options_set_block_size(opts, options.blockSize)
         leveldb_options_set_max_file_size(opts, options.maxFileSize)
         return opts

@@ -28,9 +28,9 @@ extension Store {
     /// session are copied, and the blob files.
     ///
     /// The copy is written beside `destination` (in `destination.incomplete`, which no one can
-    /// open as a store) and renamed into place when whole: killed at any moment, the backup
-    /// leaves no store at `destination`, and the next backup replaces the unfinished one. The
-    /// source is only read.
+    /// open as a store) and renamed into place when whole, its marker removed last: killed at
+    /// any moment, the backup leaves nothing that opens as a store, and the next backup to the
+    /// same place replaces what it left. The source is only read.
     ///
     /// ```swift
     /// try store.backup(to: "/backups/notes-2026-11-26") { progress in
@@ -56,34 +56,57 @@ extension Store {
         guard target != source && !target.hasPrefix(source + "/") else {
             throw SatchelError(.invalidArgument, "the backup of \(path) cannot go inside it (\(destination))")
         }
+        // What a backup killed midway leaves, each step marked unfinished from its start: the
+        // directory being made (`.incomplete-new`, marked, then renamed), the copy
+        // (`.incomplete`), and the finished copy renamed into place before its marker goes.
+        let marker = Self.unfinishedBackupMarker
+        let partial = target + ".incomplete"
+        let fresh = partial + "-new"
+        if fileManager.fileExists(atPath: fresh) {
+            let entries = (try? fileManager.contentsOfDirectory(atPath: fresh)) ?? []
+            guard entries.isEmpty || entries.contains(marker) else {
+                throw SatchelError(.alreadyExists, "\(fresh) exists and is not an unfinished backup; move it away first")
+            }
+            try? fileManager.removeItem(atPath: fresh)
+        }
         var isDirectory: ObjCBool = false
         if fileManager.fileExists(atPath: target, isDirectory: &isDirectory) {
-            let empty = isDirectory.boolValue && ((try? fileManager.contentsOfDirectory(atPath: target))?.isEmpty ?? false)
-            guard empty else { throw SatchelError(.alreadyExists, "\(destination) exists: a backup goes to a new directory") }
+            if isDirectory.boolValue && fileManager.fileExists(atPath: target + "/" + marker) {
+                try? fileManager.removeItem(atPath: target)
+            } else {
+                let empty = isDirectory.boolValue && ((try? fileManager.contentsOfDirectory(atPath: target))?.isEmpty ?? false)
+                guard empty else { throw SatchelError(.alreadyExists, "\(destination) exists: a backup goes to a new directory") }
+            }
         }
-        let partial = target + ".incomplete"
         if fileManager.fileExists(atPath: partial) {
-            guard fileManager.fileExists(atPath: partial + "/" + Self.unfinishedBackupMarker) else {
+            guard fileManager.fileExists(atPath: partial + "/" + marker) else {
                 throw SatchelError(.alreadyExists, "\(partial) exists and is not an unfinished backup; move it away first")
             }
             try? fileManager.removeItem(atPath: partial)
         }
         do {
-            try fileManager.createDirectory(atPath: partial, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-            guard fileManager.createFile(atPath: partial + "/" + Self.unfinishedBackupMarker, contents: Data()) else {
-                throw SatchelError(.io, "cannot write into \(partial)")
+            try fileManager.createDirectory(atPath: fresh, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            guard fileManager.createFile(atPath: fresh + "/" + marker, contents: Data()) else {
+                throw SatchelError(.io, "cannot write into \(fresh)")
             }
+            FileSystem.synchronizeDirectory(fresh)
+            try FileSystem.rename(fresh, to: partial)
         } catch let error as SatchelError {
+            try? fileManager.removeItem(atPath: fresh)
             throw error
         } catch {
+            try? fileManager.removeItem(atPath: fresh)
             throw SatchelError(.io, "cannot create \(partial): \(error.localizedDescription)")
         }
         do {
             let state = try copy(into: partial, progress: progress)
-            try? fileManager.removeItem(atPath: partial + "/" + Self.unfinishedBackupMarker)
             FileSystem.synchronizeDirectory(partial)
             try FileSystem.rename(partial, to: target)
-            FileSystem.synchronizeDirectory(URL(fileURLWithPath: target).deletingLastPathComponent().path)
+            let parent = URL(fileURLWithPath: target).deletingLastPathComponent().path
+            FileSystem.synchronizeDirectory(parent)
+            // Only now is the copy a store.
+            try? fileManager.removeItem(atPath: target + "/" + marker)
+            FileSystem.synchronizeDirectory(target)
             progress?(state)
             return state
         } catch {
@@ -92,8 +115,18 @@ extension Store {
         }
     }
 
+    /// How a copy's files are written: as the store's own (a backup), or encrypted with another
+    /// data key or not at all (``encrypt(path:key:configuration:)`` and its kin).
+    enum CopyEncryption {
+        case same
+        case plain
+        case encrypted(EncryptedEnvironment, KeyFile)
+    }
+
     /// The copy of ``backup(to:progress:)``: every partition as of one moment, then the blobs.
-    private func copy(into directory: String, progress: ((BackupProgress) -> Void)?) throws -> BackupProgress {
+    func copy(into directory: String, encryption target: CopyEncryption = .same, progress: ((BackupProgress) -> Void)?) throws
+        -> BackupProgress
+    {
         // The moment: no write lands while the three snapshots are taken.
         let snapshots = try writer.withLock { try Partition.allCases.map { try database($0).makeSnapshot() } }
         var state = BackupProgress()
@@ -105,6 +138,16 @@ extension Store {
         options.bloomBitsPerKey = configuration.bloomFilterBitsPerKey
         options.blockCacheSize = 0
         options.writeBufferSize = max(configuration.writeBufferSize, 64 << 20)
+        switch target {
+        case .same:
+            // An encrypted store's copy is encrypted with the same data key, its key file beside it.
+            options.environment = encryption
+            if encryption != nil, let keyFile = try KeyFile.read(store: path) { try keyFile.write(store: directory) }
+        case .plain: options.environment = nil
+        case .encrypted(let environment, let keyFile):
+            options.environment = environment
+            try keyFile.write(store: directory)
+        }
         for (partition, snapshot) in zip(Partition.allCases, snapshots) {
             let partitionDirectory = URL(fileURLWithPath: directory).appendingPathComponent(partition.rawValue).path
             Self.restrictToOwner(partitionDirectory, creating: true)

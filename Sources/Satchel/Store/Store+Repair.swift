@@ -58,12 +58,16 @@ extension Store {
             throw SatchelError(.storeMissing, "no store at \(path)")
         }
         if !force { try checkIsStore(path, creating: false) }
+        // An encrypted store is repaired through its key: LevelDB's repair reads and writes
+        // every file through the same Env as the store.
+        let encryption = try encryption(of: path, key: configuration.encryptionKey, creating: false)
         var options = LevelDBOptions()
         options.createIfMissing = false
+        options.environment = encryption
         let partitions = Partition.allCases.filter { FileManager.default.fileExists(atPath: directory(of: $0, in: path)) }
         for partition in partitions { try LevelDB.repair(path: directory(of: partition, in: path), options: options) }
         var report = RepairReport()
-        try salvage(path, partitions: partitions, force: force, report: &report)
+        try salvage(path, partitions: partitions, force: force, encryption: encryption, report: &report)
 
         var configuration = configuration
         configuration.createIfMissing = true
@@ -103,9 +107,12 @@ extension Store {
     /// Step 2 of ``repair(path:force:configuration:)``: the format marker, lost definitions,
     /// undecodable records; on each partition's raw database, before the store opens (which
     /// refuses a partition without its marker, or with an undecodable definition).
-    private static func salvage(_ path: String, partitions: [Partition], force: Bool, report: inout RepairReport) throws {
+    private static func salvage(
+        _ path: String, partitions: [Partition], force: Bool, encryption: EncryptedEnvironment?, report: inout RepairReport
+    ) throws {
         var options = LevelDBOptions()
         options.createIfMissing = false
+        options.environment = encryption
         var censuses: [Partition: Census] = [:]
         var databases: [Partition: LevelDB] = [:]
         defer { for db in databases.values { try? db.close() } }

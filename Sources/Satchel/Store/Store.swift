@@ -62,6 +62,11 @@ public final class Store: Sendable {
         /// Verify the checksum of every block read from disk (default true): damaged data then
         /// fails with `corruption` instead of coming back wrong.
         public var verifyChecksums = true
+        /// The app's key to an encrypted store (nil: the store is not encrypted). A new store
+        /// opened with a key is created encrypted; an encrypted store opens only with its key,
+        /// and an unencrypted one only without a key (``Store/encrypt(path:key:configuration:)``
+        /// turns one into the other). See ``EncryptionKey`` and the Encryption article.
+        public var encryptionKey: EncryptionKey?
 
         /// Refuse every query (outside transactions) whose plan would scan a whole model:
         /// ``SatchelError/Code/unindexedQuery``, naming the attribute to index. Queries can ask
@@ -84,6 +89,8 @@ public final class Store: Sendable {
 
     let user: LevelDB
     let app: LevelDB
+    /// The encrypting Env the partitions were opened with (nil: not encrypted).
+    let encryption: EncryptedEnvironment?
     let local: LevelDB
     let catalog: Locked<Catalog>
     /// Bumped whenever a model definition or an index changes (not statistics), so transactions
@@ -142,7 +149,10 @@ public final class Store: Sendable {
         } else {
             try Self.checkIsStore(path, creating: configuration.createIfMissing)
         }
+        let encryption = try Self.encryption(of: path, key: configuration.encryptionKey, creating: configuration.createIfMissing)
+        self.encryption = encryption
         var options = LevelDBOptions()
+        options.environment = encryption
         options.createIfMissing = configuration.createIfMissing
         options.blockCacheSize = configuration.blockCacheSize
         options.bloomBitsPerKey = configuration.bloomFilterBitsPerKey
@@ -179,6 +189,8 @@ public final class Store: Sendable {
             try Self.loadModels(from: db, partition: partition, into: &catalog)
         }
         self.catalog = Locked(catalog)
+        // With the partitions locked: no conversion of this store is running.
+        Self.removeConversionLeftovers(path)
         try resumeDrops()
         // Migrations a kill interrupted, when their steps have a JSON form; one that fails
         // stays unfinished (check reports it), and the store opens all the same.
@@ -199,12 +211,35 @@ public final class Store: Sendable {
             throw SatchelError(.notAStore, "\(path) is an unfinished backup, not a store: run the backup again")
         }
         if entries.contains(where: { name in Partition.allCases.contains { $0.rawValue == name } }) { return }
-        if entries.isEmpty {
+        // A new encrypted store's key file is written before its partitions.
+        if entries.isEmpty || entries == [KeyFile.name] {
             if creating { return }
             throw SatchelError(.storeMissing, "no store at \(path): the directory is empty")
         }
         throw SatchelError(
             .notAStore, "\(path) is not a Satchel store: it holds other files (\(entries.sorted().prefix(3).joined(separator: ", ")))")
+    }
+
+    /// The Env that encrypts the store at `path` with its data key, unsealed with `key`; nil
+    /// for a store that is not encrypted. A new store (no partition yet) opened with a key gets
+    /// a new data key, its key file written before anything else.
+    static func encryption(of path: String, key: EncryptionKey?, creating: Bool) throws(SatchelError) -> EncryptedEnvironment? {
+        let keyFile = try KeyFile.read(store: path)
+        switch (keyFile, key) {
+        case (nil, nil): return nil
+        case (let file?, let key?): return EncryptedEnvironment(dataKey: try file.unseal(with: key, store: path))
+        case (_?, nil):
+            throw SatchelError(.wrongKey, "the store at \(path) is encrypted: open it with its key (--key-file)")
+        case (nil, let key?):
+            let hasData = Partition.allCases.contains { FileManager.default.fileExists(atPath: path + "/" + $0.rawValue) }
+            if hasData {
+                throw SatchelError(.wrongKey, "the store at \(path) is not encrypted: open it without a key, or encrypt it first (satchel encrypt)")
+            }
+            guard creating else { throw SatchelError(.storeMissing, "no store at \(path)") }
+            let dataKey = try DataKey.random()
+            try KeyFile.sealing(dataKey, under: key).write(store: path)
+            return EncryptedEnvironment(dataKey: dataKey)
+        }
     }
 
     /// Makes a partition's directory readable by the owner only (creating it so when allowed),

@@ -1,0 +1,53 @@
+// Encryption at rest below LevelDB: an Env that encrypts every file LevelDB writes (tables, logs,
+// MANIFEST, CURRENT) with AES-256 in CTR mode and sends its info log nowhere, and AES-256-GCM
+// sealing for small records (a store's key file). OpenSSL's EVP on Linux. The byte layouts are
+// specified in docs/ENCRYPTION.md; this target owns the encrypted file header.
+#ifndef SATCHEL_CLEVELDB_ENCRYPTION_H
+#define SATCHEL_CLEVELDB_ENCRYPTION_H
+
+#include <leveldb/c.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/// Bytes in front of every encrypted file: magic, format version, key id, initial counter.
+#define SATCHEL_FILE_HEADER_SIZE 64
+/// Bytes a sealed record adds: a 12-byte nonce in front, a 16-byte tag behind.
+#define SATCHEL_SEAL_OVERHEAD 28
+
+typedef struct satchel_encrypted_env satchel_encrypted_env;
+
+/// An Env over LevelDB's default one that encrypts with `key` (32 bytes) and writes `key_id`
+/// (16 bytes) into every file's header; files with another key id are refused on open.
+satchel_encrypted_env *satchel_encrypted_env_create(const uint8_t *key, const uint8_t *key_id);
+/// The env as LevelDB's C API takes it (`leveldb_options_set_env`); owned by `env`.
+leveldb_env_t *satchel_encrypted_env_leveldb(satchel_encrypted_env *env);
+/// Frees the env; every database opened with it must be closed first.
+void satchel_encrypted_env_destroy(satchel_encrypted_env *env);
+
+/// What a file header says: 0 an encrypted file of this format (its key id copied to
+/// `key_id_out`), 1 no header magic (not an encrypted file), 2 shorter than a header, 3 a later
+/// format version.
+int satchel_read_file_header(const uint8_t *bytes, size_t count, uint8_t *key_id_out);
+
+/// Fills `out` with `count` random bytes from OpenSSL's generator; 0 on success.
+int satchel_random_bytes(uint8_t *out, size_t count);
+
+/// AES-256-GCM: writes nonce + ciphertext + tag (count + SATCHEL_SEAL_OVERHEAD bytes) to `out`,
+/// authenticating `aad` too; 0 on success.
+int satchel_seal(const uint8_t *key, const uint8_t *plain, size_t count, const uint8_t *aad, size_t aad_count, uint8_t *out);
+/// Opens what `satchel_seal` wrote (`count` bytes) into `out` (count - SATCHEL_SEAL_OVERHEAD
+/// bytes); 0 on success, 1 when the key or the bytes are wrong (the tag does not match).
+int satchel_open(const uint8_t *key, const uint8_t *sealed, size_t count, const uint8_t *aad, size_t aad_count, uint8_t *out);
+
+/// scrypt (N = 2^15, r = 8, p = 1) of `passphrase` with `salt` into a 32-byte key; 0 on success.
+int satchel_derive_key(const char *passphrase, size_t count, const uint8_t *salt, size_t salt_count, uint8_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

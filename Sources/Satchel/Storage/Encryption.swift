@@ -1,0 +1,208 @@
+internal import CLevelDB
+internal import CLevelDBEncryption
+import Foundation
+
+/// The encrypting Env a store's databases are opened with (CLevelDBEncryption): every file
+/// LevelDB writes under AES-256-CTR with the store's data key.
+///
+/// `@unchecked Sendable`: a box around one C pointer that is written once, in `init`, and freed
+/// in `deinit`; the Env it points to is immutable after creation and thread-safe, as LevelDB
+/// requires of every Env. Databases opened with it hold this box, so it outlives them.
+final class EncryptedEnvironment: @unchecked Sendable {
+    private let env: OpaquePointer
+    /// The data key's id, in every file's header.
+    let keyID: [UInt8]
+
+    init(dataKey: DataKey) {
+        env = dataKey.bytes.withUnsafeBufferPointer { key in
+            dataKey.keyID.withUnsafeBufferPointer { id in satchel_encrypted_env_create(key.baseAddress, id.baseAddress) }
+        }
+        keyID = dataKey.keyID
+    }
+
+    /// What `leveldb_options_set_env` takes.
+    var leveldbEnv: OpaquePointer { satchel_encrypted_env_leveldb(env) }
+
+    deinit { satchel_encrypted_env_destroy(env) }
+}
+
+/// A store's data key: the key its files are encrypted with, and its id.
+struct DataKey: Sendable {
+    var bytes: [UInt8]
+    var keyID: [UInt8]
+
+    /// A new random key.
+    static func random() throws(SatchelError) -> DataKey {
+        DataKey(bytes: try Sealing.randomBytes(32), keyID: try Sealing.randomBytes(16))
+    }
+}
+
+/// AES-256-GCM and random bytes, from OpenSSL (CLevelDBEncryption).
+enum Sealing {
+    static let overhead = Int(SATCHEL_SEAL_OVERHEAD)
+
+    static func randomBytes(_ count: Int) throws(SatchelError) -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: count)
+        guard bytes.withUnsafeMutableBufferPointer({ satchel_random_bytes($0.baseAddress, count) }) == 0 else {
+            throw SatchelError(.io, "no random bytes from the system")
+        }
+        return bytes
+    }
+
+    /// `plain` sealed under `key`, authenticating `context` too.
+    static func seal(_ plain: [UInt8], key: [UInt8], context: [UInt8]) throws(SatchelError) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: plain.count + overhead)
+        let status = out.withUnsafeMutableBufferPointer { out in
+            satchel_seal(key, plain, plain.count, context, context.count, out.baseAddress)
+        }
+        guard status == 0 else { throw SatchelError(.io, "sealing failed (OpenSSL)") }
+        return out
+    }
+
+    /// What ``seal(_:key:context:)`` wrote, or nil when the key, the context or the bytes are
+    /// not those it was sealed with.
+    static func open(_ sealed: [UInt8], key: [UInt8], context: [UInt8]) -> [UInt8]? {
+        guard sealed.count >= overhead else { return nil }
+        var out = [UInt8](repeating: 0, count: sealed.count - overhead)
+        let status = out.withUnsafeMutableBufferPointer { out in
+            satchel_open(key, sealed, sealed.count, context, context.count, out.baseAddress)
+        }
+        return status == 0 ? out : nil
+    }
+
+    /// A 32-byte key from a passphrase: scrypt (N = 2^15, r = 8, p = 1) with `salt`.
+    static func deriveKey(passphrase: String, salt: [UInt8]) throws(SatchelError) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: 32)
+        let utf8 = Array(passphrase.utf8)
+        let status = utf8.withUnsafeBufferPointer { text in
+            out.withUnsafeMutableBufferPointer { out in
+                text.baseAddress!.withMemoryRebound(to: CChar.self, capacity: max(utf8.count, 1)) { chars in
+                    satchel_derive_key(chars, utf8.count, salt, salt.count, out.baseAddress)
+                }
+            }
+        }
+        guard status == 0 else { throw SatchelError(.io, "deriving the key from the passphrase failed (OpenSSL scrypt)") }
+        return out
+    }
+
+    /// What an encrypted file's first bytes say (CLevelDBEncryption owns that header).
+    enum FileHeader: Equatable {
+        case encrypted(keyID: [UInt8])
+        case notEncrypted
+        case truncated
+        case laterFormat
+    }
+
+    static let fileHeaderSize = Int(SATCHEL_FILE_HEADER_SIZE)
+
+    static func fileHeader(_ bytes: [UInt8]) -> FileHeader {
+        var id = [UInt8](repeating: 0, count: 16)
+        switch id.withUnsafeMutableBufferPointer({ satchel_read_file_header(bytes, bytes.count, $0.baseAddress) }) {
+        case 0: return .encrypted(keyID: id)
+        case 1: return .notEncrypted
+        case 2: return .truncated
+        default: return .laterFormat
+        }
+    }
+}
+
+/// The store's key file, `STORE/satchel.key`: the data key sealed under the app's key. 108
+/// bytes (docs/ENCRYPTION.md):
+///
+/// | bytes | field |
+/// | --- | --- |
+/// | 0–7 | magic `SatchKey` |
+/// | 8–11 | format version, little-endian: 1 |
+/// | 12 | how the app's key is made: 0 given as 32 bytes, 1 scrypt of a passphrase |
+/// | 13–15 | zero |
+/// | 16–31 | the scrypt salt (zero for a given key) |
+/// | 32–47 | the data key's id (in every encrypted file's header) |
+/// | 48–107 | the data key, AES-256-GCM-sealed under the app's key (nonce, 32 bytes, tag), bytes 0–47 authenticated with it |
+///
+/// Changing the app's key rewrites this file only; the data key changes with `rekey`.
+struct KeyFile: Equatable {
+    static let name = "satchel.key"
+    static let magic = Array("SatchKey".utf8)
+    static let size = 108
+
+    var derivation: UInt8
+    var salt: [UInt8]
+    var keyID: [UInt8]
+    var sealed: [UInt8]
+
+    /// The first 48 bytes: what the seal authenticates besides the data key.
+    var header: [UInt8] {
+        var bytes = Self.magic
+        bytes += [1, 0, 0, 0, derivation, 0, 0, 0]
+        bytes += salt
+        bytes += keyID
+        return bytes
+    }
+
+    var bytes: [UInt8] { header + sealed }
+
+    /// A key file sealing `dataKey` under `key`.
+    static func sealing(_ dataKey: DataKey, under key: EncryptionKey) throws(SatchelError) -> KeyFile {
+        var file = KeyFile(derivation: 0, salt: [UInt8](repeating: 0, count: 16), keyID: dataKey.keyID, sealed: [])
+        if case .passphrase = key.source {
+            file.derivation = 1
+            file.salt = try Sealing.randomBytes(16)
+        }
+        file.sealed = try Sealing.seal(dataKey.bytes, key: try key.keyBytes(salt: file.salt), context: file.header)
+        return file
+    }
+
+    /// The data key, or `.wrongKey` when `key` is not the one it was sealed under.
+    func unseal(with key: EncryptionKey, store: String) throws(SatchelError) -> DataKey {
+        if (derivation == 1) != (key.isPassphrase) {
+            throw SatchelError(
+                .wrongKey,
+                "the store at \(store) is encrypted with \(derivation == 1 ? "a passphrase" : "a 256-bit key"), not \(key.isPassphrase ? "a passphrase" : "a key")"
+            )
+        }
+        guard let bytes = Sealing.open(sealed, key: try key.keyBytes(salt: salt), context: header), bytes.count == 32 else {
+            throw SatchelError(.wrongKey, "the key does not open the store at \(store)")
+        }
+        return DataKey(bytes: bytes, keyID: keyID)
+    }
+
+    init(derivation: UInt8, salt: [UInt8], keyID: [UInt8], sealed: [UInt8]) {
+        (self.derivation, self.salt, self.keyID, self.sealed) = (derivation, salt, keyID, sealed)
+    }
+
+    init(bytes: [UInt8], store: String) throws(SatchelError) {
+        guard bytes.count == Self.size, Array(bytes[0..<8]) == Self.magic else {
+            throw SatchelError(.corruption, "the key file of \(store) is damaged (\(bytes.count) bytes, not a Satchel key file)")
+        }
+        guard bytes[8..<12].elementsEqual([1, 0, 0, 0]), bytes[12] <= 1 else {
+            throw SatchelError(.unsupportedFormat, "the key file of \(store) is of a later format than this version reads")
+        }
+        self.init(derivation: bytes[12], salt: Array(bytes[16..<32]), keyID: Array(bytes[32..<48]), sealed: Array(bytes[48...]))
+    }
+
+    /// The key file of the store at `store`, nil when it has none (the store is not encrypted).
+    static func read(store: String) throws(SatchelError) -> KeyFile? {
+        let path = store + "/" + name
+        guard FileManager.default.fileExists(atPath: path) else { return nil }
+        guard let data = FileManager.default.contents(atPath: path) else { throw SatchelError(.io, "cannot read \(path)") }
+        return try KeyFile(bytes: Array(data), store: store)
+    }
+
+    /// Writes the file into `store` durably: a temporary file, synced, renamed over the old one.
+    func write(store: String) throws(SatchelError) {
+        let path = store + "/" + Self.name
+        let temporary = path + ".new"
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        guard descriptor >= 0 else { throw SatchelError(.io, "cannot write \(temporary): \(String(cString: strerror(errno)))") }
+        let bytes = self.bytes
+        let written = bytes.withUnsafeBytes { Foundation.write(descriptor, $0.baseAddress, $0.count) }
+        let synced = fsync(descriptor) == 0
+        close(descriptor)
+        guard written == bytes.count, synced else {
+            unlink(temporary)
+            throw SatchelError(.io, "cannot write \(temporary)")
+        }
+        try FileSystem.rename(temporary, to: path)
+        FileSystem.synchronizeDirectory(store)
+    }
+}

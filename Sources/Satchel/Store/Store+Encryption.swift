@@ -1,0 +1,108 @@
+import Foundation
+
+extension Store {
+    /// Encrypts the unencrypted store at `path` with `key`, in place as the app sees it.
+    ///
+    /// The store is copied into `path.converting` with a new data key, the copy opened with
+    /// `key` and checked, then the two directories are exchanged in one step and the old
+    /// (plain) store removed. Killed at any moment, `path` holds the old store or the new one,
+    /// whole; a copy or an old store left at `path.converting` is removed when the store next
+    /// opens. Run it with the store closed. The removed plain files are unlinked, not
+    /// overwritten: on flash storage their bytes may stay on the device until it reuses them.
+    ///
+    /// - Throws: ``SatchelError`` `.wrongKey` when the store is already encrypted, `.locked`
+    ///   when it is open, `.corruption` when the copy fails its check (nothing changed then).
+    public static func encrypt(path: String, key: EncryptionKey, configuration: Configuration = Configuration()) throws {
+        try convert(path, opening: nil, to: key, configuration: configuration)
+    }
+
+    /// Decrypts the store at `path` (encrypted with `key`), in place as the app sees it, the
+    /// same way as ``encrypt(path:key:configuration:)``.
+    public static func decrypt(path: String, key: EncryptionKey, configuration: Configuration = Configuration()) throws {
+        try convert(path, opening: key, to: nil, configuration: configuration)
+    }
+
+    /// Gives the encrypted store at `path` a new data key, sealed under `newKey`: every file is
+    /// rewritten (as ``encrypt(path:key:configuration:)`` does), so that the old key, and a
+    /// copy of the old key file, no longer open anything written from now on.
+    public static func rekey(path: String, from oldKey: EncryptionKey, to newKey: EncryptionKey, configuration: Configuration = Configuration())
+        throws
+    {
+        try convert(path, opening: oldKey, to: newKey, configuration: configuration)
+    }
+
+    /// Seals the encrypted store's data key under `newKey` instead of `oldKey`: one small file
+    /// rewritten (atomically), the data untouched. Use ``rekey(path:from:to:configuration:)``
+    /// when the data key itself may be known.
+    ///
+    /// - Throws: ``SatchelError`` `.wrongKey` when `oldKey` does not open the store, or it is
+    ///   not encrypted.
+    public static func changeEncryptionKey(path: String, from oldKey: EncryptionKey, to newKey: EncryptionKey) throws {
+        guard let file = try KeyFile.read(store: path) else {
+            throw SatchelError(.wrongKey, "the store at \(path) is not encrypted: it has no key to change (encrypt it first)")
+        }
+        let dataKey = try file.unseal(with: oldKey, store: path)
+        try KeyFile.sealing(dataKey, under: newKey).write(store: path)
+    }
+
+    /// Where a conversion builds the new store, and leaves the old one after the exchange.
+    static func conversionStaging(_ path: String) -> String { URL(fileURLWithPath: path).standardizedFileURL.path + ".converting" }
+
+    /// Removes what a conversion killed midway left beside the store: a partial copy or the
+    /// old store (the store at `path` is whole either way).
+    static func removeConversionLeftovers(_ path: String) {
+        let staging = conversionStaging(path)
+        if FileManager.default.fileExists(atPath: staging) { try? FileManager.default.removeItem(atPath: staging) }
+    }
+
+    private static func convert(_ path: String, opening oldKey: EncryptionKey?, to newKey: EncryptionKey?, configuration: Configuration) throws {
+        let fileManager = FileManager.default
+        let target = URL(fileURLWithPath: path).standardizedFileURL.path
+        var isDirectory: ObjCBool = false
+        guard fileManager.fileExists(atPath: target, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw SatchelError(.storeMissing, "no store at \(path)")
+        }
+        let staging = conversionStaging(target)
+        removeConversionLeftovers(target)
+
+        var sourceConfiguration = configuration
+        sourceConfiguration.createIfMissing = false
+        sourceConfiguration.encryptionKey = oldKey
+        let source = try Store(path: target, configuration: sourceConfiguration)
+        let copyEncryption: CopyEncryption
+        if let newKey {
+            let dataKey = try DataKey.random()
+            copyEncryption = .encrypted(EncryptedEnvironment(dataKey: dataKey), try KeyFile.sealing(dataKey, under: newKey))
+        } else {
+            copyEncryption = .plain
+        }
+        do {
+            try fileManager.createDirectory(atPath: staging, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+            _ = try source.copy(into: staging, encryption: copyEncryption, progress: nil)
+            try source.close()
+        } catch {
+            try? source.close()
+            try? fileManager.removeItem(atPath: staging)
+            throw error
+        }
+        do {
+            var checking = configuration
+            checking.createIfMissing = false
+            checking.encryptionKey = newKey
+            let copy = try Store(path: staging, configuration: checking)
+            let report = try copy.verify()
+            try copy.close()
+            guard report.isHealthy else {
+                throw SatchelError(
+                    .corruption, "the converted copy fails its check (\(report.problems.first ?? "?")); the store at \(path) is unchanged")
+            }
+        } catch {
+            try? fileManager.removeItem(atPath: staging)
+            throw error
+        }
+        FileSystem.synchronizeDirectory(staging)
+        try FileSystem.exchange(staging, target)
+        FileSystem.synchronizeDirectory(URL(fileURLWithPath: target).deletingLastPathComponent().path)
+        removeConversionLeftovers(target)
+    }
+}

@@ -1,0 +1,293 @@
+import Foundation
+import SatchelTestSupport
+import Testing
+
+@testable import Satchel
+
+@Suite("Encryption at rest")
+struct EncryptionTests {
+    static let marker = "ZEBRA-MARKER-7391"
+
+    static func configuration(_ key: EncryptionKey?) -> Store.Configuration {
+        var configuration = Store.Configuration()
+        configuration.encryptionKey = key
+        configuration.writeBufferSize = 64 << 10  // small: tables are written, and compacted
+        return configuration
+    }
+
+    /// Writes the marker into objects, index values, a pending change, the sync state and the
+    /// session, then compacts and closes.
+    static func fill(_ path: String, key: EncryptionKey?) throws {
+        let store = try Store(path: path, configuration: configuration(key))
+        let items = try store.model("Item")
+        try items.createIndex(IndexDefinition(["label"]))
+        for i in 0..<2000 {
+            _ = try items.put(["object": .string("item-\(i)"), "label": .string("\(marker)-\(i)"), "n": .int(Int64(i))])
+        }
+        let settings = try store.register(ModelDefinition(name: "Setting", partition: .local))
+        _ = try settings.put(["object": "theme", "value": .string(marker)])
+        var state = ModelSyncState()
+        state.cursor = .string(marker)
+        try store.bulkUpdate { tx in try tx.setSyncState(items, state) }
+        try store.setStoredSession(["token": .string(marker), "user": "ann"])
+        try store.compact()
+        try store.close()
+    }
+
+    /// Every byte of every file under `directory`.
+    static func allBytes(under directory: String) throws -> [(String, Data)] {
+        let walker = try #require(FileManager.default.enumerator(atPath: directory))
+        var files: [(String, Data)] = []
+        while let name = walker.nextObject() as? String {
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: directory + "/" + name, isDirectory: &isDirectory), !isDirectory.boolValue else { continue }
+            files.append((name, try Data(contentsOf: URL(fileURLWithPath: directory + "/" + name))))
+        }
+        return files
+    }
+
+    static func filesHolding(_ text: String, under directory: String) throws -> [String] {
+        let needle = Data(text.utf8)
+        return try allBytes(under: directory).filter { $0.1.range(of: needle) != nil }.map(\.0)
+    }
+
+    @Test("the marker written into objects, index entries, the sync state and the session appears in no file; unencrypted, it does")
+    func noPlaintextOnDisk() throws {
+        let directory = TemporaryDirectory()
+        let key = try EncryptionKey.random()
+        let encrypted = directory.child("encrypted")
+        let plain = directory.child("plain")
+        try Self.fill(encrypted, key: key)
+        try Self.fill(plain, key: nil)
+
+        let files = try Self.allBytes(under: encrypted)
+        #expect(files.contains { $0.0.hasSuffix(".ldb") }, "tables were written: \(files.map(\.0))")
+        #expect(try Self.filesHolding(Self.marker, under: encrypted) == [])
+        #expect(!files.contains { $0.0.hasSuffix("LOG") || $0.0.hasSuffix("LOG.old") }, "LevelDB's info log goes nowhere")
+        #expect(!(try Self.filesHolding(Self.marker, under: plain).isEmpty), "the test can fail: the plain store holds the marker")
+
+        // And the data is all there with the key.
+        let store = try Store(path: encrypted, configuration: Self.configuration(key))
+        defer { try? store.close() }
+        let items = try store.model("Item")
+        #expect(try items.count() == 2000)
+        #expect(try items.findFirst(where: "label" == .string("\(Self.marker)-7"))?.id == "item-7")
+        #expect(try store.storedSession()?["token"] == .string(Self.marker))
+        #expect(try store.verify().isHealthy)
+    }
+
+    @Test("no key, a wrong key, a key for a plain store: one .wrongKey error each, and not a byte changed")
+    func wrongKeys() throws {
+        let directory = TemporaryDirectory()
+        let key = try EncryptionKey.random()
+        let encrypted = directory.child("encrypted")
+        let plain = directory.child("plain")
+        try Self.fill(encrypted, key: key)
+        try Self.fill(plain, key: nil)
+        let encryptedBefore = try Self.allBytes(under: encrypted).map { "\($0.0):\($0.1.hashValue)" }.sorted()
+        let plainBefore = try Self.allBytes(under: plain).map { "\($0.0):\($0.1.hashValue)" }.sorted()
+
+        for (path, key, says) in [
+            (encrypted, nil, "is encrypted"), (encrypted, try EncryptionKey.random(), "does not open"),
+            (encrypted, EncryptionKey.passphrase("secret"), "not a passphrase"), (plain, key, "is not encrypted"),
+        ] as [(String, EncryptionKey?, String)] {
+            do {
+                _ = try Store(path: path, configuration: Self.configuration(key))
+                Issue.record("opened \(path) with \(String(describing: key))")
+            } catch let error as SatchelError {
+                #expect(error.code == .wrongKey, "\(error)")
+                #expect(error.message.contains(says), "\(error.message)")
+                if let hex = key?.hex, !hex.isEmpty { #expect(!error.message.contains(hex), "the key stays out of the message") }
+            } catch {
+                Issue.record("not a SatchelError: \(error)")
+            }
+        }
+        #expect(try Self.allBytes(under: encrypted).map { "\($0.0):\($0.1.hashValue)" }.sorted() == encryptedBefore)
+        #expect(try Self.allBytes(under: plain).map { "\($0.0):\($0.1.hashValue)" }.sorted() == plainBefore)
+    }
+
+    @Test("a passphrase opens what it encrypted, and only that passphrase")
+    func passphrase() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.child("store")
+        do {
+            let store = try Store(path: path, configuration: Self.configuration(.passphrase("correct horse")))
+            _ = try store.model("Note").create(["text": .string(Self.marker)])
+            try store.close()
+        }
+        #expect(throws: SatchelError.self) { _ = try Store(path: path, configuration: Self.configuration(.passphrase("wrong horse"))) }
+        let store = try Store(path: path, configuration: Self.configuration(.passphrase("correct horse")))
+        defer { try? store.close() }
+        #expect(try store.model("Note").findAll().map { $0.attributes["text"] } == [.string(Self.marker)])
+    }
+
+    @Test("a damaged key file, a damaged file header, a truncated table and a table from another store: one clear error each")
+    func damagedFiles() throws {
+        let directory = TemporaryDirectory()
+        let key = try EncryptionKey.random()
+        let original = directory.child("original")
+        try Self.fill(original, key: key)
+
+        func copy(_ name: String) throws -> String {
+            let path = directory.child(name)
+            try FileManager.default.copyItem(atPath: original, toPath: path)
+            return path
+        }
+        func tables(_ store: String) throws -> [String] {
+            try Self.allBytes(under: store).map(\.0).filter { $0.hasPrefix("user/") && $0.hasSuffix(".ldb") }.sorted()
+        }
+        func openAndRead(_ path: String) throws {
+            let store = try Store(path: path, configuration: Self.configuration(key))
+            defer { try? store.close() }
+            _ = try store.model("Item").findAll()
+        }
+
+        // The key file cut short.
+        let shortKey = try copy("short-key")
+        try Data(try Data(contentsOf: URL(fileURLWithPath: shortKey + "/satchel.key")).prefix(50)).write(
+            to: URL(fileURLWithPath: shortKey + "/satchel.key"))
+        #expect { try openAndRead(shortKey) } throws: { ($0 as? SatchelError)?.code == .corruption }
+
+        // A byte of the sealed data key flipped: the seal does not open.
+        let flippedKey = try copy("flipped-key")
+        var keyBytes = try Data(contentsOf: URL(fileURLWithPath: flippedKey + "/satchel.key"))
+        keyBytes[70] ^= 0x01
+        try keyBytes.write(to: URL(fileURLWithPath: flippedKey + "/satchel.key"))
+        #expect { try openAndRead(flippedKey) } throws: { ($0 as? SatchelError)?.code == .wrongKey }
+
+        // A table's header magic damaged.
+        let header = try copy("header")
+        let table = try #require(try tables(header).first)
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: header + "/" + table))
+        bytes[0] ^= 0xFF
+        try bytes.write(to: URL(fileURLWithPath: header + "/" + table))
+        #expect { try openAndRead(header) } throws: { error in
+            let error = error as? SatchelError
+            return error?.code == .corruption && error?.message.contains("not an encrypted file") == true
+        }
+
+        // A table truncated.
+        let truncated = try copy("truncated")
+        let cut = try #require(try tables(truncated).first)
+        let whole = try Data(contentsOf: URL(fileURLWithPath: truncated + "/" + cut))
+        try Data(whole.prefix(whole.count / 2)).write(to: URL(fileURLWithPath: truncated + "/" + cut))
+        #expect { try openAndRead(truncated) } throws: { ($0 as? SatchelError)?.code == .corruption }
+
+        // A table of another store (another data key) put in place of one of this store.
+        let other = directory.child("other")
+        try Self.fill(other, key: key)
+        let foreign = try copy("foreign")
+        let replaced = try #require(try tables(foreign).first)
+        let otherTable = try #require(try tables(other).first)
+        try FileManager.default.removeItem(atPath: foreign + "/" + replaced)
+        try FileManager.default.copyItem(atPath: other + "/" + otherTable, toPath: foreign + "/" + replaced)
+        #expect { try openAndRead(foreign) } throws: { error in
+            let error = error as? SatchelError
+            return error?.code == .corruption && error?.message.contains("another key") == true
+        }
+    }
+
+    /// The store's objects, read with `key`.
+    static func labels(_ path: String, key: EncryptionKey?) throws -> [String: JSONValue] {
+        let store = try Store(path: path, configuration: configuration(key))
+        defer { try? store.close() }
+        #expect(try store.verify().isHealthy)
+        return Dictionary(uniqueKeysWithValues: try store.model("Item").findAll().map { ($0.id, $0.attributes["label"] ?? .null) })
+    }
+
+    @Test("encrypt, rekey, change the key, decrypt: the same objects at every step, each store opening with its key only")
+    func conversions() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.child("store")
+        try Self.fill(path, key: nil)
+        let expected = try Self.labels(path, key: nil)
+        #expect(expected.count == 2000)
+
+        let first = try EncryptionKey.random()
+        try Store.encrypt(path: path, key: first)
+        #expect(try Self.filesHolding(Self.marker, under: path) == [])
+        #expect(!FileManager.default.fileExists(atPath: path + ".converting"), "the old plain store is gone")
+        #expect(try Self.labels(path, key: first) == expected)
+        #expect { _ = try Store(path: path, configuration: Self.configuration(nil)) } throws: { ($0 as? SatchelError)?.code == .wrongKey }
+        #expect { try Store.encrypt(path: path, key: first) } throws: { ($0 as? SatchelError)?.code == .wrongKey }
+
+        let oldKeyFile = try Data(contentsOf: URL(fileURLWithPath: path + "/satchel.key"))
+        let second = try EncryptionKey.random()
+        try Store.rekey(path: path, from: first, to: second)
+        #expect(try Self.labels(path, key: second) == expected)
+        #expect { _ = try Store(path: path, configuration: Self.configuration(first)) } throws: { ($0 as? SatchelError)?.code == .wrongKey }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path + "/satchel.key")) != oldKeyFile)
+
+        let third = EncryptionKey.passphrase("a long passphrase")
+        try Store.changeEncryptionKey(path: path, from: second, to: third)
+        #expect(try Self.labels(path, key: third) == expected)
+        #expect { try Store.changeEncryptionKey(path: path, from: second, to: first) } throws: { ($0 as? SatchelError)?.code == .wrongKey }
+
+        try Store.decrypt(path: path, key: third)
+        #expect(!FileManager.default.fileExists(atPath: path + "/satchel.key"))
+        #expect(try Self.labels(path, key: nil) == expected)
+        #expect(!(try Self.filesHolding(Self.marker, under: path).isEmpty))
+    }
+
+    @Test("a conversion killed midway leaves the old store or the new one; what it left beside it goes at the next open")
+    func interruptedConversion() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.child("store")
+        try Self.fill(path, key: nil)
+        let expected = try Self.labels(path, key: nil)
+        // Killed while copying: a partial copy beside the old store.
+        try FileManager.default.createDirectory(atPath: path + ".converting/user", withIntermediateDirectories: true)
+        try Data("partial".utf8).write(to: URL(fileURLWithPath: path + ".converting/user/000005.ldb"))
+        #expect(try Self.labels(path, key: nil) == expected)
+        #expect(!FileManager.default.fileExists(atPath: path + ".converting"))
+        // And a conversion runs over such a leftover.
+        try FileManager.default.createDirectory(atPath: path + ".converting", withIntermediateDirectories: true)
+        let key = try EncryptionKey.random()
+        try Store.encrypt(path: path, key: key)
+        #expect(try Self.labels(path, key: key) == expected)
+    }
+
+    @Test("an encrypted store's backup is encrypted with the same key, restores, and repairs through its key")
+    func backupAndRepair() throws {
+        let directory = TemporaryDirectory()
+        let key = try EncryptionKey.random()
+        let path = directory.child("store")
+        try Self.fill(path, key: key)
+        let expected = try Self.labels(path, key: key)
+
+        let store = try Store(path: path, configuration: Self.configuration(key))
+        try store.backup(to: directory.child("backup"))
+        try store.close()
+        #expect(try Self.filesHolding(Self.marker, under: directory.child("backup")) == [])
+        #expect(try Self.labels(directory.child("backup"), key: key) == expected)
+        #expect { _ = try Store(path: directory.child("backup"), configuration: Self.configuration(nil)) } throws: {
+            ($0 as? SatchelError)?.code == .wrongKey
+        }
+        _ = try Store.restore(from: directory.child("backup"), to: path, configuration: Self.configuration(key))
+        #expect(try Self.labels(path, key: key) == expected)
+
+        #expect { _ = try Store.repair(path: path) } throws: { ($0 as? SatchelError)?.code == .wrongKey }
+        let report = try Store.repair(path: path, configuration: Self.configuration(key))
+        #expect(report.isHealthy)
+        #expect(try Self.filesHolding(Self.marker, under: path) == [])
+        #expect(try Self.labels(path, key: key) == expected)
+    }
+
+    @Test("the file header parser: every length and byte of a header gives an answer, never a crash")
+    func headerParser() throws {
+        var rng = SplitMix64(seed: 7)
+        var header = Array("SatchEnc".utf8) + [1, 0, 0, 0] + [UInt8](repeating: 0, count: 52)
+        #expect(Sealing.fileHeader(header) == .encrypted(keyID: [UInt8](repeating: 0, count: 16)))
+        #expect(Sealing.fileHeader(Array(header.prefix(63))) == .truncated)
+        #expect(Sealing.fileHeader(Array("MANIFEST".utf8)) == .notEncrypted)
+        header[8] = 2
+        #expect(Sealing.fileHeader(header) == .laterFormat)
+        for _ in 0..<10_000 {
+            let count = Int.random(in: 0...80, using: &rng)
+            let bytes = (0..<count).map { _ in UInt8.random(in: 0...255, using: &rng) }
+            _ = Sealing.fileHeader(bytes)
+            let keyFile = try? KeyFile(bytes: bytes, store: "x")
+            #expect(keyFile == nil || bytes.count == KeyFile.size)
+        }
+    }
+}
