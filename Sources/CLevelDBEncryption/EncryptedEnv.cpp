@@ -17,6 +17,7 @@
 #include <leveldb/slice.h>
 #include <leveldb/status.h>
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <openssl/rand.h>
 
 #include <cstdarg>
@@ -354,6 +355,12 @@ int satchel_open(const uint8_t *key, const uint8_t *sealed, size_t count, const 
     EVP_CIPHER_CTX_free(context);
     if (ok != 1) OPENSSL_cleanse(out, length);
     return ok == 1 ? 0 : 1;
+}
+
+int satchel_keyed_hash(const uint8_t *key, const uint8_t *data, size_t count, uint8_t *out) {
+    unsigned int length = 0;
+    static const uint8_t empty = 0;
+    return HMAC(EVP_sha256(), key, 32, count > 0 ? data : &empty, count, out, &length) != nullptr && length == 32 ? 0 : 1;
 }
 
 int satchel_derive_key(const char *passphrase, size_t count, const uint8_t *salt, size_t salt_count, uint8_t *out) {

@@ -133,7 +133,7 @@ struct RestoreCommand: ParsableCommand {
 
     func run() throws {
         let path = try store.path()
-        if let replaced = try Store.restore(from: backup, to: path) {
+        if let replaced = try Store.restore(from: backup, to: path, configuration: store.configuration()) {
             Output.line("restored \(path) from \(backup); the store it replaced is kept at \(replaced)")
         } else {
             Output.line("restored \(path) from \(backup)")

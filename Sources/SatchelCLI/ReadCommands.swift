@@ -290,7 +290,7 @@ struct RepairCommand: ParsableCommand {
         let path = try store.path()
         let report: RepairReport
         do {
-            report = try Store.repair(path: path, force: force)
+            report = try Store.repair(path: path, force: force, configuration: store.configuration())
         } catch let error as SatchelError where error.code == .notAStore {
             throw SatchelError(.notAStore, "\(error.message); nothing was changed (--force repairs it all the same)")
         }

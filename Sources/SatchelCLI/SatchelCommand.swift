@@ -20,7 +20,7 @@ struct SatchelCommand: AsyncParsableCommand {
             StatsCommand.self, CheckCommand.self, RepairCommand.self, SyncCommand.self, SearchCommand.self, VerifyCommand.self, ErrorsCommand.self,
             ResolveCommand.self,
             LogoutCommand.self, ResetCommand.self, BlobCommand.self, ExportCommand.self, CompactCommand.self, BackupCommand.self, RestoreCommand.self,
-            MigrateCommand.self,
+            MigrateCommand.self, EncryptCommand.self, DecryptCommand.self, RekeyCommand.self,
             PicklistCommand.self, DemoCommand.self,
         ]
     )
@@ -91,6 +91,44 @@ extension SatchelCommand {
 struct StoreOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("The store directory (default: $SATCHEL_DB).", valueName: "dir"))
     var db: String?
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "The key of an encrypted store: a file holding 64 hexadecimal digits (default: $SATCHEL_KEY_FILE).", valueName: "file"))
+    var keyFile: String?
+
+    /// The key `--key-file` (else `$SATCHEL_KEY_FILE`) names, nil when neither does.
+    func key() throws -> EncryptionKey? {
+        if let keyFile, !keyFile.isEmpty { return try Self.readKey(keyFile, option: "--key-file") }
+        if let file = ProcessInfo.processInfo.environment["SATCHEL_KEY_FILE"], !file.isEmpty {
+            return try Self.readKey(file, option: "SATCHEL_KEY_FILE")
+        }
+        return nil
+    }
+
+    /// The key in `file`: 64 hexadecimal digits and at most one trailing newline. The error
+    /// names the file and what is wrong with it, never its content.
+    static func readKey(_ file: String, option: String) throws -> EncryptionKey {
+        guard let data = FileManager.default.contents(atPath: file) else {
+            throw SatchelError(.invalidArgument, "\(option): cannot read the key file \(file)")
+        }
+        guard data.count <= 200, let text = String(data: data, encoding: .utf8) else {
+            throw SatchelError(.invalidArgument, "\(option): \(file) does not hold a key (64 hexadecimal digits)")
+        }
+        do {
+            return try EncryptionKey(hex: text)
+        } catch {
+            throw SatchelError(.invalidArgument, "\(option): \(file): \(error.message)")
+        }
+    }
+
+    /// The store's configuration: the key, and whether a missing store is created.
+    func configuration(creating: Bool = false) throws -> Store.Configuration {
+        var configuration = Store.Configuration()
+        configuration.createIfMissing = creating
+        configuration.encryptionKey = try key()
+        return configuration
+    }
 
     /// The store's directory: `--db`, else `$SATCHEL_DB`; neither is a usage error (a store
     /// silently made in the current directory answers no question right).
@@ -110,9 +148,7 @@ struct StoreOptions: ParsableArguments {
     }
 
     func open(creating: Bool) throws -> Store {
-        var configuration = Store.Configuration()
-        configuration.createIfMissing = creating
-        return try Store(path: try path(), configuration: configuration)
+        try Store(path: try path(), configuration: try configuration(creating: creating))
     }
 }
 
@@ -155,7 +191,7 @@ extension StoreOptions {
     /// Runs `body`, a command that may create the store and register models, so that when it
     /// fails it leaves no trace (see ``StoreFootprint``).
     func leavingNoTrace<T>(_ body: () throws -> T) throws -> T {
-        let footprint = try StoreFootprint(path: path())
+        let footprint = try StoreFootprint(path: path(), key: key())
         do { return try body() } catch {
             footprint.erase()
             throw error
@@ -164,7 +200,7 @@ extension StoreOptions {
 
     /// `leavingNoTrace` for an async command.
     func leavingNoTrace<T>(_ body: () async throws -> T) async throws -> T {
-        let footprint = try StoreFootprint(path: path())
+        let footprint = try StoreFootprint(path: path(), key: key())
         do { return try await body() } catch {
             footprint.erase()
             throw error
@@ -184,9 +220,11 @@ struct StoreFootprint {
     /// The directory existed and held nothing: whatever is in it afterwards, the command made.
     let emptyDirectory: Bool
     let path: String
+    let key: EncryptionKey?
 
-    init(path: String) {
+    init(path: String, key: EncryptionKey?) {
         self.path = path
+        self.key = key
         let fileManager = FileManager.default
         var missing: String?
         var candidate = URL(fileURLWithPath: path).standardizedFileURL
@@ -195,7 +233,7 @@ struct StoreFootprint {
             candidate.deleteLastPathComponent()
         }
         created = missing
-        if missing == nil, let store = Self.open(path) {
+        if missing == nil, let store = Self.open(path, key: key) {
             models = Set(store.models.map(\.name))
             try? store.close()
         } else {
@@ -213,16 +251,17 @@ struct StoreFootprint {
             for entry in (try? fileManager.contentsOfDirectory(atPath: path)) ?? [] {
                 try? fileManager.removeItem(atPath: URL(fileURLWithPath: path).appendingPathComponent(entry).path)
             }
-        } else if let store = Self.open(path) {
+        } else if let store = Self.open(path, key: key) {
             defer { try? store.close() }
             // `unregister` refuses a model that holds anything.
             for model in store.models where !models.contains(model.name) { try? store.unregister(model.name) }
         }
     }
 
-    private static func open(_ path: String) -> Store? {
+    private static func open(_ path: String, key: EncryptionKey?) -> Store? {
         var configuration = Store.Configuration()
         configuration.createIfMissing = false
+        configuration.encryptionKey = key
         return try? Store(path: path, configuration: configuration)
     }
 }

@@ -19,6 +19,7 @@ struct Campaign {
         var indexObjects = 200_000
         var backupObjects = 100_000
         var migrateObjects = 100_000
+        var encryptObjects = 50_000
         /// Objects in each store the damage scenario damages.
         var damageObjects = 20_000
         var seed: UInt64

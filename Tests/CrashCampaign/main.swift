@@ -51,11 +51,11 @@ while let argument = iterator.next() {
     case "--seed": seed = number(UInt64.self)
     case "--work": work = value()
     case "--satchel": satchel = value()
-    case "import", "bulk", "pull", "push", "index", "backup", "migrate", "damage": scenarios.append(argument)
+    case "import", "bulk", "pull", "push", "index", "backup", "migrate", "encrypt", "damage": scenarios.append(argument)
     default: usage("unknown argument '\(argument)'")
     }
 }
-if scenarios.isEmpty { scenarios = ["import", "bulk", "pull", "push", "index", "backup", "migrate", "damage"] }
+if scenarios.isEmpty { scenarios = ["import", "bulk", "pull", "push", "index", "backup", "migrate", "encrypt", "damage"] }
 guard FileManager.default.isExecutableFile(atPath: satchel) else { usage("no satchel executable at \(satchel) (pass --satchel)") }
 
 let workDirectory = work ?? NSTemporaryDirectory() + "satchel-crash-\(getpid())"
@@ -64,7 +64,8 @@ let factor = scale
 func scaled(_ n: Int) -> Int { max(1, Int((Double(n) * factor).rounded())) }
 let settings = Campaign.Settings(
     kills: kills, importObjects: scaled(200_000), bulkObjects: scaled(20_000), pullObjects: scaled(100_000), pushChanges: max(5, scaled(5_000)),
-    indexObjects: scaled(200_000), backupObjects: scaled(100_000), migrateObjects: scaled(100_000), damageObjects: scaled(20_000), seed: seed,
+    indexObjects: scaled(200_000), backupObjects: scaled(100_000), migrateObjects: scaled(100_000), encryptObjects: scaled(50_000),
+    damageObjects: scaled(20_000), seed: seed,
     satchel: satchel,
     campaign: CommandLine.arguments[0], work: workDirectory)
 
@@ -100,6 +101,9 @@ func runCampaign(_ settings: Campaign.Settings, _ scenarios: [String], scale: Do
             case "migrate":
                 tally = try campaign.migrateScenario()
                 size = "\(settings.migrateObjects) objects migrated"
+            case "encrypt":
+                tally = try campaign.encryptionScenario()
+                size = "\(settings.encryptObjects) objects encrypted, rekeyed and decrypted in turn"
             case "damage":
                 var figures = Campaign.DamageFigures()
                 tally = try campaign.damageScenario(figures: &figures)

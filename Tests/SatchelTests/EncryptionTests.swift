@@ -30,6 +30,8 @@ struct EncryptionTests {
         state.cursor = .string(marker)
         try store.bulkUpdate { tx in try tx.setSyncState(items, state) }
         try store.setStoredSession(["token": .string(marker), "user": "ann"])
+        let photo = try store.blobs.put(Data((marker + " in a blob").utf8))
+        _ = try items.put(["object": "with-photo", "photo": .string(photo), "label": "photo"])
         try store.compact()
         try store.close()
     }
@@ -70,9 +72,11 @@ struct EncryptionTests {
         let store = try Store(path: encrypted, configuration: Self.configuration(key))
         defer { try? store.close() }
         let items = try store.model("Item")
-        #expect(try items.count() == 2000)
+        #expect(try items.count() == 2001)
         #expect(try items.findFirst(where: "label" == .string("\(Self.marker)-7"))?.id == "item-7")
         #expect(try store.storedSession()?["token"] == .string(Self.marker))
+        let photo = try #require(try items.find("with-photo")?.attributes["photo"]?.stringValue)
+        #expect(try store.blobs.data(for: photo) == Data((Self.marker + " in a blob").utf8))
         #expect(try store.verify().isHealthy)
     }
 
@@ -192,6 +196,8 @@ struct EncryptionTests {
         let store = try Store(path: path, configuration: configuration(key))
         defer { try? store.close() }
         #expect(try store.verify().isHealthy)
+        let photo = try #require(try store.model("Item").find("with-photo")?.attributes["photo"]?.stringValue)
+        #expect(try store.blobs.data(for: photo) == Data((marker + " in a blob").utf8), "the blob reads back")
         return Dictionary(uniqueKeysWithValues: try store.model("Item").findAll().map { ($0.id, $0.attributes["label"] ?? .null) })
     }
 
@@ -201,7 +207,7 @@ struct EncryptionTests {
         let path = directory.child("store")
         try Self.fill(path, key: nil)
         let expected = try Self.labels(path, key: nil)
-        #expect(expected.count == 2000)
+        #expect(expected.count == 2001)
 
         let first = try EncryptionKey.random()
         try Store.encrypt(path: path, key: first)
@@ -271,6 +277,37 @@ struct EncryptionTests {
         #expect(report.isHealthy)
         #expect(try Self.filesHolding(Self.marker, under: path) == [])
         #expect(try Self.labels(path, key: key) == expected)
+    }
+
+    @Test("a damaged blob file, and one moved under another name or from another store, is .corruption; never wrong bytes")
+    func blobs() throws {
+        let directory = TemporaryDirectory()
+        let key = try EncryptionKey.random()
+        let store = try Store(path: directory.child("a"), configuration: Self.configuration(key))
+        defer { try? store.close() }
+        let first = try store.blobs.put(Data("first".utf8))
+        let second = try store.blobs.put(Data("second".utf8))
+        #expect(try store.blobs.put(Data("first".utf8)) == first, "equal bytes share a file")
+        let firstURL = try #require(store.blobs.url(for: first))
+        let secondURL = try #require(store.blobs.url(for: second))
+        #expect(try Data(contentsOf: firstURL).range(of: Data("first".utf8)) == nil)
+
+        let original = try Data(contentsOf: firstURL)
+        var damaged = original
+        damaged[damaged.count - 1] ^= 1
+        try damaged.write(to: firstURL)
+        #expect { _ = try store.blobs.data(for: first) } throws: { ($0 as? SatchelError)?.code == .corruption }
+        try Data(contentsOf: secondURL).write(to: firstURL)
+        #expect { _ = try store.blobs.data(for: first) } throws: { ($0 as? SatchelError)?.code == .corruption }
+
+        let other = try Store(path: directory.child("b"), configuration: Self.configuration(key))
+        let otherName = try other.blobs.put(Data("first".utf8))
+        try other.close()
+        #expect(otherName != first, "another store's data key names the same bytes otherwise")
+        try Data(contentsOf: URL(fileURLWithPath: directory.child("b") + "/blobs/" + otherName.dropFirst(5))).write(to: firstURL)
+        #expect { _ = try store.blobs.data(for: first) } throws: { ($0 as? SatchelError)?.code == .corruption }
+        try original.write(to: firstURL)
+        #expect(try store.blobs.data(for: first) == Data("first".utf8))
     }
 
     @Test("the file header parser: every length and byte of a header gives an answer, never a crash")

@@ -1,7 +1,7 @@
 // Encryption at rest below LevelDB: an Env that encrypts every file LevelDB writes (tables, logs,
-// MANIFEST, CURRENT) with AES-256 in CTR mode and sends its info log nowhere, and AES-256-GCM
-// sealing for small records (a store's key file). OpenSSL's EVP on Linux. The byte layouts are
-// specified in docs/ENCRYPTION.md; this target owns the encrypted file header.
+// MANIFEST, CURRENT) with AES-256 in CTR mode and sends its info log nowhere; AES-256-GCM sealing
+// (a store's key file, blob files) and HMAC-SHA-256 (blob names). OpenSSL's EVP on Linux. The
+// byte layouts are specified in docs/ENCRYPTION.md; this target owns the encrypted file header.
 #ifndef SATCHEL_CLEVELDB_ENCRYPTION_H
 #define SATCHEL_CLEVELDB_ENCRYPTION_H
 
@@ -42,6 +42,9 @@ int satchel_seal(const uint8_t *key, const uint8_t *plain, size_t count, const u
 /// Opens what `satchel_seal` wrote (`count` bytes) into `out` (count - SATCHEL_SEAL_OVERHEAD
 /// bytes); 0 on success, 1 when the key or the bytes are wrong (the tag does not match).
 int satchel_open(const uint8_t *key, const uint8_t *sealed, size_t count, const uint8_t *aad, size_t aad_count, uint8_t *out);
+
+/// HMAC-SHA-256 of `data` under `key` (32 bytes) into `out` (32 bytes); 0 on success.
+int satchel_keyed_hash(const uint8_t *key, const uint8_t *data, size_t count, uint8_t *out);
 
 /// scrypt (N = 2^15, r = 8, p = 1) of `passphrase` with `salt` into a 32-byte key; 0 on success.
 int satchel_derive_key(const char *passphrase, size_t count, const uint8_t *salt, size_t salt_count, uint8_t *out);

@@ -13,6 +13,9 @@ public import Foundation
 /// let bytes = try store.blobs.data(for: photo)
 /// ```
 ///
+/// In an encrypted store (``Store/Configuration/encryptionKey``) each file is sealed with
+/// AES-256-GCM under the store's data key and named by a keyed hash of its bytes.
+///
 /// `BlobStore` is `Sendable`; its methods may be called from any thread.
 public struct BlobStore: Sendable {
     /// The prefix of every blob reference.
@@ -32,20 +35,25 @@ public struct BlobStore: Sendable {
     /// - Throws: ``SatchelError`` `.io` when the file cannot be written.
     public func put(_ data: Data) throws -> String {
         try ensureDirectory()
-        let base = Self.contentHash(data)
+        let key = store.encryption?.dataKey
+        let base = try key.map { try SealedBlob.name(of: Array(data), key: $0) } ?? Self.contentHash(data)
         // The hash names the file; equal bytes share it. A different file under the same name (a
         // hash collision) gets a numbered name.
         for attempt in 0..<1000 {
             let name = attempt == 0 ? base : "\(base)-\(attempt)"
             let url = directory.appendingPathComponent(name)
             if let existing = FileManager.default.contents(atPath: url.path) {
-                if existing == data { return Self.referencePrefix + name }
+                let bytes = try key.map { try Data(SealedBlob.open(Array(existing), name: name, key: $0)) } ?? existing
+                if bytes == data { return Self.referencePrefix + name }
                 continue
             }
             do {
-                try data.write(to: url, options: .atomic)
+                let file = try key.map { try Data(SealedBlob.seal(Array(data), name: name, key: $0)) } ?? data
+                try file.write(to: url, options: .atomic)
                 // In a directory only the owner can enter; the file's own mode says the same.
                 try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: url.path)
+            } catch let error as SatchelError {
+                throw error
             } catch {
                 throw SatchelError(.io, "cannot write blob \(name): \(error.localizedDescription)")
             }
@@ -55,13 +63,18 @@ public struct BlobStore: Sendable {
     }
 
     /// The bytes of `reference`, or nil when there is no such file.
+    ///
+    /// - Throws: ``SatchelError`` `.corruption` when the file of an encrypted store does not
+    ///   open with its key (damaged, or another store's).
     public func data(for reference: String) throws -> Data? {
-        guard let url = url(for: reference) else { return nil }
-        return FileManager.default.contents(atPath: url.path)
+        guard let url = url(for: reference), let file = FileManager.default.contents(atPath: url.path) else { return nil }
+        guard let key = store.encryption?.dataKey else { return file }
+        return Data(try SealedBlob.open(Array(file), name: url.lastPathComponent, key: key))
     }
 
     /// The file of `reference` (whether or not it exists), or nil for a string that is not a
-    /// blob reference.
+    /// blob reference. In an encrypted store the file holds the bytes sealed: read them with
+    /// ``data(for:)``.
     public func url(for reference: String) -> URL? {
         guard reference.hasPrefix(Self.referencePrefix) else { return nil }
         let name = String(reference.dropFirst(Self.referencePrefix.count))

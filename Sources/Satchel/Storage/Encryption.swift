@@ -10,14 +10,14 @@ import Foundation
 /// requires of every Env. Databases opened with it hold this box, so it outlives them.
 final class EncryptedEnvironment: @unchecked Sendable {
     private let env: OpaquePointer
-    /// The data key's id, in every file's header.
-    let keyID: [UInt8]
+    /// The data key, which also seals the store's blob files.
+    let dataKey: DataKey
 
     init(dataKey: DataKey) {
         env = dataKey.bytes.withUnsafeBufferPointer { key in
             dataKey.keyID.withUnsafeBufferPointer { id in satchel_encrypted_env_create(key.baseAddress, id.baseAddress) }
         }
-        keyID = dataKey.keyID
+        self.dataKey = dataKey
     }
 
     /// What `leveldb_options_set_env` takes.
@@ -68,6 +68,15 @@ enum Sealing {
             satchel_open(key, sealed, sealed.count, context, context.count, out.baseAddress)
         }
         return status == 0 ? out : nil
+    }
+
+    /// HMAC-SHA-256 of `bytes` under `key`.
+    static func keyedHash(_ bytes: [UInt8], key: [UInt8]) throws(SatchelError) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: 32)
+        guard out.withUnsafeMutableBufferPointer({ satchel_keyed_hash(key, bytes, bytes.count, $0.baseAddress) }) == 0 else {
+            throw SatchelError(.io, "hashing failed (OpenSSL)")
+        }
+        return out
     }
 
     /// A 32-byte key from a passphrase: scrypt (N = 2^15, r = 8, p = 1) with `salt`.
@@ -204,5 +213,40 @@ struct KeyFile: Equatable {
         }
         try FileSystem.rename(temporary, to: path)
         FileSystem.synchronizeDirectory(store)
+    }
+}
+
+/// The blob files of an encrypted store (docs/ENCRYPTION.md): named by a keyed hash of their
+/// bytes (so that names say nothing of the content to someone without the key), each file
+/// `SatchBlb`, the format version (1, 4 bytes little-endian), 4 zero bytes, then the bytes sealed
+/// with AES-256-GCM under the data key, the first 16 bytes and the file's name authenticated
+/// with them (a file moved under another name does not open).
+enum SealedBlob {
+    static let magic = Array("SatchBlb".utf8)
+    static let header = magic + [1, 0, 0, 0, 0, 0, 0, 0]
+
+    /// The file name of `bytes`: 128 bits of HMAC-SHA-256 under the data key, and the length.
+    static func name(of bytes: [UInt8], key: DataKey) throws(SatchelError) -> String {
+        let hash = try Sealing.keyedHash(bytes, key: key.bytes).prefix(16)
+        return hash.map { $0 < 16 ? "0" + String($0, radix: 16) : String($0, radix: 16) }.joined() + "-" + String(bytes.count, radix: 16)
+    }
+
+    static func seal(_ bytes: [UInt8], name: String, key: DataKey) throws(SatchelError) -> [UInt8] {
+        header + (try Sealing.seal(bytes, key: key.bytes, context: header + Array(name.utf8)))
+    }
+
+    /// The bytes of a sealed file, or `.corruption` naming the file when it is not one this
+    /// key sealed under this name.
+    static func open(_ file: [UInt8], name: String, key: DataKey) throws(SatchelError) -> [UInt8] {
+        guard file.count >= header.count + Sealing.overhead, Array(file[0..<8]) == magic else {
+            throw SatchelError(.corruption, "blob \(name) is not an encrypted blob file (damaged, or written without the store's key)")
+        }
+        guard file[8..<16].elementsEqual(header[8..<16]) else {
+            throw SatchelError(.unsupportedFormat, "blob \(name) is encrypted in a later format than this version reads")
+        }
+        guard let bytes = Sealing.open(Array(file[header.count...]), key: key.bytes, context: header + Array(name.utf8)) else {
+            throw SatchelError(.corruption, "blob \(name) is damaged or from another store: it does not open with the store's key")
+        }
+        return bytes
     }
 }

@@ -188,9 +188,22 @@ extension Store {
                 for name in names.sorted() {
                     // A file removed since the listing has no reference left.
                     guard FileManager.default.fileExists(atPath: blobs + "/" + name) else { continue }
-                    try FileManager.default.copyItem(atPath: blobs + "/" + name, toPath: copied + "/" + name)
+                    switch target {
+                    case .same: try FileManager.default.copyItem(atPath: blobs + "/" + name, toPath: copied + "/" + name)
+                    case .plain, .encrypted:
+                        // Under its own name (objects refer to it), sealed or opened for the copy.
+                        guard let bytes = try self.blobs.data(for: BlobStore.referencePrefix + name) else { continue }
+                        var file = bytes
+                        if case .encrypted(let environment, _) = target {
+                            file = Data(try SealedBlob.seal(Array(bytes), name: name, key: environment.dataKey))
+                        }
+                        guard FileManager.default.createFile(atPath: copied + "/" + name, contents: file, attributes: [.posixPermissions: 0o600])
+                        else { throw SatchelError(.io, "cannot write the blob file \(copied)/\(name)") }
+                    }
                     state.blobs += 1
                 }
+            } catch let error as SatchelError {
+                throw error
             } catch {
                 throw SatchelError(.io, "cannot copy the blob files: \(error.localizedDescription)")
             }

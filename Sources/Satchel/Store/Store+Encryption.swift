@@ -62,6 +62,9 @@ extension Store {
         guard fileManager.fileExists(atPath: target, isDirectory: &isDirectory), isDirectory.boolValue else {
             throw SatchelError(.storeMissing, "no store at \(path)")
         }
+        if oldKey == nil, try KeyFile.read(store: target) != nil {
+            throw SatchelError(.wrongKey, "the store at \(path) is already encrypted (rekey gives it another key)")
+        }
         let staging = conversionStaging(target)
         removeConversionLeftovers(target)
 
