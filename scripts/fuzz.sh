@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-all_targets=(json key import rhoconnect kinto parse salesforce)
+all_targets=(json key import rhoconnect kinto parse salesforce encryption)
 seconds=${1:-60}
 if [ $# -gt 0 ]; then shift; fi
 targets=("$@")

@@ -66,6 +66,11 @@ struct SatchelBench: AsyncParsableCommand {
     @Flag(help: "Turn block checksum verification off.") var noChecksums = false
     @Option(help: "Comma-separated groups to run: \(Group.allCases.map(\.rawValue).joined(separator: ", ")).")
     var only: String?
+    @Flag(
+        help:
+            "Measure an encrypted store against the same store unencrypted (baseline_satchel_plain): the store group's measures, and sync_pull in the sync group."
+    )
+    var encrypted = false
 
     @Option(help: .hidden) var childImport: String?
     @Option(help: .hidden) var childFile: String?
@@ -90,7 +95,9 @@ struct SatchelBench: AsyncParsableCommand {
             case .codec: try CodecBench.run(count: min(docs, 100_000))
             case .store: try runStore()
             case .sync:
-                try await SyncBench.run(count: docs, directory: directory, measures: measures.map { Set($0.split(separator: ",").map(String.init)) })
+                try await SyncBench.run(
+                    count: docs, directory: directory, measures: measures.map { Set($0.split(separator: ",").map(String.init)) }, encrypted: encrypted
+                )
             case .kinto: try await runKinto()
             case .import: try ImportBench.run(count: docs, directory: directory)
             case .parse: try await ParseBench.run(count: min(docs, 20_000), directory: directory)
@@ -122,18 +129,29 @@ struct SatchelBench: AsyncParsableCommand {
         try fileManager.createDirectory(atPath: base, withIntermediateDirectories: true)
         defer { if directory == nil { try? fileManager.removeItem(atPath: base) } }
         let chosen = baselines.map { Set($0.split(separator: ",").map(String.init)) }
-        var systems: [(String) throws -> any BenchSystem] = [{ try SatchelSystem(directory: $0, configuration: configuration) }]
+        var systems: [(String) throws -> any BenchSystem] = []
+        let key = encrypted ? try EncryptionKey.random() : nil
+        if encrypted {
+            // The same store encrypted (as `satchel`) and not (the baseline); other baselines
+            // only when named.
+            var sealed = configuration
+            sealed.encryptionKey = key
+            systems.append { try SatchelSystem(directory: $0, configuration: sealed) }
+            systems.append { try SatchelSystem(directory: $0, configuration: configuration, name: "satchel_plain") }
+        } else {
+            systems.append { try SatchelSystem(directory: $0, configuration: configuration) }
+        }
         let all: [(String, (String) throws -> any BenchSystem)] = [
             ("leveldb_raw", { try RawLevelDBSystem(directory: $0, configuration: configuration) }),
             ("sqlite_json", { try SQLiteJSONSystem(directory: $0, configuration: configuration) }),
             ("rhoconnect_eav", { try RhoConnectEAVSystem(directory: $0, configuration: configuration) }),
         ]
-        for (name, make) in all where chosen?.contains(name) ?? true { systems.append(make) }
+        for (name, make) in all where chosen?.contains(name) ?? !encrypted { systems.append(make) }
         StoreBench.log(
-            "store: \(docs) objects, block cache \(configuration.blockCacheSize >> 20) MiB, write buffer \(configuration.writeBufferSize >> 20) MiB, compression \(configuration.compression), checksums \(configuration.verifyChecksums), batches of \(StoreBench.batchSize)"
+            "store: \(docs) objects\(encrypted ? ", encrypted against the same store unencrypted" : ""), block cache \(configuration.blockCacheSize >> 20) MiB, write buffer \(configuration.writeBufferSize >> 20) MiB, compression \(configuration.compression), checksums \(configuration.verifyChecksums), batches of \(StoreBench.batchSize)"
         )
         let selected = measures.map { Set($0.split(separator: ",").map(String.init)) }
-        let results = try StoreBench.run(count: docs, systems: systems, directory: base, measures: selected)
+        let results = try StoreBench.run(count: docs, systems: systems, directory: base, measures: selected, key: key)
         StoreBench.report(results, count: docs)
     }
 }

@@ -57,7 +57,9 @@ enum StoreBench {
     /// interleave the systems, so slow drifts of a shared machine hit them all alike.
     static let rounds = 3
 
-    static func run(count: Int, systems makers: [(String) throws -> any BenchSystem], directory: String, measures: Set<String>? = nil) throws
+    static func run(
+        count: Int, systems makers: [(String) throws -> any BenchSystem], directory: String, measures: Set<String>? = nil, key: EncryptionKey? = nil
+    ) throws
         -> Results
     {
         func wanted(_ name: String) -> Bool { measures?.contains(name) ?? true }
@@ -178,8 +180,10 @@ enum StoreBench {
             let roundDirectory = directory + "/round-\(loadRounds - 1)"
             for round in 0..<rounds {
                 let brand = inputs.brands[round]
-                for (name, openAndQuery) in Self.openQueries {
-                    guard FileManager.default.fileExists(atPath: roundDirectory + "/" + name + (name == "satchel" ? "" : ".db")) else { continue }
+                for (name, openAndQuery) in Self.openQueries(key: key) {
+                    guard FileManager.default.fileExists(atPath: roundDirectory + "/" + name + (name.hasPrefix("satchel") ? "" : ".db")) else {
+                        continue
+                    }
                     var found = 0
                     let seconds = try timed { found = try openAndQuery(roundDirectory, brand) }
                     if found != 20 { throw BenchError("\(name) found \(found) objects of \(brand) after opening, not 20") }
@@ -198,7 +202,8 @@ enum StoreBench {
     static func bytesOnDisk(_ directory: String, system: String) throws -> Int {
         var total = 0
         let fileManager = FileManager.default
-        for entry in try fileManager.contentsOfDirectory(atPath: directory) where entry.hasPrefix(system) {
+        // `satchel` and not `satchel_plain`; `sqlite_json.db` and its `-wal`.
+        for entry in try fileManager.contentsOfDirectory(atPath: directory) where entry == system || entry.hasPrefix(system + ".") {
             let path = directory + "/" + entry
             var isDirectory: ObjCBool = false
             guard fileManager.fileExists(atPath: path, isDirectory: &isDirectory) else { continue }
@@ -210,15 +215,24 @@ enum StoreBench {
 
     /// Opening a settled store and running a first indexed query, per system that has one:
     /// returns how many objects the query found.
-    static let openQueries: [(String, @Sendable (String, String) throws -> Int)] = [
-        (
-            "satchel",
-            { directory, brand in
-                let store = try Store(path: directory + "/satchel")
-                defer { try? store.close() }
-                return try store.model("Product").findAll(Query(where: "brand" == .string(brand), limit: 20)).count
-            }
-        ),
+    /// `key`: the encrypted store's (`--encrypted`), which `satchel_plain` opens without.
+    static func openQueries(key: EncryptionKey?) -> [(String, @Sendable (String, String) throws -> Int)] {
+        func satchel(_ name: String, _ key: EncryptionKey?) -> (String, @Sendable (String, String) throws -> Int) {
+            (
+                name,
+                { @Sendable directory, brand in
+                    var configuration = Store.Configuration()
+                    configuration.encryptionKey = key
+                    let store = try Store(path: directory + "/" + name, configuration: configuration)
+                    defer { try? store.close() }
+                    return try store.model("Product").findAll(Query(where: "brand" == .string(brand), limit: 20)).count
+                }
+            )
+        }
+        return [satchel("satchel", key), satchel("satchel_plain", nil)] + otherOpenQueries
+    }
+
+    static let otherOpenQueries: [(String, @Sendable (String, String) throws -> Int)] = [
         (
             "sqlite_json",
             { directory, brand in
@@ -229,7 +243,7 @@ enum StoreBench {
                 while try query.step() { n += try query.parsedObject(1).isEmpty ? 0 : 1 }
                 return n
             }
-        ),
+        )
     ]
 
     static let measures: [(name: String, unit: String)] = [
@@ -240,7 +254,7 @@ enum StoreBench {
     static func report(_ results: Results, count: Int) {
         for (measure, unit) in measures {
             guard let values = results[measure], let satchel = values["satchel"] else { continue }
-            let baselines = ["leveldb_raw", "sqlite_json", "rhoconnect_eav"].compactMap { name in values[name].map { (name, $0) } }
+            let baselines = ["satchel_plain", "leveldb_raw", "sqlite_json", "rhoconnect_eav"].compactMap { name in values[name].map { (name, $0) } }
             Report.line(measure, n: count, satchel: satchel, unit: unit, baselines: baselines)
         }
     }
@@ -277,12 +291,14 @@ enum StoreBench {
 // MARK: - Satchel
 
 final class SatchelSystem: BenchSystem {
-    let name = "satchel"
+    let name: String
     private let store: Store
     private let products: Model
 
-    init(directory: String, configuration: Store.Configuration) throws {
-        store = try Store(path: directory + "/satchel", configuration: configuration)
+    /// A store named `name` (`satchel`, or `satchel_plain` beside an encrypted one).
+    init(directory: String, configuration: Store.Configuration, name: String = "satchel") throws {
+        self.name = name
+        store = try Store(path: directory + "/" + name, configuration: configuration)
         // A cache of server data: no change log. Two indexes, declared before the load.
         products = try store.register(ModelDefinition(name: "Product", syncType: .none))
         try products.createIndex(IndexDefinition("brand"))

@@ -22,11 +22,15 @@ enum SyncBench {
     static let measures = ["sync_pull", "sync_push", "write_synced"]
 
     /// Runs the `wanted` measures (all when nil).
-    static func run(count: Int, directory: String?, measures wanted: Set<String>? = nil) async throws {
+    static func run(count: Int, directory: String?, measures wanted: Set<String>? = nil, encrypted: Bool = false) async throws {
         let base = try Report.scratchDirectory("sync", given: directory)
         defer { Report.removeScratch(base, given: directory) }
 
         let items = BenchData.make(count: count)
+        if encrypted {
+            // Only the pull, into an encrypted store against the same pull into a plain one.
+            return try await encryptedPullMeasure(items, base: base)
+        }
         if wanted?.contains("sync_pull") ?? true { try await pullMeasure(items, base: base) }
         if wanted?.contains("sync_push") ?? true { try await pushMeasure(items, base: base) }
         if wanted?.contains("write_synced") ?? true {
@@ -54,6 +58,27 @@ enum SyncBench {
             "sync_pull", n: count, satchel: Double(count) / pull.min()!, unit: "objects/s", baselines: [("bulk_save", Double(count) / save.min()!)])
     }
 
+    /// `sync_pull` into an encrypted store against the same pull into a plain one, rounds
+    /// interleaved.
+    private static func encryptedPullMeasure(_ items: [BenchData.Item], base: String) async throws {
+        let count = items.count
+        let server = InMemoryBackend()
+        for item in items { await server.put("Product", item.attributes, id: item.id) }
+        log("sync: \(count) objects on an in-memory server, pages of \(pageSize), into an encrypted store and a plain one")
+        var sealed = Store.Configuration()
+        sealed.encryptionKey = try EncryptionKey.random()
+        var encrypted: [Double] = [], plain: [Double] = []
+        let credentials = Credentials(user: "bench", password: "bench")
+        for round in 0..<3 {
+            encrypted.append(
+                try await firstSync(from: server, credentials: credentials, count: count, path: "\(base)/sealed-\(round)", store: sealed).0)
+            plain.append(try await firstSync(from: server, credentials: credentials, count: count, path: "\(base)/plain-\(round)").0)
+        }
+        Report.line(
+            "sync_pull", n: count, satchel: Double(count) / encrypted.min()!, unit: "objects/s",
+            baselines: [("satchel_plain", Double(count) / plain.min()!)])
+    }
+
     private static func pushMeasure(_ items: [BenchData.Item], base: String) async throws {
         let count = items.count
 
@@ -74,9 +99,10 @@ enum SyncBench {
     /// ``pageSize`` (the sync and the Kinto measures), and the seconds `baseline` took, run a
     /// slice before each page.
     static func firstSync(
-        from server: any SyncBackend, credentials: Credentials, count: Int, path: String, baseline: (any BaselineSlices)? = nil
+        from server: any SyncBackend, credentials: Credentials, count: Int, path: String, baseline: (any BaselineSlices)? = nil,
+        store storeConfiguration: Store.Configuration = Store.Configuration()
     ) async throws -> (Double, Double) {
-        let store = try Store(path: path)
+        let store = try Store(path: path, configuration: storeConfiguration)
         var configuration = SyncEngine.Configuration()
         configuration.pageSize = pageSize
         let interleaved = Interleaved(server, baseline: baseline)

@@ -14,6 +14,8 @@ final class ReadmeTour: Sendable {
     var storePath: String { directory.child("MyApp.satchel") }
     /// `"/path/to/MyApp-backup.satchel"` in the README.
     var backupPath: String { directory.child("MyApp-backup.satchel") }
+    /// `"/path/to/Secret.satchel"` in the README.
+    var secretPath: String { directory.child("Secret.satchel") }
     /// `URL(fileURLWithPath: "products.json")` in the README.
     let productsFile = Fixtures.url("products.json")
     /// `InMemoryBackend()` in the README.
@@ -59,6 +61,14 @@ struct ReadmeTests {
         defer { try? backup.close() }
         #expect(try backup.model("Product").count() == 302, "the backup holds the store as of its moment")
         #expect(try backup.verify().isHealthy)
+
+        var sealed = Store.Configuration()
+        sealed.createIfMissing = false
+        #expect(throws: SatchelError.self, "the encrypted store opens only with its key") {
+            _ = try Store(path: tour.secretPath, configuration: sealed)
+        }
+        sealed.encryptionKey = try EncryptionKey(hex: String(repeating: "c0ffee42", count: 8))
+        try Store(path: tour.secretPath, configuration: sealed).close()
     }
 
     @Test("the sync tour runs after the Swift tour, as a reader runs them, and does what its comments say")

@@ -13,6 +13,7 @@ enum Generator {
     static let placeholders: [(text: String, replacement: String)] = [
         ("\"/path/to/MyApp.satchel\"", "tour.storePath"),
         ("\"/path/to/MyApp-backup.satchel\"", "tour.backupPath"),
+        ("\"/path/to/Secret.satchel\"", "tour.secretPath"),
         ("URL(fileURLWithPath: \"products.json\")", "tour.productsFile"),
         ("InMemoryBackend()", "tour.server"),
     ]

@@ -250,3 +250,26 @@ enum SealedBlob {
         return bytes
     }
 }
+
+extension KeyBytes {
+    /// For the fuzz targets: `bytes` read as an encrypted store reads its own files (a key file,
+    /// an encrypted file's header, a sealed blob under a fixed key), through the same parsers.
+    /// Returns a broken property (nil when none): a key file that does not write back to the
+    /// same bytes, a header whose key id is not where it was read from, a blob that opens
+    /// without having been sealed.
+    package static func readEncryptionRecords(_ bytes: [UInt8]) -> String? {
+        if let file = try? KeyFile(bytes: bytes, store: "fuzz"), file.bytes != bytes {
+            return "the key file read does not write back to the same bytes"
+        }
+        switch Sealing.fileHeader(bytes) {
+        case .encrypted(let keyID):
+            if bytes.count < Sealing.fileHeaderSize || Array(bytes[16..<32]) != keyID { return "a header read with the wrong key id or length" }
+        case .truncated:
+            if bytes.count >= Sealing.fileHeaderSize { return "a whole header called truncated" }
+        case .notEncrypted, .laterFormat: break
+        }
+        let key = DataKey(bytes: [UInt8](repeating: 7, count: 32), keyID: [UInt8](repeating: 0, count: 16))
+        if (try? SealedBlob.open(bytes, name: "fuzz", key: key)) != nil { return "a blob opened that was never sealed" }
+        return nil
+    }
+}

@@ -26,6 +26,8 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     case parse
     /// Salesforce query results, describes, datetimes and `Date` headers, and composite answers.
     case salesforce
+    /// An encrypted store's key file, encrypted file headers and sealed blob files.
+    case encryption
 
     /// Feeds `bytes` to the target's parsers; stops the process on a finding that does not
     /// stop it by itself (an untyped error, a broken property).
@@ -45,6 +47,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .kinto: KintoTarget.outcomes(bytes)
         case .parse: ParseTarget.outcomes(bytes)
         case .salesforce: SalesforceTarget.outcomes(bytes)
+        case .encryption: EncryptionTarget.outcomes(bytes)
         }
     }
 }
