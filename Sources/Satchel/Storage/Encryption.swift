@@ -180,7 +180,7 @@ struct KeyFile: Equatable {
     }
 
     init(bytes: [UInt8], store: String) throws(SatchelError) {
-        guard bytes.count == Self.size, Array(bytes[0..<8]) == Self.magic else {
+        guard bytes.count == Self.size, Array(bytes[0..<8]) == Self.magic, bytes[13..<16].allSatisfy({ $0 == 0 }) else {
             throw SatchelError(.corruption, "the key file of \(store) is damaged (\(bytes.count) bytes, not a Satchel key file)")
         }
         guard bytes[8..<12].elementsEqual([1, 0, 0, 0]), bytes[12] <= 1 else {
@@ -252,15 +252,12 @@ enum SealedBlob {
 }
 
 extension KeyBytes {
-    /// For the fuzz targets: `bytes` read as an encrypted store reads its own files (a key file,
-    /// an encrypted file's header, a sealed blob under a fixed key), through the same parsers.
-    /// Returns a broken property (nil when none): a key file that does not write back to the
-    /// same bytes, a header whose key id is not where it was read from, a blob that opens
-    /// without having been sealed.
-    package static func readEncryptionRecords(_ bytes: [UInt8]) -> String? {
-        if let file = try? KeyFile(bytes: bytes, store: "fuzz"), file.bytes != bytes {
-            return "the key file read does not write back to the same bytes"
-        }
+    /// For the fuzz targets: `bytes` read as an encrypted store reads its own files (an
+    /// encrypted file's header, a sealed blob under a fixed key, a key file), through the same
+    /// parsers. Returns a broken property (nil when none): a header whose key id is not where
+    /// it was read from, a blob that opens without having been sealed, a key file that does not
+    /// write back to the same bytes. Throws the key file parser's error.
+    package static func readEncryptionRecords(_ bytes: [UInt8]) throws(SatchelError) -> String? {
         switch Sealing.fileHeader(bytes) {
         case .encrypted(let keyID):
             if bytes.count < Sealing.fileHeaderSize || Array(bytes[16..<32]) != keyID { return "a header read with the wrong key id or length" }
@@ -270,6 +267,8 @@ extension KeyBytes {
         }
         let key = DataKey(bytes: [UInt8](repeating: 7, count: 32), keyID: [UInt8](repeating: 0, count: 16))
         if (try? SealedBlob.open(bytes, name: "fuzz", key: key)) != nil { return "a blob opened that was never sealed" }
-        return nil
+        // Last: throws for what is not a key file.
+        let file = try KeyFile(bytes: bytes, store: "fuzz")
+        return file.bytes == bytes ? nil : "the key file read does not write back to the same bytes"
     }
 }

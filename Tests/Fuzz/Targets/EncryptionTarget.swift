@@ -5,6 +5,6 @@ import Satchel
 /// header's key id is read from its place; nothing opens as a sealed blob that was not sealed.
 enum EncryptionTarget {
     static func outcomes(_ bytes: UnsafeRawBufferPointer) -> [FuzzOutcome] {
-        [FuzzOutcome.of("encryption.records") { KeyBytes.readEncryptionRecords(Array(bytes)) }]
+        [FuzzOutcome.of("encryption.records") { try KeyBytes.readEncryptionRecords(Array(bytes)) }]
     }
 }
