@@ -1,11 +1,24 @@
 // An Env that encrypts every file LevelDB writes: see CLevelDBEncryption.h.
 //
-// Each file starts with a 64-byte header (magic "SatchEnc", format version 1 as a little-endian
-// 32-bit integer, 4 bytes of flags, the 16-byte id of the key, the 16-byte initial counter, 16
-// zero bytes), followed by the file's bytes under AES-256-CTR: byte i of the content is XORed
-// with byte i of the key stream that starts at the initial counter. LevelDB only ever appends
-// to a file it writes, and a file written again (CURRENT, a new log) is a new file with a new
-// random counter, so no key stream is ever used twice.
+// Each file starts with a 64-byte header: magic "SatchEnc", format version 1 (4 bytes,
+// little-endian), flags (4 bytes: bit 0 tamper-evident, bit 1 chunked), the 16-byte id of the
+// key, 16 random bytes (the file's initial counter, or what its own key derives from), 16 zero
+// bytes. What follows depends on the flags:
+//
+// - Not tamper-evident: the file's bytes under AES-256-CTR, byte i XORed with byte i of the key
+//   stream that starts at the initial counter. LevelDB only ever appends to a file it writes,
+//   and a file written again (CURRENT, a new log) is a new file with a new random counter, so
+//   no key stream is ever used twice.
+// - Tamper-evident, chunked (tables, which LevelDB reads at any offset): the bytes in chunks of
+//   4,096, each sealed with AES-256-GCM and followed by its 16-byte tag; the last chunk (0 to
+//   4,096 bytes) is sealed as the last, so that a file cut at a chunk boundary fails too.
+// - Tamper-evident, framed (logs, MANIFEST, CURRENT: read front to back): one frame per flush,
+//   a 4-byte little-endian length, the sealed bytes, the tag. A frame cut short at the end is
+//   the end of the file (a crash leaves one), as LevelDB reads a log whose last write was cut.
+//
+// Sealed chunks and frames use a key of the file's own (HMAC-SHA-256 of its 16 random bytes
+// under the data key) and the chunk's or frame's number as nonce, so no nonce repeats under a
+// key; a chunk moved within its file, or between files, does not open.
 //
 // The C API cannot take a custom Env directly: `leveldb_options_set_env` takes a
 // `leveldb_env_t`, which db/c.cc defines as `{ Env* rep; bool is_default; }` and c.h leaves
@@ -20,6 +33,7 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 
+#include <algorithm>
 #include <cstdarg>
 #include <cstring>
 #include <memory>
@@ -35,6 +49,80 @@ namespace {
 constexpr char kMagic[8] = {'S', 'a', 't', 'c', 'h', 'E', 'n', 'c'};
 constexpr uint32_t kFormatVersion = 1;
 constexpr size_t kHeaderSize = SATCHEL_FILE_HEADER_SIZE;
+constexpr uint32_t kTamperEvident = 1;
+constexpr uint32_t kChunked = 2;
+constexpr size_t kChunk = 4096;
+constexpr size_t kTag = 16;
+constexpr uint32_t kMaximumFrame = 1u << 30;
+
+uint32_t ReadLittle32(const uint8_t *bytes) {
+    return uint32_t(bytes[0]) | uint32_t(bytes[1]) << 8 | uint32_t(bytes[2]) << 16 | uint32_t(bytes[3]) << 24;
+}
+
+void WriteLittle32(uint8_t *bytes, uint32_t value) {
+    for (int i = 0; i < 4; ++i) bytes[i] = static_cast<uint8_t>(value >> (8 * i));
+}
+
+/// The key a tamper-evident file's chunks or frames are sealed with: HMAC-SHA-256 of the
+/// file's 16 random bytes under the data key.
+bool FileKey(const uint8_t *data_key, const uint8_t *random, uint8_t *out) {
+    static const char kLabel[] = "satchel file key";
+    uint8_t message[sizeof kLabel - 1 + 16];
+    std::memcpy(message, kLabel, sizeof kLabel - 1);
+    std::memcpy(message + sizeof kLabel - 1, random, 16);
+    return satchel_keyed_hash(data_key, message, sizeof message, out) == 0;
+}
+
+/// AES-256-GCM of one chunk or frame under a file's key: the nonce is its number, and `aad`
+/// says what it is (a chunk, the last chunk, a frame with its length).
+class Sealer {
+  public:
+    Sealer() : context_(EVP_CIPHER_CTX_new()) {}
+    ~Sealer() { EVP_CIPHER_CTX_free(context_); }
+    Sealer(const Sealer &) = delete;
+    Sealer &operator=(const Sealer &) = delete;
+
+    bool Seal(const uint8_t *key, uint32_t number, const uint8_t *aad, size_t aad_count, const uint8_t *in, size_t count, uint8_t *out) {
+        uint8_t nonce[12];
+        Nonce(number, nonce);
+        int written = 0, ok = 1;
+        ok &= EVP_EncryptInit_ex(context_, EVP_aes_256_gcm(), nullptr, key, nonce);
+        ok &= EVP_EncryptUpdate(context_, nullptr, &written, aad, static_cast<int>(aad_count));
+        if (count > 0) ok &= EVP_EncryptUpdate(context_, out, &written, in, static_cast<int>(count));
+        ok &= EVP_EncryptFinal_ex(context_, out + count, &written);
+        ok &= EVP_CIPHER_CTX_ctrl(context_, EVP_CTRL_GCM_GET_TAG, kTag, out + count);
+        return ok == 1;
+    }
+
+    /// Opens `count` bytes followed by their tag into `out`; false when they do not open.
+    bool Open(const uint8_t *key, uint32_t number, const uint8_t *aad, size_t aad_count, const uint8_t *in, size_t count, uint8_t *out) {
+        uint8_t nonce[12];
+        Nonce(number, nonce);
+        uint8_t tag[kTag];
+        std::memcpy(tag, in + count, kTag);
+        int written = 0, ok = 1;
+        ok &= EVP_DecryptInit_ex(context_, EVP_aes_256_gcm(), nullptr, key, nonce);
+        ok &= EVP_DecryptUpdate(context_, nullptr, &written, aad, static_cast<int>(aad_count));
+        if (count > 0) ok &= EVP_DecryptUpdate(context_, out, &written, in, static_cast<int>(count));
+        ok &= EVP_CIPHER_CTX_ctrl(context_, EVP_CTRL_GCM_SET_TAG, kTag, tag);
+        if (ok != 1) return false;
+        return EVP_DecryptFinal_ex(context_, out + count, &written) == 1;
+    }
+
+  private:
+    static void Nonce(uint32_t number, uint8_t *nonce) {
+        std::memset(nonce, 0, 8);
+        WriteLittle32(nonce + 8, number);
+    }
+    EVP_CIPHER_CTX *context_;
+};
+
+constexpr uint8_t kChunkAad[1] = {'c'};
+constexpr uint8_t kLastChunkAad[1] = {'l'};
+
+leveldb::Status Tampered(const std::string &name) {
+    return leveldb::Status::Corruption(name, "fails its authentication: damaged or changed (or written with another key)");
+}
 
 /// One AES-256-CTR key stream, positioned at a byte offset of a file's content.
 class KeyStream {
@@ -87,7 +175,8 @@ class KeyStream {
 leveldb::Status CipherFailure(const std::string &name) { return leveldb::Status::IOError(name, "encryption failed (OpenSSL)"); }
 
 /// Checks a header read from `name`: this format, this key.
-leveldb::Status CheckHeader(const std::string &name, const leveldb::Slice &header, const uint8_t *key_id, uint8_t *initial_out) {
+leveldb::Status CheckHeader(
+    const std::string &name, const leveldb::Slice &header, const uint8_t *key_id, bool tamper_evident, uint8_t *initial_out, uint32_t *flags_out) {
     uint8_t id[16];
     switch (satchel_read_file_header(reinterpret_cast<const uint8_t *>(header.data()), header.size(), id)) {
     case 0: break;
@@ -96,7 +185,13 @@ leveldb::Status CheckHeader(const std::string &name, const leveldb::Slice &heade
     default: return leveldb::Status::NotSupported(name, "encrypted in a later format than this build reads");
     }
     if (std::memcmp(id, key_id, 16) != 0) return leveldb::Status::Corruption(name, "encrypted with another key (a file from another store)");
+    uint32_t flags = ReadLittle32(reinterpret_cast<const uint8_t *>(header.data()) + 12);
+    if (((flags & kTamperEvident) != 0) != tamper_evident || (flags & ~(kTamperEvident | kChunked)) != 0 ||
+        (flags == kChunked)) {
+        return leveldb::Status::Corruption(name, tamper_evident ? "not tamper-evident, in a store whose files all are" : "tamper-evident, in a store whose files are not");
+    }
     std::memcpy(initial_out, header.data() + 32, 16);
+    *flags_out = flags;
     return leveldb::Status::OK();
 }
 
@@ -194,6 +289,316 @@ class EncryptedWritableFile final : public leveldb::WritableFile {
     KeyStream stream_;
 };
 
+/// A tamper-evident table being written: chunks of kChunk bytes, each sealed as it fills; the
+/// last (possibly empty) sealed as the last when the file is synced or closed. A table is
+/// synced once, when it is whole; an append after that is refused.
+class ChunkedWritableFile final : public leveldb::WritableFile {
+  public:
+    ChunkedWritableFile(leveldb::WritableFile *base, const std::string &name, const uint8_t *key) : base_(base), name_(name) {
+        std::memcpy(key_, key, 32);
+    }
+    ~ChunkedWritableFile() override { OPENSSL_cleanse(key_, sizeof key_); }
+
+    leveldb::Status Append(const leveldb::Slice &data) override {
+        if (finished_) return leveldb::Status::IOError(name_, "an append after the table was finished");
+        const char *bytes = data.data();
+        size_t count = data.size();
+        while (count > 0) {
+            // A full chunk is sealed only once a byte follows it: the last chunk is sealed apart.
+            if (pending_.size() == kChunk) {
+                leveldb::Status status = Emit(false);
+                if (!status.ok()) return status;
+            }
+            size_t take = std::min(count, kChunk - pending_.size());
+            pending_.append(bytes, take);
+            bytes += take;
+            count -= take;
+        }
+        return leveldb::Status::OK();
+    }
+    leveldb::Status Flush() override { return base_->Flush(); }
+    leveldb::Status Sync() override {
+        leveldb::Status status = Finish();
+        return status.ok() ? base_->Sync() : status;
+    }
+    leveldb::Status Close() override {
+        leveldb::Status status = Finish();
+        leveldb::Status closed = base_->Close();
+        return status.ok() ? closed : status;
+    }
+
+  private:
+    leveldb::Status Finish() {
+        if (finished_) return leveldb::Status::OK();
+        finished_ = true;
+        return Emit(true);
+    }
+
+    leveldb::Status Emit(bool last) {
+        sealed_.resize(pending_.size() + kTag);
+        if (!sealer_.Seal(
+                key_, number_, last ? kLastChunkAad : kChunkAad, 1, reinterpret_cast<const uint8_t *>(pending_.data()), pending_.size(),
+                reinterpret_cast<uint8_t *>(&sealed_[0]))) {
+            return CipherFailure(name_);
+        }
+        ++number_;
+        pending_.clear();
+        return base_->Append(leveldb::Slice(sealed_));
+    }
+
+    std::unique_ptr<leveldb::WritableFile> base_;
+    std::string name_;
+    uint8_t key_[32];
+    std::string pending_;
+    std::string sealed_;
+    uint32_t number_ = 0;
+    bool finished_ = false;
+    Sealer sealer_;
+};
+
+/// Where the chunks of a tamper-evident table of `stored` bytes (after its header) end: its
+/// length in bytes, and the number of its last chunk. False when no whole last chunk fits.
+bool ChunkedLength(uint64_t stored, uint64_t *length, uint64_t *last) {
+    uint64_t whole = stored / (kChunk + kTag), rest = stored % (kChunk + kTag);
+    if (rest == 0) {
+        if (whole == 0) return false;
+        *length = whole * kChunk;
+        *last = whole - 1;
+        return true;
+    }
+    if (rest < kTag) return false;
+    *length = whole * kChunk + (rest - kTag);
+    *last = whole;
+    return true;
+}
+
+class ChunkedRandomAccessFile final : public leveldb::RandomAccessFile {
+  public:
+    ChunkedRandomAccessFile(leveldb::RandomAccessFile *base, const std::string &name, uint64_t stored, const uint8_t *key)
+        : base_(base), name_(name) {
+        std::memcpy(key_, key, 32);
+        whole_ = ChunkedLength(stored, &length_, &last_);
+    }
+    ~ChunkedRandomAccessFile() override { OPENSSL_cleanse(key_, sizeof key_); }
+
+    // Safe for concurrent use, as LevelDB requires: each read has its own buffers and sealer.
+    leveldb::Status Read(uint64_t offset, size_t n, leveldb::Slice *result, char *scratch) const override {
+        if (!whole_) return Tampered(name_);
+        if (offset > length_ || n > length_ - offset) return leveldb::Status::Corruption(name_, "truncated: a read past the end of the file");
+        if (n == 0) {
+            *result = leveldb::Slice(scratch, 0);
+            return leveldb::Status::OK();
+        }
+        uint64_t first = offset / kChunk, end = (offset + n - 1) / kChunk;
+        uint64_t start = kHeaderSize + first * (kChunk + kTag);
+        uint64_t stop = kHeaderSize + end * (kChunk + kTag) + ChunkBytes(end) + kTag;
+        std::unique_ptr<char[]> stored(new char[stop - start]);
+        leveldb::Slice read;
+        leveldb::Status status = base_->Read(start, stop - start, &read, stored.get());
+        if (!status.ok()) return status;
+        if (read.size() != stop - start) return leveldb::Status::Corruption(name_, "truncated: a chunk cut short");
+        std::unique_ptr<uint8_t[]> plain(new uint8_t[kChunk]);
+        Sealer sealer;
+        const uint8_t *in = reinterpret_cast<const uint8_t *>(read.data());
+        size_t copied = 0;
+        for (uint64_t chunk = first; chunk <= end; ++chunk) {
+            size_t bytes = ChunkBytes(chunk);
+            if (!sealer.Open(key_, static_cast<uint32_t>(chunk), chunk == last_ ? kLastChunkAad : kChunkAad, 1, in, bytes, plain.get())) {
+                return Tampered(name_);
+            }
+            uint64_t from = chunk == first ? offset % kChunk : 0;
+            size_t take = static_cast<size_t>(std::min<uint64_t>(bytes - from, n - copied));
+            std::memcpy(scratch + copied, plain.get() + from, take);
+            copied += take;
+            in += bytes + kTag;
+        }
+        *result = leveldb::Slice(scratch, n);
+        return leveldb::Status::OK();
+    }
+
+    uint64_t Length() const { return length_; }
+
+  private:
+    size_t ChunkBytes(uint64_t chunk) const { return chunk == last_ ? static_cast<size_t>(length_ - last_ * kChunk) : kChunk; }
+
+    std::unique_ptr<leveldb::RandomAccessFile> base_;
+    std::string name_;
+    uint8_t key_[32];
+    bool whole_ = false;
+    uint64_t length_ = 0;
+    uint64_t last_ = 0;
+};
+
+/// A tamper-evident log, MANIFEST or CURRENT being written: what each flush carries, sealed as
+/// one frame.
+class FramedWritableFile final : public leveldb::WritableFile {
+  public:
+    FramedWritableFile(leveldb::WritableFile *base, const std::string &name, const uint8_t *key) : base_(base), name_(name) {
+        std::memcpy(key_, key, 32);
+    }
+    ~FramedWritableFile() override { OPENSSL_cleanse(key_, sizeof key_); }
+
+    leveldb::Status Append(const leveldb::Slice &data) override {
+        pending_.append(data.data(), data.size());
+        if (pending_.size() >= (1u << 20)) return Emit();
+        return leveldb::Status::OK();
+    }
+    leveldb::Status Flush() override {
+        leveldb::Status status = Emit();
+        return status.ok() ? base_->Flush() : status;
+    }
+    leveldb::Status Sync() override {
+        leveldb::Status status = Emit();
+        return status.ok() ? base_->Sync() : status;
+    }
+    leveldb::Status Close() override {
+        leveldb::Status status = Emit();
+        leveldb::Status closed = base_->Close();
+        return status.ok() ? closed : status;
+    }
+
+  private:
+    leveldb::Status Emit() {
+        if (pending_.empty()) return leveldb::Status::OK();
+        if (number_ == UINT32_MAX) return leveldb::Status::IOError(name_, "too many frames in one file");
+        frame_.resize(4 + pending_.size() + kTag);
+        uint8_t *out = reinterpret_cast<uint8_t *>(&frame_[0]);
+        WriteLittle32(out, static_cast<uint32_t>(pending_.size()));
+        if (!sealer_.Seal(key_, number_, out, 4, reinterpret_cast<const uint8_t *>(pending_.data()), pending_.size(), out + 4)) {
+            return CipherFailure(name_);
+        }
+        ++number_;
+        pending_.clear();
+        return base_->Append(leveldb::Slice(frame_));
+    }
+
+    std::unique_ptr<leveldb::WritableFile> base_;
+    std::string name_;
+    uint8_t key_[32];
+    std::string pending_;
+    std::string frame_;
+    uint32_t number_ = 0;
+    Sealer sealer_;
+};
+
+class FramedSequentialFile final : public leveldb::SequentialFile {
+  public:
+    FramedSequentialFile(leveldb::SequentialFile *base, const std::string &name, const uint8_t *key) : base_(base), name_(name) {
+        std::memcpy(key_, key, 32);
+    }
+    ~FramedSequentialFile() override { OPENSSL_cleanse(key_, sizeof key_); }
+
+    // As many bytes as asked, across frames, until the file ends: LevelDB's log reader takes
+    // a short read for the end of the file.
+    leveldb::Status Read(size_t n, leveldb::Slice *result, char *scratch) override {
+        size_t copied = 0;
+        while (copied < n) {
+            if (position_ == plain_.size()) {
+                if (ended_) break;
+                leveldb::Status status = NextFrame();
+                if (!status.ok()) return status;
+                continue;
+            }
+            size_t take = std::min(n - copied, plain_.size() - position_);
+            std::memcpy(scratch + copied, plain_.data() + position_, take);
+            position_ += take;
+            copied += take;
+        }
+        *result = leveldb::Slice(scratch, copied);
+        return leveldb::Status::OK();
+    }
+
+    leveldb::Status Skip(uint64_t n) override {
+        while (n > 0) {
+            if (position_ == plain_.size()) {
+                if (ended_) return leveldb::Status::OK();
+                leveldb::Status status = NextFrame();
+                if (!status.ok()) return status;
+                continue;
+            }
+            size_t take = static_cast<size_t>(std::min<uint64_t>(n, plain_.size() - position_));
+            position_ += take;
+            n -= take;
+        }
+        return leveldb::Status::OK();
+    }
+
+  private:
+    /// Reads `count` bytes; false when the file ends first.
+    leveldb::Status ReadExactly(size_t count, std::string *out, bool *whole) {
+        out->resize(count);
+        size_t got = 0;
+        while (got < count) {
+            leveldb::Slice read;
+            leveldb::Status status = base_->Read(count - got, &read, &(*out)[got]);
+            if (!status.ok()) return status;
+            if (read.empty()) break;
+            if (read.data() != &(*out)[got]) std::memmove(&(*out)[got], read.data(), read.size());
+            got += read.size();
+        }
+        *whole = got == count;
+        return leveldb::Status::OK();
+    }
+
+    // A frame cut short is where the file ends: a crash while it was written leaves one.
+    leveldb::Status NextFrame() {
+        bool whole = false;
+        leveldb::Status status = ReadExactly(4, &length_, &whole);
+        if (!status.ok()) return status;
+        if (!whole) {
+            ended_ = true;
+            return leveldb::Status::OK();
+        }
+        uint32_t length = ReadLittle32(reinterpret_cast<const uint8_t *>(length_.data()));
+        if (length == 0 || length > kMaximumFrame) return Tampered(name_);
+        status = ReadExactly(length + kTag, &sealed_, &whole);
+        if (!status.ok()) return status;
+        if (!whole) {
+            ended_ = true;
+            return leveldb::Status::OK();
+        }
+        plain_.resize(length);
+        if (!sealer_.Open(
+                key_, number_, reinterpret_cast<const uint8_t *>(length_.data()), 4, reinterpret_cast<const uint8_t *>(sealed_.data()), length,
+                reinterpret_cast<uint8_t *>(&plain_[0]))) {
+            // The last frame of the file may be one a machine crash left half on the disk (its
+            // length written, its bytes not): the end, as LevelDB drops a last record whose
+            // checksum fails. A frame that does not open with more after it is tampering.
+            std::string next;
+            status = ReadExactly(1, &next, &whole);
+            if (!status.ok()) return status;
+            if (whole) return Tampered(name_);
+            plain_.clear();
+            position_ = 0;
+            ended_ = true;
+            return leveldb::Status::OK();
+        }
+        ++number_;
+        position_ = 0;
+        return leveldb::Status::OK();
+    }
+
+    std::unique_ptr<leveldb::SequentialFile> base_;
+    std::string name_;
+    uint8_t key_[32];
+    std::string length_;
+    std::string sealed_;
+    std::string plain_;
+    size_t position_ = 0;
+    uint32_t number_ = 0;
+    bool ended_ = false;
+    Sealer sealer_;
+};
+
+/// Whether LevelDB reads the file `name` at any offset (a table) rather than front to back.
+bool IsTable(const std::string &name) {
+    auto ends = [&](const char *suffix) {
+        size_t n = std::strlen(suffix);
+        return name.size() >= n && name.compare(name.size() - n, n, suffix) == 0;
+    };
+    return ends(".ldb") || ends(".sst");
+}
+
 /// LevelDB's info log prints key ranges: an encrypted store keeps none.
 class DiscardingLogger final : public leveldb::Logger {
   public:
@@ -202,7 +607,8 @@ class DiscardingLogger final : public leveldb::Logger {
 
 class EncryptedEnv final : public leveldb::EnvWrapper {
   public:
-    EncryptedEnv(const uint8_t *key, const uint8_t *key_id) : leveldb::EnvWrapper(leveldb::Env::Default()) {
+    EncryptedEnv(const uint8_t *key, const uint8_t *key_id, bool tamper_evident)
+        : leveldb::EnvWrapper(leveldb::Env::Default()), tamper_evident_(tamper_evident) {
         std::memcpy(key_, key, 32);
         std::memcpy(key_id_, key_id, 16);
         handle_.rep = this;
@@ -226,9 +632,18 @@ class EncryptedEnv final : public leveldb::EnvWrapper {
         // nothing yet: LevelDB reads it as empty, as it reads an empty file.
         bool empty = header.size() < kHeaderSize;
         uint8_t initial[16] = {0};
+        uint32_t flags = 0;
         if (!empty) {
-            status = CheckHeader(name, header, key_id_, initial);
+            status = CheckHeader(name, header, key_id_, tamper_evident_, initial, &flags);
             if (!status.ok()) return status;
+        }
+        if (!empty && (flags & kTamperEvident) != 0) {
+            if ((flags & kChunked) != 0) return leveldb::Status::NotSupported(name, "a table is not read front to back");
+            uint8_t file_key[32];
+            if (!FileKey(key_, initial, file_key)) return CipherFailure(name);
+            *result = new FramedSequentialFile(owned.release(), name, file_key);
+            OPENSSL_cleanse(file_key, sizeof file_key);
+            return leveldb::Status::OK();
         }
         auto file = std::make_unique<EncryptedSequentialFile>(owned.release(), key_, initial, empty);
         if (!file->Start()) return CipherFailure(name);
@@ -247,12 +662,22 @@ class EncryptedEnv final : public leveldb::EnvWrapper {
         status = base->Read(0, kHeaderSize, &header, scratch);
         if (!status.ok()) return status;
         uint8_t initial[16];
-        status = CheckHeader(name, header, key_id_, initial);
+        uint32_t flags = 0;
+        status = CheckHeader(name, header, key_id_, tamper_evident_, initial, &flags);
         if (!status.ok()) return status;
-        uint64_t size = 0;
-        status = GetFileSize(name, &size);
+        uint64_t stored = 0;
+        status = target()->GetFileSize(name, &stored);
         if (!status.ok()) return status;
-        *result = new EncryptedRandomAccessFile(owned.release(), name, size, key_, initial);
+        stored = stored > kHeaderSize ? stored - kHeaderSize : 0;
+        if ((flags & kTamperEvident) != 0) {
+            if ((flags & kChunked) == 0) return leveldb::Status::NotSupported(name, "a log is not read at any offset");
+            uint8_t file_key[32];
+            if (!FileKey(key_, initial, file_key)) return CipherFailure(name);
+            *result = new ChunkedRandomAccessFile(owned.release(), name, stored, file_key);
+            OPENSSL_cleanse(file_key, sizeof file_key);
+            return leveldb::Status::OK();
+        }
+        *result = new EncryptedRandomAccessFile(owned.release(), name, stored, key_, initial);
         return leveldb::Status::OK();
     }
 
@@ -261,14 +686,28 @@ class EncryptedEnv final : public leveldb::EnvWrapper {
         uint8_t header[kHeaderSize] = {0};
         std::memcpy(header, kMagic, 8);
         header[8] = static_cast<uint8_t>(kFormatVersion);
+        uint32_t flags = tamper_evident_ ? (kTamperEvident | (IsTable(name) ? kChunked : 0)) : 0;
+        WriteLittle32(header + 12, flags);
         std::memcpy(header + 16, key_id_, 16);
         if (RAND_bytes(header + 32, 16) != 1) return leveldb::Status::IOError(name, "no random bytes for the file's counter");
         leveldb::WritableFile *base = nullptr;
         leveldb::Status status = target()->NewWritableFile(name, &base);
         if (!status.ok()) return status;
-        auto file = std::make_unique<EncryptedWritableFile>(base);
+        std::unique_ptr<leveldb::WritableFile> owned(base);
         status = base->Append(leveldb::Slice(reinterpret_cast<const char *>(header), kHeaderSize));
         if (!status.ok()) return status;
+        if (tamper_evident_) {
+            uint8_t file_key[32];
+            if (!FileKey(key_, header + 32, file_key)) return CipherFailure(name);
+            if ((flags & kChunked) != 0) {
+                *result = new ChunkedWritableFile(owned.release(), name, file_key);
+            } else {
+                *result = new FramedWritableFile(owned.release(), name, file_key);
+            }
+            OPENSSL_cleanse(file_key, sizeof file_key);
+            return leveldb::Status::OK();
+        }
+        auto file = std::make_unique<EncryptedWritableFile>(owned.release());
         if (!file->Start(key_, header + 32)) return CipherFailure(name);
         *result = file.release();
         return leveldb::Status::OK();
@@ -280,9 +719,16 @@ class EncryptedEnv final : public leveldb::EnvWrapper {
         return leveldb::Status::NotSupported(name, "an encrypted file is never appended to");
     }
 
+    // The bytes LevelDB wrote: after the header, and for a tamper-evident table without the
+    // chunks' tags (LevelDB's repair sizes tables with it). A log's is its stored size.
     leveldb::Status GetFileSize(const std::string &name, uint64_t *size) override {
         leveldb::Status status = target()->GetFileSize(name, size);
-        if (status.ok()) *size = *size > kHeaderSize ? *size - kHeaderSize : 0;
+        if (!status.ok()) return status;
+        uint64_t stored = *size > kHeaderSize ? *size - kHeaderSize : 0;
+        *size = stored;
+        if (!tamper_evident_ || !IsTable(name)) return status;
+        uint64_t length = 0, last = 0;
+        if (ChunkedLength(stored, &length, &last)) *size = length;
         return status;
     }
 
@@ -294,6 +740,7 @@ class EncryptedEnv final : public leveldb::EnvWrapper {
   private:
     uint8_t key_[32];
     uint8_t key_id_[16];
+    bool tamper_evident_;
     leveldb_env_t handle_;
 };
 
@@ -301,13 +748,13 @@ class EncryptedEnv final : public leveldb::EnvWrapper {
 
 struct satchel_encrypted_env {
     EncryptedEnv env;
-    satchel_encrypted_env(const uint8_t *key, const uint8_t *key_id) : env(key, key_id) {}
+    satchel_encrypted_env(const uint8_t *key, const uint8_t *key_id, bool tamper_evident) : env(key, key_id, tamper_evident) {}
 };
 
 extern "C" {
 
-satchel_encrypted_env *satchel_encrypted_env_create(const uint8_t *key, const uint8_t *key_id) {
-    return new satchel_encrypted_env(key, key_id);
+satchel_encrypted_env *satchel_encrypted_env_create(const uint8_t *key, const uint8_t *key_id, int tamper_evident) {
+    return new satchel_encrypted_env(key, key_id, tamper_evident != 0);
 }
 
 leveldb_env_t *satchel_encrypted_env_leveldb(satchel_encrypted_env *env) { return env->env.Handle(); }

@@ -13,11 +13,17 @@ final class EncryptedEnvironment: @unchecked Sendable {
     /// The data key, which also seals the store's blob files.
     let dataKey: DataKey
 
-    init(dataKey: DataKey) {
+    /// Whether every file is sealed in authenticated chunks or frames.
+    let tamperEvident: Bool
+
+    init(dataKey: DataKey, tamperEvident: Bool) {
         env = dataKey.bytes.withUnsafeBufferPointer { key in
-            dataKey.keyID.withUnsafeBufferPointer { id in satchel_encrypted_env_create(key.baseAddress, id.baseAddress) }
+            dataKey.keyID.withUnsafeBufferPointer { id in
+                satchel_encrypted_env_create(key.baseAddress, id.baseAddress, tamperEvident ? 1 : 0)
+            }
         }
         self.dataKey = dataKey
+        self.tamperEvident = tamperEvident
     }
 
     /// What `leveldb_options_set_env` takes.
@@ -123,7 +129,8 @@ enum Sealing {
 /// | 0–7 | magic `SatchKey` |
 /// | 8–11 | format version, little-endian: 1 |
 /// | 12 | how the app's key is made: 0 given as 32 bytes, 1 scrypt of a passphrase |
-/// | 13–15 | zero |
+/// | 13 | flags: 1 when the store's files are tamper-evident (authenticated chunks and frames) |
+/// | 14–15 | zero |
 /// | 16–31 | the scrypt salt (zero for a given key) |
 /// | 32–47 | the data key's id (in every encrypted file's header) |
 /// | 48–107 | the data key, AES-256-GCM-sealed under the app's key (nonce, 32 bytes, tag), bytes 0–47 authenticated with it |
@@ -135,6 +142,8 @@ struct KeyFile: Equatable {
     static let size = 108
 
     var derivation: UInt8
+    /// Bit 0: the store's files are tamper-evident.
+    var flags: UInt8 = 0
     var salt: [UInt8]
     var keyID: [UInt8]
     var sealed: [UInt8]
@@ -142,7 +151,7 @@ struct KeyFile: Equatable {
     /// The first 48 bytes: what the seal authenticates besides the data key.
     var header: [UInt8] {
         var bytes = Self.magic
-        bytes += [1, 0, 0, 0, derivation, 0, 0, 0]
+        bytes += [1, 0, 0, 0, derivation, flags, 0, 0]
         bytes += salt
         bytes += keyID
         return bytes
@@ -150,9 +159,12 @@ struct KeyFile: Equatable {
 
     var bytes: [UInt8] { header + sealed }
 
+    var tamperEvident: Bool { flags & 1 != 0 }
+
     /// A key file sealing `dataKey` under `key`.
-    static func sealing(_ dataKey: DataKey, under key: EncryptionKey) throws(SatchelError) -> KeyFile {
+    static func sealing(_ dataKey: DataKey, under key: EncryptionKey, tamperEvident: Bool) throws(SatchelError) -> KeyFile {
         var file = KeyFile(derivation: 0, salt: [UInt8](repeating: 0, count: 16), keyID: dataKey.keyID, sealed: [])
+        file.flags = tamperEvident ? 1 : 0
         if case .passphrase = key.source {
             file.derivation = 1
             file.salt = try Sealing.randomBytes(16)
@@ -180,13 +192,14 @@ struct KeyFile: Equatable {
     }
 
     init(bytes: [UInt8], store: String) throws(SatchelError) {
-        guard bytes.count == Self.size, Array(bytes[0..<8]) == Self.magic, bytes[13..<16].allSatisfy({ $0 == 0 }) else {
+        guard bytes.count == Self.size, Array(bytes[0..<8]) == Self.magic, bytes[13] <= 1, bytes[14..<16].allSatisfy({ $0 == 0 }) else {
             throw SatchelError(.corruption, "the key file of \(store) is damaged (\(bytes.count) bytes, not a Satchel key file)")
         }
         guard bytes[8..<12].elementsEqual([1, 0, 0, 0]), bytes[12] <= 1 else {
             throw SatchelError(.unsupportedFormat, "the key file of \(store) is of a later format than this version reads")
         }
         self.init(derivation: bytes[12], salt: Array(bytes[16..<32]), keyID: Array(bytes[32..<48]), sealed: Array(bytes[48...]))
+        flags = bytes[13]
     }
 
     /// The key file of the store at `store`, nil when it has none (the store is not encrypted).

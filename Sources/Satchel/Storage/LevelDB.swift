@@ -104,7 +104,13 @@ final class LevelDB: Sendable {
             opts, Int32(options.snappyCompression ? leveldb_snappy_compression : leveldb_no_compression))
         leveldb_options_set_write_buffer_size(opts, options.writeBufferSize)
         leveldb_options_set_max_open_files(opts, Int32(options.maxOpenFiles))
-        if let environment = options.environment { leveldb_options_set_env(opts, environment.leveldbEnv) }
+        if let environment = options.environment {
+            leveldb_options_set_env(opts, environment.leveldbEnv)
+            // A tamper-evident store's files fail loudly: without paranoid checks LevelDB would
+            // drop the rest of a log whose frame fails its authentication, and open. (The last
+            // frame of a log, which a crash may leave half written, is the end of the file.)
+            if environment.tamperEvident { leveldb_options_set_paranoid_checks(opts, 1) }
+        }
         leveldb_options_set_block_size(opts, options.blockSize)
         leveldb_options_set_max_file_size(opts, options.maxFileSize)
         return opts

@@ -42,7 +42,7 @@ extension Store {
             throw SatchelError(.wrongKey, "the store at \(path) is not encrypted: it has no key to change (encrypt it first)")
         }
         let dataKey = try file.unseal(with: oldKey, store: path)
-        try KeyFile.sealing(dataKey, under: newKey).write(store: path)
+        try KeyFile.sealing(dataKey, under: newKey, tamperEvident: file.tamperEvident).write(store: path)
     }
 
     /// Where a conversion builds the new store, and leaves the old one after the exchange.
@@ -75,7 +75,10 @@ extension Store {
         let copyEncryption: CopyEncryption
         if let newKey {
             let dataKey = try DataKey.random()
-            copyEncryption = .encrypted(EncryptedEnvironment(dataKey: dataKey), try KeyFile.sealing(dataKey, under: newKey))
+            let tamperEvident = configuration.tamperEvidence
+            copyEncryption = .encrypted(
+                EncryptedEnvironment(dataKey: dataKey, tamperEvident: tamperEvident),
+                try KeyFile.sealing(dataKey, under: newKey, tamperEvident: tamperEvident))
         } else {
             copyEncryption = .plain
         }

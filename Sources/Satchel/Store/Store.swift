@@ -67,6 +67,12 @@ public final class Store: Sendable {
         /// and an unencrypted one only without a key (``Store/encrypt(path:key:configuration:)``
         /// turns one into the other). See ``EncryptionKey`` and the Encryption article.
         public var encryptionKey: EncryptionKey?
+        /// Whether a store encrypted from now on (created with a key, or by
+        /// ``Store/encrypt(path:key:configuration:)`` or ``Store/rekey(path:from:to:configuration:)``)
+        /// seals its files in authenticated chunks (AES-256-GCM), so that a changed byte is an
+        /// error rather than changed data (default true). A store keeps the choice it was
+        /// encrypted with; its key file records it.
+        public var tamperEvidence = true
 
         /// Refuse every query (outside transactions) whose plan would scan a whole model:
         /// ``SatchelError/Code/unindexedQuery``, naming the attribute to index. Queries can ask
@@ -149,7 +155,8 @@ public final class Store: Sendable {
         } else {
             try Self.checkIsStore(path, creating: configuration.createIfMissing)
         }
-        let encryption = try Self.encryption(of: path, key: configuration.encryptionKey, creating: configuration.createIfMissing)
+        let encryption = try Self.encryption(
+            of: path, key: configuration.encryptionKey, creating: configuration.createIfMissing, tamperEvidence: configuration.tamperEvidence)
         self.encryption = encryption
         var options = LevelDBOptions()
         options.environment = encryption
@@ -223,11 +230,13 @@ public final class Store: Sendable {
     /// The Env that encrypts the store at `path` with its data key, unsealed with `key`; nil
     /// for a store that is not encrypted. A new store (no partition yet) opened with a key gets
     /// a new data key, its key file written before anything else.
-    static func encryption(of path: String, key: EncryptionKey?, creating: Bool) throws(SatchelError) -> EncryptedEnvironment? {
+    static func encryption(of path: String, key: EncryptionKey?, creating: Bool, tamperEvidence: Bool = true) throws(SatchelError)
+        -> EncryptedEnvironment?
+    {
         let keyFile = try KeyFile.read(store: path)
         switch (keyFile, key) {
         case (nil, nil): return nil
-        case (let file?, let key?): return EncryptedEnvironment(dataKey: try file.unseal(with: key, store: path))
+        case (let file?, let key?): return EncryptedEnvironment(dataKey: try file.unseal(with: key, store: path), tamperEvident: file.tamperEvident)
         case (_?, nil):
             throw SatchelError(.wrongKey, "the store at \(path) is encrypted: open it with its key (--key-file)")
         case (nil, let key?):
@@ -237,8 +246,8 @@ public final class Store: Sendable {
             }
             guard creating else { throw SatchelError(.storeMissing, "no store at \(path)") }
             let dataKey = try DataKey.random()
-            try KeyFile.sealing(dataKey, under: key).write(store: path)
-            return EncryptedEnvironment(dataKey: dataKey)
+            try KeyFile.sealing(dataKey, under: key, tamperEvident: tamperEvidence).write(store: path)
+            return EncryptedEnvironment(dataKey: dataKey, tamperEvident: tamperEvidence)
         }
     }
 
