@@ -73,12 +73,26 @@ bool FileKey(const uint8_t *data_key, const uint8_t *random, uint8_t *out) {
     return satchel_keyed_hash(data_key, message, sizeof message, out) == 0;
 }
 
+/// The ciphers, fetched from OpenSSL's provider once (OpenSSL 3 looks a cipher up again on
+/// every initialisation given the legacy `EVP_aes_256_gcm()`).
+const EVP_CIPHER *GcmCipher() {
+    static const EVP_CIPHER *cipher = [] {
+        const EVP_CIPHER *fetched = EVP_CIPHER_fetch(nullptr, "AES-256-GCM", nullptr);
+        return fetched != nullptr ? fetched : EVP_aes_256_gcm();
+    }();
+    return cipher;
+}
+
 /// AES-256-GCM of one chunk or frame under a file's key: the nonce is its number, and `aad`
-/// says what it is (a chunk, the last chunk, a frame with its length).
+/// says what it is (a chunk, the last chunk, a frame with its length). The key schedule is set
+/// once per key and direction, then only the nonce changes.
 class Sealer {
   public:
     Sealer() : context_(EVP_CIPHER_CTX_new()) {}
-    ~Sealer() { EVP_CIPHER_CTX_free(context_); }
+    ~Sealer() {
+        EVP_CIPHER_CTX_free(context_);
+        OPENSSL_cleanse(key_, sizeof key_);
+    }
     Sealer(const Sealer &) = delete;
     Sealer &operator=(const Sealer &) = delete;
 
@@ -86,7 +100,7 @@ class Sealer {
         uint8_t nonce[12];
         Nonce(number, nonce);
         int written = 0, ok = 1;
-        ok &= EVP_EncryptInit_ex(context_, EVP_aes_256_gcm(), nullptr, key, nonce);
+        ok &= Start(key, true, nonce);
         ok &= EVP_EncryptUpdate(context_, nullptr, &written, aad, static_cast<int>(aad_count));
         if (count > 0) ok &= EVP_EncryptUpdate(context_, out, &written, in, static_cast<int>(count));
         ok &= EVP_EncryptFinal_ex(context_, out + count, &written);
@@ -101,7 +115,7 @@ class Sealer {
         uint8_t tag[kTag];
         std::memcpy(tag, in + count, kTag);
         int written = 0, ok = 1;
-        ok &= EVP_DecryptInit_ex(context_, EVP_aes_256_gcm(), nullptr, key, nonce);
+        ok &= Start(key, false, nonce);
         ok &= EVP_DecryptUpdate(context_, nullptr, &written, aad, static_cast<int>(aad_count));
         if (count > 0) ok &= EVP_DecryptUpdate(context_, out, &written, in, static_cast<int>(count));
         ok &= EVP_CIPHER_CTX_ctrl(context_, EVP_CTRL_GCM_SET_TAG, kTag, tag);
@@ -110,11 +124,27 @@ class Sealer {
     }
 
   private:
+    // The key is compared by value: a sealer a thread keeps outlives the files it served.
+    int Start(const uint8_t *key, bool encrypt, const uint8_t *nonce) {
+        if (!ready_ || encrypt != encrypt_ || std::memcmp(key, key_, sizeof key_) != 0) {
+            int ok = encrypt ? EVP_EncryptInit_ex(context_, GcmCipher(), nullptr, key, nonce)
+                             : EVP_DecryptInit_ex(context_, GcmCipher(), nullptr, key, nonce);
+            ready_ = ok == 1;
+            std::memcpy(key_, key, sizeof key_);
+            encrypt_ = encrypt;
+            return ok;
+        }
+        return encrypt ? EVP_EncryptInit_ex(context_, nullptr, nullptr, nullptr, nonce) : EVP_DecryptInit_ex(context_, nullptr, nullptr, nullptr, nonce);
+    }
+
     static void Nonce(uint32_t number, uint8_t *nonce) {
         std::memset(nonce, 0, 8);
         WriteLittle32(nonce + 8, number);
     }
     EVP_CIPHER_CTX *context_;
+    uint8_t key_[32] = {0};
+    bool encrypt_ = false;
+    bool ready_ = false;
 };
 
 constexpr uint8_t kChunkAad[1] = {'c'};
@@ -392,23 +422,26 @@ class ChunkedRandomAccessFile final : public leveldb::RandomAccessFile {
         uint64_t first = offset / kChunk, end = (offset + n - 1) / kChunk;
         uint64_t start = kHeaderSize + first * (kChunk + kTag);
         uint64_t stop = kHeaderSize + end * (kChunk + kTag) + ChunkBytes(end) + kTag;
-        std::unique_ptr<char[]> stored(new char[stop - start]);
+        // Buffers and a sealer per thread: reads run concurrently, and each reuses its own.
+        thread_local std::string stored;
+        thread_local std::string plain(kChunk, '\0');
+        thread_local Sealer sealer;
+        stored.resize(stop - start);
         leveldb::Slice read;
-        leveldb::Status status = base_->Read(start, stop - start, &read, stored.get());
+        leveldb::Status status = base_->Read(start, stop - start, &read, &stored[0]);
         if (!status.ok()) return status;
         if (read.size() != stop - start) return leveldb::Status::Corruption(name_, "truncated: a chunk cut short");
-        std::unique_ptr<uint8_t[]> plain(new uint8_t[kChunk]);
-        Sealer sealer;
         const uint8_t *in = reinterpret_cast<const uint8_t *>(read.data());
         size_t copied = 0;
         for (uint64_t chunk = first; chunk <= end; ++chunk) {
             size_t bytes = ChunkBytes(chunk);
-            if (!sealer.Open(key_, static_cast<uint32_t>(chunk), chunk == last_ ? kLastChunkAad : kChunkAad, 1, in, bytes, plain.get())) {
+            uint8_t *out = reinterpret_cast<uint8_t *>(&plain[0]);
+            if (!sealer.Open(key_, static_cast<uint32_t>(chunk), chunk == last_ ? kLastChunkAad : kChunkAad, 1, in, bytes, out)) {
                 return Tampered(name_);
             }
             uint64_t from = chunk == first ? offset % kChunk : 0;
             size_t take = static_cast<size_t>(std::min<uint64_t>(bytes - from, n - copied));
-            std::memcpy(scratch + copied, plain.get() + from, take);
+            std::memcpy(scratch + copied, out + from, take);
             copied += take;
             in += bytes + kTag;
         }

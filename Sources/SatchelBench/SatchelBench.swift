@@ -71,6 +71,8 @@ struct SatchelBench: AsyncParsableCommand {
             "Measure an encrypted store against the same store unencrypted (baseline_satchel_plain): the store group's measures, and sync_pull in the sync group."
     )
     var encrypted = false
+    @Flag(help: "With --encrypted: encrypt without tamper evidence (AES-256-CTR only), to measure what tamper evidence costs.")
+    var noTamperEvidence = false
 
     @Option(help: .hidden) var childImport: String?
     @Option(help: .hidden) var childFile: String?
@@ -96,8 +98,9 @@ struct SatchelBench: AsyncParsableCommand {
             case .store: try runStore()
             case .sync:
                 try await SyncBench.run(
-                    count: docs, directory: directory, measures: measures.map { Set($0.split(separator: ",").map(String.init)) }, encrypted: encrypted
-                )
+                    count: docs, directory: directory, measures: measures.map { Set($0.split(separator: ",").map(String.init)) },
+                    encrypted: encrypted,
+                    tamperEvidence: !noTamperEvidence)
             case .kinto: try await runKinto()
             case .import: try ImportBench.run(count: docs, directory: directory)
             case .parse: try await ParseBench.run(count: min(docs, 20_000), directory: directory)
@@ -136,6 +139,7 @@ struct SatchelBench: AsyncParsableCommand {
             // only when named.
             var sealed = configuration
             sealed.encryptionKey = key
+            sealed.tamperEvidence = !noTamperEvidence
             systems.append { try SatchelSystem(directory: $0, configuration: sealed) }
             systems.append { try SatchelSystem(directory: $0, configuration: configuration, name: "satchel_plain") }
         } else {
@@ -148,7 +152,7 @@ struct SatchelBench: AsyncParsableCommand {
         ]
         for (name, make) in all where chosen?.contains(name) ?? !encrypted { systems.append(make) }
         StoreBench.log(
-            "store: \(docs) objects\(encrypted ? ", encrypted against the same store unencrypted" : ""), block cache \(configuration.blockCacheSize >> 20) MiB, write buffer \(configuration.writeBufferSize >> 20) MiB, compression \(configuration.compression), checksums \(configuration.verifyChecksums), batches of \(StoreBench.batchSize)"
+            "store: \(docs) objects\(encrypted ? ", encrypted (\(noTamperEvidence ? "CTR only" : "tamper-evident")) against the same store unencrypted" : ""), block cache \(configuration.blockCacheSize >> 20) MiB, write buffer \(configuration.writeBufferSize >> 20) MiB, compression \(configuration.compression), checksums \(configuration.verifyChecksums), batches of \(StoreBench.batchSize)"
         )
         let selected = measures.map { Set($0.split(separator: ",").map(String.init)) }
         let results = try StoreBench.run(count: docs, systems: systems, directory: base, measures: selected, key: key)

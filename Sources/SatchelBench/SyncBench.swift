@@ -22,14 +22,16 @@ enum SyncBench {
     static let measures = ["sync_pull", "sync_push", "write_synced"]
 
     /// Runs the `wanted` measures (all when nil).
-    static func run(count: Int, directory: String?, measures wanted: Set<String>? = nil, encrypted: Bool = false) async throws {
+    static func run(count: Int, directory: String?, measures wanted: Set<String>? = nil, encrypted: Bool = false, tamperEvidence: Bool = true)
+        async throws
+    {
         let base = try Report.scratchDirectory("sync", given: directory)
         defer { Report.removeScratch(base, given: directory) }
 
         let items = BenchData.make(count: count)
         if encrypted {
             // Only the pull, into an encrypted store against the same pull into a plain one.
-            return try await encryptedPullMeasure(items, base: base)
+            return try await encryptedPullMeasure(items, base: base, tamperEvidence: tamperEvidence)
         }
         if wanted?.contains("sync_pull") ?? true { try await pullMeasure(items, base: base) }
         if wanted?.contains("sync_push") ?? true { try await pushMeasure(items, base: base) }
@@ -60,13 +62,14 @@ enum SyncBench {
 
     /// `sync_pull` into an encrypted store against the same pull into a plain one, rounds
     /// interleaved.
-    private static func encryptedPullMeasure(_ items: [BenchData.Item], base: String) async throws {
+    private static func encryptedPullMeasure(_ items: [BenchData.Item], base: String, tamperEvidence: Bool) async throws {
         let count = items.count
         let server = InMemoryBackend()
         for item in items { await server.put("Product", item.attributes, id: item.id) }
         log("sync: \(count) objects on an in-memory server, pages of \(pageSize), into an encrypted store and a plain one")
         var sealed = Store.Configuration()
         sealed.encryptionKey = try EncryptionKey.random()
+        sealed.tamperEvidence = tamperEvidence
         var encrypted: [Double] = [], plain: [Double] = []
         let credentials = Credentials(user: "bench", password: "bench")
         for round in 0..<3 {
