@@ -2,8 +2,8 @@
 # The crash campaign: kills the satchel executable with SIGKILL at random moments of an import
 # (200,000 objects), a transaction writer (20,000 objects a transaction), a pull (100,000
 # objects from the in-memory server kept in a file), a push (5,000 local changes to the loopback
-# RhoConnect server), an index build (200,000 objects), a migration (100,000 objects) and a
-# backup (100,000 objects), and checks the store after every kill (satchel check, every object
+# RhoConnect server), an index build (200,000 objects), a migration (100,000 objects), a
+# backup (100,000 objects) and encrypt / rekey / decrypt (50,000 objects), and checks the store after every kill (satchel check, every object
 # whole, nothing acknowledged lost, nothing pushed twice, the next run converging; each migrated
 # object before or after the migration, read underneath Satchel; a backup's source untouched and
 # its unfinished copy refused). Then it damages stores (bytes flipped in tables and in their first blocks, a log

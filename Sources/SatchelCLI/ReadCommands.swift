@@ -7,10 +7,12 @@ struct FindCommand: ParsableCommand {
         commandName: "find",
         abstract: "Query a model.",
         discussion: """
-            Prints the matching objects as JSON, one per line. --where takes ATTR OP VALUE in one argument with OP one \
-            of = (or ==) != < <= > >= ^= (prefix) ~= (contains) in (comma list); VALUE is read as JSON when it parses, \
-            else as a string; a VALUE that is empty or starts with an operator character must be quoted as JSON \
-            (name="" or name="=x"). Several --where are and-ed. Attribute paths may reach into objects with dots \
+            Prints the matching objects as JSON, one per line. --where takes an expression: comparisons ATTR OP VALUE \
+            with OP one of = (or ==) != < <= > >= ^= (prefix) ~= (contains), ATTR in V1,V2 (or in (V1, V2)), ATTR \
+            exists, ATTR missing, joined by and, or, not and parentheses ('brand=Acme and (price < 10 or tags ~= sale)'). \
+            VALUE is read as JSON when it parses, else as a string; a VALUE that is empty or holds spaces, parentheses, \
+            commas, operator characters or those words is written in double quotes (name="" or name="Acme or not"). \
+            A mistake names its column. Several --where are and-ed. Attribute paths may reach into objects with dots \
             (address.city). --order takes ATTR, ATTR:asc or ATTR:desc. --id of a missing object prints one line on \
             stderr and exits 1. A model the store does not have is an error. --include (with --id) prints the object \
             with the named associations resolved into nested objects (customer, items, customer.address; an id whose \
@@ -21,7 +23,8 @@ struct FindCommand: ParsableCommand {
     @OptionGroup var store: StoreOptions
     @Argument(help: "The model.") var model: String
     @Option(help: "Only the object with this id.") var id: String?
-    @Option(name: .customLong("where"), help: "A condition ATTR OP VALUE, e.g. brand=Acme or 'price < 100'.") var conditions: [String] = []
+    @Option(name: .customLong("where"), help: "A condition, e.g. brand=Acme, 'price < 100' or 'brand=Acme or not tags ~= sale'.")
+    var conditions: [String] = []
     @Option(help: ArgumentHelp("Order by ATTR, ascending, or ATTR:desc (ATTR:asc); repeat for more keys.", valueName: "attr[:desc]"))
     var order: [String] = []
     @Option(parsing: .unconditional, help: "At most this many objects (a positive integer).") var limit: Int?
@@ -56,7 +59,7 @@ struct FindCommand: ParsableCommand {
 
     /// The query the options ask; a malformed condition or order key is a usage error.
     func query() throws -> Query {
-        var condition = try conditions.map { try WhereClause(parsing: $0).condition }.reduce(Condition.all, &&)
+        var condition = try WhereExpression.condition(conditions)
         if let id { condition = Field.id == .string(id) && condition }
         let sortKeys = try order.map(Self.sortKey)
         let projection = select.map { $0.split(separator: ",").map { Field(String($0)) } }

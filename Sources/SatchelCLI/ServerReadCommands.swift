@@ -20,7 +20,8 @@ struct SearchCommand: AsyncParsableCommand {
     @OptionGroup var store: StoreOptions
     @OptionGroup var server: BackendOptions
     @Argument(help: "The model (the server's class, collection, sObject or source of that name).") var model: String
-    @Option(name: .customLong("where"), help: "A condition ATTR OP VALUE, e.g. brand=Acme or 'price < 100'.") var conditions: [String] = []
+    @Option(name: .customLong("where"), help: "A condition, as find takes it: brand=Acme, 'price < 100 or brand in Acme,Globex'.")
+    var conditions: [String] = []
     @Flag(name: .customLong("store"), help: "Store what the server answered, as a sync would (the model must be in the store).")
     var storeObjects = false
 
@@ -29,7 +30,7 @@ struct SearchCommand: AsyncParsableCommand {
         _ = try condition()
     }
 
-    func condition() throws -> Condition { try conditions.map { try WhereClause(parsing: $0).condition }.reduce(Condition.all, &&) }
+    func condition() throws -> Condition { try WhereExpression.condition(conditions) }
 
     func run() async throws {
         let condition = try condition()

@@ -37,15 +37,17 @@ struct MistakeTests {
         #expect(result.stdout.isEmpty, "nothing on stdout: \(result.stdout)", sourceLocation: sourceLocation)
     }
 
-    @Test("--where: == is equality; a value starting with an operator, or empty and unquoted, is a usage error")
+    @Test("--where: == is equality; a value starting with an operator, or empty and unquoted, is a usage error naming its column")
     func whereMistakes() async throws {
         let shop = try await Shop()
         let doubled = try await shop.run(["find", "Product", "--where", "brand == Acme"])
         #expect(doubled.status == 0 && doubled.lines == [#"{"brand":"Acme","name":"Lamp","object":"p1","price":10}"#])
-        Self.expectFailure(try await shop.run(["find", "Product", "--where", "price<<100"]), 64, "starts with an operator character")
-        Self.expectFailure(try await shop.run(["find", "Product", "--where", "brand= =Acme"]), 64, "starts with an operator character")
-        Self.expectFailure(try await shop.run(["find", "Product", "--where", "brand="]), 64, #"has an empty value (write "" for the empty string)"#)
-        Self.expectFailure(try await shop.run(["find", "Product", "--where", "brand in Acme,,Hooli"]), 64, "empty value")
+        Self.expectFailure(try await shop.run(["find", "Product", "--where", "price<<100"]), 64, "column 7: expected a value after '<', found '<'")
+        Self.expectFailure(try await shop.run(["find", "Product", "--where", "brand= =Acme"]), 64, "column 8: expected a value after '=', found '='")
+        Self.expectFailure(
+            try await shop.run(["find", "Product", "--where", "brand="]), 64, #"column 7: expected a value after '=' (write "" for the empty string)"#
+        )
+        Self.expectFailure(try await shop.run(["find", "Product", "--where", "brand in Acme,,Hooli"]), 64, "column 15: expected a value after ','")
         let quoted = try await shop.run(["find", "Product", "--where", #"brand="""#])
         #expect(quoted.status == 0 && quoted.lines.count == 1 && quoted.lines.first?.contains(#""object":"p2""#) == true)
         let operatorInJSON = try await shop.run(["find", "Product", "--where", #"name="<b>""#, "--count"])

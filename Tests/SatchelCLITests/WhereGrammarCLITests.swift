@@ -1,0 +1,89 @@
+import Foundation
+import Satchel
+import SatchelTestSupport
+import Testing
+
+/// The `--where` expression grammar: and, or, not, parentheses, in, exists, missing, quoted
+/// values; each answer checked against the same question asked of the objects in Swift.
+@Suite("satchel find --where: the expression grammar")
+struct WhereGrammarCLITests {
+    /// 60 products: brands of three kinds, prices, tags on some, a discount on some, names with
+    /// spaces and keywords in them.
+    static func products() -> [JSONObject] {
+        let brands = ["Acme", "Globex", "Initech"]
+        return (0..<60).map { i in
+            var object: JSONObject = [
+                "object": .string("p\(i)"), "brand": .string(brands[i % 3]), "price": .int(Int64(i * 7 % 50)),
+                "name": .string(i % 10 == 0 ? "Acme or not \(i)" : "item \(i)"),
+            ]
+            if i % 4 == 0 { object["tags"] = .array([.string(i % 8 == 0 ? "sale" : "new"), "all"]) }
+            if i % 5 == 0 { object["discount"] = .int(Int64(i % 3)) }
+            return object
+        }
+    }
+
+    @Test("and, or, not, parentheses, in, exists and missing answer what the same question asked in Swift answers")
+    func expressions() async throws {
+        let directory = TemporaryDirectory()
+        let db = directory.child("db")
+        let file = directory.child("products.jsonl")
+        let products = Self.products()
+        try Data(products.map { String(decoding: $0.jsonBytes, as: UTF8.self) }.joined(separator: "\n").utf8).write(to: URL(fileURLWithPath: file))
+        #expect(try await CLI.run(["--db", db, "import", "Product", file]).status == 0)
+        #expect(try await CLI.run(["--db", db, "index", "Product", "brand,price"]).status == 0)
+
+        func brand(_ o: JSONObject) -> String { o["brand"]?.stringValue ?? "" }
+        func price(_ o: JSONObject) -> Int64 { o["price"]?.intValue ?? -1 }
+        func tagged(_ o: JSONObject, _ tag: String) -> Bool { o["tags"]?.arrayValue?.contains(.string(tag)) ?? false }
+        let cases: [([String], (JSONObject) -> Bool)] = [
+            (["brand=Acme or price < 10"], { brand($0) == "Acme" || price($0) < 10 }),
+            (["not brand=Acme"], { brand($0) != "Acme" }),
+            (["brand=Acme and (price < 10 or tags ~= sale)"], { brand($0) == "Acme" && (price($0) < 10 || tagged($0, "sale")) }),
+            (["brand=Acme and price < 10 or tags ~= sale"], { (brand($0) == "Acme" && price($0) < 10) || tagged($0, "sale") }),
+            (["(brand=Acme or brand=Globex) and not price >= 25"], { (brand($0) == "Acme" || brand($0) == "Globex") && !(price($0) >= 25) }),
+            (["not not brand == Initech"], { brand($0) == "Initech" }),
+            (["discount exists"], { $0["discount"] != nil }),
+            (["discount missing and tags exists"], { $0["discount"] == nil && $0["tags"] != nil }),
+            (["brand in (Acme, Globex) and price>40"], { ["Acme", "Globex"].contains(brand($0)) && price($0) > 40 }),
+            (["brand in Acme,Initech"], { ["Acme", "Initech"].contains(brand($0)) }),
+            (["name ^= \"Acme or not\""], { $0["name"]?.stringValue?.hasPrefix("Acme or not") ?? false }),
+            (["name=\"Acme or not 20\""], { $0["name"] == "Acme or not 20" }),
+            (["brand=Acme", "price<=14 or discount=0"], { brand($0) == "Acme" && (price($0) <= 14 || $0["discount"] == 0) }),
+            (["tags=[\"sale\",\"all\"]"], { $0["tags"] == ["sale", "all"] }),
+        ]
+        for (expressions, matches) in cases {
+            let expected = products.filter(matches).compactMap { $0["object"]?.stringValue }.sorted()
+            #expect(!expected.isEmpty && expected.count < products.count, "\(expressions) asks a question that can fail")
+            let result = try await CLI.run(["--db", db, "find", "Product", "--select", "brand"] + expressions.flatMap { ["--where", $0] })
+            #expect(result.status == 0, "\(expressions): \(result.stderr)")
+            let ids = try result.lines.map { try #require(try JSONObject(parsing: $0)["object"]?.stringValue) }.sorted()
+            #expect(ids == expected, "\(expressions)")
+        }
+    }
+
+    @Test("a mistake is one line naming its column, exit 64, and nothing printed")
+    func mistakes() async throws {
+        let directory = TemporaryDirectory()
+        let db = directory.child("db")
+        #expect(try await CLI.run(["--db", db, "put", "Product", #"{"object":"p1","brand":"Acme"}"#]).status == 0)
+        let mistakes: [(String, String)] = [
+            ("brand=Acme and", "column 15: expected an attribute, found the end"),
+            ("(brand=Acme or price<3", "column 23: expected ')' to close the '(' at column 1"),
+            ("brand=Acme Corp", "column 12: expected 'and', 'or' or the end, found 'Corp' (write a value holding spaces in double quotes"),
+            ("brand=or", "column 7: 'or' is a keyword"),
+            ("brand Acme", "column 7: expected an operator after 'brand'"),
+            ("and brand=Acme", "column 1: expected an attribute, found 'and'"),
+            ("brand=\"Acme", "column 7: a quoted value that is never closed"),
+            ("brand ! Acme", "column 7: '!' is not an operator"),
+            ("tags=[1,2", "column 6: a '[' that is never closed"),
+            ("brand in (Acme Globex)", "column 16: expected ',' or ')' in the list, found 'Globex'"),
+            ("", "column 1: an empty condition"),
+        ]
+        for (expression, says) in mistakes {
+            let result = try await CLI.run(["--db", db, "find", "Product", "--where", expression])
+            #expect(result.status == 64 && result.stdout.isEmpty, "\(expression): \(result.status) \(result.stdout)")
+            let lines = result.stderr.split(separator: "\n")
+            #expect(lines.count == 1 && lines.first?.contains(says) == true, "\(expression): \(result.stderr)")
+        }
+    }
+}
