@@ -168,6 +168,8 @@ struct IndexCommand: ParsableCommand {
         guard !text.isEmpty, !fields.contains(where: { $0.description.isEmpty }) else {
             throw SatchelError(.invalidArgument, "name the attributes to index, e.g. brand or brand,price")
         }
+        // A path into arrays (`items[].product`) is indexed element by element.
+        if fields.count == 1 && fields[0].reachesIntoArrays { elementIndex = true }
         if elementIndex {
             if keysOnly {
                 throw SatchelError(

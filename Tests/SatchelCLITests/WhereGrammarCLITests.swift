@@ -61,6 +61,31 @@ struct WhereGrammarCLITests {
         }
     }
 
+    @Test("items[].product: a path into an order's lines, matched by any line, indexed element by element")
+    func arrayPaths() async throws {
+        let directory = TemporaryDirectory()
+        let db = directory.child("db")
+        let orders = [
+            #"{"object":"o1","items":[{"product":"prod-0026","qty":1},{"product":"prod-0003"}]}"#,
+            #"{"object":"o2","items":[{"product":"prod-0003","qty":2}]}"#, #"{"object":"o3","items":[],"note":"empty"}"#,
+        ]
+        for order in orders { #expect(try await CLI.run(["--db", db, "put", "Order", order]).status == 0) }
+        func ids(_ arguments: [String]) async throws -> [String] {
+            let result = try await CLI.run(["--db", db, "find", "Order"] + arguments)
+            #expect(result.status == 0, "\(arguments): \(result.stderr)")
+            return try result.lines.map { try #require(try JSONObject(parsing: $0)["object"]?.stringValue) }
+        }
+        #expect(try await ids(["--where", "items[].product=prod-0026"]) == ["o1"])
+        #expect(try await ids(["--where", "items[].product=prod-0003 and items[].qty >= 2"]) == ["o2"])
+        #expect(try await ids(["--where", "items[].product missing"]) == ["o3"])
+        let index = try await CLI.run(["--db", db, "index", "Order", "items[].product"])
+        #expect(index.status == 0 && index.lines.first?.contains("items[].product") == true, "\(index.lines) \(index.stderr)")
+        let plan = try await CLI.run(["--db", db, "find", "Order", "--where", "items[].product=prod-0003", "--explain"])
+        #expect(plan.lines.first?.hasPrefix("index items[].product") == true, "\(plan.lines)")
+        #expect(try await ids(["--where", "items[].product=prod-0003"]) == ["o1", "o2"])
+        #expect(try await CLI.run(["--db", db, "check"]).status == 0)
+    }
+
     @Test("a mistake is one line naming its column, exit 64, and nothing printed")
     func mistakes() async throws {
         let directory = TemporaryDirectory()

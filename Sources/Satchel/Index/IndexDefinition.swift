@@ -52,11 +52,12 @@ public struct IndexDefinition: Sendable, Hashable, CustomStringConvertible {
     /// An array-element index on `field`.
     public static func elements(of field: Field) -> IndexDefinition { IndexDefinition(fields: [field], kind: .arrayElements) }
 
-    /// `brand`, `brand,price`, or `tags[]` for an array-element index. (Whether entries store
-    /// objects is not part of the name: a model has at most one index on the same fields.)
+    /// `brand`, `brand,price`, or `tags[]` for an array-element index (`items[].product`, whose
+    /// path says it already, for one over a path into arrays). (Whether entries store objects is
+    /// not part of the name: a model has at most one index on the same fields.)
     public var description: String {
         let names = fields.map(\.description).joined(separator: ",")
-        return kind == .arrayElements ? names + "[]" : names
+        return kind == .arrayElements && !fields[0].reachesIntoArrays ? names + "[]" : names
     }
 
     /// Whether the two define the same entries' keys (fields and kind), whatever they store.
@@ -72,6 +73,12 @@ public struct IndexDefinition: Sendable, Hashable, CustomStringConvertible {
         }
         if Set(fields).count != fields.count {
             throw SatchelError(.invalidArgument, "index \(self) names a field twice", model: model)
+        }
+        if kind == .value, let path = fields.first(where: \.reachesIntoArrays) {
+            throw SatchelError(
+                .invalidArgument,
+                "\(path) reaches into arrays: it is indexed element by element, alone (IndexDefinition.elements(of: \"\(path)\"); satchel index MODEL '\(path)')",
+                model: model)
         }
     }
 }

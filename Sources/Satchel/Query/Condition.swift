@@ -1,5 +1,7 @@
 /// A path to an attribute: a top-level name, or names joined by dots that reach into nested
-/// objects (`"address.city"`). The path `object` is the object id.
+/// objects (`"address.city"`). A name ending in `[]` reaches into each element of an array
+/// (`"items[].product"`: the product of every line of an order); a condition on such a path
+/// matches when any of the values it reaches does. The path `object` is the object id.
 ///
 /// `Field` is what the query operators are built on:
 ///
@@ -11,16 +13,23 @@
 public struct Field: Sendable, Hashable, ExpressibleByStringLiteral, CustomStringConvertible {
     /// The names along the path.
     public let components: [String]
+    /// Whether a name of the path ends in `[]`: the path reaches every element of an array.
+    public let reachesIntoArrays: Bool
 
-    /// A path written with dots: `"address.city"`.
+    /// A path written with dots: `"address.city"`, `"items[].product"`.
     public init(_ path: String) {
-        components = path.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+        self.init(checked: path.split(separator: ".", omittingEmptySubsequences: false).map(String.init))
     }
 
     /// A path from its names, for attribute names that themselves contain dots.
     public init(components: [String]) {
         precondition(!components.isEmpty, "a field path needs at least one name")
+        self.init(checked: components)
+    }
+
+    private init(checked components: [String]) {
         self.components = components
+        reachesIntoArrays = components.contains { $0.hasSuffix("[]") && $0.utf8.count > 2 }
     }
 
     public init(stringLiteral value: String) { self.init(value) }
@@ -48,14 +57,43 @@ public struct Field: Sendable, Hashable, ExpressibleByStringLiteral, CustomStrin
         return value(in: object.attributes)
     }
 
-    /// The value at this path in `attributes`, or nil when missing.
+    /// The value at this path in `attributes`, or nil when missing. For a path that reaches
+    /// into arrays, the array of every value it reaches (nil when it reaches none).
     public func value(in attributes: JSONObject) -> JSONValue? {
+        if reachesIntoArrays {
+            let reached = values(in: attributes)
+            return reached.isEmpty ? nil : .array(reached)
+        }
         var current = attributes[components[0]]
         for name in components.dropFirst() {
             guard case .object(let object)? = current else { return nil }
             current = object[name]
         }
         return current
+    }
+
+    /// Every value the path reaches in `attributes`: one at most for a plain path; for a path
+    /// with `[]`, the values reached through each element of each array on the way (an element
+    /// that is not an object is reached only by a path that ends there).
+    func values(in attributes: JSONObject) -> [JSONValue] {
+        var reached: [JSONValue] = []
+        collect(.object(attributes), from: 0, into: &reached)
+        return reached
+    }
+
+    private func collect(_ value: JSONValue, from index: Int, into reached: inout [JSONValue]) {
+        guard index < components.count else {
+            reached.append(value)
+            return
+        }
+        guard case .object(let object) = value else { return }
+        let name = components[index]
+        if name.hasSuffix("[]") && name.utf8.count > 2 {
+            guard case .array(let elements)? = object[String(name.dropLast(2))] else { return }
+            for element in elements { collect(element, from: index + 1, into: &reached) }
+        } else if let next = object[name] {
+            collect(next, from: index + 1, into: &reached)
+        }
     }
 }
 
@@ -112,21 +150,45 @@ public struct Condition: Sendable, Hashable, CustomStringConvertible {
         switch node {
         case .always: return true
         case .compare(let field, let op, let operand):
+            if field.reachesIntoArrays { return any(field, node, object) }
             guard let value = field.value(in: object) else { return false }
             return compare(value, op, operand)
         case .oneOf(let field, let values):
+            if field.reachesIntoArrays { return any(field, node, object) }
             guard let value = field.value(in: object) else { return false }
             return values.contains(value)
         case .beginsWith(let field, let prefix):
+            if field.reachesIntoArrays { return any(field, node, object) }
             guard case .string(let s)? = field.value(in: object) else { return false }
             return UTF8Order.hasPrefix(s, prefix)
         case .contains(let field, let operand):
+            if field.reachesIntoArrays { return any(field, node, object) }
             return contains(field.value(in: object), operand)
         case .exists(let field, let present):
+            if field.reachesIntoArrays { return field.values(in: object.attributes).isEmpty != present }
             return (field.value(in: object) != nil) == present
         case .and(let nodes): return nodes.allSatisfy { evaluate($0, object) }
         case .or(let nodes): return nodes.contains { evaluate($0, object) }
         case .not(let inner): return !evaluate(inner, object)
+        }
+    }
+
+    /// Whether any value a path with `[]` reaches satisfies the comparison.
+    private static func any(_ field: Field, _ node: Node, _ object: Object) -> Bool {
+        field.values(in: object.attributes).contains { matches(node, value: $0) }
+    }
+
+    /// Whether one value of a comparison's field satisfies it.
+    private static func matches(_ node: Node, value: JSONValue) -> Bool {
+        switch node {
+        case .compare(_, let op, let operand): return compare(value, op, operand)
+        case .oneOf(_, let values): return values.contains(value)
+        case .beginsWith(_, let prefix):
+            guard case .string(let s) = value else { return false }
+            return UTF8Order.hasPrefix(s, prefix)
+        case .contains(_, let operand): return contains(value, operand)
+        case .exists(_, let present): return present
+        case .always, .and, .or, .not: return false
         }
     }
 

@@ -34,7 +34,8 @@ struct Plan {
 /// 1. `object == id` or `object in [ids]`: direct gets.
 /// 2. A value index is usable with equality (`==`, or `in` as several seeks) on a leading run of
 ///    its fields, then at most one range (`<` `<=` `>` `>=` within one type class, `beginsWith`,
-///    `exists`) on the next field. An array-element index is usable for `contains`.
+///    `exists`) on the next field. An array-element index is usable for `contains`; one over a
+///    path into arrays (`items[].product`), for `==` on that path.
 /// 3. An index whose order matches the query's order (after the fields fixed by equality) lets
 ///    a `limit` stop the read early.
 /// 4. Otherwise the model is scanned in id order (narrowed by conditions on `object`).
@@ -110,6 +111,9 @@ enum Planner {
         var candidates: [Candidate] = []
         for index in entry.indexes where index.state == .ready {
             switch index.definition.kind {
+            // A value index on a path into arrays (which earlier versions accepted) holds no
+            // entry per element: never used.
+            case .value where index.definition.fields.contains(where: \.reachesIntoArrays): continue
             case .value:
                 if let candidate = valueCandidate(index, model: model, conjuncts: conjuncts, query: query, tieDescending: tieDescending) {
                     candidates.append(candidate)
@@ -237,6 +241,17 @@ enum Planner {
 
     private static func elementCandidate(_ index: StoredIndex, model: String, conjuncts: [Condition.Node]) -> Candidate? {
         let field = index.definition.fields[0]
+        if field.reachesIntoArrays {
+            // `items[].product == v`: the objects with an entry for v, one each (an object's
+            // entries are distinct). Exact, so the conjunct is consumed.
+            for (i, conjunct) in conjuncts.enumerated() {
+                guard case .compare(let f, .equal, let value) = conjunct, f == field else { continue }
+                return Candidate(
+                    index: index, ranges: [KeyRange.prefix(Keys.element(after: Keys.indexElementsPrefix(index.prefix), value))], valueCount: 2,
+                    consumed: ConjunctSet([i]), score: 9, deliversOrder: false, reverse: false, equalities: [(field, [value])])
+            }
+            return nil
+        }
         for conjunct in conjuncts {
             guard case .contains(let f, let value) = conjunct, f == field else { continue }
             var ranges = [KeyRange.prefix(Keys.element(after: Keys.indexElementsPrefix(index.prefix), value))]

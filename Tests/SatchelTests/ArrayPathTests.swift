@@ -1,0 +1,126 @@
+import Foundation
+import SatchelTestSupport
+import Testing
+
+@testable import Satchel
+
+/// Paths into arrays of objects (`items[].product`): random orders and random conditions, each
+/// answered by the store (scanning, and through an array-element index on the path) and by a
+/// naive evaluator written here on its own.
+@Suite("Paths into arrays of objects")
+struct ArrayPathTests {
+    /// An order: lines that are objects (most with a product, some with a quantity), sometimes a
+    /// line that is not an object, sometimes no `items`, or `items` that is not an array.
+    static func order(_ i: Int, _ rng: inout SplitMix64) -> JSONObject {
+        var order: JSONObject = ["object": .string(String(format: "o%04d", i)), "n": .int(Int64(i))]
+        switch Int.random(in: 0..<10, using: &rng) {
+        case 0: return order
+        case 1:
+            order["items"] = .string("prod-\(Int.random(in: 0..<20, using: &rng))")
+            return order
+        default: break
+        }
+        var lines: [JSONValue] = []
+        for _ in 0..<Int.random(in: 0...4, using: &rng) {
+            switch Int.random(in: 0..<8, using: &rng) {
+            case 0: lines.append(.int(Int64.random(in: 0..<5, using: &rng)))
+            case 1: lines.append(["qty": .int(Int64.random(in: 1...5, using: &rng))])
+            default:
+                var line: JSONObject = ["product": .string("prod-\(Int.random(in: 0..<20, using: &rng))")]
+                if Bool.random(using: &rng) { line["qty"] = .int(Int64.random(in: 1...5, using: &rng)) }
+                lines.append(.object(line))
+            }
+        }
+        order["items"] = .array(lines)
+        return order
+    }
+
+    /// The values of `name` of each object line of `items`, found without `Field`.
+    static func lineValues(_ order: JSONObject, _ name: String) -> [JSONValue] {
+        guard case .array(let lines)? = order["items"] else { return [] }
+        return lines.compactMap { line in
+            guard case .object(let object) = line else { return nil }
+            return object[name]
+        }
+    }
+
+    /// A random condition on `items[].product` and `items[].qty`, and what it means.
+    static func condition(_ rng: inout SplitMix64, depth: Int = 0) -> (Condition, (JSONObject) -> Bool) {
+        let product = "prod-\(Int.random(in: 0..<20, using: &rng))"
+        let qty = Int64.random(in: 1...5, using: &rng)
+        let products = Field("items[].product"), quantities = Field("items[].qty")
+        let choice = Int.random(in: 0..<(depth < 2 ? 11 : 8), using: &rng)
+        switch choice {
+        case 0: return (products == .string(product), { lineValues($0, "product").contains(.string(product)) })
+        case 1: return (products != .string(product), { lineValues($0, "product").contains { $0 != .string(product) } })
+        case 2:
+            let other = "prod-\(Int.random(in: 0..<20, using: &rng))"
+            return (
+                products.isIn([.string(product), .string(other)]),
+                { lineValues($0, "product").contains { [.string(product), .string(other)].contains($0) } }
+            )
+        case 3: return (products.exists(), { !lineValues($0, "product").isEmpty })
+        case 4: return (products.exists(false), { lineValues($0, "product").isEmpty })
+        case 5: return (quantities < .int(qty), { lineValues($0, "qty").contains { ($0.intValue ?? .max) < qty } })
+        case 6: return (products.beginsWith("prod-1"), { lineValues($0, "product").contains { $0.stringValue?.hasPrefix("prod-1") ?? false } })
+        case 7: return (products.contains("d-1"), { lineValues($0, "product").contains { $0.stringValue?.contains("d-1") ?? false } })
+        case 8:
+            let (a, f) = condition(&rng, depth: depth + 1), (b, g) = condition(&rng, depth: depth + 1)
+            return (a && b, { f($0) && g($0) })
+        case 9:
+            let (a, f) = condition(&rng, depth: depth + 1), (b, g) = condition(&rng, depth: depth + 1)
+            return (a || b, { f($0) || g($0) })
+        default:
+            let (a, f) = condition(&rng, depth: depth + 1)
+            return (!a, { !f($0) })
+        }
+    }
+
+    @Test("random conditions on items[].product and items[].qty: the store's answer, scanning and indexed, is the naive evaluator's")
+    func differential() throws {
+        var rng = SplitMix64(seed: 29)
+        let directory = TemporaryDirectory()
+        let store = try Store(path: directory.child("store"))
+        defer { try? store.close() }
+        let orders = try store.register(ModelDefinition(name: "Order", syncType: .none))
+        let written = (0..<400).map { Self.order($0, &rng) }
+        try store.bulkUpdate { tx in for order in written { try tx.put(order, in: orders) } }
+
+        var indexedPlans = 0
+        for round in 0..<2 {
+            if round == 1 { try orders.createIndex(.elements(of: "items[].product")) }
+            for _ in 0..<150 {
+                let (condition, meaning) = Self.condition(&rng)
+                let expected = written.filter(meaning).compactMap { $0["object"]?.stringValue }.sorted()
+                let found = try orders.findAll(where: condition).map(\.id).sorted()
+                #expect(found == expected, "\(condition), \(round == 0 ? "scanning" : "with the index")")
+                #expect(try orders.count(where: condition) == expected.count)
+                if round == 1, case .index = try orders.explain(Query(where: condition)).access { indexedPlans += 1 }
+            }
+        }
+        #expect(indexedPlans > 0, "the element index served some of the conditions")
+        #expect(try store.verify().isHealthy, "the index's entries are the objects' values")
+    }
+
+    @Test("the index over a path into arrays: one entry per distinct value, kept by writes, used for ==, shown by explain")
+    func index() throws {
+        let directory = TemporaryDirectory()
+        let store = try Store(path: directory.child("store"))
+        defer { try? store.close() }
+        let orders = try store.register(ModelDefinition(name: "Order", syncType: .none))
+        _ = try orders.put(["object": "o1", "items": [["product": "prod-1"], ["product": "prod-1"], ["product": "prod-2"]]])
+        _ = try orders.put(["object": "o2", "items": [["product": "prod-2", "qty": 3]]])
+        try orders.createIndex(.elements(of: "items[].product"))
+        #expect(try orders.indexes.map(\.definition.description) == ["items[].product"])
+        let plan = try orders.explain(Query(where: "items[].product" == "prod-2"))
+        #expect(plan.description.contains("index items[].product"), "\(plan.description)")
+        #expect(try orders.findAll(where: "items[].product" == "prod-2").map(\.id) == ["o1", "o2"])
+        #expect(try orders.findAll(where: "items[].product" == "prod-1").map(\.id) == ["o1"])
+        _ = try orders.update("o1", with: ["items": [["product": "prod-3"]]])
+        #expect(try orders.findAll(where: "items[].product" == "prod-1").isEmpty)
+        #expect(try orders.findAll(where: "items[].product" == "prod-3").map(\.id) == ["o1"])
+        #expect(try store.verify().isHealthy)
+        // A value index on such a path would hold the whole list in one entry: refused.
+        #expect(throws: SatchelError.self) { try orders.createIndex(IndexDefinition("items[].product")) }
+    }
+}
