@@ -86,6 +86,42 @@ struct WhereGrammarCLITests {
         #expect(try await CLI.run(["--db", db, "check"]).status == 0)
     }
 
+    @Test("satchel aggregate: one sorted JSON line per group, results under count, sum(ATTR)…; --explain; mistakes are usage errors")
+    func aggregate() async throws {
+        let directory = TemporaryDirectory()
+        let db = directory.child("db")
+        for json in [
+            #"{"object":"a","brand":"Acme","price":10}"#, #"{"object":"b","brand":"Acme","price":2.5}"#,
+            #"{"object":"c","brand":"Globex","price":"x"}"#, #"{"object":"d","price":7}"#,
+        ] {
+            #expect(try await CLI.run(["--db", db, "put", "P", json]).status == 0)
+        }
+        let grouped = try await CLI.run([
+            "--db", db, "aggregate", "P", "--group-by", "brand", "--count", "--sum", "price", "--min", "price", "--max", "price", "--avg", "price",
+        ])
+        #expect(
+            grouped.lines == [
+                #"{"avg(price)":7.0,"brand":null,"count":1,"max(price)":7,"min(price)":7,"sum(price)":7}"#,
+                #"{"avg(price)":6.25,"brand":"Acme","count":2,"max(price)":10,"min(price)":2.5,"sum(price)":12.5}"#,
+                #"{"avg(price)":null,"brand":"Globex","count":1,"max(price)":"x","min(price)":"x","sum(price)":null}"#,
+            ], "\(grouped.lines) \(grouped.stderr)")
+        let filtered = try await CLI.run(["--db", db, "aggregate", "P", "--where", "brand=Acme or brand missing", "--count", "--sum", "price"])
+        #expect(filtered.lines == [#"{"count":3,"sum(price)":19.5}"#])
+        #expect(
+            try await CLI.run(["--db", db, "aggregate", "P", "--count", "--explain"]).lines == ["count from the model's statistics (nothing read)"])
+        #expect(try await CLI.run(["--db", db, "index", "P", "brand"]).status == 0)
+        let walk = try await CLI.run(["--db", db, "aggregate", "P", "--group-by", "brand", "--count", "--explain"])
+        #expect(walk.lines.first?.hasPrefix("group by brand: one walk of index brand") == true, "\(walk.lines)")
+        #expect(
+            try await CLI.run(["--db", db, "aggregate", "P", "--group-by", "brand", "--count"]).lines == [
+                #"{"brand":null,"count":1}"#, #"{"brand":"Acme","count":2}"#, #"{"brand":"Globex","count":1}"#,
+            ])
+        let none = try await CLI.run(["--db", db, "aggregate", "P", "--group-by", "brand"])
+        #expect(none.status == 64 && none.stderr.contains("name at least one of --count"), "\(none.stderr)")
+        let missing = try await CLI.run(["--db", db, "aggregate", "Q", "--count"])
+        #expect(missing.status == 1 && missing.stderr.contains("no model named 'Q'"), "\(missing.stderr)")
+    }
+
     @Test("a mistake is one line naming its column, exit 64, and nothing printed")
     func mistakes() async throws {
         let directory = TemporaryDirectory()

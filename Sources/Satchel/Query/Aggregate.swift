@@ -1,0 +1,295 @@
+/// A function ``Model/aggregate(where:groupBy:_:)`` computes over each group of objects.
+public enum AggregateFunction: Sendable, Hashable, CustomStringConvertible {
+    /// The objects in the group.
+    case count
+    /// The sum of the field's numbers: an integer while every number summed is one and the sum
+    /// fits in 64 bits, else a double. Objects lacking the field, or holding something other
+    /// than a number there, are left out; null when none is left.
+    case sum(Field)
+    /// The smallest and largest of the field's values, in the order queries sort by (null,
+    /// booleans, numbers, strings, arrays, objects); null when no object has the field.
+    case min(Field)
+    case max(Field)
+    /// The mean of the field's numbers (a double), leaving out what ``sum(_:)`` leaves out.
+    case avg(Field)
+
+    /// `count`, `sum(price)`, `min(price)`, …: the result's name in the CLI's lines.
+    public var description: String {
+        switch self {
+        case .count: "count"
+        case .sum(let field): "sum(\(field))"
+        case .min(let field): "min(\(field))"
+        case .max(let field): "max(\(field))"
+        case .avg(let field): "avg(\(field))"
+        }
+    }
+
+    var field: Field? {
+        switch self {
+        case .count: nil
+        case .sum(let field), .min(let field), .max(let field), .avg(let field): field
+        }
+    }
+}
+
+/// One group of ``Model/aggregate(where:groupBy:_:)``: its values of the group-by fields and the
+/// functions' results.
+public struct AggregateGroup: Sendable, Hashable {
+    /// The group's value of each group-by field, in order; nil for the objects lacking it (they
+    /// form a group of their own).
+    public var key: [JSONValue?]
+    /// The functions asked, in order, and their results.
+    public var results: [(function: AggregateFunction, value: JSONValue)] {
+        zip(functions, values).map { ($0, $1) }
+    }
+
+    let functions: [AggregateFunction]
+    let values: [JSONValue]
+
+    /// The result of `function` (nil when it was not asked).
+    public subscript(_ function: AggregateFunction) -> JSONValue? {
+        functions.firstIndex(of: function).map { values[$0] }
+    }
+
+    /// `count` as an integer (0 when it was not asked).
+    public var count: Int { Int(self[.count]?.intValue ?? 0) }
+
+    public static func == (a: AggregateGroup, b: AggregateGroup) -> Bool {
+        a.key == b.key && a.functions == b.functions && a.values == b.values
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(key)
+        hasher.combine(functions)
+        hasher.combine(values)
+    }
+}
+
+extension Model {
+    /// Groups the objects matching `condition` by their values of `groupBy` (one group per
+    /// distinct combination, objects lacking a field in the null group, an array one whole
+    /// value) and computes `functions` over each group. Groups come in ascending order of their
+    /// values, in the order queries sort by; with no `groupBy`, there is one group (with a
+    /// count of 0 when nothing matches).
+    ///
+    /// ```swift
+    /// let byBrand = try products.aggregate(where: "price" < 100, groupBy: ["brand"], [.count, .avg("price")])
+    /// for group in byBrand { print(group.key[0] ?? .null, group.count, group[.avg("price")] ?? .null) }
+    /// ```
+    ///
+    /// Served by the model's statistics for a count of everything, by the ends of an index for
+    /// `min` and `max` of its first field, by one walk of an index's keys for counts grouped by
+    /// its first field; otherwise by the query's own plan, the objects aggregated as they are
+    /// read. ``explainAggregate(where:groupBy:_:)`` says which.
+    ///
+    /// - Throws: ``SatchelError`` `.invalidArgument` when `functions` is empty.
+    public func aggregate(where condition: Condition = .all, groupBy: [Field] = [], _ functions: [AggregateFunction]) throws -> [AggregateGroup] {
+        guard !functions.isEmpty else { throw SatchelError(.invalidArgument, "an aggregate needs at least one function", model: name) }
+        switch try aggregatePlan(condition, groupBy, functions) {
+        case .statistics:
+            let count = JSONValue.int(Int64(try self.count()))
+            return [AggregateGroup(key: [], functions: functions, values: functions.map { _ in count })]
+        case .indexEnds(let index, let field):
+            let (least, greatest) = try indexEnds(index)
+            let count = JSONValue.int(Int64(try self.count()))
+            let values: [JSONValue] = functions.map { function in
+                switch function {
+                case .min(let f) where f == field: least ?? .null
+                case .max(let f) where f == field: greatest ?? .null
+                default: count
+                }
+            }
+            return [AggregateGroup(key: [], functions: functions, values: values)]
+        case .indexWalk(let index):
+            return try indexGroups(index).map { key, count in
+                AggregateGroup(key: [key], functions: functions, values: functions.map { _ in .int(Int64(count)) })
+            }
+        case .query:
+            var groups: [[JSONValue?]: Accumulator] = [:]
+            let cursor = try self.cursor(Query(where: condition))
+            while let object = try cursor.next() {
+                let key = groupBy.map { $0.value(in: object) }
+                groups[key, default: Accumulator(functions)].add(object)
+            }
+            if groupBy.isEmpty && groups.isEmpty { groups[[]] = Accumulator(functions) }
+            return groups.map { key, accumulator in AggregateGroup(key: key, functions: functions, values: accumulator.results) }
+                .sorted { a, b in
+                    for (x, y) in zip(a.key, b.key) {
+                        let (kx, ky) = (ValueOrder.sortKey(x), ValueOrder.sortKey(y))
+                        if kx != ky { return kx.lexicographicallyPrecedes(ky) }
+                    }
+                    return false
+                }
+        }
+    }
+
+    /// How ``aggregate(where:groupBy:_:)`` would run, in words.
+    public func explainAggregate(where condition: Condition = .all, groupBy: [Field] = [], _ functions: [AggregateFunction]) throws -> String {
+        switch try aggregatePlan(condition, groupBy, functions) {
+        case .statistics: return "count from the model's statistics (nothing read)"
+        case .indexEnds(let index, let field):
+            return "min and max of \(field) from the ends of index \(index.definition) (a seek to each end)"
+        case .indexWalk(let index):
+            return "group by \(index.definition.fields[0]): one walk of index \(index.definition)'s keys, counting"
+        case .query(let plan): return "\(plan.description); aggregated as read"
+        }
+    }
+
+    enum AggregatePlan {
+        case statistics
+        case indexEnds(StoredIndex, Field)
+        case indexWalk(StoredIndex)
+        case query(QueryPlan)
+    }
+
+    func aggregatePlan(_ condition: Condition, _ groupBy: [Field], _ functions: [AggregateFunction]) throws -> AggregatePlan {
+        let everything: Bool = if case .always = condition.node { true } else { false }
+        if everything {
+            let entry = try store.entry(name)
+            /// A ready value index whose first field is `field`.
+            func index(on field: Field) -> StoredIndex? {
+                guard !field.reachesIntoArrays, !field.isID else { return nil }
+                return entry.indexes.first { $0.state == .ready && $0.definition.kind == .value && $0.definition.fields[0] == field }
+            }
+            if groupBy.isEmpty {
+                if functions.allSatisfy({ $0 == .count }) { return .statistics }
+                let fields = Set(functions.compactMap(\.field))
+                let extremes = functions.allSatisfy { if case .sum = $0 { false } else if case .avg = $0 { false } else { true } }
+                if extremes, fields.count == 1, let field = fields.first, let index = index(on: field) { return .indexEnds(index, field) }
+            } else if groupBy.count == 1, functions.allSatisfy({ $0 == .count }), let index = index(on: groupBy[0]) {
+                return .indexWalk(index)
+            }
+        }
+        return .query(try explain(Query(where: condition)))
+    }
+
+    /// The first and last values of an index's first field, nulls (missing) aside.
+    private func indexEnds(_ index: StoredIndex) throws -> (JSONValue?, JSONValue?) {
+        let iterator = try store.database(try definition.partition).makeIterator(fillCache: false)
+        func firstValue() throws -> JSONValue? {
+            let (_, elements) = try iterator.withKey { try Keys.decode(Array($0)) }
+            return elements.count > 2 && elements[2] != .null ? elements[2] : nil
+        }
+        var least: JSONValue?
+        iterator.seek(index.prefix)
+        while least == nil && iterator.isValid && iterator.keyHasPrefix(index.prefix) {
+            least = try firstValue()
+            iterator.next()
+        }
+        var greatest: JSONValue?
+        iterator.seek(Keys.prefixEnd(index.prefix))
+        if iterator.isValid { iterator.previous() } else { iterator.seekToLast() }
+        while greatest == nil && iterator.isValid && iterator.keyHasPrefix(index.prefix) {
+            greatest = try firstValue()
+            iterator.previous()
+        }
+        try iterator.checkError()
+        return (least, greatest)
+    }
+
+    /// The distinct values of an index's first field with how many objects hold each, in index
+    /// order; missing values (null in the index) as nil.
+    private func indexGroups(_ index: StoredIndex) throws -> [(JSONValue?, Int)] {
+        let iterator = try store.database(try definition.partition).makeIterator(fillCache: false)
+        var groups: [(JSONValue?, Int)] = []
+        iterator.seek(index.prefix)
+        while iterator.isValid && iterator.keyHasPrefix(index.prefix) {
+            let (_, elements) = try iterator.withKey { try Keys.decode(Array($0)) }
+            let value: JSONValue? = elements.count > 2 && elements[2] != .null ? elements[2] : nil
+            if let last = groups.last, last.0 == value {
+                groups[groups.count - 1].1 += 1
+            } else {
+                groups.append((value, 1))
+            }
+            iterator.next()
+        }
+        try iterator.checkError()
+        return groups
+    }
+}
+
+/// The running results of one group.
+private struct Accumulator {
+    let functions: [AggregateFunction]
+    var count = 0
+    /// Per function: the integers' sum (exact: 128 bits), the doubles' sum (compensated, so
+    /// that the order objects come in barely matters), whether a double was seen, how many numbers.
+    var integerSums: [Int128]
+    var doubleSums: [CompensatedSum]
+    var sawDouble: [Bool]
+    var numbers: [Int]
+    /// Per function: the least or greatest value so far and its sort key.
+    var extremes: [(JSONValue, [UInt8])?]
+
+    init(_ functions: [AggregateFunction]) {
+        self.functions = functions
+        integerSums = functions.map { _ in 0 }
+        doubleSums = functions.map { _ in CompensatedSum() }
+        sawDouble = functions.map { _ in false }
+        numbers = functions.map { _ in 0 }
+        extremes = functions.map { _ in nil }
+    }
+
+    mutating func add(_ object: Object) {
+        count += 1
+        for (i, function) in functions.enumerated() {
+            switch function {
+            case .count: break
+            case .sum(let field), .avg(let field):
+                switch field.value(in: object) {
+                case .int(let n)?:
+                    numbers[i] += 1
+                    integerSums[i] += Int128(n)
+                case .double(let d)?:
+                    numbers[i] += 1
+                    doubleSums[i].add(d)
+                    sawDouble[i] = true
+                default: break
+                }
+            case .min(let field), .max(let field):
+                guard let value = field.value(in: object) else { continue }
+                let key = ValueOrder.sortKey(value)
+                if let (_, best) = extremes[i] {
+                    let better = if case .min = function { key.lexicographicallyPrecedes(best) } else { best.lexicographicallyPrecedes(key) }
+                    if !better { continue }
+                }
+                extremes[i] = (value, key)
+            }
+        }
+    }
+
+    /// The sum of function `i`'s numbers as a double.
+    private func total(_ i: Int) -> Double {
+        var sum = doubleSums[i]
+        sum.add(Double(integerSums[i]))
+        return sum.value
+    }
+
+    var results: [JSONValue] {
+        functions.enumerated().map { i, function in
+            switch function {
+            case .count: return .int(Int64(count))
+            case .sum:
+                guard numbers[i] > 0 else { return .null }
+                if !sawDouble[i], let exact = Int64(exactly: integerSums[i]) { return .int(exact) }
+                return .double(total(i))
+            case .avg: return numbers[i] > 0 ? .double(total(i) / Double(numbers[i])) : .null
+            case .min, .max: return extremes[i]?.0 ?? .null
+            }
+        }
+    }
+}
+
+/// Neumaier's compensated summation: the rounding error of each addition is kept and added back.
+private struct CompensatedSum {
+    var sum = 0.0
+    var compensation = 0.0
+
+    mutating func add(_ x: Double) {
+        let t = sum + x
+        compensation += abs(sum) >= abs(x) ? (sum - t) + x : (x - t) + sum
+        sum = t
+    }
+
+    var value: Double { sum + compensation }
+}

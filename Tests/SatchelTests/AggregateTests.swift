@@ -1,0 +1,154 @@
+import Foundation
+import SatchelTestSupport
+import Testing
+
+@testable import Satchel
+
+/// `model.aggregate`: random objects, conditions, groupings and functions, against a naive
+/// evaluator (NaiveEvaluator's matching and ReferenceOrder's order, both written apart from
+/// the store), without indexes and with them (so that the statistics, an index's ends and an
+/// index walk answer too).
+@Suite("Aggregates")
+struct AggregateTests {
+    static let fields = ["a", "b", "c", "n.x", "m"]
+
+    /// The naive answer: groups as lists of objects, in ReferenceOrder of their values.
+    static func naive(_ objects: [Object], _ condition: TestCondition, groupBy: [String], _ functions: [AggregateFunction]) -> [[JSONValue?]:
+        [JSONValue]]
+    {
+        let matching = objects.filter { NaiveEvaluator.matches(condition, $0) }
+        var groups: [(key: [JSONValue?], members: [Object])] = []
+        for object in matching {
+            let key = groupBy.map { NaiveEvaluator.value(object, $0) }
+            if let i = groups.firstIndex(where: { same($0.key, key) }) {
+                groups[i].members.append(object)
+            } else {
+                groups.append((key, [object]))
+            }
+        }
+        if groupBy.isEmpty && groups.isEmpty { groups = [([], [])] }
+        var answer: [[JSONValue?]: [JSONValue]] = [:]
+        for (key, members) in groups {
+            answer[key] = functions.map { function in
+                switch function {
+                case .count: return .int(Int64(members.count))
+                case .sum(let field), .avg(let field):
+                    let numbers = members.compactMap { NaiveEvaluator.value($0, field.description) }.filter(NaiveEvaluator.isNumber)
+                    guard !numbers.isEmpty else { return .null }
+                    // Exactly, in rationals of 128-bit integers and doubles summed pairwise
+                    // largest-magnitude last: what a compensated sum gets within rounding.
+                    let integers = numbers.compactMap { n -> Int128? in if case .int(let i) = n { Int128(i) } else { nil } }.reduce(0, +)
+                    let doubles = numbers.compactMap { n -> Double? in if case .double(let d) = n { d } else { nil } }
+                        .sorted { abs($0) < abs($1) }.reduce(0.0, +)
+                    let total = doubles + Double(integers)
+                    if case .avg = function { return .double(total / Double(numbers.count)) }
+                    let allIntegers = numbers.allSatisfy { if case .int = $0 { true } else { false } }
+                    if allIntegers, let exact = Int64(exactly: integers) { return .int(exact) }
+                    return .double(total)
+                case .min(let field), .max(let field):
+                    let values = members.compactMap { NaiveEvaluator.value($0, field.description) }
+                    guard var best = values.first else { return .null }
+                    for v in values.dropFirst() {
+                        let c = ReferenceOrder.compare(v, best)
+                        if case .min = function, c < 0 { best = v }
+                        if case .max = function, c > 0 { best = v }
+                    }
+                    return best
+                }
+            }
+        }
+        return answer
+    }
+
+    static func same(_ a: [JSONValue?], _ b: [JSONValue?]) -> Bool {
+        a.count == b.count
+            && zip(a, b).allSatisfy { x, y in
+                switch (x, y) {
+                case (nil, nil): true
+                case (let x?, let y?): NaiveEvaluator.equal(x, y)
+                default: false
+                }
+            }
+    }
+
+    /// Sums and means as the store computes them (integer or double, doubles within rounding of
+    /// another summation order); other values equal under the query semantics.
+    static func close(_ function: AggregateFunction, _ a: JSONValue, _ b: JSONValue) -> Bool {
+        switch (function, a, b) {
+        case (_, .null, .null): return true
+        case (_, .double(let x), .double(let y)): return x == y || abs(x - y) <= 1e-6 * Swift.max(abs(x), abs(y), 1)
+        case (.sum, .double, .int), (.sum, .int, .double), (.avg, _, _): return false
+        default: return NaiveEvaluator.equal(a, b)
+        }
+    }
+
+    @Test("random groupings and functions: the store's groups, in order, hold the naive evaluator's results", arguments: [UInt64(7), 2029])
+    func differential(seed: UInt64) throws {
+        var generator = QueryGenerator(rng: SplitMix64(seed: seed))
+        let directory = TemporaryDirectory()
+        let store = try Store(path: directory.child("store"))
+        defer { try? store.close() }
+        let model = try store.register(ModelDefinition(name: "Thing", syncType: .none))
+        var objects: [Object] = []
+        for i in 0..<300 {
+            if let object = try model.put(generator.object(i)) { objects.append(object) }
+        }
+        var served: Set<String> = []
+        for round in 0..<2 {
+            if round == 1 {
+                try model.createIndex(IndexDefinition("a"))
+                try model.createIndex(IndexDefinition("b", "c"))
+            }
+            for _ in 0..<150 {
+                let condition: TestCondition = generator.chance(0.3) ? .and([]) : generator.condition()
+                let groupBy = (0..<Int.random(in: 0...2, using: &generator.rng)).map { _ in generator.pick(Self.fields) }
+                var functions: [AggregateFunction] = generator.chance(0.6) ? [.count] : []
+                for _ in 0..<Int.random(in: (functions.isEmpty ? 1 : 0)...3, using: &generator.rng) {
+                    let field = Field(generator.pick(Self.fields))
+                    functions.append(generator.pick([.sum(field), .min(field), .max(field), .avg(field), .count]))
+                }
+                if round == 1 && generator.chance(0.3) {
+                    // The shapes the indexes serve.
+                    functions = generator.chance(0.5) ? [.count] : [.min("a"), .max("a"), .count]
+                }
+                let groups = try model.aggregate(where: condition.condition, groupBy: groupBy.map { Field($0) }, functions)
+                served.insert(
+                    String(try model.explainAggregate(where: condition.condition, groupBy: groupBy.map { Field($0) }, functions).prefix(12)))
+                let expected = Self.naive(objects, condition, groupBy: groupBy, functions)
+                let what = "\(condition) group by \(groupBy) \(functions)"
+                #expect(groups.count == expected.count, "\(what): \(groups.count) groups, expected \(expected.count)")
+                for group in groups {
+                    guard let want = expected.first(where: { Self.same($0.key, group.key) })?.value else {
+                        Issue.record("\(what): a group \(group.key) the naive evaluator does not have")
+                        continue
+                    }
+                    for (i, (function, value)) in group.results.enumerated() {
+                        #expect(Self.close(function, value, want[i]), "\(what): \(function) of \(group.key) is \(value), expected \(want[i])")
+                    }
+                }
+                // Ascending order of the group values.
+                for (x, y) in zip(groups, groups.dropFirst()) {
+                    let order = zip(x.key, y.key).lazy.map { ReferenceOrder.compare($0 ?? .null, $1 ?? .null) }.first { $0 != 0 } ?? 0
+                    #expect(order < 0, "\(what): \(x.key) before \(y.key)")
+                }
+            }
+        }
+        #expect(served.count >= 4, "statistics, index ends, index walk and queries all answered: \(served.sorted())")
+    }
+
+    @Test("no function is an error; explain names what serves the aggregate")
+    func explain() throws {
+        let directory = TemporaryDirectory()
+        let store = try Store(path: directory.child("store"))
+        defer { try? store.close() }
+        let model = try store.register(ModelDefinition(name: "Thing", syncType: .none))
+        _ = try model.put(["object": "t1", "brand": "Acme", "price": 3])
+        #expect(throws: SatchelError.self) { _ = try model.aggregate([]) }
+        #expect(try model.explainAggregate([.count]).hasPrefix("count from the model's statistics"))
+        #expect(try model.explainAggregate(groupBy: ["brand"], [.count]).hasPrefix("scan"))
+        try model.createIndex(IndexDefinition("brand"))
+        #expect(try model.explainAggregate(groupBy: ["brand"], [.count]).hasPrefix("group by brand: one walk of index brand"))
+        #expect(try model.explainAggregate([.min("brand"), .max("brand")]).hasPrefix("min and max of brand from the ends of index brand"))
+        #expect(try model.explainAggregate(where: "brand" == "Acme", [.sum("price")]).hasPrefix("index brand"))
+    }
+}
