@@ -30,6 +30,9 @@ struct FindCommand: ParsableCommand {
     @Option(parsing: .unconditional, help: "At most this many objects (a positive integer).") var limit: Int?
     @Option(parsing: .unconditional, help: "Skip this many objects first.") var offset = 0
     @Option(help: ArgumentHelp("Only these attributes (comma list).", valueName: "a,b")) var select: String?
+    @Option(
+        help: ArgumentHelp("Full-text search in the model's text index: words, \"a phrase\", pref*; prints matches best first.", valueName: "query"))
+    var match: String?
     @Flag(help: "Print the number of matches instead of the objects.") var count = false
     @Flag(help: "Print how the query runs (index or scan) instead of running it.") var explain = false
     @Flag(help: "Refuse (exit 2, one line naming the attribute to index) a query that would scan the whole model.")
@@ -40,6 +43,9 @@ struct FindCommand: ParsableCommand {
     func validate() throws {
         if let limit, limit < 1 { throw ValidationError("--limit must be a positive integer, not \(limit)") }
         if offset < 0 { throw ValidationError("--offset must be zero or a positive integer, not \(offset)") }
+        if match != nil && (!order.isEmpty || id != nil || include != nil || requireIndex) {
+            throw ValidationError("--match prints matches best first: it does not combine with --order, --id, --include or --require-index")
+        }
         if include != nil {
             guard id != nil else { throw ValidationError("--include needs --id: it resolves the associations of one object") }
             if count || explain || select != nil { throw ValidationError("--include does not combine with --count, --explain or --select") }
@@ -98,6 +104,20 @@ struct FindCommand: ParsableCommand {
         let query = try query()
         let printed = try store.withStore { store -> Int in
             let model = try store.existingModel(named: model)
+            if let match {
+                if explain {
+                    Output.line(try model.explainSearch(match))
+                    return 1
+                }
+                let matches = try model.search(match, where: query.condition, limit: limit.map { $0 + offset }, select: query.projection)
+                let page = matches.dropFirst(offset)
+                if count {
+                    Output.line(String(page.count))
+                } else {
+                    for found in page { Output.line(found.object.description) }
+                }
+                return page.count
+            }
             if explain {
                 Output.line(try model.explain(query).description)
                 return 1
@@ -154,10 +174,19 @@ struct IndexCommand: ParsableCommand {
     @Flag(help: "List the model's indexes.") var list = false
     @Option(help: ArgumentHelp("Drop the index on these attributes.", valueName: "attr[,attr…]")) var drop: String?
     @Flag(help: "An array-element index (one entry per element).") var elements = false
+    @Flag(help: "A full-text index over the attributes' words (satchel find --match searches it).") var text = false
     @Flag(help: "A value index whose entries hold keys only, not copies of the objects (less disk, slower reads).")
     var keysOnly = false
 
     private func definition(_ text: String) throws -> IndexDefinition {
+        if self.text {
+            let fields = text.split(separator: ",", omittingEmptySubsequences: false).map { Field(String($0)) }
+            guard !text.isEmpty, !fields.contains(where: { $0.description.isEmpty }) else {
+                throw SatchelError(.invalidArgument, "name the attributes to search, e.g. --text title or --text title,body")
+            }
+            if elements || keysOnly { throw SatchelError(.invalidArgument, "--text does not combine with --elements or --keys-only") }
+            return .text(fields)
+        }
         var text = text
         var elementIndex = elements
         if text.hasSuffix("[]") {
@@ -187,7 +216,12 @@ struct IndexCommand: ParsableCommand {
             let model = try store.existingModel(named: self.model)
             if list {
                 for index in try model.indexes {
-                    let kind = index.definition.kind == .arrayElements ? "elements" : index.definition.storesObjects ? "value" : "value, keys only"
+                    let kind =
+                        switch index.definition.kind {
+                        case .arrayElements: "elements"
+                        case .text: "text"
+                        case .value: index.definition.storesObjects ? "value" : "value, keys only"
+                        }
                     Output.line("\(index.definition)\t\(kind)\t\(index.isReady ? "ready" : "incomplete")\t\(index.entries) entries")
                 }
                 return

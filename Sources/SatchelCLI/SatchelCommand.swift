@@ -17,7 +17,8 @@ struct SatchelCommand: AsyncParsableCommand {
         version: SatchelCommand.version,
         subcommands: [
             ImportCommand.self, IndexCommand.self, PutCommand.self, UpdateCommand.self, DeleteCommand.self, FindCommand.self,
-            AggregateCommand.self, StatsCommand.self, CheckCommand.self, RepairCommand.self, SyncCommand.self, SearchCommand.self, VerifyCommand.self, ErrorsCommand.self,
+            AggregateCommand.self, StatsCommand.self, CheckCommand.self, RepairCommand.self, SyncCommand.self, SearchCommand.self, VerifyCommand.self,
+            ErrorsCommand.self,
             ResolveCommand.self,
             LogoutCommand.self, ResetCommand.self, BlobCommand.self, ExportCommand.self, CompactCommand.self, BackupCommand.self, RestoreCommand.self,
             MigrateCommand.self, EncryptCommand.self, DecryptCommand.self, RekeyCommand.self,

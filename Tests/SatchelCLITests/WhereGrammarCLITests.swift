@@ -122,6 +122,43 @@ struct WhereGrammarCLITests {
         #expect(missing.status == 1 && missing.stderr.contains("no model named 'Q'"), "\(missing.stderr)")
     }
 
+    @Test("index --text and find --match: matches best first, with --where, --limit and --select; explain; mistakes")
+    func textSearch() async throws {
+        let directory = TemporaryDirectory()
+        let db = directory.child("db")
+        for json in [
+            #"{"object":"n1","title":"Brass reading lamp","body":"A warm light for reading, reading in bed"}"#,
+            #"{"object":"n2","title":"Café au lait","body":"Le CAFÉ du matin, reading the news"}"#,
+            #"{"object":"n3","title":"東京 travel","body":"東京タワー and a lamp","archived":true}"#,
+        ] {
+            #expect(try await CLI.run(["--db", db, "put", "Note", json]).status == 0)
+        }
+        let noIndex = try await CLI.run(["--db", db, "find", "Note", "--match", "lamp"])
+        #expect(noIndex.status != 0 && noIndex.stderr.contains("--text"), "\(noIndex.stderr)")
+        let index = try await CLI.run(["--db", db, "index", "Note", "--text", "title,body"])
+        #expect(index.status == 0 && index.lines.first?.contains("text(title,body)") == true, "\(index.lines) \(index.stderr)")
+        func ids(_ arguments: [String]) async throws -> [String] {
+            let result = try await CLI.run(["--db", db, "find", "Note"] + arguments)
+            #expect(result.status == 0, "\(arguments): \(result.stderr)")
+            return try result.lines.map { try #require(try JSONObject(parsing: $0)["object"]?.stringValue) }
+        }
+        #expect(try await ids(["--match", "reading"]) == ["n1", "n2"], "n1 says it twice")
+        #expect(try await ids(["--match", "cafe"]) == ["n2"], "case and diacritics folded")
+        #expect(try await ids(["--match", #""reading lamp""#]) == ["n1"])
+        #expect(try await ids(["--match", "lam*", "--where", "archived missing"]) == ["n1"])
+        #expect(try await ids(["--match", "東京"]) == ["n3"])
+        #expect(try await ids(["--match", "reading", "--limit", "1"]) == ["n1"])
+        let selected = try await CLI.run(["--db", db, "find", "Note", "--match", "cafe", "--select", "title"])
+        #expect(selected.lines == [#"{"object":"n2","title":"Café au lait"}"#])
+        let explained = try await CLI.run(["--db", db, "find", "Note", "--match", #"lamp "reading light" br*"#, "--explain"])
+        #expect(explained.lines == [#"text index text(title,body): lamp AND "reading light" AND br*, ranked by BM25"#])
+        let unclosed = try await CLI.run(["--db", db, "find", "Note", "--match", #""reading lamp"#])
+        #expect(unclosed.status == 1 && unclosed.stderr.contains("never closes"), "\(unclosed.stderr)")
+        let ordered = try await CLI.run(["--db", db, "find", "Note", "--match", "lamp", "--order", "title"])
+        #expect(ordered.status == 64 && ordered.stderr.contains("best first"), "\(ordered.stderr)")
+        #expect(try await CLI.run(["--db", db, "check"]).status == 0)
+    }
+
     @Test("a mistake is one line naming its column, exit 64, and nothing printed")
     func mistakes() async throws {
         let directory = TemporaryDirectory()

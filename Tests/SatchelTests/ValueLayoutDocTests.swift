@@ -33,7 +33,7 @@ struct ValueLayoutDocTests {
     @Test("every value example is what the owning code writes, and reads back to what wrote it")
     func values() throws {
         let rows = try Self.rows("values")
-        #expect(rows.count == 21, "\(rows.keys.sorted())")
+        #expect(rows.count == 22, "\(rows.keys.sorted())")
         func expect(_ name: String, _ written: [UInt8], sourceLocation: SourceLocation = #_sourceLocation) {
             #expect(rows[name].map(Self.text) == Self.text(written), "\(name)", sourceLocation: sourceLocation)
         }
@@ -78,6 +78,7 @@ struct ValueLayoutDocTests {
                 StoredIndex(id: 2, definition: IndexDefinition([Field("price")], storesObjects: false), state: .building, model: "Product")
             ),
             ("index elements", StoredIndex(id: 3, definition: .elements(of: Field("tags")), state: .dropping, model: "Product")),
+            ("index text", StoredIndex(id: 4, definition: .text("title", "body"), state: .ready, model: "Product")),
         ]
         for (name, index) in indexes {
             expect(name, index.json.jsonBytes)

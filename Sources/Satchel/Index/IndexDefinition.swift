@@ -25,6 +25,9 @@ public struct IndexDefinition: Sendable, Hashable, CustomStringConvertible {
         case value
         /// One entry per array element (and per string value) of one field.
         case arrayElements
+        /// A full-text index over string fields: one entry per word of an object's text, with
+        /// its positions, and the object's length in words (``Model/search(_:where:limit:select:)``).
+        case text
     }
 
     /// The indexed fields, in order.
@@ -52,11 +55,19 @@ public struct IndexDefinition: Sendable, Hashable, CustomStringConvertible {
     /// An array-element index on `field`.
     public static func elements(of field: Field) -> IndexDefinition { IndexDefinition(fields: [field], kind: .arrayElements) }
 
+    /// A full-text index over the string values of `fields` (a field holding an array indexes
+    /// its strings).
+    public static func text(_ fields: [Field]) -> IndexDefinition { IndexDefinition(fields: fields, kind: .text) }
+
+    /// A full-text index over the string values of `fields`.
+    public static func text(_ fields: Field...) -> IndexDefinition { text(fields) }
+
     /// `brand`, `brand,price`, or `tags[]` for an array-element index (`items[].product`, whose
     /// path says it already, for one over a path into arrays). (Whether entries store objects is
     /// not part of the name: a model has at most one index on the same fields.)
     public var description: String {
         let names = fields.map(\.description).joined(separator: ",")
+        if kind == .text { return "text(\(names))" }
         return kind == .arrayElements && !fields[0].reachesIntoArrays ? names + "[]" : names
     }
 
@@ -133,7 +144,11 @@ struct StoredIndex: Sendable, Hashable {
         self.prefix = Keys.indexPrefix(model, Int(id))
         // `objects`; `documents` is its name in an earlier version of the specification.
         let storesObjects = (json["objects"] ?? json["documents"])?.boolValue ?? false
-        self.definition = kind == .value ? IndexDefinition(paths, storesObjects: storesObjects) : .elements(of: paths[0])
+        switch kind {
+        case .value: self.definition = IndexDefinition(paths, storesObjects: storesObjects)
+        case .arrayElements: self.definition = .elements(of: paths[0])
+        case .text: self.definition = .text(paths)
+        }
     }
 
     // MARK: - Entries
@@ -143,6 +158,8 @@ struct StoredIndex: Sendable, Hashable {
         switch definition.kind {
         case .value:
             return [Keys.indexValueEntry(prefix, values: definition.fields.lazy.map { $0.value(in: attributes) ?? .null }, objectID: objectID)]
+        case .text:
+            return textEntries(objectID: objectID, attributes: attributes)
         case .arrayElements:
             switch definition.fields[0].value(in: attributes) {
             case .array(let elements)?:

@@ -50,7 +50,7 @@ public struct Migration: Sendable {
     /// - `{"add": "a", "default": value}`
     /// - `{"remove": "a"}`
     /// - `{"convert": "a", "to": "string" | "number" | "integer" | "boolean"}`
-    /// - `{"createIndex": "a,b"}` (`"a[]"`: an array-element index; `"keysOnly": true`)
+    /// - `{"createIndex": "a,b"}` (`"a[]"`: an array-element index; `"keysOnly": true`; `"text": true`: a full-text index)
     /// - `{"dropIndex": "a,b"}`
     /// - `{"schema": {"a": "string", …}}` (a fixed schema) or `{"schema": null}` (a property bag)
     ///
@@ -200,6 +200,7 @@ public enum MigrationStep: Sendable {
         case .createIndex(let definition):
             var json: JSONObject = ["createIndex": .string(Self.indexText(definition))]
             if definition.kind == .value && !definition.storesObjects { json["keysOnly"] = true }
+            if definition.kind == .text { json["text"] = true }
             return json
         case .dropIndex(let definition): return ["dropIndex": .string(Self.indexText(definition))]
         case .setKind(.propertyBag): return ["schema": .null]
@@ -244,8 +245,14 @@ public enum MigrationStep: Sendable {
             }
             self = .convert(try string("convert"), conversion)
         } else if json["createIndex"] != nil {
-            try only(["createIndex", "keysOnly"])
+            try only(["createIndex", "keysOnly", "text"])
             var definition = try Self.index(try string("createIndex"))
+            if json["text"]?.boolValue == true {
+                guard definition.kind == .value, json["keysOnly"] == nil else {
+                    throw SatchelError(.invalidArgument, "\"text\" takes plain attribute names (a,b), without [] or keysOnly")
+                }
+                definition = .text(definition.fields)
+            }
             if json["keysOnly"]?.boolValue == true {
                 guard definition.kind == .value else {
                     throw SatchelError(.invalidArgument, "\"keysOnly\" is for value indexes: an array-element index holds keys only")

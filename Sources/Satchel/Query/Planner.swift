@@ -120,6 +120,7 @@ enum Planner {
                 }
             case .arrayElements:
                 if let candidate = elementCandidate(index, model: model, conjuncts: conjuncts) { candidates.append(candidate) }
+            case .text: continue  // searched by text, not by conditions
             }
         }
 

@@ -1,0 +1,272 @@
+import Foundation
+
+/// The words of text, as a full-text index keeps them and a text query looks them up.
+///
+/// A word is a run of letters, digits and connecting marks (Unicode properties), or a single
+/// character of a script written without spaces (Han, Hiragana, Katakana, Hangul, Thai…: each is
+/// a word, so that a phrase of them finds any run). Words are folded: decomposed (NFD),
+/// combining marks removed, lowercased — `Café`, `CAFE` and `café` are one word.
+public enum TextTokens {
+    /// The folded words of `text`, in order.
+    public static func words(_ text: String) -> [String] {
+        var words: [String] = []
+        var current = String.UnicodeScalarView()
+        func flush() {
+            if !current.isEmpty { words.append(String(current)) }
+            current = String.UnicodeScalarView()
+        }
+        for scalar in fold(text).unicodeScalars {
+            if isUnspaced(scalar) {
+                flush()
+                words.append(String(scalar))
+            } else if isWordScalar(scalar) {
+                current.append(scalar)
+            } else {
+                flush()
+            }
+        }
+        flush()
+        return words
+    }
+
+    /// `text` decomposed, without combining marks, lowercased.
+    public static func fold(_ text: String) -> String {
+        var scalars = String.UnicodeScalarView()
+        for scalar in text.decomposedStringWithCanonicalMapping.unicodeScalars where !isMark(scalar) { scalars.append(scalar) }
+        return String(scalars).lowercased()
+    }
+
+    static func isMark(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.properties.generalCategory {
+        case .nonspacingMark, .enclosingMark: true
+        default: false
+        }
+    }
+
+    static func isWordScalar(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.properties.generalCategory {
+        case .uppercaseLetter, .lowercaseLetter, .titlecaseLetter, .modifierLetter, .otherLetter, .decimalNumber, .letterNumber,
+            .otherNumber, .spacingMark:
+            true
+        default: false
+        }
+    }
+
+    /// Scripts written without spaces between words: each character is a word.
+    static func isUnspaced(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
+        case 0x0E00...0x0EFF,  // Thai, Lao
+            0x1000...0x109F,  // Myanmar
+            0x1780...0x17FF,  // Khmer
+            0x3040...0x30FF,  // Hiragana, Katakana
+            0x3400...0x4DBF, 0x4E00...0x9FFF, 0xF900...0xFAFF, 0x20000...0x2FFFF,  // Han
+            0xAC00...0xD7AF, 0x1100...0x11FF:  // Hangul
+            true
+        default: false
+        }
+    }
+}
+
+/// A full-text query: words (each must appear), `"phrases"` (the words in a row) and `prefix*`
+/// (a word starting so), all of which must match.
+struct TextQuery {
+    enum Part: Hashable {
+        case word(String)
+        case prefix(String)
+        case phrase([String])
+    }
+
+    let parts: [Part]
+
+    init(parsing text: String) throws(SatchelError) {
+        var parts: [Part] = []
+        var rest = Substring(text)
+        while let quote = rest.firstIndex(of: "\"") {
+            parts += Self.plain(rest[..<quote])
+            let after = rest.index(after: quote)
+            guard let close = rest[after...].firstIndex(of: "\"") else {
+                throw SatchelError(.invalidArgument, "the text query '\(text)' opens a phrase (\") it never closes")
+            }
+            let words = TextTokens.words(String(rest[after..<close]))
+            if words.count == 1 { parts.append(.word(words[0])) } else if !words.isEmpty { parts.append(.phrase(words)) }
+            rest = rest[rest.index(after: close)...]
+        }
+        parts += Self.plain(rest)
+        var seen = Set<Part>()
+        self.parts = parts.filter { seen.insert($0).inserted }
+        guard !self.parts.isEmpty else {
+            throw SatchelError(.invalidArgument, "the text query '\(text)' has no word to look for")
+        }
+    }
+
+    /// Words outside quotes: `pref*` is a prefix (of its folded first word).
+    private static func plain(_ text: Substring) -> [Part] {
+        text.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" }).flatMap { piece -> [Part] in
+            let words = TextTokens.words(String(piece))
+            guard piece.hasSuffix("*"), let last = words.last else { return words.map(Part.word) }
+            return words.dropLast().map(Part.word) + [.prefix(last)]
+        }
+    }
+}
+
+/// One object found by ``Model/search(_:where:limit:select:)`` and how well it matches.
+public struct TextMatch: Sendable {
+    public var object: Object
+    /// Its BM25 score (k1 = 1.2, b = 0.75): higher is better.
+    public var score: Double
+}
+
+extension StoredIndex {
+    /// A text index's entries for `attributes`: one per distinct word, `(idx, model, indexId,
+    /// word, [positions], objectId)`, and the object's length in words, `(…, false, length,
+    /// objectId)`; none for an object without text there.
+    func textEntries(objectID: String, attributes: JSONObject) -> [[UInt8]] {
+        var positions: [String: [JSONValue]] = [:]
+        var next: Int64 = 0
+        for field in definition.fields {
+            var texts: [String] = []
+            switch field.value(in: attributes) {
+            case .string(let text)?: texts = [text]
+            case .array(let elements)?: texts = elements.compactMap(\.stringValue)
+            default: break
+            }
+            for text in texts {
+                for word in TextTokens.words(text) {
+                    positions[word, default: []].append(.int(next))
+                    next += 1
+                }
+                next += 1  // a phrase does not run from one text into the next
+            }
+        }
+        guard !positions.isEmpty else { return [] }
+        let length = positions.values.reduce(0) { $0 + $1.count }
+        var keys = [Keys.indexValueEntry(prefix, values: [.bool(false), .int(Int64(length))], objectID: objectID)]
+        for (word, list) in positions {
+            keys.append(Keys.indexValueEntry(prefix, values: [.string(word), .array(list)], objectID: objectID))
+        }
+        return keys
+    }
+}
+
+extension Model {
+    /// The objects whose text (in the model's first ready text index) matches `text`, best
+    /// first by BM25, ties by id; `condition` filters them too, and `select` keeps only those
+    /// attributes of each (as a query's projection does).
+    ///
+    /// `text` holds words (each must appear), `"phrases"` (the words in a row) and `prefix*`
+    /// (a word beginning so); words are folded (case and diacritics) as the index folds them.
+    ///
+    /// ```swift
+    /// try notes.createIndex(.text("title", "body"))
+    /// let hits = try notes.search(#"lamp "reading light" brass*"#, where: "archived" == false, limit: 20)
+    /// ```
+    ///
+    /// - Throws: ``SatchelError`` `.invalidArgument` for a query without a word or with an
+    ///   unclosed quote; `.unindexedQuery` when the model has no ready text index.
+    public func search(_ text: String, where condition: Condition = .all, limit: Int? = nil, select: [Field]? = nil) throws -> [TextMatch] {
+        let query = try TextQuery(parsing: text)
+        let entry = try store.entry(name)
+        guard let index = entry.indexes.first(where: { $0.state == .ready && $0.definition.kind == .text }) else {
+            throw SatchelError(
+                .unindexedQuery, "model '\(name)' has no text index to search: create one (satchel index \(name) --text ATTR[,ATTR…])", model: name)
+        }
+        let db = store.database(entry.definition.partition)
+        let snapshot = try db.makeSnapshot()
+        let iterator = try db.makeIterator(snapshot: snapshot, fillCache: true)
+
+        /// Every key under `prefix`, decoded past the index prefix: (values…, objectId).
+        func entries(under prefix: [UInt8], _ body: ([JSONValue], String) throws -> Void) throws {
+            iterator.seek(prefix)
+            while iterator.isValid && iterator.keyHasPrefix(prefix) {
+                let (_, elements) = try iterator.withKey { try Keys.decode(Array($0)) }
+                guard elements.count >= 4, let id = elements.last?.stringValue else {
+                    throw SatchelError(.corruption, "a malformed entry of text index \(index.definition)", model: name)
+                }
+                try body(Array(elements[2..<(elements.count - 1)]), id)
+                iterator.next()
+            }
+            try iterator.checkError()
+        }
+
+        // The objects' lengths: how many there are, and the mean.
+        var lengths: [String: Int] = [:]
+        try entries(under: Keys.element(after: index.prefix, .bool(false))) { values, id in
+            lengths[id] = Int(values.count > 1 ? values[1].intValue ?? 0 : 0)
+        }
+        let count = Double(lengths.count)
+        let meanLength = count > 0 ? Double(lengths.values.reduce(0, +)) / count : 0
+
+        // Each part's occurrences per object.
+        func postings(_ word: String) throws -> [String: [Int64]] {
+            var found: [String: [Int64]] = [:]
+            try entries(under: Keys.element(after: index.prefix, .string(word))) { values, id in
+                found[id] = values.count > 1 ? (values[1].arrayValue ?? []).compactMap(\.intValue) : []
+            }
+            return found
+        }
+        var partHits: [[String: Int]] = []
+        for part in query.parts {
+            var hits: [String: Int] = [:]
+            switch part {
+            case .word(let word):
+                for (id, list) in try postings(word) { hits[id] = list.count }
+            case .prefix(let start):
+                try entries(under: Keys.stringPrefix(after: index.prefix, start)) { values, id in
+                    hits[id, default: 0] += values.count > 1 ? values[1].arrayValue?.count ?? 0 : 0
+                }
+            case .phrase(let words):
+                let lists = try words.map(postings)
+                for (id, first) in lists[0] {
+                    let rest = lists.dropFirst().map { $0[id].map(Set.init) }
+                    guard !rest.contains(where: { $0 == nil }) else { continue }
+                    let runs = first.filter { start in rest.enumerated().allSatisfy { $1!.contains(start + Int64($0) + 1) } }.count
+                    if runs > 0 { hits[id] = runs }
+                }
+            }
+            partHits.append(hits)
+        }
+
+        // Objects matching every part, then the condition (read from the same moment); scored.
+        let smallest = partHits.min { $0.count < $1.count } ?? [:]
+        let candidates = smallest.keys.filter { id in partHits.allSatisfy { $0[id] != nil } }
+        let objects = try candidates.compactMap { id -> Object? in
+            try db.withValue(forKey: Keys.object(prefix: objectPrefix, id), snapshot: snapshot) { bytes in
+                try bytes.map { Object(id: id, storedAttributes: try StoredObject.decode($0, model: name, id: id)) }
+            }
+        }
+        var matches: [TextMatch] = []
+        for object in objects {
+            let id = object.id
+            guard condition.matches(object) else { continue }
+            let length = Double(lengths[id] ?? 0)
+            var score = 0.0
+            for hits in partHits {
+                let frequency = Double(hits[id] ?? 0)
+                let documents = Double(hits.count)
+                let idf = log(1 + (count - documents + 0.5) / (documents + 0.5))
+                score += idf * frequency * 2.2 / (frequency + 1.2 * (0.25 + 0.75 * (meanLength > 0 ? length / meanLength : 1)))
+            }
+            matches.append(TextMatch(object: select.map { Query(select: $0).project(object) } ?? object, score: score))
+        }
+        matches.sort { $0.score != $1.score ? $0.score > $1.score : UTF8Order.less($0.object.id, $1.object.id) }
+        if let limit { return Array(matches.prefix(limit)) }
+        return matches
+    }
+
+    /// How ``search(_:where:limit:select:)`` would run, in words.
+    public func explainSearch(_ text: String) throws -> String {
+        let query = try TextQuery(parsing: text)
+        let entry = try store.entry(name)
+        guard let index = entry.indexes.first(where: { $0.state == .ready && $0.definition.kind == .text }) else {
+            throw SatchelError(.unindexedQuery, "model '\(name)' has no text index to search", model: name)
+        }
+        let parts = query.parts.map { part in
+            switch part {
+            case .word(let word): word
+            case .prefix(let start): start + "*"
+            case .phrase(let words): "\"" + words.joined(separator: " ") + "\""
+            }
+        }
+        return "text index \(index.definition): \(parts.joined(separator: " AND ")), ranked by BM25"
+    }
+}

@@ -1,0 +1,167 @@
+import Foundation
+import SatchelTestSupport
+import Testing
+
+@testable import Satchel
+
+/// Full-text search: random notes over a small vocabulary (case and diacritic variants, a
+/// script without spaces) and random queries (words, prefixes, phrases), against a naive
+/// evaluator written here: its own tokenizer and folding, its own BM25.
+@Suite("Full-text search")
+struct TextSearchTests {
+    static let vocabulary = [
+        "Lamp", "lamp", "LAMP", "café", "Cafe", "CAFÉ", "naïve", "naive", "reading", "read", "reader", "light", "Light", "brass", "東", "京",
+        "タ", "lamps",
+    ]
+
+    /// Folding as the contract says, for this vocabulary: lowercase, without diacritics.
+    static func fold(_ word: String) -> String {
+        word.lowercased().replacingOccurrences(of: "é", with: "e").replacingOccurrences(of: "ï", with: "i")
+    }
+
+    /// The words of a text: split at spaces and punctuation; each CJK character its own word.
+    static func words(_ text: String) -> [String] {
+        var words: [String] = []
+        var current = ""
+        for character in text {
+            if "東京タ".contains(character) {
+                if !current.isEmpty { words.append(fold(current)) }
+                current = ""
+                words.append(String(character))
+            } else if character.isLetter {
+                current.append(character)
+            } else {
+                if !current.isEmpty { words.append(fold(current)) }
+                current = ""
+            }
+        }
+        if !current.isEmpty { words.append(fold(current)) }
+        return words
+    }
+
+    static func text(_ rng: inout SplitMix64) -> String {
+        (0..<Int.random(in: 1...6, using: &rng)).map { _ in vocabulary.randomElement(using: &rng)! }
+            .joined(separator: [" ", " ", ", ", ". ", "-", ""].randomElement(using: &rng)!)
+    }
+
+    enum Part {
+        case word(String), prefix(String), phrase([String])
+    }
+
+    static func query(_ rng: inout SplitMix64) -> (String, [Part]) {
+        var text: [String] = []
+        var parts: [Part] = []
+        for _ in 0..<Int.random(in: 1...2, using: &rng) {
+            switch Int.random(in: 0..<3, using: &rng) {
+            case 0:
+                let word = vocabulary.randomElement(using: &rng)!
+                text.append(word)
+                parts.append(.word(fold(word)))
+            case 1:
+                let word = fold(["lam", "rea", "caf", "br", "l", "nai"].randomElement(using: &rng)!)
+                text.append(word + "*")
+                parts.append(.prefix(word))
+            default:
+                let words = (0..<2).map { _ in ["reading", "lamp", "light", "café", "東", "京"].randomElement(using: &rng)! }
+                text.append("\"" + words.joined(separator: " ") + "\"")
+                parts.append(.phrase(words.map(fold)))
+            }
+        }
+        return (text.joined(separator: " "), parts)
+    }
+
+    /// The naive answer: ids with their BM25 scores.
+    static func naive(_ notes: [(id: String, title: String, body: String)], _ parts: [Part]) -> [String: Double] {
+        // Positions: the title's words, a gap, the body's.
+        let documents = notes.map { note -> (String, [String], [Int]) in
+            let title = words(note.title), body = words(note.body)
+            return (note.id, title + body, Array(0..<title.count) + (0..<body.count).map { $0 + title.count + 1 })
+        }.filter { !$0.1.isEmpty }
+        let count = Double(documents.count)
+        let mean = Double(documents.reduce(0) { $0 + $1.1.count }) / max(count, 1)
+        func frequency(_ part: Part, _ words: [String], _ positions: [Int]) -> Int {
+            switch part {
+            case .word(let w): return words.filter { $0 == w }.count
+            case .prefix(let p): return words.filter { $0.hasPrefix(p) }.count
+            case .phrase(let ws):
+                let at = Dictionary(zip(positions, words), uniquingKeysWith: { a, _ in a })
+                return positions.filter { start in ws.enumerated().allSatisfy { at[start + $0] == $1 } }.count
+            }
+        }
+        // A part asked twice counts once.
+        var seen = Set<String>()
+        let parts = parts.filter { seen.insert("\($0)").inserted }
+        var scores: [String: Double] = [:]
+        let frequencies = parts.map { part in documents.map { frequency(part, $0.1, $0.2) } }
+        for (d, document) in documents.enumerated() where frequencies.allSatisfy({ $0[d] > 0 }) {
+            var score = 0.0
+            for row in frequencies {
+                let df = Double(row.filter { $0 > 0 }.count), tf = Double(row[d])
+                let idf = log(1 + (count - df + 0.5) / (df + 0.5))
+                score += idf * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * Double(document.1.count) / mean))
+            }
+            scores[document.0] = score
+        }
+        return scores
+    }
+
+    @Test("random notes and queries: the matches are the naive evaluator's, best first by its BM25; writes keep the index right")
+    func differential() throws {
+        var rng = SplitMix64(seed: 61)
+        let directory = TemporaryDirectory()
+        let store = try Store(path: directory.child("store"))
+        defer { try? store.close() }
+        let model = try store.register(ModelDefinition(name: "Note", syncType: .none))
+        var notes: [(id: String, title: String, body: String)] = []
+        for i in 0..<150 {
+            let note = (id: String(format: "n%03d", i), title: Self.text(&rng), body: Self.text(&rng))
+            notes.append(note)
+            _ = try model.put(["object": .string(note.id), "title": .string(note.title), "body": .string(note.body), "i": .int(Int64(i))])
+        }
+        try model.createIndex(.text("title", "body"))  // backfilled
+        for round in 0..<2 {
+            if round == 1 {
+                // Writes after the build: updates, deletes, a note without text.
+                for i in stride(from: 0, to: 150, by: 7) {
+                    let note = (id: notes[i].id, title: Self.text(&rng), body: Self.text(&rng))
+                    notes[i] = note
+                    _ = try model.update(note.id, with: ["title": .string(note.title), "body": .string(note.body)])
+                }
+                for i in stride(from: 3, to: 150, by: 11) { _ = try model.delete(notes[i].id) }
+                notes = notes.enumerated().filter { $0.offset < 3 || ($0.offset - 3) % 11 != 0 }.map(\.element)
+                _ = try model.put(["object": "n999", "i": 999])
+            }
+            for _ in 0..<120 {
+                let (text, parts) = Self.query(&rng)
+                let expected = Self.naive(notes, parts)
+                let found = try model.search(text)
+                #expect(Set(found.map(\.object.id)) == Set(expected.keys), "\(text)")
+                for (a, b) in zip(found, found.dropFirst()) {
+                    #expect((expected[a.object.id] ?? 0) >= (expected[b.object.id] ?? 0) - 1e-9, "\(text): \(a.object.id) before \(b.object.id)")
+                }
+                for match in found {
+                    #expect(abs(match.score - (expected[match.object.id] ?? -1)) < 1e-9, "\(text): the score of \(match.object.id)")
+                }
+                // With a condition and a limit: the same order, filtered, cut.
+                let even = try model.search(text, where: Field("i") < 75, limit: 5)
+                #expect(even.map(\.object.id) == Array(found.filter { ($0.object["i"]?.intValue ?? 999) < 75 }.prefix(5).map(\.object.id)), "\(text)")
+            }
+        }
+        #expect(try store.verify().isHealthy)
+    }
+
+    @Test("a query without a word, an unclosed phrase, or a model without a text index: one clear error")
+    func mistakes() throws {
+        let directory = TemporaryDirectory()
+        let store = try Store(path: directory.child("store"))
+        defer { try? store.close() }
+        let model = try store.register(ModelDefinition(name: "Note", syncType: .none))
+        _ = try model.put(["object": "n1", "title": "Brass lamp"])
+        #expect { _ = try model.search("lamp") } throws: { ($0 as? SatchelError)?.code == .unindexedQuery }
+        try model.createIndex(.text("title"))
+        #expect { _ = try model.search("  ,. ") } throws: { ($0 as? SatchelError)?.code == .invalidArgument }
+        #expect { _ = try model.search("\"brass lamp") } throws: { ($0 as? SatchelError)?.code == .invalidArgument }
+        #expect(try model.search("BRASS").map(\.object.id) == ["n1"])
+        #expect(try model.explainSearch("brass \"a lamp\" la*") == "text index text(title): brass AND \"a lamp\" AND la*, ranked by BM25")
+    }
+}
