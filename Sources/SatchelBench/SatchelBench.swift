@@ -32,8 +32,10 @@ struct SatchelBench: AsyncParsableCommand {
         /// A backup of a live store against copying its files, and a migration against the same
         /// rewrite by hand with `bulkUpdate`.
         case maintenance
+        /// Aggregates and full-text search, against SQLite's GROUP BY and FTS5.
+        case queries
 
-        static let byDefault: [Group] = [.store, .codec, .sync, .import, .maintenance]
+        static let byDefault: [Group] = [.store, .codec, .sync, .import, .maintenance, .queries]
     }
 
     @Option(help: "A Kinto server's /v1 root, for the kinto group.") var kintoURL: String?
@@ -106,6 +108,7 @@ struct SatchelBench: AsyncParsableCommand {
             case .parse: try await ParseBench.run(count: min(docs, 20_000), directory: directory)
             case .salesforce: try await SalesforceBench.run(count: min(docs, 20_000), directory: directory)
             case .maintenance: try MaintenanceBench.run(count: docs, directory: directory)
+            case .queries: try QueryBench.run(count: docs, directory: directory)
             }
         }
     }

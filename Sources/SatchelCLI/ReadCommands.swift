@@ -43,8 +43,8 @@ struct FindCommand: ParsableCommand {
     func validate() throws {
         if let limit, limit < 1 { throw ValidationError("--limit must be a positive integer, not \(limit)") }
         if offset < 0 { throw ValidationError("--offset must be zero or a positive integer, not \(offset)") }
-        if match != nil && (!order.isEmpty || id != nil || include != nil || requireIndex) {
-            throw ValidationError("--match prints matches best first: it does not combine with --order, --id, --include or --require-index")
+        if match != nil && (id != nil || include != nil || requireIndex) {
+            throw ValidationError("--match searches the text index: it does not combine with --id, --include or --require-index")
         }
         if include != nil {
             guard id != nil else { throw ValidationError("--include needs --id: it resolves the associations of one object") }
@@ -109,7 +109,8 @@ struct FindCommand: ParsableCommand {
                     Output.line(try model.explainSearch(match))
                     return 1
                 }
-                let matches = try model.search(match, where: query.condition, limit: limit.map { $0 + offset }, select: query.projection)
+                let matches = try model.search(
+                    match, where: query.condition, order: query.order, limit: limit.map { $0 + offset }, select: query.projection)
                 let page = matches.dropFirst(offset)
                 if count {
                     Output.line(String(page.count))

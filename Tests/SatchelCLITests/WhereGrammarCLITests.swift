@@ -154,8 +154,9 @@ struct WhereGrammarCLITests {
         #expect(explained.lines == [#"text index text(title,body): lamp AND "reading light" AND br*, ranked by BM25"#])
         let unclosed = try await CLI.run(["--db", db, "find", "Note", "--match", #""reading lamp"#])
         #expect(unclosed.status == 1 && unclosed.stderr.contains("never closes"), "\(unclosed.stderr)")
-        let ordered = try await CLI.run(["--db", db, "find", "Note", "--match", "lamp", "--order", "title"])
-        #expect(ordered.status == 64 && ordered.stderr.contains("best first"), "\(ordered.stderr)")
+        #expect(try await ids(["--match", "lamp", "--order", "title:desc"]) == ["n3", "n1"], "--order instead of the rank")
+        let withID = try await CLI.run(["--db", db, "find", "Note", "--match", "lamp", "--id", "n1"])
+        #expect(withID.status == 64 && withID.stderr.contains("--match searches the text index"), "\(withID.stderr)")
         #expect(try await CLI.run(["--db", db, "check"]).status == 0)
     }
 

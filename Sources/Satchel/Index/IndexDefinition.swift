@@ -26,7 +26,7 @@ public struct IndexDefinition: Sendable, Hashable, CustomStringConvertible {
         /// One entry per array element (and per string value) of one field.
         case arrayElements
         /// A full-text index over string fields: one entry per word of an object's text, with
-        /// its positions, and the object's length in words (``Model/search(_:where:limit:select:)``).
+        /// its positions, and the object's length in words (``Model/search(_:where:order:limit:select:)``).
         case text
     }
 

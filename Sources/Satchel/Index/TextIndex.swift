@@ -109,7 +109,7 @@ struct TextQuery {
     }
 }
 
-/// One object found by ``Model/search(_:where:limit:select:)`` and how well it matches.
+/// One object found by ``Model/search(_:where:order:limit:select:)`` and how well it matches.
 public struct TextMatch: Sendable {
     public var object: Object
     /// Its BM25 score (k1 = 1.2, b = 0.75): higher is better.
@@ -150,8 +150,8 @@ extension StoredIndex {
 
 extension Model {
     /// The objects whose text (in the model's first ready text index) matches `text`, best
-    /// first by BM25, ties by id; `condition` filters them too, and `select` keeps only those
-    /// attributes of each (as a query's projection does).
+    /// first by BM25, ties by id (or in `order`, when given); `condition` filters them too, and
+    /// `select` keeps only those attributes of each (as a query's projection does).
     ///
     /// `text` holds words (each must appear), `"phrases"` (the words in a row) and `prefix*`
     /// (a word beginning so); words are folded (case and diacritics) as the index folds them.
@@ -163,7 +163,9 @@ extension Model {
     ///
     /// - Throws: ``SatchelError`` `.invalidArgument` for a query without a word or with an
     ///   unclosed quote; `.unindexedQuery` when the model has no ready text index.
-    public func search(_ text: String, where condition: Condition = .all, limit: Int? = nil, select: [Field]? = nil) throws -> [TextMatch] {
+    public func search(
+        _ text: String, where condition: Condition = .all, order: [SortKey] = [], limit: Int? = nil, select: [Field]? = nil
+    ) throws -> [TextMatch] {
         let query = try TextQuery(parsing: text)
         let entry = try store.entry(name)
         guard let index = entry.indexes.first(where: { $0.state == .ready && $0.definition.kind == .text }) else {
@@ -246,14 +248,21 @@ extension Model {
                 let idf = log(1 + (count - documents + 0.5) / (documents + 0.5))
                 score += idf * frequency * 2.2 / (frequency + 1.2 * (0.25 + 0.75 * (meanLength > 0 ? length / meanLength : 1)))
             }
-            matches.append(TextMatch(object: select.map { Query(select: $0).project(object) } ?? object, score: score))
+            matches.append(TextMatch(object: object, score: score))
         }
-        matches.sort { $0.score != $1.score ? $0.score > $1.score : UTF8Order.less($0.object.id, $1.object.id) }
-        if let limit { return Array(matches.prefix(limit)) }
-        return matches
+        if order.isEmpty {
+            matches.sort { $0.score != $1.score ? $0.score > $1.score : UTF8Order.less($0.object.id, $1.object.id) }
+        } else {
+            let scores = Dictionary(uniqueKeysWithValues: matches.map { ($0.object.id, $0.score) })
+            matches = order.sorted(matches.map(\.object)).map { TextMatch(object: $0, score: scores[$0.id] ?? 0) }
+        }
+        if let limit { matches = Array(matches.prefix(limit)) }
+        guard let select else { return matches }
+        let projection = Query(select: select)
+        return matches.map { TextMatch(object: projection.project($0.object), score: $0.score) }
     }
 
-    /// How ``search(_:where:limit:select:)`` would run, in words.
+    /// How ``search(_:where:order:limit:select:)`` would run, in words.
     public func explainSearch(_ text: String) throws -> String {
         let query = try TextQuery(parsing: text)
         let entry = try store.entry(name)
