@@ -118,8 +118,9 @@ public struct TextMatch: Sendable {
 
 extension StoredIndex {
     /// A text index's entries for `attributes`: one per distinct word, `(idx, model, indexId,
-    /// word, [positions], objectId)`, and the object's length in words, `(…, false, length,
-    /// objectId)`; none for an object without text there.
+    /// word, [length, positions…], objectId)` (the object's length in words rides in each, so
+    /// that ranking reads no object), and the length alone, `(…, false, length, objectId)`;
+    /// none for an object without text there.
     func textEntries(objectID: String, attributes: JSONObject) -> [[UInt8]] {
         var positions: [String: [JSONValue]] = [:]
         var next: Int64 = 0
@@ -139,10 +140,10 @@ extension StoredIndex {
             }
         }
         guard !positions.isEmpty else { return [] }
-        let length = positions.values.reduce(0) { $0 + $1.count }
-        var keys = [Keys.indexValueEntry(prefix, values: [.bool(false), .int(Int64(length))], objectID: objectID)]
+        let length = Int64(positions.values.reduce(0) { $0 + $1.count })
+        var keys = [Keys.indexValueEntry(prefix, values: [.bool(false), .int(length)], objectID: objectID)]
         for (word, list) in positions {
-            keys.append(Keys.indexValueEntry(prefix, values: [.string(word), .array(list)], objectID: objectID))
+            keys.append(Keys.indexValueEntry(prefix, values: [.string(word), .array([.int(length)] + list)], objectID: objectID))
         }
         return keys
     }
@@ -176,33 +177,41 @@ extension Model {
         let snapshot = try db.makeSnapshot()
         let iterator = try db.makeIterator(snapshot: snapshot, fillCache: true)
 
-        /// Every key under `prefix`, decoded past the index prefix: (values…, objectId).
-        func entries(under prefix: [UInt8], _ body: ([JSONValue], String) throws -> Void) throws {
+        /// Every entry under `prefix`: its value after `skipping` values past the index prefix,
+        /// and its object id; decoded in place.
+        func entries(under prefix: [UInt8], skipping: Int, _ body: (JSONValue, String) throws -> Void) throws {
             iterator.seek(prefix)
             while iterator.isValid && iterator.keyHasPrefix(prefix) {
-                let (_, elements) = try iterator.withKey { try Keys.decode(Array($0)) }
-                guard elements.count >= 4, let id = elements.last?.stringValue else {
-                    throw SatchelError(.corruption, "a malformed entry of text index \(index.definition)", model: name)
+                let (value, id) = try iterator.withKey { raw -> (JSONValue, String) in
+                    var decoder = KeyDecoder(raw, from: index.prefix.count)
+                    for _ in 0..<skipping { try decoder.skipValue() }
+                    let value = try decoder.readValue()
+                    let id = try decoder.readString()
+                    guard decoder.isAtEnd else { throw SatchelError(.corruption, "a malformed entry of text index \(index.definition)") }
+                    return (value, id)
                 }
-                try body(Array(elements[2..<(elements.count - 1)]), id)
+                try body(value, id)
                 iterator.next()
             }
             try iterator.checkError()
         }
 
-        // The objects' lengths: how many there are, and the mean.
-        var lengths: [String: Int] = [:]
-        try entries(under: Keys.element(after: index.prefix, .bool(false))) { values, id in
-            lengths[id] = Int(values.count > 1 ? values[1].intValue ?? 0 : 0)
+        // How many objects have text, and their mean length in words.
+        var count = 0.0, words = 0.0
+        try entries(under: Keys.element(after: index.prefix, .bool(false)), skipping: 1) { length, _ in
+            count += 1
+            words += Double(length.intValue ?? 0)
         }
-        let count = Double(lengths.count)
-        let meanLength = count > 0 ? Double(lengths.values.reduce(0, +)) / count : 0
+        let meanLength = count > 0 ? words / count : 0
 
-        // Each part's occurrences per object.
-        func postings(_ word: String) throws -> [String: [Int64]] {
-            var found: [String: [Int64]] = [:]
-            try entries(under: Keys.element(after: index.prefix, .string(word))) { values, id in
-                found[id] = values.count > 1 ? (values[1].arrayValue ?? []).compactMap(\.intValue) : []
+        // Each part's occurrences per object, and the object's length (which every posting carries).
+        var lengths: [String: Int64] = [:]
+        func postings(_ word: String) throws -> [String: ArraySlice<JSONValue>] {
+            var found: [String: ArraySlice<JSONValue>] = [:]
+            try entries(under: Keys.element(after: index.prefix, .string(word)), skipping: 1) { value, id in
+                let list = value.arrayValue ?? []
+                lengths[id] = list.first?.intValue ?? 0
+                found[id] = list.dropFirst()
             }
             return found
         }
@@ -213,50 +222,61 @@ extension Model {
             case .word(let word):
                 for (id, list) in try postings(word) { hits[id] = list.count }
             case .prefix(let start):
-                try entries(under: Keys.stringPrefix(after: index.prefix, start)) { values, id in
-                    hits[id, default: 0] += values.count > 1 ? values[1].arrayValue?.count ?? 0 : 0
+                try entries(under: Keys.stringPrefix(after: index.prefix, start), skipping: 1) { value, id in
+                    let list = value.arrayValue ?? []
+                    lengths[id] = list.first?.intValue ?? 0
+                    hits[id, default: 0] += max(list.count - 1, 0)
                 }
             case .phrase(let words):
                 let lists = try words.map(postings)
                 for (id, first) in lists[0] {
-                    let rest = lists.dropFirst().map { $0[id].map(Set.init) }
+                    let rest = lists.dropFirst().map { $0[id].map { Set($0.compactMap(\.intValue)) } }
                     guard !rest.contains(where: { $0 == nil }) else { continue }
-                    let runs = first.filter { start in rest.enumerated().allSatisfy { $1!.contains(start + Int64($0) + 1) } }.count
+                    let runs = first.compactMap(\.intValue).filter { start in rest.enumerated().allSatisfy { $1!.contains(start + Int64($0) + 1) } }
+                        .count
                     if runs > 0 { hits[id] = runs }
                 }
             }
             partHits.append(hits)
         }
 
-        // Objects matching every part, then the condition (read from the same moment); scored.
+        // Objects matching every part, scored from the postings alone.
+        let weights = partHits.map { hits in
+            let documents = Double(hits.count)
+            return log(1 + (count - documents + 0.5) / (documents + 0.5))
+        }
         let smallest = partHits.min { $0.count < $1.count } ?? [:]
-        let candidates = smallest.keys.filter { id in partHits.allSatisfy { $0[id] != nil } }
-        let objects = try candidates.compactMap { id -> Object? in
+        var scored: [(id: String, score: Double)] = []
+        for id in smallest.keys where partHits.allSatisfy({ $0[id] != nil }) {
+            let length = Double(lengths[id] ?? 0)
+            let norm = 1.2 * (0.25 + 0.75 * (meanLength > 0 ? length / meanLength : 1))
+            var score = 0.0
+            for (hits, weight) in zip(partHits, weights) {
+                let frequency = Double(hits[id] ?? 0)
+                score += weight * frequency * 2.2 / (frequency + norm)
+            }
+            scored.append((id, score))
+        }
+        scored.sort { $0.score != $1.score ? $0.score > $1.score : UTF8Order.less($0.id, $1.id) }
+
+        // The objects, read from the same moment: in rank order until the limit is met, or all
+        // of them for another order.
+        func object(_ id: String) throws -> Object? {
             try db.withValue(forKey: Keys.object(prefix: objectPrefix, id), snapshot: snapshot) { bytes in
                 try bytes.map { Object(id: id, storedAttributes: try StoredObject.decode($0, model: name, id: id)) }
             }
         }
         var matches: [TextMatch] = []
-        for object in objects {
-            let id = object.id
-            guard condition.matches(object) else { continue }
-            let length = Double(lengths[id] ?? 0)
-            var score = 0.0
-            for hits in partHits {
-                let frequency = Double(hits[id] ?? 0)
-                let documents = Double(hits.count)
-                let idf = log(1 + (count - documents + 0.5) / (documents + 0.5))
-                score += idf * frequency * 2.2 / (frequency + 1.2 * (0.25 + 0.75 * (meanLength > 0 ? length / meanLength : 1)))
-            }
-            matches.append(TextMatch(object: object, score: score))
+        for (id, score) in scored {
+            if order.isEmpty, let limit, matches.count >= limit { break }
+            guard let found = try object(id), condition.matches(found) else { continue }
+            matches.append(TextMatch(object: found, score: score))
         }
-        if order.isEmpty {
-            matches.sort { $0.score != $1.score ? $0.score > $1.score : UTF8Order.less($0.object.id, $1.object.id) }
-        } else {
+        if !order.isEmpty {
             let scores = Dictionary(uniqueKeysWithValues: matches.map { ($0.object.id, $0.score) })
             matches = order.sorted(matches.map(\.object)).map { TextMatch(object: $0, score: scores[$0.id] ?? 0) }
+            if let limit { matches = Array(matches.prefix(limit)) }
         }
-        if let limit { matches = Array(matches.prefix(limit)) }
         guard let select else { return matches }
         let projection = Query(select: select)
         return matches.map { TextMatch(object: projection.project($0.object), score: $0.score) }
