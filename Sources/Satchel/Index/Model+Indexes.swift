@@ -120,6 +120,10 @@ extension Model {
             let entries = try store.database(partition).countKeys(withPrefix: index.prefix)
             var statistics = try tx.workingStatistics(name)
             statistics.indexEntries[index.id] = entries == 0 ? nil : entries
+            if index.definition.kind == .text {
+                let totals = try index.textTotals(in: store.database(partition))
+                statistics.textTotals[index.id] = totals == StoredStatistics.TextTotals() ? nil : totals
+            }
             tx.setStatistics(statistics, model: name)
             var ready = index
             ready.state = .ready
@@ -168,6 +172,7 @@ extension Store {
             try tx.rawWrite(Keys.indexDefinition(model, index.id), nil, partition: partition, model: model)
             var statistics = try tx.workingStatistics(model)
             statistics.indexEntries[index.id] = nil
+            statistics.textTotals[index.id] = nil
             tx.setStatistics(statistics, model: model)
             tx.onCommit { catalog in catalog.models[key]?.indexes.removeAll { $0.id == index.id } }
         }

@@ -9,6 +9,7 @@ import Foundation
 public enum TextTokens {
     /// The folded words of `text`, in order.
     public static func words(_ text: String) -> [String] {
+        if let ascii = asciiWords(text) { return ascii }
         var words: [String] = []
         var current = String.UnicodeScalarView()
         func flush() {
@@ -27,6 +28,31 @@ public enum TextTokens {
         }
         flush()
         return words
+    }
+
+    /// The words of ASCII text, read byte by byte (nothing to decompose or to strip); nil for
+    /// text with any other character.
+    static func asciiWords(_ text: String) -> [String]? {
+        var text = text
+        return text.withUTF8 { bytes -> [String]? in
+            var words: [String] = []
+            var start = -1
+            var word: [UInt8] = []
+            for (i, byte) in bytes.enumerated() {
+                guard byte < 0x80 else { return nil }
+                let lower = byte >= 0x41 && byte <= 0x5A ? byte + 0x20 : byte
+                if (lower >= 0x61 && lower <= 0x7A) || (byte >= 0x30 && byte <= 0x39) {
+                    if start < 0 { start = i }
+                    word.append(lower)
+                } else if start >= 0 {
+                    words.append(String(decoding: word, as: UTF8.self))
+                    word.removeAll(keepingCapacity: true)
+                    start = -1
+                }
+            }
+            if start >= 0 { words.append(String(decoding: word, as: UTF8.self)) }
+            return words
+        }
     }
 
     /// `text` decomposed, without combining marks, lowercased.
@@ -149,6 +175,34 @@ extension StoredIndex {
     }
 }
 
+extension StoredIndex {
+    /// The length in words an object's text entries record (their first, the length entry), or
+    /// nil when there are none.
+    func textLength(of entries: [[UInt8]]) -> Int? {
+        guard let first = entries.first else { return nil }
+        return first.withUnsafeBytes { raw -> Int? in
+            var decoder = KeyDecoder(raw, from: prefix.count)
+            guard (try? decoder.skipValue()) != nil, case .int(let length)? = try? decoder.readValue() else { return nil }
+            return Int(length)
+        }
+    }
+
+    /// A text index's totals, counted from its length entries.
+    func textTotals(in db: LevelDB) throws -> StoredStatistics.TextTotals {
+        var totals = StoredStatistics.TextTotals()
+        let iterator = try db.makeIterator(fillCache: false)
+        let lengths = Keys.element(after: prefix, .bool(false))
+        iterator.seek(lengths)
+        while iterator.isValid && iterator.keyHasPrefix(lengths) {
+            totals.objects += 1
+            totals.words += textLength(of: [iterator.key]) ?? 0
+            iterator.next()
+        }
+        try iterator.checkError()
+        return totals
+    }
+}
+
 extension Model {
     /// The objects whose text (in the model's first ready text index) matches `text`, best
     /// first by BM25, ties by id (or in `order`, when given); `condition` filters them too, and
@@ -196,13 +250,10 @@ extension Model {
             try iterator.checkError()
         }
 
-        // How many objects have text, and their mean length in words.
-        var count = 0.0, words = 0.0
-        try entries(under: Keys.element(after: index.prefix, .bool(false)), skipping: 1) { length, _ in
-            count += 1
-            words += Double(length.intValue ?? 0)
-        }
-        let meanLength = count > 0 ? words / count : 0
+        // How many objects have text, and their mean length in words (the model's statistics).
+        let totals = entry.statistics.textTotals[index.id] ?? StoredStatistics.TextTotals()
+        let count = Double(totals.objects)
+        let meanLength = totals.objects > 0 ? Double(totals.words) / count : 0
 
         // Each part's occurrences per object, and the object's length (which every posting carries).
         var lengths: [String: Int64] = [:]
@@ -216,16 +267,22 @@ extension Model {
             return found
         }
         var partHits: [[String: Int]] = []
+        var partLengths: [String: Int64] = [:]
         for part in query.parts {
             var hits: [String: Int] = [:]
             switch part {
             case .word(let word):
-                for (id, list) in try postings(word) { hits[id] = list.count }
+                // Counts only: a word's positions matter to phrases alone.
+                try entries(under: Keys.element(after: index.prefix, .string(word)), skipping: 1) { value, id in
+                    guard case .array(let list) = value, let length = list.first?.intValue else { return }
+                    hits[id] = list.count - 1
+                    if partHits.isEmpty { partLengths[id] = length }
+                }
             case .prefix(let start):
                 try entries(under: Keys.stringPrefix(after: index.prefix, start), skipping: 1) { value, id in
-                    let list = value.arrayValue ?? []
-                    lengths[id] = list.first?.intValue ?? 0
-                    hits[id, default: 0] += max(list.count - 1, 0)
+                    guard case .array(let list) = value, let length = list.first?.intValue else { return }
+                    hits[id, default: 0] += list.count - 1
+                    if partHits.isEmpty { partLengths[id] = length }
                 }
             case .phrase(let words):
                 let lists = try words.map(postings)
@@ -236,6 +293,7 @@ extension Model {
                         .count
                     if runs > 0 { hits[id] = runs }
                 }
+                if partHits.isEmpty { partLengths = lengths }
             }
             partHits.append(hits)
         }
@@ -248,7 +306,7 @@ extension Model {
         let smallest = partHits.min { $0.count < $1.count } ?? [:]
         var scored: [(id: String, score: Double)] = []
         for id in smallest.keys where partHits.allSatisfy({ $0[id] != nil }) {
-            let length = Double(lengths[id] ?? 0)
+            let length = Double(partLengths[id] ?? 0)
             let norm = 1.2 * (0.25 + 0.75 * (meanLength > 0 ? length / meanLength : 1))
             var score = 0.0
             for (hits, weight) in zip(partHits, weights) {

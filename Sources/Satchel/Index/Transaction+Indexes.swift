@@ -23,6 +23,10 @@ extension Transaction {
                 if !existed { delta += 1 }
             }
             statistics.adjustIndex(index.id, by: delta)
+            if index.definition.kind == .text {
+                let (was, now) = (index.textLength(of: before), index.textLength(of: after))
+                statistics.adjustText(index.id, objects: (now == nil ? 0 : 1) - (was == nil ? 0 : 1), words: (now ?? 0) - (was ?? 0))
+            }
         }
     }
 }

@@ -22,6 +22,21 @@ struct StoredStatistics: Equatable, Sendable {
     var errors = 0
     /// Entries per index id.
     var indexEntries: [Int: Int] = [:]
+    /// Per text index id: the objects it holds text of, and their words in all (for ranking).
+    var textTotals: [Int: TextTotals] = [:]
+
+    struct TextTotals: Equatable, Sendable {
+        var objects = 0
+        var words = 0
+    }
+
+    /// Adds an object's text (or, with negative counts, removes it) to text index `id`'s totals.
+    mutating func adjustText(_ id: Int, objects: Int, words: Int) {
+        var totals = textTotals[id] ?? TextTotals()
+        totals.objects += objects
+        totals.words += words
+        textTotals[id] = totals == TextTotals() ? nil : totals
+    }
 
     var pendingTotal: Int { pendingCreates + pendingUpdates + pendingDeletes }
 
@@ -41,14 +56,18 @@ struct StoredStatistics: Equatable, Sendable {
     }
 
     /// Stored under `(meta, "stats", model)`:
-    /// `{"create":a,"delete":c,"errors":e,"inFlight":f,"indexes":{"1":n,…},"objects":N,"update":b}`.
+    /// `{"create":a,"delete":c,"errors":e,"inFlight":f,"indexes":{"1":n,…},"objects":N,"text":{"4":[objects,words]}?,"update":b}`.
     var encoded: [UInt8] {
-        let object: JSONObject = [
+        var object: JSONObject = [
             "objects": .int(Int64(objects)), "create": .int(Int64(pendingCreates)),
             "update": .int(Int64(pendingUpdates)), "delete": .int(Int64(pendingDeletes)),
             "inFlight": .int(Int64(inFlight)), "errors": .int(Int64(errors)),
             "indexes": .object(JSONObject(indexEntries.map { (String($0.key), JSONValue.int(Int64($0.value))) })),
         ]
+        if !textTotals.isEmpty {
+            object["text"] = .object(
+                JSONObject(textTotals.map { (String($0.key), JSONValue.array([.int(Int64($0.value.objects)), .int(Int64($0.value.words))])) }))
+        }
         return object.jsonBytes
     }
 
@@ -68,6 +87,13 @@ struct StoredStatistics: Equatable, Sendable {
         for (id, count) in object["indexes"]?.objectValue ?? JSONObject() {
             guard let id = Int(id), let count = count.intValue else { throw SatchelError(.corruption, "undecodable index statistics") }
             indexEntries[id] = Int(count)
+        }
+        for (id, totals) in object["text"]?.objectValue ?? JSONObject() {
+            guard let id = Int(id), case .array(let pair) = totals, pair.count == 2, let objects = pair[0].intValue, let words = pair[1].intValue
+            else {
+                throw SatchelError(.corruption, "undecodable text index statistics")
+            }
+            textTotals[id] = TextTotals(objects: Int(objects), words: Int(words))
         }
     }
 }

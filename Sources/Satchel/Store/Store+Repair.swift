@@ -253,6 +253,10 @@ extension Store {
                 for index in entry.indexes {
                     let n = try database(entry.definition.partition).countKeys(withPrefix: index.prefix)
                     statistics.indexEntries[index.id] = n == 0 ? nil : n
+                    if index.definition.kind == .text {
+                        let totals = try index.textTotals(in: database(entry.definition.partition))
+                        statistics.textTotals[index.id] = totals == StoredStatistics.TextTotals() ? nil : totals
+                    }
                 }
                 if statistics != entry.statistics {
                     var batch = LevelDBWriteBatch()

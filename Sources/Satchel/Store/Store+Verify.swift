@@ -60,7 +60,10 @@ extension Store {
         for (name, entry) in definitions {
             var actual = counted[name] ?? StoredStatistics()
             // Only ready indexes have exact statistics; the others are being built or dropped.
-            for index in entry.indexes where index.state != .ready { actual.indexEntries[index.id] = entry.statistics.indexEntries[index.id] }
+            for index in entry.indexes where index.state != .ready {
+                actual.indexEntries[index.id] = entry.statistics.indexEntries[index.id]
+                actual.textTotals[index.id] = entry.statistics.textTotals[index.id]
+            }
             if actual != entry.statistics {
                 report.report(
                     "model '\(name.name)': stored statistics \(entry.statistics.summary) differ from the data \(actual.summary)")
@@ -174,6 +177,9 @@ extension Store {
                 return
             }
             counted[name, default: StoredStatistics()].adjustIndex(indexID, by: 1)
+            if index.definition.kind == .text, elements.count == 5, elements[2] == .bool(false), let length = elements[3].intValue {
+                counted[name, default: StoredStatistics()].adjustText(indexID, objects: 1, words: Int(length))
+            }
             guard index.state != .dropping else { return }
             guard let stored = try? database(partition).get(Keys.object(name.name, id)) else {
                 report.report("model '\(name.name)': index \(index.definition) has an entry for '\(id)', which does not exist")
@@ -196,7 +202,8 @@ extension Store {
 extension StoredStatistics {
     var summary: String {
         let entries = indexEntries.sorted { $0.key < $1.key }.map { "#\($0.key): \($0.value)" }.joined(separator: ", ")
+        let text = textTotals.sorted { $0.key < $1.key }.map { "#\($0.key): \($0.value.objects) objects, \($0.value.words) words" }
         return
-            "(objects \(objects), pending \(pendingCreates)/\(pendingUpdates)/\(pendingDeletes), in flight \(inFlight), errors \(errors), index entries [\(entries)])"
+            "(objects \(objects), pending \(pendingCreates)/\(pendingUpdates)/\(pendingDeletes), in flight \(inFlight), errors \(errors), index entries [\(entries)]\(text.isEmpty ? "" : ", text [\(text.joined(separator: "; "))]"))"
     }
 }
