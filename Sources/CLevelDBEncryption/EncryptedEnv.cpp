@@ -99,28 +99,39 @@ class Sealer {
     bool Seal(const uint8_t *key, uint32_t number, const uint8_t *aad, size_t aad_count, const uint8_t *in, size_t count, uint8_t *out) {
         uint8_t nonce[12];
         Nonce(number, nonce);
-        int written = 0, ok = 1;
-        ok &= Start(key, true, nonce);
-        ok &= EVP_EncryptUpdate(context_, nullptr, &written, aad, static_cast<int>(aad_count));
-        if (count > 0) ok &= EVP_EncryptUpdate(context_, out, &written, in, static_cast<int>(count));
-        ok &= EVP_EncryptFinal_ex(context_, out + count, &written);
-        ok &= EVP_CIPHER_CTX_ctrl(context_, EVP_CTRL_GCM_GET_TAG, kTag, out + count);
-        return ok == 1;
+        return Seal(key, nonce, aad, aad_count, in, count, out);
     }
 
     /// Opens `count` bytes followed by their tag into `out`; false when they do not open.
     bool Open(const uint8_t *key, uint32_t number, const uint8_t *aad, size_t aad_count, const uint8_t *in, size_t count, uint8_t *out) {
         uint8_t nonce[12];
         Nonce(number, nonce);
+        return Open(key, nonce, aad, aad_count, in, count, out);
+    }
+
+    /// Seals `count` bytes into `out` followed by their tag, with a 12-byte `nonce`.
+    bool Seal(const uint8_t *key, const uint8_t *nonce, const uint8_t *aad, size_t aad_count, const uint8_t *in, size_t count, uint8_t *out) {
+        int written = 0, ok = 1;
+        ok &= Start(key, true, nonce);
+        if (aad_count > 0) ok &= EVP_EncryptUpdate(context_, nullptr, &written, aad, static_cast<int>(aad_count));
+        if (count > 0) ok &= EVP_EncryptUpdate(context_, out, &written, in, static_cast<int>(count));
+        ok &= EVP_EncryptFinal_ex(context_, out + count, &written);
+        ok &= EVP_CIPHER_CTX_ctrl(context_, EVP_CTRL_GCM_GET_TAG, kTag, out + count);
+        return ok == 1;
+    }
+
+    /// Opens what ``Seal`` wrote with `nonce`; false (and `out` cleared) when it does not open.
+    bool Open(const uint8_t *key, const uint8_t *nonce, const uint8_t *aad, size_t aad_count, const uint8_t *in, size_t count, uint8_t *out) {
         uint8_t tag[kTag];
         std::memcpy(tag, in + count, kTag);
         int written = 0, ok = 1;
         ok &= Start(key, false, nonce);
-        ok &= EVP_DecryptUpdate(context_, nullptr, &written, aad, static_cast<int>(aad_count));
+        if (aad_count > 0) ok &= EVP_DecryptUpdate(context_, nullptr, &written, aad, static_cast<int>(aad_count));
         if (count > 0) ok &= EVP_DecryptUpdate(context_, out, &written, in, static_cast<int>(count));
         ok &= EVP_CIPHER_CTX_ctrl(context_, EVP_CTRL_GCM_SET_TAG, kTag, tag);
-        if (ok != 1) return false;
-        return EVP_DecryptFinal_ex(context_, out + count, &written) == 1;
+        if (ok == 1 && EVP_DecryptFinal_ex(context_, out + count, &written) == 1) return true;
+        OPENSSL_cleanse(out, count);
+        return false;
     }
 
   private:
@@ -807,34 +818,14 @@ int satchel_random_bytes(uint8_t *out, size_t count) { return RAND_bytes(out, st
 
 int satchel_seal(const uint8_t *key, const uint8_t *plain, size_t count, const uint8_t *aad, size_t aad_count, uint8_t *out) {
     if (RAND_bytes(out, 12) != 1) return 1;
-    EVP_CIPHER_CTX *context = EVP_CIPHER_CTX_new();
-    if (context == nullptr) return 1;
-    int written = 0, ok = 1;
-    ok &= EVP_EncryptInit_ex(context, EVP_aes_256_gcm(), nullptr, key, out);
-    if (aad_count > 0) ok &= EVP_EncryptUpdate(context, nullptr, &written, aad, static_cast<int>(aad_count));
-    if (count > 0) ok &= EVP_EncryptUpdate(context, out + 12, &written, plain, static_cast<int>(count));
-    ok &= EVP_EncryptFinal_ex(context, out + 12 + count, &written);
-    ok &= EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_GET_TAG, 16, out + 12 + count);
-    EVP_CIPHER_CTX_free(context);
-    return ok == 1 ? 0 : 1;
+    Sealer sealer;
+    return sealer.Seal(key, out, aad, aad_count, plain, count, out + 12) ? 0 : 1;
 }
 
 int satchel_open(const uint8_t *key, const uint8_t *sealed, size_t count, const uint8_t *aad, size_t aad_count, uint8_t *out) {
     if (count < SATCHEL_SEAL_OVERHEAD) return 1;
-    size_t length = count - SATCHEL_SEAL_OVERHEAD;
-    EVP_CIPHER_CTX *context = EVP_CIPHER_CTX_new();
-    if (context == nullptr) return 1;
-    int written = 0, ok = 1;
-    ok &= EVP_DecryptInit_ex(context, EVP_aes_256_gcm(), nullptr, key, sealed);
-    if (aad_count > 0) ok &= EVP_DecryptUpdate(context, nullptr, &written, aad, static_cast<int>(aad_count));
-    if (length > 0) ok &= EVP_DecryptUpdate(context, out, &written, sealed + 12, static_cast<int>(length));
-    uint8_t tag[16];
-    std::memcpy(tag, sealed + 12 + length, 16);
-    ok &= EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_SET_TAG, 16, tag);
-    if (ok == 1 && EVP_DecryptFinal_ex(context, out + length, &written) != 1) ok = 0;
-    EVP_CIPHER_CTX_free(context);
-    if (ok != 1) OPENSSL_cleanse(out, length);
-    return ok == 1 ? 0 : 1;
+    Sealer sealer;
+    return sealer.Open(key, sealed, aad, aad_count, sealed + 12, count - SATCHEL_SEAL_OVERHEAD, out) ? 0 : 1;
 }
 
 int satchel_keyed_hash(const uint8_t *key, const uint8_t *data, size_t count, uint8_t *out) {

@@ -180,23 +180,23 @@ struct IndexCommand: ParsableCommand {
     var keysOnly = false
 
     private func definition(_ text: String) throws -> IndexDefinition {
-        if self.text {
-            let fields = text.split(separator: ",", omittingEmptySubsequences: false).map { Field(String($0)) }
-            guard !text.isEmpty, !fields.contains(where: { $0.description.isEmpty }) else {
-                throw SatchelError(.invalidArgument, "name the attributes to search, e.g. --text title or --text title,body")
-            }
-            if elements || keysOnly { throw SatchelError(.invalidArgument, "--text does not combine with --elements or --keys-only") }
-            return .text(fields)
-        }
         var text = text
         var elementIndex = elements
-        if text.hasSuffix("[]") {
+        if !self.text && text.hasSuffix("[]") {
             text.removeLast(2)
             elementIndex = true
         }
         let fields = text.split(separator: ",", omittingEmptySubsequences: false).map { Field(String($0)) }
         guard !text.isEmpty, !fields.contains(where: { $0.description.isEmpty }) else {
-            throw SatchelError(.invalidArgument, "name the attributes to index, e.g. brand or brand,price")
+            throw SatchelError(
+                .invalidArgument,
+                self.text
+                    ? "name the attributes to search, e.g. --text title or --text title,body"
+                    : "name the attributes to index, e.g. brand or brand,price")
+        }
+        if self.text {
+            if elements || keysOnly { throw SatchelError(.invalidArgument, "--text does not combine with --elements or --keys-only") }
+            return .text(fields)
         }
         // A path into arrays (`items[].product`) is indexed element by element.
         if fields.count == 1 && fields[0].reachesIntoArrays { elementIndex = true }

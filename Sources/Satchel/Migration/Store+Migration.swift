@@ -298,14 +298,7 @@ extension Store {
     /// reading the store as it is (the caller holds the writer lock).
     func forEachObject(of model: Model, partition: Partition, after cursor: String?, _ body: (String, JSONObject) throws -> Void) throws {
         let prefix = model.objectPrefix
-        let iterator = try database(partition).makeIterator(fillCache: false)
-        if let cursor {
-            let key = Keys.object(prefix: prefix, cursor)
-            iterator.seek(key)
-            if iterator.isValid && iterator.withKey({ $0.elementsEqual(key) }) { iterator.next() }
-        } else {
-            iterator.seek(prefix)
-        }
+        let iterator = try objectIterator(model, partition: partition, after: cursor)
         while iterator.isValid && iterator.keyHasPrefix(prefix) {
             let id = try iterator.withKey { try Keys.objectID(fromKey: $0, prefixLength: prefix.count) }
             let attributes = try iterator.withValue { try StoredObject.decode($0, model: model.name, id: id) }
@@ -313,6 +306,19 @@ extension Store {
             iterator.next()
         }
         try iterator.checkError()
+    }
+
+    /// An iterator at the first object of `model` after id `cursor` (the first of all when nil).
+    private func objectIterator(_ model: Model, partition: Partition, after cursor: String?) throws -> LevelDBIterator {
+        let iterator = try database(partition).makeIterator(fillCache: false)
+        guard let cursor else {
+            iterator.seek(model.objectPrefix)
+            return iterator
+        }
+        let key = Keys.object(prefix: model.objectPrefix, cursor)
+        iterator.seek(key)
+        if iterator.isValid && iterator.withKey({ $0.elementsEqual(key) }) { iterator.next() }
+        return iterator
     }
 
     /// Rewrites the next batch of objects after the state's cursor, and the state with them, in
@@ -325,14 +331,7 @@ extension Store {
             let entry = try tx.entry(of: model)
             let rewritesChanges = !logChanges && entry.definition.recordsChanges && entry.statistics.pendingTotal > 0
             let prefix = model.objectPrefix
-            let iterator = try database(partition).makeIterator(fillCache: false)
-            if let cursor = state.cursor {
-                let key = Keys.object(prefix: prefix, cursor)
-                iterator.seek(key)
-                if iterator.isValid && iterator.withKey({ $0.elementsEqual(key) }) { iterator.next() }
-            } else {
-                iterator.seek(prefix)
-            }
+            let iterator = try objectIterator(model, partition: partition, after: state.cursor)
             var n = 0
             while n < Self.migrationBatchSize && iterator.isValid && iterator.keyHasPrefix(prefix) {
                 let id = try iterator.withKey { try Keys.objectID(fromKey: $0, prefixLength: prefix.count) }

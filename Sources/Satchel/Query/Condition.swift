@@ -29,8 +29,11 @@ public struct Field: Sendable, Hashable, ExpressibleByStringLiteral, CustomStrin
 
     private init(checked components: [String]) {
         self.components = components
-        reachesIntoArrays = components.contains { $0.hasSuffix("[]") && $0.utf8.count > 2 }
+        reachesIntoArrays = components.contains(where: Self.isArrayStep)
     }
+
+    /// Whether a name of a path reaches into each element of an array: `items[]`.
+    private static func isArrayStep(_ name: String) -> Bool { name.hasSuffix("[]") && name.utf8.count > 2 }
 
     public init(stringLiteral value: String) { self.init(value) }
 
@@ -88,7 +91,7 @@ public struct Field: Sendable, Hashable, ExpressibleByStringLiteral, CustomStrin
         }
         guard case .object(let object) = value else { return }
         let name = components[index]
-        if name.hasSuffix("[]") && name.utf8.count > 2 {
+        if Self.isArrayStep(name) {
             guard case .array(let elements)? = object[String(name.dropLast(2))] else { return }
             for element in elements { collect(element, from: index + 1, into: &reached) }
         } else if let next = object[name] {
