@@ -112,26 +112,56 @@ struct TextSearchTests {
         let store = try Store(path: directory.child("store"))
         defer { try? store.close() }
         let model = try store.register(ModelDefinition(name: "Note", syncType: .none))
+        // Enough notes that each word's postings span several blocks.
         var notes: [(id: String, title: String, body: String)] = []
-        for i in 0..<150 {
+        for i in 0..<900 {
             let note = (id: String(format: "n%03d", i), title: Self.text(&rng), body: Self.text(&rng))
             notes.append(note)
             _ = try model.put(["object": .string(note.id), "title": .string(note.title), "body": .string(note.body), "i": .int(Int64(i))])
         }
-        try model.createIndex(.text("title", "body"))  // backfilled
-        for round in 0..<2 {
-            if round == 1 {
-                // Writes after the build: updates, deletes, a note without text.
-                for i in stride(from: 0, to: 150, by: 7) {
-                    let note = (id: notes[i].id, title: Self.text(&rng), body: Self.text(&rng))
-                    notes[i] = note
-                    _ = try model.update(note.id, with: ["title": .string(note.title), "body": .string(note.body)])
-                }
-                for i in stride(from: 3, to: 150, by: 11) { _ = try model.delete(notes[i].id) }
-                notes = notes.enumerated().filter { $0.offset < 3 || ($0.offset - 3) % 11 != 0 }.map(\.element)
-                _ = try model.put(["object": "n999", "i": 999])
+        // Backfilled in batches, with writes between them: objects the build has passed, objects
+        // it has not reached (their postings land before the build's), a new one among them.
+        var interleaved: [(id: String, title: String, body: String)] = []
+        try model.createIndex(.text("title", "body"), batchSize: 100) { progress in
+            guard progress.processed == 300 else { return }
+            for i in [10, 650, 651, 899] {
+                notes[i] = (id: notes[i].id, title: Self.text(&rng), body: Self.text(&rng))
+                _ = try? model.update(notes[i].id, with: ["title": .string(notes[i].title), "body": .string(notes[i].body)])
             }
-            for _ in 0..<120 {
+            let note = (id: "n650a", title: Self.text(&rng), body: Self.text(&rng))
+            interleaved.append(note)
+            _ = try? model.put(["object": .string(note.id), "title": .string(note.title), "body": .string(note.body), "i": 650])
+        }
+        notes += interleaved
+        for round in 0..<3 {
+            if round == 1 {
+                // One transaction of writes in random order: updates (some twice), deletes, notes
+                // before every other id and between them, a note without text.
+                try store.bulkUpdate { tx in
+                    for i in Array(stride(from: 0, to: 900, by: 7)).shuffled(using: &rng) + [14, 28, 700, 900] {
+                        let note = (id: notes[i].id, title: Self.text(&rng), body: Self.text(&rng))
+                        notes[i] = note
+                        _ = try tx.update(note.id, with: ["title": .string(note.title), "body": .string(note.body)], in: model)
+                    }
+                    for i in Array(stride(from: 3, to: 900, by: 11)).shuffled(using: &rng) { _ = try tx.delete(notes[i].id, in: model) }
+                    for id in ["a001", "a000", "n450x", "n450a", "zz"] {
+                        let note = (id: id, title: Self.text(&rng), body: Self.text(&rng))
+                        notes.append(note)
+                        _ = try tx.put(["object": .string(id), "title": .string(note.title), "body": .string(note.body), "i": 500], in: model)
+                    }
+                    _ = try tx.put(["object": "n999", "i": 999], in: model)
+                }
+                notes = notes.enumerated().filter { $0.offset >= 901 || $0.offset < 3 || ($0.offset - 3) % 11 != 0 }.map(\.element)
+            }
+            if round == 2 {
+                // Most notes go: blocks empty and shrink.
+                let (gone, kept) = (notes.filter { _ in Int.random(in: 0..<5, using: &rng) > 0 }, notes.filter { _ in true })
+                try store.bulkUpdate { tx in for note in gone { _ = try tx.delete(note.id, in: model) } }
+                let goneIDs = Set(gone.map(\.id))
+                notes = kept.filter { !goneIDs.contains($0.id) }
+            }
+            #expect(try store.verify().isHealthy, "round \(round)")
+            for _ in 0..<80 {
                 let (text, parts) = Self.query(&rng)
                 let expected = Self.naive(notes, parts)
                 let found = try model.search(text)
@@ -148,6 +178,39 @@ struct TextSearchTests {
             }
         }
         #expect(try store.verify().isHealthy)
+    }
+
+    @Test("check reports a posting block that disagrees with its objects; repair rebuilds it and search answers right again")
+    func damagedPostings() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.child("store")
+        do {
+            let store = try Store(path: path)
+            defer { try? store.close() }
+            let model = try store.register(ModelDefinition(name: "Note", syncType: .none))
+            for i in 0..<300 {
+                _ = try model.put(["object": .string(String(format: "n%03d", i)), "title": .string(i % 2 == 0 ? "brass lamp" : "reading light")])
+            }
+            try model.createIndex(.text("title"))
+            #expect(try store.verify().isHealthy)
+            // The first block of "lamp" replaced by one naming n001, whose title has no lamp.
+            let entry = try store.entry("Note")
+            var batch = LevelDBWriteBatch()
+            batch.put(
+                entry.indexes[0].textBlockKey("lamp", firstID: "n000"),
+                TextBlock.encode([(Array("n001".utf8), TextPosting(length: 2, positions: [1]))][...]))
+            try store.database(entry.definition.partition).write(batch, sync: true)
+            let report = try store.verify()
+            #expect(report.problems.contains { $0.contains("posting of 'lamp' for 'n001' that does not match") }, "\(report.problems.prefix(3))")
+            #expect(report.problems.contains { $0.contains("'n000' lacks its posting of 'lamp'") }, "\(report.problems.prefix(3))")
+            #expect(report.problems.contains { $0.contains("stored statistics") })
+        }
+        _ = try Store.repair(path: path)
+        let store = try Store(path: path)
+        defer { try? store.close() }
+        #expect(try store.verify().isHealthy)
+        let found = try store.model("Note").search("lamp")
+        #expect(found.count == 150 && found.allSatisfy { $0.object["title"] == "brass lamp" })
     }
 
     @Test("a query without a word, an unclosed phrase, or a model without a text index: one clear error")

@@ -33,7 +33,7 @@ struct ValueLayoutDocTests {
     @Test("every value example is what the owning code writes, and reads back to what wrote it")
     func values() throws {
         let rows = try Self.rows("values")
-        #expect(rows.count == 22, "\(rows.keys.sorted())")
+        #expect(rows.count == 23, "\(rows.keys.sorted())")
         func expect(_ name: String, _ written: [UInt8], sourceLocation: SourceLocation = #_sourceLocation) {
             #expect(rows[name].map(Self.text) == Self.text(written), "\(name)", sourceLocation: sourceLocation)
         }
@@ -85,6 +85,13 @@ struct ValueLayoutDocTests {
             let back = try read(name) { try StoredIndex(json: JSONObject(parsing: $0), model: "Product") }
             #expect(back.id == index.id && back.definition == index.definition && back.state == index.state, "\(name)")
         }
+        // A text index's posting block: "n1" (3 words, the word at 0 and 2), "n2" (5 words, at 4).
+        let postings: [(id: [UInt8], posting: TextPosting)] = [
+            (Array("n1".utf8), TextPosting(length: 3, positions: [0, 2])), (Array("n2".utf8), TextPosting(length: 5, positions: [4])),
+        ]
+        expect("text postings", TextBlock.encode(postings[...]))
+        let block = try read("text postings") { try TextBlock.decode($0) }
+        #expect(block.map(\.id) == postings.map(\.id) && block.map(\.posting) == postings.map(\.posting))
         // The form an earlier version of the page specified reads the same.
         let documents = try StoredIndex(
             json: JSONObject(parsing: #"{"documents":true,"fields":[["brand"]],"id":4,"kind":"value","state":"ready"}"#), model: "Product")

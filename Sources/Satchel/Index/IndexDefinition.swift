@@ -25,8 +25,8 @@ public struct IndexDefinition: Sendable, Hashable, CustomStringConvertible {
         case value
         /// One entry per array element (and per string value) of one field.
         case arrayElements
-        /// A full-text index over string fields: one entry per word of an object's text, with
-        /// its positions, and the object's length in words (``Model/search(_:where:order:limit:select:)``).
+        /// A full-text index over string fields: for each word, the objects holding it with its
+        /// positions and their lengths in words (``Model/search(_:where:order:limit:select:)``).
         case text
     }
 
@@ -159,7 +159,7 @@ struct StoredIndex: Sendable, Hashable {
         case .value:
             return [Keys.indexValueEntry(prefix, values: definition.fields.lazy.map { $0.value(in: attributes) ?? .null }, objectID: objectID)]
         case .text:
-            return textEntries(objectID: objectID, attributes: attributes)
+            return []  // its postings live in blocks of many objects (``TextBlock``)
         case .arrayElements:
             switch definition.fields[0].value(in: attributes) {
             case .array(let elements)?:

@@ -91,6 +91,7 @@ extension Model {
                     iterator.seek(prefix)
                 }
                 var n = 0
+                var textBatch = TextBuildBatch(index)
                 while n < batchSize && iterator.isValid && iterator.keyHasPrefix(prefix) {
                     let key = iterator.key
                     let id = try key.withUnsafeBytes { try Keys.objectID(fromKey: $0, prefixLength: prefix.count) }
@@ -100,14 +101,19 @@ extension Model {
                             index.storesObjects ? try StoredObject.attributesBytes(value, model: name, id: id) : []
                         )
                     }
-                    for entryKey in index.entries(model: name, objectID: id, attributes: attributes) {
-                        try tx.rawWrite(entryKey, json, partition: partition, model: name)
+                    if index.definition.kind == .text {
+                        textBatch.add(id: id, attributes: attributes)
+                    } else {
+                        for entryKey in index.entries(model: name, objectID: id, attributes: attributes) {
+                            try tx.rawWrite(entryKey, json, partition: partition, model: name)
+                        }
                     }
                     resumeAfter = key
                     n += 1
                     iterator.next()
                 }
                 try iterator.checkError()
+                try textBatch.write(in: tx, partition: partition, model: name)
                 return n
             }
             processed += count
@@ -117,13 +123,8 @@ extension Model {
 
         // Count the entries and mark the index ready, in one transaction.
         try store.transaction(allowingReentry: allowingReentry) { tx in
-            let entries = try store.database(partition).countKeys(withPrefix: index.prefix)
             var statistics = try tx.workingStatistics(name)
-            statistics.indexEntries[index.id] = entries == 0 ? nil : entries
-            if index.definition.kind == .text {
-                let totals = try index.textTotals(in: store.database(partition))
-                statistics.textTotals[index.id] = totals == StoredStatistics.TextTotals() ? nil : totals
-            }
+            try statistics.recount(index, in: store.database(partition))
             tx.setStatistics(statistics, model: name)
             var ready = index
             ready.state = .ready
@@ -207,5 +208,20 @@ extension Store {
             catalog.models.flatMap { name, entry in entry.indexes.filter { $0.state == .dropping }.map { (name.name, $0) } }
         }
         for (model, index) in dropping { try drop(index, of: model) }
+    }
+}
+
+extension StoredStatistics {
+    /// Sets `index`'s entry count (and a text index's totals) to what the store holds.
+    mutating func recount(_ index: StoredIndex, in db: LevelDB) throws {
+        let entries: Int
+        if index.definition.kind == .text {
+            let counts = try index.textCounts(in: db)
+            entries = counts.entries
+            textTotals[index.id] = counts.totals == TextTotals() ? nil : counts.totals
+        } else {
+            entries = try db.countKeys(withPrefix: index.prefix)
+        }
+        indexEntries[index.id] = entries == 0 ? nil : entries
     }
 }

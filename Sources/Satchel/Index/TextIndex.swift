@@ -9,17 +9,46 @@ import Foundation
 public enum TextTokens {
     /// The folded words of `text`, in order.
     public static func words(_ text: String) -> [String] {
-        if let ascii = asciiWords(text) { return ascii }
         var words: [String] = []
+        forEachWord(in: text) { words.append(String(decoding: $0, as: UTF8.self)) }
+        return words
+    }
+
+    /// Calls `body` with the UTF-8 bytes of each folded word of `text`, in order. ASCII text is
+    /// read byte by byte (nothing to decompose or to strip).
+    static func forEachWord(in text: String, _ body: (UnsafeRawBufferPointer) -> Void) {
+        var text = text
+        let ascii = text.withUTF8 { bytes -> Bool in
+            guard !bytes.contains(where: { $0 >= 0x80 }) else { return false }
+            withUnsafeTemporaryAllocation(byteCount: max(bytes.count, 1), alignment: 1) { word in
+                var length = 0
+                for byte in bytes {
+                    let lower = byte >= 0x41 && byte <= 0x5A ? byte + 0x20 : byte
+                    if (lower >= 0x61 && lower <= 0x7A) || (byte >= 0x30 && byte <= 0x39) {
+                        word[length] = lower
+                        length += 1
+                    } else if length > 0 {
+                        body(UnsafeRawBufferPointer(rebasing: word[..<length]))
+                        length = 0
+                    }
+                }
+                if length > 0 { body(UnsafeRawBufferPointer(rebasing: word[..<length])) }
+            }
+            return true
+        }
+        if ascii { return }
         var current = String.UnicodeScalarView()
         func flush() {
-            if !current.isEmpty { words.append(String(current)) }
+            if current.isEmpty { return }
+            var word = String(current)
+            word.withUTF8 { body(UnsafeRawBufferPointer($0)) }
             current = String.UnicodeScalarView()
         }
         for scalar in fold(text).unicodeScalars {
             if isUnspaced(scalar) {
                 flush()
-                words.append(String(scalar))
+                current.append(scalar)
+                flush()
             } else if isWordScalar(scalar) {
                 current.append(scalar)
             } else {
@@ -27,32 +56,6 @@ public enum TextTokens {
             }
         }
         flush()
-        return words
-    }
-
-    /// The words of ASCII text, read byte by byte (nothing to decompose or to strip); nil for
-    /// text with any other character.
-    static func asciiWords(_ text: String) -> [String]? {
-        var text = text
-        return text.withUTF8 { bytes -> [String]? in
-            var words: [String] = []
-            var start = -1
-            var word: [UInt8] = []
-            for (i, byte) in bytes.enumerated() {
-                guard byte < 0x80 else { return nil }
-                let lower = byte >= 0x41 && byte <= 0x5A ? byte + 0x20 : byte
-                if (lower >= 0x61 && lower <= 0x7A) || (byte >= 0x30 && byte <= 0x39) {
-                    if start < 0 { start = i }
-                    word.append(lower)
-                } else if start >= 0 {
-                    words.append(String(decoding: word, as: UTF8.self))
-                    word.removeAll(keepingCapacity: true)
-                    start = -1
-                }
-            }
-            if start >= 0 { words.append(String(decoding: word, as: UTF8.self)) }
-            return words
-        }
     }
 
     /// `text` decomposed, without combining marks, lowercased.
@@ -143,13 +146,24 @@ public struct TextMatch: Sendable {
 }
 
 extension StoredIndex {
-    /// A text index's entries for `attributes`: one per distinct word, `(idx, model, indexId,
-    /// word, [length, positions…], objectId)` (the object's length in words rides in each, so
-    /// that ranking reads no object), and the length alone, `(…, false, length, objectId)`;
-    /// none for an object without text there.
-    func textEntries(objectID: String, attributes: JSONObject) -> [[UInt8]] {
-        var positions: [String: [JSONValue]] = [:]
-        var next: Int64 = 0
+    /// An object's text in this index: its length in words and each distinct folded word's
+    /// positions (in words from 0, with a gap between texts so that a phrase never runs from one
+    /// into the next); nil for an object without text there.
+    func textPostings(_ attributes: JSONObject) -> (length: Int, words: [String: [Int]])? {
+        var words: [String: [Int]] = [:]
+        let length = forEachTextWord(in: attributes) { word, position in
+            words[String(decoding: word, as: UTF8.self), default: []].append(position)
+        }
+        return words.isEmpty ? nil : (length, words)
+    }
+
+    /// Calls `body` with the UTF-8 bytes of each word of the object's text in this index and
+    /// its position, in order, and returns the number of words: positions count from 0, and a
+    /// gap between texts keeps a phrase from running from one into the next.
+    @discardableResult
+    func forEachTextWord(in attributes: JSONObject, _ body: (UnsafeRawBufferPointer, Int) -> Void) -> Int {
+        var next = 0
+        var count = 0
         for field in definition.fields {
             var texts: [String] = []
             switch field.value(in: attributes) {
@@ -158,48 +172,90 @@ extension StoredIndex {
             default: break
             }
             for text in texts {
-                for word in TextTokens.words(text) {
-                    positions[word, default: []].append(.int(next))
+                let gap = next > 0 ? 1 : 0  // the first word is at 0 (``textCounts(in:)`` counts on it)
+                var first = true
+                TextTokens.forEachWord(in: text) { word in
+                    if first {
+                        next += gap
+                        first = false
+                    }
+                    body(word, next)
                     next += 1
+                    count += 1
                 }
-                next += 1  // a phrase does not run from one text into the next
             }
         }
-        guard !positions.isEmpty else { return [] }
-        let length = Int64(positions.values.reduce(0) { $0 + $1.count })
-        var keys = [Keys.indexValueEntry(prefix, values: [.bool(false), .int(length)], objectID: objectID)]
-        for (word, list) in positions {
-            keys.append(Keys.indexValueEntry(prefix, values: [.string(word), .array([.int(length)] + list)], objectID: objectID))
-        }
-        return keys
-    }
-}
-
-extension StoredIndex {
-    /// The length in words an object's text entries record (their first, the length entry), or
-    /// nil when there are none.
-    func textLength(of entries: [[UInt8]]) -> Int? {
-        guard let first = entries.first else { return nil }
-        return first.withUnsafeBytes { raw -> Int? in
-            var decoder = KeyDecoder(raw, from: prefix.count)
-            guard (try? decoder.skipValue()) != nil, case .int(let length)? = try? decoder.readValue() else { return nil }
-            return Int(length)
-        }
+        return count
     }
 
-    /// A text index's totals, counted from its length entries.
-    func textTotals(in db: LevelDB) throws -> StoredStatistics.TextTotals {
+    /// `(idx, model, indexId, word)`: the prefix of every posting block of `word`.
+    func textWordPrefix(_ word: String) -> [UInt8] { Keys.element(after: prefix, .string(word)) }
+
+    /// `(idx, model, indexId, word, firstId)`: the key of the posting block of `word` that starts
+    /// with object `firstID` (``TextBlock`` is its value).
+    func textBlockKey(_ word: String, firstID: String) -> [UInt8] {
+        Keys.indexValueEntry(prefix, values: [.string(word)], objectID: firstID)
+    }
+
+    /// Positions `iterator` past the posting block of `word` whose objects' range holds `id`
+    /// (the last block starting at or before it, or the word's first when `id` precedes them
+    /// all), and returns its key, its value and the next block's first id (nil for the word's
+    /// last block); nil when the word has no block.
+    func textBlock(_ word: String, holding id: String, iterator: LevelDBIterator) throws -> (key: [UInt8], value: [UInt8], next: String?)? {
+        let wordPrefix = textWordPrefix(word)
+        let target = textBlockKey(word, firstID: id)
+        iterator.seek(target)
+        var found = iterator.isValid && iterator.withKey { $0.elementsEqual(target) }
+        if !found {
+            if iterator.isValid { iterator.previous() } else { iterator.seekToLast() }
+            found = iterator.isValid && iterator.keyHasPrefix(wordPrefix)
+            if !found {
+                iterator.seek(target)
+                found = iterator.isValid && iterator.keyHasPrefix(wordPrefix)
+            }
+        }
+        try iterator.checkError()
+        guard found else { return nil }
+        let (key, value) = (iterator.key, iterator.value)
+        iterator.next()
+        var next: String?
+        if iterator.isValid && iterator.keyHasPrefix(wordPrefix) {
+            next = try iterator.withKey { raw in
+                var decoder = KeyDecoder(raw, from: wordPrefix.count)
+                return try decoder.readString()
+            }
+        }
+        try iterator.checkError()
+        return (key, value, next)
+    }
+
+    /// The posting of `word` for object `id` as the store holds it, or nil.
+    func storedTextPosting(_ word: String, id: String, iterator: LevelDBIterator) throws -> TextPosting? {
+        guard let block = try textBlock(word, holding: id, iterator: iterator) else { return nil }
+        return try block.value.withUnsafeBytes { try TextBlock.decode($0) }.first { $0.id.elementsEqual(id.utf8) }?.posting
+    }
+
+    /// A text index's entries (a posting per word and object) and totals, counted from its
+    /// blocks: an object's posting holding position 0 counts it and its length once.
+    func textCounts(in db: LevelDB) throws -> (entries: Int, totals: StoredStatistics.TextTotals) {
         var totals = StoredStatistics.TextTotals()
+        var entries = 0
         let iterator = try db.makeIterator(fillCache: false)
-        let lengths = Keys.element(after: prefix, .bool(false))
-        iterator.seek(lengths)
-        while iterator.isValid && iterator.keyHasPrefix(lengths) {
-            totals.objects += 1
-            totals.words += textLength(of: [iterator.key]) ?? 0
+        iterator.seek(prefix)
+        while iterator.isValid && iterator.keyHasPrefix(prefix) {
+            try iterator.withValue { block in
+                try TextBlock.scan(block) { (_, length, _, positions) in
+                    entries += 1
+                    if positions.first == 0 {
+                        totals.objects += 1
+                        totals.words += length
+                    }
+                }
+            }
             iterator.next()
         }
         try iterator.checkError()
-        return totals
+        return (entries, totals)
     }
 }
 
@@ -231,104 +287,103 @@ extension Model {
         let snapshot = try db.makeSnapshot()
         let iterator = try db.makeIterator(snapshot: snapshot, fillCache: true)
 
-        /// Every entry under `prefix`: its value after `skipping` values past the index prefix,
-        /// and its object id; decoded in place.
-        func entries(under prefix: [UInt8], skipping: Int, _ body: (JSONValue, String) throws -> Void) throws {
+        /// The postings of every word whose blocks are under `prefix`, one list per word.
+        func postings(under prefix: [UInt8], positions: Bool) throws -> [PostingList] {
+            var lists: [PostingList] = []
+            var word: [UInt8] = []
             iterator.seek(prefix)
             while iterator.isValid && iterator.keyHasPrefix(prefix) {
-                let (value, id) = try iterator.withKey { raw -> (JSONValue, String) in
+                // The word is the key between the index prefix and the block's first id.
+                let blockWord = try iterator.withKey { raw -> ArraySlice<UInt8> in
                     var decoder = KeyDecoder(raw, from: index.prefix.count)
-                    for _ in 0..<skipping { try decoder.skipValue() }
-                    let value = try decoder.readValue()
-                    let id = try decoder.readString()
-                    guard decoder.isAtEnd else { throw SatchelError(.corruption, "a malformed entry of text index \(index.definition)") }
-                    return (value, id)
+                    try decoder.skipValue()
+                    return ArraySlice(UnsafeRawBufferPointer(rebasing: raw[index.prefix.count..<decoder.position]))
                 }
-                try body(value, id)
+                if lists.isEmpty || !blockWord.elementsEqual(word) {
+                    lists.append(PostingList())
+                    word = Array(blockWord)
+                }
+                try iterator.withValue { try lists[lists.count - 1].append(block: $0, positions: positions) }
                 iterator.next()
             }
             try iterator.checkError()
+            return lists
         }
 
-        // How many objects have text, and their mean length in words (the model's statistics).
+        // Each part's postings: the objects it matches, how often, and their lengths.
+        var parts: [PostingList] = []
+        for part in query.parts {
+            switch part {
+            case .word(let word):
+                parts.append(try postings(under: index.textWordPrefix(word), positions: false).first ?? PostingList())
+            case .prefix(let start):
+                parts.append(PostingList.union(try postings(under: Keys.stringPrefix(after: index.prefix, start), positions: false)))
+            case .phrase(let words):
+                parts.append(
+                    PostingList.phrase(try words.map { try postings(under: index.textWordPrefix($0), positions: true).first ?? PostingList() }))
+            }
+        }
+
+        // The objects every part matches, scored by BM25 (k1 = 1.2, b = 0.75) from the postings
+        // alone: the model's statistics give the objects' count and mean length.
         let totals = entry.statistics.textTotals[index.id] ?? StoredStatistics.TextTotals()
         let count = Double(totals.objects)
         let meanLength = totals.objects > 0 ? Double(totals.words) / count : 0
-
-        // Each part's occurrences per object, and the object's length (which every posting carries).
-        var lengths: [String: Int64] = [:]
-        func postings(_ word: String) throws -> [String: ArraySlice<JSONValue>] {
-            var found: [String: ArraySlice<JSONValue>] = [:]
-            try entries(under: Keys.element(after: index.prefix, .string(word)), skipping: 1) { value, id in
-                let list = value.arrayValue ?? []
-                lengths[id] = list.first?.intValue ?? 0
-                found[id] = list.dropFirst()
+        let weights = parts.map { log(1 + (count - Double($0.count) + 0.5) / (Double($0.count) + 0.5)) }
+        let driver = parts.indices.min { parts[$0].count < parts[$1].count }!
+        var cursors = [Int](repeating: 0, count: parts.count)
+        var matched: [Int] = []  // postings of the driver
+        var scores: [Double] = []
+        parts[driver].idBytes.withUnsafeBytes { driverIDs in
+            for i in 0..<parts[driver].count {
+                let id = UnsafeRawBufferPointer(rebasing: driverIDs[parts[driver].idRange(i)])
+                var score = 0.0
+                let norm = 1.2 * (0.25 + 0.75 * (meanLength > 0 ? Double(parts[driver].lengths[i]) / meanLength : 1))
+                var all = true
+                for p in parts.indices {
+                    let at: Int
+                    if p == driver {
+                        at = i
+                    } else {
+                        guard let found = parts[p].seek(id, from: &cursors[p]) else {
+                            all = false
+                            break
+                        }
+                        at = found
+                    }
+                    let frequency = Double(parts[p].frequencies[at])
+                    score += weights[p] * frequency * 2.2 / (frequency + norm)
+                }
+                if all {
+                    matched.append(i)
+                    scores.append(score)
+                }
             }
-            return found
-        }
-        var partHits: [[String: Int]] = []
-        var partLengths: [String: Int64] = [:]
-        for part in query.parts {
-            var hits: [String: Int] = [:]
-            switch part {
-            case .word(let word):
-                // Counts only: a word's positions matter to phrases alone.
-                try entries(under: Keys.element(after: index.prefix, .string(word)), skipping: 1) { value, id in
-                    guard case .array(let list) = value, let length = list.first?.intValue else { return }
-                    hits[id] = list.count - 1
-                    if partHits.isEmpty { partLengths[id] = length }
-                }
-            case .prefix(let start):
-                try entries(under: Keys.stringPrefix(after: index.prefix, start), skipping: 1) { value, id in
-                    guard case .array(let list) = value, let length = list.first?.intValue else { return }
-                    hits[id, default: 0] += list.count - 1
-                    if partHits.isEmpty { partLengths[id] = length }
-                }
-            case .phrase(let words):
-                let lists = try words.map(postings)
-                for (id, first) in lists[0] {
-                    let rest = lists.dropFirst().map { $0[id].map { Set($0.compactMap(\.intValue)) } }
-                    guard !rest.contains(where: { $0 == nil }) else { continue }
-                    let runs = first.compactMap(\.intValue).filter { start in rest.enumerated().allSatisfy { $1!.contains(start + Int64($0) + 1) } }
-                        .count
-                    if runs > 0 { hits[id] = runs }
-                }
-                if partHits.isEmpty { partLengths = lengths }
-            }
-            partHits.append(hits)
         }
 
-        // Objects matching every part, scored from the postings alone.
-        let weights = partHits.map { hits in
-            let documents = Double(hits.count)
-            return log(1 + (count - documents + 0.5) / (documents + 0.5))
-        }
-        let smallest = partHits.min { $0.count < $1.count } ?? [:]
-        var scored: [(id: String, score: Double)] = []
-        for id in smallest.keys where partHits.allSatisfy({ $0[id] != nil }) {
-            let length = Double(partLengths[id] ?? 0)
-            let norm = 1.2 * (0.25 + 0.75 * (meanLength > 0 ? length / meanLength : 1))
-            var score = 0.0
-            for (hits, weight) in zip(partHits, weights) {
-                let frequency = Double(hits[id] ?? 0)
-                score += weight * frequency * 2.2 / (frequency + norm)
-            }
-            scored.append((id, score))
-        }
-        scored.sort { $0.score != $1.score ? $0.score > $1.score : UTF8Order.less($0.id, $1.id) }
-
-        // The objects, read from the same moment: in rank order until the limit is met, or all
-        // of them for another order.
-        func object(_ id: String) throws -> Object? {
-            try db.withValue(forKey: Keys.object(prefix: objectPrefix, id), snapshot: snapshot) { bytes in
-                try bytes.map { Object(id: id, storedAttributes: try StoredObject.decode($0, model: name, id: id)) }
+        // The objects, read from the same moment in rank order (best score, then id) until the
+        // limit is met; all of them for another order.
+        let ranked = parts[driver]
+        var heap = RankHeap(count: matched.count) { a, b in
+            if scores[a] != scores[b] { return scores[a] > scores[b] }
+            return ranked.idBytes.withUnsafeBytes { ids in
+                UTF8Order.compareBytes(
+                    UnsafeRawBufferPointer(rebasing: ids[ranked.idRange(matched[a])]),
+                    UnsafeRawBufferPointer(rebasing: ids[ranked.idRange(matched[b])]))
+                    < 0
             }
         }
         var matches: [TextMatch] = []
-        for (id, score) in scored {
+        while let next = heap.pop() {
             if order.isEmpty, let limit, matches.count >= limit { break }
-            guard let found = try object(id), condition.matches(found) else { continue }
-            matches.append(TextMatch(object: found, score: score))
+            let id = ranked.idBytes.withUnsafeBytes {
+                String(decoding: UnsafeRawBufferPointer(rebasing: $0[ranked.idRange(matched[next])]), as: UTF8.self)
+            }
+            let found = try db.withValue(forKey: Keys.object(prefix: objectPrefix, id), snapshot: snapshot) { bytes in
+                try bytes.map { Object(id: id, storedAttributes: try StoredObject.decode($0, model: name, id: id)) }
+            }
+            guard let found, condition.matches(found) else { continue }
+            matches.append(TextMatch(object: found, score: scores[next]))
         }
         if !order.isEmpty {
             let scores = Dictionary(uniqueKeysWithValues: matches.map { ($0.object.id, $0.score) })
@@ -355,5 +410,152 @@ extension Model {
             }
         }
         return "text index \(index.definition): \(parts.joined(separator: " AND ")), ranked by BM25"
+    }
+}
+
+/// One query part's postings, decoded from its blocks: object ids in the order of their bytes,
+/// each with the part's frequency in the object and the object's length in words (and, read for
+/// a phrase, the word's positions).
+struct PostingList {
+    /// The ids' bytes end to end; id `i` ends at `idEnds[i]`.
+    private(set) var idBytes: [UInt8] = []
+    private(set) var idEnds: [Int] = []
+    private(set) var frequencies: [Int] = []
+    private(set) var lengths: [Int] = []
+    private(set) var positions: [[Int]] = []
+
+    var count: Int { idEnds.count }
+
+    func idRange(_ i: Int) -> Range<Int> { (i == 0 ? 0 : idEnds[i - 1])..<idEnds[i] }
+
+    /// Appends a block's postings (which follow those already here).
+    mutating func append(block: UnsafeRawBufferPointer, positions withPositions: Bool) throws(SatchelError) {
+        try TextBlock.scan(block) { (id, length, frequency, positions) throws(SatchelError) in
+            idBytes.append(contentsOf: id)
+            idEnds.append(idBytes.count)
+            frequencies.append(frequency)
+            lengths.append(length)
+            if withPositions { self.positions.append(try TextBlock.positions(positions, count: frequency)) }
+        }
+    }
+
+    private mutating func append(from list: PostingList, _ i: Int, frequency: Int) {
+        list.idBytes.withUnsafeBytes { idBytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: $0[list.idRange(i)])) }
+        idEnds.append(idBytes.count)
+        frequencies.append(frequency)
+        lengths.append(list.lengths[i])
+    }
+
+    /// The index of `id` here, looked for from `cursor` on (which it advances: ids asked for
+    /// ascend), or nil.
+    func seek(_ id: UnsafeRawBufferPointer, from cursor: inout Int) -> Int? {
+        idBytes.withUnsafeBytes { ids in
+            while cursor < count {
+                let order = UTF8Order.compareBytes(UnsafeRawBufferPointer(rebasing: ids[idRange(cursor)]), id)
+                if order == 0 { return cursor }
+                if order > 0 { return nil }
+                cursor += 1
+            }
+            return nil
+        }
+    }
+
+    /// The objects any of `lists` holds, with their frequencies summed (a prefix's words).
+    static func union(_ lists: [PostingList]) -> PostingList {
+        var lists = lists
+        while lists.count > 1 {
+            var merged: [PostingList] = []
+            for pair in stride(from: 0, to: lists.count, by: 2) {
+                merged.append(pair + 1 < lists.count ? union(lists[pair], lists[pair + 1]) : lists[pair])
+            }
+            lists = merged
+        }
+        return lists.first ?? PostingList()
+    }
+
+    private static func union(_ a: PostingList, _ b: PostingList) -> PostingList {
+        var result = PostingList()
+        var (i, j) = (0, 0)
+        a.idBytes.withUnsafeBytes { aIDs in
+            b.idBytes.withUnsafeBytes { bIDs in
+                while i < a.count || j < b.count {
+                    let order =
+                        i == a.count
+                        ? 1
+                        : j == b.count
+                            ? -1
+                            : UTF8Order.compareBytes(
+                                UnsafeRawBufferPointer(rebasing: aIDs[a.idRange(i)]), UnsafeRawBufferPointer(rebasing: bIDs[b.idRange(j)]))
+                    if order < 0 {
+                        result.append(from: a, i, frequency: a.frequencies[i])
+                        i += 1
+                    } else if order > 0 {
+                        result.append(from: b, j, frequency: b.frequencies[j])
+                        j += 1
+                    } else {
+                        result.append(from: a, i, frequency: a.frequencies[i] + b.frequencies[j])
+                        i += 1
+                        j += 1
+                    }
+                }
+            }
+        }
+        return result
+    }
+
+    /// The objects holding `words` (each read with positions) in a row, with the number of
+    /// runs as the frequency.
+    static func phrase(_ words: [PostingList]) -> PostingList {
+        var result = PostingList()
+        guard let first = words.first else { return result }
+        var cursors = [Int](repeating: 0, count: words.count)
+        first.idBytes.withUnsafeBytes { ids in
+            for i in 0..<first.count {
+                let id = UnsafeRawBufferPointer(rebasing: ids[first.idRange(i)])
+                var rest: [Set<Int>] = []
+                for w in words.indices.dropFirst() {
+                    guard let at = words[w].seek(id, from: &cursors[w]) else { break }
+                    rest.append(Set(words[w].positions[at]))
+                }
+                guard rest.count == words.count - 1 else { continue }
+                let runs = first.positions[i].filter { start in rest.enumerated().allSatisfy { $1.contains(start + $0 + 1) } }.count
+                if runs > 0 { result.append(from: first, i, frequency: runs) }
+            }
+        }
+        return result
+    }
+}
+
+/// The matches of a search in rank order, taken one at a time: a binary heap, built in linear
+/// time, so that a limit of 20 orders 20 matches, not all of them.
+private struct RankHeap {
+    private var items: [Int]
+    private let before: (Int, Int) -> Bool
+
+    init(count: Int, before: @escaping (Int, Int) -> Bool) {
+        self.items = Array(0..<count)
+        self.before = before
+        for i in stride(from: count / 2 - 1, through: 0, by: -1) { siftDown(i) }
+    }
+
+    mutating func pop() -> Int? {
+        guard let top = items.first else { return nil }
+        items.swapAt(0, items.count - 1)
+        items.removeLast()
+        if !items.isEmpty { siftDown(0) }
+        return top
+    }
+
+    private mutating func siftDown(_ start: Int) {
+        var i = start
+        while true {
+            let (left, right) = (2 * i + 1, 2 * i + 2)
+            var best = i
+            if left < items.count && before(items[left], items[best]) { best = left }
+            if right < items.count && before(items[right], items[best]) { best = right }
+            if best == i { return }
+            items.swapAt(i, best)
+            i = best
+        }
     }
 }

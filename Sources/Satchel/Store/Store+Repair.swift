@@ -250,14 +250,7 @@ extension Store {
                 for change in try model.pendingChanges() { statistics.adjustPending(change.kind, by: 1) }
                 statistics.inFlight = try database(entry.definition.partition).countKeys(withPrefix: Keys.objectRecordPrefix(.inFlight, name.name))
                 statistics.errors = try database(entry.definition.partition).countKeys(withPrefix: Keys.objectRecordPrefix(.error, name.name))
-                for index in entry.indexes {
-                    let n = try database(entry.definition.partition).countKeys(withPrefix: index.prefix)
-                    statistics.indexEntries[index.id] = n == 0 ? nil : n
-                    if index.definition.kind == .text {
-                        let totals = try index.textTotals(in: database(entry.definition.partition))
-                        statistics.textTotals[index.id] = totals == StoredStatistics.TextTotals() ? nil : totals
-                    }
-                }
+                for index in entry.indexes { try statistics.recount(index, in: database(entry.definition.partition)) }
                 if statistics != entry.statistics {
                     var batch = LevelDBWriteBatch()
                     batch.put(Keys.modelStatistics(name.name), statistics.encoded)

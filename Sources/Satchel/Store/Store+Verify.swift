@@ -115,6 +115,14 @@ extension Store {
                     where (try? database(partition).get(entryKey)) == nil {
                         report.report("model '\(name.name)': object '\(id)' lacks its entry in index \(index.definition)")
                     }
+                    if index.definition.kind == .text, let text = index.textPostings(attributes) {
+                        let iterator = try database(partition).makeIterator()
+                        for (word, positions) in text.words
+                        where try index.storedTextPosting(word, id: id, iterator: iterator) != TextPosting(length: text.length, positions: positions)
+                        {
+                            report.report("model '\(name.name)': object '\(id)' lacks its posting of '\(word)' in index \(index.definition)")
+                        }
+                    }
                 }
                 if attributes.isEmpty { report.report("model '\(name.name)': object '\(id)' has no attributes") }
                 if case .fixedSchema = definitions[name]?.definition.kind, var checker = definitions[name]?.definition {
@@ -176,10 +184,15 @@ extension Store {
                 report.report("model '\(name.name)': an entry of '\(id)' belongs to an unknown index #\(indexID)")
                 return
             }
-            counted[name, default: StoredStatistics()].adjustIndex(indexID, by: 1)
-            if index.definition.kind == .text, elements.count == 5, elements[2] == .bool(false), let length = elements[3].intValue {
-                counted[name, default: StoredStatistics()].adjustText(indexID, objects: 1, words: Int(length))
+            if index.definition.kind == .text {
+                guard elements.count == 4, case .string(let word) = elements[2] else {
+                    report.report("model '\(name.name)': index \(index.definition) has a key that is no posting block")
+                    return
+                }
+                checkTextBlock(value, word: word, firstID: id, index: index, model: name, partition: partition, counted: &counted, report: &report)
+                return
             }
+            counted[name, default: StoredStatistics()].adjustIndex(indexID, by: 1)
             guard index.state != .dropping else { return }
             guard let stored = try? database(partition).get(Keys.object(name.name, id)) else {
                 report.report("model '\(name.name)': index \(index.definition) has an entry for '\(id)', which does not exist")
@@ -194,6 +207,43 @@ extension Store {
                 != (index.storesObjects ? (try? stored.withUnsafeBytes { try StoredObject.attributesBytes($0, model: name.name, id: id) }) ?? [] : [])
             {
                 report.report("model '\(name.name)': index \(index.definition) holds a stale copy of '\(id)'")
+            }
+        }
+    }
+}
+
+extension Store {
+    /// Checks a posting block of text index `index`: it decodes, starts at the id its key
+    /// names, holds ids in order, and each posting is the one its object makes.
+    private func checkTextBlock(
+        _ value: [UInt8], word: String, firstID: String, index: StoredIndex, model name: NameKey, partition: Partition,
+        counted: inout [NameKey: StoredStatistics], report: inout VerificationReport
+    ) {
+        guard let postings = try? value.withUnsafeBytes({ try TextBlock.decode($0) }), let first = postings.first else {
+            report.report("model '\(name.name)': index \(index.definition) has an undecodable posting block of '\(word)' at '\(firstID)'")
+            return
+        }
+        counted[name, default: StoredStatistics()].adjustIndex(index.id, by: postings.count)
+        for (_, posting) in postings where posting.positions.first == 0 {
+            counted[name, default: StoredStatistics()].adjustText(index.id, objects: 1, words: posting.length)
+        }
+        if !first.id.elementsEqual(firstID.utf8) || zip(postings, postings.dropFirst()).contains(where: { UTF8Order.compareBytes($0.id, $1.id) >= 0 })
+        {
+            report.report("model '\(name.name)': index \(index.definition) has a posting block of '\(word)' whose ids are out of order")
+        }
+        guard index.state != .dropping else { return }
+        for (idBytes, posting) in postings {
+            let id = String(decoding: idBytes, as: UTF8.self)
+            guard let stored = try? database(partition).get(Keys.object(name.name, id)) else {
+                report.report("model '\(name.name)': index \(index.definition) has a posting of '\(word)' for '\(id)', which does not exist")
+                continue
+            }
+            guard let attributes = try? stored.withUnsafeBytes({ try StoredObject.decode($0, model: name.name, id: id) }) else {
+                continue  // reported with the object itself
+            }
+            let text = index.textPostings(attributes)
+            if text.flatMap({ text in text.words[word].map { TextPosting(length: text.length, positions: $0) } }) != posting {
+                report.report("model '\(name.name)': index \(index.definition) has a posting of '\(word)' for '\(id)' that does not match the object")
             }
         }
     }

@@ -14,6 +14,8 @@ public final class Transaction: StoreReading {
     let store: Store
     /// What the transaction will write (one partition's keys).
     var buffer = WriteBuffer()
+    /// Text index postings written, merged into their blocks at the commit.
+    var textChanges = TextChanges()
     /// The statistics of the models it writes, as its writes change them.
     var statistics = WorkingStatistics()
     /// The entry of the model last used, valid while the catalog version is unchanged: a bulk
@@ -325,6 +327,7 @@ public final class Transaction: StoreReading {
     /// and the catalog changes.
     func commit(durable: Bool) throws {
         checkOpen()
+        try writeTextPostings()
         guard let partition = buffer.partition, !buffer.isEmpty || !catalogUpdates.isEmpty else { return }
         let statistics = self.statistics.all
         try store.database(partition).write(buffer.batch(statistics: statistics), sync: durable)
