@@ -84,6 +84,10 @@ struct WhereGrammarCLITests {
         #expect(plan.lines.first?.hasPrefix("index items[].product") == true, "\(plan.lines)")
         #expect(try await ids(["--where", "items[].product=prod-0003"]) == ["o1", "o2"])
         #expect(try await CLI.run(["--db", db, "check"]).status == 0)
+        // Without [], the path meets the array: one line saying what to write, not an empty answer.
+        let dotted = try await CLI.run(["--db", db, "find", "Order", "--where", "items.product=prod-0026"])
+        #expect(dotted.status != 0 && dotted.stdout.isEmpty, "\(dotted.stdout)")
+        #expect(dotted.stderr.split(separator: "\n").count == 1 && dotted.stderr.contains("items[].product"), "\(dotted.stderr)")
     }
 
     @Test("satchel aggregate: one sorted JSON line per group, results under count, sum(ATTR)…; --explain; mistakes are usage errors")

@@ -123,4 +123,29 @@ struct ArrayPathTests {
         // A value index on such a path would hold the whole list in one entry: refused.
         #expect(throws: SatchelError.self) { try orders.createIndex(IndexDefinition("items[].product")) }
     }
+
+    @Test("a dotted path that meets an array is refused in one line naming the path to write, never answered empty")
+    func dottedPathThroughArray() throws {
+        let directory = TemporaryDirectory()
+        let store = try Store(path: directory.child("store"))
+        defer { try? store.close() }
+        let orders = try store.register(ModelDefinition(name: "Order", syncType: .none))
+        _ = try orders.put(["object": "o1", "customer": ["city": "Oslo"], "items": [["product": "p1"]]])
+        _ = try orders.put(["object": "o2", "customer": ["city": "Rome"]])
+        let conditions: [Condition] = ["items.product" == "p1", !("items.product" == "p1"), Field("items.product").exists()]
+        for condition in conditions {
+            #expect {
+                _ = try orders.findAll(where: condition)
+            } throws: { error in
+                let error = try #require(error as? SatchelError)
+                return error.code == .invalidArgument && error.message.contains("'items.product' meets an array at 'items'")
+                    && error.message.contains("write 'items[].product'")
+            }
+            #expect(throws: SatchelError.self) { _ = try orders.count(where: condition) }
+        }
+        // Paths through nested objects, and through arrays with [], answer as before.
+        #expect(try orders.findAll(where: "customer.city" == "Rome").map(\.id) == ["o2"])
+        #expect(try orders.findAll(where: "items[].product" == "p1").map(\.id) == ["o1"])
+        #expect(try orders.findAll(where: "customer.city" == "Oslo" || "items[].product" == "p9").map(\.id) == ["o1"])
+    }
 }

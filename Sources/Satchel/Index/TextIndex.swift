@@ -374,6 +374,7 @@ extension Model {
             }
         }
         var matches: [TextMatch] = []
+        let dottedFields = Condition.dottedFields(condition.node)
         while let next = heap.pop() {
             if order.isEmpty, let limit, matches.count >= limit { break }
             let id = ranked.idBytes.withUnsafeBytes {
@@ -382,7 +383,9 @@ extension Model {
             let found = try db.withValue(forKey: Keys.object(prefix: objectPrefix, id), snapshot: snapshot) { bytes in
                 try bytes.map { Object(id: id, storedAttributes: try StoredObject.decode($0, model: name, id: id)) }
             }
-            guard let found, condition.matches(found) else { continue }
+            guard let found else { continue }
+            if !dottedFields.isEmpty { try Condition.refuseArrays(on: dottedFields, in: found, model: name) }
+            guard condition.matches(found) else { continue }
             matches.append(TextMatch(object: found, score: scores[next]))
         }
         if !order.isEmpty {

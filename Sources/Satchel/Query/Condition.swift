@@ -75,6 +75,21 @@ public struct Field: Sendable, Hashable, ExpressibleByStringLiteral, CustomStrin
         return current
     }
 
+    /// For a dotted path without `[]`: the part of it that holds an array in `attributes` before
+    /// the path ends (where the path cannot go on), or nil.
+    func arrayOnTheWay(in attributes: JSONObject) -> Int? {
+        guard components.count > 1, !reachesIntoArrays else { return nil }
+        var current = attributes[components[0]]
+        for i in 1..<components.count {
+            switch current {
+            case .object(let object)?: current = object[components[i]]
+            case .array?: return i
+            default: return nil
+            }
+        }
+        return nil
+    }
+
     /// Every value the path reaches in `attributes`: one at most for a plain path; for a path
     /// with `[]`, the values reached through each element of each array on the way (an element
     /// that is not an object is reached only by a path that ends there).
@@ -148,6 +163,30 @@ public struct Condition: Sendable, Hashable, CustomStringConvertible {
     public var description: String { Self.describe(node) }
 
     // MARK: - Evaluation
+
+    /// The dotted paths without `[]` that `node` compares.
+    static func dottedFields(_ node: Node) -> [Field] {
+        switch node {
+        case .always: return []
+        case .compare(let field, _, _), .oneOf(let field, _), .beginsWith(let field, _), .contains(let field, _), .exists(let field, _):
+            return field.components.count > 1 && !field.reachesIntoArrays ? [field] : []
+        case .and(let nodes), .or(let nodes): return nodes.flatMap(dottedFields)
+        case .not(let inner): return dottedFields(inner)
+        }
+    }
+
+    /// Refuses a question whose dotted path meets an array in `object` before its end: such a
+    /// path reaches nothing there, and whoever asked meant the array's elements (`items[]`).
+    static func refuseArrays(on fields: [Field], in object: Object, model: String) throws(SatchelError) {
+        for field in fields {
+            guard let step = field.arrayOnTheWay(in: object.attributes) else { continue }
+            let meant = Field(components: field.components[..<step].dropLast() + [field.components[step - 1] + "[]"] + field.components[step...])
+            throw SatchelError(
+                .invalidArgument,
+                "the path '\(field)' meets an array at '\(field.components[..<step].joined(separator: "."))' (object '\(object.id)'): write '\(meant)' to reach into its elements",
+                model: model)
+        }
+    }
 
     static func evaluate(_ node: Node, _ object: Object) -> Bool {
         switch node {

@@ -28,6 +28,8 @@ public final class ObjectCursor {
     private(set) var candidatesRead = 0
     /// The most objects an in-memory sort held at once.
     private(set) var peakBuffered = 0
+    /// The residual's dotted paths, checked on each candidate for arrays on the way.
+    private let dottedFields: [Field]
 
     private enum SourceState {
         case ids([String], position: Int)
@@ -43,6 +45,7 @@ public final class ObjectCursor {
         self.model = model
         self.query = query
         self.plan = plan
+        dottedFields = Condition.dottedFields(plan.residual)
         db = model.store.database(partition)
         remainingOffset = query.offset
         remainingLimit = query.limit
@@ -117,6 +120,7 @@ public final class ObjectCursor {
     private func nextMatch() throws -> Object? {
         while let object = try nextCandidate() {
             candidatesRead += 1
+            if !dottedFields.isEmpty { try Condition.refuseArrays(on: dottedFields, in: object, model: model.name) }
             if Condition.evaluate(plan.residual, object) { return object }
         }
         return nil
