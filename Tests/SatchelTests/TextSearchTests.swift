@@ -213,6 +213,36 @@ struct TextSearchTests {
         #expect(found.count == 150 && found.allSatisfy { $0.object["title"] == "brass lamp" })
     }
 
+    @Test("a posting block cut short, or random bytes: decoding throws corruption or gives postings that encode to the same bytes")
+    func hostileBlocks() throws {
+        var rng = SplitMix64(seed: 29)
+        var id = 0
+        let postings: [(id: [UInt8], posting: TextPosting)] = (0..<40).map { _ in
+            id += Int.random(in: 1...300, using: &rng)
+            let positions = (0..<Int.random(in: 1...4, using: &rng)).map { _ in Int.random(in: 0...5000, using: &rng) }.sorted()
+            return (Array("note-\(id)".utf8), TextPosting(length: Int.random(in: 1...9000, using: &rng), positions: Array(Set(positions)).sorted()))
+        }
+        let block = TextBlock.encode(postings[...])
+        #expect(try block.withUnsafeBytes { try TextBlock.decode($0) }.map(\.posting) == postings.map(\.posting))
+        var inputs = (0..<block.count).map { Array(block[..<$0]) }
+        for _ in 0..<2000 { inputs.append((0..<Int.random(in: 0...40, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) }) }
+        for _ in 0..<500 {
+            var flipped = block
+            flipped[Int.random(in: 0..<flipped.count, using: &rng)] ^= UInt8(1 << Int.random(in: 0...7, using: &rng))
+            inputs.append(flipped)
+        }
+        for input in inputs {
+            do {
+                let decoded = try input.withUnsafeBytes { try TextBlock.decode($0) }
+                if decoded.isEmpty { continue }  // a count of zero and nothing after it
+                let again = TextBlock.encode(decoded[...])
+                #expect(try again.withUnsafeBytes { try TextBlock.decode($0) }.map(\.posting) == decoded.map(\.posting))
+            } catch let error as SatchelError {
+                #expect(error.code == .corruption)
+            }
+        }
+    }
+
     @Test("a query without a word, an unclosed phrase, or a model without a text index: one clear error")
     func mistakes() throws {
         let directory = TemporaryDirectory()

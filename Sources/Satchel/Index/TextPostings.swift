@@ -138,6 +138,7 @@ enum TextBlock {
 
     /// The `count` positions encoded in `bytes`.
     static func positions(_ bytes: UnsafeRawBufferPointer, count: Int) throws(SatchelError) -> [Int] {
+        guard count <= bytes.count else { throw corrupt() }  // each position takes a byte at least
         var reader = Reader(bytes)
         var positions: [Int] = []
         positions.reserveCapacity(count)
