@@ -85,6 +85,7 @@ struct AggregateTests {
     @Test("random groupings and functions: the store's groups, in order, hold the naive evaluator's results", arguments: [UInt64(7), 2029])
     func differential(seed: UInt64) throws {
         var generator = QueryGenerator(rng: SplitMix64(seed: seed))
+        generator.arraysOnDottedPaths = false  // conditions on n.x answer (QueryDifferentialTests covers the refusal)
         let directory = TemporaryDirectory()
         let store = try Store(path: directory.child("store"))
         defer { try? store.close() }

@@ -10,13 +10,18 @@ import Testing
 @Suite("Paths into arrays of objects")
 struct ArrayPathTests {
     /// An order: lines that are objects (most with a product, some with a quantity), sometimes a
-    /// line that is not an object, sometimes no `items`, or `items` that is not an array.
+    /// line that is not an object, sometimes no `items`, or `items` that is not an array (a
+    /// string, or one line object).
     static func order(_ i: Int, _ rng: inout SplitMix64) -> JSONObject {
         var order: JSONObject = ["object": .string(String(format: "o%04d", i)), "n": .int(Int64(i))]
         switch Int.random(in: 0..<10, using: &rng) {
         case 0: return order
         case 1:
             order["items"] = .string("prod-\(Int.random(in: 0..<20, using: &rng))")
+            return order
+        case 2:
+            // One line written without its array: its own one element.
+            order["items"] = ["product": .string("prod-\(Int.random(in: 0..<20, using: &rng))")]
             return order
         default: break
         }
@@ -37,7 +42,12 @@ struct ArrayPathTests {
 
     /// The values of `name` of each object line of `items`, found without `Field`.
     static func lineValues(_ order: JSONObject, _ name: String) -> [JSONValue] {
-        guard case .array(let lines)? = order["items"] else { return [] }
+        let lines: [JSONValue]
+        switch order["items"] {
+        case .array(let elements)?: lines = elements
+        case let single?: lines = [single]
+        case nil: lines = []
+        }
         return lines.compactMap { line in
             guard case .object(let object) = line else { return nil }
             return object[name]
@@ -138,14 +148,50 @@ struct ArrayPathTests {
                 _ = try orders.findAll(where: condition)
             } throws: { error in
                 let error = try #require(error as? SatchelError)
-                return error.code == .invalidArgument && error.message.contains("'items.product' meets an array at 'items'")
+                return error.code == .invalidArgument
+                    && error.message.contains("'items.product' meets an array at 'items' (1 object holds an array there)")
                     && error.message.contains("write 'items[].product'")
             }
             #expect(throws: SatchelError.self) { _ = try orders.count(where: condition) }
         }
+        // Refused whatever the plan or the limit: with an index on the path, and with a limit met first.
+        try orders.createIndex(IndexDefinition("items.product"))
+        #expect(throws: SatchelError.self) { _ = try orders.findAll(Query(where: "items.product" == "p1" || Field.id == "o2", limit: 1)) }
+        #expect(throws: SatchelError.self) { _ = try orders.search("lamp", where: "items.product" == "p1") }
+        // Once no object holds an array there, the path answers again.
+        _ = try orders.update("o1", with: ["items": ["product": "p1"]])
+        #expect(try orders.findAll(where: "items.product" == "p1").map(\.id) == ["o1"])
+        #expect(try orders.findAll(where: "items[].product" == "p1").map(\.id) == ["o1"])
+        _ = try orders.update("o1", with: ["items": [["product": "p1"]]])
         // Paths through nested objects, and through arrays with [], answer as before.
         #expect(try orders.findAll(where: "customer.city" == "Rome").map(\.id) == ["o2"])
         #expect(try orders.findAll(where: "items[].product" == "p1").map(\.id) == ["o1"])
         #expect(try orders.findAll(where: "customer.city" == "Oslo" || "items[].product" == "p9").map(\.id) == ["o1"])
+    }
+
+    @Test("statistics an earlier version wrote without their arrays are counted when the store opens")
+    func uncountedArrays() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.child("store")
+        do {
+            let store = try Store(path: path)
+            defer { try? store.close() }
+            let orders = try store.register(ModelDefinition(name: "Order", syncType: .none))
+            _ = try orders.put(["object": "o1", "items": [["product": "p1"]]])
+            _ = try orders.put(["object": "o2", "items": "p2"])
+            // The statistics record as an earlier version wrote it: no "arrays".
+            let entry = try store.entry("Order")
+            var earlier = try JSONObject(parsing: entry.statistics.encoded)
+            #expect(earlier["arrays"] == ["items": 1])
+            earlier["arrays"] = nil
+            var batch = LevelDBWriteBatch()
+            batch.put(Keys.modelStatistics("Order"), earlier.jsonBytes)
+            try store.database(entry.definition.partition).write(batch, sync: true)
+        }
+        let store = try Store(path: path)
+        defer { try? store.close() }
+        #expect(try store.verify().isHealthy)
+        #expect(throws: SatchelError.self) { _ = try store.model("Order").findAll(where: "items.product" == "p1") }
+        #expect(try store.model("Order").findAll(where: "items[]" == "p2").map(\.id) == ["o2"])
     }
 }

@@ -102,6 +102,7 @@ struct ValueLayoutDocTests {
         var statistics = StoredStatistics()
         (statistics.objects, statistics.pendingCreates, statistics.pendingUpdates, statistics.inFlight) = (5, 1, 3, 2)
         statistics.indexEntries = [1: 5]
+        statistics.arrays = [NameKey("tags"): 2]
         expect("stats", statistics.encoded)
         #expect(try read("stats") { try StoredStatistics(decoding: $0) } == statistics)
 

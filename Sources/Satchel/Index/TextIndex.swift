@@ -279,6 +279,7 @@ extension Model {
     ) throws -> [TextMatch] {
         let query = try TextQuery(parsing: text)
         let entry = try store.entry(name)
+        try condition.refuseArrayCrossings(entry.statistics, model: name)
         guard let index = entry.indexes.first(where: { $0.state == .ready && $0.definition.kind == .text }) else {
             throw SatchelError(
                 .unindexedQuery, "model '\(name)' has no text index to search: create one (satchel index \(name) --text ATTR[,ATTR…])", model: name)

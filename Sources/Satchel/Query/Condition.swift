@@ -91,8 +91,9 @@ public struct Field: Sendable, Hashable, ExpressibleByStringLiteral, CustomStrin
     }
 
     /// Every value the path reaches in `attributes`: one at most for a plain path; for a path
-    /// with `[]`, the values reached through each element of each array on the way (an element
-    /// that is not an object is reached only by a path that ends there).
+    /// with `[]`, the values reached through each element of each array on the way (a value
+    /// that is not an array is its own one element; an element that is not an object is
+    /// reached only by a path that ends there).
     func values(in attributes: JSONObject) -> [JSONValue] {
         var reached: [JSONValue] = []
         collect(.object(attributes), from: 0, into: &reached)
@@ -107,8 +108,11 @@ public struct Field: Sendable, Hashable, ExpressibleByStringLiteral, CustomStrin
         guard case .object(let object) = value else { return }
         let name = components[index]
         if Self.isArrayStep(name) {
-            guard case .array(let elements)? = object[String(name.dropLast(2))] else { return }
-            for element in elements { collect(element, from: index + 1, into: &reached) }
+            switch object[String(name.dropLast(2))] {
+            case .array(let elements)?: for element in elements { collect(element, from: index + 1, into: &reached) }
+            case let single?: collect(single, from: index + 1, into: &reached)  // a value that is not an array: its own one element
+            case nil: return
+            }
         } else if let next = object[name] {
             collect(next, from: index + 1, into: &reached)
         }
@@ -175,16 +179,33 @@ public struct Condition: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// Refuses a question whose dotted path starts at an attribute that holds an array in any
+    /// object of the model (`statistics`): such a path reaches nothing there, and whoever asked
+    /// meant the array's elements (`items[].product`). Deterministic: whatever the plan, the
+    /// limit or the objects read.
+    func refuseArrayCrossings(_ statistics: StoredStatistics, model: String) throws(SatchelError) {
+        guard !statistics.arrays.isEmpty else { return }
+        for field in Self.dottedFields(node) {
+            guard let count = statistics.arrays[NameKey(field.components[0])] else { continue }
+            throw Self.arrayCrossing(
+                field, at: 1, model: model, where: "\(count) object\(count == 1 ? "" : "s") hold\(count == 1 ? "s" : "") an array there")
+        }
+    }
+
+    private static func arrayCrossing(_ field: Field, at step: Int, model: String, where place: String) -> SatchelError {
+        let meant = Field(components: field.components[..<step].dropLast() + [field.components[step - 1] + "[]"] + field.components[step...])
+        return SatchelError(
+            .invalidArgument,
+            "the path '\(field)' meets an array at '\(field.components[..<step].joined(separator: "."))' (\(place)): write '\(meant)' to reach into its elements",
+            model: model)
+    }
+
     /// Refuses a question whose dotted path meets an array in `object` before its end: such a
     /// path reaches nothing there, and whoever asked meant the array's elements (`items[]`).
     static func refuseArrays(on fields: [Field], in object: Object, model: String) throws(SatchelError) {
         for field in fields {
             guard let step = field.arrayOnTheWay(in: object.attributes) else { continue }
-            let meant = Field(components: field.components[..<step].dropLast() + [field.components[step - 1] + "[]"] + field.components[step...])
-            throw SatchelError(
-                .invalidArgument,
-                "the path '\(field)' meets an array at '\(field.components[..<step].joined(separator: "."))' (object '\(object.id)'): write '\(meant)' to reach into its elements",
-                model: model)
+            throw arrayCrossing(field, at: step, model: model, where: "object '\(object.id)'")
         }
     }
 

@@ -6,6 +6,7 @@ extension Model {
     /// (``Store/Configuration/refusesFullScans``), not the query's own.
     func cursor(_ query: Query, storeScanGuard: Bool) throws -> ObjectCursor {
         let entry = try store.entry(name)
+        try query.condition.refuseArrayCrossings(entry.statistics, model: name)
         let plan = Planner.plan(query, model: name, entry: entry, objectPrefix: objectPrefix)
         try Planner.guardScan(plan, query, model: self, storeOption: storeScanGuard)
         return try ObjectCursor(model: self, query: query, plan: plan, partition: entry.definition.partition)

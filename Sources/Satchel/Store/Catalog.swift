@@ -24,6 +24,24 @@ struct StoredStatistics: Equatable, Sendable {
     var indexEntries: [Int: Int] = [:]
     /// Per text index id: the objects it holds text of, and their words in all (for ranking).
     var textTotals: [Int: TextTotals] = [:]
+    /// Per top-level attribute: the objects holding an array there (a query whose dotted path
+    /// crosses one is refused, ``Condition/refuseArrayCrossings(_:model:)``).
+    var arrays: [NameKey: Int] = [:]
+    /// Whether `arrays` was read from a record that lacked it (an earlier version's): counted
+    /// when the store opens.
+    var arraysUncounted = false
+
+    /// Counts `old`'s arrays out and `new`'s in (an object written).
+    mutating func adjustArrays(old: JSONObject?, new: JSONObject?) {
+        for (name, value) in old ?? JSONObject() {
+            guard case .array = value else { continue }
+            let count = (arrays[NameKey(name)] ?? 0) - 1
+            arrays[NameKey(name)] = count == 0 ? nil : count
+        }
+        for (name, value) in new ?? JSONObject() {
+            if case .array = value { arrays[NameKey(name), default: 0] += 1 }
+        }
+    }
 
     struct TextTotals: Equatable, Sendable {
         var objects = 0
@@ -56,7 +74,7 @@ struct StoredStatistics: Equatable, Sendable {
     }
 
     /// Stored under `(meta, "stats", model)`:
-    /// `{"create":a,"delete":c,"errors":e,"inFlight":f,"indexes":{"1":n,…},"objects":N,"text":{"4":[objects,words]}?,"update":b}`.
+    /// `{"arrays":{"items":k,…},"create":a,"delete":c,"errors":e,"inFlight":f,"indexes":{"1":n,…},"objects":N,"text":{"4":[objects,words]}?,"update":b}`.
     var encoded: [UInt8] {
         var object: JSONObject = [
             "objects": .int(Int64(objects)), "create": .int(Int64(pendingCreates)),
@@ -64,6 +82,7 @@ struct StoredStatistics: Equatable, Sendable {
             "inFlight": .int(Int64(inFlight)), "errors": .int(Int64(errors)),
             "indexes": .object(JSONObject(indexEntries.map { (String($0.key), JSONValue.int(Int64($0.value))) })),
         ]
+        object["arrays"] = .object(JSONObject(arrays.map { ($0.key.name, JSONValue.int(Int64($0.value))) }))
         if !textTotals.isEmpty {
             object["text"] = .object(
                 JSONObject(textTotals.map { (String($0.key), JSONValue.array([.int(Int64($0.value.objects)), .int(Int64($0.value.words))])) }))
@@ -87,6 +106,15 @@ struct StoredStatistics: Equatable, Sendable {
         for (id, count) in object["indexes"]?.objectValue ?? JSONObject() {
             guard let id = Int(id), let count = count.intValue else { throw SatchelError(.corruption, "undecodable index statistics") }
             indexEntries[id] = Int(count)
+        }
+        if let arrays = object["arrays"] {
+            guard case .object(let counts) = arrays else { throw SatchelError(.corruption, "undecodable array statistics") }
+            for (name, count) in counts {
+                guard let count = count.intValue else { throw SatchelError(.corruption, "undecodable array statistics") }
+                self.arrays[NameKey(name)] = Int(count)
+            }
+        } else {
+            arraysUncounted = objects > 0
         }
         for (id, totals) in object["text"]?.objectValue ?? JSONObject() {
             guard let id = Int(id), case .array(let pair) = totals, pair.count == 2, let objects = pair[0].intValue, let words = pair[1].intValue

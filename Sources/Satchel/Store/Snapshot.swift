@@ -83,6 +83,7 @@ public final class Snapshot: StoreReading {
     public func cursor(_ query: Query, in model: Model) throws -> ObjectCursor {
         checkOpen()
         let entry = try entry(of: model)
+        try query.condition.refuseArrayCrossings(entry.statistics, model: model.name)
         let plan = Planner.plan(query, model: model.name, entry: entry, objectPrefix: model.objectPrefix)
         try Planner.guardScan(plan, query, model: model)
         let partition = entry.definition.partition

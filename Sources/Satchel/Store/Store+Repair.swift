@@ -236,6 +236,28 @@ extension Store {
         }
     }
 
+    /// Counts the arrays of the models whose statistics an earlier version wrote without them
+    /// (once: the statistics written then say they are counted).
+    func countArrays() throws {
+        let uncounted = catalog.withLock { $0.models.filter { $0.value.statistics.arraysUncounted } }
+        guard !uncounted.isEmpty else { return }
+        try writer.withLock {
+            for (name, entry) in uncounted {
+                var statistics = entry.statistics
+                statistics.arrays = [:]
+                statistics.arraysUncounted = false
+                try Model(store: self, name: name.name).scanObjects { object in
+                    statistics.adjustArrays(old: nil, new: object.attributes)
+                    return true
+                }
+                var batch = LevelDBWriteBatch()
+                batch.put(Keys.modelStatistics(name.name), statistics.encoded)
+                try database(entry.definition.partition).write(batch, sync: true)
+                catalog.withLock { $0.models[name]?.statistics = statistics }
+            }
+        }
+    }
+
     /// Recomputes every model's statistics from its data and stores them.
     func recount() throws {
         try writer.withLock {
@@ -243,8 +265,9 @@ extension Store {
             for (name, entry) in entries {
                 var statistics = StoredStatistics()
                 let model = Model(store: self, name: name.name)
-                try model.scanObjects { _ in
+                try model.scanObjects { object in
                     statistics.objects += 1
+                    statistics.adjustArrays(old: nil, new: object.attributes)
                     return true
                 }
                 for change in try model.pendingChanges() { statistics.adjustPending(change.kind, by: 1) }

@@ -108,6 +108,7 @@ extension Store {
             counted[name, default: StoredStatistics()].objects += 1
             do {
                 let attributes = try value.withUnsafeBytes { try StoredObject.decode($0, model: name.name, id: id) }
+                counted[name, default: StoredStatistics()].adjustArrays(old: nil, new: attributes)
                 _ = try value.withUnsafeBytes { try StoredObject.version($0, model: name.name, id: id) }
                 // Every object has each of its entries in every ready index.
                 for index in definitions[name]?.indexes ?? [] where index.state == .ready {

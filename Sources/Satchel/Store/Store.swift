@@ -199,6 +199,7 @@ public final class Store: Sendable {
         // With the partitions locked: no conversion of this store is running.
         Self.removeConversionLeftovers(path)
         try resumeDrops()
+        try countArrays()
         // Migrations a kill interrupted, when their steps have a JSON form; one that fails
         // stays unfinished (check reports it), and the store opens all the same.
         resumeMigrations()

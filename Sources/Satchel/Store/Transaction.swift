@@ -291,6 +291,7 @@ public final class Transaction: StoreReading {
             if given || carried != nil { buffer.put(Keys.objectRecord(.version, model.name, id), carried) }
         }
         statistics.objects += (new == nil ? 0 : 1) - (old == nil ? 0 : 1)
+        statistics.adjustArrays(old: old, new: new)
         moveIndexEntries(entry, model, id: id, old: old, new: new, bytes: bytes, statistics: &statistics)
         if recordChange && entry.definition.recordsChanges {
             try logChange(entry, model, id: id, old: old, new: new, statistics: &statistics)
