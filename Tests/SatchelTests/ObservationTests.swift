@@ -102,4 +102,27 @@ struct ObservationTests {
         while seen != 50, let results = try await other.next() { seen = results.count }
         #expect(seen == 50)
     }
+
+    @Test("after close: observe throws .closed at once, count() and the other reads throw .closed rather than answer stale")
+    func closedStore() async throws {
+        let directory = TemporaryDirectory()
+        let store = try Store(path: directory.child("store"))
+        let products = try store.model("Product")
+        try products.create(["object": "p1", "name": "Lamp"])
+        try store.close()
+        func isClosed(_ error: any Error) -> Bool { (error as? SatchelError)?.code == .closed }
+        var query = products.observe(Query()).makeAsyncIterator()
+        await #expect(throws: SatchelError.self) { _ = try await query.next() }
+        var one = products.observe("p1").makeAsyncIterator()
+        do {
+            _ = try await one.next()
+            Issue.record("observe(id) on a closed store yielded")
+        } catch {
+            #expect(isClosed(error), "\(error)")
+        }
+        #expect { _ = try products.count() } throws: { isClosed($0) }
+        #expect { _ = try products.count(where: "name" == "Lamp") } throws: { isClosed($0) }
+        #expect { _ = try products.indexes } throws: { isClosed($0) }
+        #expect { _ = try products.find("p1") } throws: { isClosed($0) }
+    }
 }

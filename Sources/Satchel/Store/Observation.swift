@@ -132,7 +132,8 @@ extension Model {
     /// (local writes, transactions, applied sync pages, rollbacks, wipes): a live query.
     /// Emissions are coalesced — a consumer that is slow sees the latest results, not a backlog —
     /// and commits to other models wake it not at all. The stream ends when its task is
-    /// cancelled or the store closes; it fails with the error of a query that cannot run.
+    /// cancelled or the store closes; it fails with the error of a query that cannot run, and
+    /// with `.closed` when the store was closed before it started.
     ///
     /// ```swift
     /// for try await cheap in products.observe(Query(where: "price" < 10).order(by: "price")) {
@@ -157,7 +158,9 @@ extension Model {
         let observers = store.changeObservers
         let task = Task {
             do {
-                guard let first = try observers.whileOpen({ try read(model) }) else { return continuation.finish() }
+                guard let first = try observers.whileOpen({ try read(model) }) else {
+                    return continuation.finish(throwing: SatchelError(.closed, "the store is closed", model: model.name))
+                }
                 continuation.yield(first)
                 for await _ in ticks {
                     if Task.isCancelled { break }

@@ -498,6 +498,9 @@ public final class Store: Sendable {
     }
 
     func entry(_ name: String) throws(SatchelError) -> ModelEntry {
+        // Reads answered from the catalog alone (count, indexes) refuse a closed store as the
+        // others do, rather than answer from what it held.
+        if user.isClosed { throw SatchelError(.closed, "the store is closed", model: name) }
         guard let entry = catalog.withLock({ $0.models[NameKey(name)] }) else {
             throw SatchelError(.notFound, "no model named '\(name)'", model: name)
         }
