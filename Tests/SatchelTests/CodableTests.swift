@@ -120,4 +120,50 @@ struct CodableTests {
         #expect(throws: EncodingError.self) { try JSONValueEncoder().encode([Double.nan]) }
         #expect(try JSONValueEncoder().encode(Optional<Int>.none) == .null)
     }
+
+    @Test("store.model(Product.self): a typed handle whose reads return Products; observe as Products; Store(url:)")
+    func typedModel() async throws {
+        let directory = TemporaryDirectory()
+        let store = try Store(url: URL(fileURLWithPath: directory.child("store with space")))
+        defer { try? store.close() }
+        let products = try store.model(Product.self)
+        #expect(products.model.name == "Product")
+        var live = products.observe(Query(where: "stock" > 0).order(by: "name")).makeAsyncIterator()
+        #expect(try await live.next() == [])
+        var lamp = Self.lamp()
+        try products.save(lamp)
+        #expect(try await live.next() == [lamp])
+        var desk = lamp
+        desk.id = "p2"
+        desk.name = "Desk"
+        try products.save(desk)
+        #expect(try await live.next() == [desk, lamp])
+        #expect(try products.find("p1") == lamp)
+        #expect(try products.findAll(where: "name" == "Desk") == [desk])
+        #expect(try products.findFirst(where: "stock" > 0, order: [SortKey("name", descending: true)]) == lamp)
+        #expect(try products.count() == 2 && products.count(where: "name" == "Lamp") == 1)
+        var one = products.observe("p1").makeAsyncIterator()
+        #expect(try await one.next() == .some(lamp))
+        lamp.stock = 0
+        try products.save(lamp)
+        #expect(try await live.next() == [desk])
+        #expect(try await one.next() == .some(lamp))
+        #expect(try products.delete(lamp))
+        #expect(try await one.next() == .some(nil))
+        // An object that does not decode as a Product fails the typed stream with .invalidObject.
+        try products.model.put(["object": "p3", "name": 7, "stock": 1])
+        // (The delete's commit may still be buffered before it: results yielded again, unchanged.)
+        var failure: (any Error)?
+        for _ in 0..<3 where failure == nil {
+            do {
+                #expect(try await live.next() == [desk])
+            } catch {
+                failure = error
+            }
+        }
+        #expect((failure as? SatchelError)?.code == .invalidObject, "\(String(describing: failure))")
+        #expect { _ = try Store(url: URL(string: "https://example.com/store")!) } throws: {
+            ($0 as? SatchelError)?.code == .invalidArgument
+        }
+    }
 }

@@ -150,7 +150,7 @@ extension Model {
         observing { model in try model.find(id) }
     }
 
-    private func observing<T: Sendable>(_ read: @escaping @Sendable (Model) throws -> T) -> AsyncThrowingStream<T, any Error> {
+    func observing<T: Sendable>(_ read: @escaping @Sendable (Model) throws -> T) -> AsyncThrowingStream<T, any Error> {
         let (stream, continuation) = AsyncThrowingStream<T, any Error>.makeStream(bufferingPolicy: .bufferingNewest(1))
         // Subscribed before the first read: a commit in between is not missed.
         let ticks = store.changeTicks(of: name)

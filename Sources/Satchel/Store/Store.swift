@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 public import Logging
 import Synchronization
 
@@ -128,6 +128,18 @@ public final class Store: Sendable {
     #endif
 
     // MARK: - Opening and closing
+
+    /// Opens the store in the directory at `url` (a file URL), as ``init(path:configuration:)``
+    /// does.
+    ///
+    /// - Throws: ``SatchelError`` `.invalidArgument` for a URL that is not a file URL; what
+    ///   ``init(path:configuration:)`` throws.
+    public convenience init(url: URL, configuration: Configuration = Configuration()) throws {
+        guard url.isFileURL else {
+            throw SatchelError(.invalidArgument, "a store lives in a directory: \(url.absoluteString) is not a file URL")
+        }
+        try self.init(path: url.path(percentEncoded: false), configuration: configuration)
+    }
 
     /// Opens the store in directory `path`, creating it when missing (unless the configuration
     /// says otherwise).
