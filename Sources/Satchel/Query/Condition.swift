@@ -313,6 +313,10 @@ extension Field {
     public func contains(_ value: JSONValue) -> Condition { Condition(.contains(self, value)) }
     /// The field is present (or, with `false`, missing).
     public func exists(_ present: Bool = true) -> Condition { Condition(.exists(self, present)) }
+    /// The field equals any of `values`, Swift values of any ``JSONValueConvertible`` type.
+    public func isIn<S: Sequence>(_ values: S) -> Condition where S.Element: JSONValueConvertible { isIn(values.map(\.jsonValue)) }
+    /// ``contains(_:)-(JSONValue)`` with a Swift value.
+    public func contains<V: JSONValueConvertible>(_ value: V) -> Condition { contains(value.jsonValue) }
 }
 
 public func == (field: Field, value: JSONValue) -> Condition { Condition(.compare(field, .equal, value)) }
@@ -321,6 +325,15 @@ public func < (field: Field, value: JSONValue) -> Condition { Condition(.compare
 public func <= (field: Field, value: JSONValue) -> Condition { Condition(.compare(field, .lessOrEqual, value)) }
 public func > (field: Field, value: JSONValue) -> Condition { Condition(.compare(field, .greater, value)) }
 public func >= (field: Field, value: JSONValue) -> Condition { Condition(.compare(field, .greaterOrEqual, value)) }
+
+// The same with values of the app's variables (`"brand" == brand && "price" < maxPrice`): any
+// ``JSONValueConvertible`` value, converted as ``JSONValueConvertible/jsonValue`` says.
+public func == <V: JSONValueConvertible>(field: Field, value: V) -> Condition { field == value.jsonValue }
+public func != <V: JSONValueConvertible>(field: Field, value: V) -> Condition { field != value.jsonValue }
+public func < <V: JSONValueConvertible>(field: Field, value: V) -> Condition { field < value.jsonValue }
+public func <= <V: JSONValueConvertible>(field: Field, value: V) -> Condition { field <= value.jsonValue }
+public func > <V: JSONValueConvertible>(field: Field, value: V) -> Condition { field > value.jsonValue }
+public func >= <V: JSONValueConvertible>(field: Field, value: V) -> Condition { field >= value.jsonValue }
 
 /// Both conditions hold.
 public func && (lhs: Condition, rhs: Condition) -> Condition {

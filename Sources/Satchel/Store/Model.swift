@@ -66,6 +66,22 @@ public struct Model: Sendable, Hashable {
         try store.write { try $0.update(id, with: attributes, in: self) }
     }
 
+    /// ``create(_:)-(JSONObject)`` with the app's values: `["name": name, "price": price]`
+    /// (``JSONValueConvertible``; a `nil` optional is null).
+    @discardableResult
+    public func create(_ attributes: [String: any JSONValueConvertible]) throws -> Object { try create(JSONObject(converting: attributes)) }
+
+    /// ``put(_:)-(JSONObject)`` with the app's values.
+    @discardableResult
+    public func put(_ attributes: [String: any JSONValueConvertible]) throws -> Object? { try put(JSONObject(converting: attributes)) }
+
+    /// ``update(_:with:)-(_,JSONObject)`` with the app's values: `["price": newPrice]` (a `nil`
+    /// optional removes its attribute).
+    @discardableResult
+    public func update(_ id: String, with attributes: [String: any JSONValueConvertible]) throws -> Object? {
+        try update(id, with: JSONObject(converting: attributes))
+    }
+
     /// Deletes an object; returns whether it existed.
     @discardableResult
     public func delete(_ id: String) throws -> Bool {

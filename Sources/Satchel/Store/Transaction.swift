@@ -68,6 +68,25 @@ public final class Transaction: StoreReading {
         return try insert(new, id: try Self.id(from: idValue, model: model.name), in: model)
     }
 
+    /// ``create(_:in:)-(JSONObject,_)`` with the app's values (``JSONValueConvertible``).
+    @discardableResult
+    public func create(_ attributes: [String: any JSONValueConvertible], in model: Model) throws -> Object {
+        try create(JSONObject(converting: attributes), in: model)
+    }
+
+    /// ``put(_:in:)-(JSONObject,_)`` with the app's values.
+    @discardableResult
+    public func put(_ attributes: [String: any JSONValueConvertible], in model: Model) throws -> Object? {
+        try put(JSONObject(converting: attributes), in: model)
+    }
+
+    /// ``update(_:with:in:)-(_,JSONObject,_)`` with the app's values (a `nil` optional removes
+    /// its attribute).
+    @discardableResult
+    public func update(_ id: String, with attributes: [String: any JSONValueConvertible], in model: Model) throws -> Object? {
+        try update(id, with: JSONObject(converting: attributes), in: model)
+    }
+
     /// Replaces an object whole, creating it when missing (an upsert). Attributes the object had
     /// and `object` lacks are removed; null attributes are dropped; an object left with no
     /// attributes is deleted.
