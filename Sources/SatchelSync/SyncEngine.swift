@@ -61,8 +61,10 @@ public actor SyncEngine {
     public nonisolated let store: Store
     public nonisolated let backend: any SyncBackend
     public let configuration: Configuration
-    /// Every notification, object notification and completion, in order. One consumer; events
-    /// beyond the newest 10,000 unread are dropped.
+    /// Every notification, object notification and completion since the engine was made, in
+    /// order. **One consumer**: two loops iterating it split the events between them; give a
+    /// second consumer ``setEventHandler(_:)``, which sees every event too. Events beyond the
+    /// newest 10,000 unread are dropped.
     public nonisolated let events: AsyncStream<SyncEvent>
     private let continuation: AsyncStream<SyncEvent>.Continuation
     private var handler: (@Sendable (SyncEvent) -> Void)?
