@@ -72,17 +72,19 @@ extension Store {
 }
 
 extension Model {
-    /// The results of `query` as `T`s now, and again after every commit that touches the model
+    /// The results of `query` as `T`s now, and again after every commit that changes them
     /// (``observe(_:)``, decoded); fails with `.invalidObject` when an object does not decode.
     public func observe<T: ModelRecord & Sendable>(_ query: Query = Query(), as type: T.Type) -> AsyncThrowingStream<[T], any Error> {
         let name = name
-        return observing { model in try model.findAll(query).map { try Model.decode($0, as: type, model: name) } }
+        return relaying(observeChanges(query)) { try $0.objects.map { try Model.decode($0, as: type, model: name) } }
     }
 
-    /// Object `id` as a `T` (nil when missing) now, and again after every commit that touches
-    /// the model (``observe(_:)-(String)``, decoded).
+    /// Object `id` as a `T` (nil when missing) now, and again after every commit that changes
+    /// it (``observe(_:)-(String)``, decoded).
     public func observe<T: ModelRecord & Sendable>(_ id: String, as type: T.Type) -> AsyncThrowingStream<T?, any Error> {
         let name = name
-        return observing { model in try model.find(id).map { try Model.decode($0, as: type, model: name) } }
+        return relaying(observeChanges(Query(where: Field.id == .string(id)))) {
+            try $0.objects.first.map { try Model.decode($0, as: type, model: name) }
+        }
     }
 }

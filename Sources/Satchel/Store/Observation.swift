@@ -40,6 +40,8 @@ final class ChangeObservers: Sendable {
         /// Only these models' change sets (nil: all).
         var model: String?
         var deliver: @Sendable ([ChangeSet]) -> Void
+        /// The objects the commit changed in `model`, before and after (a live query's).
+        var deliverObjects: (@Sendable ([ObjectChange]) -> Void)?
         var finish: @Sendable () -> Void
     }
 
@@ -58,11 +60,14 @@ final class ChangeObservers: Sendable {
     var isEmpty: Bool { subscribers.withLock { $0.isEmpty } }
 
     /// Registers a subscriber; nil when the store is closed.
-    func add(model: String?, deliver: @escaping @Sendable ([ChangeSet]) -> Void, finish: @escaping @Sendable () -> Void) -> UUID? {
+    func add(
+        model: String?, deliver: @escaping @Sendable ([ChangeSet]) -> Void, objects: (@Sendable ([ObjectChange]) -> Void)? = nil,
+        finish: @escaping @Sendable () -> Void
+    ) -> UUID? {
         let id = UUID()
         let added = subscribers.withLock { subscribers -> Bool in
             if closed.load(ordering: .acquiring) { return false }
-            subscribers[id] = Subscriber(model: model, deliver: deliver, finish: finish)
+            subscribers[id] = Subscriber(model: model, deliver: deliver, deliverObjects: objects, finish: finish)
             return true
         }
         return added ? id : nil
@@ -71,11 +76,15 @@ final class ChangeObservers: Sendable {
     func remove(_ id: UUID) { _ = subscribers.withLock { $0.removeValue(forKey: id) } }
 
     /// Hands the change sets of a commit to the subscribers they concern.
-    func publish(_ sets: [ChangeSet]) {
+    func publish(_ sets: [ChangeSet], objects: [String: [ObjectChange]] = [:]) {
         guard !sets.isEmpty else { return }
         let targets = subscribers.withLock { Array($0.values) }
         for subscriber in targets {
             if let model = subscriber.model {
+                if let deliverObjects = subscriber.deliverObjects {
+                    if let changes = objects[model] { deliverObjects(changes) }
+                    continue
+                }
                 let mine = sets.filter { $0.model == model }
                 if !mine.isEmpty { subscriber.deliver(mine) }
             } else {
@@ -128,12 +137,15 @@ extension Store {
 }
 
 extension Model {
-    /// The results of `query` now, and again after every committed batch that touches the model
-    /// (local writes, transactions, applied sync pages, rollbacks, wipes): a live query.
-    /// Emissions are coalesced — a consumer that is slow sees the latest results, not a backlog —
-    /// and commits to other models wake it not at all. The stream ends when its task is
-    /// cancelled or the store closes; it fails with the error of a query that cannot run, and
-    /// with `.closed` when the store was closed before it started.
+    /// The results of `query` now, and again after every commit that changes them (local
+    /// writes, transactions, applied sync pages, rollbacks, wipes): a live query. Commits that
+    /// cannot change the results — to other models, or writing objects the query matches neither
+    /// before nor after — wake it not at all, and results equal to the last ones are not yielded
+    /// again (``observeChanges(_:)`` says how they changed). Emissions are coalesced: a consumer
+    /// that is slow sees the latest results, not a backlog. Unordered queries are observed in id
+    /// order. The stream ends when its task is cancelled or the store closes; it fails with the
+    /// error of a query that cannot run, and with `.closed` when the store was closed before it
+    /// started.
     ///
     /// ```swift
     /// for try await cheap in products.observe(Query(where: "price" < 10).order(by: "price")) {
@@ -141,32 +153,24 @@ extension Model {
     /// }
     /// ```
     public func observe(_ query: Query = Query()) -> AsyncThrowingStream<[Object], any Error> {
-        observing { model in try model.findAll(query) }
+        relaying(observeChanges(query)) { $0.objects }
     }
 
-    /// Object `id` now (nil when missing), and again after every committed batch that touches the
-    /// model, coalesced as ``observe(_:)`` is.
+    /// Object `id` now (nil when missing), and again after every commit that changes it,
+    /// coalesced as ``observe(_:)`` is.
     public func observe(_ id: String) -> AsyncThrowingStream<Object?, any Error> {
-        observing { model in try model.find(id) }
+        relaying(observeChanges(Query(where: Field.id == .string(id)))) { $0.objects.first }
     }
 
-    func observing<T: Sendable>(_ read: @escaping @Sendable (Model) throws -> T) -> AsyncThrowingStream<T, any Error> {
+    /// A stream of what `transform` makes of each of `live`'s emissions, coalesced (the newest
+    /// kept).
+    func relaying<T: Sendable>(_ live: LiveQuerySequence, _ transform: @escaping @Sendable (LiveResults) throws -> T)
+        -> AsyncThrowingStream<T, any Error>
+    {
         let (stream, continuation) = AsyncThrowingStream<T, any Error>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        // Subscribed before the first read: a commit in between is not missed.
-        let ticks = store.changeTicks(of: name)
-        let model = self
-        let observers = store.changeObservers
         let task = Task {
             do {
-                guard let first = try observers.whileOpen({ try read(model) }) else {
-                    return continuation.finish(throwing: SatchelError(.closed, "the store is closed", model: model.name))
-                }
-                continuation.yield(first)
-                for await _ in ticks {
-                    if Task.isCancelled { break }
-                    guard let next = try observers.whileOpen({ try read(model) }) else { break }
-                    continuation.yield(next)
-                }
+                for try await results in live { continuation.yield(try transform(results)) }
                 continuation.finish()
             } catch {
                 continuation.finish(throwing: error)

@@ -39,6 +39,8 @@ public final class Transaction: StoreReading {
     /// when someone observed the store's changes as it began (``Store/changes``).
     private var changedModels: [String] = []
     private var changeSets: [String: ChangeSet] = [:]
+    /// Per model, each write's object before and after, for live queries (when observed).
+    private var objectChanges: [String: [ObjectChange]] = [:]
     private let observed: Bool
 
     init(store: Store) {
@@ -324,12 +326,14 @@ public final class Transaction: StoreReading {
         if !changedModels.contains(model) { changedModels.append(model) }
         guard observed else { return }
         changeSets[model] = ChangeSet(model: model, origin: .server, wiped: true)
+        objectChanges[model, default: []].append(ObjectChange(id: "", old: nil, new: nil, wiped: true))
     }
 
     /// Remembers what a write did, for the change sets published at commit.
     private func noteChange(_ model: String, id: String, old: JSONObject?, new: JSONObject?, origin: ChangeSet.Origin) {
         if changedModels.last != model && !changedModels.contains(model) { changedModels.append(model) }
         guard observed else { return }
+        objectChanges[model, default: []].append(ObjectChange(id: id, old: old, new: new))
         var set = changeSets[model] ?? ChangeSet(model: model, origin: origin)
         if origin == .local { set.origin = .local }
         switch (old, new) {
@@ -357,7 +361,8 @@ public final class Transaction: StoreReading {
         }
         if !catalogUpdates.isEmpty { store.catalogVersion.add(1, ordering: .releasing) }
         if !changedModels.isEmpty && !store.changeObservers.isEmpty {
-            store.changeObservers.publish(changedModels.map { changeSets[$0] ?? ChangeSet(model: $0, origin: .local) })
+            store.changeObservers.publish(
+                changedModels.map { changeSets[$0] ?? ChangeSet(model: $0, origin: .local) }, objects: objectChanges)
         }
     }
 

@@ -1,0 +1,143 @@
+import Foundation
+import SatchelTestSupport
+import Testing
+
+@testable import Satchel
+
+/// Live queries with diffs: exact emission sequences for scripted writes, and random commits
+/// whose every emission must equal the query run afresh, with a change that turns the previous
+/// results into the new ones.
+@Suite("Live queries")
+struct LiveQueryTests {
+    static func ids(_ results: LiveResults?) -> [String]? { results?.objects.map(\.id) }
+
+    /// `old` with `change` applied as a list view applies it: deletions and moves' sources
+    /// removed (positions in `old`), then insertions and moves' targets placed (positions in
+    /// the new list).
+    static func applied(_ change: ResultsChange, to old: [String], new: [String]) -> [String] {
+        var list = old.enumerated().filter { i, _ in !change.deletions.contains(i) && !change.moves.contains { $0.from == i } }.map(\.element)
+        let placed = (change.insertions.map { ($0, new[$0]) } + change.moves.map { ($0.to, old[$0.from]) }).sorted { $0.0 < $1.0 }
+        for (at, id) in placed where at <= list.count { list.insert(id, at: at) }
+        return list
+    }
+
+    struct Hung: Error {}
+
+    /// The iterator's next emission, or `Hung` when none comes within a minute (a missed
+    /// emission fails the test instead of hanging it).
+    static func next(_ iterator: LiveQuerySequence.Iterator) async throws -> LiveResults? {
+        try await withThrowingTaskGroup(of: LiveResults?.self) { group in
+            group.addTask {
+                var iterator = iterator
+                return try await iterator.next()
+            }
+            group.addTask {
+                try await Task.sleep(for: .seconds(60))
+                throw Hung()
+            }
+            defer { group.cancelAll() }
+            return try await group.next() ?? nil
+        }
+    }
+
+    @Test("a limited window: entering, leaving, moving and changing objects give exact diffs; writes that cannot matter emit nothing")
+    func window() async throws {
+        let directory = TemporaryDirectory()
+        let store = try Store(path: directory.child("store"))
+        defer { try? store.close() }
+        let products = try store.model("Product")
+        for i in 1...5 { try products.create(["object": .string("p\(i)"), "price": .int(Int64(i)), "name": .string("n\(i)")]) }
+        let live = products.observeChanges(Query(where: "price" < 10).order(by: "price").limit(3)).makeAsyncIterator()
+        let first = try await Self.next(live)
+        #expect(Self.ids(first) == ["p1", "p2", "p3"] && first?.change == nil)
+
+        try products.update("p5", with: ["price": 0])  // enters at the top; p3 leaves the window
+        var next = try await Self.next(live)
+        #expect(Self.ids(next) == ["p5", "p1", "p2"])
+        #expect(next?.change == ResultsChange(deletions: [2], insertions: [0]))
+
+        try products.update("p4", with: ["price": 100])  // matched beyond the window, now not at all: nothing
+        try products.create(["object": "p9", "price": 50])  // no match
+        try products.update("p1", with: ["name": "Lamp"])  // a member changes in place
+        next = try await Self.next(live)
+        #expect(Self.ids(next) == ["p5", "p1", "p2"])
+        #expect(next?.change == ResultsChange(modifications: [1]), "the two writes before emitted nothing")
+
+        try products.update("p2", with: ["price": -1])  // moves to the top
+        next = try await Self.next(live)
+        #expect(Self.ids(next) == ["p2", "p5", "p1"])
+        #expect(next?.change == ResultsChange(moves: [.init(from: 2, to: 0)], modifications: [0]))
+
+        // The null rule deletes p5: the full window loses a member and runs again to refill it.
+        try products.update("p5", with: ["price": .null, "name": .null])
+        next = try await Self.next(live)
+        #expect(Self.ids(next) == ["p2", "p1", "p3"])
+        #expect(next?.change == ResultsChange(deletions: [1], insertions: [2]))
+
+        // A rolled-back transaction commits nothing; one server page is one emission.
+        struct Rollback: Error {}
+        _ = try? await store.bulkUpdate { tx in
+            try tx.update("p3", with: ["price": -5], in: products)
+            throw Rollback()
+        }
+        try await store.bulkUpdate { tx in
+            for i in 20..<30 { try tx.writeServerObject(products, "s\(i)", ["price": .int(Int64(i - 30))]) }
+        }
+        next = try await Self.next(live)
+        #expect(Self.ids(next) == ["s20", "s21", "s22"], "the rollback emitted nothing; the page once")
+        #expect(next?.change == ResultsChange(deletions: [0, 1, 2], insertions: [0, 1, 2]))
+    }
+
+    @Test("random commits: every emission is the query run afresh, and its change turns the previous results into it")
+    func differential() async throws {
+        var rng = SplitMix64(seed: 30)
+        let directory = TemporaryDirectory()
+        let store = try Store(path: directory.child("store"))
+        defer { try? store.close() }
+        let things = try store.model("Thing")
+        for i in 0..<60 { try things.create(["object": .string(String(format: "t%02d", i)), "a": .int(Int64(i % 7)), "b": .int(Int64(i % 5))]) }
+        let queries = [
+            Query(where: "a" < 4).order(by: "b").limit(5), Query(where: "a" >= 2, order: [.descending("b"), .ascending("a")], limit: 8),
+            Query(where: "b" == 1), Query(where: "a" != 3).order(by: "a").limit(1), Query(where: "a" < 6, limit: 4),
+        ]
+        let iterators = queries.map { things.observeChanges($0).makeAsyncIterator() }
+        var shown: [[Object]] = []
+        for i in iterators.indices { shown.append(try #require(try await Self.next(iterators[i])).objects) }
+        for round in 0..<150 {
+            let writes = (0..<Int.random(in: 1...4, using: &rng)).map { _ -> (String, Int, Int, Int) in
+                (
+                    String(format: "t%02d", Int.random(in: 0..<70, using: &rng)), Int.random(in: 0..<10, using: &rng),
+                    Int.random(in: 0..<7, using: &rng),
+                    Int.random(in: 0..<5, using: &rng)
+                )
+            }
+            try await store.bulkUpdate { tx in
+                for (id, kind, a, b) in writes {
+                    switch kind {
+                    case 0: _ = try tx.delete(id, in: things)
+                    case 1:  // the null rule
+                        if try tx.find(id, in: things) != nil { _ = try tx.update(id, with: ["a": .null, "b": .null], in: things) }
+                    default: _ = try tx.put(["object": .string(id), "a": .int(Int64(a)), "b": .int(Int64(b))], in: things)
+                    }
+                }
+            }
+            for (q, query) in queries.enumerated() {
+                var ordered = query
+                if ordered.order.isEmpty { ordered.order = [SortKey(.id)] }
+                let expected = try things.findAll(ordered)
+                guard expected != shown[q] else { continue }
+                let next = try #require(try await Self.next(iterators[q]))
+                #expect(next.objects == expected, "round \(round), query \(q)")
+                if let change = next.change {
+                    #expect(
+                        Self.applied(change, to: shown[q].map(\.id), new: expected.map(\.id)) == expected.map(\.id),
+                        "round \(round), query \(q): \(change)")
+                    for i in change.modifications { #expect(shown[q].first { $0.id == expected[i].id } != expected[i]) }
+                } else {
+                    Issue.record("round \(round), query \(q): an emission without its change")
+                }
+                shown[q] = next.objects
+            }
+        }
+    }
+}
