@@ -34,8 +34,10 @@ struct SatchelBench: AsyncParsableCommand {
         case maintenance
         /// Aggregates and full-text search, against SQLite's GROUP BY and FTS5.
         case queries
+        /// Live queries: commits with 100 observed queries against the same commits without.
+        case observe
 
-        static let byDefault: [Group] = [.store, .codec, .sync, .import, .maintenance, .queries]
+        static let byDefault: [Group] = [.store, .codec, .sync, .import, .maintenance, .queries, .observe]
     }
 
     @Option(help: "A Kinto server's /v1 root, for the kinto group.") var kintoURL: String?
@@ -109,6 +111,7 @@ struct SatchelBench: AsyncParsableCommand {
             case .salesforce: try await SalesforceBench.run(count: min(docs, 20_000), directory: directory)
             case .maintenance: try MaintenanceBench.run(count: docs, directory: directory)
             case .queries: try QueryBench.run(count: docs, directory: directory)
+            case .observe: try await ObserveBench.run(count: docs, directory: directory)
             }
         }
     }

@@ -134,11 +134,14 @@ final class LiveQueryState: Sendable {
             model: name, deliver: { _ in },
             objects: { [inbox, tick] changes in
                 // Only writes whose object matches before or after can change the results.
-                let relevant = changes.filter { change in
-                    change.wiped
-                        || [change.old, change.new].contains { $0.map { condition.matches(Object(id: change.id, attributes: $0)) } ?? false }
+                func relevant(_ change: ObjectChange) -> Bool {
+                    if change.wiped { return true }
+                    if let new = change.new, condition.matches(Object(id: change.id, attributes: new)) { return true }
+                    if let old = change.old, condition.matches(Object(id: change.id, attributes: old)) { return true }
+                    return false
                 }
-                guard !relevant.isEmpty else { return }
+                guard changes.contains(where: relevant) else { return }
+                let relevant = changes.count == 1 ? changes : changes.filter(relevant)
                 inbox.pending.withLock { pending in
                     if relevant.contains(where: \.wiped) || pending.changes.count + relevant.count > 10_000 {
                         pending.rerun = true
@@ -149,7 +152,19 @@ final class LiveQueryState: Sendable {
                 }
                 tick.yield()
             },
-            finish: { [tick] in tick.finish() })
+            equality: Self.equality(in: query.condition), finish: { [tick] in tick.finish() })
+    }
+
+    /// An equality `condition` requires (itself, or one of the conditions it ands) on a path
+    /// without `[]`: only objects with that value can match.
+    static func equality(in condition: Condition) -> (field: Field, value: JSONValue)? {
+        func equality(_ node: Condition.Node) -> (Field, JSONValue)? {
+            if case .compare(let field, .equal, let value) = node, !field.reachesIntoArrays { return (field, value) }
+            return nil
+        }
+        if let found = equality(condition.node) { return found }
+        if case .and(let nodes) = condition.node { return nodes.lazy.compactMap(equality).first }
+        return nil
     }
 
     deinit {

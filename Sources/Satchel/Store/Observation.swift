@@ -34,18 +34,52 @@ public struct ChangeSet: Sendable, Hashable {
 }
 
 /// The store's subscribers to committed change sets. A commit with no subscriber costs a lock
-/// and an empty check; one that touches no observed model wakes no model observer.
+/// and an empty check; one that touches no observed model wakes no model observer; a live query
+/// whose condition requires `field == value` is handed only the commits that write an object
+/// holding that value before or after (looked up, not asked one by one).
 final class ChangeObservers: Sendable {
     private struct Subscriber {
+        var id: UUID
         /// Only these models' change sets (nil: all).
         var model: String?
         var deliver: @Sendable ([ChangeSet]) -> Void
         /// The objects the commit changed in `model`, before and after (a live query's).
         var deliverObjects: (@Sendable ([ObjectChange]) -> Void)?
+        /// For a live query: an equality its condition requires.
+        var equality: (field: Field, value: JSONValue)?
         var finish: @Sendable () -> Void
     }
 
+    /// The live queries of one model: those with an equality, by its field and value, and the
+    /// others.
+    private struct LiveIndex {
+        var keyed: [Field: [JSONValue: [Subscriber]]] = [:]
+        var unkeyed: [Subscriber] = []
+    }
+
+    /// What each commit reads, rebuilt when a subscriber comes or goes: the change-set
+    /// subscribers, and the live queries by model.
+    private struct Current {
+        var sets: [Subscriber] = []
+        var live: [String: LiveIndex] = [:]
+
+        init(_ subscribers: some Collection<Subscriber>) {
+            for subscriber in subscribers {
+                guard let model = subscriber.model, subscriber.deliverObjects != nil else {
+                    sets.append(subscriber)
+                    continue
+                }
+                if let (field, value) = subscriber.equality {
+                    live[model, default: LiveIndex()].keyed[field, default: [:]][value, default: []].append(subscriber)
+                } else {
+                    live[model, default: LiveIndex()].unkeyed.append(subscriber)
+                }
+            }
+        }
+    }
+
     private let subscribers = Locked<[UUID: Subscriber]>([:])
+    private let current = Locked<Current>(Current([]))
     private let closed = Atomic<Bool>(false)
     /// Held by an observer while it reads, and by ``finishAll()``: the store never closes under
     /// an observer's read (LevelDB refuses to close while an iterator lives), and no observer
@@ -59,37 +93,61 @@ final class ChangeObservers: Sendable {
 
     var isEmpty: Bool { subscribers.withLock { $0.isEmpty } }
 
-    /// Registers a subscriber; nil when the store is closed.
+    /// Registers a subscriber; nil when the store is closed. A live query gives `objects` (and
+    /// the equality its condition requires, if any).
     func add(
         model: String?, deliver: @escaping @Sendable ([ChangeSet]) -> Void, objects: (@Sendable ([ObjectChange]) -> Void)? = nil,
-        finish: @escaping @Sendable () -> Void
+        equality: (field: Field, value: JSONValue)? = nil, finish: @escaping @Sendable () -> Void
     ) -> UUID? {
         let id = UUID()
         let added = subscribers.withLock { subscribers -> Bool in
             if closed.load(ordering: .acquiring) { return false }
-            subscribers[id] = Subscriber(model: model, deliver: deliver, deliverObjects: objects, finish: finish)
+            subscribers[id] = Subscriber(id: id, model: model, deliver: deliver, deliverObjects: objects, equality: equality, finish: finish)
+            current.withLock { $0 = Current(subscribers.values) }
             return true
         }
         return added ? id : nil
     }
 
-    func remove(_ id: UUID) { _ = subscribers.withLock { $0.removeValue(forKey: id) } }
+    func remove(_ id: UUID) {
+        subscribers.withLock { subscribers in
+            subscribers.removeValue(forKey: id)
+            current.withLock { $0 = Current(subscribers.values) }
+        }
+    }
 
-    /// Hands the change sets of a commit to the subscribers they concern.
+    /// Hands the change sets of a commit to the subscribers they concern, and each model's
+    /// written objects to its live queries.
     func publish(_ sets: [ChangeSet], objects: [String: [ObjectChange]] = [:]) {
         guard !sets.isEmpty else { return }
-        let targets = subscribers.withLock { Array($0.values) }
-        for subscriber in targets {
+        let targets = current.withLock { $0 }
+        for subscriber in targets.sets {
             if let model = subscriber.model {
-                if let deliverObjects = subscriber.deliverObjects {
-                    if let changes = objects[model] { deliverObjects(changes) }
-                    continue
-                }
                 let mine = sets.filter { $0.model == model }
                 if !mine.isEmpty { subscriber.deliver(mine) }
             } else {
                 subscriber.deliver(sets)
             }
+        }
+        for (model, changes) in objects {
+            guard let index = targets.live[model] else { continue }
+            for subscriber in index.unkeyed { subscriber.deliverObjects?(changes) }
+            guard !index.keyed.isEmpty else { continue }
+            if changes.contains(where: \.wiped) {
+                for subscriber in index.keyed.values.flatMap({ $0.values.joined() }) { subscriber.deliverObjects?(changes) }
+                continue
+            }
+            var chosen: [UUID: Subscriber] = [:]
+            for change in changes {
+                for (field, byValue) in index.keyed {
+                    for attributes in [change.old, change.new] {
+                        let value = field.isID ? (attributes == nil ? nil : .string(change.id)) : attributes.flatMap(field.value(in:))
+                        guard let value, let concerned = byValue[value] else { continue }
+                        for subscriber in concerned { chosen[subscriber.id] = subscriber }
+                    }
+                }
+            }
+            for subscriber in chosen.values { subscriber.deliverObjects?(changes) }
         }
     }
 
@@ -98,7 +156,10 @@ final class ChangeObservers: Sendable {
         reads.withLock { $0 = false }  // waits for a read under way
         closed.store(true, ordering: .releasing)
         let all = subscribers.withLock { subscribers in
-            defer { subscribers.removeAll() }
+            defer {
+                subscribers.removeAll()
+                current.withLock { $0 = Current([]) }
+            }
             return Array(subscribers.values)
         }
         for subscriber in all { subscriber.finish() }
