@@ -88,6 +88,33 @@ struct LiveQueryTests {
         #expect(next?.change == ResultsChange(deletions: [0, 1, 2], insertions: [0, 1, 2]))
     }
 
+    @Test("ids that differ only in Unicode normalization are two objects to a live query, as to the store")
+    func normalization() async throws {
+        let directory = TemporaryDirectory()
+        let store = try Store(path: directory.child("store"))
+        defer { try? store.close() }
+        let notes = try store.model("Note")
+        let (composed, decomposed) = ("caf\u{E9}", "cafe\u{301}")
+        try notes.create(["object": .string(composed), "n": 1])
+        try notes.create(["object": .string(decomposed), "n": 2])
+        let live = notes.observeChanges(Query()).makeAsyncIterator()
+        let first = try #require(try await Self.next(live))
+        // In id order by bytes: "cafe" + U+0301 before "caf" + U+00E9.
+        #expect(first.objects.map { Array($0.id.utf8) } == [Array(decomposed.utf8), Array(composed.utf8)])
+        try notes.update(decomposed, with: ["n": 20])
+        var next = try #require(try await Self.next(live))
+        #expect(next.objects == (try notes.findAll(Query(order: [SortKey(.id)]))))
+        #expect(next.change == ResultsChange(modifications: [0]))
+        try notes.update(composed, with: ["n": 10])
+        next = try #require(try await Self.next(live))
+        #expect(next.objects == (try notes.findAll(Query(order: [SortKey(.id)]))))
+        #expect(next.change == ResultsChange(modifications: [1]))
+        _ = try notes.delete(composed)
+        next = try #require(try await Self.next(live))
+        #expect(next.objects.map { Array($0.id.utf8) } == [Array(decomposed.utf8)])
+        #expect(next.change == ResultsChange(deletions: [1]))
+    }
+
     @Test("random commits: every emission is the query run afresh, and its change turns the previous results into it")
     func differential() async throws {
         var rng = SplitMix64(seed: 30)

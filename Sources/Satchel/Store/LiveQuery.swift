@@ -42,7 +42,8 @@ public struct ResultsChange: Sendable, Hashable {
 
     /// The change from `old` to `new` (objects by id).
     init(from old: [Object], to new: [Object]) {
-        let difference = new.map(\.id).difference(from: old.map(\.id)).inferringMoves()
+        // Ids by their bytes, as the store tells objects apart (not by canonical equivalence).
+        let difference = new.map { NameKey($0.id) }.difference(from: old.map { NameKey($0.id) }).inferringMoves()
         var deletions: [Int] = []
         var insertions: [Int] = []
         var moves: [Move] = []
@@ -53,8 +54,8 @@ public struct ResultsChange: Sendable, Hashable {
                 if let from = associated { moves.append(Move(from: from, to: offset)) } else { insertions.append(offset) }
             }
         }
-        let before = Dictionary(old.map { ($0.id, $0.attributes) }, uniquingKeysWith: { a, _ in a })
-        let modifications = new.indices.filter { i in before[new[i].id].map { $0 != new[i].attributes } ?? false }
+        let before = Dictionary(old.map { (NameKey($0.id), $0.attributes) }, uniquingKeysWith: { a, _ in a })
+        let modifications = new.indices.filter { i in before[NameKey(new[i].id)].map { $0 != new[i].attributes } ?? false }
         self.init(deletions: deletions.sorted(), insertions: insertions.sorted(), moves: moves.sorted { $0.to < $1.to }, modifications: modifications)
     }
 }
@@ -114,7 +115,7 @@ final class LiveQueryState: Sendable {
         var started = false
         var objects: [Object] = []
         var keys: [[[UInt8]]] = []
-        var members: [String: [[UInt8]]] = [:]
+        var members: [NameKey: [[UInt8]]] = [:]
         var complete = true
     }
     private let window = Locked(Window())
@@ -190,15 +191,14 @@ final class LiveQueryState: Sendable {
                 return (pending.changes, pending.rerun)
             }
             let previous = window.withLock { $0.objects }
-            var updated: [Object]
+            let updated: [Object]
             if !rerun && incremental, let objects = window.withLock({ window in apply(changes, to: &window) ? window.objects : nil }) {
                 updated = objects
             } else {
                 updated = try read()
                 window.withLock { set(&$0, updated) }
             }
-            if updated.map(\.id) == previous.map(\.id) && zip(updated, previous).allSatisfy({ $0.attributes == $1.attributes }) { continue }
-            updated = window.withLock { $0.objects }
+            if updated == previous { continue }  // Object's equality: ids by their bytes, and attributes
             return LiveResults(objects: updated, change: ResultsChange(from: previous, to: updated))
         }
         return nil
@@ -215,7 +215,7 @@ final class LiveQueryState: Sendable {
     private func set(_ window: inout Window, _ objects: [Object]) {
         window.objects = objects
         window.keys = objects.map(sorter.keys)
-        window.members = Dictionary(zip(objects.map(\.id), window.keys), uniquingKeysWith: { a, _ in a })
+        window.members = Dictionary(zip(objects.map { NameKey($0.id) }, window.keys), uniquingKeysWith: { a, _ in a })
         window.complete = query.limit.map { objects.count < $0 } ?? true
     }
 
@@ -225,11 +225,11 @@ final class LiveQueryState: Sendable {
         for change in changes {
             let now = change.new.map { Object(id: change.id, attributes: $0) }
             let matches = now.map { query.condition.matches($0) } ?? false
-            if let keys = window.members[change.id] {
+            if let keys = window.members[NameKey(change.id)] {
                 let at = position(of: keys, change.id, in: window)
                 window.objects.remove(at: at)
                 window.keys.remove(at: at)
-                window.members[change.id] = nil
+                window.members[NameKey(change.id)] = nil
                 guard let now, matches else {
                     if !window.complete { return false }  // a full window lost a member it cannot refill
                     continue
@@ -247,7 +247,7 @@ final class LiveQueryState: Sendable {
                     insert(now, newKeys, at: to, into: &window)
                     let last = window.objects.removeLast()
                     window.keys.removeLast()
-                    window.members[last.id] = nil
+                    window.members[NameKey(last.id)] = nil
                     window.complete = false
                 } else {
                     insert(now, newKeys, at: to, into: &window)
@@ -260,7 +260,7 @@ final class LiveQueryState: Sendable {
     private func insert(_ object: Object, _ keys: [[UInt8]], at index: Int, into window: inout Window) {
         window.objects.insert(object, at: index)
         window.keys.insert(keys, at: index)
-        window.members[object.id] = keys
+        window.members[NameKey(object.id)] = keys
     }
 
     /// Where an object with sort keys `keys` and id `id` is, or goes, in the window's order.
