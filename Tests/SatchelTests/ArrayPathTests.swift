@@ -163,6 +163,15 @@ struct ArrayPathTests {
         #expect(try orders.findAll(where: "items.product" == "p1").map(\.id) == ["o1"])
         #expect(try orders.findAll(where: "items[].product" == "p1").map(\.id) == ["o1"])
         _ = try orders.update("o1", with: ["items": [["product": "p1"]]])
+        // An array deeper down (customer.visits is one) is refused when a query reads its object.
+        _ = try orders.put(["object": "o3", "customer": ["visits": [["city": "Oslo"]]]])
+        #expect {
+            _ = try orders.findAll(where: "customer.visits.city" == "Oslo")
+        } throws: { error in
+            (error as? SatchelError)?.message.contains("meets an array at 'customer.visits' (object 'o3'): write 'customer.visits[].city'") == true
+        }
+        #expect(try orders.findAll(where: "customer.visits[].city" == "Oslo").map(\.id) == ["o3"])
+        _ = try orders.delete("o3")
         // Paths through nested objects, and through arrays with [], answer as before.
         #expect(try orders.findAll(where: "customer.city" == "Rome").map(\.id) == ["o2"])
         #expect(try orders.findAll(where: "items[].product" == "p1").map(\.id) == ["o1"])

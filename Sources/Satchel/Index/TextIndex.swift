@@ -375,7 +375,7 @@ extension Model {
             }
         }
         var matches: [TextMatch] = []
-        let dottedFields = Condition.dottedFields(condition.node)
+        let dottedFields = Condition.deepDottedFields(condition.node)
         while let next = heap.pop() {
             if order.isEmpty, let limit, matches.count >= limit { break }
             let id = ranked.idBytes.withUnsafeBytes {

@@ -200,6 +200,11 @@ public struct Condition: Sendable, Hashable, CustomStringConvertible {
             model: model)
     }
 
+    /// The dotted paths of `node` an array may cross below their first name (`a.b.c`): the
+    /// model's statistics count arrays at first names only (``refuseArrayCrossings(_:model:)``),
+    /// so these are checked on each object a query reads (``refuseArrays(on:in:model:)``).
+    static func deepDottedFields(_ node: Node) -> [Field] { dottedFields(node).filter { $0.components.count > 2 } }
+
     /// Refuses a question whose dotted path meets an array in `object` before its end: such a
     /// path reaches nothing there, and whoever asked meant the array's elements (`items[]`).
     static func refuseArrays(on fields: [Field], in object: Object, model: String) throws(SatchelError) {

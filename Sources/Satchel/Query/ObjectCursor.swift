@@ -28,7 +28,7 @@ public final class ObjectCursor {
     private(set) var candidatesRead = 0
     /// The most objects an in-memory sort held at once.
     private(set) var peakBuffered = 0
-    /// The residual's dotted paths, checked on each candidate for arrays on the way.
+    /// The residual's deep dotted paths, checked on each candidate for arrays on the way.
     private let dottedFields: [Field]
 
     private enum SourceState {
@@ -45,7 +45,7 @@ public final class ObjectCursor {
         self.model = model
         self.query = query
         self.plan = plan
-        dottedFields = Condition.dottedFields(plan.residual)
+        dottedFields = Condition.deepDottedFields(plan.residual)
         db = model.store.database(partition)
         remainingOffset = query.offset
         remainingLimit = query.limit
