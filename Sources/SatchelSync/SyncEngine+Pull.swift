@@ -248,7 +248,7 @@ extension SyncEngine {
             for (local, server) in page.links.sorted(by: { $0.key < $1.key }) {
                 if local != server, try tx.rename(model, from: local, to: server) {
                     links.append((local, server))
-                    notification.created.append(server)
+                    notification.renamed[local] = server
                 }
                 // The create is acknowledged (a link to the same id included).
                 var records = try tx.objectSyncState(model, server)

@@ -276,7 +276,9 @@ extension SyncEngine {
         for (local, server) in summary.renamed { report.serverIDs[model, default: [:]][local] = server }
         report.accepted += summary.accepted
         report.refused += summary.refused
-        if !summary.renamed.isEmpty { emit(.objects(ChangeSet(model: model, created: summary.renamed.map(\.to), origin: .server))) }
+        if !summary.renamed.isEmpty {
+            emit(.objects(ChangeSet(model: model, renamed: Dictionary(summary.renamed, uniquingKeysWith: { _, last in last }), origin: .server)))
+        }
         if !summary.refusals.isEmpty {
             emit(.sync(SyncNotification(status: .error, model: model, errorCode: .refusedChanges, message: summary.refusals.joined(separator: "; "))))
         }

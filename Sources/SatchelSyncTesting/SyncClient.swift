@@ -33,6 +33,7 @@ public final class EventLog: Sendable {
             merged.created += n.created
             merged.updated += n.updated
             merged.deleted += n.deleted
+            merged.renamed.merge(n.renamed) { _, last in last }
         }
         return merged
     }

@@ -249,7 +249,9 @@ public enum SyncConformance {
         #expect(try device.client.model("Order").findAll().first?["customer"] == .string(customerID))
         if customerID != "c-local" {
             #expect(try device.client.model("Customer").find("c-local") == nil)
-            #expect(device.log.objects("Customer").created.contains(customerID))
+            // A rename, not a create: the notification links the two ids.
+            #expect(device.log.objects("Customer").renamed == ["c-local": customerID])
+            #expect(!device.log.objects("Customer").created.contains(customerID))
             #expect(report.serverIDs["Customer"] == ["c-local": customerID], "the report says which id the server gave")
         } else {
             #expect(report.serverIDs.isEmpty)

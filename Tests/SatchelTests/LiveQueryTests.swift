@@ -115,6 +115,48 @@ struct LiveQueryTests {
         #expect(next.change == ResultsChange(deletions: [1]))
     }
 
+    @Test("a rename is not a delete: the list keeps its row, observe(id) follows the object, change sets say old → new")
+    func renames() async throws {
+        let directory = TemporaryDirectory()
+        let store = try Store(path: directory.child("store"))
+        defer { try? store.close() }
+        let products = try store.model("Product")
+        for (id, price) in [("a", 1), ("local-1", 2), ("c", 3)] { try products.create(["object": .string(id), "price": .int(Int64(price))]) }
+        let byPrice = products.observeChanges(Query().order(by: "price")).makeAsyncIterator()
+        let byID = products.observeChanges(Query()).makeAsyncIterator()
+        #expect(Self.ids(try await Self.next(byPrice)) == ["a", "local-1", "c"])
+        #expect(Self.ids(try await Self.next(byID)) == ["a", "c", "local-1"])
+        var sets = store.changes.makeAsyncIterator()
+        var one = products.observe("local-1").makeAsyncIterator()
+        #expect(try await one.next()??.id == "local-1")
+
+        // The server acknowledges the create under its own id (what a push result or a link does).
+        try await store.bulkUpdate { tx in _ = try tx.rename(products, from: "local-1", to: "b") }
+        let set = await sets.next()
+        #expect(set == ChangeSet(model: "Product", renamed: ["local-1": "b"], origin: .server), "no create, no delete")
+        var next = try await Self.next(byPrice)
+        #expect(Self.ids(next) == ["a", "b", "c"])
+        #expect(next?.change == ResultsChange(modifications: [1], renames: [.init(position: 1, from: "local-1", to: "b")]), "the row stays")
+        next = try await Self.next(byID)
+        #expect(Self.ids(next) == ["a", "b", "c"])
+        // In id order the new id moves the row: one move, whichever of the two the diff picks.
+        let change = try #require(next?.change)
+        #expect(change.renames == [.init(position: 1, from: "local-1", to: "b")] && change.deletions.isEmpty && change.insertions.isEmpty)
+        #expect(change.moves.count == 1 && Self.applied(change, to: ["a", "c", "b"], new: ["a", "b", "c"]) == ["a", "b", "c"])
+        let followed = try await one.next()
+        #expect(followed??.id == "b" && followed??["price"] == 2, "observe(id) goes on with the object under its new id")
+
+        // It keeps following: a write to the new id is seen, and a second rename too.
+        try products.update("b", with: ["price": 20])
+        #expect(try await one.next()??["price"] == 20)
+        try await store.bulkUpdate { tx in _ = try tx.rename(products, from: "b", to: "b2") }
+        #expect(try await one.next()??.id == "b2")
+        next = try await Self.next(byPrice)
+        #expect(Self.ids(next) == ["a", "c", "b2"])
+        _ = try products.delete("b2")
+        #expect(try await one.next() == .some(nil), "a delete is a delete")
+    }
+
     @Test("random commits: every emission is the query run afresh, and its change turns the previous results into it")
     func differential() async throws {
         var rng = SplitMix64(seed: 30)
@@ -130,6 +172,7 @@ struct LiveQueryTests {
         let iterators = queries.map { things.observeChanges($0).makeAsyncIterator() }
         var shown: [[Object]] = []
         for i in iterators.indices { shown.append(try #require(try await Self.next(iterators[i])).objects) }
+        var renamesSeen = 0
         for round in 0..<150 {
             let writes = (0..<Int.random(in: 1...4, using: &rng)).map { _ -> (String, Int, Int, Int) in
                 (
@@ -144,6 +187,9 @@ struct LiveQueryTests {
                     case 0: _ = try tx.delete(id, in: things)
                     case 1:  // the null rule
                         if try tx.find(id, in: things) != nil { _ = try tx.update(id, with: ["a": .null, "b": .null], in: things) }
+                    case 2:  // a rename to an id not in use (what an acknowledged create does)
+                        let to = String(format: "t%02d", a * 10 + b + 70 + round % 3 * 40)
+                        if try tx.find(id, in: things) != nil, try tx.find(to, in: things) == nil { _ = try tx.rename(things, from: id, to: to) }
                     default: _ = try tx.put(["object": .string(id), "a": .int(Int64(a)), "b": .int(Int64(b))], in: things)
                     }
                 }
@@ -156,15 +202,23 @@ struct LiveQueryTests {
                 let next = try #require(try await Self.next(iterators[q]))
                 #expect(next.objects == expected, "round \(round), query \(q)")
                 if let change = next.change {
+                    // The previous ids, under the names the renames gave them.
+                    let renamed = Dictionary(change.renames.map { ($0.from, $0.to) }, uniquingKeysWith: { a, _ in a })
+                    let previous = shown[q].map { renamed[$0.id] ?? $0.id }
                     #expect(
-                        Self.applied(change, to: shown[q].map(\.id), new: expected.map(\.id)) == expected.map(\.id),
-                        "round \(round), query \(q): \(change)")
-                    for i in change.modifications { #expect(shown[q].first { $0.id == expected[i].id } != expected[i]) }
+                        Self.applied(change, to: previous, new: expected.map(\.id)) == expected.map(\.id), "round \(round), query \(q): \(change)")
+                    renamesSeen += change.renames.count
+                    for rename in change.renames { #expect(expected[rename.position].id == rename.to && shown[q].contains { $0.id == rename.from }) }
+                    for i in change.modifications {
+                        let before = shown[q].first { $0.id == expected[i].id || renamed[$0.id] == expected[i].id }
+                        #expect(before != expected[i])
+                    }
                 } else {
                     Issue.record("round \(round), query \(q): an emission without its change")
                 }
                 shown[q] = next.objects
             }
         }
+        #expect(renamesSeen > 10, "renames reached the diffs")
     }
 }

@@ -83,7 +83,7 @@ extension Model {
     /// it (``observe(_:)-(String)``, decoded).
     public func observe<T: ModelRecord & Sendable>(_ id: String, as type: T.Type) -> AsyncThrowingStream<T?, any Error> {
         let name = name
-        return relaying(observeChanges(Query(where: Field.id == .string(id)))) {
+        return relaying(observingID(id)) {
             try $0.objects.first.map { try Model.decode($0, as: type, model: name) }
         }
     }

@@ -111,6 +111,7 @@ extension Transaction {
             try apply(entry, model, id: from, old: attributes, new: nil, recordChange: false)
             let existing = try readObject(model, to, entry: entry)
             try apply(entry, model, id: to, old: existing, new: attributes, recordChange: false)
+            if existing == nil { noteRename(model.name, from: from, to: to) }
             moved = true
         }
         let records = try objectSyncState(model, from)

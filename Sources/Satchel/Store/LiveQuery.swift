@@ -8,6 +8,11 @@ struct ObjectChange: Sendable {
     var old: JSONObject?
     var new: JSONObject?
     var wiped = false
+    /// The id the object had before: a rename (`old` is the object under that id).
+    var renamedFrom: String?
+
+    /// The object's id before the write.
+    var oldID: String { renamedFrom ?? id }
 }
 
 /// How an observed query's results changed from one emission to the next, in the shape list
@@ -28,22 +33,46 @@ public struct ResultsChange: Sendable, Hashable {
         }
     }
 
+    /// An object that stayed under a new id (a create the server acknowledged under its own
+    /// id): its position in the new results, the id it had and the id it has. Its row stays
+    /// (it is also among ``modifications``, to be reloaded), unless its new id moved it.
+    public struct Rename: Sendable, Hashable {
+        public var position: Int
+        public var from: String
+        public var to: String
+
+        public init(position: Int, from: String, to: String) {
+            self.position = position
+            self.from = from
+            self.to = to
+        }
+    }
+
     public var deletions: [Int]
     public var insertions: [Int]
     public var moves: [Move]
     public var modifications: [Int]
+    public var renames: [Rename]
 
-    public init(deletions: [Int] = [], insertions: [Int] = [], moves: [Move] = [], modifications: [Int] = []) {
+    public init(deletions: [Int] = [], insertions: [Int] = [], moves: [Move] = [], modifications: [Int] = [], renames: [Rename] = []) {
         self.deletions = deletions
         self.insertions = insertions
         self.moves = moves
         self.modifications = modifications
+        self.renames = renames
     }
 
-    /// The change from `old` to `new` (objects by id).
-    init(from old: [Object], to new: [Object]) {
+    /// The change from `old` to `new` (objects by id), where objects of `old` may have been
+    /// renamed (`renames`, in the order they happened).
+    init(from old: [Object], to new: [Object], renames: [(from: String, to: String)] = []) {
         // Ids by their bytes, as the store tells objects apart (not by canonical equivalence).
-        let difference = new.map { NameKey($0.id) }.difference(from: old.map { NameKey($0.id) }).inferringMoves()
+        var renamedTo: [NameKey: String] = [:]
+        for (from, to) in renames {
+            for (origin, current) in renamedTo where NameKey(current) == NameKey(from) { renamedTo[origin] = to }
+            if renamedTo[NameKey(from)] == nil { renamedTo[NameKey(from)] = to }
+        }
+        let oldIDs = old.map { renamedTo[NameKey($0.id)].map(NameKey.init) ?? NameKey($0.id) }
+        let difference = new.map { NameKey($0.id) }.difference(from: oldIDs).inferringMoves()
         var deletions: [Int] = []
         var insertions: [Int] = []
         var moves: [Move] = []
@@ -54,9 +83,18 @@ public struct ResultsChange: Sendable, Hashable {
                 if let from = associated { moves.append(Move(from: from, to: offset)) } else { insertions.append(offset) }
             }
         }
-        let before = Dictionary(old.map { (NameKey($0.id), $0.attributes) }, uniquingKeysWith: { a, _ in a })
-        let modifications = new.indices.filter { i in before[NameKey(new[i].id)].map { $0 != new[i].attributes } ?? false }
-        self.init(deletions: deletions.sorted(), insertions: insertions.sorted(), moves: moves.sorted { $0.to < $1.to }, modifications: modifications)
+        let before = Dictionary(zip(oldIDs, old.map { ($0.id, $0.attributes) }), uniquingKeysWith: { a, _ in a })
+        var modifications: [Int] = []
+        var renamed: [Rename] = []
+        for (i, object) in new.enumerated() {
+            guard let (id, attributes) = before[NameKey(object.id)] else { continue }
+            let isRenamed = NameKey(id) != NameKey(object.id)
+            if isRenamed { renamed.append(Rename(position: i, from: id, to: object.id)) }
+            if isRenamed || attributes != object.attributes { modifications.append(i) }
+        }
+        self.init(
+            deletions: deletions.sorted(), insertions: insertions.sorted(), moves: moves.sorted { $0.to < $1.to }, modifications: modifications,
+            renames: renamed)
     }
 }
 
@@ -79,8 +117,11 @@ public struct LiveQuerySequence: AsyncSequence, Sendable {
     public typealias Element = LiveResults
     let model: Model
     let query: Query
+    /// Observing one object by its id (``Model/observe(_:)-(String)``): the query follows the
+    /// object when it is renamed.
+    var followsRenames = false
 
-    public func makeAsyncIterator() -> Iterator { Iterator(LiveQueryState(model: model, query: query)) }
+    public func makeAsyncIterator() -> Iterator { Iterator(LiveQueryState(model: model, query: query, followsRenames: followsRenames)) }
 
     public struct Iterator: AsyncIteratorProtocol, Sendable {
         let state: LiveQueryState
@@ -94,12 +135,23 @@ public struct LiveQuerySequence: AsyncSequence, Sendable {
 /// last ran, and the results it last yielded.
 final class LiveQueryState: Sendable {
     private let model: Model
+    /// The query; for an observed id, its condition follows the object's renames (`followed`).
     private let query: Query
+    /// The object observed by id (nil: a query): its id, changed by a rename, and the
+    /// subscription, found by that id.
+    private final class Followed: Sendable {
+        let id: Locked<String>
+        let subscription = Locked<UUID?>(nil)
+        init(_ id: String) { self.id = Locked(id) }
+    }
+    private let followed: Followed?
     private let sorter: Sorter
     private let incremental: Bool
     private struct Pending {
         var changes: [ObjectChange] = []
         var rerun = false
+        /// Renames of matching objects (kept on a rerun too: the change reports them).
+        var renames: [(from: String, to: String)] = []
     }
     /// The writes published since the iterator last ran, filled on the committing threads.
     private final class Inbox: Sendable {
@@ -120,7 +172,7 @@ final class LiveQueryState: Sendable {
     }
     private let window = Locked(Window())
 
-    init(model: Model, query given: Query) {
+    init(model: Model, query given: Query, followsRenames: Bool = false) {
         self.model = model
         // Unordered results are observed in id order: a window that the writes keep up.
         var query = given
@@ -129,21 +181,40 @@ final class LiveQueryState: Sendable {
         sorter = Sorter(order: query.order)
         incremental = query.offset == 0 && query.projection == nil
         (ticks, tick) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        let equality = Self.equality(in: query.condition)
+        let followed: Followed? =
+            if followsRenames, let (field, value) = equality, field.isID, let id = value.stringValue { Followed(id) } else { nil }
+        self.followed = followed
         let condition = query.condition
         let name = model.name
-        subscription = model.store.changeObservers.add(
+        let observers = model.store.changeObservers
+        subscription = observers.add(
             model: name, deliver: { _ in },
             objects: { [inbox, tick] changes in
+                // The object observed by id: a rename from its id moves the observation along.
+                let condition =
+                    followed.map { followed in
+                        followed.id.withLock { id -> Condition in
+                            for change in changes where change.renamedFrom.map({ NameKey($0) == NameKey(id) }) == true {
+                                id = change.id
+                                if let subscription = followed.subscription.withLock({ $0 }) {
+                                    observers.rekey(subscription, equality: (Field.id, .string(id)))
+                                }
+                            }
+                            return Field.id == .string(id)
+                        }
+                    } ?? condition
                 // Only writes whose object matches before or after can change the results.
                 func relevant(_ change: ObjectChange) -> Bool {
                     if change.wiped { return true }
                     if let new = change.new, condition.matches(Object(id: change.id, attributes: new)) { return true }
-                    if let old = change.old, condition.matches(Object(id: change.id, attributes: old)) { return true }
+                    if let old = change.old, condition.matches(Object(id: change.oldID, attributes: old)) { return true }
                     return false
                 }
                 guard changes.contains(where: relevant) else { return }
                 let relevant = changes.count == 1 ? changes : changes.filter(relevant)
                 inbox.pending.withLock { pending in
+                    for change in relevant { if let from = change.renamedFrom { pending.renames.append((from, change.id)) } }
                     if relevant.contains(where: \.wiped) || pending.changes.count + relevant.count > 10_000 {
                         pending.rerun = true
                         pending.changes = []
@@ -153,7 +224,16 @@ final class LiveQueryState: Sendable {
                 }
                 tick.yield()
             },
-            equality: Self.equality(in: query.condition), finish: { [tick] in tick.finish() })
+            equality: equality, finish: { [tick] in tick.finish() })
+        followed?.subscription.withLock { $0 = subscription }
+    }
+
+    /// The query now: for an observed id, on the id the object has now.
+    private var current: Query {
+        guard let followed else { return query }
+        var current = query
+        current.condition = Field.id == .string(followed.id.withLock { $0 })
+        return current
     }
 
     /// An equality `condition` requires (itself, or one of the conditions it ands) on a path
@@ -186,9 +266,9 @@ final class LiveQueryState: Sendable {
         }
         for await _ in ticks {
             if Task.isCancelled { return nil }
-            let (changes, rerun) = inbox.pending.withLock { pending in
+            let (changes, rerun, renames) = inbox.pending.withLock { pending in
                 defer { pending = Pending() }
-                return (pending.changes, pending.rerun)
+                return (pending.changes, pending.rerun, pending.renames)
             }
             let previous = window.withLock { $0.objects }
             let updated: [Object]
@@ -199,13 +279,14 @@ final class LiveQueryState: Sendable {
                 window.withLock { set(&$0, updated) }
             }
             if updated == previous { continue }  // Object's equality: ids by their bytes, and attributes
-            return LiveResults(objects: updated, change: ResultsChange(from: previous, to: updated))
+            return LiveResults(objects: updated, change: ResultsChange(from: previous, to: updated, renames: renames))
         }
         return nil
     }
 
     /// The query's results now (nil: the store is closing).
     private func read() throws -> [Object] {
+        let query = current
         guard let objects = try model.store.changeObservers.whileOpen({ try model.findAll(query) }) else {
             throw SatchelError(.closed, "the store is closed", model: model.name)
         }
@@ -222,14 +303,15 @@ final class LiveQueryState: Sendable {
     /// Applies `changes` (in commit order) to the window; false where that is not exact and the
     /// query must run again.
     private func apply(_ changes: [ObjectChange], to window: inout Window) -> Bool {
+        let condition = current.condition
         for change in changes {
             let now = change.new.map { Object(id: change.id, attributes: $0) }
-            let matches = now.map { query.condition.matches($0) } ?? false
-            if let keys = window.members[NameKey(change.id)] {
-                let at = position(of: keys, change.id, in: window)
+            let matches = now.map { condition.matches($0) } ?? false
+            if let keys = window.members[NameKey(change.oldID)] {
+                let at = position(of: keys, change.oldID, in: window)
                 window.objects.remove(at: at)
                 window.keys.remove(at: at)
-                window.members[NameKey(change.id)] = nil
+                window.members[NameKey(change.oldID)] = nil
                 guard let now, matches else {
                     if !window.complete { return false }  // a full window lost a member it cannot refill
                     continue

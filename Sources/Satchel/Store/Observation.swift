@@ -16,18 +16,26 @@ public struct ChangeSet: Sendable, Hashable {
     public var created: [String] = []
     public var updated: [String] = []
     public var deleted: [String] = []
+    /// Objects given a new id (old id → new id): a create acknowledged under the server's id.
+    /// A rename is neither a create nor a delete: the object is the same, and neither id is
+    /// listed in ``created`` or ``deleted`` for it.
+    public var renamed: [String: String] = [:]
     public var origin: Origin
     /// The model's synced data was wiped whole (a reset, another user's login): no id lists.
     public var wiped = false
 
     /// Whether it lists no id and wipes nothing.
-    public var isEmpty: Bool { created.isEmpty && updated.isEmpty && deleted.isEmpty && !wiped }
+    public var isEmpty: Bool { created.isEmpty && updated.isEmpty && deleted.isEmpty && renamed.isEmpty && !wiped }
 
-    public init(model: String, created: [String] = [], updated: [String] = [], deleted: [String] = [], origin: Origin, wiped: Bool = false) {
+    public init(
+        model: String, created: [String] = [], updated: [String] = [], deleted: [String] = [], renamed: [String: String] = [:], origin: Origin,
+        wiped: Bool = false
+    ) {
         self.model = model
         self.created = created
         self.updated = updated
         self.deleted = deleted
+        self.renamed = renamed
         self.origin = origin
         self.wiped = wiped
     }
@@ -109,6 +117,15 @@ final class ChangeObservers: Sendable {
         return added ? id : nil
     }
 
+    /// Changes the equality a live query is found by (an observed object renamed).
+    func rekey(_ id: UUID, equality: (field: Field, value: JSONValue)) {
+        subscribers.withLock { subscribers in
+            guard subscribers[id] != nil else { return }
+            subscribers[id]?.equality = equality
+            current.withLock { $0 = Current(subscribers.values) }
+        }
+    }
+
     func remove(_ id: UUID) {
         subscribers.withLock { subscribers in
             subscribers.removeValue(forKey: id)
@@ -140,8 +157,8 @@ final class ChangeObservers: Sendable {
             var chosen: [UUID: Subscriber] = [:]
             for change in changes {
                 for (field, byValue) in index.keyed {
-                    for attributes in [change.old, change.new] {
-                        let value = field.isID ? (attributes == nil ? nil : .string(change.id)) : attributes.flatMap(field.value(in:))
+                    for (id, attributes) in [(change.oldID, change.old), (change.id, change.new)] {
+                        let value = field.isID ? (attributes == nil ? nil : .string(id)) : attributes.flatMap(field.value(in:))
                         guard let value, let concerned = byValue[value] else { continue }
                         for subscriber in concerned { chosen[subscriber.id] = subscriber }
                     }
@@ -218,9 +235,16 @@ extension Model {
     }
 
     /// Object `id` now (nil when missing), and again after every commit that changes it,
-    /// coalesced as ``observe(_:)`` is.
+    /// coalesced as ``observe(_:)`` is. When the object is renamed (a create the server
+    /// acknowledged under its own id), the observation follows it: the next value is the object
+    /// under its new id, never a nil.
     public func observe(_ id: String) -> AsyncThrowingStream<Object?, any Error> {
-        relaying(observeChanges(Query(where: Field.id == .string(id)))) { $0.objects.first }
+        relaying(observingID(id)) { $0.objects.first }
+    }
+
+    /// The live query of object `id`, following its renames.
+    func observingID(_ id: String) -> LiveQuerySequence {
+        LiveQuerySequence(model: self, query: Query(where: Field.id == .string(id)), followsRenames: true)
     }
 
     /// A stream of what `transform` makes of each of `live`'s emissions, coalesced (the newest

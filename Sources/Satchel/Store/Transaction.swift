@@ -345,6 +345,26 @@ public final class Transaction: StoreReading {
         changeSets[model] = set
     }
 
+    /// Turns the delete of `from` and the create of `to` that a rename just noted into one
+    /// rename: the change set says `renamed: from → to`, and live queries see one object
+    /// changing its id. When `to` already held an object (overwritten), the writes stay as noted.
+    func noteRename(_ model: String, from: String, to: String) {
+        // Ids by their bytes, as the store tells objects apart.
+        func same(_ a: String, _ b: String) -> Bool { a.utf8.elementsEqual(b.utf8) }
+        guard observed, var set = changeSets[model], let created = set.created.lastIndex(where: { same($0, to) }),
+            let deleted = set.deleted.lastIndex(where: { same($0, from) }), var changes = objectChanges[model], changes.count >= 2
+        else { return }
+        let (removal, creation) = (changes[changes.count - 2], changes[changes.count - 1])
+        guard same(removal.id, from), removal.new == nil, same(creation.id, to), creation.old == nil else { return }
+        set.created.remove(at: created)
+        set.deleted.remove(at: deleted)
+        set.renamed[from] = to
+        changeSets[model] = set
+        changes.removeLast(2)
+        changes.append(ObjectChange(id: to, old: removal.old, new: creation.new, renamedFrom: from))
+        objectChanges[model] = changes
+    }
+
     // MARK: - Commit
 
     /// Writes the buffer and the touched statistics in one batch, then publishes the statistics
