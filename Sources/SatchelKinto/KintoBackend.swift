@@ -432,6 +432,7 @@ public final class KintoBackend: SyncBackend {
             }
             let text =
                 change.kind == .create ? "a record with this id already exists on the server" : "the record was modified on the server meanwhile"
+            if change.kind == .update { return .conflict(message: text, code: "412", serverCopy: attributes, serverVersion: .int(version)) }
             return .refused(message: text, code: "412", serverCopy: attributes)
         case 401:
             throw SyncError(.unauthorized, "\(what): Kinto did not accept the user name and password: \(message)", httpStatus: 401)

@@ -419,8 +419,14 @@ public enum PushOutcome: Sendable, Hashable {
     case accepted(serverID: String? = nil, version: JSONValue? = nil)
     /// Received; the outcome comes later, in a pull page (a link, or an error).
     case awaitingLink
-    /// Refused: kept as a refused change, with the server's copy when it sent one (a conflict).
+    /// Refused: kept as a refused change, with the server's copy when it sent one.
     case refused(message: String, code: String? = nil, serverCopy: JSONObject? = nil)
+    /// Refused because the object changed on the server since the change's base version (a
+    /// version check: Kinto's `412`), with the server's object and its version. For an update,
+    /// the engine merges changes to different attributes and sends the change again, asks the
+    /// model's ``ConflictResolver`` about a true conflict, or keeps it as a refused change
+    /// (``refused(message:code:serverCopy:)``) with `code`.
+    case conflict(message: String, code: String? = nil, serverCopy: JSONObject, serverVersion: JSONValue?)
     /// The object does not exist on the server: a delete is then done; an update or create is
     /// kept as a refused change.
     case notFound

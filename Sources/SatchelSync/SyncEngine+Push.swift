@@ -22,8 +22,7 @@ extension SyncEngine {
     func push(
         _ model: Model, definition: ModelDefinition, modelConfiguration: ModelSyncConfiguration, session: SyncSession, report: inout SyncReport
     ) async throws {
-        let blocked = try storage { try unsyncedParents(of: definition) }
-        let ids: [String] = try await onStorageQueue { store in
+        var ids: [String] = try await onStorageQueue { store in
             try store.bulkUpdate { tx in
                 try Self.requeueInFlight(model, tx)
                 return try tx.objectSyncStates(of: model).compactMap { id, records in
@@ -34,8 +33,30 @@ extension SyncEngine {
         guard !ids.isEmpty else { return }
         let metadata = try storage { try store.read { try $0.syncState(model).metadata } }
         let limit = backend.capabilities.maxPushBatch
-        let chunkSize = max(1, limit ?? ids.count)
+        let resolver = conflictResolvers[definition.name]
         var pushed = 0
+        // Changes merged with a conflicting server change, or kept by the resolver, go again in
+        // the same sync (twice at most: a server changing the object as fast stops it there,
+        // and the changes wait, pending, for the next sync).
+        for round in 0..<3 {
+            guard !ids.isEmpty else { break }
+            let resend = try await pushRound(
+                ids, of: model, definition: definition, modelConfiguration: modelConfiguration, session: session, metadata: metadata,
+                limit: limit, resolver: resolver, pushed: &pushed, report: &report)
+            ids = round < 2 ? resend : []
+        }
+        if pushed > 0 { emit(.sync(SyncNotification(status: .inProgress, model: definition.name, message: "pushed \(pushed) change(s)"))) }
+    }
+
+    /// Pushes the pending changes of objects `ids`, a chunk at a time; returns the objects whose
+    /// change is to be sent again (merged or resolved conflicts).
+    private func pushRound(
+        _ ids: [String], of model: Model, definition: ModelDefinition, modelConfiguration: ModelSyncConfiguration, session: SyncSession,
+        metadata: JSONValue?, limit: Int?, resolver: ConflictResolver?, pushed: inout Int, report: inout SyncReport
+    ) async throws -> [String] {
+        let blocked = try storage { try unsyncedParents(of: definition) }
+        let chunkSize = max(1, limit ?? ids.count)
+        var resend: [String] = []
         var start = 0
         while start < ids.count {
             try checkStopped()
@@ -66,16 +87,18 @@ extension SyncEngine {
             let renames = results.contains { result in
                 if case .accepted(let serverID?, _) = result.outcome { serverID != result.objectID } else { false }
             }
-            let outcome = try await onStore(bounded: limit != nil && !renames) { store in try Self.apply(results, of: withBlobs, to: model, in: store)
+            let outcome = try await onStore(bounded: limit != nil && !renames) { store in
+                try Self.apply(results, of: withBlobs, to: model, in: store, configuration: modelConfiguration, resolver: resolver)
             }
             tally(outcome, of: definition.name, into: &report)
             pushed += chunk.count
+            resend += outcome.resend
             if let lost = outcome.unanswered.first {
                 // Sent, its answer lost: the sync stops before a pull could bring what it made.
                 throw lost
             }
         }
-        if pushed > 0 { emit(.sync(SyncNotification(status: .inProgress, model: definition.name, message: "pushed \(pushed) change(s)"))) }
+        return resend
     }
 
     /// Makes the pending changes of objects `ids` changes in flight, in `tx`; returns what to
@@ -111,7 +134,8 @@ extension SyncEngine {
                     continue
                 }
             }
-            next.inFlight = InFlightChange(kind: change.kind, attributes: attributes, baseVersion: records.version)
+            next.inFlight = InFlightChange(
+                kind: change.kind, attributes: attributes, baseVersion: records.version, baseValues: configuration.syncing(change.baseValues))
             try tx.setObjectSyncState(model, id, next, replacing: records)
             let whole = change.kind == .update ? object.map { configuration.syncing($0.attributes) } : nil
             changes.append(OutgoingChange(objectID: id, kind: change.kind, attributes: attributes, baseVersion: records.version, object: whole))
@@ -135,6 +159,7 @@ extension SyncEngine {
         let later = before.pending
         var kind = record.kind
         var attributes = record.attributes
+        var base = record.baseValues
         switch (record.kind, later?.kind) {
         case (_, nil): break
         case (.create, .delete?), (.update, .delete?), (.delete, .delete?):
@@ -144,7 +169,11 @@ extension SyncEngine {
         case (.create, _):
             break  // still a create: it carries the object's current attributes
         case (.update, _):
-            for (name, value) in later!.attributes { attributes[name] = value }
+            for (name, value) in later!.attributes {
+                // An attribute changed before keeps its earlier base.
+                if !attributes.contains(name), let was = later!.baseValues[name] { base[name] = was }
+                attributes[name] = value
+            }
         case (.delete, _):
             // Deleted, then created again under the same id: an update that also removes what
             // the old object had.
@@ -154,7 +183,8 @@ extension SyncEngine {
             for (name, _) in attributes where !update.contains(name) { update[name] = .null }
             attributes = update
         }
-        records.pending = PendingChange(model: model.name, objectID: id, kind: kind, attributes: kind == .create ? JSONObject() : attributes)
+        records.pending = PendingChange(
+            model: model.name, objectID: id, kind: kind, attributes: kind == .create ? JSONObject() : attributes, baseValues: base)
         try tx.setObjectSyncState(model, id, records, replacing: before)
     }
 
@@ -203,10 +233,21 @@ extension SyncEngine {
         var refusals: [String] = []
         /// Changes sent whose answers never came (left in flight).
         var unanswered: [SyncError] = []
+        /// Conflicts merged attribute by attribute, and those the resolver answered.
+        var merged = 0
+        var resolved = 0
+        /// What became of each conflict, a phrase per object.
+        var conflicts: [String] = []
+        /// Objects whose change goes again (merged, or kept by the resolver).
+        var resend: [String] = []
     }
 
-    /// Applies a push's results in one batch.
-    static func apply(_ results: [PushResult], of changes: [OutgoingChange], to model: Model, in store: Store) throws -> PushOutcomeSummary {
+    /// Applies a push's results in one batch; a conflict is settled as
+    /// ``MergePolicy/conflict(server:serverVersion:message:code:local:configuration:resolver:)`` says.
+    static func apply(
+        _ results: [PushResult], of changes: [OutgoingChange], to model: Model, in store: Store,
+        configuration: ModelSyncConfiguration = ModelSyncConfiguration(), resolver: ConflictResolver? = nil
+    ) throws -> PushOutcomeSummary {
         let byID = Dictionary(results.map { ($0.objectID, $0.outcome) }, uniquingKeysWith: { _, last in last })
         var summary = PushOutcomeSummary()
         try store.bulkUpdate { tx in
@@ -221,6 +262,13 @@ extension SyncEngine {
                     // A conflict with a copy that already holds the change: an earlier push of it
                     // went through and its answer was lost.
                     outcome = .accepted()
+                }
+                if case .conflict(let message, let code, let serverCopy, let version) = outcome {
+                    if change.kind == .update && Self.holds(serverCopy, record.attributes) {
+                        outcome = .accepted(version: version)
+                    } else if change.kind != .update {
+                        outcome = .refused(message: message, code: code, serverCopy: serverCopy)
+                    }
                 }
                 switch outcome {
                 case .accepted(let serverID, let version):
@@ -262,6 +310,30 @@ extension SyncEngine {
                 case .unanswered(let error):
                     // Left in flight: the next push sends it again.
                     summary.unanswered.append(error)
+                case .conflict(let message, let code, let serverCopy, let version):
+                    let local = MergePolicy.Local(
+                        model: model.name, id: change.objectID, attributes: try tx.find(change.objectID, in: model)?.attributes, records: before)
+                    let settled = MergePolicy.conflict(
+                        server: serverCopy, serverVersion: version, message: message, code: code, local: local, configuration: configuration,
+                        resolver: resolver)
+                    var notification = ChangeSet(model: model.name, origin: .server)
+                    try Self.apply(
+                        MergePolicy.Outcome(rule: .localChangesWin, write: settled.write, records: settled.records), local, to: model, tx: tx,
+                        notification: &notification)
+                    let id = change.objectID
+                    switch settled.rule {
+                    case .refused:
+                        summary.refused += 1
+                        summary.refusals.append("update \(id): \(message)")
+                    case .merged:
+                        summary.merged += 1
+                        summary.conflicts.append("merged \(id) (changed here: \(record.attributes.keys.sorted().joined(separator: ", ")))")
+                    case .tookServer, .keptLocal, .resolvedByMerge:
+                        summary.resolved += 1
+                        let both = settled.conflict?.conflicting.joined(separator: ", ") ?? ""
+                        summary.conflicts.append("resolved \(id) (\(settled.rule.rawValue); changed on both sides: \(both))")
+                    }
+                    if settled.resend { summary.resend.append(id) }
                 }
             }
             // References to the renamed objects change in the same batch (or, in another
@@ -276,6 +348,11 @@ extension SyncEngine {
         for (local, server) in summary.renamed { report.serverIDs[model, default: [:]][local] = server }
         report.accepted += summary.accepted
         report.refused += summary.refused
+        report.merged += summary.merged
+        report.resolved += summary.resolved
+        if !summary.conflicts.isEmpty {
+            emit(.sync(SyncNotification(status: .inProgress, model: model, message: "conflicts: " + summary.conflicts.joined(separator: "; "))))
+        }
         if !summary.renamed.isEmpty {
             emit(.objects(ChangeSet(model: model, renamed: Dictionary(summary.renamed, uniquingKeysWith: { _, last in last }), origin: .server)))
         }

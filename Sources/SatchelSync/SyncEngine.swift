@@ -69,6 +69,8 @@ public actor SyncEngine {
     private let continuation: AsyncStream<SyncEvent>.Continuation
     private var handler: (@Sendable (SyncEvent) -> Void)?
     private var modelConfigurations: [String: ModelSyncConfiguration] = [:]
+    /// The app's resolvers of true conflicts, by model.
+    private(set) var conflictResolvers: [String: ConflictResolver] = [:]
     private var syncing = false
     private let stopRequested = Atomic<Bool>(false)
     /// Where store work that grows with a model's size runs (a bulk snapshot, a reconcile, the
@@ -88,6 +90,18 @@ public actor SyncEngine {
 
     /// Also calls `handler` with every event (on the engine's executor; keep it short).
     public func setEventHandler(_ handler: (@Sendable (SyncEvent) -> Void)?) { self.handler = handler }
+
+    /// Sets how true conflicts of `model` are decided (nil: the built-in policy, which keeps
+    /// them as refused changes for the app). A true conflict is an update the server refused
+    /// because the object changed there, where the server changed an attribute this device
+    /// changed too; changes to different attributes are merged whatever the resolver.
+    ///
+    /// ```swift
+    /// await engine.setConflictResolver(for: "Product") { conflict in
+    ///     conflict.conflicting == ["price"] ? .keepLocal : .takeServer
+    /// }
+    /// ```
+    public func setConflictResolver(for model: String, _ resolver: ConflictResolver?) { conflictResolvers[model] = resolver }
 
     /// Sets how `model` syncs, and stores it: later engines on this store sync the model the same
     /// way until it is configured again (a client reset keeps it too). Registers the model when

@@ -67,6 +67,11 @@ public struct SyncReport: Sendable, Hashable {
     /// Local changes the server accepted, and those it refused.
     public var accepted = 0
     public var refused = 0
+    /// Updates the server refused as conflicts that changed other attributes than the server's
+    /// change: merged attribute by attribute and sent again (``SyncConflict``).
+    public var merged = 0
+    /// True conflicts the model's ``ConflictResolver`` answered.
+    public var resolved = 0
     /// Objects applied from the server.
     public var pulled = 0
     /// Whether a model's schema changed (syncing stopped there).

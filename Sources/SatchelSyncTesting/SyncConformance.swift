@@ -1,5 +1,6 @@
 public import Satchel
 import SatchelSync
+import Synchronization
 public import Testing
 
 /// The adapter conformance kit: scenarios that drive a backend through the ``SyncEngine`` and
@@ -140,6 +141,8 @@ public enum SyncConformance {
         Scenario(name: "pushes creates, updates and deletes under the null rule", body: pushesLocalChanges),
         Scenario(name: "links created ids and rewrites references, parents first", body: linksIDsAndReferences),
         Scenario(name: "merges or refuses concurrent edits", body: concurrentEdits),
+        Scenario(name: "edits of different attributes on both sides merge in one sync", body: disjointEditsMerge),
+        Scenario(name: "a resolver decides true conflicts", body: resolverDecides),
         Scenario(name: "create error: delete, while other changes go through", body: createErrorDelete),
         Scenario(name: "create error: recreate", body: createErrorRecreate),
         Scenario(name: "update error: rollback, then retry", body: updateErrorRollbackRetry),
@@ -265,11 +268,12 @@ public enum SyncConformance {
         let device = try await device(server)
         let products = try device.products()
         try await device.engine.sync(models: ["Product"])
-        try await server.update("Product", ids[0], ["name": "Server name"])
+        // Both sides change the price: a true conflict (the server also changes the name).
+        try await server.update("Product", ids[0], ["name": "Server name", "price": 7])
         try products.update(ids[0], with: ["price": 99])
         let report = try await device.engine.sync(models: ["Product"])
         if server.detectsConflicts {
-            #expect(report.refused == 1)
+            #expect(report.refused == 1 && report.merged == 0)
             let errors = try device.store.refusedChanges(model: "Product")
             let error = try #require(errors.first)
             #expect(errors.count == 1)
@@ -297,6 +301,100 @@ public enum SyncConformance {
         let remote = try await server.objects("Product")[ids[0]]
         #expect(remote?["name"] == "Server name")
         #expect(remote?["price"] == (server.detectsConflicts ? 1 : 99))
+        try await device.expectConverged()
+    }
+
+    /// The device changes the price while the server changes the name of the same object: not
+    /// a conflict. A server that checks versions refuses the push; the engine merges the two
+    /// attribute by attribute and sends the price again in the same sync, and nothing is left to
+    /// resolve. A server that does not check merges by itself (an update carries only the
+    /// changed attributes).
+    static func disjointEditsMerge(_ server: any ConformanceServer) async throws {
+        let ids = try await seed(server, 2)
+        let device = try await device(server)
+        let products = try device.products()
+        try await device.engine.sync(models: ["Product"])
+        try await server.update("Product", ids[0], ["name": "Server name"])
+        try products.update(ids[0], with: ["price": 99])
+        try products.update(ids[1], with: ["brand": .null])  // and another object, unconflicted
+        let report = try await device.engine.sync(models: ["Product"])
+        #expect(report.refused == 0 && report.merged == (server.detectsConflicts ? 1 : 0))
+        #expect(try device.store.refusedChanges(model: "Product").isEmpty)
+        let remote = try #require(try await server.objects("Product")[ids[0]])
+        #expect(remote["name"] == "Server name", "the server's change stays there")
+        #expect(remote["price"] == 99, "the device's change reached the server in this sync")
+        #expect(try products.find(ids[0])?["name"] == "Server name" && products.find(ids[0])?["price"] == 99)
+        #expect(try await server.objects("Product")[ids[1]]?["brand"] == nil)
+        if server.detectsConflicts {
+            let lines = device.log.notifications(.inProgress, model: "Product").compactMap(\.message)
+            #expect(lines.contains { $0.contains("conflicts: merged \(ids[0])") }, "\(lines)")
+        }
+        try await device.expectConverged()
+    }
+
+    /// A true conflict (the price changed on both sides) goes to the model's resolver where the
+    /// server detects it: kept local, then taken from the server, then merged by the app. A
+    /// server that does not detect conflicts takes the last write, and the resolver is never
+    /// asked.
+    static func resolverDecides(_ server: any ConformanceServer) async throws {
+        let ids = try await seed(server, 1)
+        let id = ids[0]
+        let device = try await device(server)
+        let products = try device.products()
+        try await device.engine.sync(models: ["Product"])
+        /// What the resolver was asked, and what it answers.
+        final class Resolver: Sendable {
+            let asked = Mutex<[SyncConflict]>([])
+            let answer = Mutex<SyncConflict.Answer>(.keepLocal)
+        }
+        let resolver = Resolver()
+        await device.engine.setConflictResolver(for: "Product") { conflict in
+            resolver.asked.withLock { $0.append(conflict) }
+            return resolver.answer.withLock { $0 }
+        }
+        let detects = server.detectsConflicts
+
+        // Kept local: the device's price goes to the server in this sync.
+        try await server.update("Product", id, ["price": 5, "name": "Server name"])
+        try products.update(id, with: ["price": 50])
+        var report = try await device.engine.sync(models: ["Product"])
+        #expect(report.refused == 0 && report.resolved == (detects ? 1 : 0))
+        if detects {
+            let conflict = try #require(resolver.asked.withLock { $0.first })
+            #expect(conflict.objectID == id && conflict.conflicting == ["price"])
+            #expect(conflict.server["price"] == 5 && conflict.localChanges["price"] == 50)
+            #expect(conflict.base["price"] == 1, "the price before the device changed it")
+            #expect(conflict.local["price"] == 50 && conflict.server["name"] == "Server name")
+        } else {
+            #expect(resolver.asked.withLock { $0.isEmpty }, "a server that takes every write reports no conflict")
+        }
+        #expect(try await server.objects("Product")[id]?["price"] == 50)
+        #expect(try products.find(id)?["name"] == "Server name")
+        try await device.expectConverged()
+
+        // Taken from the server: the device's edit is dropped where the server detects the conflict.
+        resolver.answer.withLock { $0 = .takeServer }
+        try await server.update("Product", id, ["price": 2])
+        try products.update(id, with: ["price": 60])
+        report = try await device.engine.sync(models: ["Product"])
+        #expect(report.refused == 0 && report.resolved == (detects ? 1 : 0))
+        #expect(try await server.objects("Product")[id]?["price"] == (detects ? 2 : 60))
+        #expect(try products.find(id)?["price"] == (detects ? 2 : 60))
+        try await device.expectConverged()
+
+        // Merged by the app: its attributes become the object, on both sides.
+        resolver.answer.withLock { $0 = .merge(["name": "Merged", "price": 75]) }
+        try await server.update("Product", id, ["price": 3])
+        try products.update(id, with: ["price": 70])
+        report = try await device.engine.sync(models: ["Product"])
+        #expect(report.refused == 0)
+        let remote = try #require(try await server.objects("Product")[id])
+        #expect(remote["price"] == (detects ? 75 : 70))
+        if detects {
+            #expect(remote["name"] == "Merged")
+            #expect(remote["brand"] == nil, "an attribute the merge left out is removed on the server")
+            #expect(plain(try products.find(id)?.attributes, server) == ["name": "Merged", "price": 75])
+        }
         try await device.expectConverged()
     }
 
@@ -643,7 +741,7 @@ public enum SyncConformance {
     }
 
     /// A local removal must remove the attribute from the server's own copy, not leave a `null`
-    /// there for every other client to read; a conflict with it is still detected.
+    /// there for every other client to read, also when it is sent again after a conflict.
     static func removalIsAbsence(_ server: any ConformanceServer) async throws {
         let ids = try await seed(server, 2)
         let device = try await device(server)
@@ -661,14 +759,8 @@ public enum SyncConformance {
         try await server.update("Product", ids[1], ["name": "Server name"])
         try products.update(ids[1], with: ["brand": .null])
         let report = try await device.engine.sync(models: ["Product"])
-        if server.detectsConflicts {
-            #expect(report.refused == 1, "the removal was made from an older version")
-            #expect(try device.store.refusedChanges(model: "Product").first?.serverCopy?["name"] == "Server name")
-            try device.store.resolve("Product", ids[1], .retry)
-            #expect(try await device.engine.sync(models: ["Product"]).refused == 0)
-        } else {
-            #expect(report.refused == 0)
-        }
+        // Made from an older version, but of another attribute: merged and sent again at once.
+        #expect(report.refused == 0 && report.merged == (server.detectsConflicts ? 1 : 0))
         let second = try #require(try await server.storedObject("Product", ids[1]))
         #expect(!second.contains("brand"), "the server keeps \(second)")
         #expect(plain(try await server.objects("Product")[ids[1]], server) == ["name": "Server name", "price": 2])

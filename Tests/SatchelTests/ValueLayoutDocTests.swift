@@ -33,7 +33,7 @@ struct ValueLayoutDocTests {
     @Test("every value example is what the owning code writes, and reads back to what wrote it")
     func values() throws {
         let rows = try Self.rows("values")
-        #expect(rows.count == 23, "\(rows.keys.sorted())")
+        #expect(rows.count == 24, "\(rows.keys.sorted())")
         func expect(_ name: String, _ written: [UInt8], sourceLocation: SourceLocation = #_sourceLocation) {
             #expect(rows[name].map(Self.text) == Self.text(written), "\(name)", sourceLocation: sourceLocation)
         }
@@ -54,7 +54,8 @@ struct ValueLayoutDocTests {
 
         let changes: [(String, StoredChange)] = [
             ("change create", StoredChange(kind: .create, attributes: JSONObject())),
-            ("change update", StoredChange(kind: .update, attributes: ["color": .null, "price": 12])),
+            ("change update", StoredChange(kind: .update, attributes: ["color": .null, "price": 12], base: ["color": "red", "price": 10])),
+            ("change update unknown base", StoredChange(kind: .update, attributes: ["price": 12])),
             ("change delete", StoredChange(kind: .delete, attributes: ["name": "Widget"])),
         ]
         for (name, change) in changes {
@@ -107,7 +108,7 @@ struct ValueLayoutDocTests {
         #expect(try read("stats") { try StoredStatistics(decoding: $0) } == statistics)
 
         let inFlight: [(String, InFlightChange)] = [
-            ("in flight", InFlightChange(kind: .update, attributes: ["price": 12], baseVersion: 7)),
+            ("in flight", InFlightChange(kind: .update, attributes: ["price": 12], baseVersion: 7, baseValues: ["price": 10])),
             ("in flight create", InFlightChange(kind: .create, attributes: ["name": "Widget"], state: .awaitingLink)),
         ]
         for (name, change) in inFlight {

@@ -40,7 +40,7 @@ struct SyncRecordsAccess {
         var records = ObjectSyncState()
         if statistics.pendingTotal > 0, let bytes = try value(Keys.change(model.name, id)) {
             let change = try bytes.withUnsafeBytes { try StoredChange(decoding: $0) }
-            records.pending = PendingChange(model: model.name, objectID: id, kind: change.kind, attributes: change.attributes)
+            records.pending = change.pendingChange(model: model.name, objectID: id)
         }
         if statistics.inFlight > 0, let bytes = try value(Keys.objectRecord(.inFlight, model.name, id)) {
             records.inFlight = try InFlightChange(json: try JSONObject(parsing: bytes))
@@ -72,8 +72,7 @@ struct SyncRecordsAccess {
         if statistics.pendingTotal > 0 {
             try each(.change) { id, value in
                 let change = try StoredChange(decoding: value)
-                merged.append(
-                    (id, ObjectSyncState(pending: PendingChange(model: model.name, objectID: id, kind: change.kind, attributes: change.attributes))))
+                merged.append((id, ObjectSyncState(pending: change.pendingChange(model: model.name, objectID: id))))
             }
         }
         if statistics.inFlight > 0 {
@@ -173,7 +172,7 @@ extension Transaction {
         if !countedChange { return }
         var statistics = try workingStatistics(model.name)
         if old.pending != records.pending {
-            let new = records.pending.map { StoredChange(kind: $0.kind, attributes: $0.kind == .create ? JSONObject() : $0.attributes) }
+            let new = records.pending.map(StoredChange.init)
             buffer.put(Keys.change(model.name, id), new?.encoded)
             statistics.adjustPending(old.pending?.kind, by: -1)
             statistics.adjustPending(new?.kind, by: 1)

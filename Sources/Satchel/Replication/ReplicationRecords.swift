@@ -21,17 +21,25 @@ public struct InFlightChange: Equatable, Sendable {
     public var state: State
     /// The object's server version the change was based on, for backends that check it.
     public var baseVersion: JSONValue?
+    /// For an update: the values its attributes had before they were changed here, where known
+    /// (``PendingChange/baseValues``).
+    public var baseValues: JSONObject
 
-    public init(kind: PendingChange.Kind, attributes: JSONObject, state: State = .awaitingResult, baseVersion: JSONValue? = nil) {
+    public init(
+        kind: PendingChange.Kind, attributes: JSONObject, state: State = .awaitingResult, baseVersion: JSONValue? = nil,
+        baseValues: JSONObject = JSONObject()
+    ) {
         self.kind = kind
         self.attributes = attributes
         self.state = state
         self.baseVersion = baseVersion
+        self.baseValues = kind == .update ? baseValues : JSONObject()
     }
 
     var json: JSONObject {
         var object: JSONObject = ["op": .string(kind.rawValue), "attrs": .object(attributes), "state": .string(state.rawValue)]
         if let baseVersion { object["base"] = baseVersion }
+        if !baseValues.isEmpty { object["was"] = .object(baseValues) }
         return object
     }
 
@@ -40,7 +48,7 @@ public struct InFlightChange: Equatable, Sendable {
             let attributes = json["attrs"]?.objectValue,
             let state = json["state"]?.stringValue.flatMap(State.init(rawValue:))
         else { throw SatchelError(.corruption, "undecodable in-flight change") }
-        self.init(kind: kind, attributes: attributes, state: state, baseVersion: json["base"])
+        self.init(kind: kind, attributes: attributes, state: state, baseVersion: json["base"], baseValues: json["was"]?.objectValue ?? JSONObject())
     }
 }
 

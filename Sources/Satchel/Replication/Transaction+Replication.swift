@@ -122,7 +122,8 @@ extension Transaction {
             let existing = try objectSyncState(model, to)
             var moving = existing
             if let pending = records.pending {
-                moving.pending = PendingChange(model: model.name, objectID: to, kind: pending.kind, attributes: pending.attributes)
+                moving.pending = PendingChange(
+                    model: model.name, objectID: to, kind: pending.kind, attributes: pending.attributes, baseValues: pending.baseValues)
             }
             if let inFlight = records.inFlight { moving.inFlight = inFlight }
             if var error = records.refusal {
@@ -197,7 +198,8 @@ extension Transaction {
             if let pending = records.pending, let new = renamed(pending.attributes[attribute]) {
                 var attributes = pending.attributes
                 attributes[attribute] = new
-                records.pending = PendingChange(model: model.name, objectID: id, kind: pending.kind, attributes: attributes)
+                records.pending = PendingChange(
+                    model: model.name, objectID: id, kind: pending.kind, attributes: attributes, baseValues: pending.baseValues)
             }
             if let new = renamed(records.inFlight?.attributes[attribute]) { records.inFlight?.attributes[attribute] = new }
             if records != before { try setObjectSyncState(model, id, records, replacing: before) }

@@ -185,7 +185,7 @@ public struct Model: Sendable, Hashable {
         while iterator.isValid && iterator.keyHasPrefix(prefix) {
             let id = try iterator.withKey { try Keys.objectID(fromKey: $0, prefixLength: prefix.count) }
             let record = try iterator.withValue { try StoredChange(decoding: $0) }
-            result.append(PendingChange(model: name, objectID: id, kind: record.kind, attributes: record.attributes))
+            result.append(record.pendingChange(model: name, objectID: id))
             iterator.next()
         }
         try iterator.checkError()

@@ -28,12 +28,19 @@ public struct PendingChange: Sendable, Hashable, CustomStringConvertible {
     /// object's last attributes (RhoConnect sends them along). For a create: empty; the
     /// object's current attributes are pushed.
     public let attributes: JSONObject
+    /// For an update: the values its attributes had before this device changed them — the
+    /// server's, as last applied here (null: the attribute was absent). Empty where the store
+    /// does not know them (a change recorded before the store kept them, a delete followed by
+    /// a create). The sync engine tells a true conflict (the same attribute changed on the
+    /// server) from changes to different attributes by them.
+    public let baseValues: JSONObject
 
-    public init(model: String, objectID: String, kind: Kind, attributes: JSONObject) {
+    public init(model: String, objectID: String, kind: Kind, attributes: JSONObject, baseValues: JSONObject = JSONObject()) {
         self.model = model
         self.objectID = objectID
         self.kind = kind
         self.attributes = attributes
+        self.baseValues = kind == .update ? baseValues : JSONObject()
     }
 
     public var description: String { "\(kind.rawValue) \(model)/\(objectID) \(attributes)" }
@@ -41,20 +48,35 @@ public struct PendingChange: Sendable, Hashable, CustomStringConvertible {
 
 /// The stored form of a pending change (the value under `(chg, model, objectId)`) and the
 /// coalescing rules. The value is compact JSON: `{"op":"create"}`,
-/// `{"op":"update","attrs":{…}}` or `{"op":"delete","attrs":{…}}`.
+/// `{"op":"update","attrs":{…},"was":{…}}` (`was`: the base values, when known) or
+/// `{"op":"delete","attrs":{…}}`.
 struct StoredChange: Equatable {
     var kind: PendingChange.Kind
     var attributes: JSONObject
+    /// An update's base values (``PendingChange/baseValues``).
+    var base: JSONObject
 
     var encoded: [UInt8] {
         var object: JSONObject = ["op": .string(kind.rawValue)]
         if kind != .create { object["attrs"] = .object(attributes) }
+        if kind == .update && !base.isEmpty { object["was"] = .object(base) }
         return object.jsonBytes
     }
 
-    init(kind: PendingChange.Kind, attributes: JSONObject) {
+    init(kind: PendingChange.Kind, attributes: JSONObject, base: JSONObject = JSONObject()) {
         self.kind = kind
         self.attributes = attributes
+        self.base = kind == .update ? base : JSONObject()
+    }
+
+    /// The stored form of `change` (a create keeps no attributes).
+    init(_ change: PendingChange) {
+        self.init(kind: change.kind, attributes: change.kind == .create ? JSONObject() : change.attributes, base: change.baseValues)
+    }
+
+    /// The change as the API gives it.
+    func pendingChange(model: String, objectID: String) -> PendingChange {
+        PendingChange(model: model, objectID: objectID, kind: kind, attributes: attributes, baseValues: base)
     }
 
     init(decoding bytes: UnsafeRawBufferPointer) throws(SatchelError) {
@@ -73,6 +95,7 @@ struct StoredChange: Equatable {
         }
         self.kind = kind
         self.attributes = object["attrs"]?.objectValue ?? JSONObject()
+        self.base = kind == .update ? object["was"]?.objectValue ?? JSONObject() : JSONObject()
     }
 
     /// Merges the change already pending for an object (`existing`) with a new one.
@@ -92,8 +115,14 @@ struct StoredChange: Equatable {
             return incoming
         case (.update, _):
             var merged = existing.attributes
-            for (name, value) in incoming.attributes { merged[name] = value }
-            return StoredChange(kind: .update, attributes: merged)
+            var base = existing.base
+            for (name, value) in incoming.attributes {
+                // An attribute changed here before keeps the base it had then; an unknown base
+                // stays unknown (the incoming one is a local value, not the server's).
+                if !merged.contains(name), let was = incoming.base[name] { base[name] = was }
+                merged[name] = value
+            }
+            return StoredChange(kind: .update, attributes: merged, base: base)
         case (.delete, .create), (.delete, .update):
             // The server still has the object as it was: set the new attributes and remove the
             // ones the new object lacks.

@@ -11,7 +11,10 @@ extension Transaction {
         case (let old?, let new?):
             let changes = Self.diff(old, new)
             if changes.isEmpty { return }
-            incoming = StoredChange(kind: .update, attributes: changes)
+            // The values before: what the server sees until the change reaches it.
+            var base = JSONObject()
+            for (name, _) in changes { base[name] = old[name] ?? .null }
+            incoming = StoredChange(kind: .update, attributes: changes, base: base)
         case (nil, nil): return
         }
         let partition = entry.definition.partition

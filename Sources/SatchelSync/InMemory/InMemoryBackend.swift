@@ -390,7 +390,11 @@ public actor InMemoryBackend: SyncBackend {
         for change in request.changes {
             var outcome = apply(change, of: request.model, client: client)
             if configuration.linksViaPull {
-                // RhoConnect: the answer is "received"; what became of the change comes in a pull.
+                // RhoConnect: the answer is "received"; what became of the change comes in a pull
+                // (a conflict as an error: the pull has no version for it).
+                if case .conflict(let message, let code, let serverCopy, _) = outcome {
+                    outcome = .refused(message: message, code: code, serverCopy: serverCopy)
+                }
                 switch outcome {
                 case .accepted(let serverID, _) where change.kind == .create:
                     state.outcomes[client, default: [:]][model, default: []].append(
@@ -446,7 +450,10 @@ public actor InMemoryBackend: SyncBackend {
 
     private func conflict(_ change: OutgoingChange, _ current: ServerState.Entry) -> PushOutcome? {
         guard configuration.checkVersions, let base = change.baseVersion, base != .int(current.version) else { return nil }
-        return .refused(message: "the object was modified meanwhile", code: "412", serverCopy: current.attributes)
+        return change.kind == .update
+            ? .conflict(
+                message: "the object was modified meanwhile", code: "412", serverCopy: current.attributes, serverVersion: .int(current.version))
+            : .refused(message: "the object was modified meanwhile", code: "412", serverCopy: current.attributes)
     }
 
     // MARK: - Snapshots, search, listing, blobs
