@@ -172,6 +172,18 @@ struct DemoCommand: AsyncParsableCommand {
         say(
             "resolve(\(product.id), .rollback) and sync → price \(try products.find(product.id)?["price"] ?? .null); "
                 + "pending changes \(try store.pendingChanges().count), errors \(try store.refusedChanges().count)")
+
+        // Different attributes on both sides: no conflict. The stale update is merged attribute by
+        // attribute and sent again in the same sync.
+        await server.update("Product", product.id, ["name": "Desk lamp, brass"])
+        try products.update(product.id, with: ["price": 95])
+        let fourth = try await engine.sync()
+        let merged = try products.find(product.id)
+        let remote = await server.object("Product", product.id)
+        say(
+            "the server renamed \(product.id) while this device repriced it: \(fourth.merged) merged, \(fourth.refused) refused → "
+                + "here \(merged?["name"] ?? .null) at \(merged?["price"] ?? .null), on the server \(remote?["name"] ?? .null) at \(remote?["price"] ?? .null)"
+        )
     }
 
     /// How to run this program again, as typed: its path when it was started by one (`swift run`

@@ -203,6 +203,12 @@ func withEngine<T>(
     return try await body(SyncEngine(store: store, backend: backend, configuration: configuration))
 }
 
+/// `sync --on-conflict`: the resolver of every model synced.
+enum ConflictChoice: String, ExpressibleByArgument, CaseIterable {
+    case keepLocal = "keep-local"
+    case takeServer = "take-server"
+}
+
 struct SyncCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "sync",
@@ -223,6 +229,11 @@ struct SyncCommand: AsyncParsableCommand {
     @Flag(help: "Replace each model's data with the server's bulk snapshot.") var bulk = false
     @Flag(help: "Pull everything again, deleting what the server no longer has.") var full = false
     @Flag(help: "Print the engine's log lines (retries, failed calls, resets) on stderr.") var verbose = false
+    @Option(
+        help: ArgumentHelp(
+            "How true conflicts (an attribute changed here and on a server that checks versions) are decided: keep-local or take-server (default: kept as refused changes; see 'satchel errors'). Changes to different attributes merge either way.",
+            valueName: "choice"))
+    var onConflict: ConflictChoice?
     @Option(
         help: ArgumentHelp(
             "A JSON file with MM_RSF's sync objects list ([{\"name\": \"Account\", \"filter\": …, \"onlyList\": […], …}]): stored, and used by later syncs until another is given.",
@@ -259,6 +270,10 @@ struct SyncCommand: AsyncParsableCommand {
                     }
                     for (name, configuration) in syncObjects { try await engine.configure(name, configuration) }
                     if names.isEmpty { names = syncObjects.map(\.name) }
+                }
+                if let onConflict {
+                    let answer: SyncConflict.Answer = onConflict == .keepLocal ? .keepLocal : .takeServer
+                    for model in engine.store.models { await engine.setConflictResolver(for: model.name) { _ in answer } }
                 }
                 try await server.logIn(engine)
                 return try await engine.sync(models: names.isEmpty ? nil : names, mode: full ? .full : bulk ? .bulk : .incremental)

@@ -12,7 +12,9 @@ import Testing
         if: ProcessInfo.processInfo.environment["SATCHEL_KINTO_URL"] != nil || ProcessInfo.processInfo.environment["SATCHEL_KINTO_REQUIRED"] == "1",
         "no Kinto server: run `bash scripts/test.sh`"))
 struct KintoCLITests {
-    @Test("two stores sync through a bucket; a concurrent edit exits 3 and is resolved by retry")
+    @Test(
+        "two stores sync through a bucket; a concurrent edit exits 3 and is resolved by retry; edits of different attributes merge; --on-conflict decides"
+    )
     func sync() async throws {
         let url = try #require(ProcessInfo.processInfo.environment["SATCHEL_KINTO_URL"], "SATCHEL_KINTO_URL is not set")
         let bucket = "cli-\(UUID().uuidString.prefix(8).lowercased())"
@@ -43,6 +45,29 @@ struct KintoCLITests {
         #expect(try await sync(b).status == 0)
         #expect(try await sync(a).status == 0)
         #expect(try await CLI.run(["--db", a, "find", "Note", "--id", "n1"]).lines == [#"{"object":"n1","tags":["x"],"title":"From B"}"#])
+
+        // Different attributes (a retags, b retitles, each in a run of its own): b's sync meets
+        // the 412, merges it and sends the title again in the same run, exit 0.
+        _ = try await CLI.run(["--db", a, "update", "Note", "n1", #"{"tags":["y"]}"#])
+        _ = try await CLI.run(["--db", b, "update", "Note", "n1", #"{"title":"B again"}"#])
+        #expect(try await sync(a).status == 0)
+        let merged = try await sync(b)
+        #expect(merged.status == 0, "\(merged.stderr)")
+        #expect(merged.lines.contains { $0.contains("conflicts: merged n1 (changed here: title)") }, "\(merged.lines)")
+        #expect(try await sync(a).status == 0)
+        #expect(try await CLI.run(["--db", a, "find", "Note", "--id", "n1"]).lines == [#"{"object":"n1","tags":["y"],"title":"B again"}"#])
+
+        // A true conflict decided by --on-conflict keep-local: b's title reaches the server, exit 0.
+        _ = try await CLI.run(["--db", a, "update", "Note", "n1", #"{"title":"A2"}"#])
+        _ = try await CLI.run(["--db", b, "update", "Note", "n1", #"{"title":"B2"}"#])
+        #expect(try await sync(a).status == 0)
+        let kept = try await sync(b, ["--user", "cli", "--password", "pw", "--on-conflict", "keep-local"])
+        #expect(kept.status == 0, "\(kept.stderr)")
+        #expect(kept.lines.contains { $0.contains("resolved n1 (keptLocal; changed on both sides: title)") }, "\(kept.lines)")
+        #expect(try await sync(a).status == 0)
+        #expect(try await CLI.run(["--db", a, "find", "Note", "--id", "n1"]).lines == [#"{"object":"n1","tags":["y"],"title":"B2"}"#])
+        let wrong = try await sync(b, ["--on-conflict", "mine"])
+        #expect(wrong.status != 0 && wrong.stderr.contains("keep-local"), "\(wrong.stderr)")
 
         // Without the password (never stored), and without a bucket: one-line errors.
         let noPassword = try await sync(a, [])

@@ -109,15 +109,21 @@ struct KintoScenarioTests {
             "a removed attribute is gone from the record: \(String(describing: removed))")
         try await Self.expectSame(device, server, bucket)
 
-        // A concurrent edit: 412, resolved by retry (the local change wins)...
+        // A concurrent edit of another attribute: Kinto's 412, merged and sent again in the same sync.
         try await server.call("PATCH", server.records(bucket, "Product") + "/p1", ["data": ["name": "Server name"]])
         try products.update("p1", with: ["price": 999])
+        let merged = try await device.engine.sync(models: ["Product"])
+        #expect(merged.refused == 0 && merged.merged == 1)
+        #expect(try await server.objects(bucket, "Product")["p1"] == ["name": "Server name", "price": 999, "brand": "Acme"])
+        // A concurrent edit of the same attribute: 412, kept, resolved by retry (the local change wins)...
+        try await server.call("PATCH", server.records(bucket, "Product") + "/p1", ["data": ["price": 5]])
+        try products.update("p1", with: ["price": 998])
         #expect(try await device.engine.sync(models: ["Product"]).refused == 1)
         let conflict = try #require(try device.store.refusedChanges(model: "Product").first)
-        #expect(conflict.code == "412" && conflict.serverCopy?["name"] == "Server name" && conflict.actions == [.retry, .rollback])
+        #expect(conflict.code == "412" && conflict.serverCopy?["price"] == 5 && conflict.actions == [.retry, .rollback])
         try device.store.resolve("Product", "p1", .retry)
         #expect(try await device.engine.sync(models: ["Product"]).refused == 0)
-        #expect(try await server.objects(bucket, "Product")["p1"] == ["name": "Server name", "price": 999, "brand": "Acme"])
+        #expect(try await server.objects(bucket, "Product")["p1"] == ["name": "Server name", "price": 998, "brand": "Acme"])
         // ... and by rollback (the server's record wins).
         try await server.call("PATCH", server.records(bucket, "Product") + "/p2", ["data": ["price": 2]])
         try products.update("p2", with: ["price": 50])
@@ -161,16 +167,28 @@ struct KintoScenarioTests {
         let p2 = try await record("p2")
         #expect(!p2.contains("brand") && p2["secret"] == "server only" && p2["name"] == "Two", "\(p2)")
 
-        // A removal made from an older version is refused with the server's record (412).
+        // A removal made from an older version while the server changed another attribute: the
+        // 412 is merged, and the removal sent again at once.
         try await server.call("PATCH", server.records(bucket, "Product") + "/p1", ["data": ["name": "Server name"]])
+        try products.update("p1", with: ["brand": .null])
+        let merged = try await device.engine.sync(models: ["Product"])
+        #expect(merged.refused == 0 && merged.merged == 1)
+        var resolved = try await record("p1")
+        #expect(!resolved.contains("brand") && resolved["name"] == "Server name", "\(resolved)")
+        #expect(try products.find("p1")?.attributes == ["name": "Server name", "favourite": true])
+
+        // A removal of an attribute the server changed meanwhile is refused with the server's record (412).
+        try await server.call("PATCH", server.records(bucket, "Product") + "/p1", ["data": ["brand": "Server brand"]])
+        try await device.engine.sync(models: ["Product"])
+        try await server.call("PATCH", server.records(bucket, "Product") + "/p1", ["data": ["brand": "Newer brand"]])
         try products.update("p1", with: ["brand": .null])
         #expect(try await device.engine.sync(models: ["Product"]).refused == 1)
         let conflict = try #require(try device.store.refusedChanges(model: "Product").first)
-        #expect(conflict.code == "412" && conflict.serverCopy?["brand"] == "Acme" && conflict.serverCopy?["name"] == "Server name")
-        #expect(try await record("p1")["brand"] == "Acme", "nothing was written")
+        #expect(conflict.code == "412" && conflict.serverCopy?["brand"] == "Newer brand" && conflict.serverCopy?["name"] == "Server name")
+        #expect(try await record("p1")["brand"] == "Newer brand", "nothing was written")
         try device.store.resolve("Product", "p1", .retry)
         #expect(try await device.engine.sync(models: ["Product"]).refused == 0)
-        let resolved = try await record("p1")
+        resolved = try await record("p1")
         #expect(!resolved.contains("brand") && resolved["name"] == "Server name", "\(resolved)")
         #expect(try products.find("p1")?.attributes == ["name": "Server name", "favourite": true])
     }

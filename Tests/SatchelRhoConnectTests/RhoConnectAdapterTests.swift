@@ -164,7 +164,7 @@ struct RhoConnectAdapterTests {
         #expect((body["delete"] as? [String: [String: String]])?["2"] == ["name": "G2", "brand": "Android", "price": "99.99"], "the last attributes")
         // The link renamed the object to the server's id.
         #expect(try products.find("tmp-1") == nil)
-        let created = try #require(setup.device.log.objects("Product").created.first)
+        let created = try #require(setup.device.log.objects("Product").renamed["tmp-1"])
         #expect(try products.find(created)?["name"] == "Fairphone")
         #expect(await setup.server.objects("Product", user: "ann")[created]?["name"] == "Fairphone")
         try await setup.device.engine.sync()

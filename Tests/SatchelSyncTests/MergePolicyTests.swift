@@ -151,4 +151,103 @@ struct MergePolicyTests {
         let covered = Set(Self.rows.map(\.rule.rawValue))
         #expect(MergePolicy.Rule.allCases.filter { !covered.contains($0.rawValue) } == [])
     }
+    // MARK: - Conflicts: an update the server refused because its object changed meanwhile
+
+    struct ConflictRow: Sendable, CustomTestStringConvertible {
+        var rule: MergePolicy.ConflictRule
+        var situation: String
+        /// The server's object (version v2).
+        var server: JSONObject
+        /// The object here, and its change in flight (base values `base`), and a later edit.
+        var attributes: JSONObject
+        var change: JSONObject
+        var base: JSONObject
+        var later: PendingChange? = nil
+        var answer: SyncConflict.Answer? = nil
+        var configuration = ModelSyncConfiguration()
+        var write: MergePolicy.Write
+        /// The change pending afterwards (nil: none), its base values the server's.
+        var pending: JSONObject?
+        var conflicting: [String] = []
+
+        var testDescription: String { "\(rule.rawValue): \(situation)" }
+    }
+
+    static let conflictRows: [ConflictRow] = [
+        ConflictRow(
+            rule: .merged, situation: "the server changed another attribute: both kept, the local change sent again",
+            server: ["name": "Server", "price": 1], attributes: ["name": "a", "price": 5], change: ["price": 5], base: ["price": 1],
+            write: .replace(["name": "Server", "price": 5]), pending: ["price": 5]),
+        ConflictRow(
+            rule: .merged, situation: "both sides made the same change", server: ["name": "a", "price": 5], attributes: ["name": "a", "price": 5],
+            change: ["price": 5], base: ["price": 1], write: .replace(["name": "a", "price": 5]), pending: ["price": 5]),
+        ConflictRow(
+            rule: .merged, situation: "a removal here, a change of another attribute there",
+            server: ["name": "Server", "brand": "Acme"], attributes: ["name": "a"], change: ["brand": .null], base: ["brand": "Acme"],
+            write: .replace(["name": "Server"]), pending: ["brand": .null]),
+        ConflictRow(
+            rule: .merged, situation: "a later edit goes with the change; device-only attributes stay",
+            server: ["name": "Server", "price": 1], attributes: ["name": "a", "price": 5, "size": 3, "draft": "x"], change: ["price": 5],
+            base: ["price": 1],
+            later: PendingChange(model: "Product", objectID: "p1", kind: .update, attributes: ["size": 3], baseValues: ["size": .null]),
+            configuration: ModelSyncConfiguration(deviceOnlyAttributes: ["draft"]),
+            write: .replace(["name": "Server", "price": 5, "size": 3, "draft": "x"]), pending: ["price": 5, "size": 3]),
+        ConflictRow(
+            rule: .refused, situation: "the same attribute changed on both sides, no resolver: a refused change with the server's copy",
+            server: ["name": "a", "price": 7], attributes: ["name": "a", "price": 5], change: ["price": 5], base: ["price": 1],
+            write: .keep, pending: nil),
+        ConflictRow(
+            rule: .refused, situation: "an unknown base counts as changed there", server: ["name": "a", "price": 1],
+            attributes: ["name": "a", "price": 5], change: ["price": 5], base: [:], write: .keep, pending: nil),
+        ConflictRow(
+            rule: .keptLocal, situation: "the resolver keeps the local change: sent again, the server's other changes taken",
+            server: ["name": "Server", "price": 7], attributes: ["name": "a", "price": 5], change: ["price": 5], base: ["price": 1],
+            answer: .keepLocal, write: .replace(["name": "Server", "price": 5]), pending: ["price": 5], conflicting: ["price"]),
+        ConflictRow(
+            rule: .tookServer, situation: "the resolver takes the server's object: the local change goes",
+            server: ["name": "Server", "price": 7], attributes: ["name": "a", "price": 5, "draft": "x"], change: ["price": 5], base: ["price": 1],
+            answer: .takeServer, configuration: ModelSyncConfiguration(deviceOnlyAttributes: ["draft"]),
+            write: .replace(["name": "Server", "price": 7, "draft": "x"]), pending: nil, conflicting: ["price"]),
+        ConflictRow(
+            rule: .resolvedByMerge, situation: "the resolver's attributes become the object; what differs from the server's is sent",
+            server: ["name": "Server", "price": 7, "brand": "Acme"], attributes: ["name": "a", "price": 5], change: ["price": 5, "name": "a"],
+            base: ["price": 1, "name": "a0"], answer: .merge(["name": "Server", "price": 6]),
+            write: .replace(["name": "Server", "price": 6]), pending: ["price": 6, "brand": .null], conflicting: ["name", "price"]),
+    ]
+
+    @Test("a conflict's rule and its outcome", arguments: conflictRows)
+    func conflict(_ row: ConflictRow) {
+        let records = ObjectSyncState(
+            pending: row.later, inFlight: InFlightChange(kind: .update, attributes: row.change, baseVersion: "v1", baseValues: row.base),
+            version: "v1")
+        let local = MergePolicy.Local(model: "Product", id: "p1", attributes: row.attributes, records: records)
+        var resolver: ConflictResolver?
+        if let answer = row.answer { resolver = { _ in answer } }
+        let outcome = MergePolicy.conflict(
+            server: row.server, serverVersion: "v2", message: "modified meanwhile", code: "412", local: local, configuration: row.configuration,
+            resolver: resolver)
+        #expect(outcome.rule == row.rule)
+        #expect(outcome.write == row.write)
+        #expect(outcome.records.inFlight == nil)
+        #expect(outcome.records.pending?.attributes == row.pending)
+        #expect(outcome.resend == (row.pending != nil))
+        #expect((outcome.conflict?.conflicting ?? []) == row.conflicting)
+        if let pending = outcome.records.pending {
+            // Sent again over the server's version, whose values are now the change's base.
+            #expect(outcome.records.version == "v2")
+            #expect(pending.baseValues == JSONObject(pending.attributes.map { ($0.key, row.server[$0.key] ?? .null) }))
+        }
+        if row.rule == .refused {
+            #expect(outcome.records.refusal?.serverCopy == row.server && outcome.records.refusal?.code == "412")
+            #expect(outcome.records.refusal?.attributes == row.change && outcome.records.version == "v1")
+        } else {
+            #expect(outcome.records.refusal == nil)
+        }
+    }
+
+    @Test("every conflict rule has a row")
+    func everyConflictRuleHasARow() {
+        let covered = Set(Self.conflictRows.map(\.rule.rawValue))
+        #expect(MergePolicy.ConflictRule.allCases.filter { !covered.contains($0.rawValue) } == [])
+    }
 }
