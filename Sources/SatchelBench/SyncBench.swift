@@ -12,7 +12,14 @@ import Synchronization
 /// - `sync_push`: the same number of local creates, pushed, then as many updates (a new price
 ///   each), pushed, in chunks of 1,000, against writing the same creates and updates through
 ///   the public API into a model that records no changes. The local writes are not timed: the
-///   measure is what a push adds to a change already made.
+///   measure is what a push adds to a change already made — the in-memory server's own work
+///   included, which alone is about the whole baseline.
+/// - `sync_push_client`: what the app pays of that push, per change: the push phase of each
+///   sync less the time spent in the server's `push` (putting the changes in flight, durably,
+///   before they are sent, and recording the results), against the same bulk save per change.
+/// - `sync_push_echo`: the pull after each push, per object it brings back, less the server's
+///   `pull`: objects whose version the push already recorded, which must write nothing (the
+///   line's log says how many objects it changed).
 /// - `write_synced`: single-object creates and updates (each its own transaction) on a model
 ///   that records changes, against SQLite-JSON inserting or updating the document and writing a
 ///   change row in one transaction.
@@ -86,16 +93,24 @@ enum SyncBench {
         let count = items.count
 
         log("sync: \(count) local creates then \(count) updates, pushed in chunks of \(pageSize)")
-        var push: [Double] = [], write: [Double] = []
+        var push: [Double] = [], write: [Double] = [], client: [Double] = [], echo: [Double] = []
+        var echoed = 0
         for round in 0..<3 {
-            let (satchel, baseline) = try await pushAll(
+            let phases = try await pushAll(
                 items, path: "\(base)/push-\(round)", baseline: BulkSave(items: items, path: "\(base)/write-\(round)", updates: true))
-            push.append(satchel)
-            write.append(baseline)
+            push.append(phases.sync)
+            write.append(phases.baseline)
+            client.append(phases.client)
+            echo.append(phases.echo)
+            echoed = max(echoed, phases.echoWrites)
         }
+        let changes = Double(2 * count)
+        Report.line("sync_push", n: count, satchel: changes / push.min()!, unit: "changes/s", baselines: [("bulk_save", changes / write.min()!)])
         Report.line(
-            "sync_push", n: count, satchel: Double(2 * count) / push.min()!, unit: "changes/s",
-            baselines: [("bulk_save", Double(2 * count) / write.min()!)])
+            "sync_push_client", n: count, satchel: client.min()! / changes * 1e6, unit: "us", baselines: [("bulk_save", write.min()! / changes * 1e6)])
+        log("sync_push_echo: the pulls after the pushes changed \(echoed) objects")
+        Report.line(
+            "sync_push_echo", n: count, satchel: echo.min()! / changes * 1e6, unit: "us", baselines: [("bulk_save", write.min()! / changes * 1e6)])
     }
 
     /// Seconds for one first sync of the server's `count` products into a new store, in pages of
@@ -123,9 +138,13 @@ enum SyncBench {
         return (elapsed, try interleaved.finishBaseline())
     }
 
-    /// Seconds for pushing `items` as local creates, then an update of each, in chunks of
-    /// ``pageSize``; and the seconds `baseline` took, a slice before each chunk.
-    private static func pushAll(_ items: [BenchData.Item], path: String, baseline: BulkSave) async throws -> (Double, Double) {
+    /// What pushing `items` as local creates, then an update of each, in chunks of ``pageSize``
+    /// took, in seconds: the syncs; their push phases less the server's `push` (`client`);
+    /// their pulls less the server's `pull` (`echo`), and how many objects those pulls changed;
+    /// and `baseline`, a slice before each chunk.
+    private static func pushAll(_ items: [BenchData.Item], path: String, baseline: BulkSave) async throws -> (
+        sync: Double, client: Double, echo: Double, echoWrites: Int, baseline: Double
+    ) {
         let store = try Store(path: path)
         let model = try store.register(ModelDefinition(name: "Product", syncType: .incremental))
         var serverConfiguration = InMemoryBackend.Configuration()
@@ -139,13 +158,25 @@ enum SyncBench {
         try await engine.logIn(Credentials(user: "bench", password: "bench"))
         _ = try await engine.sync()
 
-        var pushing = 0.0
+        // Objects the pulls after the pushes changed (the echo of what was pushed: none).
+        let echoWrites = Mutex(0)
+        await engine.setEventHandler { event in
+            if case .objects(let set) = event { echoWrites.withLock { $0 += set.created.count + set.updated.count + set.deleted.count } }
+        }
+        var pushing = 0.0, client = 0.0, echo = 0.0
         for phase in 0..<2 {
             try writeLocally(items, update: phase == 1, in: model, of: store)
             let before = interleaved.baselineSeconds
+            let server = interleaved.serverSeconds
+            interleaved.startSync()
             let start = ContinuousClock.now
             let report = try await engine.sync()
-            pushing += Report.seconds(ContinuousClock.now - start) - (interleaved.baselineSeconds - before)
+            let end = ContinuousClock.now
+            pushing += Report.seconds(end - start) - (interleaved.baselineSeconds - before)
+            guard let (pullStart, baselineAtPull) = interleaved.pullStart else { throw SatchelError(.unknown, "the sync did not pull") }
+            let spent = interleaved.serverSeconds
+            client += Report.seconds(pullStart - start) - (baselineAtPull - before) - (spent.push - server.push)
+            echo += Report.seconds(end - pullStart) - (interleaved.baselineSeconds - baselineAtPull) - (spent.pull - server.pull)
             guard report.accepted == items.count, report.refused == 0 else {
                 throw SatchelError(.unknown, "the push was accepted for \(report.accepted) of \(items.count) changes")
             }
@@ -156,7 +187,7 @@ enum SyncBench {
         }
         try store.close()
         try FileManager.default.removeItem(atPath: path)
-        return (pushing, try interleaved.finishBaseline())
+        return (pushing, client, echo, echoWrites.withLock { $0 }, try interleaved.finishBaseline())
     }
 
     /// Creates `items` (or sets a new price on each) in batches of ``pageSize``, untimed.
@@ -252,6 +283,16 @@ final class Interleaved: SyncBackend {
     var capabilities: SyncCapabilities { inner.capabilities }
     /// Seconds the baseline's slices took so far.
     var baselineSeconds: Double { spent.withLock { $0 } }
+    /// Seconds spent in the server's `push` and `pull` so far.
+    var serverSeconds: (push: Double, pull: Double) { server.withLock { $0 } }
+    private let server = Mutex((push: 0.0, pull: 0.0))
+    /// When the sync begun by the last ``startSync()`` first pulled, and the baseline's seconds
+    /// then (nil: it has not pulled).
+    var pullStart: (ContinuousClock.Instant, Double)? { pulling.withLock { $0 } }
+    private let pulling = Mutex<(ContinuousClock.Instant, Double)?>(nil)
+
+    /// Marks the start of a sync (for ``pullStart``).
+    func startSync() { pulling.withLock { $0 = nil } }
 
     /// Runs what is left of the baseline; returns its seconds in all.
     func finishBaseline() throws -> Double {
@@ -275,11 +316,18 @@ final class Interleaved: SyncBackend {
     func resetClient(_ session: SyncSession) async throws -> SyncSession { try await inner.resetClient(session) }
     func prepareFullPull(_ request: PullRequest) async throws { try await inner.prepareFullPull(request) }
     func pull(_ request: PullRequest) async throws -> PullPage {
+        let now = ContinuousClock.now
+        let baseline = baselineSeconds
+        pulling.withLock { if $0 == nil { $0 = (now, baseline) } }
         try slice()
+        let start = ContinuousClock.now
+        defer { server.withLock { $0.pull += Report.seconds(ContinuousClock.now - start) } }
         return try await inner.pull(request)
     }
     func push(_ request: PushRequest) async throws -> [PushResult] {
         try slice()
+        let start = ContinuousClock.now
+        defer { server.withLock { $0.push += Report.seconds(ContinuousClock.now - start) } }
         return try await inner.push(request)
     }
     func bulkSnapshot(_ request: PullRequest) async throws -> PullPage { try await inner.bulkSnapshot(request) }
