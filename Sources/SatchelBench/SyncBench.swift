@@ -107,7 +107,8 @@ enum SyncBench {
         let changes = Double(2 * count)
         Report.line("sync_push", n: count, satchel: changes / push.min()!, unit: "changes/s", baselines: [("bulk_save", changes / write.min()!)])
         Report.line(
-            "sync_push_client", n: count, satchel: client.min()! / changes * 1e6, unit: "us", baselines: [("bulk_save", write.min()! / changes * 1e6)])
+            "sync_push_client", n: count, satchel: client.min()! / changes * 1e6, unit: "us", baselines: [("bulk_save", write.min()! / changes * 1e6)]
+        )
         log("sync_push_echo: the pulls after the pushes changed \(echoed) objects")
         Report.line(
             "sync_push_echo", n: count, satchel: echo.min()! / changes * 1e6, unit: "us", baselines: [("bulk_save", write.min()! / changes * 1e6)])

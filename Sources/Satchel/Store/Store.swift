@@ -182,12 +182,13 @@ public final class Store: Sendable {
         options.snappyCompression = configuration.compression
         options.verifyChecksums = configuration.verifyChecksums
         let base = URL(fileURLWithPath: path)
+        let partitionOptions = options
         // Open the three partitions; on failure the ones already open close as they deinit.
-        func open(_ partition: Partition) throws(SatchelError) -> LevelDB {
+        @Sendable func open(_ partition: Partition) throws(SatchelError) -> LevelDB {
             let directory = base.appendingPathComponent(partition.rawValue).path
             Self.restrictToOwner(directory, creating: configuration.createIfMissing)
             do throws(SatchelError) {
-                return try LevelDB(path: directory, options: options)
+                return try LevelDB(path: directory, options: partitionOptions)
             } catch {
                 if error.code == .locked {
                     configuration.logger.error("the store is open elsewhere", metadata: ["path": "\(path)", "partition": "\(partition.rawValue)"])
@@ -195,9 +196,19 @@ public final class Store: Sendable {
                 throw error
             }
         }
-        let user = try open(.user)
-        let app = try open(.app)
-        let local = try open(.local)
+        // Side by side: each open writes and syncs a new manifest, and those waits overlap. The
+        // first failure in partition order is thrown; the partitions opened close as they deinit.
+        let opened = Locked<[Partition: Result<LevelDB, SatchelError>]>([:])
+        DispatchQueue.concurrentPerform(iterations: Partition.allCases.count) { index in
+            let partition = Partition.allCases[index]
+            let result = Result { () throws(SatchelError) -> LevelDB in try open(partition) }
+            opened.withLock { $0[partition] = result }
+        }
+        let databases = opened.withLock { $0 }
+        func database(_ partition: Partition) throws(SatchelError) -> LevelDB { try databases[partition]!.get() }
+        let user = try database(.user)
+        let app = try database(.app)
+        let local = try database(.local)
         self.user = user
         self.app = app
         self.local = local
