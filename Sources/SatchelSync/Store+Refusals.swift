@@ -97,8 +97,8 @@ extension Store {
             var records = before
             records.refusal = nil
             let pending = before.pending
-            func change(_ kind: PendingChange.Kind, _ attributes: JSONObject = JSONObject()) -> PendingChange {
-                PendingChange(model: name, objectID: id, kind: kind, attributes: attributes)
+            func change(_ kind: PendingChange.Kind, _ attributes: JSONObject = JSONObject(), base: JSONObject = JSONObject()) -> PendingChange {
+                PendingChange(model: name, objectID: id, kind: kind, attributes: attributes, baseValues: base)
             }
             var write: JSONObject?? = .none  // .none: the object stays as it is
             switch (error.kind, action) {
@@ -117,10 +117,14 @@ extension Store {
             case (.update, .retry) where error.serverDeleted:
                 if try tx.find(id, in: model) != nil { records.pending = change(.create) }
             case (.update, .retry):
-                // The refused attributes again, under any newer local change to them.
+                // The refused attributes again, under any newer local change to them. Their base
+                // is the server's copy the app retried over (kept current by the pulls since),
+                // where the server sent one: a later conflict is then told true or not as ever.
                 var attributes = error.attributes
                 if pending?.kind == .update { for (name, value) in pending!.attributes { attributes[name] = value } }
-                if pending?.kind != .delete { records.pending = change(.update, attributes) }
+                var base = JSONObject()
+                if let copy = error.serverCopy { for (name, _) in attributes { base[name] = copy[name] ?? .null } }
+                if pending?.kind != .delete { records.pending = change(.update, attributes, base: base) }
             case (.update, .rollback):
                 records.pending = nil
                 if error.serverDeleted {

@@ -135,6 +135,8 @@ struct MigrationTests {
             let pending = try model.pendingChanges()
             #expect(pending.map(\.objectID) == ["n1"])
             #expect(pending.first?.attributes == ["name": "edited", "tag": .null])
+            // The values before the change (what the sync engine tells conflicts by) follow.
+            #expect(pending.first?.baseValues == ["name": "Note 1", "tag": "a"])
             #expect(try model.find("n2")?.attributes == ["name": "Note 2", "tag": "a"])
 
             try store.migrate([Migration("pushed", model: "Note", pushesChanges: true, steps: [.add("color", default: "red")])])

@@ -356,15 +356,20 @@ extension Store {
     }
 
     /// Gives object `id`'s pending update or delete the migration's renames, removals and
-    /// conversions (a pending create pushes the object as it is).
+    /// conversions (a pending create pushes the object as it is), and an update's base values
+    /// the same, so that they still name and hold what the changed attributes were.
     private func rewritePendingChange(_ tx: Transaction, _ model: Model, _ id: String, steps: [MigrationStep]) throws {
         let records = try tx.objectSyncState(model, id)
         guard let pending = records.pending, pending.kind != .create else { return }
         var attributes = pending.attributes
-        for step in steps { step.apply(toChange: &attributes) }
-        guard !attributes.isIdentical(to: pending.attributes) else { return }
+        var base = pending.baseValues
+        for step in steps {
+            step.apply(toChange: &attributes)
+            step.apply(toChange: &base)
+        }
+        guard !attributes.isIdentical(to: pending.attributes) || !base.isIdentical(to: pending.baseValues) else { return }
         var next = records
-        next.pending = PendingChange(model: model.name, objectID: id, kind: pending.kind, attributes: attributes)
+        next.pending = PendingChange(model: model.name, objectID: id, kind: pending.kind, attributes: attributes, baseValues: base)
         try tx.setObjectSyncState(model, id, next, replacing: records)
     }
 
