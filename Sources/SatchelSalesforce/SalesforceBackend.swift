@@ -29,8 +29,9 @@ import Synchronization
 /// - **Pull**: SOQL `SELECT <fields> FROM O WHERE LastModifiedDate >= T [AND (filter)] ORDER BY
 ///   LastModifiedDate, Id`, following `nextRecordsUrl`. `T` is the greatest `LastModifiedDate`
 ///   received (the server's time, never the device's); records at `T` that were applied already
-///   (same id, same content) are skipped, so many records sharing one second are neither lost
-///   nor applied twice. A first pull with a fetch limit is `ORDER BY <fetch order> LIMIT N`.
+///   (same id, same content; the cursor remembers up to 1,000 of them) are skipped, so many
+///   records sharing one second are never lost, and applied again only past the first 1,000
+///   (which writes nothing: the store holds them as they came). A first pull with a fetch limit is `ORDER BY <fetch order> LIMIT N`.
 /// - **Deletes**: `getDeleted` from the server time of the first pull, then from each answer's
 ///   `latestDateCovered` (a sync less than a minute after the last skips it). When the window is
 ///   gone, the page asks the engine to reconcile ids (`SELECT Id FROM O`).
