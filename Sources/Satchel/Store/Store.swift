@@ -183,12 +183,21 @@ public final class Store: Sendable {
         options.verifyChecksums = configuration.verifyChecksums
         let base = URL(fileURLWithPath: path)
         let partitionOptions = options
-        // Open the three partitions; on failure the ones already open close as they deinit.
-        @Sendable func open(_ partition: Partition) throws(SatchelError) -> LevelDB {
+        // The three partitions open side by side: each open writes and syncs a new manifest, and
+        // those waits overlap. The first failure in partition order is thrown (a store open
+        // elsewhere logged once); the partitions opened close as they deinit.
+        let opened = Locked<[Partition: Result<LevelDB, SatchelError>]>([:])
+        DispatchQueue.concurrentPerform(iterations: Partition.allCases.count) { index in
+            let partition = Partition.allCases[index]
             let directory = base.appendingPathComponent(partition.rawValue).path
             Self.restrictToOwner(directory, creating: configuration.createIfMissing)
+            let result = Result { () throws(SatchelError) -> LevelDB in try LevelDB(path: directory, options: partitionOptions) }
+            opened.withLock { $0[partition] = result }
+        }
+        let databases = opened.withLock { $0 }
+        func database(_ partition: Partition) throws(SatchelError) -> LevelDB {
             do throws(SatchelError) {
-                return try LevelDB(path: directory, options: partitionOptions)
+                return try databases[partition]!.get()
             } catch {
                 if error.code == .locked {
                     configuration.logger.error("the store is open elsewhere", metadata: ["path": "\(path)", "partition": "\(partition.rawValue)"])
@@ -196,16 +205,6 @@ public final class Store: Sendable {
                 throw error
             }
         }
-        // Side by side: each open writes and syncs a new manifest, and those waits overlap. The
-        // first failure in partition order is thrown; the partitions opened close as they deinit.
-        let opened = Locked<[Partition: Result<LevelDB, SatchelError>]>([:])
-        DispatchQueue.concurrentPerform(iterations: Partition.allCases.count) { index in
-            let partition = Partition.allCases[index]
-            let result = Result { () throws(SatchelError) -> LevelDB in try open(partition) }
-            opened.withLock { $0[partition] = result }
-        }
-        let databases = opened.withLock { $0 }
-        func database(_ partition: Partition) throws(SatchelError) -> LevelDB { try databases[partition]!.get() }
         let user = try database(.user)
         let app = try database(.app)
         let local = try database(.local)
