@@ -64,7 +64,9 @@ extension Store {
         let fresh = partial + "-new"
         if fileManager.fileExists(atPath: fresh) {
             let entries = (try? fileManager.contentsOfDirectory(atPath: fresh)) ?? []
-            guard entries.isEmpty || entries.contains(marker) else {
+            // Nothing, the marker, or what an earlier version killed while writing the marker
+            // left: Foundation's temporary file for it (`.dat.nosync…`, renamed to the marker).
+            guard entries.isEmpty || entries.contains(marker) || entries.allSatisfy({ $0.hasPrefix(".dat.nosync") }) else {
                 throw SatchelError(.alreadyExists, "\(fresh) exists and is not an unfinished backup; move it away first")
             }
             try? fileManager.removeItem(atPath: fresh)
@@ -86,8 +88,12 @@ extension Store {
         }
         do {
             try fileManager.createDirectory(atPath: fresh, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-            guard fileManager.createFile(atPath: fresh + "/" + marker, contents: Data()) else {
-                throw SatchelError(.io, "cannot write into \(fresh)")
+            // Written in place: `createFile` writes a temporary file and renames it, and a kill
+            // between left a directory neither marked nor empty.
+            do {
+                try Data().write(to: URL(fileURLWithPath: fresh + "/" + marker))
+            } catch {
+                throw SatchelError(.io, "cannot write into \(fresh): \(error.localizedDescription)")
             }
             FileSystem.synchronizeDirectory(fresh)
             try FileSystem.rename(fresh, to: partial)
@@ -247,7 +253,10 @@ extension Store {
         let existing = fileManager.fileExists(atPath: target)
         if existing { try checkNotOpen(target) }
         if fileManager.fileExists(atPath: staging) {
-            if fileManager.fileExists(atPath: staging + "/" + unfinishedRestoreMarker) {
+            let entries = (try? fileManager.contentsOfDirectory(atPath: staging)) ?? []
+            if entries.contains(unfinishedRestoreMarker) || entries.allSatisfy({ $0.hasPrefix(".dat.nosync") }) {
+                // An unfinished copy (or one killed as its marker was written by an earlier
+                // version, through Foundation's temporary file).
                 try? fileManager.removeItem(atPath: staging)
             } else {
                 // A store an earlier restore replaced, killed before it was renamed away.
@@ -256,7 +265,7 @@ extension Store {
         }
         do {
             try fileManager.createDirectory(atPath: staging, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-            _ = fileManager.createFile(atPath: staging + "/" + unfinishedRestoreMarker, contents: Data())
+            try Data().write(to: URL(fileURLWithPath: staging + "/" + unfinishedRestoreMarker))  // in place, not through a renamed temporary file
             for name in try fileManager.contentsOfDirectory(atPath: backup) where name != unfinishedBackupMarker {
                 try fileManager.copyItem(atPath: backup + "/" + name, toPath: staging + "/" + name)
             }
