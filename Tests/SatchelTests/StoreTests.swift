@@ -63,6 +63,9 @@ struct StoreTests {
         let path = directory.child("store")
         let store = try Store(path: path)
         let photo = try store.blobs.put(Data("bytes".utf8))
+        // `app` and `local` are made when a model is first defined there.
+        _ = try store.register(ModelDefinition(name: "Shared", partition: .app))
+        _ = try store.register(ModelDefinition(name: "Setting", partition: .local))
         #expect(try mode(path) == 0o700)
         for partition in Partition.allCases { #expect(try mode(path + "/" + partition.rawValue) == 0o700, "\(partition)") }
         #expect(try mode(store.blobs.directory.path) == 0o700)
@@ -436,7 +439,8 @@ struct StoreTests {
         expectError(.storeMissing) { _ = try Store(path: empty, configuration: configuration) }
         #expect(try FileManager.default.contentsOfDirectory(atPath: empty).isEmpty)
         try Store(path: empty).close()
-        #expect(try FileManager.default.contentsOfDirectory(atPath: empty).sorted() == ["app", "local", "user"])
+        // `app` and `local` are made when a model is first defined there.
+        #expect(try FileManager.default.contentsOfDirectory(atPath: empty).sorted() == ["user"])
     }
 
     @Test("unregister removes an empty model with its indexes and sync state, and refuses one that holds anything")

@@ -51,6 +51,10 @@ int satchel_keyed_hash(const uint8_t *key, const uint8_t *data, size_t count, ui
 /// scrypt (N = 2^15, r = 8, p = 1) of `passphrase` with `salt` into a 32-byte key; 0 on success.
 int satchel_derive_key(const char *passphrase, size_t count, const uint8_t *salt, size_t salt_count, uint8_t *out);
 
+/// Sets LevelDB's `reuse_logs` option, which the C API does not reach: an open appends to the
+/// last log and MANIFEST instead of writing new ones.
+void satchel_leveldb_options_set_reuse_logs(leveldb_options_t *options, int reuse);
+
 #ifdef __cplusplus
 }
 #endif

@@ -145,7 +145,7 @@ extension Store {
             let model = Model(store: self, name: definition.name)
             try model.forEach { collect($0.attributes, definition.blobAttributes) }
             for change in try model.pendingChanges() { collect(change.attributes, definition.blobAttributes) }
-            let db = database(definition.partition)
+            let db = try database(definition.partition)
             for family in [KeyFamily.inFlight, .error] {
                 let prefix = Keys.objectRecordPrefix(family, definition.name)
                 let iterator = try db.makeIterator(fillCache: false)

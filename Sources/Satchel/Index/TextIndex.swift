@@ -284,7 +284,7 @@ extension Model {
             throw SatchelError(
                 .unindexedQuery, "model '\(name)' has no text index to search: create one (satchel index \(name) --text ATTR[,ATTR…])", model: name)
         }
-        let db = store.database(entry.definition.partition)
+        let db = try store.database(entry.definition.partition)
         let snapshot = try db.makeSnapshot()
         let iterator = try db.makeIterator(snapshot: snapshot, fillCache: true)
 

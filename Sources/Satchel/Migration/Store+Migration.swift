@@ -44,7 +44,7 @@ extension Model {
     /// model's version.
     public var appliedMigrations: [String] {
         get throws {
-            let db = store.database(try definition.partition)
+            let db = try store.database(definition.partition)
             let prefix = Keys.migrationPrefix(name)
             var applied: [(order: Int64, name: String)] = []
             let iterator = try db.makeIterator()
@@ -417,9 +417,9 @@ extension Store {
     /// Finishes, as the store opens, each migration a kill interrupted whose steps have a JSON
     /// form. One that fails stays unfinished (``verify()`` reports it): the store still opens.
     func resumeMigrations() {
-        for partition in Partition.allCases {
+        for (_, db) in openPartitions {
             var found: [(model: String, state: MigrationState)] = []
-            guard let iterator = try? database(partition).makeIterator() else { continue }
+            guard let iterator = try? db.makeIterator() else { continue }
             let prefix = Keys.migratingPrefix
             iterator.seek(prefix)
             while iterator.isValid && iterator.keyHasPrefix(prefix) {
@@ -442,8 +442,8 @@ extension Store {
     /// Unfinished migrations, for ``verify()``: `(model, name, objects rewritten)`.
     func unfinishedMigrations() throws -> [(model: String, name: String, changed: Int)] {
         var found: [(String, String, Int)] = []
-        for partition in Partition.allCases {
-            let iterator = try database(partition).makeIterator()
+        for (_, db) in openPartitions {
+            let iterator = try db.makeIterator()
             let prefix = Keys.migratingPrefix
             iterator.seek(prefix)
             while iterator.isValid && iterator.keyHasPrefix(prefix) {

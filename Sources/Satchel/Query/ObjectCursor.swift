@@ -46,7 +46,7 @@ public final class ObjectCursor {
         self.query = query
         self.plan = plan
         dottedFields = Condition.deepDottedFields(plan.residual)
-        db = model.store.database(partition)
+        db = try model.store.database(partition)
         remainingOffset = query.offset
         remainingLimit = query.limit
         switch plan.source {

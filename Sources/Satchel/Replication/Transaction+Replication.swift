@@ -215,7 +215,7 @@ extension Transaction {
     package func wipeSyncedData(of model: Model) throws {
         let entry = try entry(of: model)
         try buffer.claim(entry.definition.partition, model: model.name)
-        let db = store.database(entry.definition.partition)
+        let db = try store.database(entry.definition.partition)
         for prefix in [KeyFamily.object, .change, .inFlight, .error, .version].map({ Keys.objectRecordPrefix($0, model.name) })
             + [Keys.indexModelPrefix(model.name)]
         {
@@ -244,8 +244,7 @@ extension Store {
     /// old id. Runs after such a batch, when the store opens, and before each sync.
     package func finishRewrites() throws {
         try writer.withLock(allowingReentry: true) {
-            for partition in Partition.allCases {
-                let db = database(partition)
+            for (partition, db) in openPartitions {
                 var records: [(key: [UInt8], model: String, renames: [String: String])] = []
                 let iterator = try db.makeIterator()
                 let prefix = Keys.rewritePrefix
@@ -280,8 +279,8 @@ extension Store {
     /// The unfinished rewrites, for ``verify()``: partition, model, and the old ids.
     func unfinishedRewrites() throws -> [(partition: Partition, model: String, oldIDs: [String])] {
         var result: [(Partition, String, [String])] = []
-        for partition in Partition.allCases {
-            let iterator = try database(partition).makeIterator()
+        for (partition, db) in openPartitions {
+            let iterator = try db.makeIterator()
             iterator.seek(Keys.rewritePrefix)
             while iterator.isValid && iterator.keyHasPrefix(Keys.rewritePrefix) {
                 let elements = (try? Keys.decode(iterator.key))?.1 ?? []

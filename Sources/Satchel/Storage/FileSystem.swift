@@ -2,7 +2,8 @@ import CLevelDB
 import Foundation
 
 /// The file system calls a store's directory needs beyond Foundation's: an atomic exchange of
-/// two directories (a restore swaps the restored copy in), and making a rename durable.
+/// two directories (a restore swaps the restored copy in), making a rename durable, and (in
+/// FileSystem+POSIX.swift) the few calls every open makes.
 enum FileSystem {
     /// Exchanges the directories at `a` and `b` in one step: at every moment each path holds
     /// one of the two, whole.

@@ -1,4 +1,5 @@
 import CLevelDB
+import CLevelDBEncryption
 import Foundation
 import Synchronization
 
@@ -29,6 +30,10 @@ struct LevelDBOptions: Sendable {
     var verifyChecksums = true
     /// The Env that encrypts the database's files (nil: LevelDB's default, plain files).
     var environment: EncryptedEnvironment?
+    /// Whether a clean close leaves a ``CleanCloseRecord``, and an open that finds one matching
+    /// appends to the existing log and MANIFEST instead of writing new ones. Plain files only:
+    /// an encrypted file is never appended to.
+    var reuseLogsAfterCleanClose = true
 }
 
 /// An open LevelDB database: the owner of the `leveldb_t*` and of the objects that must outlive it.
@@ -54,6 +59,11 @@ final class LevelDB: Sendable {
     private let writeOptions: CPointer
     private let syncWriteOptions: CPointer
     let verifyChecksums: Bool
+    /// Whether ``close()`` leaves a ``CleanCloseRecord``.
+    private let recordsCleanClose: Bool
+    /// Whether a write since the last synced one may not be on the disk yet (set after each
+    /// unsynced write, cleared before each synced one, so a race only ever leaves it set).
+    private let unsyncedWrites = Atomic<Bool>(false)
     /// Bit 0: closed. Bits 1...: number of users, counted in steps of 2.
     private let state = Atomic<Int>(0)
 
@@ -62,6 +72,8 @@ final class LevelDB: Sendable {
         self.path = path
         try Self.refuseHeadlessDatabase(at: path)
         let opts = Self.makeOptions(options)
+        recordsCleanClose = options.reuseLogsAfterCleanClose && options.environment == nil
+        if recordsCleanClose && CleanCloseRecord.matches(path) { satchel_leveldb_options_set_reuse_logs(opts, 1) }
         defer { leveldb_options_destroy(opts) }  // DB::Open copies the options
         var cache: OpaquePointer? = nil
         if options.blockCacheSize > 0 {
@@ -153,6 +165,7 @@ final class LevelDB: Sendable {
         let opts = makeOptions(options)
         defer { leveldb_options_destroy(opts) }
         leveldb_options_set_paranoid_checks(opts, 1)
+        CleanCloseRecord.remove(in: path)
         try LevelDBStatus.check { leveldb_repair_db(opts, path, $0) }
     }
 
@@ -196,7 +209,26 @@ final class LevelDB: Sendable {
     func close() throws(SatchelError) {
         let (exchanged, original) = state.compareExchange(expected: 0, desired: 1, ordering: .acquiringAndReleasing)
         if exchanged {
+            // A clean close: the log made durable (a write since the last synced one may still be
+            // in the page cache), then the record that lets the next open append to it.
+            var record: String?
+            if recordsCleanClose {
+                var synced = true
+                if unsyncedWrites.load(ordering: .acquiring) {
+                    let batch = LevelDBWriteBatch()
+                    var error: UnsafeMutablePointer<CChar>?
+                    leveldb_write(db.raw, syncWriteOptions.raw, batch.pointer, &error)
+                    if let error {
+                        synced = false
+                        leveldb_free(error)
+                    }
+                }
+                if synced, let text = CleanCloseRecord.describe(path), CleanCloseRecord.write(text, in: path) { record = text }
+            }
             leveldb_close(db.raw)
+            // A compaction that was still running has changed the files: the record no longer
+            // describes them.
+            if let record { CleanCloseRecord.withdraw(in: path, unlessStill: record) }
             return
         }
         if original & 1 != 0 { return }  // already closed
@@ -254,11 +286,13 @@ final class LevelDB: Sendable {
 
     /// Applies `batch` atomically. With `sync`, the write reaches the disk before returning.
     func write(_ batch: borrowing LevelDBWriteBatch, sync: Bool) throws(SatchelError) {
+        if sync { unsyncedWrites.store(false, ordering: .releasing) }
         try withDB { db throws(SatchelError) in
             try LevelDBStatus.check {
                 leveldb_write(db, sync ? syncWriteOptions.raw : writeOptions.raw, batch.pointer, $0)
             }
         }
+        if !sync { unsyncedWrites.store(true, ordering: .releasing) }
     }
 
     // MARK: - Introspection

@@ -197,7 +197,7 @@ public struct Model: Sendable, Hashable {
     /// Counts and sizes for `satchel stats`.
     public func statistics() throws -> ModelStatistics {
         let entry = try store.entry(name)
-        let db = store.database(entry.definition.partition)
+        let db = try store.database(entry.definition.partition)
         let changePrefix = Keys.changePrefix(name)
         let bytes =
             try db.approximateSize(start: objectPrefix, limit: Keys.prefixEnd(objectPrefix))

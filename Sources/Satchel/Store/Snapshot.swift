@@ -17,7 +17,8 @@ public final class Snapshot: StoreReading {
     let store: Store
     /// The catalog as it was (model definitions, indexes and their states, statistics).
     let catalog: Catalog
-    private let partitions: [LevelDBSnapshot]
+    /// Per partition (in `Partition.allCases` order), nil for one not open: it held nothing.
+    private let partitions: [LevelDBSnapshot?]
     private var finished = false
 
     init(store: Store) throws {
@@ -26,7 +27,8 @@ public final class Snapshot: StoreReading {
         // the catalog only after their batch has landed, so under its lock no later state of an
         // index can be in the databases (an index the copy calls ready has all its entries).
         (catalog, partitions) = try store.catalog.withLock { catalog in
-            (catalog, try Partition.allCases.map { try store.database($0).makeSnapshot() })
+            let open = store.openPartitions
+            return (catalog, try Partition.allCases.map { partition in try open.first { $0.partition == partition }?.database.makeSnapshot() })
         }
     }
 
@@ -36,7 +38,9 @@ public final class Snapshot: StoreReading {
         precondition(!finished, "a Satchel snapshot was used after its read block returned")
     }
 
-    func snapshot(of partition: Partition) -> LevelDBSnapshot { partitions[Partition.allCases.firstIndex(of: partition)!] }
+    /// The partition's snapshot; nil when it was not open, so held nothing (no model of the
+    /// snapshot's catalog lives there: defining one opens its partition first).
+    func snapshot(of partition: Partition) -> LevelDBSnapshot? { partitions[Partition.allCases.firstIndex(of: partition)!] }
 
     func entry(of model: Model) throws(SatchelError) -> ModelEntry {
         guard let entry = catalog.models[NameKey(model.name)] else {
@@ -101,7 +105,7 @@ public final class Snapshot: StoreReading {
         checkOpen()
         let entry = try entry(of: model)
         let partition = entry.definition.partition
-        let db = store.database(partition)
+        let db = try store.database(partition)
         let snapshot = snapshot(of: partition)
         return SyncRecordsAccess(
             model: model, statistics: entry.statistics, value: { key in try db.get(key, snapshot: snapshot) },

@@ -134,7 +134,9 @@ extension Store {
         -> BackupProgress
     {
         // The moment: no write lands while the three snapshots are taken.
-        let snapshots = try writer.withLock { try Partition.allCases.map { try database($0).makeSnapshot() } }
+        // The partitions that hold anything (a partition never opened has no directory, and the
+        // copy has none either).
+        let snapshots = try writer.withLock { try openPartitions.map { ($0.partition, $0.database, try $0.database.makeSnapshot()) } }
         var state = BackupProgress()
         state.estimatedBytes = Self.filesSize(path)
         var options = LevelDBOptions()
@@ -154,11 +156,11 @@ extension Store {
             options.environment = environment
             try keyFile.write(store: directory)
         }
-        for (partition, snapshot) in zip(Partition.allCases, snapshots) {
+        for (partition, source, snapshot) in snapshots {
             let partitionDirectory = URL(fileURLWithPath: directory).appendingPathComponent(partition.rawValue).path
             Self.restrictToOwner(partitionDirectory, creating: true)
             let copy = try LevelDB(path: partitionDirectory, options: options)
-            let iterator = try database(partition).makeIterator(snapshot: snapshot, fillCache: false)
+            let iterator = try source.makeIterator(snapshot: snapshot, fillCache: false)
             iterator.seekToFirst()
             var batch = LevelDBWriteBatch()
             var batchBytes = 0

@@ -72,8 +72,8 @@ extension Store {
         var configuration = configuration
         configuration.createIfMissing = true
         if force {
-            // A directory that held no partition gets them: the store opens there.
-            for partition in Partition.allCases { restrictToOwner(directory(of: partition, in: path), creating: true) }
+            // A directory that held no partition gets `user`: the store opens there.
+            restrictToOwner(directory(of: .user, in: path), creating: true)
         }
         let store = try Store(path: path, configuration: configuration)
         defer { try? store.close() }

@@ -36,8 +36,8 @@ extension Store {
         let definitions = catalog.withLock { $0.models }
         report.models = definitions.count
         var counted: [NameKey: StoredStatistics] = [:]
-        for partition in Partition.allCases {
-            let iterator = try database(partition).makeIterator()
+        for (partition, db) in openPartitions {
+            let iterator = try db.makeIterator()
             iterator.seekToFirst()
             while iterator.isValid {
                 report.keys += 1

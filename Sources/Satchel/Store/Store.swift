@@ -93,11 +93,13 @@ public final class Store: Sendable {
     /// The configuration the store was opened with.
     public let configuration: Configuration
 
+    /// The `user` partition's database, open while the store is (it holds the store's lock).
     let user: LevelDB
-    let app: LevelDB
+    /// The other partitions' databases, opened when first written to (``PartitionDatabase``).
+    let app: PartitionDatabase
+    let local: PartitionDatabase
     /// The encrypting Env the partitions were opened with (nil: not encrypted).
     let encryption: EncryptedEnvironment?
-    let local: LevelDB
     let catalog: Locked<Catalog>
     /// Bumped whenever a model definition or an index changes (not statistics), so transactions
     /// can cache the entry of the model they write.
@@ -181,23 +183,14 @@ public final class Store: Sendable {
         options.maxFileSize = configuration.maxFileSize
         options.snappyCompression = configuration.compression
         options.verifyChecksums = configuration.verifyChecksums
-        let base = URL(fileURLWithPath: path)
-        let partitionOptions = options
-        // The three partitions open side by side: each open writes and syncs a new manifest, and
-        // those waits overlap. The first failure in partition order is thrown (a store open
-        // elsewhere logged once); the partitions opened close as they deinit.
-        let opened = Locked<[Partition: Result<LevelDB, SatchelError>]>([:])
-        DispatchQueue.concurrentPerform(iterations: Partition.allCases.count) { index in
-            let partition = Partition.allCases[index]
-            let directory = base.appendingPathComponent(partition.rawValue).path
-            Self.restrictToOwner(directory, creating: configuration.createIfMissing)
-            let result = Result { () throws(SatchelError) -> LevelDB in try LevelDB(path: directory, options: partitionOptions) }
-            opened.withLock { $0[partition] = result }
-        }
-        let databases = opened.withLock { $0 }
-        func database(_ partition: Partition) throws(SatchelError) -> LevelDB {
+        let baseOptions = options
+        @Sendable func open(_ partition: Partition, creating: Bool) throws(SatchelError) -> LevelDB {
+            let directory = path + "/" + partition.rawValue
+            Self.restrictToOwner(directory, creating: creating)
+            var partitionOptions = baseOptions
+            partitionOptions.createIfMissing = creating
             do throws(SatchelError) {
-                return try databases[partition]!.get()
+                return try LevelDB(path: directory, options: partitionOptions)
             } catch {
                 if error.code == .locked {
                     configuration.logger.error("the store is open elsewhere", metadata: ["path": "\(path)", "partition": "\(partition.rawValue)"])
@@ -205,15 +198,29 @@ public final class Store: Sendable {
                 throw error
             }
         }
-        let user = try database(.user)
+        // `user` first: it holds the store's lock. Then the other partitions whose directory
+        // exists (side by side when both do: each open may write and sync a new manifest);
+        // the rest are made when first written to.
+        let user = try open(.user, creating: configuration.createIfMissing)
+        let others = [Partition.app, .local].filter { FileSystem.permissions(of: path + "/" + $0.rawValue) != nil }
+        let opened = Locked<[Partition: Result<LevelDB, SatchelError>]>([:])
+        DispatchQueue.concurrentPerform(iterations: others.count) { index in
+            let result = Result { () throws(SatchelError) -> LevelDB in try open(others[index], creating: true) }
+            opened.withLock { $0[others[index]] = result }
+        }
+        let databases = opened.withLock { $0 }
+        func database(_ partition: Partition) throws(SatchelError) -> PartitionDatabase {
+            PartitionDatabase(
+                partition: partition, directory: path + "/" + partition.rawValue, options: options, durable: configuration.durableWrites,
+                opened: try databases[partition]?.get())
+        }
         let app = try database(.app)
         let local = try database(.local)
         self.user = user
         self.app = app
         self.local = local
         var catalog = Catalog()
-        for partition in Partition.allCases {
-            let db = [user, app, local][Partition.allCases.firstIndex(of: partition)!]
+        for (partition, db) in Self.open(user: user, app: app, local: local) {
             try Self.checkFormat(of: db, partition: partition, durable: configuration.durableWrites)
             try Self.loadModels(from: db, partition: partition, into: &catalog)
         }
@@ -280,13 +287,10 @@ public final class Store: Sendable {
     /// directory made by an older version is narrowed the same way; failing that (another
     /// owner), it is left as it is.
     static func restrictToOwner(_ directory: String, creating: Bool) {
-        let fileManager = FileManager.default
-        if fileManager.fileExists(atPath: directory) {
-            if let mode = (try? fileManager.attributesOfItem(atPath: directory))?[.posixPermissions] as? Int, mode & 0o077 != 0 {
-                try? fileManager.setAttributes([.posixPermissions: mode & 0o700], ofItemAtPath: directory)
-            }
+        if let mode = FileSystem.permissions(of: directory) {
+            if mode & 0o077 != 0 { FileSystem.setPermissions(mode & 0o700, of: directory) }
         } else if creating {
-            try? fileManager.createDirectory(atPath: directory, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+            FileSystem.makeDirectory(directory, mode: 0o700)
         }
     }
 
@@ -296,23 +300,32 @@ public final class Store: Sendable {
     public func close() throws {
         changeObservers.finishAll()
         var firstError: (any Error)?
-        for db in [user, app, local] {
-            do { try db.close() } catch { firstError = firstError ?? error }
+        do { try user.close() } catch { firstError = error }
+        for partition in [app, local] {
+            do { try partition.close() } catch { firstError = firstError ?? error }
         }
         if let firstError { throw firstError }
     }
 
-    /// The database of `partition`.
+    /// The database of `partition`, opened (and made) when first used.
     @inline(__always)
-    func database(_ partition: Partition) -> LevelDB {
+    func database(_ partition: Partition) throws(SatchelError) -> LevelDB {
         switch partition {
         case .user: user
-        case .app: app
-        case .local: local
+        case .app: try app.database()
+        case .local: try local.database()
         }
     }
 
-    private static func checkFormat(of db: LevelDB, partition: Partition, durable: Bool) throws {
+    /// The partitions whose databases are open, in partition order: those that hold anything.
+    /// A partition not among them has no directory and nothing in it.
+    var openPartitions: [(partition: Partition, database: LevelDB)] { Self.open(user: user, app: app, local: local) }
+
+    private static func open(user: LevelDB, app: PartitionDatabase, local: PartitionDatabase) -> [(partition: Partition, database: LevelDB)] {
+        [(Partition.user, user)] + [app, local].compactMap { p in p.ifOpened.map { (p.partition, $0) } }
+    }
+
+    static func checkFormat(of db: LevelDB, partition: Partition, durable: Bool) throws {
         if let stored = try db.get(Keys.format) {
             guard let version = (try? JSONValue(parsing: stored))?.intValue else {
                 throw SatchelError(.corruption, "the \(partition.rawValue) partition has an unreadable format version")
@@ -485,7 +498,7 @@ public final class Store: Sendable {
                     "model '\(name)' holds \(statistics.objects) objects and \(statistics.pendingTotal + statistics.inFlight + statistics.errors) unsynced changes; only an empty model can be unregistered",
                     model: name)
             }
-            let db = database(entry.definition.partition)
+            let db = try database(entry.definition.partition)
             var batch = LevelDBWriteBatch()
             batch.delete(Keys.modelDefinition(name))
             batch.delete(Keys.modelStatistics(name))
@@ -584,7 +597,7 @@ public final class Store: Sendable {
     /// no longer takes space and reads touch fewer files. Useful after a bulk import or a large
     /// delete; it can take a while on a large store, and other calls proceed meanwhile.
     public func compact() throws {
-        for partition in Partition.allCases { try database(partition).compact() }
+        for (_, db) in openPartitions { try db.compact() }
     }
 
     // MARK: - Change log

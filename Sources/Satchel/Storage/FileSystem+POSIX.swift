@@ -1,0 +1,73 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The calls every open makes, straight to POSIX: Foundation's `attributesOfItem` reads the
+/// owner's and group's names from `/etc/passwd` and `/etc/group` each time, and its writes sync.
+/// (Apart from FileSystem.swift, which imports LevelDB's C module: its `stat` would be another
+/// module's type.)
+extension FileSystem {
+    /// The names in directory `path` (not `.` and `..`), or nil when it cannot be read.
+    static func names(in path: String) -> [String]? {
+        guard let directory = opendir(path) else { return nil }
+        defer { closedir(directory) }
+        var names: [String] = []
+        while let entry = readdir(directory) {
+            let name = withUnsafePointer(to: &entry.pointee.d_name) { String(cString: UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self)) }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
+    }
+
+    /// The size of the file at `path`, or nil when it cannot be read.
+    static func size(of path: String) -> Int? {
+        var status = stat()
+        guard stat(path, &status) == 0 else { return nil }
+        return Int(status.st_size)
+    }
+
+    /// The permission bits of the file or directory at `path`, or nil when it does not exist.
+    static func permissions(of path: String) -> Int? {
+        var status = stat()
+        guard stat(path, &status) == 0 else { return nil }
+        return Int(status.st_mode) & 0o7777
+    }
+
+    /// Sets the permission bits of `path`; false when it cannot.
+    @discardableResult
+    static func setPermissions(_ mode: Int, of path: String) -> Bool { chmod(path, mode_t(mode)) == 0 }
+
+    /// Makes directory `path` with `mode` (its parent must exist); false when it cannot.
+    @discardableResult
+    static func makeDirectory(_ path: String, mode: Int) -> Bool { mkdir(path, mode_t(mode)) == 0 }
+
+    /// The bytes of the small file at `path` (at most `limit`), or nil when it cannot be read.
+    static func contents(of path: String, limit: Int = 1 << 16) -> [UInt8]? {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        var bytes = [UInt8](repeating: 0, count: limit)
+        var count = 0
+        while count < limit {
+            let read = bytes.withUnsafeMutableBytes { Self.readBytes(descriptor, $0.baseAddress! + count, limit - count) }
+            if read < 0 { return nil }
+            if read == 0 { break }
+            count += read
+        }
+        return Array(bytes[..<count])
+    }
+
+    /// Writes `bytes` into the file at `path` in place (created with `mode`, or truncated),
+    /// without syncing: Foundation's writes sync, and its atomic one renames a temporary file.
+    static func writeInPlace(_ bytes: [UInt8], to path: String, mode: Int = 0o600) -> Bool {
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode_t(mode))
+        guard descriptor >= 0 else { return false }
+        defer { close(descriptor) }
+        return bytes.withUnsafeBytes { Self.writeBytes(descriptor, $0.baseAddress, $0.count) } == bytes.count
+    }
+
+    private static func readBytes(_ descriptor: Int32, _ buffer: UnsafeMutableRawPointer, _ count: Int) -> Int { read(descriptor, buffer, count) }
+    private static func writeBytes(_ descriptor: Int32, _ buffer: UnsafeRawPointer?, _ count: Int) -> Int { write(descriptor, buffer, count) }
+}
