@@ -7,37 +7,44 @@ import Foundation
 /// Why a record: `reuse_logs` appends to the last log and MANIFEST as it finds them, and LevelDB
 /// reads a file whose last record a crash cut short as if that record had never been written;
 /// appending after it would make the next read take the new bytes for the rest of the cut
-/// record, and fail (google/leveldb#1287, open). A clean close first makes the log durable (a
-/// synced write), then writes this record: every log and MANIFEST in the directory with its
-/// size. An open that finds exactly those files at exactly those sizes knows nothing was
-/// appended since, so no record can be cut short; anything else (a crash after further writes,
-/// a new file, a repair, a copy) differs, and the open writes new files as LevelDB always does.
+/// record, and fail (google/leveldb#1287, open); and it drops what a damaged log holds past the
+/// damage, records appended later included. So a clean close first empties the log into a table
+/// (synced, with its MANIFEST edit: the work the next open would otherwise do), then writes this
+/// record: every log and MANIFEST in the directory with its size, every log empty. An open that
+/// finds exactly those files at exactly those sizes knows no log holds anything and nothing was
+/// appended since; anything else (a crash after further writes, a new or damaged file, a repair,
+/// a copy) differs, and the open writes new files as LevelDB always does. (A MANIFEST is read
+/// strictly either way: a damaged one fails the open.)
 ///
 /// Byte layout (this file owns it): the file `satchel-closed` in the database's directory,
 /// UTF-8 text: the line `satchel-closed 1`, then one line `<file name> <size in bytes>` per log
 /// (`*.log`) and MANIFEST (`MANIFEST-*`) file, sorted by name; every line ends in `\n`. A record
-/// that does not read so (cut short by a crash, or damaged) matches nothing. It is written in
+/// that does not read so (cut short by a crash, or damaged), or names a log that is not empty,
+/// matches nothing. It is written in
 /// place and never synced: a record lost to a power cut only costs the next open its speed.
 enum CleanCloseRecord {
     static let fileName = "satchel-closed"
     static let header = "satchel-closed 1\n"
 
-    /// The record's text for the files in `directory` now, or nil when they cannot be listed.
-    static func describe(_ directory: String) -> String? {
+    /// The record's text for the files in `directory` now, and whether every log is empty; nil
+    /// when they cannot be listed.
+    static func describe(_ directory: String) -> (text: String, logsEmpty: Bool)? {
         guard let names = FileSystem.names(in: directory) else { return nil }
         var text = header
+        var logsEmpty = true
         for name in names.sorted() where name.hasSuffix(".log") || name.hasPrefix("MANIFEST-") {
             guard let size = FileSystem.size(of: directory + "/" + name) else { return nil }
             text += "\(name) \(size)\n"
+            if name.hasSuffix(".log") && size != 0 { logsEmpty = false }
         }
-        return text
+        return (text, logsEmpty)
     }
 
     /// Whether `directory` holds a record that matches its files: the database closed cleanly
     /// and nothing was written to its logs since.
     static func matches(_ directory: String) -> Bool {
-        guard let now = describe(directory) else { return false }
-        return holds(now, in: directory)
+        guard let now = describe(directory), now.logsEmpty else { return false }
+        return holds(now.text, in: directory)
     }
 
     /// Whether the record in `directory` reads `text`.
@@ -57,7 +64,7 @@ enum CleanCloseRecord {
 
     /// Removes the record from `directory` unless the files still read as `text`.
     static func withdraw(in directory: String, unlessStill text: String) {
-        if describe(directory) != text { unlink(directory + "/" + fileName) }
+        if describe(directory)?.text != text { unlink(directory + "/" + fileName) }
     }
 
     /// Removes the record from `directory` (a database that is about to be written without

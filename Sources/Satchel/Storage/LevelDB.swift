@@ -61,9 +61,6 @@ final class LevelDB: Sendable {
     let verifyChecksums: Bool
     /// Whether ``close()`` leaves a ``CleanCloseRecord``.
     private let recordsCleanClose: Bool
-    /// Whether a write since the last synced one may not be on the disk yet (set after each
-    /// unsynced write, cleared before each synced one, so a race only ever leaves it set).
-    private let unsyncedWrites = Atomic<Bool>(false)
     /// Bit 0: closed. Bits 1...: number of users, counted in steps of 2.
     private let state = Atomic<Int>(0)
 
@@ -209,21 +206,16 @@ final class LevelDB: Sendable {
     func close() throws(SatchelError) {
         let (exchanged, original) = state.compareExchange(expected: 0, desired: 1, ordering: .acquiringAndReleasing)
         if exchanged {
-            // A clean close: the log made durable (a write since the last synced one may still be
-            // in the page cache), then the record that lets the next open append to it.
+            // A clean close: the log emptied into a table (what the next open would otherwise do
+            // before writing a new log), then the record that lets the next open go on with the
+            // empty log and the MANIFEST.
             var record: String?
-            if recordsCleanClose {
-                var synced = true
-                if unsyncedWrites.load(ordering: .acquiring) {
-                    let batch = LevelDBWriteBatch()
-                    var error: UnsafeMutablePointer<CChar>?
-                    leveldb_write(db.raw, syncWriteOptions.raw, batch.pointer, &error)
-                    if let error {
-                        synced = false
-                        leveldb_free(error)
-                    }
+            if recordsCleanClose, var files = CleanCloseRecord.describe(path) {
+                if !files.logsEmpty {
+                    flushLog()
+                    files = CleanCloseRecord.describe(path) ?? files
                 }
-                if synced, let text = CleanCloseRecord.describe(path), CleanCloseRecord.write(text, in: path) { record = text }
+                if files.logsEmpty && CleanCloseRecord.write(files.text, in: path) { record = files.text }
             }
             leveldb_close(db.raw)
             // A compaction that was still running has changed the files: the record no longer
@@ -236,6 +228,17 @@ final class LevelDB: Sendable {
     }
 
     var isClosed: Bool { state.load(ordering: .acquiring) & 1 != 0 }
+
+    /// Writes the memtable into a level-0 table (synced, with its MANIFEST edit) and starts an
+    /// empty log, leaving the rest of the tables alone: LevelDB's manual compaction of a range
+    /// no table holds (past every key Satchel writes, which starts below 0xFF) flushes the
+    /// memtable first and then finds nothing to compact.
+    private func flushLog() {
+        let pastEveryKey: [CChar] = [-1, -1, -1, -1]
+        pastEveryKey.withUnsafeBufferPointer { key in
+            leveldb_compact_range(db.raw, key.baseAddress, key.count, key.baseAddress, key.count)
+        }
+    }
 
     // MARK: - Reads
 
@@ -286,13 +289,11 @@ final class LevelDB: Sendable {
 
     /// Applies `batch` atomically. With `sync`, the write reaches the disk before returning.
     func write(_ batch: borrowing LevelDBWriteBatch, sync: Bool) throws(SatchelError) {
-        if sync { unsyncedWrites.store(false, ordering: .releasing) }
         try withDB { db throws(SatchelError) in
             try LevelDBStatus.check {
                 leveldb_write(db, sync ? syncWriteOptions.raw : writeOptions.raw, batch.pointer, $0)
             }
         }
-        if !sync { unsyncedWrites.store(true, ordering: .releasing) }
     }
 
     // MARK: - Introspection
