@@ -269,6 +269,7 @@ extension Campaign {
             trial += 1
             let db = directory + "/store"
             try? FileManager.default.removeItem(atPath: db)
+            try? FileManager.default.removeItem(atPath: db + ".died")
             var configuration = Store.Configuration()
             configuration.compression = false
             configuration.writeBufferSize = 256 << 10  // several tables
@@ -285,10 +286,19 @@ extension Campaign {
                         }
                     }
                 }
+                if kind == "log cut short" {
+                    // A clean close empties the log into a table: the writes sit in the log only
+                    // when the process died after them. What such a death leaves: the directory
+                    // as it is while the store is open.
+                    try StoreDamage.copyWhileOpen(db, to: db + ".died")
+                }
                 try store.close()
             }
-            if kind != "log cut short" {
-                // Into tables: a reopen turns the log into one.
+            if kind == "log cut short" {
+                try FileManager.default.removeItem(atPath: db)
+                try FileManager.default.moveItem(atPath: db + ".died", toPath: db)
+            } else {
+                // Into tables (a clean close empties the log into one), opened once more.
                 try Store(path: db, configuration: configuration).close()
             }
             try damage(db, kind: kind)

@@ -132,19 +132,33 @@ struct RepairCLITests {
     @Test("a log cut short: the store opens with whole writes only, and repair leaves it truthful")
     func truncatedLog() async throws {
         let directory = TemporaryDirectory()
-        let db = directory.child("db")
+        let written = directory.child("written")
         var items: [String: String] = [:]
-        // Writes only (no reopen): they sit in the log.
-        #expect(try await CLI.run(["--db", db, "index", "Item", "brand"]).status == 1, "no model yet")
-        for i in 0..<40 {
+        #expect(try await CLI.run(["--db", written, "index", "Item", "brand"]).status == 1, "no model yet")
+        for i in 0..<30 {
             let line = #"{"brand":"\#(Self.brands[i % Self.brands.count])","n":\#(i),"object":"i\#(i)"}"#
             items["i\(i)"] = line
-            #expect(try await CLI.run(["--db", db, "put", "Item", line]).status == 0)
-            if i == 0 { #expect(try await CLI.run(["--db", db, "index", "Item", "brand"]).status == 0) }
+            #expect(try await CLI.run(["--db", written, "put", "Item", line]).status == 0)
+            if i == 0 { #expect(try await CLI.run(["--db", written, "index", "Item", "brand"]).status == 0) }
         }
-        // Each CLI run reopens the store, which turns the log into a table: the last run's
-        // writes are the only ones in the log; cut into them.
+        // A clean close empties the log into a table: the last writes sit in the log only when
+        // the process died after them. What such a death leaves: ten more writes, and the
+        // directory copied while the store is still open.
+        let db = directory.child("db")
+        do {
+            let store = try Store(path: written)
+            let model = try store.model("Item")
+            for i in 30..<40 {
+                let line = #"{"brand":"\#(Self.brands[i % Self.brands.count])","n":\#(i),"object":"i\#(i)"}"#
+                items["i\(i)"] = line
+                try model.save(Object(id: "i\(i)", attributes: ["brand": .string(Self.brands[i % Self.brands.count]), "n": .int(Int64(i))]))
+            }
+            try StoreDamage.copyWhileOpen(written, to: db)
+            try store.close()
+        }
+        // Cut into the last writes.
         let log = try #require(StoreDamage.files(db, suffix: ".log").max { StoreDamage.size($0) < StoreDamage.size($1) })
+        #expect(StoreDamage.size(log) > 20)
         try StoreDamage.truncate(log, to: StoreDamage.size(log) - 20)
 
         let repaired = try await CLI.run(["--db", db, "repair"])
