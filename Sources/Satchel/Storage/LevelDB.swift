@@ -70,7 +70,8 @@ final class LevelDB: Sendable {
         try Self.refuseHeadlessDatabase(at: path)
         let opts = Self.makeOptions(options)
         recordsCleanClose = options.reuseLogsAfterCleanClose && options.environment == nil
-        if recordsCleanClose && CleanCloseRecord.matches(path) { satchel_leveldb_options_set_reuse_logs(opts, 1) }
+        let reusing = recordsCleanClose && CleanCloseRecord.matches(path)
+        if reusing { satchel_leveldb_options_set_reuse_logs(opts, 1) }
         defer { leveldb_options_destroy(opts) }  // DB::Open copies the options
         var cache: OpaquePointer? = nil
         if options.blockCacheSize > 0 {
@@ -82,9 +83,17 @@ final class LevelDB: Sendable {
             filter = leveldb_filterpolicy_create_bloom(Int32(options.bloomBitsPerKey))
             leveldb_options_set_filter_policy(opts, filter)
         }
-        let opened: OpaquePointer?
+        var opened: OpaquePointer?
         do {
             opened = try LevelDBStatus.check { leveldb_open(opts, path, $0) }
+            // The record was read before LevelDB took the directory's lock: had another
+            // process opened, written and died in between, its log would not be empty now (the
+            // open wrote nothing to it). Then open again on new files, as without a record.
+            if reusing, let reused = opened, !CleanCloseRecord.matches(path) {
+                leveldb_close(reused)
+                satchel_leveldb_options_set_reuse_logs(opts, 0)
+                opened = try LevelDBStatus.check { leveldb_open(opts, path, $0) }
+            }
         } catch {
             if let cache { leveldb_cache_destroy(cache) }
             if let filter { leveldb_filterpolicy_destroy(filter) }
