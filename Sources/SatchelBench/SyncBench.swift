@@ -215,9 +215,12 @@ enum SyncBench {
 /// A baseline's work in slices, run between the pages of a sync so that a burst of load on a
 /// shared machine lands on both sides alike.
 protocol BaselineSlices: Sendable {
-    /// Runs the next slice; false when there was none left (then it may release what the
-    /// slices used, untimed).
+    /// Runs the next slice; false when there was none left.
     func runNext() throws -> Bool
+    /// Releases what the slices used, after the measures (untimed, outside every measured
+    /// window: a store's close empties LevelDB's log into a table, as the measured store's
+    /// close, also untimed, does).
+    func finish() throws
 }
 
 /// Saving the benchmark's objects in batches of ``SyncBench/pageSize`` through the public
@@ -237,16 +240,19 @@ final class BulkSave: BaselineSlices {
         batches = updates ? 2 * perPhase : perPhase
     }
 
+    func finish() throws {
+        try state.withLock { state in
+            try state.store?.close()
+            state.store = nil
+        }
+        try? FileManager.default.removeItem(atPath: path)
+    }
+
     static func newPrice(_ item: BenchData.Item) -> JSONValue { .int((item.attributes["price"]?.intValue ?? 0) % 1000 + 1) }
 
     func runNext() throws -> Bool {
         try state.withLock { state in
-            guard state.next < batches else {
-                try state.store?.close()
-                state.store = nil
-                try? FileManager.default.removeItem(atPath: path)
-                return false
-            }
+            guard state.next < batches else { return false }
             let store = try state.store ?? Store(path: path)
             state.store = store
             let model = try store.register(ModelDefinition(name: "Product", syncType: .none))
@@ -299,6 +305,7 @@ final class Interleaved: SyncBackend {
     /// Runs what is left of the baseline; returns its seconds in all.
     func finishBaseline() throws -> Double {
         while try slice() {}
+        try baseline?.finish()
         return baselineSeconds
     }
 
@@ -308,9 +315,7 @@ final class Interleaved: SyncBackend {
         let start = ContinuousClock.now
         let ran = try baseline.runNext()
         let seconds = Report.seconds(ContinuousClock.now - start)
-        // The call that finds nothing left closes the baseline's store: not timed, as the
-        // measured store's close is not (a close now empties LevelDB's log into a table).
-        if ran { spent.withLock { $0 += seconds } }
+        spent.withLock { $0 += seconds }
         return ran
     }
 

@@ -54,6 +54,9 @@ int satchel_derive_key(const char *passphrase, size_t count, const uint8_t *salt
 /// Sets LevelDB's `reuse_logs` option, which the C API does not reach: an open appends to the
 /// last log and MANIFEST instead of writing new ones.
 void satchel_leveldb_options_set_reuse_logs(leveldb_options_t *options, int reuse);
+/// Sends LevelDB's info log nowhere (no `LOG` file in the database's directory), as the
+/// encrypting Env does.
+void satchel_leveldb_options_discard_info_log(leveldb_options_t *options);
 
 #ifdef __cplusplus
 }

@@ -9,8 +9,9 @@ import Foundation
 /// appending after it would make the next read take the new bytes for the rest of the cut
 /// record, and fail (google/leveldb#1287, open); and it drops what a damaged log holds past the
 /// damage, records appended later included. So a clean close first empties the log into a table
-/// (synced, with its MANIFEST edit: the work the next open would otherwise do), then writes this
-/// record: every log and MANIFEST in the directory with its size, every log empty. An open that
+/// (synced, with its MANIFEST edit: the work the next open would otherwise do; not when that
+/// table would start a compaction of level 0, which the close would wait for — then it leaves no
+/// record), then writes this record: every log and MANIFEST in the directory with its size, every log empty. An open that
 /// finds exactly those files at exactly those sizes knows no log holds anything and nothing was
 /// appended since; anything else (a crash after further writes, a new or damaged file, a repair,
 /// a copy) differs, and the open writes new files as LevelDB always does. (A MANIFEST is read

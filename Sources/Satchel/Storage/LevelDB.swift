@@ -128,6 +128,10 @@ final class LevelDB: Sendable {
             // drop the rest of a log whose frame fails its authentication, and open. (The last
             // frame of a log, which a crash may leave half written, is the end of the file.)
             if environment.tamperEvident { leveldb_options_set_paranoid_checks(opts, 1) }
+        } else {
+            // No `LOG` file: each open would rename the last one and create another (the
+            // encrypting Env keeps none either). Satchel reports what matters through its logger.
+            satchel_leveldb_options_discard_info_log(opts)
         }
         leveldb_options_set_block_size(opts, options.blockSize)
         leveldb_options_set_max_file_size(opts, options.maxFileSize)
@@ -144,11 +148,11 @@ final class LevelDB: Sendable {
     /// `LOG` and temporary files are no data, and the open goes on (LevelDB creates the database
     /// again); any table, a log with bytes in it or a later manifest is refused.
     private static func refuseHeadlessDatabase(at path: String) throws(SatchelError) {
-        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: path), !entries.contains("CURRENT") else { return }
+        guard let entries = FileSystem.names(in: path), !entries.contains("CURRENT") else { return }
         let data = entries.filter { name in
             if name.hasSuffix(".ldb") || name.hasSuffix(".sst") { return true }
             if name.hasSuffix(".log") {
-                let size = (try? FileManager.default.attributesOfItem(atPath: path + "/" + name)[.size] as? Int) ?? 1
+                let size = FileSystem.size(of: path + "/" + name) ?? 1
                 return size != 0
             }
             return name.hasPrefix("MANIFEST-") && name != "MANIFEST-000001"
@@ -220,7 +224,10 @@ final class LevelDB: Sendable {
             // empty log and the MANIFEST.
             var record: String?
             if recordsCleanClose, var files = CleanCloseRecord.describe(path) {
-                if !files.logsEmpty {
+                // Not when the new table would make LevelDB start a compaction of level 0 (at 4
+                // files), which the close would wait for: then the next open turns the log into
+                // a table, as it always did.
+                if !files.logsEmpty && level0Files() < Self.level0CompactionTrigger - 1 {
                     flushLog()
                     files = CleanCloseRecord.describe(path) ?? files
                 }
@@ -237,6 +244,18 @@ final class LevelDB: Sendable {
     }
 
     var isClosed: Bool { state.load(ordering: .acquiring) & 1 != 0 }
+
+    /// LevelDB's `kL0_CompactionTrigger` (`db/dbformat.h`, compiled in): a compaction of level 0
+    /// starts when it holds this many tables.
+    static let level0CompactionTrigger = 4
+
+    /// The number of tables in level 0 (the property `leveldb.num-files-at-level0`); as many as
+    /// the trigger when unknown.
+    private func level0Files() -> Int {
+        guard let value = leveldb_property_value(db.raw, "leveldb.num-files-at-level0") else { return Self.level0CompactionTrigger }
+        defer { leveldb_free(value) }
+        return Int(String(cString: value)) ?? Self.level0CompactionTrigger
+    }
 
     /// Writes the memtable into a level-0 table (synced, with its MANIFEST edit) and starts an
     /// empty log, leaving the rest of the tables alone: LevelDB's manual compaction of a range

@@ -243,7 +243,7 @@ public final class Store: Sendable {
     /// else (an unfinished backup included) is refused before a file is written into it (LevelDB makes a database's directory
     /// before it finds it missing).
     static func checkIsStore(_ path: String, creating: Bool) throws(SatchelError) {
-        let entries = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
+        let entries = FileSystem.names(in: path) ?? []
         if entries.contains(unfinishedBackupMarker) {
             throw SatchelError(.notAStore, "\(path) is an unfinished backup, not a store: run the backup again")
         }
@@ -295,6 +295,11 @@ public final class Store: Sendable {
     }
 
     /// Closes the store. Idempotent.
+    ///
+    /// After writes, a close writes what LevelDB holds in memory (up to
+    /// ``Configuration/writeBufferSize``) into a table file and syncs it — the work the next open
+    /// would otherwise do — so that the next open starts at once, writing nothing (unless that
+    /// table would start a compaction, which the close would wait for).
     ///
     /// - Throws: ``SatchelError`` `.busy` while iterators or calls still use it.
     public func close() throws {
