@@ -27,24 +27,37 @@ enum CleanCloseRecord {
     static let fileName = "satchel-closed"
     static let header = "satchel-closed 1\n"
 
-    /// The record's text for the files in `directory` now, and whether every log is empty; nil
+    /// The record's text for the files in `directory` now; whether every log is empty; whether
+    /// the MANIFEST has grown well past what a new one would hold (see ``matches(_:)``). Nil
     /// when they cannot be listed.
-    static func describe(_ directory: String) -> (text: String, logsEmpty: Bool)? {
+    static func describe(_ directory: String) -> (text: String, logsEmpty: Bool, manifestOutgrown: Bool)? {
         guard let names = FileSystem.names(in: directory) else { return nil }
         var text = header
         var logsEmpty = true
-        for name in names.sorted() where name.hasSuffix(".log") || name.hasPrefix("MANIFEST-") {
+        var manifestBytes = 0
+        var tables = 0
+        for name in names.sorted() {
+            if name.hasSuffix(".ldb") || name.hasSuffix(".sst") { tables += 1 }
+            guard name.hasSuffix(".log") || name.hasPrefix("MANIFEST-") else { continue }
             guard let size = FileSystem.size(of: directory + "/" + name) else { return nil }
             text += "\(name) \(size)\n"
             if name.hasSuffix(".log") && size != 0 { logsEmpty = false }
+            if name.hasPrefix("MANIFEST-") { manifestBytes += size }
         }
-        return (text, logsEmpty)
+        return (text, logsEmpty, manifestBytes > 2 * (newManifestBase + newManifestPerTable * tables))
     }
 
+    /// About what a new MANIFEST holds: a header, and an entry per table (its number, size and
+    /// smallest and largest keys).
+    static let newManifestBase = 1 << 10
+    static let newManifestPerTable = 128
+
     /// Whether `directory` holds a record that matches its files: the database closed cleanly
-    /// and nothing was written to its logs since.
+    /// and nothing was written to its logs since. A MANIFEST that every compaction has added to
+    /// since it was written (an open reads all of it) to twice what a new one would hold does
+    /// not count: that open writes a new one, as LevelDB does on every open without a record.
     static func matches(_ directory: String) -> Bool {
-        guard let now = describe(directory), now.logsEmpty else { return false }
+        guard let now = describe(directory), now.logsEmpty, !now.manifestOutgrown else { return false }
         return holds(now.text, in: directory)
     }
 
