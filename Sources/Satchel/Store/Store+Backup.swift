@@ -133,7 +133,7 @@ extension Store {
     func copy(into directory: String, encryption target: CopyEncryption = .same, progress: ((BackupProgress) -> Void)?) throws
         -> BackupProgress
     {
-        // The moment: no write lands while the three snapshots are taken.
+        // The moment: no write lands while the snapshots are taken.
         // The partitions that hold anything (a partition never opened has no directory, and the
         // copy has none either).
         let snapshots = try writer.withLock { try openPartitions.map { ($0.partition, $0.database, try $0.database.makeSnapshot()) } }

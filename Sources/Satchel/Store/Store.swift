@@ -220,7 +220,7 @@ public final class Store: Sendable {
         self.app = app
         self.local = local
         var catalog = Catalog()
-        for (partition, db) in Self.open(user: user, app: app, local: local) {
+        for (partition, db) in Self.openPartitions(user: user, app: app, local: local) {
             try Self.checkFormat(of: db, partition: partition, durable: configuration.durableWrites)
             try Self.loadModels(from: db, partition: partition, into: &catalog)
         }
@@ -304,11 +304,13 @@ public final class Store: Sendable {
     /// - Throws: ``SatchelError`` `.busy` while iterators or calls still use it.
     public func close() throws {
         changeObservers.finishAll()
+        // `user` last: it holds the store's lock, so no other process opens the store while
+        // the other partitions close.
         var firstError: (any Error)?
-        do { try user.close() } catch { firstError = error }
         for partition in [app, local] {
             do { try partition.close() } catch { firstError = firstError ?? error }
         }
+        do { try user.close() } catch { firstError = firstError ?? error }
         if let firstError { throw firstError }
     }
 
@@ -324,9 +326,11 @@ public final class Store: Sendable {
 
     /// The partitions whose databases are open, in partition order: those that hold anything.
     /// A partition not among them has no directory and nothing in it.
-    var openPartitions: [(partition: Partition, database: LevelDB)] { Self.open(user: user, app: app, local: local) }
+    var openPartitions: [(partition: Partition, database: LevelDB)] { Self.openPartitions(user: user, app: app, local: local) }
 
-    private static func open(user: LevelDB, app: PartitionDatabase, local: PartitionDatabase) -> [(partition: Partition, database: LevelDB)] {
+    private static func openPartitions(user: LevelDB, app: PartitionDatabase, local: PartitionDatabase) -> [(
+        partition: Partition, database: LevelDB
+    )] {
         [(Partition.user, user)] + [app, local].compactMap { p in p.ifOpened.map { (p.partition, $0) } }
     }
 
