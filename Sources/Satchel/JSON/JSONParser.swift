@@ -23,14 +23,20 @@ struct JSONParser: ~Copyable {
     /// down from.
     private var valuesLeft: Int
     private let maxValues: Int
+    /// False when checking (``checkPrefix(_:maxDepth:maxValues:)``): the input is checked as
+    /// strictly, but no string, array or object is built; values come back empty, of their kind.
+    private let building: Bool
+    /// What a check found of the top-level object's members.
+    private var shape = Shape(kind: .null)
 
-    private init(_ buffer: UnsafeBufferPointer<UInt8>, maxDepth: Int, maxValues: Int) {
+    private init(_ buffer: UnsafeBufferPointer<UInt8>, maxDepth: Int, maxValues: Int, building: Bool = true) {
         // An empty buffer may have no base address; point at a valid dummy byte.
         self.base = buffer.baseAddress ?? UnsafePointer(Self.emptyByte)
         self.end = buffer.count
         self.maxDepth = maxDepth
         self.maxValues = maxValues
         self.valuesLeft = maxValues
+        self.building = building
     }
 
     nonisolated(unsafe) private static let emptyByte: UnsafeMutablePointer<UInt8> = {
@@ -50,6 +56,44 @@ struct JSONParser: ~Copyable {
         parser.skipWhitespace()
         if parser.pos != parser.end { throw parser.fail("unexpected data after the JSON value") }
         return value
+    }
+
+    /// Parses the one JSON value that starts `buffer` (its first byte, no whitespace before)
+    /// and stops after it, whatever follows: the value and the number of bytes it took. A stream
+    /// of values (an import's items) is read so, each in place.
+    static func parsePrefix(
+        _ buffer: UnsafeBufferPointer<UInt8>, maxDepth: Int = JSONValue.maxDepth, maxValues: Int = .max
+    ) throws(Failure) -> (value: JSONValue, count: Int) {
+        var parser = JSONParser(buffer, maxDepth: maxDepth, maxValues: maxValues)
+        let value = try parser.parseValue()
+        return (value, parser.pos)
+    }
+
+    /// What a check tells of a value without building it: its kind, and for an object, its
+    /// `object` member and whether it has any other member that is not null.
+    struct Shape {
+        /// A value of the checked value's kind (empty when a string, array or object).
+        var kind: JSONValue
+        /// The `object` member's value (empty when a string), nil when there is none.
+        var id: JSONValue? = nil
+        /// Whether a member other than `object` holds something other than null.
+        var hasAttribute = false
+        /// False when the members' names did not come in strictly increasing byte order (a
+        /// name given twice, an escaped name): `id` and `hasAttribute` may then be wrong, and
+        /// only a parse can tell.
+        var exact = true
+    }
+
+    /// Checks the one JSON value that starts `buffer` as strictly as
+    /// ``parsePrefix(_:maxDepth:maxValues:)`` parses it, building nothing: its shape and the
+    /// number of bytes it took. A failure is the parse's failure.
+    static func checkPrefix(
+        _ buffer: UnsafeBufferPointer<UInt8>, maxDepth: Int = JSONValue.maxDepth, maxValues: Int = .max
+    ) throws(Failure) -> (shape: Shape, count: Int) {
+        var parser = JSONParser(buffer, maxDepth: maxDepth, maxValues: maxValues, building: false)
+        let value = try parser.parseValue()
+        parser.shape.kind = value
+        return (parser.shape, parser.pos)
     }
 
     // MARK: - Values
@@ -142,13 +186,18 @@ struct JSONParser: ~Copyable {
                     previous = raw
                 }
             }
+            let nameEnd = pos - 1
             skipWhitespace()
             guard pos < end, base[pos] == UInt8(ascii: ":") else { throw fail("expected ':' after an object key") }
             pos += 1
             skipWhitespace()
             try countValue()
             let value = try parseValue()
-            members.append(JSONObject.Member(name: name, value: value))
+            if building {
+                members.append(JSONObject.Member(name: name, value: value))
+            } else if depth == 1 {
+                noteMember(name: name, raw: UnsafeBufferPointer(start: base + keyStart, count: nameEnd - keyStart), value: value)
+            }
             skipWhitespace()
             guard pos < end else { throw fail("unterminated object") }
             switch base[pos] {
@@ -158,10 +207,25 @@ struct JSONParser: ~Copyable {
             case UInt8(ascii: "}"):
                 pos += 1
                 depth -= 1
+                if !building {
+                    if depth == 0 { shape.exact = inOrder }
+                    return JSONObject()
+                }
                 return inOrder ? JSONObject(sortedUniqueMembers: members) : JSONObject(unsortedMembers: members)
             default:
                 throw fail("expected ',' or '}' in an object")
             }
+        }
+    }
+
+    /// A check's note of one member of the top-level object. An unescaped name is its raw
+    /// bytes; an escaped one was decoded (`name`).
+    private mutating func noteMember(name: String, raw: UnsafeBufferPointer<UInt8>, value: JSONValue) {
+        let isID = raw.contains(UInt8(ascii: "\\")) ? UTF8Order.equal(name, Object.idAttribute) : raw.elementsEqual(Object.idAttribute.utf8)
+        if isID {
+            shape.id = value
+        } else if !value.isNull {
+            shape.hasAttribute = true
         }
     }
 
@@ -177,7 +241,8 @@ struct JSONParser: ~Copyable {
         }
         while true {
             try countValue()
-            elements.append(try parseValue())
+            let element = try parseValue()
+            if building { elements.append(element) }
             skipWhitespace()
             guard pos < end else { throw fail("unterminated array") }
             switch base[pos] {
@@ -220,11 +285,11 @@ struct JSONParser: ~Copyable {
             if c == UInt8(ascii: "\"") {
                 let bytes = UnsafeBufferPointer(start: base + start, count: pos - start)
                 pos += 1
-                if ascii { return String(decoding: bytes, as: UTF8.self) }
+                if ascii { return building ? String(decoding: bytes, as: UTF8.self) : "" }
                 guard let s = String(validating: bytes, as: UTF8.self) else {
                     throw fail("invalid UTF-8 in a string", at: start)
                 }
-                return s
+                return building ? s : ""
             }
             if c == UInt8(ascii: "\\") { return try parseEscapedString(contentStart: start) }
             if c < 0x20 { throw fail("unescaped control character in a string") }
