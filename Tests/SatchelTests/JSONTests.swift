@@ -219,6 +219,53 @@ struct JSONTests {
         }
     }
 
+    @Test("an import item's text is taken as its stored form only when it is exactly that, but for its id")
+    func storedForm() async throws {
+        // Satchel's own text of an object with an id, then altered the ways that make it differ
+        // from what a write stores: whitespace, an escape, -0, a double, a null, names out of order.
+        let alterations: [(String, String)] = [
+            (",", ", "), ("\"a", "\"\\u0061"), (":0", ":-0"), (":1", ":1.0"), ("}", ",\"zz\":null}"), ("{\"", "{\"~\":1,\""),
+        ]
+        let inputs = Generator<(JSONObject, Int), Shrink.None<(JSONObject, Int)>>(run: { rng in
+            var object = JSONObject((0..<Int.random(in: 0...4, using: &rng)).map { _ in (TupleGen.string(&rng), TupleGen.value(&rng)) })
+            object["a"] = .int(Int64.random(in: 0...1, using: &rng))
+            if Bool.random(using: &rng) { object["object"] = .string(TupleGen.string(&rng)) }
+            return (object, Int.random(in: -1..<alterations.count, using: &rng))
+        })
+        var taken = 0
+        await propertyCheck(count: 2000, input: inputs) { object, alteration in
+            var text = String(decoding: JSONValue.object(object).jsonBytes, as: UTF8.self)
+            if alteration >= 0, let range = text.range(of: alterations[alteration].0) {
+                text.replaceSubrange(range, with: alterations[alteration].1)
+            }
+            let bytes = Array(text.utf8)
+            let (value, count, storedForm) = try bytes.withUnsafeBufferPointer { buffer throws(JSONParser.Failure) in
+                try JSONParser.parseItem(buffer)
+            }
+            #expect(count == bytes.count)
+            guard let storedForm, let parsed = value.objectValue else { return }
+            taken += 1
+            var stored = bytes
+            if let cut = storedForm.idMember { stored.removeSubrange(cut) }
+            let (_, attributes) = parsed.splitting(Object.idAttribute)
+            #expect(stored == JSONValue.object(attributes).jsonBytes, "\(text)")
+        }
+        #expect(taken > 50, "Satchel's own text is taken as it is")
+        // The id first, last, alone, absent.
+        let cases: [(String, String)] = [
+            (#"{"a":1,"b":"x","object":"id","z":[1,{"j":null,"k":true}]}"#, #"{"a":1,"b":"x","z":[1,{"j":null,"k":true}]}"#),
+            (#"{"object":"id","z":-1}"#, #"{"z":-1}"#), (#"{"a":"é","object":"id"}"#, #"{"a":"é"}"#), (#"{"object":"id"}"#, "{}"),
+            (#"{"a":{}}"#, #"{"a":{}}"#),
+        ]
+        for (text, stored) in cases {
+            var bytes = Array(text.utf8)
+            let storedForm = try bytes.withUnsafeBufferPointer { buffer throws(JSONParser.Failure) in try JSONParser.parseItem(buffer).storedForm }
+            #expect(storedForm != nil, "\(text)")
+            if let cut = storedForm?.idMember { bytes.removeSubrange(cut) }
+            #expect(String(decoding: bytes, as: UTF8.self) == stored)
+        }
+    }
+
     @Test("a check says when only a parse can tell the id and attributes: a name given twice, out of order, escaped")
     func checkKnowsWhenInexact() throws {
         let cases: [(String, Bool)] = [

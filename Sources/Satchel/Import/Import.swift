@@ -59,12 +59,13 @@ extension Store {
         state = ImportProgress(phase: .writing, items: 0, totalItems: total, bytesRead: 0, totalBytes: totalBytes, batches: 0)
         progress?(state)
         var reader = try JSONItemReader(url: url)
-        var batch: [JSONObject] = []
+        // Each object with its stored JSON when the item's text already is that.
+        var batch: [(JSONObject, [UInt8]?)] = []
         batch.reserveCapacity(batchSize)
         func flush() throws {
             guard !batch.isEmpty else { return }
             try bulkUpdate { tx in
-                for object in batch { try tx.put(object, in: model) }
+                for (object, json) in batch { try tx.put(object, in: model, storedJSON: json) }
             }
             state.items += batch.count
             state.batches += 1
@@ -73,7 +74,7 @@ extension Store {
             progress?(state)
         }
         while let item = try reader.next() {
-            batch.append(try Self.object(from: item))
+            batch.append((try Self.object(from: item), item.storedJSON))
             if batch.count == batchSize { try flush() }
         }
         try flush()

@@ -21,6 +21,21 @@ struct JSONItemReader {
         /// The item's shape, when the reader checked it in place without building it (a reader
         /// made with `building: false`).
         var shape: JSONParser.Shape? = nil
+        /// Set when the item was parsed in place and its text is already its attributes' stored
+        /// form, but for its `object` member.
+        var storedForm: JSONParser.StoredForm? = nil
+
+        /// The item's attributes (its id left out) as a write stores them, when its text already
+        /// is that (Satchel's own export, for one): nil when they must be encoded.
+        var storedJSON: [UInt8]? {
+            guard let storedForm else { return nil }
+            guard let cut = storedForm.idMember else { return Array(bytes) }
+            var json: [UInt8] = []
+            json.reserveCapacity(bytes.count - cut.count)
+            json += bytes[bytes.startIndex..<(bytes.startIndex + cut.lowerBound)]
+            json += bytes[(bytes.startIndex + cut.upperBound)...]
+            return json
+        }
     }
 
     enum Layout { case undecided, array, sequence }
@@ -178,16 +193,16 @@ struct JSONItemReader {
     /// counted; nil when it does not parse within the buffer (it runs past it, or is malformed:
     /// the scan then finds its end, and the parse of its bytes says what is wrong).
     private mutating func readInPlace(from start: Int, line startLine: Int) -> Item? {
-        let found = buffer.withUnsafeBufferPointer { all -> (value: JSONValue?, shape: JSONParser.Shape?, count: Int, lines: Int)? in
+        typealias Found = (value: JSONValue?, shape: JSONParser.Shape?, storedForm: JSONParser.StoredForm?, count: Int, lines: Int)
+        let found = buffer.withUnsafeBufferPointer { all -> Found? in
             let rest = UnsafeBufferPointer(rebasing: all[start...])
-            let value: JSONValue?, shape: JSONParser.Shape?, count: Int
+            var item = Item(bytes: [], line: 0, index: 0)
+            let count: Int
             do {
                 if building {
-                    (value, count) = try JSONParser.parsePrefix(rest, maxValues: Self.maximumItemValues)
-                    shape = nil
+                    (item.value, count, item.storedForm) = try JSONParser.parseItem(rest, maxValues: Self.maximumItemValues)
                 } else {
-                    (shape, count) = try JSONParser.checkPrefix(rest, maxValues: Self.maximumItemValues)
-                    value = nil
+                    (item.shape, count) = try JSONParser.checkPrefix(rest, maxValues: Self.maximumItemValues)
                 }
             } catch {
                 return nil
@@ -201,12 +216,13 @@ struct JSONItemReader {
                 left -= UnsafeRawPointer(newline) - p + 1
                 p = UnsafeRawPointer(newline) + 1
             }
-            return (value, shape, count, lines)
+            return (item.value, item.shape, item.storedForm, count, lines)
         }
         guard let found else { return nil }
         pos = start + found.count
         line += found.lines
-        return Item(bytes: buffer[start..<pos], line: startLine, index: itemCount, value: found.value, shape: found.shape)
+        return Item(
+            bytes: buffer[start..<pos], line: startLine, index: itemCount, value: found.value, shape: found.shape, storedForm: found.storedForm)
     }
 
     /// Finds the end of the item starting at `start`, reading more of the file as needed.

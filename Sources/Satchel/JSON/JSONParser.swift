@@ -26,10 +26,18 @@ struct JSONParser: ~Copyable {
     /// False when checking (``checkPrefix(_:maxDepth:maxValues:)``): the input is checked as
     /// strictly, but no string, array or object is built; values come back empty, of their kind.
     private let building: Bool
+    /// Whether the top-level object's members are noted (``shape``, ``idMember``): a check, or
+    /// ``parseItem(_:maxValues:)``.
+    private let notingMembers: Bool
     /// What a check found of the top-level object's members.
     private var shape = Shape(kind: .null)
+    /// Whether the text read so far is exactly what ``JSONWriter`` writes of its value: no
+    /// whitespace, no escape, names in byte order, integers only, no top-level null.
+    private var canonical = true
+    /// The bytes of the top-level `object` member, with the comma that joins it to the others.
+    private var idMember: Range<Int>? = nil
 
-    private init(_ buffer: UnsafeBufferPointer<UInt8>, maxDepth: Int, maxValues: Int, building: Bool = true) {
+    private init(_ buffer: UnsafeBufferPointer<UInt8>, maxDepth: Int, maxValues: Int, building: Bool = true, notingMembers: Bool = false) {
         // An empty buffer may have no base address; point at a valid dummy byte.
         self.base = buffer.baseAddress ?? UnsafePointer(Self.emptyByte)
         self.end = buffer.count
@@ -37,6 +45,7 @@ struct JSONParser: ~Copyable {
         self.maxValues = maxValues
         self.valuesLeft = maxValues
         self.building = building
+        self.notingMembers = notingMembers || !building
     }
 
     nonisolated(unsafe) private static let emptyByte: UnsafeMutablePointer<UInt8> = {
@@ -96,6 +105,26 @@ struct JSONParser: ~Copyable {
         return (parser.shape, parser.pos)
     }
 
+    /// Parses the item of an import that starts `buffer`, as ``parsePrefix(_:maxDepth:maxValues:)``
+    /// does, and tells whether its text is already the stored form of its attributes: when
+    /// `storedForm` is not nil, the text with the bytes at `storedForm.idMember` cut out (the
+    /// `object` member, when there is one) is exactly what ``JSONWriter`` writes of the object
+    /// without its id, so that an import need not encode it again.
+    static func parseItem(
+        _ buffer: UnsafeBufferPointer<UInt8>, maxValues: Int = .max
+    ) throws(Failure) -> (value: JSONValue, count: Int, storedForm: StoredForm?) {
+        var parser = JSONParser(buffer, maxDepth: JSONValue.maxDepth, maxValues: maxValues, notingMembers: true)
+        let value = try parser.parseValue()
+        guard case .object = value, parser.canonical else { return (value, parser.pos, nil) }
+        return (value, parser.pos, StoredForm(idMember: parser.idMember))
+    }
+
+    /// Where an import item's text differs from the stored form of its attributes.
+    struct StoredForm {
+        /// The `object` member and its comma, to cut out (nil: none).
+        var idMember: Range<Int>?
+    }
+
     // MARK: - Values
 
     private func fail(_ reason: String, at offset: Int? = nil) -> Failure {
@@ -106,7 +135,9 @@ struct JSONParser: ~Copyable {
     private mutating func skipWhitespace() {
         while pos < end {
             switch base[pos] {
-            case 0x20, 0x0A, 0x0D, 0x09: pos += 1
+            case 0x20, 0x0A, 0x0D, 0x09:
+                pos += 1
+                canonical = false
             default: return
             }
         }
@@ -172,6 +203,7 @@ struct JSONParser: ~Copyable {
         // on the raw bytes of unescaped names; then no sort is needed.
         var inOrder = true
         var previous: UnsafeBufferPointer<UInt8>? = nil
+        var memberCount = 0
         while true {
             guard pos < end else { throw fail("unterminated object") }
             guard base[pos] == UInt8(ascii: "\"") else { throw fail("expected a string key in an object") }
@@ -193,11 +225,13 @@ struct JSONParser: ~Copyable {
             skipWhitespace()
             try countValue()
             let value = try parseValue()
-            if building {
-                members.append(JSONObject.Member(name: name, value: value))
-            } else if depth == 1 {
-                noteMember(name: name, raw: UnsafeBufferPointer(start: base + keyStart, count: nameEnd - keyStart), value: value)
+            if notingMembers && depth == 1 {
+                noteMember(
+                    name: name, raw: UnsafeBufferPointer(start: base + keyStart, count: nameEnd - keyStart), value: value,
+                    start: keyStart - 1, first: memberCount == 0)
             }
+            memberCount += 1
+            if building { members.append(JSONObject.Member(name: name, value: value)) }
             skipWhitespace()
             guard pos < end else { throw fail("unterminated object") }
             switch base[pos] {
@@ -207,6 +241,7 @@ struct JSONParser: ~Copyable {
             case UInt8(ascii: "}"):
                 pos += 1
                 depth -= 1
+                if !inOrder { canonical = false }
                 if !building {
                     if depth == 0 { shape.exact = inOrder }
                     return JSONObject()
@@ -218,15 +253,19 @@ struct JSONParser: ~Copyable {
         }
     }
 
-    /// A check's note of one member of the top-level object. An unescaped name is its raw
-    /// bytes; an escaped one was decoded (`name`).
-    private mutating func noteMember(name: String, raw: UnsafeBufferPointer<UInt8>, value: JSONValue) {
+    /// Notes one member of the top-level object, which starts at byte `start` (its name's
+    /// quote) and ends where the parse is. An unescaped name is its raw bytes; an escaped one
+    /// was decoded (`name`).
+    private mutating func noteMember(name: String, raw: UnsafeBufferPointer<UInt8>, value: JSONValue, start: Int, first: Bool) {
         let isID = raw.contains(UInt8(ascii: "\\")) ? UTF8Order.equal(name, Object.idAttribute) : raw.elementsEqual(Object.idAttribute.utf8)
         if isID {
             shape.id = value
+            // With its comma: the one before it, or, first, the one after it (when another follows).
+            idMember = first ? start..<(pos < end && base[pos] == UInt8(ascii: ",") ? pos + 1 : pos) : (start - 1)..<pos
         } else if !value.isNull {
             shape.hasAttribute = true
         }
+        if value.isNull { canonical = false }  // a write drops it
     }
 
     private mutating func parseArray() throws(Failure) -> JSONValue {
@@ -301,6 +340,7 @@ struct JSONParser: ~Copyable {
 
     /// The slow path for strings with escapes: builds the bytes, then validates them as UTF-8.
     private mutating func parseEscapedString(contentStart start: Int) throws(Failure) -> String {
+        canonical = false
         var bytes: [UInt8] = []
         bytes.reserveCapacity(pos - start + 16)
         bytes.append(contentsOf: UnsafeBufferPointer(start: base + start, count: pos - start))
@@ -417,8 +457,12 @@ struct JSONParser: ~Copyable {
         }
         if isInteger && !overflow {
             if !negative && magnitude <= UInt64(Int64.max) { return .int(Int64(magnitude)) }
-            if negative && magnitude <= UInt64(Int64.max) + 1 { return .int(Int64(truncatingIfNeeded: 0 &- magnitude)) }
+            if negative && magnitude <= UInt64(Int64.max) + 1 {
+                if magnitude == 0 { canonical = false }  // -0 is written 0
+                return .int(Int64(truncatingIfNeeded: 0 &- magnitude))
+            }
         }
+        canonical = false  // a double: its text may not be the shortest
         let text = String(decoding: UnsafeBufferPointer(start: base + start, count: pos - start), as: UTF8.self)
         guard let d = Double(text), d.isFinite else { throw fail("number out of range", at: start) }
         return .double(d)
