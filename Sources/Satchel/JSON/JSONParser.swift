@@ -198,7 +198,7 @@ struct JSONParser: ~Copyable {
             depth -= 1
             return JSONObject()
         }
-        members.reserveCapacity(8)
+        if building { members.reserveCapacity(8) }
         // Whether the names arrive sorted and unique (Satchel's own output always does), checked
         // on the raw bytes of unescaped names; then no sort is needed.
         var inOrder = true
@@ -214,7 +214,16 @@ struct JSONParser: ~Copyable {
                 if raw.contains(UInt8(ascii: "\\")) {
                     inOrder = false  // escaped: let JSONObject sort by the decoded bytes
                 } else {
-                    if let previous, UTF8Order.compareBytes(previous, raw) >= 0 { inOrder = false }
+                    if let previous {
+                        // Names mostly differ in their first byte: memcmp only when they do not.
+                        let ordered: Bool
+                        if let p = previous.first, let r = raw.first, p != r {
+                            ordered = p < r
+                        } else {
+                            ordered = UTF8Order.compareBytes(previous, raw) < 0
+                        }
+                        if !ordered { inOrder = false }
+                    }
                     previous = raw
                 }
             }
@@ -257,7 +266,11 @@ struct JSONParser: ~Copyable {
     /// quote) and ends where the parse is. An unescaped name is its raw bytes; an escaped one
     /// was decoded (`name`).
     private mutating func noteMember(name: String, raw: UnsafeBufferPointer<UInt8>, value: JSONValue, start: Int, first: Bool) {
-        let isID = raw.contains(UInt8(ascii: "\\")) ? UTF8Order.equal(name, Object.idAttribute) : raw.elementsEqual(Object.idAttribute.utf8)
+        let isID =
+            raw.contains(UInt8(ascii: "\\"))
+            ? UTF8Order.equal(name, Object.idAttribute)
+            : raw.count == Self.idName.utf8CodeUnitCount
+                && UTF8Order.compareBytes(raw, UnsafeBufferPointer(start: Self.idName.utf8Start, count: raw.count)) == 0
         if isID {
             shape.id = value
             // With its comma: the one before it, or, first, the one after it (when another follows).
@@ -267,6 +280,9 @@ struct JSONParser: ~Copyable {
         }
         if value.isNull { canonical = false }  // a write drops it
     }
+
+    /// ``Object/idAttribute``, as bytes.
+    private static let idName: StaticString = "object"
 
     private mutating func parseArray() throws(Failure) -> JSONValue {
         try enter()
