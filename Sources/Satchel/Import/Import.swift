@@ -65,7 +65,12 @@ extension Store {
         func flush() throws {
             guard !batch.isEmpty else { return }
             try bulkUpdate { tx in
-                for (object, json) in batch { try tx.put(object, in: model, storedJSON: json) }
+                for i in batch.indices {
+                    // Moved out of the batch, so that the put owns it and splits its id off in place.
+                    var object = JSONObject()
+                    swap(&object, &batch[i].0)
+                    try tx.put(taking: &object, in: model, storedJSON: batch[i].1)
+                }
             }
             state.items += batch.count
             state.batches += 1

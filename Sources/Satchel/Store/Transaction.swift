@@ -117,10 +117,18 @@ public final class Transaction: StoreReading {
     /// already (an import whose item's text is that): the write does not encode them again.
     @discardableResult
     func put(_ attributes: JSONObject, in model: Model, storedJSON: [UInt8]?) throws -> Object? {
+        var attributes = attributes
+        return try put(taking: &attributes, in: model, storedJSON: storedJSON)
+    }
+
+    /// ``put(_:in:storedJSON:)`` splitting the id off `attributes` in place (they are left
+    /// without it and without nulls): an import owns its objects, and their members are not copied.
+    @discardableResult
+    func put(taking attributes: inout JSONObject, in model: Model, storedJSON: [UInt8]?) throws -> Object? {
         checkOpen()
-        let (idValue, new) = attributes.splitting(Object.idAttribute)
-        if let id = try Self.id(from: idValue, model: model.name) { return try replace(id, with: new, in: model, storedJSON: storedJSON) }
-        return try insert(new, id: nil, in: model, storedJSON: storedJSON)
+        let idValue = attributes.split(Object.idAttribute)
+        if let id = try Self.id(from: idValue, model: model.name) { return try replace(id, with: attributes, in: model, storedJSON: storedJSON) }
+        return try insert(attributes, id: nil, in: model, storedJSON: storedJSON)
     }
 
     /// Merges `attributes` into object `id`: each given attribute replaces the old value whole,
