@@ -35,17 +35,14 @@ public final class Store: Sendable {
         /// Bits per key of the bloom filter that spares disk reads for absent keys (default 10;
         /// 0 turns it off).
         public var bloomFilterBitsPerKey = 10
-        /// Bytes of writes buffered in memory before LevelDB writes a table file (default 12 MiB).
+        /// Bytes of writes buffered in memory before LevelDB writes a table file (default 64 MiB).
         ///
         /// Index entries land all over the key space, so a small buffer (LevelDB's default is
         /// 4 MiB) flushes often and makes compactions rewrite the same data again and again:
         /// loading a million objects with two indexes went from 69,000 to 235,000 objects
-        /// a second (raw LevelDB) when the buffer grew from 4 to 64 MiB. Past 12 MiB the load
-        /// gains nothing measurable (a million objects with two indexes: 1.57–1.61 times SQLite's
-        /// rate with 12, 16 or 64 MiB, 1.40 with 8), while memory grows: the buffer is used up
-        /// to twice over during a flush, and importing a million objects peaked at 120 MB with
-        /// 64 MiB, 88–93 MB with 12.
-        public var writeBufferSize = 12 << 20
+        /// a second (raw LevelDB) when the buffer grew from 4 to 64 MiB. The memory is used only
+        /// while writes are buffered, up to twice this size during a flush.
+        public var writeBufferSize = 64 << 20
         /// When true, every write waits until the data reaches the disk (`fsync`), so it survives
         /// a machine crash, at a large cost in write speed. When false (the default), a write
         /// survives a crash of the process but the last writes may be lost if the machine fails.
