@@ -281,7 +281,10 @@ struct JSONTests {
 
     private func expectCheckAgrees(_ bytes: [UInt8]) {
         bytes.withUnsafeBufferPointer { buffer in
-            let parsed = Result { () throws(JSONParser.Failure) in try JSONParser.parsePrefix(buffer) }
+            let parsed = Result { () throws(JSONParser.Failure) in
+                let (value, count, _) = try JSONParser.parseItem(buffer)
+                return (value, count)
+            }
             let checked = Result { () throws(JSONParser.Failure) in try JSONParser.checkPrefix(buffer) }
             switch (parsed, checked) {
             case (.failure(let a), .failure(let b)):

@@ -67,17 +67,6 @@ struct JSONParser: ~Copyable {
         return value
     }
 
-    /// Parses the one JSON value that starts `buffer` (its first byte, no whitespace before)
-    /// and stops after it, whatever follows: the value and the number of bytes it took. A stream
-    /// of values (an import's items) is read so, each in place.
-    static func parsePrefix(
-        _ buffer: UnsafeBufferPointer<UInt8>, maxDepth: Int = JSONValue.maxDepth, maxValues: Int = .max
-    ) throws(Failure) -> (value: JSONValue, count: Int) {
-        var parser = JSONParser(buffer, maxDepth: maxDepth, maxValues: maxValues)
-        let value = try parser.parseValue()
-        return (value, parser.pos)
-    }
-
     /// What a check tells of a value without building it: its kind, and for an object, its
     /// `object` member and whether it has any other member that is not null.
     struct Shape {
@@ -93,9 +82,9 @@ struct JSONParser: ~Copyable {
         var exact = true
     }
 
-    /// Checks the one JSON value that starts `buffer` as strictly as
-    /// ``parsePrefix(_:maxDepth:maxValues:)`` parses it, building nothing: its shape and the
-    /// number of bytes it took. A failure is the parse's failure.
+    /// Checks the one JSON value that starts `buffer` (its first byte, no whitespace before), and
+    /// stops after it whatever follows, as strictly as ``parseItem(_:maxValues:)`` parses it,
+    /// building nothing: its shape and the number of bytes it took. A failure is the parse's.
     static func checkPrefix(
         _ buffer: UnsafeBufferPointer<UInt8>, maxDepth: Int = JSONValue.maxDepth, maxValues: Int = .max
     ) throws(Failure) -> (shape: Shape, count: Int) {
@@ -105,8 +94,9 @@ struct JSONParser: ~Copyable {
         return (parser.shape, parser.pos)
     }
 
-    /// Parses the item of an import that starts `buffer`, as ``parsePrefix(_:maxDepth:maxValues:)``
-    /// does, and tells whether its text is already the stored form of its attributes: when
+    /// Parses the one JSON value that starts `buffer` (its first byte, no whitespace before), an
+    /// import's item, and stops after it whatever follows: the value, the number of bytes it took,
+    /// and whether its text is already the stored form of its attributes: when
     /// `storedForm` is not nil, the text with the bytes at `storedForm.idMember` cut out (the
     /// `object` member, when there is one) is exactly what ``JSONWriter`` writes of the object
     /// without its id, so that an import need not encode it again.
