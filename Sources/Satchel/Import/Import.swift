@@ -29,7 +29,6 @@ extension Store {
     /// a string `object` id when given, the model's fixed schema) and writes nothing, so a
     /// malformed file leaves the store unchanged. The second pass writes the items in batches of
     /// `batchSize`, each batch one transaction: an interrupted import leaves only whole batches.
-    /// While a batch is written, a thread of the import's own reads and parses the next one.
     ///
     /// An item that carries an `object` id replaces that object whole (creating it when missing,
     /// deleting it when all its attributes are null); an item without one creates an object
@@ -59,25 +58,31 @@ extension Store {
         // is checked: the file may have changed since).
         state = ImportProgress(phase: .writing, items: 0, totalItems: total, bytesRead: 0, totalBytes: totalBytes, batches: 0)
         progress?(state)
-        // The next batch is read and parsed on a second thread while this one writes.
-        let reader = try BatchReader(url: url, batchSize: batchSize)
-        defer { reader.close() }
-        while true {
-            var batch = try reader.next()
-            if batch.objects.isEmpty { break }
+        var reader = try JSONItemReader(url: url)
+        // Each object with its stored JSON when the item's text already is that.
+        var batch: [(JSONObject, [UInt8]?)] = []
+        batch.reserveCapacity(batchSize)
+        func flush() throws {
+            guard !batch.isEmpty else { return }
             try bulkUpdate { tx in
-                for i in batch.objects.indices {
+                for i in batch.indices {
                     // Moved out of the batch, so that the put owns it and splits its id off in place.
                     var object = JSONObject()
-                    swap(&object, &batch.objects[i].0)
-                    try tx.put(taking: &object, in: model, storedJSON: batch.objects[i].1)
+                    swap(&object, &batch[i].0)
+                    try tx.put(taking: &object, in: model, storedJSON: batch[i].1)
                 }
             }
-            state.items += batch.objects.count
+            state.items += batch.count
             state.batches += 1
-            state.bytesRead = batch.bytesRead
+            state.bytesRead = reader.bytesRead
+            batch.removeAll(keepingCapacity: true)
             progress?(state)
         }
+        while let item = try reader.next() {
+            batch.append((try Self.object(from: item), item.storedJSON))
+            if batch.count == batchSize { try flush() }
+        }
+        try flush()
         return state.items
     }
 
