@@ -307,18 +307,8 @@ public final class Transaction: StoreReading {
         let partition = entry.definition.partition
         try buffer.claim(partition, model: model.name)
         buffer.touch(model.name)
-        try withWorkingStatistics(model.name) { statistics in
-            try apply(
-                entry, model, id: id, old: old, new: new, recordChange: recordChange, version: version, storedJSON: storedJSON,
-                statistics: &statistics)
-        }
-    }
-
-    /// ``apply(_:_:id:old:new:recordChange:version:storedJSON:)`` counting in `statistics`.
-    private func apply(
-        _ entry: ModelEntry, _ model: Model, id: String, old: JSONObject?, new: JSONObject?, recordChange: Bool, version: VersionUpdate,
-        storedJSON: [UInt8]?, statistics: inout StoredStatistics
-    ) throws {
+        var statistics = try workingStatistics(model.name)
+        defer { setStatistics(statistics, model: model.name) }
         assert(storedJSON == nil || storedJSON == new.map { JSONWriter.encode(.object($0)) }, "the stored JSON given is not the object's")
         let bytes = try new.map { new in try storedJSON ?? StoredObject.encode(new, model: model.name, id: id) }
         let key = Keys.object(prefix: model.objectPrefix, id)
