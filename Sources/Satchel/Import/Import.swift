@@ -59,18 +59,12 @@ extension Store {
         state = ImportProgress(phase: .writing, items: 0, totalItems: total, bytesRead: 0, totalBytes: totalBytes, batches: 0)
         progress?(state)
         var reader = try JSONItemReader(url: url)
-        // Each object with its stored JSON when the item's text already is that.
-        var batch: [(JSONObject, [UInt8]?)] = []
+        var batch: [JSONObject] = []
         batch.reserveCapacity(batchSize)
         func flush() throws {
             guard !batch.isEmpty else { return }
             try bulkUpdate { tx in
-                for i in batch.indices {
-                    // Moved out of the batch, so that the put owns it and splits its id off in place.
-                    var object = JSONObject()
-                    swap(&object, &batch[i].0)
-                    try tx.put(taking: &object, in: model, storedJSON: batch[i].1)
-                }
+                for object in batch { try tx.put(object, in: model) }
             }
             state.items += batch.count
             state.batches += 1
@@ -79,7 +73,7 @@ extension Store {
             progress?(state)
         }
         while let item = try reader.next() {
-            batch.append((try Self.object(from: item), item.storedJSON))
+            batch.append(try Self.object(from: item))
             if batch.count == batchSize { try flush() }
         }
         try flush()
@@ -98,18 +92,10 @@ extension Store {
         of url: URL, definition: ModelDefinition, chunkSize: Int = JSONItemReader.defaultChunkSize,
         progress: (_ items: Int, _ bytesRead: Int) -> Void = { _, _ in }
     ) throws -> Int {
-        // A model with no fixed schema and no picklists asks only for an object, a string id or
-        // some attribute: the items are checked in place, building nothing.
-        let shapesSuffice = definition.kind == .propertyBag && definition.choices.isEmpty
-        var reader = try JSONItemReader(url: url, chunkSize: chunkSize, building: !shapesSuffice)
+        var reader = try JSONItemReader(url: url, chunkSize: chunkSize)
         var items = 0
         while let item = try reader.next() {
-            if let shape = item.shape, shape.exact {
-                guard case .object = shape.kind else { throw notAnObject(shape.kind, item) }
-                try check(id: shape.id, hasAttributes: shape.hasAttribute, of: item)
-            } else {
-                try check(try object(from: item), of: item, definition: definition)
-            }
+            try check(try object(from: item), of: item, definition: definition)
             items += 1
             if items % 10_000 == 0 { progress(items, reader.bytesRead) }
         }
@@ -120,37 +106,24 @@ extension Store {
     static func object(from item: JSONItemReader.Item) throws -> JSONObject {
         let value: JSONValue
         do {
-            value = try item.value ?? item.bytes.withUnsafeBufferPointer { try JSONParser.parse($0, maxValues: JSONItemReader.maximumItemValues) }
+            value = try item.bytes.withUnsafeBufferPointer { try JSONParser.parse($0, maxValues: JSONItemReader.maximumItemValues) }
         } catch let failure as JSONParser.Failure {
             let (line, column) = Self.position(of: failure.offset, in: item)
             throw SatchelError(.malformedJSON, "line \(line), column \(column) (item \(item.index + 1)): \(failure.reason)")
         }
-        guard case .object(let object) = value else { throw notAnObject(value, item) }
+        guard case .object(let object) = value else {
+            throw SatchelError(.invalidObject, "line \(item.line) (item \(item.index + 1)): expected a JSON object, got \(value.kindName)")
+        }
         return object
-    }
-
-    private static func notAnObject(_ value: JSONValue, _ item: JSONItemReader.Item) -> SatchelError {
-        SatchelError(.invalidObject, "line \(item.line) (item \(item.index + 1)): expected a JSON object, got \(value.kindName)")
     }
 
     /// Checks an item as ``Transaction/put(_:in:)`` will, naming its line: a string id or none,
     /// some attribute when there is no id, the model's fixed schema.
     private static func check(_ object: JSONObject, of item: JSONItemReader.Item, definition: ModelDefinition) throws {
         let (id, attributes) = object.splitting(Object.idAttribute)
-        try check(id: id, hasAttributes: !attributes.isEmpty, of: item)
-        do {
-            try definition.validate(attributes, objectID: "")
-        } catch {
-            throw SatchelError(error.code, "line \(item.line) (item \(item.index + 1)): \(error.message)", model: definition.name)
-        }
-    }
-
-    /// Checks an item's id (its `object` member, nil when none) as ``Transaction/put(_:in:)``
-    /// will: a string, or none and some attribute that is not null.
-    private static func check(id: JSONValue?, hasAttributes: Bool, of item: JSONItemReader.Item) throws {
         switch id {
         case nil, .null?:
-            if !hasAttributes {
+            if attributes.isEmpty {
                 throw SatchelError(
                     .invalidObject, "line \(item.line) (item \(item.index + 1)): an object without an id needs at least one non-null attribute")
             }
@@ -158,6 +131,11 @@ extension Store {
         case let other?:
             throw SatchelError(
                 .invalidObject, "line \(item.line) (item \(item.index + 1)): the object id ('object') must be a string, got \(other.kindName)")
+        }
+        do {
+            try definition.validate(attributes, objectID: "")
+        } catch {
+            throw SatchelError(error.code, "line \(item.line) (item \(item.index + 1)): \(error.message)", model: definition.name)
         }
     }
 
