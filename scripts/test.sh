@@ -49,6 +49,13 @@ if [ -d /dev/shm ] && [ "$(df -Pk /dev/shm | awk 'NR == 2 { print $4 }')" -gt $(
     chmod 755 "$test_tmp" # as /tmp lets it: the user postgres must reach a test's own Kinto cluster inside
 fi
 
+# At most 32 tests at once (Swift Testing starts every test at once otherwise). Each loopback
+# server (FlyingFox) keeps one of libdispatch's threads waiting in epoll_wait while it lives, and
+# libdispatch lends a process about 255: started all at once, the suite's tests held ~120 servers
+# (210 threads in all) in its first minute, and where a run met the limit every server and every
+# URLSession stalled together and the clients timed out after a minute. With 32 at once the run
+# peaks at ~75 threads and ends sooner (113 s against 126-132 s).
+export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH="${SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH:-32}"
 TMPDIR="${test_tmp:-${TMPDIR:-/tmp}}" swift test --skip-build
 
 if [ "${SATCHEL_QUICK:-0}" = 1 ]; then exit 0; fi
