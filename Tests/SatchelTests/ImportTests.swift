@@ -48,6 +48,9 @@ struct ImportTests {
             ("{\"a\":1}\n{\"object\":7,\"a\":1}\n", "must be a string"), ("{\"a\":1}\n{\"a\":null}\n", "at least one non-null"),
             ("{\"a\":1}\n{\"a\":\"\\ud800\"}\n", "lone high surrogate"), ("{\"a\":1} {\"b\":tru}", "invalid literal"),
             ("[" + String(repeating: "[", count: 5000) + String(repeating: "]", count: 5000) + "]", "nesting deeper"),
+            ("{\"a\":\n1}\n{\"a\":1}\n[2]\n", "line 3004 (item 3003): expected a JSON object"),
+            ("{\"object\":\"a\",\"object\":5}\n", "must be a string"), ("{\"x\":1,\"x\":null}\n", "at least one non-null"),
+            ("{\"obj\\u0065ct\":7,\"a\":1}\n", "must be a string"),
         ])
     func badFile(_ testCase: (String, String)) throws {
         let directory = TemporaryDirectory()
@@ -148,15 +151,74 @@ struct ImportTests {
                 .object(JSONObject([("k", TupleGen.value(&rng)), ("s", .string(TupleGen.string(&rng) + "]}\"\\,"))]))
             }
         })
-        await propertyCheck(count: 200, input: objects, Gen.int(in: 1...9), Gen.bool) { items, chunk, asArray in
+        // Chunks of a few bytes cut every item (the scan finds them); larger ones hold some whole
+        // (parsed, or checked, where they lie).
+        let chunks = Generator<Int, Shrink.None<Int>>(run: { rng in
+            Bool.random(using: &rng) ? Int.random(in: 1...9, using: &rng) : Int.random(in: 10...400, using: &rng)
+        })
+        await propertyCheck(count: 300, input: objects, chunks, Gen.bool, Gen.bool) { items, chunk, asArray, building in
             let texts = items.map { String(decoding: $0.jsonBytes, as: UTF8.self) }
             let text = asArray ? "[\n" + texts.joined(separator: " ,\n") + "\n]" : texts.joined(separator: "\n")
             let url = write(text, to: directory, name: "chunks-\(UUID().uuidString).json")
-            var reader = try JSONItemReader(url: url, chunkSize: chunk)
+            var reader = try JSONItemReader(url: url, chunkSize: chunk, building: building)
             var read: [JSONValue] = []
-            while let item = try reader.next() { read.append(try JSONValue(parsing: Array(item.bytes))) }
+            while let item = try reader.next() {
+                let value = try JSONValue(parsing: Array(item.bytes))
+                read.append(value)
+                #expect(item.line == read.count + (asArray ? 1 : 0))
+                if let parsed = item.value { #expect(building && parsed.isIdentical(to: value)) }
+                if let shape = item.shape {
+                    #expect(!building && shape.exact)
+                    #expect(shape.id == nil && shape.hasAttribute == !(value.objectValue?.removingNulls().isEmpty ?? true))
+                }
+            }
             #expect(read.count == items.count)
             #expect(zip(read, items).allSatisfy { $0.isIdentical(to: $1) })
+        }
+    }
+
+    @Test("the write pass's read-ahead hands over every item in order, stops at a bad item, and ends when closed early")
+    func readAhead() throws {
+        let directory = TemporaryDirectory()
+        let lines = (0..<2500).map { "{\"object\":\"o\($0)\",\"v\":\($0)}" }
+        let reader = try BatchReader(url: write(lines.joined(separator: "\n"), to: directory), batchSize: 1000)
+        var sizes: [Int] = []
+        var ids: [String] = []
+        while true {
+            let batch = try reader.next()
+            if batch.objects.isEmpty { break }
+            sizes.append(batch.objects.count)
+            ids += batch.objects.compactMap { $0.0["object"]?.stringValue }
+            #expect(batch.objects.allSatisfy { $0.1 != nil }, "Satchel's own text is stored as it is")
+        }
+        reader.close()
+        #expect(sizes == [1000, 1000, 500])
+        #expect(ids == (0..<2500).map { "o\($0)" })
+
+        let bad = try BatchReader(
+            url: write((lines.prefix(2100) + ["{\"v\":"]).joined(separator: "\n"), to: directory, name: "bad.jsonl"), batchSize: 1000)
+        #expect(try bad.next().objects.count == 1000)
+        #expect(try bad.next().objects.count == 1000)
+        #expect(throws: SatchelError.self) { try bad.next() }
+        bad.close()
+
+        // Stopped after one batch, while the thread reads the next or waits: close returns.
+        for batchSize in [1, 10, 3000] {
+            let early = try BatchReader(url: write(lines.joined(separator: "\n"), to: directory, name: "early.jsonl"), batchSize: batchSize)
+            #expect(try early.next().objects.count == min(batchSize, 2500))
+            early.close()
+        }
+    }
+
+    @Test("an item read where it lies counts the lines it spans")
+    func linesOfItemsReadInPlace() throws {
+        let directory = TemporaryDirectory()
+        let text = "{\n  \"a\": 1,\n  \"b\": [\n    2\n  ]\n}\n\n{\"c\":3}\n[\n4]\n{\"d\":"
+        for building in [true, false] {
+            var reader = try JSONItemReader(url: write(text, to: directory), building: building)
+            var lines: [Int] = []
+            while let item = try reader.next() { lines.append(item.line) }
+            #expect(lines == [1, 8, 9, 11], "building: \(building)")
         }
     }
 

@@ -189,4 +189,116 @@ struct JSONTests {
             }
         }
     }
+
+    @Test("a check accepts and refuses exactly what a parse does, and finds the id and attributes the parse finds")
+    func checkAgreesWithParse() async throws {
+        // Top-level objects with and without an `object` member, their text cut short or with a
+        // byte changed, so that both paths meet every kind of fault.
+        let inputs = Generator<([UInt8], Int, UInt8, Int), Shrink.None<([UInt8], Int, UInt8, Int)>>(run: { rng in
+            var object = JSONObject((0..<Int.random(in: 0...4, using: &rng)).map { _ in (TupleGen.string(&rng), TupleGen.value(&rng)) })
+            if Bool.random(using: &rng) { object["object"] = Bool.random(using: &rng) ? .string(TupleGen.string(&rng)) : TupleGen.value(&rng) }
+            let value: JSONValue = Int.random(in: 0..<8, using: &rng) == 0 ? TupleGen.value(&rng) : .object(object)
+            return (
+                value.jsonBytes, Int.random(in: 0..<3, using: &rng), UInt8.random(in: 0...255, using: &rng), Int.random(in: 0..<1000, using: &rng)
+            )
+        })
+        await propertyCheck(count: 3000, input: inputs) { input in
+            var bytes = input.0
+            switch input.1 {
+            case 1 where !bytes.isEmpty: bytes = Array(bytes.prefix(input.3 % bytes.count))
+            case 2 where !bytes.isEmpty: bytes[input.3 % bytes.count] = input.2
+            default: bytes += Array(" [1]".utf8)  // what follows an item is not its business
+            }
+            expectCheckAgrees(bytes)
+        }
+        for text in [
+            #"{"object":"a","object":5}"#, #"{"x":1,"x":null}"#, #"{"obj\u0065ct":5,"a":1}"#, #"{"a":{"object":5},"b":null}"#,
+            #"[{"object":5}]"#, #"{"object":null,"é":"\u00e9"}"#, #"{"n":1e999}"#, #"{"b":1,"a":2}"#, "{\"s\":\"\u{FF}\"}",
+        ] {
+            expectCheckAgrees(Array(text.utf8))
+        }
+    }
+
+    @Test("an import item's text is taken as its stored form only when it is exactly that, but for its id")
+    func storedForm() async throws {
+        // Satchel's own text of an object with an id, then altered the ways that make it differ
+        // from what a write stores: whitespace, an escape, -0, a double, a null, names out of order.
+        let alterations: [(String, String)] = [
+            (",", ", "), ("\"a", "\"\\u0061"), (":0", ":-0"), (":1", ":1.0"), ("}", ",\"zz\":null}"), ("{\"", "{\"~\":1,\""),
+        ]
+        let inputs = Generator<(JSONObject, Int), Shrink.None<(JSONObject, Int)>>(run: { rng in
+            var object = JSONObject((0..<Int.random(in: 0...4, using: &rng)).map { _ in (TupleGen.string(&rng), TupleGen.value(&rng)) })
+            object["a"] = .int(Int64.random(in: 0...1, using: &rng))
+            if Bool.random(using: &rng) { object["object"] = .string(TupleGen.string(&rng)) }
+            return (object, Int.random(in: -1..<alterations.count, using: &rng))
+        })
+        var taken = 0
+        await propertyCheck(count: 2000, input: inputs) { object, alteration in
+            var text = String(decoding: JSONValue.object(object).jsonBytes, as: UTF8.self)
+            if alteration >= 0, let range = text.range(of: alterations[alteration].0) {
+                text.replaceSubrange(range, with: alterations[alteration].1)
+            }
+            let bytes = Array(text.utf8)
+            let (value, count, storedForm) = try bytes.withUnsafeBufferPointer { buffer throws(JSONParser.Failure) in
+                try JSONParser.parseItem(buffer)
+            }
+            #expect(count == bytes.count)
+            guard let storedForm, let parsed = value.objectValue else { return }
+            taken += 1
+            var stored = bytes
+            if let cut = storedForm.idMember { stored.removeSubrange(cut) }
+            let (_, attributes) = parsed.splitting(Object.idAttribute)
+            #expect(stored == JSONValue.object(attributes).jsonBytes, "\(text)")
+        }
+        #expect(taken > 50, "Satchel's own text is taken as it is")
+        // The id first, last, alone, absent.
+        let cases: [(String, String)] = [
+            (#"{"a":1,"b":"x","object":"id","z":[1,{"j":null,"k":true}]}"#, #"{"a":1,"b":"x","z":[1,{"j":null,"k":true}]}"#),
+            (#"{"object":"id","z":-1}"#, #"{"z":-1}"#), (#"{"a":"é","object":"id"}"#, #"{"a":"é"}"#), (#"{"object":"id"}"#, "{}"),
+            (#"{"a":{}}"#, #"{"a":{}}"#),
+        ]
+        for (text, stored) in cases {
+            var bytes = Array(text.utf8)
+            let storedForm = try bytes.withUnsafeBufferPointer { buffer throws(JSONParser.Failure) in try JSONParser.parseItem(buffer).storedForm }
+            #expect(storedForm != nil, "\(text)")
+            if let cut = storedForm?.idMember { bytes.removeSubrange(cut) }
+            #expect(String(decoding: bytes, as: UTF8.self) == stored)
+        }
+    }
+
+    @Test("a check says when only a parse can tell the id and attributes: a name given twice, out of order, escaped")
+    func checkKnowsWhenInexact() throws {
+        let cases: [(String, Bool)] = [
+            (#"{"object":"a","object":5}"#, false), (#"{"x":1,"x":null}"#, false), (#"{"obj\u0065ct":5}"#, false),
+            (#"{"b":1,"a":2}"#, false), (#"{"a":1,"object":"x","z":{"y":1,"x":2}}"#, true), ("{}", true),
+        ]
+        for (text, exact) in cases {
+            let bytes = Array(text.utf8)
+            let shape = try bytes.withUnsafeBufferPointer { buffer throws(JSONParser.Failure) in try JSONParser.checkPrefix(buffer).shape }
+            #expect(shape.exact == exact, "\(text)")
+        }
+    }
+
+    private func expectCheckAgrees(_ bytes: [UInt8]) {
+        bytes.withUnsafeBufferPointer { buffer in
+            let parsed = Result { () throws(JSONParser.Failure) in
+                let (value, count, _) = try JSONParser.parseItem(buffer)
+                return (value, count)
+            }
+            let checked = Result { () throws(JSONParser.Failure) in try JSONParser.checkPrefix(buffer) }
+            switch (parsed, checked) {
+            case (.failure(let a), .failure(let b)):
+                #expect(a.offset == b.offset && a.reason == b.reason, "\(a) against \(b): \(String(decoding: bytes, as: UTF8.self))")
+            case (.success(let (value, count)), .success(let (shape, checkedCount))):
+                #expect(count == checkedCount)
+                #expect(value.kindName == shape.kind.kindName)
+                guard case .object(let object) = value, shape.exact else { return }
+                let (id, attributes) = object.splitting(Object.idAttribute)
+                #expect(id?.kindName == shape.id?.kindName, "\(String(decoding: bytes, as: UTF8.self))")
+                #expect(attributes.isEmpty == !shape.hasAttribute, "\(String(decoding: bytes, as: UTF8.self))")
+            default:
+                Issue.record("the parse and the check disagree on \(String(decoding: bytes, as: UTF8.self)): \(parsed) against \(checked)")
+            }
+        }
+    }
 }

@@ -29,6 +29,7 @@ extension Store {
     /// a string `object` id when given, the model's fixed schema) and writes nothing, so a
     /// malformed file leaves the store unchanged. The second pass writes the items in batches of
     /// `batchSize`, each batch one transaction: an interrupted import leaves only whole batches.
+    /// While a batch is written, a thread of the import's own reads and parses the next one.
     ///
     /// An item that carries an `object` id replaces that object whole (creating it when missing,
     /// deleting it when all its attributes are null); an item without one creates an object
@@ -58,25 +59,25 @@ extension Store {
         // is checked: the file may have changed since).
         state = ImportProgress(phase: .writing, items: 0, totalItems: total, bytesRead: 0, totalBytes: totalBytes, batches: 0)
         progress?(state)
-        var reader = try JSONItemReader(url: url)
-        var batch: [JSONObject] = []
-        batch.reserveCapacity(batchSize)
-        func flush() throws {
-            guard !batch.isEmpty else { return }
+        // The next batch is read and parsed on a second thread while this one writes.
+        let reader = try BatchReader(url: url, batchSize: batchSize)
+        defer { reader.close() }
+        while true {
+            var batch = try reader.next()
+            if batch.objects.isEmpty { break }
             try bulkUpdate { tx in
-                for object in batch { try tx.put(object, in: model) }
+                for i in batch.objects.indices {
+                    // Moved out of the batch, so that the put owns it and splits its id off in place.
+                    var object = JSONObject()
+                    swap(&object, &batch.objects[i].0)
+                    try tx.put(taking: &object, in: model, storedJSON: batch.objects[i].1)
+                }
             }
-            state.items += batch.count
+            state.items += batch.objects.count
             state.batches += 1
-            state.bytesRead = reader.bytesRead
-            batch.removeAll(keepingCapacity: true)
+            state.bytesRead = batch.bytesRead
             progress?(state)
         }
-        while let item = try reader.next() {
-            batch.append(try Self.object(from: item))
-            if batch.count == batchSize { try flush() }
-        }
-        try flush()
         return state.items
     }
 
@@ -92,10 +93,18 @@ extension Store {
         of url: URL, definition: ModelDefinition, chunkSize: Int = JSONItemReader.defaultChunkSize,
         progress: (_ items: Int, _ bytesRead: Int) -> Void = { _, _ in }
     ) throws -> Int {
-        var reader = try JSONItemReader(url: url, chunkSize: chunkSize)
+        // A model with no fixed schema and no picklists asks only for an object, a string id or
+        // some attribute: the items are checked in place, building nothing.
+        let shapesSuffice = definition.kind == .propertyBag && definition.choices.isEmpty
+        var reader = try JSONItemReader(url: url, chunkSize: chunkSize, building: !shapesSuffice)
         var items = 0
         while let item = try reader.next() {
-            try check(try object(from: item), of: item, definition: definition)
+            if let shape = item.shape, shape.exact {
+                guard case .object = shape.kind else { throw notAnObject(shape.kind, item) }
+                try check(id: shape.id, hasAttributes: shape.hasAttribute, of: item)
+            } else {
+                try check(try object(from: item), of: item, definition: definition)
+            }
             items += 1
             if items % 10_000 == 0 { progress(items, reader.bytesRead) }
         }
@@ -106,24 +115,37 @@ extension Store {
     static func object(from item: JSONItemReader.Item) throws -> JSONObject {
         let value: JSONValue
         do {
-            value = try item.bytes.withUnsafeBufferPointer { try JSONParser.parse($0, maxValues: JSONItemReader.maximumItemValues) }
+            value = try item.value ?? item.bytes.withUnsafeBufferPointer { try JSONParser.parse($0, maxValues: JSONItemReader.maximumItemValues) }
         } catch let failure as JSONParser.Failure {
             let (line, column) = Self.position(of: failure.offset, in: item)
             throw SatchelError(.malformedJSON, "line \(line), column \(column) (item \(item.index + 1)): \(failure.reason)")
         }
-        guard case .object(let object) = value else {
-            throw SatchelError(.invalidObject, "line \(item.line) (item \(item.index + 1)): expected a JSON object, got \(value.kindName)")
-        }
+        guard case .object(let object) = value else { throw notAnObject(value, item) }
         return object
+    }
+
+    private static func notAnObject(_ value: JSONValue, _ item: JSONItemReader.Item) -> SatchelError {
+        SatchelError(.invalidObject, "line \(item.line) (item \(item.index + 1)): expected a JSON object, got \(value.kindName)")
     }
 
     /// Checks an item as ``Transaction/put(_:in:)`` will, naming its line: a string id or none,
     /// some attribute when there is no id, the model's fixed schema.
     private static func check(_ object: JSONObject, of item: JSONItemReader.Item, definition: ModelDefinition) throws {
         let (id, attributes) = object.splitting(Object.idAttribute)
+        try check(id: id, hasAttributes: !attributes.isEmpty, of: item)
+        do {
+            try definition.validate(attributes, objectID: "")
+        } catch {
+            throw SatchelError(error.code, "line \(item.line) (item \(item.index + 1)): \(error.message)", model: definition.name)
+        }
+    }
+
+    /// Checks an item's id (its `object` member, nil when none) as ``Transaction/put(_:in:)``
+    /// will: a string, or none and some attribute that is not null.
+    private static func check(id: JSONValue?, hasAttributes: Bool, of item: JSONItemReader.Item) throws {
         switch id {
         case nil, .null?:
-            if attributes.isEmpty {
+            if !hasAttributes {
                 throw SatchelError(
                     .invalidObject, "line \(item.line) (item \(item.index + 1)): an object without an id needs at least one non-null attribute")
             }
@@ -131,11 +153,6 @@ extension Store {
         case let other?:
             throw SatchelError(
                 .invalidObject, "line \(item.line) (item \(item.index + 1)): the object id ('object') must be a string, got \(other.kindName)")
-        }
-        do {
-            try definition.validate(attributes, objectID: "")
-        } catch {
-            throw SatchelError(error.code, "line \(item.line) (item \(item.index + 1)): \(error.message)", model: definition.name)
         }
     }
 

@@ -3,10 +3,11 @@ import Foundation
 /// Streams the top-level items of a JSON file without loading it whole: the elements of one
 /// JSON array, or a sequence of JSON values separated by whitespace (JSON lines).
 ///
-/// The reader only finds where each item starts and ends (tracking strings and brackets, with
-/// no recursion, so any nesting depth is safe); the items themselves are parsed by
-/// ``JSONParser``, which reports the precise error. Memory stays at about one chunk plus the
-/// largest item.
+/// An object or array item that lies whole in the buffer is parsed where it lies, by
+/// ``JSONParser``, which finds its end as it goes. Any other item (one that runs past the buffer,
+/// a malformed one, a scalar) is found by a scan that only tracks strings and brackets, with no
+/// recursion, so any nesting depth is safe; it is parsed afterwards, and the parser reports the
+/// precise error. Memory stays at about one chunk plus the largest item.
 struct JSONItemReader {
     /// One item: its bytes and where it starts in the file.
     struct Item {
@@ -15,12 +16,34 @@ struct JSONItemReader {
         var line: Int
         /// 0-based position among the file's items.
         var index: Int
+        /// The item parsed, when the reader parsed it in place (nil: parse `bytes`).
+        var value: JSONValue? = nil
+        /// The item's shape, when the reader checked it in place without building it (a reader
+        /// made with `building: false`).
+        var shape: JSONParser.Shape? = nil
+        /// Set when the item was parsed in place and its text is already its attributes' stored
+        /// form, but for its `object` member.
+        var storedForm: JSONParser.StoredForm? = nil
+
+        /// The item's attributes (its id left out) as a write stores them, when its text already
+        /// is that (Satchel's own export, for one): nil when they must be encoded.
+        var storedJSON: [UInt8]? {
+            guard let storedForm else { return nil }
+            guard let cut = storedForm.idMember else { return Array(bytes) }
+            var json: [UInt8] = []
+            json.reserveCapacity(bytes.count - cut.count)
+            json += bytes[bytes.startIndex..<(bytes.startIndex + cut.lowerBound)]
+            json += bytes[(bytes.startIndex + cut.upperBound)...]
+            return json
+        }
     }
 
     enum Layout { case undecided, array, sequence }
 
     private let handle: FileHandle
     private let chunkSize: Int
+    /// Whether items parsed in place are built (``Item/value``) or only checked (``Item/shape``).
+    private let building: Bool
     private var buffer: [UInt8] = []
     private var pos = 0
     private var eof = false
@@ -46,7 +69,7 @@ struct JSONItemReader {
     /// A reader of the regular file at `url`. Anything else (a pipe, a device) is refused before
     /// it is opened: an import reads its file twice, checking all of it before writing, and a
     /// stream may never end.
-    init(url: URL, chunkSize: Int = defaultChunkSize) throws {
+    init(url: URL, chunkSize: Int = defaultChunkSize, building: Bool = true) throws {
         if let type = (try? FileManager.default.attributesOfItem(atPath: url.path))?[.type] as? FileAttributeType, type != .typeRegular {
             throw SatchelError(
                 .invalidArgument,
@@ -59,6 +82,7 @@ struct JSONItemReader {
             throw SatchelError(.io, "cannot open \(url.path): \(error.localizedDescription)")
         }
         self.chunkSize = chunkSize
+        self.building = building
     }
 
     /// Reads more of the file into the buffer. Returns false at the end of the file.
@@ -155,11 +179,50 @@ struct JSONItemReader {
         }
         let start = pos
         let startLine = line
-        let end = try scanItem(from: start)
-        pos = end
         expectValue = false
         defer { itemCount += 1 }
+        if byte == UInt8(ascii: "{") || byte == UInt8(ascii: "["), let item = readInPlace(from: start, line: startLine) {
+            return item
+        }
+        let end = try scanItem(from: start)
+        pos = end
         return Item(bytes: buffer[start..<end], line: startLine, index: itemCount)
+    }
+
+    /// The object or array starting at `start`, parsed (or checked) in place, the lines it spans
+    /// counted; nil when it does not parse within the buffer (it runs past it, or is malformed:
+    /// the scan then finds its end, and the parse of its bytes says what is wrong).
+    private mutating func readInPlace(from start: Int, line startLine: Int) -> Item? {
+        typealias Found = (value: JSONValue?, shape: JSONParser.Shape?, storedForm: JSONParser.StoredForm?, count: Int, lines: Int)
+        let found = buffer.withUnsafeBufferPointer { all -> Found? in
+            let rest = UnsafeBufferPointer(rebasing: all[start...])
+            var item = Item(bytes: [], line: 0, index: 0)
+            let count: Int
+            do {
+                if building {
+                    (item.value, count, item.storedForm) = try JSONParser.parseItem(rest, maxValues: Self.maximumItemValues)
+                } else {
+                    (item.shape, count) = try JSONParser.checkPrefix(rest, maxValues: Self.maximumItemValues)
+                }
+            } catch {
+                return nil
+            }
+            // Raw newlines lie only between an item's tokens (a string holds none).
+            var lines = 0
+            var p = UnsafeRawPointer(rest.baseAddress!)
+            var left = count
+            while left > 0, let newline = memchr(p, 0x0A, left) {
+                lines += 1
+                left -= UnsafeRawPointer(newline) - p + 1
+                p = UnsafeRawPointer(newline) + 1
+            }
+            return (item.value, item.shape, item.storedForm, count, lines)
+        }
+        guard let found else { return nil }
+        pos = start + found.count
+        line += found.lines
+        return Item(
+            bytes: buffer[start..<pos], line: startLine, index: itemCount, value: found.value, shape: found.shape, storedForm: found.storedForm)
     }
 
     /// Finds the end of the item starting at `start`, reading more of the file as needed.

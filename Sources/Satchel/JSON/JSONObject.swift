@@ -143,6 +143,15 @@ public struct JSONObject: Sendable, Hashable {
         return (taken, JSONObject(sortedUniqueMembers: rest))
     }
 
+    /// Removes member `name` and the explicit nulls in place, and returns `name`'s value: what
+    /// ``splitting(_:)`` returns, without copying the members when the object is not shared.
+    mutating func split(_ name: String) -> JSONValue? {
+        let (found, index) = search(name)
+        let taken = found ? members.remove(at: index).value : nil
+        if members.contains(where: { $0.value.isNull }) { members.removeAll { $0.value.isNull } }
+        return taken
+    }
+
     /// The object without its explicit-null members.
     public func removingNulls() -> JSONObject {
         guard members.contains(where: { $0.value.isNull }) else { return self }

@@ -23,14 +23,29 @@ struct JSONParser: ~Copyable {
     /// down from.
     private var valuesLeft: Int
     private let maxValues: Int
+    /// False when checking (``checkPrefix(_:maxDepth:maxValues:)``): the input is checked as
+    /// strictly, but no string, array or object is built; values come back empty, of their kind.
+    private let building: Bool
+    /// Whether the top-level object's members are noted (``shape``, ``idMember``): a check, or
+    /// ``parseItem(_:maxValues:)``.
+    private let notingMembers: Bool
+    /// What a check found of the top-level object's members.
+    private var shape = Shape(kind: .null)
+    /// Whether the text read so far is exactly what ``JSONWriter`` writes of its value: no
+    /// whitespace, no escape, names in byte order, integers only, no top-level null.
+    private var canonical = true
+    /// The bytes of the top-level `object` member, with the comma that joins it to the others.
+    private var idMember: Range<Int>? = nil
 
-    private init(_ buffer: UnsafeBufferPointer<UInt8>, maxDepth: Int, maxValues: Int) {
+    private init(_ buffer: UnsafeBufferPointer<UInt8>, maxDepth: Int, maxValues: Int, building: Bool = true, notingMembers: Bool = false) {
         // An empty buffer may have no base address; point at a valid dummy byte.
         self.base = buffer.baseAddress ?? UnsafePointer(Self.emptyByte)
         self.end = buffer.count
         self.maxDepth = maxDepth
         self.maxValues = maxValues
         self.valuesLeft = maxValues
+        self.building = building
+        self.notingMembers = notingMembers || !building
     }
 
     nonisolated(unsafe) private static let emptyByte: UnsafeMutablePointer<UInt8> = {
@@ -52,6 +67,54 @@ struct JSONParser: ~Copyable {
         return value
     }
 
+    /// What a check tells of a value without building it: its kind, and for an object, its
+    /// `object` member and whether it has any other member that is not null.
+    struct Shape {
+        /// A value of the checked value's kind (empty when a string, array or object).
+        var kind: JSONValue
+        /// The `object` member's value (empty when a string), nil when there is none.
+        var id: JSONValue? = nil
+        /// Whether a member other than `object` holds something other than null.
+        var hasAttribute = false
+        /// False when the members' names did not come in strictly increasing byte order (a
+        /// name given twice, an escaped name): `id` and `hasAttribute` may then be wrong, and
+        /// only a parse can tell.
+        var exact = true
+    }
+
+    /// Checks the one JSON value that starts `buffer` (its first byte, no whitespace before), and
+    /// stops after it whatever follows, as strictly as ``parseItem(_:maxValues:)`` parses it,
+    /// building nothing: its shape and the number of bytes it took. A failure is the parse's.
+    static func checkPrefix(
+        _ buffer: UnsafeBufferPointer<UInt8>, maxDepth: Int = JSONValue.maxDepth, maxValues: Int = .max
+    ) throws(Failure) -> (shape: Shape, count: Int) {
+        var parser = JSONParser(buffer, maxDepth: maxDepth, maxValues: maxValues, building: false)
+        let value = try parser.parseValue()
+        parser.shape.kind = value
+        return (parser.shape, parser.pos)
+    }
+
+    /// Parses the one JSON value that starts `buffer` (its first byte, no whitespace before), an
+    /// import's item, and stops after it whatever follows: the value, the number of bytes it took,
+    /// and whether its text is already the stored form of its attributes: when
+    /// `storedForm` is not nil, the text with the bytes at `storedForm.idMember` cut out (the
+    /// `object` member, when there is one) is exactly what ``JSONWriter`` writes of the object
+    /// without its id, so that an import need not encode it again.
+    static func parseItem(
+        _ buffer: UnsafeBufferPointer<UInt8>, maxValues: Int = .max
+    ) throws(Failure) -> (value: JSONValue, count: Int, storedForm: StoredForm?) {
+        var parser = JSONParser(buffer, maxDepth: JSONValue.maxDepth, maxValues: maxValues, notingMembers: true)
+        let value = try parser.parseValue()
+        guard case .object = value, parser.canonical else { return (value, parser.pos, nil) }
+        return (value, parser.pos, StoredForm(idMember: parser.idMember))
+    }
+
+    /// Where an import item's text differs from the stored form of its attributes.
+    struct StoredForm {
+        /// The `object` member and its comma, to cut out (nil: none).
+        var idMember: Range<Int>?
+    }
+
     // MARK: - Values
 
     private func fail(_ reason: String, at offset: Int? = nil) -> Failure {
@@ -62,7 +125,9 @@ struct JSONParser: ~Copyable {
     private mutating func skipWhitespace() {
         while pos < end {
             switch base[pos] {
-            case 0x20, 0x0A, 0x0D, 0x09: pos += 1
+            case 0x20, 0x0A, 0x0D, 0x09:
+                pos += 1
+                canonical = false
             default: return
             }
         }
@@ -123,11 +188,12 @@ struct JSONParser: ~Copyable {
             depth -= 1
             return JSONObject()
         }
-        members.reserveCapacity(8)
+        if building { members.reserveCapacity(8) }
         // Whether the names arrive sorted and unique (Satchel's own output always does), checked
         // on the raw bytes of unescaped names; then no sort is needed.
         var inOrder = true
         var previous: UnsafeBufferPointer<UInt8>? = nil
+        var memberCount = 0
         while true {
             guard pos < end else { throw fail("unterminated object") }
             guard base[pos] == UInt8(ascii: "\"") else { throw fail("expected a string key in an object") }
@@ -138,17 +204,33 @@ struct JSONParser: ~Copyable {
                 if raw.contains(UInt8(ascii: "\\")) {
                     inOrder = false  // escaped: let JSONObject sort by the decoded bytes
                 } else {
-                    if let previous, UTF8Order.compareBytes(previous, raw) >= 0 { inOrder = false }
+                    if let previous {
+                        // Names mostly differ in their first byte: memcmp only when they do not.
+                        let ordered: Bool
+                        if let p = previous.first, let r = raw.first, p != r {
+                            ordered = p < r
+                        } else {
+                            ordered = UTF8Order.compareBytes(previous, raw) < 0
+                        }
+                        if !ordered { inOrder = false }
+                    }
                     previous = raw
                 }
             }
+            let nameEnd = pos - 1
             skipWhitespace()
             guard pos < end, base[pos] == UInt8(ascii: ":") else { throw fail("expected ':' after an object key") }
             pos += 1
             skipWhitespace()
             try countValue()
             let value = try parseValue()
-            members.append(JSONObject.Member(name: name, value: value))
+            if notingMembers && depth == 1 {
+                noteMember(
+                    name: name, raw: UnsafeBufferPointer(start: base + keyStart, count: nameEnd - keyStart), value: value,
+                    start: keyStart - 1, first: memberCount == 0)
+            }
+            memberCount += 1
+            if building { members.append(JSONObject.Member(name: name, value: value)) }
             skipWhitespace()
             guard pos < end else { throw fail("unterminated object") }
             switch base[pos] {
@@ -158,12 +240,39 @@ struct JSONParser: ~Copyable {
             case UInt8(ascii: "}"):
                 pos += 1
                 depth -= 1
+                if !inOrder { canonical = false }
+                if !building {
+                    if depth == 0 { shape.exact = inOrder }
+                    return JSONObject()
+                }
                 return inOrder ? JSONObject(sortedUniqueMembers: members) : JSONObject(unsortedMembers: members)
             default:
                 throw fail("expected ',' or '}' in an object")
             }
         }
     }
+
+    /// Notes one member of the top-level object, which starts at byte `start` (its name's
+    /// quote) and ends where the parse is. An unescaped name is its raw bytes; an escaped one
+    /// was decoded (`name`).
+    private mutating func noteMember(name: String, raw: UnsafeBufferPointer<UInt8>, value: JSONValue, start: Int, first: Bool) {
+        let isID =
+            raw.contains(UInt8(ascii: "\\"))
+            ? UTF8Order.equal(name, Object.idAttribute)
+            : raw.count == Self.idName.utf8CodeUnitCount
+                && UTF8Order.compareBytes(raw, UnsafeBufferPointer(start: Self.idName.utf8Start, count: raw.count)) == 0
+        if isID {
+            shape.id = value
+            // With its comma: the one before it, or, first, the one after it (when another follows).
+            idMember = first ? start..<(pos < end && base[pos] == UInt8(ascii: ",") ? pos + 1 : pos) : (start - 1)..<pos
+        } else if !value.isNull {
+            shape.hasAttribute = true
+        }
+        if value.isNull { canonical = false }  // a write drops it
+    }
+
+    /// ``Object/idAttribute``, as bytes.
+    private static let idName: StaticString = "object"
 
     private mutating func parseArray() throws(Failure) -> JSONValue {
         try enter()
@@ -177,7 +286,8 @@ struct JSONParser: ~Copyable {
         }
         while true {
             try countValue()
-            elements.append(try parseValue())
+            let element = try parseValue()
+            if building { elements.append(element) }
             skipWhitespace()
             guard pos < end else { throw fail("unterminated array") }
             switch base[pos] {
@@ -220,11 +330,11 @@ struct JSONParser: ~Copyable {
             if c == UInt8(ascii: "\"") {
                 let bytes = UnsafeBufferPointer(start: base + start, count: pos - start)
                 pos += 1
-                if ascii { return String(decoding: bytes, as: UTF8.self) }
+                if ascii { return building ? String(decoding: bytes, as: UTF8.self) : "" }
                 guard let s = String(validating: bytes, as: UTF8.self) else {
                     throw fail("invalid UTF-8 in a string", at: start)
                 }
-                return s
+                return building ? s : ""
             }
             if c == UInt8(ascii: "\\") { return try parseEscapedString(contentStart: start) }
             if c < 0x20 { throw fail("unescaped control character in a string") }
@@ -236,6 +346,7 @@ struct JSONParser: ~Copyable {
 
     /// The slow path for strings with escapes: builds the bytes, then validates them as UTF-8.
     private mutating func parseEscapedString(contentStart start: Int) throws(Failure) -> String {
+        canonical = false
         var bytes: [UInt8] = []
         bytes.reserveCapacity(pos - start + 16)
         bytes.append(contentsOf: UnsafeBufferPointer(start: base + start, count: pos - start))
@@ -352,8 +463,12 @@ struct JSONParser: ~Copyable {
         }
         if isInteger && !overflow {
             if !negative && magnitude <= UInt64(Int64.max) { return .int(Int64(magnitude)) }
-            if negative && magnitude <= UInt64(Int64.max) + 1 { return .int(Int64(truncatingIfNeeded: 0 &- magnitude)) }
+            if negative && magnitude <= UInt64(Int64.max) + 1 {
+                if magnitude == 0 { canonical = false }  // -0 is written 0
+                return .int(Int64(truncatingIfNeeded: 0 &- magnitude))
+            }
         }
+        canonical = false  // a double: its text may not be the shortest
         let text = String(decoding: UnsafeBufferPointer(start: base + start, count: pos - start), as: UTF8.self)
         guard let d = Double(text), d.isFinite else { throw fail("number out of range", at: start) }
         return .double(d)

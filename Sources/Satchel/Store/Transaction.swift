@@ -110,10 +110,25 @@ public final class Transaction: StoreReading {
     ///   object without an id has no attribute; `.schemaViolation` for a fixed-schema model.
     @discardableResult
     public func put(_ attributes: JSONObject, in model: Model) throws -> Object? {
+        try put(attributes, in: model, storedJSON: nil)
+    }
+
+    /// ``put(_:in:)`` given the attributes' stored JSON (without the id) when the caller has it
+    /// already (an import whose item's text is that): the write does not encode them again.
+    @discardableResult
+    func put(_ attributes: JSONObject, in model: Model, storedJSON: [UInt8]?) throws -> Object? {
+        var attributes = attributes
+        return try put(taking: &attributes, in: model, storedJSON: storedJSON)
+    }
+
+    /// ``put(_:in:storedJSON:)`` splitting the id off `attributes` in place (they are left
+    /// without it and without nulls): an import owns its objects, and their members are not copied.
+    @discardableResult
+    func put(taking attributes: inout JSONObject, in model: Model, storedJSON: [UInt8]?) throws -> Object? {
         checkOpen()
-        let (idValue, new) = attributes.splitting(Object.idAttribute)
-        if let id = try Self.id(from: idValue, model: model.name) { return try replace(id, with: new, in: model) }
-        return try insert(new, id: nil, in: model)
+        let idValue = attributes.split(Object.idAttribute)
+        if let id = try Self.id(from: idValue, model: model.name) { return try replace(id, with: attributes, in: model, storedJSON: storedJSON) }
+        return try insert(attributes, id: nil, in: model, storedJSON: storedJSON)
     }
 
     /// Merges `attributes` into object `id`: each given attribute replaces the old value whole,
@@ -175,7 +190,7 @@ public final class Transaction: StoreReading {
     }
 
     /// Creates an object of attributes `new` (no id, no nulls) under `id`, or a new id.
-    private func insert(_ new: JSONObject, id givenID: String?, in model: Model) throws -> Object {
+    private func insert(_ new: JSONObject, id givenID: String?, in model: Model, storedJSON: [UInt8]? = nil) throws -> Object {
         let entry = try entry(of: model)
         let id = givenID ?? ObjectID.generate()
         if new.isEmpty {
@@ -185,12 +200,12 @@ public final class Transaction: StoreReading {
         if givenID != nil, try readObject(model, id, entry: entry) != nil {
             throw SatchelError(.alreadyExists, "model '\(model.name)' already has an object '\(id)'", model: model.name, objectID: id)
         }
-        try apply(entry, model, id: id, old: nil, new: new)
+        try apply(entry, model, id: id, old: nil, new: new, storedJSON: storedJSON)
         return Object(id: id, attributes: new)
     }
 
     /// Makes object `id` exactly `new` (no id, no nulls; empty: deleted).
-    private func replace(_ id: String, with new: JSONObject, in model: Model) throws -> Object? {
+    private func replace(_ id: String, with new: JSONObject, in model: Model, storedJSON: [UInt8]? = nil) throws -> Object? {
         let entry = try entry(of: model)
         try entry.definition.validate(new, objectID: id)
         let old = try readObject(model, id, entry: entry)
@@ -198,7 +213,7 @@ public final class Transaction: StoreReading {
             if let old { try apply(entry, model, id: id, old: old, new: nil) }
             return nil
         }
-        try apply(entry, model, id: id, old: old, new: new)
+        try apply(entry, model, id: id, old: old, new: new, storedJSON: storedJSON)
         return Object(id: id, attributes: new)
     }
 
@@ -284,17 +299,28 @@ public final class Transaction: StoreReading {
     /// `recordChange` is false: a server write), the coalesced pending change. Every write of an
     /// object goes through here. The object's record carries its server version (`version`);
     /// a deleted object's version goes to its version record, where a pushed delete finds its
-    /// base (`StoredObject.swift`).
+    /// base (`StoredObject.swift`). `storedJSON`, when given, is `new` encoded already.
     func apply(
         _ entry: ModelEntry, _ model: Model, id: String, old: JSONObject?, new: JSONObject?, recordChange: Bool = true,
-        version: VersionUpdate = .keep
+        version: VersionUpdate = .keep, storedJSON: [UInt8]? = nil
     ) throws {
         let partition = entry.definition.partition
         try buffer.claim(partition, model: model.name)
         buffer.touch(model.name)
-        var statistics = try workingStatistics(model.name)
-        defer { setStatistics(statistics, model: model.name) }
-        let bytes = try new.map { try StoredObject.encode($0, model: model.name, id: id) }
+        try withWorkingStatistics(model.name) { statistics in
+            try apply(
+                entry, model, id: id, old: old, new: new, recordChange: recordChange, version: version, storedJSON: storedJSON,
+                statistics: &statistics)
+        }
+    }
+
+    /// ``apply(_:_:id:old:new:recordChange:version:storedJSON:)`` counting in `statistics`.
+    private func apply(
+        _ entry: ModelEntry, _ model: Model, id: String, old: JSONObject?, new: JSONObject?, recordChange: Bool, version: VersionUpdate,
+        storedJSON: [UInt8]?, statistics: inout StoredStatistics
+    ) throws {
+        assert(storedJSON == nil || storedJSON == new.map { JSONWriter.encode(.object($0)) }, "the stored JSON given is not the object's")
+        let bytes = try new.map { new in try storedJSON ?? StoredObject.encode(new, model: model.name, id: id) }
         let key = Keys.object(prefix: model.objectPrefix, id)
         let (carried, given): ([UInt8]?, Bool)
         switch version {

@@ -15,6 +15,16 @@ struct WorkingStatistics {
         return others[NameKey(model)]
     }
 
+    /// Takes `model`'s working statistics out (nil when this transaction has not changed them),
+    /// so that the caller holds the only copy and changes it in place; ``set(_:of:)`` puts them back.
+    mutating func take(_ model: String) -> StoredStatistics? {
+        if let current, UTF8Order.equal(current.name, model) {
+            self.current = nil
+            return current.statistics
+        }
+        return others.removeValue(forKey: NameKey(model))
+    }
+
     mutating func set(_ statistics: StoredStatistics, of model: String) {
         if let current, !UTF8Order.equal(current.name, model) { others[NameKey(current.name)] = current.statistics }
         current = (model, statistics)
@@ -33,6 +43,14 @@ extension Transaction {
     func workingStatistics(_ model: String) throws(SatchelError) -> StoredStatistics {
         if let statistics = statistics.statistics(of: model) { return statistics }
         return try store.entry(model).statistics
+    }
+
+    /// Runs `body` on the statistics of `model` as this transaction sees them, changed in place:
+    /// no copy of their tables is made for a change (each write of an object changes them).
+    func withWorkingStatistics<R>(_ model: String, _ body: (inout StoredStatistics) throws -> R) throws -> R {
+        var working = try statistics.take(model) ?? store.entry(model).statistics
+        defer { statistics.set(working, of: model) }
+        return try body(&working)
     }
 
     /// Replaces the statistics of `model` when the transaction commits.
