@@ -10,6 +10,17 @@ import Testing
 /// limits, and nothing hangs.
 @Suite("Hostile answers are refused within bounds")
 struct HostileAnswerTests {
+    /// The idle timeout of the clients that read whole answers of megabytes. Under
+    /// ThreadSanitizer (`scripts/sanitizers.sh` builds with `SATCHEL_TSAN`) the process runs
+    /// many times slower, and the two threads of the concurrency pool that serve the loopback
+    /// server are shared with tests parsing as much: 30 s once went by between two chunks of
+    /// an answer there.
+    #if SATCHEL_TSAN
+    static let idle: TimeInterval = 180
+    #else
+    static let idle: TimeInterval = 30
+    #endif
+
     /// Runs `body` with a hostile server answering `/answer` with `answer`.
     func with(_ answer: HostileServer.Answer, _ body: (HostileServer, URL) async throws -> Void) async throws {
         let server = try await HostileServer.start(["/answer": answer])
@@ -35,7 +46,7 @@ struct HostileAnswerTests {
             default: .endless
             }
         try await with(answer) { server, url in
-            let client = SyncHTTPClient(timeout: 30)
+            let client = SyncHTTPClient(timeout: Self.idle)
             let error = await #expect(throws: SyncError.self) { try await client.send("GET", url) }
             #expect(error?.code == .answerTooLarge)
             #expect(error?.message.contains("larger than \(32 << 20) bytes") == true)
@@ -61,7 +72,7 @@ struct HostileAnswerTests {
     @Test("a download may be larger than an answer, up to its own limit")
     func downloadLimit() async throws {
         try await with(.huge(bytes: 3 << 20, announced: false)) { _, url in
-            let client = SyncHTTPClient(timeout: 30, limits: AnswerLimits(maximumBytes: 1 << 20, maximumDownloadBytes: 4 << 20))
+            let client = SyncHTTPClient(timeout: Self.idle, limits: AnswerLimits(maximumBytes: 1 << 20, maximumDownloadBytes: 4 << 20))
             await #expect(throws: SyncError.self) { try await client.send("GET", url) }
             let answer = try await client.send("GET", url, maximumBytes: client.limits.maximumDownloadBytes)
             #expect(answer.body.count == 3 << 20)
@@ -71,14 +82,14 @@ struct HostileAnswerTests {
     @Test("ten million values in 20 MB and 100,000 levels of nesting are protocol violations, not a tree in memory")
     func manyValuesAndDeepNesting() async throws {
         try await with(.array(count: 10_000_000)) { _, url in
-            let answer = try await SyncHTTPClient(timeout: 30).send("GET", url)
+            let answer = try await SyncHTTPClient(timeout: Self.idle).send("GET", url)
             #expect(answer.body.count == 20_000_001)
             let error = #expect(throws: SyncError.self) { try answer.json("a page") }
             #expect(error?.code == .protocolViolation)
             #expect(error?.message.contains("more than 2000000 values") == true)
         }
         try await with(.nested(depth: 100_000)) { _, url in
-            let answer = try await SyncHTTPClient(timeout: 30).send("GET", url)
+            let answer = try await SyncHTTPClient(timeout: Self.idle).send("GET", url)
             let error = #expect(throws: SyncError.self) { try answer.json("a page") }
             #expect(error?.code == .protocolViolation)
             #expect(error?.message.contains("nesting deeper than \(JSONValue.maxDepth) levels") == true)
