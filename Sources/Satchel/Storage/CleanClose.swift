@@ -30,15 +30,21 @@ enum CleanCloseRecord {
     /// The record's text for the files in `directory` now; whether every log is empty; whether
     /// the MANIFEST has grown well past what a new one would hold (see ``matches(_:)``). Nil
     /// when they cannot be listed.
-    static func describe(_ directory: String) -> (text: String, logsEmpty: Bool, manifestOutgrown: Bool)? {
-        guard let names = FileSystem.names(in: directory) else { return nil }
+    /// `names`: the directory's entries when the caller has just listed them.
+    static func describe(_ directory: String, names: [String]? = nil) -> (text: String, logsEmpty: Bool, manifestOutgrown: Bool)? {
+        guard let names = names ?? FileSystem.names(in: directory) else { return nil }
         var text = header
         var logsEmpty = true
         var manifestBytes = 0
         var tables = 0
-        for name in names.sorted() {
+        var described: [String] = []
+        for name in names {
             if name.hasSuffix(".ldb") || name.hasSuffix(".sst") { tables += 1 }
-            guard name.hasSuffix(".log") || name.hasPrefix("MANIFEST-") else { continue }
+            if name.hasSuffix(".log") || name.hasPrefix("MANIFEST-") { described.append(name) }
+        }
+        // Sorted after the filter: a settled store's directory holds a few logs and MANIFESTs
+        // among hundreds of tables.
+        for name in described.sorted() {
             guard let size = FileSystem.size(of: directory + "/" + name) else { return nil }
             text += "\(name) \(size)\n"
             if name.hasSuffix(".log") && size != 0 { logsEmpty = false }
@@ -56,9 +62,31 @@ enum CleanCloseRecord {
     /// and nothing was written to its logs since. A MANIFEST that every compaction has added to
     /// since it was written (an open reads all of it) to twice what a new one would hold does
     /// not count: that open writes a new one, as LevelDB does on every open without a record.
-    static func matches(_ directory: String) -> Bool {
-        guard let now = describe(directory), now.logsEmpty, !now.manifestOutgrown else { return false }
-        return holds(now.text, in: directory)
+    static func matches(_ directory: String, names: [String]? = nil) -> Bool {
+        matching(directory, names: names) != nil
+    }
+
+    /// The record's text when `directory` holds a record that matches its files (see
+    /// ``matches(_:names:)``), else nil.
+    static func matching(_ directory: String, names: [String]? = nil) -> String? {
+        guard let now = describe(directory, names: names), now.logsEmpty, !now.manifestOutgrown else { return nil }
+        return holds(now.text, in: directory) ? now.text : nil
+    }
+
+    /// Whether the files a matching record `text` described (from ``matching(_:names:)``) are
+    /// still as it says, looked at without listing the directory: the record is still there,
+    /// every file it names has its size, and `CURRENT` names its MANIFEST. For the check after
+    /// LevelDB took the directory's lock: any open by another process in between either wrote to
+    /// the recorded log or MANIFEST, or pointed `CURRENT` at a new MANIFEST (and then deleted the
+    /// recorded files, unless it died first).
+    static func stillMatches(_ text: String, in directory: String) -> Bool {
+        let manifests = text.utf8.split(separator: UInt8(ascii: "\n")).compactMap { line in
+            line.starts(with: "MANIFEST-".utf8) ? line.split(separator: UInt8(ascii: " ")).first.flatMap { String($0) } : nil
+        }
+        guard manifests.count == 1, let current = FileSystem.contents(of: directory + "/CURRENT"),
+            current.elementsEqual((manifests[0] + "\n").utf8)
+        else { return false }
+        return holds(text, in: directory) && sizesHold(text, in: directory)
     }
 
     /// Whether the record in `directory` reads `text`.
@@ -76,9 +104,23 @@ enum CleanCloseRecord {
         return FileSystem.writeInPlace(Array(text.utf8), to: directory + "/" + fileName)
     }
 
-    /// Removes the record from `directory` unless the files still read as `text`.
+    /// Removes the record of `text` from `directory` unless every file it names still has the
+    /// size it gives. (After a close, when a compaction LevelDB had running may have added to
+    /// the MANIFEST: no log or MANIFEST is made but by an open, so the files it names are the
+    /// ones to look at.)
     static func withdraw(in directory: String, unlessStill text: String) {
-        if describe(directory)?.text != text { unlink(directory + "/" + fileName) }
+        if !sizesHold(text, in: directory) { unlink(directory + "/" + fileName) }
+    }
+
+    /// Whether every `<file name> <size>` line of the record `text` names a file of that size.
+    static func sizesHold(_ text: String, in directory: String) -> Bool {
+        for line in text.utf8.split(separator: UInt8(ascii: "\n")).dropFirst() {
+            guard let space = line.lastIndex(of: UInt8(ascii: " ")),
+                let name = String(line[..<space]), let size = Int(String(line[line.index(after: space)...]) ?? ""),
+                FileSystem.size(of: directory + "/" + name) == size
+            else { return false }
+        }
+        return true
     }
 
     /// Removes the record from `directory` (a database that is about to be written without

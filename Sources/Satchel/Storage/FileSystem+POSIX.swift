@@ -48,15 +48,21 @@ extension FileSystem {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { return nil }
         defer { close(descriptor) }
-        var bytes = [UInt8](repeating: 0, count: limit)
+        // A buffer of the file's size (and a byte more, to see the end), not of `limit`: the
+        // files read so are a few hundred bytes, read on every open.
+        var status = stat()
+        let capacity = fstat(descriptor, &status) == 0 ? min(limit, max(Int(status.st_size), 0) + 1) : limit
+        var bytes = [UInt8](repeating: 0, count: capacity)
         var count = 0
         while count < limit {
-            let read = bytes.withUnsafeMutableBytes { Self.readBytes(descriptor, $0.baseAddress! + count, limit - count) }
+            if count == bytes.count { bytes += [UInt8](repeating: 0, count: min(bytes.count, limit - count)) }
+            let read = bytes.withUnsafeMutableBytes { Self.readBytes(descriptor, $0.baseAddress! + count, $0.count - count) }
             if read < 0 { return nil }
             if read == 0 { break }
             count += read
         }
-        return Array(bytes[..<count])
+        bytes.removeSubrange(count...)
+        return bytes
     }
 
     /// Writes `bytes` into the file at `path` in place (created with `mode`, or truncated),

@@ -61,16 +61,23 @@ final class LevelDB: Sendable {
     let verifyChecksums: Bool
     /// Whether ``close()`` leaves a ``CleanCloseRecord``.
     private let recordsCleanClose: Bool
+    /// Whether the open went on with the files a ``CleanCloseRecord`` described.
+    private let reusedRecordedFiles: Bool
+    /// Whether anything was written (or compacted) since the open.
+    private let wrote = Atomic<Bool>(false)
     /// Bit 0: closed. Bits 1...: number of users, counted in steps of 2.
     private let state = Atomic<Int>(0)
 
     /// Opens (and by default creates) the database at `path`.
     init(path: String, options: LevelDBOptions) throws(SatchelError) {
         self.path = path
-        try Self.refuseHeadlessDatabase(at: path)
+        // One listing of the directory for both looks before the open.
+        let names = FileSystem.names(in: path)
+        try Self.refuseHeadlessDatabase(at: path, names: names)
         let opts = Self.makeOptions(options)
         recordsCleanClose = options.reuseLogsAfterCleanClose && options.environment == nil
-        let reusing = recordsCleanClose && CleanCloseRecord.matches(path)
+        let record = recordsCleanClose ? names.flatMap { CleanCloseRecord.matching(path, names: $0) } : nil
+        var reusing = record != nil
         if reusing { satchel_leveldb_options_set_reuse_logs(opts, 1) }
         defer { leveldb_options_destroy(opts) }  // DB::Open copies the options
         var cache: OpaquePointer? = nil
@@ -89,9 +96,10 @@ final class LevelDB: Sendable {
             // The record was read before LevelDB took the directory's lock: had another
             // process opened, written and died in between, its log would not be empty now (the
             // open wrote nothing to it). Then open again on new files, as without a record.
-            if reusing, let reused = opened, !CleanCloseRecord.matches(path) {
+            if reusing, let reused = opened, let record, !CleanCloseRecord.stillMatches(record, in: path) {
                 leveldb_close(reused)
                 satchel_leveldb_options_set_reuse_logs(opts, 0)
+                reusing = false
                 opened = try LevelDBStatus.check { leveldb_open(opts, path, $0) }
             }
         } catch {
@@ -100,6 +108,7 @@ final class LevelDB: Sendable {
             throw error
         }
         self.db = CPointer(raw: opened!)
+        self.reusedRecordedFiles = reusing
         self.cache = cache.map(CPointer.init(raw:))
         self.filterPolicy = filter.map(CPointer.init(raw:))
         self.environment = options.environment
@@ -147,8 +156,9 @@ final class LevelDB: Sendable {
     /// writes go to. So without `CURRENT`, that manifest, empty logs and LevelDB's own `LOCK`,
     /// `LOG` and temporary files are no data, and the open goes on (LevelDB creates the database
     /// again); any table, a log with bytes in it or a later manifest is refused.
-    private static func refuseHeadlessDatabase(at path: String) throws(SatchelError) {
-        guard let entries = FileSystem.names(in: path), !entries.contains("CURRENT") else { return }
+    /// `names`: the directory's entries (nil when it cannot be listed, as when it is not there).
+    private static func refuseHeadlessDatabase(at path: String, names: [String]?) throws(SatchelError) {
+        guard let entries = names, !entries.contains("CURRENT") else { return }
         let data = entries.filter { name in
             if name.hasSuffix(".ldb") || name.hasSuffix(".sst") { return true }
             if name.hasSuffix(".log") {
@@ -223,6 +233,13 @@ final class LevelDB: Sendable {
             // before writing a new log), then the record that lets the next open go on with the
             // empty log and the MANIFEST.
             var record: String?
+            // A session that wrote nothing, on the files the record described, leaves the
+            // record as it is: it still describes them (a compaction LevelDB started on its own
+            // adds to the MANIFEST, and the next open finds it no longer does).
+            if recordsCleanClose && reusedRecordedFiles && !wrote.load(ordering: .relaxed) {
+                leveldb_close(db.raw)
+                return
+            }
             if recordsCleanClose, var files = CleanCloseRecord.describe(path) {
                 // Not when the new table would make LevelDB start a compaction of level 0 (at 4
                 // files), which the close would wait for: then the next open turns the log into
@@ -317,6 +334,7 @@ final class LevelDB: Sendable {
 
     /// Applies `batch` atomically. With `sync`, the write reaches the disk before returning.
     func write(_ batch: borrowing LevelDBWriteBatch, sync: Bool) throws(SatchelError) {
+        wrote.store(true, ordering: .relaxed)
         try withDB { db throws(SatchelError) in
             try LevelDBStatus.check {
                 leveldb_write(db, sync ? syncWriteOptions.raw : writeOptions.raw, batch.pointer, $0)
@@ -367,6 +385,7 @@ final class LevelDB: Sendable {
 
     /// Compacts the whole key range, dropping deleted entries from disk.
     func compact() throws(SatchelError) {
+        wrote.store(true, ordering: .relaxed)
         try withDB { db in leveldb_compact_range(db, nil, 0, nil, 0) }
     }
 
