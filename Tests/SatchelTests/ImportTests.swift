@@ -184,28 +184,28 @@ struct ImportTests {
         let reader = try BatchReader(url: write(lines.joined(separator: "\n"), to: directory), batchSize: 1000)
         var sizes: [Int] = []
         var ids: [String] = []
-        while true {
-            let batch = try reader.next()
-            if batch.objects.isEmpty { break }
+        while let batch = try reader.next() {
             sizes.append(batch.objects.count)
             ids += batch.objects.compactMap { $0.0["object"]?.stringValue }
             #expect(batch.objects.allSatisfy { $0.1 != nil }, "Satchel's own text is stored as it is")
         }
+        // The end stays the end.
+        #expect(try reader.next() == nil)
         reader.close()
         #expect(sizes == [1000, 1000, 500])
         #expect(ids == (0..<2500).map { "o\($0)" })
 
         let bad = try BatchReader(
             url: write((lines.prefix(2100) + ["{\"v\":"]).joined(separator: "\n"), to: directory, name: "bad.jsonl"), batchSize: 1000)
-        #expect(try bad.next().objects.count == 1000)
-        #expect(try bad.next().objects.count == 1000)
+        #expect(try bad.next()?.objects.count == 1000)
+        #expect(try bad.next()?.objects.count == 1000)
         #expect(throws: SatchelError.self) { try bad.next() }
         bad.close()
 
         // Stopped after one batch, while the thread reads the next or waits: close returns.
         for batchSize in [1, 10, 3000] {
             let early = try BatchReader(url: write(lines.joined(separator: "\n"), to: directory, name: "early.jsonl"), batchSize: batchSize)
-            #expect(try early.next().objects.count == min(batchSize, 2500))
+            #expect(try early.next()?.objects.count == min(batchSize, 2500))
             early.close()
         }
     }

@@ -79,6 +79,69 @@ struct StoreTests {
         for partition in Partition.allCases { #expect(try mode(path + "/" + partition.rawValue) == 0o700, "\(partition)") }
     }
 
+    @Test(
+        "forEach reads a large model ahead on a second thread: every object in id order, as findAll gives them, on one view; stopped by an error, the store closes",
+        arguments: [100, Model.readAheadObjects + 1000])
+    func forEachVisitsAll(count: Int) throws {
+        let directory = TemporaryDirectory()
+        let store = try Store(path: directory.child("s"))
+        let items = try store.model("Item")
+        // Values long enough that the read-ahead hands over several chunks.
+        let padding = String(repeating: "x", count: 200)
+        try store.bulkUpdate { tx in
+            for i in 0..<count { _ = try tx.create(["object": .string("i\(i)"), "n": .int(Int64(i)), "pad": .string(padding)], in: items) }
+        }
+        var visited: [Object] = []
+        try items.forEach { object in
+            // Writes during the scan stay invisible to it.
+            if visited.count == 10 { _ = try items.create(["object": "zzz", "n": 1]) }
+            visited.append(object)
+        }
+        #expect(visited.count == count)
+        #expect(visited.map(\.id) == visited.map(\.id).sorted())
+        #expect(visited == (try items.findAll()).filter { $0.id != "zzz" })
+        let numbers = Set(
+            visited.compactMap { object -> Int64? in
+                if case .int(let n)? = object.attributes["n"] { return n }
+                return nil
+            })
+        #expect(numbers == Set(0..<Int64(count)))
+
+        // A scan that stops part-way (its body throws) leaves nothing using the store.
+        struct Stop: Error {}
+        var seen = 0
+        #expect(throws: Stop.self) {
+            try items.forEach { _ in
+                seen += 1
+                if seen == count / 2 { throw Stop() }
+            }
+        }
+        #expect(seen == count / 2)
+        try store.close()
+    }
+
+    @Test("a scan read ahead over a damaged table throws a corruption error, and the store still closes")
+    func forEachOverDamage() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.child("s")
+        let count = Model.readAheadObjects * 2
+        do {
+            let store = try Store(path: path)
+            let items = try store.model("Item")
+            try store.bulkUpdate { tx in
+                for i in 0..<count { _ = try tx.create(["object": .string("i\(i)"), "pad": .string(String(repeating: "y", count: 300))], in: items) }
+            }
+            try store.close()
+        }
+        let table = try #require(StoreDamage.files(path, suffix: ".ldb").max { StoreDamage.size($0) < StoreDamage.size($1) })
+        try StoreDamage.flip(table, at: StoreDamage.size(table) / 2, count: 64)
+        let store = try Store(path: path)
+        var visited = 0
+        expectError(.corruption) { try store.model("Item").forEach { _ in visited += 1 } }
+        #expect(visited < count)
+        try store.close()
+    }
+
     @Test("a given object id is kept; a duplicate create is refused")
     func givenIDs() throws {
         try withTemporaryStore { store in

@@ -62,9 +62,7 @@ extension Store {
         // The next batch is read and parsed on a second thread while this one writes.
         let reader = try BatchReader(url: url, batchSize: batchSize)
         defer { reader.close() }
-        while true {
-            var batch = try reader.next()
-            if batch.objects.isEmpty { break }
+        while var batch = try reader.next() {
             try bulkUpdate { tx in
                 for i in batch.objects.indices {
                     // Moved out of the batch, so that the put owns it and splits its id off in place.

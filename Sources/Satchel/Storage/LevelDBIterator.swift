@@ -127,6 +127,70 @@ final class LevelDBIterator {
     }
 }
 
+/// Entries copied out of an iterator, to be read on another thread: keys and values back to
+/// back in one buffer.
+struct LevelDBEntries: Sendable {
+    private var bytes: [UInt8] = []
+    /// Where each key and value ends in `bytes`: entry `i`'s key ends at `ends[2i]`, its value
+    /// at `ends[2i + 1]`.
+    private var ends: [Int] = []
+
+    var count: Int { ends.count / 2 }
+    var byteCount: Int { bytes.count }
+
+    init(capacity: Int) { bytes.reserveCapacity(capacity) }
+
+    /// Appends the iterator's current entry. REQUIRES: `iterator.isValid`.
+    mutating func append(_ iterator: LevelDBIterator) {
+        iterator.withKey { bytes.append(contentsOf: $0) }
+        ends.append(bytes.count)
+        iterator.withValue { bytes.append(contentsOf: $0) }
+        ends.append(bytes.count)
+    }
+
+    /// Lends each entry's key and value in order, while `body` returns true; false when `body`
+    /// stopped.
+    func forEach(_ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool) rethrows -> Bool {
+        try bytes.withUnsafeBytes { buffer in
+            var start = 0
+            for i in stride(from: 0, to: ends.count, by: 2) {
+                let key = UnsafeRawBufferPointer(rebasing: buffer[start..<ends[i]])
+                let value = UnsafeRawBufferPointer(rebasing: buffer[ends[i]..<ends[i + 1]])
+                start = ends[i + 1]
+                guard try body(key, value) else { return false }
+            }
+            return true
+        }
+    }
+}
+
+extension LevelDB {
+    /// The entries whose keys start with `prefix`, in key order as `snapshot` sees them, read
+    /// on a thread of its own a chunk of about `chunkBytes` ahead of the caller (without filling
+    /// the block cache: a bulk read). The iterator lives on that thread; the database stays in
+    /// use until the reader is closed.
+    func readAhead(prefix: [UInt8], snapshot: LevelDBSnapshot, chunkBytes: Int = 256 << 10) -> ReadAhead<LevelDBEntries> {
+        ReadAhead(
+            start: {
+                let iterator = try self.makeIterator(snapshot: snapshot, fillCache: false)
+                iterator.seek(prefix)
+                return iterator
+            },
+            produce: { iterator in
+                var entries = LevelDBEntries(capacity: chunkBytes + chunkBytes / 4)
+                while entries.byteCount < chunkBytes && iterator.isValid && iterator.keyHasPrefix(prefix) {
+                    entries.append(iterator)
+                    iterator.next()
+                }
+                if entries.count == 0 {
+                    try iterator.checkError()
+                    return nil
+                }
+                return entries
+            })
+    }
+}
+
 /// A LevelDB write batch: a list of puts and deletes applied atomically by ``LevelDB/write(_:sync:)``.
 ///
 /// `~Copyable`, so it has exactly one owner; `deinit` destroys the C object.

@@ -139,14 +139,32 @@ public struct Model: Sendable, Hashable {
         }
     }
 
+    /// The number of objects from which a scan reads ahead on a second thread: below it, the
+    /// thread would cost more than it saves.
+    static let readAheadObjects = 4096
+
     /// Visits objects by id until `body` returns false.
     func scanObjects(_ body: (Object) throws -> Bool) throws {
         let partition = try definition.partition
         // A LevelDB iterator reads an implicit snapshot: concurrent writes stay invisible. A full
         // scan does not fill the block cache (LevelDB's advice for bulk reads): it would evict the
         // hot blocks for data read once.
-        let iterator = try store.database(partition).makeIterator(fillCache: false)
+        let database = try store.database(partition)
         let prefix = objectPrefix
+        // A large model is read on a second thread, a chunk ahead, while this one decodes.
+        if try store.entry(name).statistics.objects >= Self.readAheadObjects {
+            let reader = database.readAhead(prefix: prefix, snapshot: try database.makeSnapshot())
+            defer { reader.close() }
+            while let entries = try reader.next() {
+                let going = try entries.forEach { key, value in
+                    let id = try Keys.objectID(fromKey: key, prefixLength: prefix.count)
+                    return try body(Object(id: id, storedAttributes: try StoredObject.decode(value, model: name, id: id)))
+                }
+                guard going else { return }
+            }
+            return
+        }
+        let iterator = try database.makeIterator(fillCache: false)
         iterator.seek(prefix)
         while iterator.isValid && iterator.keyHasPrefix(prefix) {
             let object = try iterator.withKey { key in

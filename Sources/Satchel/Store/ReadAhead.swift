@@ -1,0 +1,99 @@
+import Foundation
+import Synchronization
+
+/// Work done one step ahead of its caller on a thread of its own: the thread makes the next
+/// chunk while the caller uses the last one, so that the two overlap on two cores. One chunk at
+/// most waits made, so memory stays at about three chunks.
+///
+/// The thread first calls `start` to make its state (which never leaves the thread), then
+/// `produce` for each chunk the caller asks for, until `produce` returns nil (the end) or throws.
+/// The caller takes chunks with ``next()`` until it returns nil, and calls ``close()`` once,
+/// however it stops: the thread is gone when `close` returns.
+final class ReadAhead<Chunk: Sendable>: Sendable {
+    /// The chunk made (nil: the end), or why making it failed; nil while the thread works.
+    private let ready = Locked<Result<Chunk?, SatchelError>?>(nil)
+    /// Signalled by the thread when `ready` holds a result.
+    private let filled = DispatchSemaphore(value: 0)
+    /// Signalled by the caller to have the next chunk made.
+    private let wanted = DispatchSemaphore(value: 0)
+    /// Signalled by the thread as it ends.
+    private let finished = DispatchSemaphore(value: 0)
+    private let stopping = Atomic<Bool>(false)
+    /// Set by the caller once the thread has handed over its last result.
+    private let ended = Atomic<Bool>(false)
+
+    /// Starts the thread and has it make the first chunk. `stackSize`: the thread's stack (a
+    /// parser that recurses per nesting level needs more than the default).
+    init<State>(
+        stackSize: Int = 1 << 20, start: @escaping @Sendable () throws -> State,
+        produce: @escaping @Sendable (inout State) throws -> Chunk?
+    ) {
+        let thread = Thread { [self] in
+            work(start: start, produce: produce)
+            // After `work` returned: its state (an iterator holding its database open, say) is
+            // gone before `close` returns.
+            finished.signal()
+        }
+        thread.stackSize = stackSize
+        thread.start()
+        wanted.signal()
+    }
+
+    private func work<State>(start: () throws -> State, produce: (inout State) throws -> Chunk?) {
+        var state: State
+        do {
+            state = try start()
+        } catch {
+            ready.withLock { $0 = .failure(Self.satchelError(error)) }
+            filled.signal()
+            return
+        }
+        while true {
+            wanted.wait()
+            if stopping.load(ordering: .acquiring) { return }
+            let result: Result<Chunk?, SatchelError>
+            do {
+                result = .success(try produce(&state))
+            } catch {
+                result = .failure(Self.satchelError(error))
+            }
+            let more = (try? result.get()) != nil
+            ready.withLock { $0 = result }
+            filled.signal()
+            if !more { return }
+        }
+    }
+
+    /// The next chunk (nil after the last one), waiting for it to be made; asks for the one
+    /// after it at once.
+    func next() throws(SatchelError) -> Chunk? {
+        if ended.load(ordering: .relaxed) { return nil }
+        filled.wait()
+        let result = ready.withLock { ready in
+            defer { ready = nil }
+            return ready
+        }
+        switch result {
+        case .success(let chunk?):
+            wanted.signal()
+            return chunk
+        case .failure(let error):
+            ended.store(true, ordering: .relaxed)
+            throw error
+        case .success(nil), nil:
+            ended.store(true, ordering: .relaxed)
+            return nil
+        }
+    }
+
+    /// Stops the thread and waits for it to end.
+    func close() {
+        stopping.store(true, ordering: .releasing)
+        wanted.signal()
+        finished.wait()
+    }
+
+    private static func satchelError(_ error: any Error) -> SatchelError {
+        error as? SatchelError ?? SatchelError(.io, "reading ahead failed: \(error)")
+    }
+}
