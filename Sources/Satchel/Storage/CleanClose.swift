@@ -11,28 +11,38 @@ import Foundation
 /// damage, records appended later included. So a clean close first empties the log into a table
 /// (synced, with its MANIFEST edit: the work the next open would otherwise do; not when that
 /// table would start a compaction of level 0, which the close would wait for — then it leaves no
-/// record), then writes this record: every log and MANIFEST in the directory with its size, every log empty. An open that
-/// finds exactly those files at exactly those sizes knows no log holds anything and nothing was
-/// appended since; anything else (a crash after further writes, a new or damaged file, a repair,
-/// a copy) differs, and the open writes new files as LevelDB always does. (A MANIFEST is read
-/// strictly either way: a damaged one fails the open.)
+/// record), then writes this record: every log and MANIFEST in the directory with its size, every
+/// log empty (not when the MANIFEST has grown well past what a new one would hold: an open reads
+/// all of it, and one without a record writes a new one).
+///
+/// An open reuses the files when the record's files are all there at exactly their sizes and
+/// `CURRENT` names its MANIFEST, looked at without listing the directory (which holds a file
+/// per table). Anything LevelDB writes after the close changes one of them: a write goes to the
+/// recorded log (or, once that one is full, to a new one after it was written to), a compaction
+/// appends to the recorded MANIFEST, and an open without the record writes a new MANIFEST, points
+/// `CURRENT` at it and deletes the recorded files. What that leaves unseen is a log such an open
+/// made and never wrote to (it died before pointing `CURRENT` at its MANIFEST, so nothing could
+/// be written): empty, harmless to append to. A crash after further writes, a damaged file, a
+/// repair (which removes the record) all differ, and the open writes new files as LevelDB always
+/// does. (A MANIFEST is read strictly either way: a damaged one fails the open.)
 ///
 /// Byte layout (this file owns it): the file `satchel-closed` in the database's directory,
-/// UTF-8 text: the line `satchel-closed 1`, then one line `<file name> <size in bytes>` per log
-/// (`*.log`) and MANIFEST (`MANIFEST-*`) file, sorted by name; every line ends in `\n`. A record
-/// that does not read so (cut short by a crash, or damaged), or names a log that is not empty,
-/// matches nothing. It is written in
+/// UTF-8 text: the line `satchel-closed 2`, then one line `<file name> <size in bytes>` per log
+/// (`*.log`) and MANIFEST (`MANIFEST-*`) file, sorted by name (so the logs, named by number,
+/// come first and the MANIFEST last); every line ends in `\n`. A record that does not read so —
+/// cut short by a crash (its MANIFEST line, the last, then missing or without its `\n`), damaged,
+/// naming a log that is not empty, no log, or more than one MANIFEST — matches nothing, as does
+/// version 1's (which an open checked against a listing of the directory). It is written in
 /// place and never synced: a record lost to a power cut only costs the next open its speed.
 enum CleanCloseRecord {
     static let fileName = "satchel-closed"
-    static let header = "satchel-closed 1\n"
+    static let header = "satchel-closed 2\n"
 
-    /// The record's text for the files in `directory` now; whether every log is empty; whether
-    /// the MANIFEST has grown well past what a new one would hold (see ``matches(_:)``). Nil
-    /// when they cannot be listed.
-    /// `names`: the directory's entries when the caller has just listed them.
-    static func describe(_ directory: String, names: [String]? = nil) -> (text: String, logsEmpty: Bool, manifestOutgrown: Bool)? {
-        guard let names = names ?? FileSystem.names(in: directory) else { return nil }
+    /// The record's text for the files in `directory` now (listing it); whether every log is
+    /// empty; whether the MANIFEST has grown well past what a new one would hold. Nil when they
+    /// cannot be listed.
+    static func describe(_ directory: String) -> (text: String, logsEmpty: Bool, manifestOutgrown: Bool)? {
+        guard let names = FileSystem.names(in: directory) else { return nil }
         var text = header
         var logsEmpty = true
         var manifestBytes = 0
@@ -58,35 +68,44 @@ enum CleanCloseRecord {
     static let newManifestBase = 1 << 10
     static let newManifestPerTable = 128
 
-    /// Whether `directory` holds a record that matches its files: the database closed cleanly
-    /// and nothing was written to its logs since. A MANIFEST that every compaction has added to
-    /// since it was written (an open reads all of it) to twice what a new one would hold does
-    /// not count: that open writes a new one, as LevelDB does on every open without a record.
-    static func matches(_ directory: String, names: [String]? = nil) -> Bool {
-        matching(directory, names: names) != nil
-    }
+    /// Whether `directory` holds a record that matches its files (see the type's notes).
+    static func matches(_ directory: String) -> Bool { matching(directory) != nil }
 
-    /// The record's text when `directory` holds a record that matches its files (see
-    /// ``matches(_:names:)``), else nil.
-    static func matching(_ directory: String, names: [String]? = nil) -> String? {
-        guard let now = describe(directory, names: names), now.logsEmpty, !now.manifestOutgrown else { return nil }
-        return holds(now.text, in: directory) ? now.text : nil
-    }
-
-    /// Whether the files a matching record `text` described (from ``matching(_:names:)``) are
-    /// still as it says, looked at without listing the directory: the record is still there,
-    /// every file it names has its size, and `CURRENT` names its MANIFEST. For the check after
-    /// LevelDB took the directory's lock: any open by another process in between either wrote to
-    /// the recorded log or MANIFEST, or pointed `CURRENT` at a new MANIFEST (and then deleted the
-    /// recorded files, unless it died first).
-    static func stillMatches(_ text: String, in directory: String) -> Bool {
-        let manifests = text.utf8.split(separator: UInt8(ascii: "\n")).compactMap { line in
-            line.starts(with: "MANIFEST-".utf8) ? line.split(separator: UInt8(ascii: " ")).first.flatMap { String($0) } : nil
+    /// The record's text when `directory` holds a record that matches its files, else nil:
+    /// every line well formed, at least one log, all of them empty, one MANIFEST, the last line;
+    /// each file there at its size; `CURRENT` naming the MANIFEST. Reads the record, `CURRENT`
+    /// and a `stat` per file named, and lists nothing.
+    static func matching(_ directory: String) -> String? {
+        guard let bytes = FileSystem.contents(of: directory + "/" + fileName), bytes.last == UInt8(ascii: "\n"),
+            bytes.starts(with: header.utf8), let text = String(validating: bytes, as: UTF8.self)
+        else { return nil }
+        let lines = text.utf8.dropFirst(header.utf8.count).split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).dropLast()
+        var logs = 0
+        var manifest: String?
+        for line in lines {
+            // Nothing after the MANIFEST: a record cut short at a line's end loses it.
+            guard manifest == nil, let (name, size) = entry(line), FileSystem.size(of: directory + "/" + name) == size else { return nil }
+            if name.hasSuffix(".log") {
+                guard size == 0 else { return nil }
+                logs += 1
+            } else if name.hasPrefix("MANIFEST-") {
+                manifest = name
+            } else {
+                return nil
+            }
         }
-        guard manifests.count == 1, let current = FileSystem.contents(of: directory + "/CURRENT"),
-            current.elementsEqual((manifests[0] + "\n").utf8)
-        else { return false }
-        return holds(text, in: directory) && sizesHold(text, in: directory)
+        guard logs > 0, let manifest, let current = FileSystem.contents(of: directory + "/CURRENT"),
+            current.elementsEqual((manifest + "\n").utf8)
+        else { return nil }
+        return text
+    }
+
+    /// The file name and size of one `<file name> <size>` line, when it reads so.
+    private static func entry(_ line: Substring.UTF8View) -> (String, Int)? {
+        guard let space = line.lastIndex(of: UInt8(ascii: " ")), let name = String(line[..<space]), !name.isEmpty,
+            let size = String(line[line.index(after: space)...]).flatMap({ Int($0) }), size >= 0
+        else { return nil }
+        return (name, size)
     }
 
     /// Whether the record in `directory` reads `text`.
@@ -115,10 +134,7 @@ enum CleanCloseRecord {
     /// Whether every `<file name> <size>` line of the record `text` names a file of that size.
     static func sizesHold(_ text: String, in directory: String) -> Bool {
         for line in text.utf8.split(separator: UInt8(ascii: "\n")).dropFirst() {
-            guard let space = line.lastIndex(of: UInt8(ascii: " ")),
-                let name = String(line[..<space]), let size = Int(String(line[line.index(after: space)...]) ?? ""),
-                FileSystem.size(of: directory + "/" + name) == size
-            else { return false }
+            guard let (name, size) = entry(line), FileSystem.size(of: directory + "/" + name) == size else { return false }
         }
         return true
     }

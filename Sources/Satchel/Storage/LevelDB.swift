@@ -71,12 +71,11 @@ final class LevelDB: Sendable {
     /// Opens (and by default creates) the database at `path`.
     init(path: String, options: LevelDBOptions) throws(SatchelError) {
         self.path = path
-        // One listing of the directory for both looks before the open.
-        let names = FileSystem.names(in: path)
-        try Self.refuseHeadlessDatabase(at: path, names: names)
+        // The directory holds a file per table: it is listed only when `CURRENT` is missing.
+        if FileSystem.size(of: path + "/CURRENT") == nil { try Self.refuseHeadlessDatabase(at: path) }
         let opts = Self.makeOptions(options)
         recordsCleanClose = options.reuseLogsAfterCleanClose && options.environment == nil
-        let record = recordsCleanClose ? names.flatMap { CleanCloseRecord.matching(path, names: $0) } : nil
+        let record = recordsCleanClose ? CleanCloseRecord.matching(path) : nil
         var reusing = record != nil
         if reusing { satchel_leveldb_options_set_reuse_logs(opts, 1) }
         defer { leveldb_options_destroy(opts) }  // DB::Open copies the options
@@ -94,9 +93,10 @@ final class LevelDB: Sendable {
         do {
             opened = try LevelDBStatus.check { leveldb_open(opts, path, $0) }
             // The record was read before LevelDB took the directory's lock: had another
-            // process opened, written and died in between, its log would not be empty now (the
-            // open wrote nothing to it). Then open again on new files, as without a record.
-            if reusing, let reused = opened, let record, !CleanCloseRecord.stillMatches(record, in: path) {
+            // process opened and written in between, the recorded log or MANIFEST, or CURRENT,
+            // would differ now (this open wrote nothing to them). Then open again on new files,
+            // as without a record.
+            if reusing, let reused = opened, CleanCloseRecord.matching(path) != record {
                 leveldb_close(reused)
                 satchel_leveldb_options_set_reuse_logs(opts, 0)
                 reusing = false
@@ -156,9 +156,8 @@ final class LevelDB: Sendable {
     /// writes go to. So without `CURRENT`, that manifest, empty logs and LevelDB's own `LOCK`,
     /// `LOG` and temporary files are no data, and the open goes on (LevelDB creates the database
     /// again); any table, a log with bytes in it or a later manifest is refused.
-    /// `names`: the directory's entries (nil when it cannot be listed, as when it is not there).
-    private static func refuseHeadlessDatabase(at path: String, names: [String]?) throws(SatchelError) {
-        guard let entries = names, !entries.contains("CURRENT") else { return }
+    private static func refuseHeadlessDatabase(at path: String) throws(SatchelError) {
+        guard let entries = FileSystem.names(in: path), !entries.contains("CURRENT") else { return }
         let data = entries.filter { name in
             if name.hasSuffix(".ldb") || name.hasSuffix(".sst") { return true }
             if name.hasSuffix(".log") {
@@ -248,7 +247,12 @@ final class LevelDB: Sendable {
                     flushLog()
                     files = CleanCloseRecord.describe(path) ?? files
                 }
-                if files.logsEmpty && CleanCloseRecord.write(files.text, in: path) { record = files.text }
+                // Nor when the MANIFEST has outgrown a new one: the next open writes a new one.
+                if files.logsEmpty && !files.manifestOutgrown && CleanCloseRecord.write(files.text, in: path) {
+                    record = files.text
+                } else {
+                    CleanCloseRecord.remove(in: path)
+                }
             }
             leveldb_close(db.raw)
             // A compaction that was still running has changed the files: the record no longer

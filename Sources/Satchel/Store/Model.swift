@@ -132,6 +132,9 @@ public struct Model: Sendable, Hashable {
     }
 
     /// Visits every object by id on one consistent view of the data.
+    ///
+    /// A model of a few thousand objects or more is read ahead on a second thread while `body`
+    /// runs on the caller's; `body` is never called from another thread.
     public func forEach(_ body: (Object) throws -> Void) throws {
         try scanObjects { object in
             try body(object)

@@ -2,8 +2,8 @@ import Foundation
 import Synchronization
 
 /// Work done one step ahead of its caller on a thread of its own: the thread makes the next
-/// chunk while the caller uses the last one, so that the two overlap on two cores. One chunk at
-/// most waits made, so memory stays at about three chunks.
+/// chunk while the caller uses the last one, so that the two overlap on two cores. At most one
+/// made chunk waits for the caller, so memory stays at about three chunks.
 ///
 /// The thread first calls `start` to make its state (which never leaves the thread), then
 /// `produce` for each chunk the caller asks for, until `produce` returns nil (the end) or throws.
