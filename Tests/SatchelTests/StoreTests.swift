@@ -120,6 +120,47 @@ struct StoreTests {
         try store.close()
     }
 
+    @Test(
+        "a query over a whole large model reads ahead: the objects forEach gives, filtered, counted, exported, sorted; a cursor dropped part-way lets the store close"
+    )
+    func cursorReadsAhead() throws {
+        let directory = TemporaryDirectory()
+        let store = try Store(path: directory.child("s"))
+        let items = try store.model("Item")
+        let count = Model.readAheadObjects + 1500
+        try store.bulkUpdate { tx in
+            for i in 0..<count {
+                let attributes: JSONObject = [
+                    "object": .string("i\(i)"), "n": .int(Int64(i)), "parity": .string(i % 2 == 0 ? "even" : "odd"),
+                    "pad": .string(String(repeating: "z", count: 150)),
+                ]
+                _ = try tx.create(attributes, in: items)
+            }
+        }
+        var scanned: [Object] = []
+        try items.forEach { scanned.append($0) }
+        #expect(scanned.count == count)
+        #expect(try items.findAll() == scanned)
+        let even = scanned.filter { $0.attributes["parity"] == .string("even") }
+        #expect(try items.findAll(Query(where: ["parity": "even"])) == even)
+        #expect(try items.count(where: ["parity": "even"]) == even.count)
+        #expect(try items.count(where: [:]) == count)
+        var lines = 0
+        #expect(try items.export { data in lines += data.split(separator: UInt8(ascii: "\n")).count } == count)
+        #expect(lines == count)
+        // Sorted in memory, and in reverse id order (which reads in place).
+        let byNumber = try items.findAll(Query(order: [.descending("n")]))
+        #expect(byNumber.map(\.id) == (0..<count).reversed().map { "i\($0)" })
+        #expect(try items.findAll(Query(order: [.descending("object")])) == scanned.reversed())
+        // A cursor dropped part-way, its thread reading ahead, holds nothing once gone.
+        do {
+            let cursor = try items.cursor(Query())
+            for _ in 0..<10 { _ = try cursor.next() }
+            #expect(try cursor.next() == scanned[10])
+        }
+        try store.close()
+    }
+
     @Test("a scan read ahead over a damaged table throws a corruption error, and the store still closes")
     func forEachOverDamage() throws {
         let directory = TemporaryDirectory()

@@ -34,6 +34,9 @@ public final class ObjectCursor {
     private enum SourceState {
         case ids([String], position: Int)
         case objects(LevelDBIterator, KeyRange, reverse: Bool, started: Bool)
+        /// A whole large model in id order, read ahead on a second thread (``Model/forEach(_:)``
+        /// reads so): the chunk at hand and the next entry in it.
+        case objectsAhead(ReadAhead<LevelDBEntries>, LevelDBEntries, position: Int)
         case index(LevelDBIterator, ranges: [KeyRange], rangeIndex: Int, started: Bool, valueCount: Int, reverse: Bool)
         case done
     }
@@ -55,9 +58,16 @@ public final class ObjectCursor {
             state = .ids(ids, position: 0)
         case .objects(let range, let reverse):
             snapshot = given
-            // A scan of the whole model does not fill the block cache (data read once).
+            // A scan of the whole model does not fill the block cache (data read once); a large
+            // one, read forward, is read ahead on a second thread.
             let whole = query.limit == nil && UTF8Order.compareBytes(range.start, model.objectPrefix) == 0
-            state = .objects(try db.makeIterator(snapshot: given, fillCache: !whole), range, reverse: reverse, started: false)
+            let large = whole && !reverse ? try model.store.entry(model.name).statistics.objects >= Model.readAheadObjects : false
+            if large {
+                let reader = db.readAhead(from: range.start, before: range.end, snapshot: try given ?? db.makeSnapshot())
+                state = .objectsAhead(reader, LevelDBEntries(capacity: 0), position: 0)
+            } else {
+                state = .objects(try db.makeIterator(snapshot: given, fillCache: !whole), range, reverse: reverse, started: false)
+            }
         case .index(let index, let ranges, let valueCount, let reverse):
             snapshot = try given ?? (index.storesObjects ? nil : db.makeSnapshot())
             entryPrefixLength = index.prefix.count
@@ -66,6 +76,11 @@ public final class ObjectCursor {
             state = .index(
                 try db.makeIterator(snapshot: snapshot), ranges: ranges, rangeIndex: 0, started: false, valueCount: valueCount, reverse: reverse)
         }
+    }
+
+    deinit {
+        // The read-ahead thread stops with the cursor, however far it was read.
+        if case .objectsAhead(let reader, _, _) = state { reader.close() }
     }
 
     /// How the query runs.
@@ -107,6 +122,12 @@ public final class ObjectCursor {
             case .objects, .index:
                 while try advance() { n += 1 }
                 return n
+            case .objectsAhead(let reader, let entries, let position):
+                n = entries.count - position
+                while let chunk = try reader.next() { n += chunk.count }
+                state = .done
+                reader.close()
+                return n
             default: break
             }
         }
@@ -147,6 +168,24 @@ public final class ObjectCursor {
             }
             state = .done
             return nil
+        case .objectsAhead(let reader, var entries, var position):
+            while position == entries.count {
+                guard let chunk = try reader.next() else {
+                    state = .done
+                    reader.close()
+                    return nil
+                }
+                entries = chunk
+                position = 0
+            }
+            let prefixLength = model.objectPrefix.count
+            let name = model.name
+            let object = try entries.withEntry(at: position) { key, value in
+                let id = try Keys.objectID(fromKey: key, prefixLength: prefixLength)
+                return Object(id: id, storedAttributes: try StoredObject.decode(value, model: name, id: id))
+            }
+            state = .objectsAhead(reader, entries, position: position + 1)
+            return object
         case .objects(let iterator, _, _, _):
             guard try advance() else { return nil }
             let prefixLength = model.objectPrefix.count

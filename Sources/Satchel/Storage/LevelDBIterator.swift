@@ -121,6 +121,17 @@ final class LevelDBIterator {
         }
     }
 
+    /// Whether the current key sorts before `end`, byte by byte. REQUIRES: `isValid`.
+    func keyIsBefore(_ end: [UInt8]) -> Bool {
+        withKey { key in
+            end.withUnsafeBytes { e in
+                let common = min(key.count, e.count)
+                let order = common == 0 ? 0 : memcmp(key.baseAddress!, e.baseAddress!, common)
+                return order < 0 || (order == 0 && key.count < e.count)
+            }
+        }
+    }
+
     /// Throws the error that ended iteration early, if any (checked after `isValid` turns false).
     func checkError() throws(SatchelError) {
         try LevelDBStatus.check { leveldb_iter_get_error(iterator, $0) }
@@ -148,6 +159,16 @@ struct LevelDBEntries: Sendable {
         ends.append(bytes.count)
     }
 
+    /// Lends entry `index`'s key and value.
+    func withEntry<R>(at index: Int, _ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        let start = index == 0 ? 0 : ends[2 * index - 1]
+        return try bytes.withUnsafeBytes { buffer in
+            try body(
+                UnsafeRawBufferPointer(rebasing: buffer[start..<ends[2 * index]]),
+                UnsafeRawBufferPointer(rebasing: buffer[ends[2 * index]..<ends[2 * index + 1]]))
+        }
+    }
+
     /// Lends each entry's key and value in order, while `body` returns true; false when `body`
     /// stopped.
     func forEach(_ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool) rethrows -> Bool {
@@ -165,20 +186,22 @@ struct LevelDBEntries: Sendable {
 }
 
 extension LevelDB {
-    /// The entries whose keys start with `prefix`, in key order as `snapshot` sees them, read
-    /// on a thread of its own a chunk of about `chunkBytes` ahead of the caller (without filling
-    /// the block cache: a bulk read). The iterator lives on that thread; the database stays in
-    /// use until the reader is closed.
-    func readAhead(prefix: [UInt8], snapshot: LevelDBSnapshot, chunkBytes: Int = 256 << 10) -> ReadAhead<LevelDBEntries> {
+    /// The entries from key `start` to before key `end`, in key order as `snapshot` sees them,
+    /// read on a thread of its own a chunk of about `chunkBytes` ahead of the caller (without
+    /// filling the block cache: a bulk read). The iterator lives on that thread; the database
+    /// stays in use until the reader is closed.
+    func readAhead(from start: [UInt8], before end: [UInt8], snapshot: LevelDBSnapshot, chunkBytes: Int = 256 << 10)
+        -> ReadAhead<LevelDBEntries>
+    {
         ReadAhead(
             start: {
                 let iterator = try self.makeIterator(snapshot: snapshot, fillCache: false)
-                iterator.seek(prefix)
+                iterator.seek(start)
                 return iterator
             },
             produce: { iterator in
                 var entries = LevelDBEntries(capacity: chunkBytes + chunkBytes / 4)
-                while entries.byteCount < chunkBytes && iterator.isValid && iterator.keyHasPrefix(prefix) {
+                while entries.byteCount < chunkBytes && iterator.isValid && iterator.keyIsBefore(end) {
                     entries.append(iterator)
                     iterator.next()
                 }

@@ -156,7 +156,7 @@ public struct Model: Sendable, Hashable {
         let prefix = objectPrefix
         // A large model is read on a second thread, a chunk ahead, while this one decodes.
         if try store.entry(name).statistics.objects >= Self.readAheadObjects {
-            let reader = database.readAhead(prefix: prefix, snapshot: try database.makeSnapshot())
+            let reader = database.readAhead(from: prefix, before: Keys.prefixEnd(prefix), snapshot: try database.makeSnapshot())
             defer { reader.close() }
             while let entries = try reader.next() {
                 let going = try entries.forEach { key, value in

@@ -21,6 +21,9 @@ final class ReadAhead<Chunk: Sendable>: Sendable {
     private let stopping = Atomic<Bool>(false)
     /// Set by the caller once the thread has handed over its last result.
     private let ended = Atomic<Bool>(false)
+    private let closed = Atomic<Bool>(false)
+    /// The thread's work, with `start` and `produce`; taken out (and so let go) by the thread.
+    private let job = Locked<(@Sendable () -> Void)?>(nil)
 
     /// Starts the thread and has it make the first chunk. `stackSize`: the thread's stack (a
     /// parser that recurses per nesting level needs more than the default).
@@ -28,15 +31,26 @@ final class ReadAhead<Chunk: Sendable>: Sendable {
         stackSize: Int = 1 << 20, start: @escaping @Sendable () throws -> State,
         produce: @escaping @Sendable (inout State) throws -> Chunk?
     ) {
+        job.withLock { $0 = { self.work(start: start, produce: produce) } }
         let thread = Thread { [self] in
-            work(start: start, produce: produce)
-            // After `work` returned: its state (an iterator holding its database open, say) is
-            // gone before `close` returns.
+            runJob()
+            // After the job returned: its state and everything `start` and `produce` hold (an
+            // iterator or a snapshot keeping the database in use, say) are gone before `close`
+            // returns.
             finished.signal()
         }
         thread.stackSize = stackSize
         thread.start()
         wanted.signal()
+    }
+
+    /// Takes the job out and runs it: once it returns, nothing holds it.
+    private func runJob() {
+        let taken = job.withLock { job in
+            defer { job = nil }
+            return job
+        }
+        taken?()
     }
 
     private func work<State>(start: () throws -> State, produce: (inout State) throws -> Chunk?) {
@@ -86,8 +100,9 @@ final class ReadAhead<Chunk: Sendable>: Sendable {
         }
     }
 
-    /// Stops the thread and waits for it to end.
+    /// Stops the thread and waits for it to end. Once; later calls return at once.
     func close() {
+        guard !closed.exchange(true, ordering: .relaxed) else { return }
         stopping.store(true, ordering: .releasing)
         wanted.signal()
         finished.wait()
