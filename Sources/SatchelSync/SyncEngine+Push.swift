@@ -109,6 +109,17 @@ extension SyncEngine {
         tx: Transaction
     ) throws -> [OutgoingChange] {
         tx.reserveCapacity(2 * ids.count)  // each change: its pending record goes, its in-flight one comes
+        // The ids come in id order (a chunk of the pending changes' scan): their records and
+        // objects are read in key order.
+        return try tx.readingInOrder {
+            try putInFlightInOrder(ids, of: model, definition: definition, configuration: configuration, blocked: blocked, tx: tx)
+        }
+    }
+
+    private static func putInFlightInOrder(
+        _ ids: [String], of model: Model, definition: ModelDefinition, configuration: ModelSyncConfiguration, blocked: [String: Set<String>],
+        tx: Transaction
+    ) throws -> [OutgoingChange] {
         var changes: [OutgoingChange] = []
         for id in ids {
             let records = try tx.objectSyncState(model, id)
@@ -252,88 +263,92 @@ extension SyncEngine {
         var summary = PushOutcomeSummary()
         try store.bulkUpdate { tx in
             tx.reserveCapacity(2 * changes.count)  // each change: its in-flight record goes, its version comes
-            for change in changes {
-                let before = try tx.objectSyncState(model, change.objectID)
-                guard let record = before.inFlight else { continue }
-                var records = before
-                // A change the server did not answer for is sent again next time.
-                var outcome = byID[change.objectID] ?? .retryLater(message: "no result from the server")
-                if case .refused(_, _, let serverCopy?) = outcome, change.kind == .update, Self.holds(serverCopy, record.attributes) {
-                    // A conflict with a copy that already holds the change: an earlier push of it
-                    // went through and its answer was lost.
-                    outcome = .accepted()
-                }
-                if case .conflict(let message, let code, let serverCopy, let version) = outcome {
-                    if change.kind == .update && Self.holds(serverCopy, record.attributes) {
-                        outcome = .accepted(version: version)
-                    } else if change.kind != .update {
-                        outcome = .refused(message: message, code: code, serverCopy: serverCopy)
+            // The chunk's changes are in id order: their records are read in key order.
+            try tx.readingInOrder {
+                for change in changes {
+                    let before = try tx.objectSyncState(model, change.objectID)
+                    guard let record = before.inFlight else { continue }
+                    var records = before
+                    // A change the server did not answer for is sent again next time.
+                    var outcome = byID[change.objectID] ?? .retryLater(message: "no result from the server")
+                    if case .refused(_, _, let serverCopy?) = outcome, change.kind == .update, Self.holds(serverCopy, record.attributes) {
+                        // A conflict with a copy that already holds the change: an earlier push of it
+                        // went through and its answer was lost.
+                        outcome = .accepted()
                     }
-                }
-                switch outcome {
-                case .accepted(let serverID, let version):
-                    summary.accepted += 1
-                    records.inFlight = nil
-                    // An unknown version is no base for the next change (nil: unchecked).
-                    records.version = change.kind == .delete ? nil : version
-                    try tx.setObjectSyncState(model, change.objectID, records, replacing: before)
-                    if change.kind == .create, let serverID, serverID != change.objectID {
-                        try tx.rename(model, from: change.objectID, to: serverID)
-                        summary.renamed.append((change.objectID, serverID))
+                    if case .conflict(let message, let code, let serverCopy, let version) = outcome {
+                        if change.kind == .update && Self.holds(serverCopy, record.attributes) {
+                            outcome = .accepted(version: version)
+                        } else if change.kind != .update {
+                            outcome = .refused(message: message, code: code, serverCopy: serverCopy)
+                        }
                     }
-                case .awaitingLink:
-                    records.inFlight?.state = .awaitingLink
-                    try tx.setObjectSyncState(model, change.objectID, records, replacing: before)
-                case .refused(let message, let code, let serverCopy):
-                    summary.refused += 1
-                    summary.refusals.append("\(change.kind.rawValue) \(change.objectID): \(message)")
-                    records.inFlight = nil
-                    records.refusal = RefusedChange(
-                        model: model.name, objectID: change.objectID, kind: change.kind, message: message, code: code, attributes: record.attributes,
-                        serverCopy: serverCopy)
-                    try tx.setObjectSyncState(model, change.objectID, records, replacing: before)
-                case .notFound:
-                    records.inFlight = nil
-                    if change.kind == .delete {
+                    switch outcome {
+                    case .accepted(let serverID, let version):
                         summary.accepted += 1
-                        records.version = nil
-                    } else {
+                        records.inFlight = nil
+                        // An unknown version is no base for the next change (nil: unchecked).
+                        records.version = change.kind == .delete ? nil : version
+                        try tx.setObjectSyncState(model, change.objectID, records, replacing: before)
+                        if change.kind == .create, let serverID, serverID != change.objectID {
+                            try tx.rename(model, from: change.objectID, to: serverID)
+                            summary.renamed.append((change.objectID, serverID))
+                        }
+                    case .awaitingLink:
+                        records.inFlight?.state = .awaitingLink
+                        try tx.setObjectSyncState(model, change.objectID, records, replacing: before)
+                    case .refused(let message, let code, let serverCopy):
                         summary.refused += 1
-                        summary.refusals.append("\(change.kind.rawValue) \(change.objectID): the object does not exist on the server")
+                        summary.refusals.append("\(change.kind.rawValue) \(change.objectID): \(message)")
+                        records.inFlight = nil
                         records.refusal = RefusedChange(
-                            model: model.name, objectID: change.objectID, kind: change.kind, message: "the object does not exist on the server",
-                            code: "404", attributes: record.attributes, serverDeleted: true)
+                            model: model.name, objectID: change.objectID, kind: change.kind, message: message, code: code,
+                            attributes: record.attributes,
+                            serverCopy: serverCopy)
+                        try tx.setObjectSyncState(model, change.objectID, records, replacing: before)
+                    case .notFound:
+                        records.inFlight = nil
+                        if change.kind == .delete {
+                            summary.accepted += 1
+                            records.version = nil
+                        } else {
+                            summary.refused += 1
+                            summary.refusals.append("\(change.kind.rawValue) \(change.objectID): the object does not exist on the server")
+                            records.refusal = RefusedChange(
+                                model: model.name, objectID: change.objectID, kind: change.kind, message: "the object does not exist on the server",
+                                code: "404", attributes: record.attributes, serverDeleted: true)
+                        }
+                        try tx.setObjectSyncState(model, change.objectID, records, replacing: before)
+                    case .retryLater:
+                        try Self.requeue(model, change.objectID, tx)
+                    case .unanswered(let error):
+                        // Left in flight: the next push sends it again.
+                        summary.unanswered.append(error)
+                    case .conflict(let message, let code, let serverCopy, let version):
+                        let local = MergePolicy.Local(
+                            model: model.name, id: change.objectID, attributes: try tx.find(change.objectID, in: model)?.attributes, records: before)
+                        let settled = MergePolicy.conflict(
+                            server: serverCopy, serverVersion: version, message: message, code: code, local: local, configuration: configuration,
+                            resolver: resolver)
+                        var notification = ChangeSet(model: model.name, origin: .server)
+                        try Self.apply(
+                            MergePolicy.Outcome(rule: .localChangesWin, write: settled.write, records: settled.records), local, to: model, tx: tx,
+                            notification: &notification)
+                        let id = change.objectID
+                        switch settled.rule {
+                        case .refused:
+                            summary.refused += 1
+                            summary.refusals.append("update \(id): \(message)")
+                        case .merged:
+                            summary.merged += 1
+                            summary.conflicts.append("merged \(id) (changed here: \(record.attributes.keys.sorted().joined(separator: ", ")))")
+                        case .tookServer, .keptLocal, .resolvedByMerge:
+                            summary.resolved += 1
+                            let both = settled.conflict?.conflicting.joined(separator: ", ") ?? ""
+                            summary.conflicts.append("resolved \(id) (\(settled.rule.rawValue); changed on both sides: \(both))")
+                        }
+                        if settled.resend { summary.resend.append(id) }
                     }
-                    try tx.setObjectSyncState(model, change.objectID, records, replacing: before)
-                case .retryLater:
-                    try Self.requeue(model, change.objectID, tx)
-                case .unanswered(let error):
-                    // Left in flight: the next push sends it again.
-                    summary.unanswered.append(error)
-                case .conflict(let message, let code, let serverCopy, let version):
-                    let local = MergePolicy.Local(
-                        model: model.name, id: change.objectID, attributes: try tx.find(change.objectID, in: model)?.attributes, records: before)
-                    let settled = MergePolicy.conflict(
-                        server: serverCopy, serverVersion: version, message: message, code: code, local: local, configuration: configuration,
-                        resolver: resolver)
-                    var notification = ChangeSet(model: model.name, origin: .server)
-                    try Self.apply(
-                        MergePolicy.Outcome(rule: .localChangesWin, write: settled.write, records: settled.records), local, to: model, tx: tx,
-                        notification: &notification)
-                    let id = change.objectID
-                    switch settled.rule {
-                    case .refused:
-                        summary.refused += 1
-                        summary.refusals.append("update \(id): \(message)")
-                    case .merged:
-                        summary.merged += 1
-                        summary.conflicts.append("merged \(id) (changed here: \(record.attributes.keys.sorted().joined(separator: ", ")))")
-                    case .tookServer, .keptLocal, .resolvedByMerge:
-                        summary.resolved += 1
-                        let both = settled.conflict?.conflicting.joined(separator: ", ") ?? ""
-                        summary.conflicts.append("resolved \(id) (\(settled.rule.rawValue); changed on both sides: \(both))")
-                    }
-                    if settled.resend { summary.resend.append(id) }
                 }
             }
             // References to the renamed objects change in the same batch (or, in another

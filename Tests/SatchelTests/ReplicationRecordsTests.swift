@@ -263,4 +263,65 @@ struct ReplicationRecordsTests {
         #expect(try store.read { try $0.objectSyncState(model, "p1") }.version == 42)
         #expect(try store.verify().problems == [])
     }
+
+    @Test(
+        "reads in key order through iterators give what point reads give: ascending, with gaps, absent keys, backwards, shuffled, the transaction's own writes"
+    )
+    func readingInOrder() throws {
+        try withTemporaryStore { store in
+            let model = try store.register(ModelDefinition(name: "Item", syncType: .incremental))
+            let ids = (0..<300).map { "i" + String(1000 + $0) }
+            try store.bulkUpdate { tx in
+                for (n, id) in ids.enumerated() where n % 2 == 0 {
+                    // Every fourth from the server with a version, the others local creates.
+                    if n % 4 == 0 {
+                        try tx.writeServerObject(model, id, ["n": .int(Int64(n))], version: .int(Int64(n)))
+                    } else {
+                        _ = try tx.create(["object": .string(id), "n": .int(Int64(n))], in: model)
+                    }
+                }
+            }
+            var generator = SystemRandomNumberGenerator()
+            let orders: [[String]] = [
+                ids, ids.enumerated().filter { $0.offset % 37 == 0 }.map(\.element), ids.reversed(), ids.shuffled(using: &generator),
+            ]
+            try store.bulkUpdate { tx in
+                // The transaction's own writes: an update, a delete, a create where none was.
+                _ = try tx.update(ids[10], with: ["n": -1], in: model)
+                _ = try tx.delete(ids[20], in: model)
+                _ = try tx.create(["object": .string(ids[21]), "n": 21], in: model)
+                struct Seen: Equatable {
+                    var n: JSONValue?
+                    var pending: PendingChange.Kind?
+                    var version: JSONValue?
+                }
+                func readAll(_ order: [String]) throws -> [String: Seen] {
+                    var seen: [String: Seen] = [:]
+                    for id in order {
+                        let records = try tx.objectSyncState(model, id)
+                        seen[id] = Seen(n: try tx.find(id, in: model)?["n"], pending: records.pending?.kind, version: records.version)
+                    }
+                    return seen
+                }
+                let pointReads = try readAll(ids)
+                #expect(pointReads[ids[0]] == Seen(n: 0, pending: nil, version: 0))
+                #expect(pointReads[ids[1]] == Seen())
+                #expect(pointReads[ids[2]] == Seen(n: 2, pending: .create))
+                #expect(pointReads[ids[4]] == Seen(n: 4, version: 4))
+                #expect(pointReads[ids[10]] == Seen(n: -1, pending: .create))
+                #expect(pointReads[ids[20]] == Seen(pending: .delete, version: 20))
+                #expect(pointReads[ids[21]] == Seen(n: 21, pending: .create))
+                for order in orders {
+                    let inOrder = try tx.readingInOrder { try readAll(order) }
+                    #expect(inOrder.count == order.count)
+                    #expect(inOrder.allSatisfy { pointReads[$0.key] == $0.value })
+                }
+                // Nested: the outer readers serve both.
+                let nested = try tx.readingInOrder { try tx.readingInOrder { try readAll(ids) } }
+                #expect(nested == pointReads)
+            }
+            // The readers' iterators are gone with the block: the store closes (the helper's
+            // close would throw `busy`).
+        }
+    }
 }

@@ -17,22 +17,18 @@ extension Transaction {
 
     /// Makes object `id` hold exactly `attributes` (nulls dropped; nil or empty deletes it),
     /// recording no pending change. Indexes and statistics follow.
-    @discardableResult
-    package func writeServerObject(_ model: Model, _ id: String, _ attributes: JSONObject?) throws -> ObjectEffect {
-        let old = try readObject(model, id, entry: entry(of: model))
-        return try writeServerObject(model, id, attributes, replacing: old)
-    }
-
-    /// ``writeServerObject(_:_:_:)`` for a caller that has just read the object: `old` must be
-    /// what this transaction holds for it (nil: none). With `version`, the object's server
+    ///
+    /// A caller that has just read the object gives it as `old`: what this transaction holds
+    /// for it (`.some(nil)`: none); without, it is read. With `version`, the object's server
     /// version becomes it in the same write (``ObjectSyncState/version``; an object the server
     /// deleted keeps it in its version record); without, it stays as it was.
     @discardableResult
     package func writeServerObject(
-        _ model: Model, _ id: String, _ attributes: JSONObject?, replacing old: JSONObject?, version: JSONValue?? = .none
+        _ model: Model, _ id: String, _ attributes: JSONObject?, replacing given: JSONObject?? = .none, version: JSONValue?? = .none
     ) throws -> ObjectEffect {
         checkOpen()
         let entry = try entry(of: model)
+        let old = try given ?? readObject(model, id, entry: entry)
         var new = attributes?.splitting(Object.idAttribute).rest
         if new?.isEmpty == true { new = nil }
         let update: VersionUpdate = version.map { .set($0?.jsonBytes) } ?? .keep

@@ -81,15 +81,39 @@ extension Transaction {
     func read(_ key: [UInt8], partition: Partition) throws -> [UInt8]? {
         if let pending = buffer.pending(key, partition: partition) { return pending }
         if key.first == KeyFamily.object.rawValue { return try storedRecord(key, partition: partition) }
-        return try store.database(partition).get(key)
+        return try stored(key, partition: partition)
     }
 
     /// Object record `key` as the store holds it, read once for consecutive reads of it.
     private func storedRecord(_ key: [UInt8], partition: Partition) throws -> [UInt8]? {
         if let lastRead, lastRead.key == key { return lastRead.record }
-        let record = try store.database(partition).get(key)
+        let record = try stored(key, partition: partition)
         lastRead = (key, record)
         return record
+    }
+
+    /// `key`'s value in `partition` as the store holds it: a point read, or, inside
+    /// ``readingInOrder(_:)``, the next step of an ordered reader.
+    private func stored(_ key: [UInt8], partition: Partition) throws -> [UInt8]? {
+        guard orderedReaders != nil, let family = key.first else { return try store.database(partition).get(key) }
+        if let reader = orderedReaders?.first(where: { $0.partition == partition && $0.family == family }) { return try reader.value(key) }
+        let reader = try OrderedReader(store.database(partition), partition: partition, family: family)
+        orderedReaders?.append(reader)
+        return try reader.value(key)
+    }
+
+    /// Runs `body` with the store's reads made through one iterator per partition and key family,
+    /// for a caller that reads its keys in ascending order (the sync engine's chunk of changes,
+    /// in id order): each read is then a step or two of an iterator instead of a lookup from the
+    /// top of every level. Keys out of order are still read right (the iterator seeks back). The
+    /// store holds still meanwhile: this thread holds the writer lock, and the transaction's own
+    /// writes are read first.
+    package func readingInOrder<R>(_ body: () throws -> R) throws -> R {
+        checkOpen()
+        guard orderedReaders == nil else { return try body() }
+        orderedReaders = []
+        defer { orderedReaders = nil }
+        return try body()
     }
 
     /// Object `id`'s attributes as this transaction sees them. The store is not read when its
@@ -166,5 +190,47 @@ extension Transaction {
         } else {
             buffer.put(key, value)
         }
+    }
+}
+
+/// Reads of one key family of a partition, in ascending key order, through one iterator
+/// (``Transaction/readingInOrder(_:)``). The iterator rests at the first key at or after the
+/// last key asked for: a later key is found by stepping forward (a few steps, then a seek), an
+/// absent one costs a comparison when the iterator is already past it.
+final class OrderedReader {
+    let partition: Partition
+    let family: UInt8
+    private let iterator: LevelDBIterator
+    /// The last key asked for (nil: none yet).
+    private var last: [UInt8]?
+    /// Steps forward before a seek is the cheaper way to a key.
+    private static let maximumSteps = 8
+
+    init(_ db: LevelDB, partition: Partition, family: UInt8) throws(SatchelError) {
+        self.partition = partition
+        self.family = family
+        iterator = try db.makeIterator()
+    }
+
+    func value(_ key: [UInt8]) throws(SatchelError) -> [UInt8]? {
+        if let last, UTF8Order.compareBytes(key, last) >= 0 {
+            var steps = 0
+            while iterator.isValid && iterator.keyIsBefore(key) {
+                if steps == Self.maximumSteps {
+                    iterator.seek(key)
+                    break
+                }
+                iterator.next()
+                steps += 1
+            }
+        } else {
+            iterator.seek(key)
+        }
+        last = key
+        guard iterator.isValid else {
+            try iterator.checkError()
+            return nil
+        }
+        return iterator.withKey { UTF8Order.compareBytes($0, key) == 0 } ? iterator.value : nil
     }
 }
