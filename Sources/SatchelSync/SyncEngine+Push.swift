@@ -259,18 +259,20 @@ extension SyncEngine {
         _ results: [PushResult], of changes: [OutgoingChange], to model: Model, in store: Store,
         configuration: ModelSyncConfiguration = ModelSyncConfiguration(), resolver: ConflictResolver? = nil
     ) throws -> PushOutcomeSummary {
-        let byID = Dictionary(results.map { ($0.objectID, $0.outcome) }, uniquingKeysWith: { _, last in last })
+        // An adapter usually answers change by change in the order sent; else by id.
+        let aligned = results.count == changes.count && zip(results, changes).allSatisfy { $0.objectID.utf8.elementsEqual($1.objectID.utf8) }
+        let byID = aligned ? [:] : Dictionary(results.map { ($0.objectID, $0.outcome) }, uniquingKeysWith: { _, last in last })
         var summary = PushOutcomeSummary()
         try store.bulkUpdate { tx in
             tx.reserveCapacity(2 * changes.count)  // each change: its in-flight record goes, its version comes
             // The chunk's changes are in id order: their records are read in key order.
             try tx.readingInOrder {
-                for change in changes {
+                for (position, change) in changes.enumerated() {
                     let before = try tx.objectSyncState(model, change.objectID)
                     guard let record = before.inFlight else { continue }
                     var records = before
                     // A change the server did not answer for is sent again next time.
-                    var outcome = byID[change.objectID] ?? .retryLater(message: "no result from the server")
+                    var outcome = aligned ? results[position].outcome : byID[change.objectID] ?? .retryLater(message: "no result from the server")
                     if case .refused(_, _, let serverCopy?) = outcome, change.kind == .update, Self.holds(serverCopy, record.attributes) {
                         // A conflict with a copy that already holds the change: an earlier push of it
                         // went through and its answer was lost.

@@ -37,10 +37,14 @@ public struct InFlightChange: Equatable, Sendable {
     }
 
     var json: JSONObject {
-        var object: JSONObject = ["op": .string(kind.rawValue), "attrs": .object(attributes), "state": .string(state.rawValue)]
-        if let baseVersion { object["base"] = baseVersion }
-        if !baseValues.isEmpty { object["was"] = .object(baseValues) }
-        return object
+        // Members in name order, as the stored form has them.
+        var members = [JSONObject.Member(name: "attrs", value: .object(attributes))]
+        members.reserveCapacity(5)
+        if let baseVersion { members.append(JSONObject.Member(name: "base", value: baseVersion)) }
+        members.append(JSONObject.Member(name: "op", value: .string(kind.rawValue)))
+        members.append(JSONObject.Member(name: "state", value: .string(state.rawValue)))
+        if !baseValues.isEmpty { members.append(JSONObject.Member(name: "was", value: .object(baseValues))) }
+        return JSONObject(sortedUniqueMembers: members)
     }
 
     init(json: JSONObject) throws(SatchelError) {

@@ -57,10 +57,13 @@ struct StoredChange: Equatable {
     var base: JSONObject
 
     var encoded: [UInt8] {
-        var object: JSONObject = ["op": .string(kind.rawValue)]
-        if kind != .create { object["attrs"] = .object(attributes) }
-        if kind == .update && !base.isEmpty { object["was"] = .object(base) }
-        return object.jsonBytes
+        // Members in name order: `attrs`, `op`, `was`.
+        var members: [JSONObject.Member] = []
+        members.reserveCapacity(3)
+        if kind != .create { members.append(JSONObject.Member(name: "attrs", value: .object(attributes))) }
+        members.append(JSONObject.Member(name: "op", value: .string(kind.rawValue)))
+        if kind == .update && !base.isEmpty { members.append(JSONObject.Member(name: "was", value: .object(base))) }
+        return JSONObject(sortedUniqueMembers: members).jsonBytes
     }
 
     init(kind: PendingChange.Kind, attributes: JSONObject, base: JSONObject = JSONObject()) {
