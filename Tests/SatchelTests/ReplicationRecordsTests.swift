@@ -324,4 +324,18 @@ struct ReplicationRecordsTests {
             // close would throw `busy`).
         }
     }
+
+    @Test("a pending create's stored form, recognised without parsing, decodes as the parser reads it; other forms still parse")
+    func pendingCreateForm() throws {
+        let create = StoredChange(kind: .create, attributes: ["ignored": 1])
+        #expect(create.encoded == Array(#"{"op":"create"}"#.utf8))
+        for text in [#"{"op":"create"}"#, #"{ "op" : "create" }"#, #"{"attrs":{},"op":"create"}"#] {
+            let decoded = try Array(text.utf8).withUnsafeBytes { try StoredChange(decoding: $0) }
+            #expect(decoded == StoredChange(kind: .create, attributes: JSONObject()), "\(text)")
+        }
+        let update = StoredChange(kind: .update, attributes: ["price": 2], base: ["price": 1])
+        #expect(try update.encoded.withUnsafeBytes { try StoredChange(decoding: $0) } == update)
+        #expect(String(decoding: update.encoded, as: UTF8.self) == #"{"attrs":{"price":2},"op":"update","was":{"price":1}}"#)
+        #expect(throws: SatchelError.self) { try Array(#"{"op":"creat"}"#.utf8).withUnsafeBytes { try StoredChange(decoding: $0) } }
+    }
 }

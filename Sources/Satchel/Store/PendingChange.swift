@@ -82,7 +82,15 @@ struct StoredChange: Equatable {
         PendingChange(model: model, objectID: objectID, kind: kind, attributes: attributes, baseValues: base)
     }
 
+    /// A pending create's whole stored form (it keeps no attributes): the most common record,
+    /// recognised without parsing.
+    private static let createForm = Array(#"{"op":"create"}"#.utf8)
+
     init(decoding bytes: UnsafeRawBufferPointer) throws(SatchelError) {
+        if bytes.elementsEqual(Self.createForm) {
+            self.init(kind: .create, attributes: JSONObject())
+            return
+        }
         let object: JSONObject
         do {
             object = try JSONObject(parsing: bytes)
