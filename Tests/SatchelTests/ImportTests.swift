@@ -143,6 +143,49 @@ struct ImportTests {
         }
     }
 
+    @Test(
+        "a file whose ids come in order (read in key order) leaves what the same file shuffled leaves: over objects already stored, from the server and local, with an index"
+    )
+    func orderedIDsMatchShuffled() throws {
+        let directory = TemporaryDirectory()
+        let ids = (0..<600).map { "item-" + String(10_000 + 3 * $0) }
+        var lines = ids.enumerated().map { n, id in #"{"object":"\#(id)","n":\#(n),"group":"g\#(n % 7)"}"# }
+        lines += [#"{"object":"item-10000","n":null,"group":null}"#]  // the first deleted again, in the last batch
+        var generator = SystemRandomNumberGenerator()
+        var results: [(objects: [Object], group: [String], pending: [String])] = []
+        for (name, text) in [("ordered", lines), ("shuffled", Array(lines.dropLast()).shuffled(using: &generator) + [lines.last!])] {
+            try withTemporaryStore { store in
+                let model = try store.register(ModelDefinition(name: "Item", syncType: .incremental))
+                try model.createIndex(IndexDefinition("group"))
+                // Some of the ids are there already: every fifth from the server, every
+                // eleventh created here; some ids between the file's too.
+                try store.bulkUpdate { tx in
+                    for (n, id) in ids.enumerated() where n % 5 == 0 { try tx.writeServerObject(model, id, ["n": -1, "group": "old", "kept": true]) }
+                    for (n, id) in ids.enumerated() where n % 11 == 0 {
+                        _ = try tx.save(Object(id: id, attributes: ["n": -2, "group": "old"]), in: model)
+                    }
+                    for n in 0..<50 {
+                        _ = try tx.save(Object(id: "item-" + String(10_001 + 3 * n), attributes: ["n": -3, "group": "between"]), in: model)
+                    }
+                }
+                let url = write(text.joined(separator: "\n"), to: directory, name: "\(name).jsonl")
+                #expect(try store.importObjects(from: url, into: model, batchSize: 128) == 601)
+                let group = try model.findAll(where: ["group": "g3"]).map(\.id)
+                let pending = try model.pendingChanges().map { "\($0.objectID) \($0.kind)" }.sorted()
+                results.append((try model.findAll(), group, pending))
+                #expect(try store.verify().problems == [])
+            }
+        }
+        #expect(results[0].objects.count == 599 + 50)
+        #expect(results[0].objects == results[1].objects)
+        #expect(results[0].group == results[1].group)
+        #expect(results[0].pending == results[1].pending)
+        let byID = Dictionary(uniqueKeysWithValues: results[0].objects.map { ($0.id, $0) })
+        // Imported over a server object: replaced whole (its other attribute gone).
+        #expect(byID[ids[5]]?.attributes == ["n": 5, "group": "g5"])
+        #expect(byID[ids[0]] == nil && byID["item-10001"]?["group"] == "between")
+    }
+
     @Test("the reader finds the same items whatever the chunk boundaries")
     func chunkBoundaries() async throws {
         let directory = TemporaryDirectory()
