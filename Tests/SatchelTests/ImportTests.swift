@@ -220,6 +220,70 @@ struct ImportTests {
         }
     }
 
+    @Test(
+        "the check split over two threads finds what one reader finds: the same count, or the same first problem, wherever the halfway item lies"
+    )
+    func splitCheckMatchesOneReader() async throws {
+        let directory = TemporaryDirectory()
+        let schema = ModelDefinition(name: "Fixed", kind: .fixedSchema(["n": .number, "t": .string]))
+        let files = Generator<String, Shrink.None<String>>(run: { rng in
+            let count = Int.random(in: 0...40, using: &rng)
+            var items: [String] = (0..<count).map { n in
+                switch Int.random(in: 0..<80, using: &rng) {
+                case 0: return #"{"n":"\#(n)"}"#  // a wrong type for the fixed schema
+                case 1: return #"{"object":\#(n)}"#  // a number as the id
+                // Pretty-printed: objects at the start of lines inside an item.
+                case 2..<20: return "{\n  \"object\": \"i\(n)\",\n  \"n\": \(n),\n  \"inner\": \n{\"a\": {\n\"b\": 1}}\n}"
+                // A string holding what looks like an item's start once unescaped.
+                case 20..<32: return #"{"n":\#(n),"s":"x\n{\"n\":1}\n,{"}"#
+                case 32..<60: return #"{"object":"i\#(n)","n":\#(n)}"#
+                default: return #"{"n":\#(n), "t":"\#(String(repeating: "z", count: Int.random(in: 0...300, using: &rng)))"}"#
+                }
+            }
+            // Now and then a malformed item or a stray token somewhere.
+            if count > 0 && Int.random(in: 0..<6, using: &rng) == 0 { items[Int.random(in: 0..<count, using: &rng)] = #"{"n": 1,,}"# }
+            let asArray = Bool.random(using: &rng)
+            let body = asArray ? "[\n" + items.joined(separator: ",\n") + "\n]" : items.joined(separator: "\n")
+            return (Bool.random(using: &rng) ? "\u{FEFF}" : "") + body + (asArray && Int.random(in: 0..<8, using: &rng) == 0 ? "\n{}" : "")
+        })
+        await propertyCheck(count: 400, input: files, Gen.bool) { text, fixed in
+            let url = write(text, to: directory, name: "split-\(UUID().uuidString).json")
+            let definition = fixed ? schema : ModelDefinition(name: "Bag")
+            func outcome(splitFrom: Int, chunkSize: Int) -> String {
+                do {
+                    return "\(try Store.checkImportItems(of: url, definition: definition, chunkSize: chunkSize, splitFrom: splitFrom)) items"
+                } catch {
+                    return "\(error)"
+                }
+            }
+            let alone = outcome(splitFrom: .max, chunkSize: JSONItemReader.defaultChunkSize)
+            #expect(outcome(splitFrom: 0, chunkSize: JSONItemReader.defaultChunkSize) == alone, "\(text)")
+            #expect(outcome(splitFrom: 0, chunkSize: 37) == alone, "\(text)")
+        }
+    }
+
+    @Test("a large file is checked in two halves and imports whole; a problem in either half is named as one reader names it")
+    func splitCheckOnALargeFile() throws {
+        let directory = TemporaryDirectory()
+        let lines = (0..<8_000).map { n in #"{"object":"i\#(10_000 + n)","n":\#(n),"pad":"\#(String(repeating: "p", count: 400))"}"# }
+        let url = write(lines.joined(separator: "\n"), to: directory, name: "large.jsonl")
+        #expect(try Store.checkImportItems(of: url, definition: ModelDefinition(name: "Bag"), splitFrom: 1 << 20) == 8_000)
+        for bad in [300, 6_000] {
+            var broken = lines
+            broken[bad] = #"{"object":7}"#
+            let badURL = write(broken.joined(separator: "\n"), to: directory, name: "bad-\(bad).jsonl")
+            let message = "line \(bad + 1) (item \(bad + 1)): the object id ('object') must be a string, got a number"
+            #expect(throws: SatchelError(.invalidObject, message)) {
+                try Store.checkImportItems(of: badURL, definition: ModelDefinition(name: "Bag"), splitFrom: 1 << 20)
+            }
+        }
+        try withTemporaryStore { store in
+            let model = try store.model("Item")
+            #expect(try store.importObjects(from: url, into: model) == 8_000)
+            #expect(try model.count() == 8_000)
+        }
+    }
+
     @Test("the write pass's read-ahead hands over every item in order, stops at a bad item, and ends when closed early")
     func readAhead() throws {
         let directory = TemporaryDirectory()

@@ -1,4 +1,5 @@
 public import Foundation
+import Synchronization
 
 /// Progress of ``Store/importObjects(from:into:batchSize:progress:)``.
 public struct ImportProgress: Sendable {
@@ -95,31 +96,134 @@ extension Store {
     /// The first pass of an import: reads every item of the file at `url` and checks it against
     /// `definition`, writing nothing; `progress` hears every 10,000 items how many were checked
     /// and how many bytes read. Package-visible so that the fuzz targets read files through the
-    /// code imports run; `chunkSize` lets them move where the reader's chunks end.
+    /// code imports run; `chunkSize` lets them move where the reader's chunks end, and
+    /// `splitFrom` the size from which a second thread checks the file's second half.
+    ///
+    /// A file of `splitFrom` bytes or more is checked by two threads: a second one from an
+    /// item that seems to start halfway (an object at the start of a line), while this one
+    /// reads from the beginning. When this one reaches that very offset as an item's start, the
+    /// second's answer stands for the rest of the file — if it found nothing wrong. Any other
+    /// way (the offset fell inside an item, the second thread met a problem) this one reads on
+    /// alone, so what an import accepts, and the first problem it names, is what one reader
+    /// would find.
     ///
     /// - Returns: the number of items in the file.
     /// - Throws: ``SatchelError`` `.malformedJSON` or `.invalidObject` naming the line and item,
     ///   `.schemaViolation`, `.io`.
     package static func checkImportItems(
-        of url: URL, definition: ModelDefinition, chunkSize: Int = JSONItemReader.defaultChunkSize,
+        of url: URL, definition: ModelDefinition, chunkSize: Int = JSONItemReader.defaultChunkSize, splitFrom: Int = 4 << 20,
         progress: (_ items: Int, _ bytesRead: Int) -> Void = { _, _ in }
     ) throws -> Int {
         // A model with no fixed schema and no picklists asks only for an object, a string id or
         // some attribute: the items are checked in place, building nothing.
-        let shapesSuffice = definition.kind == .propertyBag && definition.choices.isEmpty
-        var reader = try JSONItemReader(url: url, chunkSize: chunkSize, building: !shapesSuffice)
+        let building = !(definition.kind == .propertyBag && definition.choices.isEmpty)
+        var reader = try JSONItemReader(url: url, chunkSize: chunkSize, building: building)
+        var second = SecondHalfCheck(of: url, definition: definition, chunkSize: chunkSize, building: building, splitFrom: splitFrom)
+        defer { second?.stop() }
         var items = 0
         while let item = try reader.next() {
-            if let shape = item.shape, shape.exact {
-                guard case .object = shape.kind else { throw notAnObject(shape.kind, item) }
-                try check(id: shape.id, hasAttributes: shape.hasAttribute, of: item)
-            } else {
-                try check(try object(from: item), of: item, definition: definition)
+            if let split = second, item.offset >= split.offset {
+                if item.offset == split.offset, let rest = split.wait() { return items + rest }
+                split.stop()
+                second = nil
             }
+            try check(item, definition: definition)
             items += 1
             if items % 10_000 == 0 { progress(items, reader.bytesRead) }
         }
         return items
+    }
+
+    /// Checks one item of an import file as ``Transaction/put(_:in:)`` will.
+    private static func check(_ item: JSONItemReader.Item, definition: ModelDefinition) throws {
+        if let shape = item.shape, shape.exact {
+            guard case .object = shape.kind else { throw notAnObject(shape.kind, item) }
+            try check(id: shape.id, hasAttributes: shape.hasAttribute, of: item)
+        } else {
+            try check(try object(from: item), of: item, definition: definition)
+        }
+    }
+
+    /// The check of a file's second half on a thread of its own, from an item that seems to
+    /// start halfway (``checkImportItems(of:definition:chunkSize:splitFrom:progress:)``).
+    private final class SecondHalfCheck: Sendable {
+        /// Where the second half starts.
+        let offset: Int
+        /// How many items it holds, once checked (nil: it failed, or was stopped).
+        private let outcome = Mutex<(done: Bool, items: Int?)>((false, nil))
+        private let stopped = Atomic(false)
+        private let finished = DispatchSemaphore(value: 0)
+
+        /// Nil when the file is smaller than `splitFrom`, or no item seems to start in a window
+        /// halfway.
+        init?(of url: URL, definition: ModelDefinition, chunkSize: Int, building: Bool, splitFrom: Int) {
+            guard let size = FileSystem.size(of: url.path), size >= splitFrom, let (offset, layout) = Self.itemStart(in: url, near: size / 2)
+            else { return nil }
+            self.offset = offset
+            let thread = Thread { [self] in
+                var items: Int? = nil
+                do {
+                    var reader = try JSONItemReader(url: url, resumingAt: offset, layout: layout, chunkSize: chunkSize, building: building)
+                    var count = 0
+                    while !stopped.load(ordering: .relaxed), let item = try reader.next() {
+                        try Store.check(item, definition: definition)
+                        count += 1
+                    }
+                    if !stopped.load(ordering: .relaxed) { items = count }
+                } catch {
+                    items = nil  // the reader from the start will meet it and name it
+                }
+                outcome.withLock { $0 = (true, items) }
+                finished.signal()
+            }
+            thread.start()
+        }
+
+        /// The items of the second half once its check is done (nil: it failed).
+        func wait() -> Int? {
+            finished.wait()
+            finished.signal()  // for `stop`'s wait
+            return outcome.withLock { $0.items }
+        }
+
+        /// Stops the check and waits for its thread (idempotent).
+        func stop() {
+            stopped.store(true, ordering: .relaxed)
+            finished.wait()
+            finished.signal()
+        }
+
+        /// An offset near `middle` where an item seems to start, and the file's layout: an object
+        /// at the start of a line (a raw newline lies only between tokens), after a `,` in an
+        /// array; nil when a window of the file there has none.
+        private static func itemStart(in url: URL, near middle: Int) -> (Int, JSONItemReader.Layout)? {
+            guard let handle = FileHandle(forReadingAtPath: url.path) else { return nil }
+            defer { try? handle.close() }
+            guard let head = try? handle.read(upToCount: 64), var first = head.firstIndex(where: { !Self.isSpace($0) }) else { return nil }
+            if head.count >= first + 3 && head[first] == 0xEF && head[first + 1] == 0xBB && head[first + 2] == 0xBF {
+                guard let next = head[(first + 3)...].firstIndex(where: { !Self.isSpace($0) }) else { return nil }
+                first = next
+            }
+            let layout: JSONItemReader.Layout = head[first] == UInt8(ascii: "[") ? .array : .sequence
+            guard (try? handle.seek(toOffset: UInt64(middle))) != nil, let data = try? handle.read(upToCount: 256 << 10) else { return nil }
+            let window = [UInt8](data)
+            var i = 0
+            while let newline = window[i...].firstIndex(of: 0x0A) {
+                var start = newline + 1
+                while start < window.count && (window[start] == 0x20 || window[start] == 0x09 || window[start] == 0x0D) { start += 1 }
+                i = start
+                guard start < window.count else { return nil }
+                guard window[start] == UInt8(ascii: "{") else { continue }
+                var before = newline - 1
+                while before >= 0 && Self.isSpace(window[before]) { before -= 1 }
+                guard before >= 0 else { continue }
+                let separated = layout == .array ? window[before] == UInt8(ascii: ",") : window[before] == UInt8(ascii: "}")
+                if separated { return (middle + start, layout) }
+            }
+            return nil
+        }
+
+        private static func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x0A || byte == 0x0D || byte == 0x09 }
     }
 
     /// Parses one item of an import file as a JSON object (graph imports too).

@@ -16,6 +16,8 @@ struct JSONItemReader {
         var line: Int
         /// 0-based position among the file's items.
         var index: Int
+        /// Where its first byte lies in the file.
+        var offset: Int = 0
         /// The item parsed, when the reader parsed it in place (nil: parse `bytes`).
         var value: JSONValue? = nil
         /// The item's shape, when the reader checked it in place without building it (a reader
@@ -46,6 +48,8 @@ struct JSONItemReader {
     private let building: Bool
     private var buffer: [UInt8] = []
     private var pos = 0
+    /// Where `buffer[0]` lies in the file.
+    private var bufferBase = 0
     private var eof = false
     private(set) var line = 1
     private var itemCount = 0
@@ -83,6 +87,21 @@ struct JSONItemReader {
         }
         self.chunkSize = chunkSize
         self.building = building
+    }
+
+    /// A reader of the items from byte `offset` of the file at `url` on, in a file of `layout`
+    /// (`.array`: `offset` is where an element starts, after `[` or a `,`). Its items' lines and
+    /// indexes count from there.
+    init(url: URL, resumingAt offset: Int, layout: Layout, chunkSize: Int = defaultChunkSize, building: Bool = true) throws {
+        try self.init(url: url, chunkSize: chunkSize, building: building)
+        do {
+            try handle.seek(toOffset: UInt64(offset))
+        } catch {
+            throw SatchelError(.io, "cannot read \(url.path) from byte \(offset): \(error.localizedDescription)")
+        }
+        bufferBase = offset
+        bytesRead = offset
+        self.layout = layout
     }
 
     /// Reads more of the file into the buffer. Returns false at the end of the file.
@@ -129,6 +148,7 @@ struct JSONItemReader {
         // plus one item and each byte moves at most once.
         if pos >= chunkSize {
             buffer.removeSubrange(0..<pos)
+            bufferBase += pos
             pos = 0
         }
         if layout == .undecided {
@@ -181,12 +201,13 @@ struct JSONItemReader {
         let startLine = line
         expectValue = false
         defer { itemCount += 1 }
-        if byte == UInt8(ascii: "{") || byte == UInt8(ascii: "["), let item = readInPlace(from: start, line: startLine) {
+        if byte == UInt8(ascii: "{") || byte == UInt8(ascii: "["), var item = readInPlace(from: start, line: startLine) {
+            item.offset = bufferBase + start
             return item
         }
         let end = try scanItem(from: start)
         pos = end
-        return Item(bytes: buffer[start..<end], line: startLine, index: itemCount)
+        return Item(bytes: buffer[start..<end], line: startLine, index: itemCount, offset: bufferBase + start)
     }
 
     /// The object or array starting at `start`, parsed (or checked) in place, the lines it spans
