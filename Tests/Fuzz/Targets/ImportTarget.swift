@@ -55,12 +55,12 @@ enum ImportTarget {
         } catch {
             return [FuzzOutcome(parser: "import.file", error: error)]
         }
-        func check(_ definition: ModelDefinition, chunkSize: Int? = nil) -> Result<Int, any Error> {
+        func check(_ definition: ModelDefinition, chunkSize: Int? = nil, split: Bool = false) -> Result<Int, any Error> {
             Result {
                 if let chunkSize {
-                    try Store.checkImportItems(of: url, definition: definition, chunkSize: chunkSize)
+                    try Store.checkImportItems(of: url, definition: definition, chunkSize: chunkSize, splitFrom: split ? 0 : .max)
                 } else {
-                    try Store.checkImportItems(of: url, definition: definition)
+                    try Store.checkImportItems(of: url, definition: definition, splitFrom: .max)
                 }
             }
         }
@@ -75,6 +75,13 @@ enum ImportTarget {
             agreement.violation = "with \(chunkSize)-byte chunks the reader says \(describe(chunked)), with 1 MiB \(describe(whole))"
         }
         outcomes.append(agreement)
+        // Two threads, the second from an item that seems to start halfway: one reader's answer.
+        let split = check(schemaless, chunkSize: 1 << 20, split: true)
+        var halves = FuzzOutcome(parser: "import.split", error: split.error)
+        if describe(whole) != describe(split) {
+            halves.violation = "checked in two halves the reader says \(describe(split)), in one \(describe(whole))"
+        }
+        outcomes.append(halves)
         outcomes.append(FuzzOutcome(parser: "import.typed", error: check(typed).error))
         return outcomes
     }
