@@ -311,23 +311,13 @@ extension SyncEngine {
         let taken = quiet && modelConfiguration.everyAttributeTravels
         // A page in id order (an in-memory or RhoConnect page; a push's echo) is read in key
         // order; another order reads each object on its own.
-        if objects.count >= orderedReadsFrom, zip(objects, objects.dropFirst()).allSatisfy({ $0.id.utf8.lexicographicallyPrecedes($1.id.utf8) }) {
-            try tx.readingInOrder {
-                try applyUpserts(
-                    objects, to: model, modelConfiguration: modelConfiguration, blobs: blobs, quiet: quiet, taken: taken, tx: tx,
-                    notification: &notification)
-            }
-        } else {
+        let inOrder = zip(objects, objects.dropFirst()).allSatisfy { $0.id.utf8.lexicographicallyPrecedes($1.id.utf8) }
+        try tx.readingInOrder(reads: objects.count, when: inOrder) {
             try applyUpserts(
                 objects, to: model, modelConfiguration: modelConfiguration, blobs: blobs, quiet: quiet, taken: taken, tx: tx,
                 notification: &notification)
         }
     }
-
-    /// Chunks of changes, or pages, of this many objects or more read their records in key order
-    /// when their ids come in order (``Transaction/readingInOrder(_:)``): below, a few point reads
-    /// cost less than the iterators.
-    static let orderedReadsFrom = 64
 
     private static func applyUpserts(
         _ objects: [ServerObject], to model: Model, modelConfiguration: ModelSyncConfiguration, blobs: [String: [String: String]], quiet: Bool,

@@ -111,7 +111,7 @@ extension SyncEngine {
         tx.reserveCapacity(2 * ids.count)  // each change: its pending record goes, its in-flight one comes
         // The ids come in id order (a chunk of the pending changes' scan): their records and
         // objects are read in key order.
-        return try tx.readingInOrder {
+        return try tx.readingInOrder(reads: ids.count) {
             try putInFlightInOrder(ids, of: model, definition: definition, configuration: configuration, blocked: blocked, tx: tx)
         }
     }
@@ -265,8 +265,12 @@ extension SyncEngine {
         var summary = PushOutcomeSummary()
         try store.bulkUpdate { tx in
             tx.reserveCapacity(2 * changes.count)  // each change: its in-flight record goes, its version comes
-            // The chunk's changes are in id order: their records are read in key order.
-            try tx.readingInOrder {
+            // The chunk's changes are in id order: their records are read in key order — unless
+            // the server gave creates ids of its own, which fall anywhere among the keys.
+            let renaming = results.contains { result in
+                if case .accepted(let serverID?, _) = result.outcome { serverID != result.objectID } else { false }
+            }
+            try tx.readingInOrder(reads: changes.count, when: !renaming) {
                 for (position, change) in changes.enumerated() {
                     let before = try tx.objectSyncState(model, change.objectID)
                     guard let record = before.inFlight else { continue }

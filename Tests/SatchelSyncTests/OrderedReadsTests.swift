@@ -42,15 +42,15 @@ struct OrderedReadsTests {
 
     @Test("a page applied in id order (read through iterators) leaves what the same page applied out of order leaves")
     func pageInOrderMatchesOutOfOrder() throws {
-        let ids = (0..<200).map { "p" + String(1000 + 3 * $0) }
+        let ids = (0..<600).map { "p" + String(10_000 + 3 * $0) }
         // The server's page: new prices and a new attribute, "old" removed from every other
         // object, version 2; objects the device never had among them.
-        let page = (ids + (0..<40).map { "p" + String(1001 + 3 * $0) }).sorted().enumerated().map { n, id in
+        let page = (ids + (0..<40).map { "p" + String(10_001 + 3 * $0) }).sorted().enumerated().map { n, id in
             var attributes: JSONObject = ["name": .string(id), "price": .int(Int64(1000 + n)), "new": true]
             if n % 2 == 0 { attributes["old"] = true }
             return ServerObject(id: id, attributes: attributes, version: 2)
         }
-        #expect(page.count >= SyncEngine.orderedReadsFrom)
+        #expect(page.count >= Transaction.orderedReadsFrom)
         var outcomes: [(objects: [Object], records: [String], notification: [String])] = []
         for objects in [page, page.reversed()] {
             try withTemporaryStore { store in
@@ -66,7 +66,7 @@ struct OrderedReadsTests {
                 #expect(try store.verify().problems == [])
             }
         }
-        #expect(outcomes[0].objects.count == 200 - ids.indices.filter { $0 % 6 == 2 }.count + 40 + 10)
+        #expect(outcomes[0].objects.count == 600 - ids.indices.filter { $0 % 6 == 2 }.count + 40 + 10)
         #expect(outcomes[0].objects == outcomes[1].objects)
         #expect(outcomes[0].records == outcomes[1].records)
         #expect(outcomes[0].notification == outcomes[1].notification)
@@ -79,26 +79,26 @@ struct OrderedReadsTests {
     func pushInOrder() async throws {
         var configuration = InMemoryBackend.Configuration()
         configuration.serverAssignsIDs = false  // the ids stay, so the updates find their objects
-        configuration.maxPushBatch = 128
+        configuration.maxPushBatch = 600
         let server = InMemoryBackend(configuration: configuration)
         let client = try SyncClient(backend: server, models: [ModelDefinition(name: "Product")], pageSize: 100)
         try await client.engine.logIn(Credentials(user: "ann", password: "secret"))
         _ = try await client.engine.sync()
         let model = try client.store.model("Product")
         // Ids whose order as strings is not their order of creation.
-        let ids = (0..<300).map { "item-\(($0 * 7919) % 300)" }
+        let ids = (0..<1200).map { "item-\(($0 * 7919) % 1200)" }
         try await client.store.bulkUpdate { tx in
             for (n, id) in ids.enumerated() { _ = try tx.create(["object": .string(id), "n": .int(Int64(n))], in: model) }
         }
         var report = try await client.engine.sync()
-        #expect(report.accepted == 300 && report.refused == 0)
+        #expect(report.accepted == 1200 && report.refused == 0)
         try await client.store.bulkUpdate { tx in
             for id in ids.reversed() { _ = try tx.update(id, with: ["n": -1], in: model) }
         }
         report = try await client.engine.sync()
-        #expect(report.accepted == 300)
+        #expect(report.accepted == 1200)
         let held = await server.objects("Product")
-        #expect(held.count == 300 && held.values.allSatisfy { $0["n"] == -1 })
+        #expect(held.count == 1200 && held.values.allSatisfy { $0["n"] == -1 })
         #expect(try model.pendingChanges().isEmpty)
         let unsynced = try await client.store.read { try $0.objectSyncStates(of: model) }
         #expect(unsynced.isEmpty)

@@ -312,12 +312,12 @@ struct ReplicationRecordsTests {
                 #expect(pointReads[ids[20]] == Seen(pending: .delete, version: 20))
                 #expect(pointReads[ids[21]] == Seen(n: 21, pending: .create))
                 for order in orders {
-                    let inOrder = try tx.readingInOrder { try readAll(order) }
+                    let inOrder = try tx.readingInOrder(reads: .max) { try readAll(order) }
                     #expect(inOrder.count == order.count)
                     #expect(inOrder.allSatisfy { pointReads[$0.key] == $0.value })
                 }
                 // Nested: the outer readers serve both.
-                let nested = try tx.readingInOrder { try tx.readingInOrder { try readAll(ids) } }
+                let nested = try tx.readingInOrder(reads: .max) { try tx.readingInOrder(reads: .max) { try readAll(ids) } }
                 #expect(nested == pointReads)
             }
             // The readers' iterators are gone with the block: the store closes (the helper's

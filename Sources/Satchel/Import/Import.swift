@@ -83,7 +83,7 @@ extension Store {
                         try tx.put(taking: &object, in: model, storedJSON: batch.objects[i].1)
                     }
                 }
-                if inOrder { try tx.readingInOrder(putAll) } else { try putAll() }
+                try tx.readingInOrder(reads: batch.objects.count, when: inOrder, putAll)
             }
             state.items += batch.objects.count
             state.batches += 1

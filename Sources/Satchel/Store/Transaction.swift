@@ -34,7 +34,7 @@ public final class Transaction: StoreReading {
     /// write that keeps its version — and the store holds still while the transaction runs
     /// (this thread holds the writer lock; the transaction's own writes are read first).
     var lastRead: (key: [UInt8], record: [UInt8]?)?
-    /// Inside ``readingInOrder(_:)``, its readers (nil: point reads).
+    /// Inside ``readingInOrder(reads:when:_:)``, its readers (nil: point reads).
     var orderedReaders: [OrderedReader]?
 
     /// The models whose objects this transaction changed, in order; with the ids, per model,
