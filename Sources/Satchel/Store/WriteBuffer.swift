@@ -105,9 +105,9 @@ extension Transaction {
     /// Runs `body` with the store's reads made through one iterator per partition and key family,
     /// for a caller that reads its keys in ascending order (the sync engine's chunk of changes,
     /// in id order): each read is then a step or two of an iterator instead of a lookup from the
-    /// top of every level. Keys out of order are still read right (the iterator seeks back). The
-    /// store holds still meanwhile: this thread holds the writer lock, and the transaction's own
-    /// writes are read first. `body` reads point by point, as outside, when `inOrder` is false
+    /// top of every level. Keys out of order, or sparse, are read point by point (``OrderedReader``
+    /// says when), so the answers never depend on the order. The store holds still meanwhile:
+    /// this thread holds the writer lock, and the transaction's own writes are read first. `body` reads point by point, as outside, when `inOrder` is false
     /// or it reads fewer than ``orderedReadsFrom`` keys of a family (`reads`): the iterators and
     /// their first seeks cost more than so few point reads save.
     package func readingInOrder<R>(reads count: Int, when inOrder: Bool = true, _ body: () throws -> R) throws -> R {
