@@ -84,10 +84,7 @@ extension SyncEngine {
                 }
                 throw failure
             }
-            let renames = results.contains { result in
-                if case .accepted(let serverID?, _) = result.outcome { serverID != result.objectID } else { false }
-            }
-            let outcome = try await onStore(bounded: limit != nil && !renames) { store in
+            let outcome = try await onStore(bounded: limit != nil && !Self.renamesObjects(results)) { store in
                 try Self.apply(results, of: withBlobs, to: model, in: store, configuration: modelConfiguration, resolver: resolver)
             }
             tally(outcome, of: definition.name, into: &report)
@@ -267,10 +264,7 @@ extension SyncEngine {
             tx.reserveCapacity(2 * changes.count)  // each change: its in-flight record goes, its version comes
             // The chunk's changes are in id order: their records are read in key order — unless
             // the server gave creates ids of its own, which fall anywhere among the keys.
-            let renaming = results.contains { result in
-                if case .accepted(let serverID?, _) = result.outcome { serverID != result.objectID } else { false }
-            }
-            try tx.readingInOrder(reads: changes.count, when: !renaming) {
+            try tx.readingInOrder(reads: changes.count, when: !renamesObjects(results)) {
                 for (position, change) in changes.enumerated() {
                     let before = try tx.objectSyncState(model, change.objectID)
                     guard let record = before.inFlight else { continue }
@@ -362,6 +356,13 @@ extension SyncEngine {
             try tx.rewriteReferences(to: model, renames: Dictionary(summary.renamed, uniquingKeysWith: { _, last in last }))
         }
         return summary
+    }
+
+    /// Whether the server gave a created object an id of its own.
+    static func renamesObjects(_ results: [PushResult]) -> Bool {
+        results.contains { result in
+            if case .accepted(let serverID?, _) = result.outcome { serverID != result.objectID } else { false }
+        }
     }
 
     /// Reports what a push's results did: counts, new ids, refusals.

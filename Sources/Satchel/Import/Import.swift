@@ -67,7 +67,7 @@ extension Store {
             // A batch whose ids come in order (an export's do) looks for its objects in key
             // order, through an iterator: most are new, and past the last key each costs a
             // comparison instead of a lookup.
-            let ids = batch.objects.map { $0.0[Object.idAttribute]?.stringValue }
+            let ids = batch.objects.count >= Transaction.orderedReadsFrom ? batch.objects.map { $0.0[Object.idAttribute]?.stringValue } : []
             let inOrder =
                 ids.count > 1
                 && zip(ids, ids.dropFirst()).allSatisfy { a, b in
@@ -150,7 +150,7 @@ extension Store {
         /// Where the second half starts.
         let offset: Int
         /// How many items it holds, once checked (nil: it failed, or was stopped).
-        private let outcome = Mutex<(done: Bool, items: Int?)>((false, nil))
+        private let items = Mutex<Int?>(nil)
         private let stopped = Atomic(false)
         private let finished = DispatchSemaphore(value: 0)
 
@@ -173,7 +173,7 @@ extension Store {
                 } catch {
                     items = nil  // the reader from the start will meet it and name it
                 }
-                outcome.withLock { $0 = (true, items) }
+                self.items.withLock { $0 = items }
                 finished.signal()
             }
             thread.start()
@@ -183,7 +183,7 @@ extension Store {
         func wait() -> Int? {
             finished.wait()
             finished.signal()  // for `stop`'s wait
-            return outcome.withLock { $0.items }
+            return items.withLock { $0 }
         }
 
         /// Stops the check and waits for its thread (idempotent).
