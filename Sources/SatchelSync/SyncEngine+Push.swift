@@ -68,7 +68,7 @@ extension SyncEngine {
                 }
             }
             guard !chunk.isEmpty else { continue }
-            let withBlobs = try storage { try chunk.map { try attachBlobs($0, definition: definition) } }
+            let withBlobs = definition.blobAttributes.isEmpty ? chunk : try storage { try chunk.map { try attachBlobs($0, definition: definition) } }
             let request = PushRequest(model: definition, changes: withBlobs, session: session, configuration: modelConfiguration, metadata: metadata)
             let results: [PushResult]
             do {
@@ -265,12 +265,15 @@ extension SyncEngine {
             // The chunk's changes are in id order: their records are read in key order — unless
             // the server gave creates ids of its own, which fall anywhere among the keys.
             try tx.readingInOrder(reads: changes.count, when: !renamesObjects(results)) {
-                for (position, change) in changes.enumerated() {
-                    let before = try tx.objectSyncState(model, change.objectID)
-                    guard let record = before.inFlight else { continue }
-                    var records = before
+                for position in changes.indices {
+                    let change = ChangeSent(changes[position])
                     // A change the server did not answer for is sent again next time.
                     var outcome = aligned ? results[position].outcome : byID[change.objectID] ?? .retryLater(message: "no result from the server")
+                    // A plain acceptance only removes the change in flight: what it held is not read.
+                    let accepted = if case .accepted = outcome { true } else { false }
+                    let before = try tx.objectSyncState(model, change.objectID, inFlightAttributes: !accepted)
+                    guard let record = before.inFlight else { continue }
+                    var records = before
                     if case .refused(_, _, let serverCopy?) = outcome, change.kind == .update, Self.holds(serverCopy, record.attributes) {
                         // A conflict with a copy that already holds the change: an earlier push of it
                         // went through and its answer was lost.
@@ -356,6 +359,18 @@ extension SyncEngine {
             try tx.rewriteReferences(to: model, renames: Dictionary(summary.renamed, uniquingKeysWith: { _, last in last }))
         }
         return summary
+    }
+
+    /// What ``apply(_:of:to:in:configuration:resolver:)`` reads of a change sent, taken without
+    /// copying the change's attributes.
+    private struct ChangeSent {
+        let objectID: String
+        let kind: PendingChange.Kind
+
+        init(_ change: borrowing OutgoingChange) {
+            objectID = change.objectID
+            kind = change.kind
+        }
     }
 
     /// Whether the server gave a created object an id of its own.

@@ -338,4 +338,29 @@ struct ReplicationRecordsTests {
         #expect(String(decoding: update.encoded, as: UTF8.self) == #"{"attrs":{"price":2},"op":"update","was":{"price":1}}"#)
         #expect(throws: SatchelError.self) { try Array(#"{"op":"creat"}"#.utf8).withUnsafeBytes { try StoredChange(decoding: $0) } }
     }
+
+    @Test("a create in flight read without its attributes has all the rest as a whole read has it; other changes read whole")
+    func inFlightWithoutAttributes() throws {
+        let changes = [
+            InFlightChange(kind: .create, attributes: ["name": "Widget", "tags": ["a", ["b": 1]], "note": #"a },"op":"create","state":"sent"}"#]),
+            InFlightChange(kind: .create, attributes: ["name": "Widget"], state: .awaitingLink),
+            InFlightChange(kind: .create, attributes: ["name": "Widget"], baseVersion: 4),
+            InFlightChange(kind: .update, attributes: ["price": 2, "gone": .null], baseVersion: .string("v7"), baseValues: ["price": 1]),
+            InFlightChange(kind: .delete, attributes: ["name": "Widget"], baseVersion: 3),
+        ]
+        for change in changes {
+            let bytes = change.json.jsonBytes
+            let whole = try bytes.withUnsafeBytes { try InFlightChange(decoding: $0) }
+            #expect(whole == change)
+            let light = try bytes.withUnsafeBytes { try InFlightChange(decoding: $0, attributes: false) }
+            var expected = change
+            if change.kind == .create && change.state == .awaitingResult && change.baseVersion == nil { expected.attributes = JSONObject() }
+            #expect(light == expected, "\(String(decoding: bytes, as: UTF8.self))")
+        }
+        for text in [#"{"attrs":{"price":2,},"op":"update","state":"sent"}"#, #"{"attrs":{"price":2},"op":"updat","state":"sent"}"#, #"{"attrs":"#] {
+            #expect(throws: SatchelError.self, "\(text)") {
+                try Array(text.utf8).withUnsafeBytes { try InFlightChange(decoding: $0, attributes: false) }
+            }
+        }
+    }
 }

@@ -36,14 +36,18 @@ struct SyncRecordsAccess {
     let value: ([UInt8]) throws -> [UInt8]?
     let scan: ([UInt8], (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void) throws -> Void
 
-    func records(_ id: String) throws -> ObjectSyncState {
+    /// Object `id`'s records; with `inFlightAttributes` false, a create in flight may come
+    /// without its attributes (``InFlightChange/init(decoding:attributes:)``).
+    func records(_ id: String, inFlightAttributes: Bool = true) throws -> ObjectSyncState {
         var records = ObjectSyncState()
         if statistics.pendingTotal > 0, let bytes = try value(Keys.change(model.name, id)) {
             let change = try bytes.withUnsafeBytes { try StoredChange(decoding: $0) }
             records.pending = change.pendingChange(model: model.name, objectID: id)
         }
         if statistics.inFlight > 0, let bytes = try value(Keys.objectRecord(.inFlight, model.name, id)) {
-            records.inFlight = try InFlightChange(json: try JSONObject(parsing: bytes))
+            records.inFlight = try bytes.withUnsafeBytes { bytes throws(SatchelError) in
+                try InFlightChange(decoding: bytes, attributes: inFlightAttributes)
+            }
         }
         if statistics.errors > 0, let bytes = try value(Keys.objectRecord(.error, model.name, id)) {
             records.refusal = try RefusedChange(model: model.name, objectID: id, stored: try JSONObject(parsing: bytes))
@@ -145,7 +149,12 @@ extension Transaction {
     }
 
     /// What the sync engine keeps beside object `id` of `model`, as this transaction sees it.
-    package func objectSyncState(_ model: Model, _ id: String) throws -> ObjectSyncState { try access(model).records(id) }
+    /// With `inFlightAttributes` false, a create in flight may come without its attributes (left
+    /// empty, unread): for a caller that only removes the change — writing such a change back
+    /// would lose them.
+    package func objectSyncState(_ model: Model, _ id: String, inFlightAttributes: Bool = true) throws -> ObjectSyncState {
+        try access(model).records(id, inFlightAttributes: inFlightAttributes)
+    }
 
     /// Every object of `model` with a pending change, a change in flight or a refused change, by
     /// id, as this transaction sees them (their versions only when `withVersions`).

@@ -54,6 +54,27 @@ public struct InFlightChange: Equatable, Sendable {
         else { throw SatchelError(.corruption, "undecodable in-flight change") }
         self.init(kind: kind, attributes: attributes, state: state, baseVersion: json["base"], baseValues: json["was"]?.objectValue ?? JSONObject())
     }
+
+    /// The stored form `bytes`, decoded. With `attributes` false a create sent, the most common
+    /// record a push's results read, is known by how it starts and ends, and its attributes (the
+    /// most of it) are left unread, empty: for a reader that only removes the change. Any other
+    /// record is read whole.
+    init(decoding bytes: UnsafeRawBufferPointer, attributes: Bool = true) throws(SatchelError) {
+        if !attributes, bytes.count > Self.attributesMember.count + Self.createSentTail.count, bytes.starts(with: Self.attributesMember),
+            UnsafeRawBufferPointer(rebasing: bytes[(bytes.count - Self.createSentTail.count)...]).elementsEqual(Self.createSentTail)
+        {
+            self.init(kind: .create, attributes: JSONObject())
+            return
+        }
+        do { try self.init(json: try JSONObject(parsing: bytes)) } catch {
+            throw SatchelError(.corruption, "undecodable in-flight change")
+        }
+    }
+
+    /// How the stored form starts: its first member (members in name order), the attributes.
+    private static let attributesMember = Array(#"{"attrs":{"#.utf8)
+    /// How a create sent with no base version ends, after its attributes.
+    private static let createSentTail = Array(#"},"op":"create","state":"sent"}"#.utf8)
 }
 
 /// A local change the server refused, kept until the app resolves it: what an adapter reports,
