@@ -1,6 +1,7 @@
 import Foundation
 import PropertyBased
 import SatchelTestSupport
+import Synchronization
 import Testing
 
 @testable import Satchel
@@ -385,6 +386,48 @@ struct ImportTests {
                 }
             }
             #expect(try store.verify().isHealthy)
+        }
+    }
+
+    @Test("a chunk read ahead and handed back is freed by the reading thread that made it, not by the caller")
+    func recycledChunksFreedByTheReader() throws {
+        /// Whether each object was freed by the thread that made it, by number.
+        final class Log: Sendable {
+            let freedWhereMade = Locked<[Int: Bool]>([:])
+        }
+        final class Made: Sendable {
+            let thread = pthread_self()
+            let log: Log
+            let number: Int
+            init(_ number: Int, _ log: Log) {
+                self.number = number
+                self.log = log
+            }
+            deinit {
+                let same = pthread_equal(thread, pthread_self()) != 0
+                log.freedWhereMade.withLock { $0[number] = same }
+            }
+        }
+        struct Chunk: Sendable { var made: [Made] }
+        for recycling in [true, false] {
+            let log = Log()
+            let reader = ReadAhead<Chunk>(start: { 0 }) { made in
+                guard made < 6 else { return nil }
+                made += 1
+                return Chunk(made: (0..<3).map { Made((made - 1) * 3 + $0, log) })
+            }
+            var taken = 0
+            while let chunk = try reader.next() {
+                taken += 1
+                if recycling { reader.recycle(chunk) }
+            }
+            reader.close()
+            #expect(taken == 6)
+            let freed = log.freedWhereMade.withLock { $0 }
+            // Chunks 0-4 were handed back before the thread made its next one; chunk 5 after its last.
+            for number in 0..<15 {
+                #expect(freed[number] == recycling, "object \(number), recycling \(recycling)")
+            }
         }
     }
 }

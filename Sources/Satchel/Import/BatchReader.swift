@@ -34,6 +34,10 @@ struct BatchReader: Sendable {
     /// after it at once.
     func next() throws(SatchelError) -> Batch? { try readAhead.next() }
 
+    /// Hands back a batch written, for the reading thread to free (``ReadAhead/recycle(_:)``):
+    /// its objects were allocated there.
+    func recycle(_ batch: consuming Batch) { readAhead.recycle(batch) }
+
     /// Stops the thread and waits for it to end.
     func close() { readAhead.close() }
 }

@@ -77,10 +77,12 @@ extension Store {
             try bulkUpdate { tx in
                 func putAll() throws {
                     for i in batch.objects.indices {
-                        // Moved out of the batch, so that the put owns it and splits its id off in place.
+                        // Moved out of the batch, so that the put owns it and splits its id off in
+                        // place; then back, so that the batch holds it to the end (below).
                         var object = JSONObject()
                         swap(&object, &batch.objects[i].0)
                         try tx.put(taking: &object, in: model, storedJSON: batch.objects[i].1)
+                        swap(&object, &batch.objects[i].0)
                     }
                 }
                 try tx.readingInOrder(reads: batch.objects.count, when: inOrder, putAll)
@@ -88,6 +90,8 @@ extension Store {
             state.items += batch.objects.count
             state.batches += 1
             state.bytesRead = batch.bytesRead
+            // Freed by the reading thread, which allocated it.
+            reader.recycle(batch)
             progress?(state)
         }
         return state.items

@@ -24,6 +24,9 @@ final class ReadAhead<Chunk: Sendable>: Sendable {
     private let closed = Atomic<Bool>(false)
     /// The thread's work, with `start` and `produce`; taken out (and so let go) by the thread.
     private let job = Locked<(@Sendable () -> Void)?>(nil)
+    /// Chunks the caller is done with, let go by the thread before it makes the next one
+    /// (``recycle(_:)``).
+    private let spent = Locked<[Chunk]>([])
 
     /// Starts the thread and has it make the first chunk. `stackSize`: the thread's stack (a
     /// parser that recurses per nesting level needs more than the default).
@@ -65,6 +68,11 @@ final class ReadAhead<Chunk: Sendable>: Sendable {
         while true {
             wanted.wait()
             if stopping.load(ordering: .acquiring) { return }
+            // Freed here, where it was allocated: see `recycle`.
+            _ = spent.withLock { spent in
+                defer { spent = [] }
+                return spent
+            }
             let result: Result<Chunk?, SatchelError>
             do {
                 result = .success(try produce(&state))
@@ -72,7 +80,9 @@ final class ReadAhead<Chunk: Sendable>: Sendable {
                 result = .failure(Self.satchelError(error))
             }
             let more = (try? result.get()) != nil
-            ready.withLock { $0 = result }
+            // Handed over, not kept: the caller holds the chunk's last reference.
+            var handed: Result<Chunk?, SatchelError>? = consume result
+            ready.withLock { swap(&$0, &handed) }
             filled.signal()
             if !more { return }
         }
@@ -98,6 +108,19 @@ final class ReadAhead<Chunk: Sendable>: Sendable {
             ended.store(true, ordering: .relaxed)
             return nil
         }
+    }
+
+    /// Hands back a chunk the caller is done with, for the thread to let go of before it makes
+    /// the one after next. A chunk made of many small allocations (parsed objects) is then freed
+    /// by the thread that allocated it: freed on the caller's thread instead, each allocation
+    /// goes back to the reading thread's malloc arena under its lock, which the reading thread
+    /// holds as it allocates the next chunk — on a virtual machine, thousands of futex waits an
+    /// import (measured: 3,500 for 100,000 objects).
+    /// A chunk handed back is freed there before the thread makes its next chunk; one handed
+    /// back after the thread made its last is freed with this reader.
+    func recycle(_ chunk: consuming Chunk) {
+        let chunk = chunk
+        spent.withLock { $0.append(chunk) }
     }
 
     /// Stops the thread and waits for it to end. Once; later calls return at once.
