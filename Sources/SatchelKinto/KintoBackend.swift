@@ -92,8 +92,9 @@ public final class KintoBackend: SyncBackend {
 
     public var name: String { "kinto" }
 
-    /// Deletions come as tombstones; a batch holds at most 25 requests.
-    public var capabilities: SyncCapabilities { SyncCapabilities(deletions: .inPages, search: true, maxPushBatch: Self.batchLimit) }
+    /// Deletions come as tombstones; a batch holds at most 25 requests; a page is asked for by
+    /// `_since` or the next-page link, which moves nothing on the server (pulls ahead).
+    public var capabilities: SyncCapabilities { SyncCapabilities(deletions: .inPages, search: true, maxPushBatch: Self.batchLimit, pullsAhead: true) }
 
     /// Kinto's default `batch_max_requests`.
     static let batchLimit = 25

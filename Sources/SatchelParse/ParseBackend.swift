@@ -102,8 +102,11 @@ public final class ParseBackend: SyncBackend {
     public var name: String { "parse" }
 
     /// Deletions are found by listing ids; the server searches (`where`); a batch holds at most
-    /// ``Configuration/batchSize`` requests.
-    public var capabilities: SyncCapabilities { SyncCapabilities(deletions: .byListingIDs, search: true, maxPushBatch: configuration.batchSize) }
+    /// ``Configuration/batchSize`` requests; a page is a query, which moves nothing on the
+    /// server (pulls ahead).
+    public var capabilities: SyncCapabilities {
+        SyncCapabilities(deletions: .byListingIDs, search: true, maxPushBatch: configuration.batchSize, pullsAhead: true)
+    }
 
     /// The session's token (`X-Parse-Session-Token`).
     static let tokenKey = "sessionToken"

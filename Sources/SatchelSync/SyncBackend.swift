@@ -115,12 +115,21 @@ public struct SyncCapabilities: Sendable, Hashable {
     public var search: Bool
     /// At most this many changes per push request (nil: no limit).
     public var maxPushBatch: Int?
+    /// Whether asking for a pull page changes nothing on the server, so that the engine may ask
+    /// for the next page while it applies the last one (each page is still applied in order,
+    /// with its cursor). True for servers whose cursor only says where to read on (Kinto,
+    /// Parse, Salesforce); false for RhoConnect, whose next query acknowledges the page before
+    /// it, which must not happen before that page is stored.
+    public var pullsAhead: Bool
 
-    public init(deletions: Deletions = .inPages, bulkSnapshot: Bool = false, search: Bool = false, maxPushBatch: Int? = nil) {
+    public init(
+        deletions: Deletions = .inPages, bulkSnapshot: Bool = false, search: Bool = false, maxPushBatch: Int? = nil, pullsAhead: Bool = false
+    ) {
         self.deletions = deletions
         self.bulkSnapshot = bulkSnapshot
         self.search = search
         self.maxPushBatch = maxPushBatch
+        self.pullsAhead = pullsAhead
     }
 }
 

@@ -23,11 +23,24 @@ extension SyncEngine {
         var total: Int?
         var listIDs = backend.capabilities.deletions == .byListingIDs
         var pages = PageLoopGuard(model: definition.name)
+        // The next page, asked for while this one is applied (a backend that
+        // ``SyncCapabilities/pullsAhead``), with the cursor it was asked from.
+        var ahead: (cursor: JSONValue?, page: Task<PullPage, any Error>)?
+        defer { ahead?.page.cancel() }
         while true {
-            try checkStopped()
             let request = pullRequest(
                 definition, cursor: state.cursor, session: session, modelConfiguration: modelConfiguration, metadata: state.metadata)
-            let page = try await withRetry { try await self.backend.pull(request) }
+            let asked = ahead.flatMap { $0.cursor == request.cursor ? $0.page : nil }
+            if asked == nil {
+                ahead?.page.cancel()
+                // A stop is seen before a page is asked for: a page asked ahead is applied, as
+                // a page asked for in turn would be.
+                try checkStopped()
+            }
+            ahead = nil
+            // The page asked ahead is the first attempt: its failure is retried (or ends the
+            // sync, a 401 dropping the session) as any request's.
+            let page = try await withRetry(firstAttempt: asked) { try await self.backend.pull(request) }
             try pages.check(page, after: request.cursor)
             total = page.totalCount ?? total
             definition = try declare(page, in: definition, deviceOnly: modelConfiguration.deviceOnlyAttributes)
@@ -43,6 +56,14 @@ extension SyncEngine {
             }
             if let sourceError = page.sourceError {
                 emit(.sync(SyncNotification(status: .error, model: definition.name, errorCode: .server, message: sourceError)))
+            }
+            if backend.capabilities.pullsAhead && !page.done && !isStopping {
+                // Off the engine's actor, so that the server answers while the page is applied.
+                let next = pullRequest(
+                    definition, cursor: page.nextCursor, session: session, modelConfiguration: modelConfiguration,
+                    metadata: page.metadata ?? state.metadata)
+                let backend = self.backend
+                ahead = (page.nextCursor, Task.detached { try await backend.pull(next) })
             }
             let blobs = try await downloadBlobs(page, definition: definition, modelConfiguration: modelConfiguration, session: session, state: state)
             // A page is bounded by the page size: applied on the actor (the hop to the storage

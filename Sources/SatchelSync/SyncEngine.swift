@@ -172,8 +172,11 @@ public actor SyncEngine {
     public nonisolated func stop() { stopRequested.store(true, ordering: .releasing) }
 
     func checkStopped() throws {
-        if stopRequested.load(ordering: .acquiring) { throw SyncError(.cancelled, "the sync was stopped") }
+        if isStopping { throw SyncError(.cancelled, "the sync was stopped") }
     }
+
+    /// Whether ``stop()`` was called and the sync under way has yet to end on it.
+    var isStopping: Bool { stopRequested.load(ordering: .acquiring) }
 
     // MARK: - Sync
 
@@ -274,11 +277,19 @@ public actor SyncEngine {
 
     /// Runs a backend call, retrying what may succeed later with backoff; a 401 drops the stored
     /// proof of login (unless `keepingSessionOn401`: a login that failed leaves the session it
-    /// would have replaced).
-    func withRetry<T: Sendable>(keepingSessionOn401: Bool = false, _ body: @Sendable () async throws -> T) async throws -> T {
+    /// would have replaced). `firstAttempt`: the call already under way (a page asked ahead),
+    /// whose answer or failure counts as the first attempt.
+    func withRetry<T: Sendable>(
+        keepingSessionOn401: Bool = false, firstAttempt: Task<T, any Error>? = nil, _ body: @Sendable () async throws -> T
+    ) async throws -> T {
         var attempt = 1
+        var underWay = firstAttempt
         while true {
             do {
+                if let call = underWay {
+                    underWay = nil
+                    return try await call.value
+                }
                 return try await body()
             } catch {
                 var failure = Self.syncError(error)
