@@ -9,7 +9,13 @@ extension SalesforceBackend {
         var since: String?
         /// The records applied at `since`: id → a hash of the record as received (at most
         /// ``rememberedAtSecond`` of them).
-        var at: [String: String] = [:]
+        var at: [String: String] = [:] {
+            didSet { atJSON = nil }
+        }
+        /// `at` as it came in the cursor, while unchanged: a bulk load's pages meet the same
+        /// full list page after page, and writing it out again (sorted) was a tenth of a page's
+        /// reading.
+        private var atJSON: JSONValue?
         /// The next page of the query under way (`nextRecordsUrl`).
         var next: String?
         /// Where the next `getDeleted` starts (the server's time).
@@ -23,13 +29,16 @@ extension SalesforceBackend {
             next = value?["next"]?.stringValue
             deletedFrom = value?["deleted"]?.stringValue
             counts = value?["counts"]?.boolValue ?? false
-            for (id, hash) in value?["at"]?.objectValue ?? JSONObject() { at[id] = hash.stringValue }
+            let stored = value?["at"]?.objectValue ?? JSONObject()
+            for (id, hash) in stored { at[id] = hash.stringValue }
+            // Kept only when it says exactly what `at` holds (every hash a string).
+            if !at.isEmpty && at.count == stored.count { atJSON = .object(stored) }
         }
 
         var json: JSONValue {
             var object = JSONObject()
             if let since { object["since"] = .string(since) }
-            if !at.isEmpty { object["at"] = .object(JSONObject(at.map { ($0.key, JSONValue.string($0.value)) })) }
+            if !at.isEmpty { object["at"] = atJSON ?? .object(JSONObject(at.map { ($0.key, JSONValue.string($0.value)) })) }
             if let next { object["next"] = .string(next) }
             if let deletedFrom { object["deleted"] = .string(deletedFrom) }
             if counts { object["counts"] = .bool(true) }
@@ -81,8 +90,7 @@ extension SalesforceBackend {
                 "GET", try await api("query", [("q", soql)], session: request.session), headers: options, session: request.session, what: what)
         }
         try check(answer, what)
-        try readQueryAnswer(answer, into: &page, cursor: cursor.json, blobFields: Set(describe.blobFields), what: what)
-        cursor = Cursor(page.nextCursor)
+        try readQueryAnswer(answer, into: &page, cursor: &cursor, blobFields: Set(describe.blobFields), what: what)
         if page.done {
             let serverTime = answer.header("date").flatMap(Self.httpDate) ?? cursor.since.flatMap(Self.instant)
             try await deletions(object, into: &page, cursor: &cursor, serverTime: serverTime, session: request.session)
@@ -104,6 +112,15 @@ extension SalesforceBackend {
         _ answer: SyncHTTPClient.Response, into page: inout PullPage, cursor: JSONValue?, blobFields: Set<String>, what: String
     ) throws(SyncError) {
         var cursor = Cursor(cursor)
+        try readQueryAnswer(answer, into: &page, cursor: &cursor, blobFields: blobFields, what: what)
+        page.nextCursor = cursor.json
+    }
+
+    /// ``readQueryAnswer(_:into:cursor:blobFields:what:)`` on a cursor already read, moved past
+    /// the answer (`page.nextCursor` is left for the caller to write).
+    func readQueryAnswer(
+        _ answer: SyncHTTPClient.Response, into page: inout PullPage, cursor: inout Cursor, blobFields: Set<String>, what: String
+    ) throws(SyncError) {
         let body = try answer.json(what)
         guard let records = body["records"]?.arrayValue, let done = body["done"]?.boolValue else {
             throw SyncError(.protocolViolation, "\(what): the answer has no `records` list and `done` flag")
@@ -112,16 +129,20 @@ extension SalesforceBackend {
         if cursor.counts, let total = body["totalSize"]?.intValue.flatMap({ Int(exactly: $0) }), total >= 0 { page.totalCount = total }
         // Records at the newest second: their hashes, for the next pull to skip them.
         var newest: (since: String, at: [String: String])? = cursor.since.map { ($0, cursor.at) }
+        // The last `LastModifiedDate` found to be a datetime: records in their order share it.
+        var lastDatetime: String?
         for value in records {
-            guard var fields = value.objectValue, let id = fields["Id"]?.stringValue, !id.isEmpty else {
+            guard let fields = value.objectValue, let id = fields["Id"]?.stringValue, !id.isEmpty else {
                 throw SyncError(.protocolViolation, "\(what): a record without a string `Id`")
             }
-            fields.removeValue(forKey: "attributes")
             let modified = fields["LastModifiedDate"]?.stringValue
-            if let field = fields["LastModifiedDate"], !field.isNull, modified.flatMap(Self.instant) == nil {
-                throw SyncError(.protocolViolation, "\(what): record \(id)'s `LastModifiedDate` is not a datetime")
+            if let field = fields["LastModifiedDate"], !field.isNull {
+                guard let modified, modified == lastDatetime || Self.instant(modified) != nil else {
+                    throw SyncError(.protocolViolation, "\(what): record \(id)'s `LastModifiedDate` is not a datetime")
+                }
+                lastDatetime = modified
             }
-            if let modified, modified == cursor.since, let applied = cursor.at[id], applied == Self.hash(fields) { continue }  // applied already
+            if let modified, modified == cursor.since, let applied = cursor.at[id], applied == Self.hash(Self.received(fields)) { continue }  // applied already
             if let modified {
                 if newest.map({ Self.later(modified, than: $0.since) }) ?? true {
                     newest = (modified, [:])
@@ -133,14 +154,13 @@ extension SalesforceBackend {
                 // pull, which writes nothing for an object the store holds as it came.
                 if modified == newest?.since, newest?.at.count ?? 0 < Self.rememberedAtSecond { newest?.at[id] = "" }
             }
-            var attributes = JSONObject()
+            var attributes = fields.filter { name, field in name != "Id" && name != "attributes" && !field.isNull }
             var blobs: [String: String] = [:]
-            for (name, field) in fields where name != "Id" && !field.isNull {
+            for (name, field) in attributes {
+                // A related record (`Owner.Name`) comes with its own `attributes`.
                 if case .object(var related) = field {
                     related.removeValue(forKey: "attributes")
                     attributes[name] = .object(related)
-                } else {
-                    attributes[name] = field
                 }
                 if blobFields.contains(name), let path = field.stringValue, path.hasPrefix("/services/data/") {
                     blobs[name] = configuration.url.absoluteString.trimmingSuffix("/") + path
@@ -150,12 +170,11 @@ extension SalesforceBackend {
         }
         if var newest {
             for value in records {
-                guard let id = value["Id"]?.stringValue, newest.at[id] == "", var fields = value.objectValue else { continue }
-                fields.removeValue(forKey: "attributes")
-                newest.at[id] = Self.hash(fields)
+                guard let id = value["Id"]?.stringValue, newest.at[id] == "", let fields = value.objectValue else { continue }
+                newest.at[id] = Self.hash(Self.received(fields))
             }
             cursor.since = newest.since
-            cursor.at = newest.at
+            if newest.at != cursor.at { cursor.at = newest.at }
         }
         cursor.next = nil
         if done { cursor.counts = false }
@@ -166,13 +185,6 @@ extension SalesforceBackend {
             cursor.next = next
         }
         page.done = done
-        page.nextCursor = cursor.json
-    }
-
-    /// The describe while a query pages on: the one read in this process, or the stored one.
-    func describeForPull(_ request: PullRequest) async throws -> SalesforceDescribe {
-        if let stored = request.metadata?["describe"].flatMap(SalesforceDescribe.init) { return stored }
-        return try await describe(request.model.name, stored: nil, session: request.session).0
     }
 
     /// The SOQL of a pull: describe's fields (or the attribute list), less ignored and
@@ -281,6 +293,11 @@ extension SalesforceBackend {
     /// The most records at the newest second a cursor remembers as applied.
     static let rememberedAtSecond = 1_000
 
+    /// A record as it is hashed: without Salesforce's `attributes` and without nulls.
+    static func received(_ fields: JSONObject) -> JSONObject {
+        fields.filter { name, value in name != "attributes" && !value.isNull }
+    }
+
     static func hash(_ fields: JSONObject) -> String {
         var hasher = FNV()
         hasher.add(fields.jsonBytes)
@@ -298,9 +315,12 @@ extension SalesforceBackend {
     /// with or without a fraction). Parsed by `Date.ISO8601FormatStyle`, never by ICU's date
     /// parser (`ISO8601DateFormatter`), which divides by zero on a fraction of 60 digits.
     package static func instant(_ text: String) -> Date? {
-        if let date = try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(text) { return date }
-        return try? Date.ISO8601FormatStyle().parse(text)
+        if let date = try? withFraction.parse(text) { return date }
+        return try? withoutFraction.parse(text)
     }
+
+    private static let withFraction = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
+    private static let withoutFraction = Date.ISO8601FormatStyle()
 
     /// A datetime as a SOQL literal (UTC, whole seconds, unquoted).
     static func soqlDate(_ date: Date) -> String { isoDate(Date(timeIntervalSince1970: date.timeIntervalSince1970.rounded(.down))) }

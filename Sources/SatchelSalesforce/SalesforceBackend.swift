@@ -96,6 +96,10 @@ public final class SalesforceBackend: SyncBackend {
         var refreshed: [String: String] = [:]
         /// Describes read in this process, by object.
         var describes: [String: SalesforceDescribe] = [:]
+        /// The stored describe last decoded for a pull's next page, by object, with its JSON:
+        /// the pages of one query bring the same stored JSON (decoding it again was a tenth of
+        /// a page's time).
+        var decoded: [String: (json: JSONValue, describe: SalesforceDescribe)] = [:]
     }
 
     public let configuration: Configuration
@@ -112,8 +116,9 @@ public final class SalesforceBackend: SyncBackend {
 
     public var name: String { "salesforce" }
 
-    /// Deletions come from `getDeleted` (in pages); composite calls hold at most 200 records.
-    public var capabilities: SyncCapabilities { SyncCapabilities(deletions: .inPages, search: true, maxPushBatch: 200) }
+    /// Deletions come from `getDeleted` (in pages); composite calls hold at most 200 records; a
+    /// page is a query or its `nextRecordsUrl`, which moves nothing on the org (pulls ahead).
+    public var capabilities: SyncCapabilities { SyncCapabilities(deletions: .inPages, search: true, maxPushBatch: 200, pullsAhead: true) }
 
     static let tokenKey = "accessToken"
     static let refreshKey = "refreshToken"
@@ -213,6 +218,19 @@ public final class SalesforceBackend: SyncBackend {
         return (describe, body)
     }
 
+    /// The describe while a query pages on: the stored one (decoded once while its JSON stays
+    /// the same), or a fresh one.
+    func describeForPull(_ request: PullRequest) async throws -> SalesforceDescribe {
+        let object = request.model.name
+        if let json = request.metadata?["describe"] {
+            if let known = state.withLock({ $0.decoded[object] }), known.json == json { return known.describe }
+            if let stored = SalesforceDescribe(json) {
+                state.withLock { $0.decoded[object] = (json, stored) }
+                return stored
+            }
+        }
+        return try await describe(object, stored: nil, session: request.session).0
+    }
     /// The describe for a push: the stored one, one read in this process, or a fresh one.
     func describeForPush(_ request: PushRequest) async throws -> SalesforceDescribe {
         if let known = state.withLock({ $0.describes[request.model.name] }) { return known }
