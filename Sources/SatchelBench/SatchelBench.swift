@@ -81,10 +81,18 @@ struct SatchelBench: AsyncParsableCommand {
     @Option(help: .hidden) var childImport: String?
     @Option(help: .hidden) var childFile: String?
     @Option(help: .hidden) var childPath: String?
+    @Option(help: .hidden) var childOpenQuery: String?
+    @Option(help: .hidden) var childGet: String?
 
     func run() async throws {
         if let childImport, let childFile, let childPath {
             return try ImportBench.child(system: childImport, file: childFile, path: childPath, count: docs)
+        }
+        if let childGet {
+            return try StoreBench.getChild(directory: childGet, gets: docs)
+        }
+        if let childOpenQuery {
+            return try StoreBench.openQueryChild(directory: childOpenQuery, rounds: docs)
         }
         let groups =
             try only.map { list in

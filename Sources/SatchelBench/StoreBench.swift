@@ -235,6 +235,45 @@ enum StoreBench {
         return [satchel("satchel", key), satchel("satchel_plain", nil)] + otherOpenQueries
     }
 
+    /// For profiling get: `satchel` and `leveldb_raw` under `directory` (a kept `--directory`'s
+    /// round) each read `gets` random objects, in interleaved turns of 1,000; prints each one's
+    /// mean in microseconds.
+    static func getChild(directory: String, gets: Int) throws {
+        let configuration = Store.Configuration()
+        let systems: [any BenchSystem] = [
+            try SatchelSystem(directory: directory, configuration: configuration),
+            try RawLevelDBSystem(directory: directory, configuration: configuration),
+        ]
+        defer { for system in systems { try? system.close() } }
+        let count = try systems[0].scan()
+        var rng = SplitMix64(seed: 11)
+        var total = [Double](repeating: 0, count: systems.count)
+        var sink = 0
+        for _ in 0..<max(gets / 1000, 1) {
+            let ids = (0..<1000).map { _ in BenchData.id(Int.random(in: 0..<count, using: &rng)) }
+            for (i, system) in systems.enumerated() {
+                total[i] += try timed { for id in ids { sink &+= try system.get(id) } }
+            }
+        }
+        for (i, system) in systems.enumerated() { print(system.name, String(format: "%.3f us", total[i] * 1e6 / Double(max(gets / 1000, 1) * 1000))) }
+        if sink == 42 { print("") }
+    }
+
+    /// For profiling open_query: each system with a database under `directory` (a kept
+    /// `--directory`'s round) opened and asked `rounds` times, interleaved; prints each one's
+    /// mean in milliseconds.
+    static func openQueryChild(directory: String, rounds: Int) throws {
+        var total: [String: Double] = [:]
+        for round in 0..<rounds {
+            for (name, openAndQuery) in openQueries(key: nil)
+            where FileManager.default.fileExists(atPath: directory + "/" + name + (name.hasPrefix("satchel") ? "" : ".db")) {
+                let seconds = try timed { _ = try openAndQuery(directory, BenchData.brands[round % BenchData.brands.count]) }
+                total[name, default: 0] += seconds
+            }
+        }
+        for (name, seconds) in total.sorted(by: { $0.key < $1.key }) { print(name, String(format: "%.3f ms", seconds * 1e3 / Double(rounds))) }
+    }
+
     static let otherOpenQueries: [(String, @Sendable (String, String) throws -> Int)] = [
         (
             "sqlite_json",
