@@ -253,6 +253,15 @@ struct EncryptionTests {
         #expect(try Self.labels(path, key: key) == expected)
     }
 
+    @Test("the leftover beside a store is found by the store's standard path, however the path was written")
+    func stagingPathIsStandard() {
+        let directory = FileManager.default.currentDirectoryPath
+        for path in ["/a/b", "/a/./b", "/a/../b", "/a/b/", "/a//b", "/a/.hidden/b", "/a/b/.", "relative/store", "./store", "../up/store"] {
+            let standard = URL(fileURLWithPath: path).standardizedFileURL.path + ".converting"
+            #expect(Store.conversionStaging(path) == standard, "\(path) (from \(directory))")
+        }
+    }
+
     @Test("an encrypted store's backup is encrypted with the same key, restores, and repairs through its key")
     func backupAndRepair() throws {
         let directory = TemporaryDirectory()

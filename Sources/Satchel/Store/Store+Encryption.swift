@@ -46,7 +46,13 @@ extension Store {
     }
 
     /// Where a conversion builds the new store, and leaves the old one after the exchange.
-    static func conversionStaging(_ path: String) -> String { URL(fileURLWithPath: path).standardizedFileURL.path + ".converting" }
+    static func conversionStaging(_ path: String) -> String {
+        // A path that is absolute, with no `.` or `..` component, no `//` and no trailing `/`,
+        // is its own standard form: every open asks, and building a URL to standardize it was
+        // a twentieth of opening a settled store.
+        let standard = path.hasPrefix("/") && !path.hasSuffix("/") && !path.contains("/.") && !path.contains("//")
+        return (standard ? path : URL(fileURLWithPath: path).standardizedFileURL.path) + ".converting"
+    }
 
     /// Removes what a conversion killed midway left beside the store: a partial copy or the
     /// old store (the store at `path` is whole either way).
