@@ -17,6 +17,20 @@ private func parseError(_ text: [UInt8]) -> SatchelError? {
 
 @Suite("JSON codec")
 struct JSONTests {
+    @Test("names and strings are equal exactly when their UTF-8 bytes are, canonically equivalent or not")
+    func byteEquality() {
+        let long = String(repeating: "x", count: 40)
+        let strings = ["", "a", "b", "ab", "é", "e\u{301}", "\u{0}", long, long + "y", long + "z", "naïve", "naı\u{308}ve", "日本", "🙂"]
+        for a in strings {
+            for b in strings {
+                // Built again, so that no two share storage.
+                let copy = String(decoding: Array(b.utf8), as: UTF8.self)
+                #expect(UTF8Order.equal(a, copy) == (Array(a.utf8) == Array(b.utf8)), "\(a.debugDescription) \(b.debugDescription)")
+                #expect(JSONValue.string(a).isIdentical(to: .string(copy)) == (Array(a.utf8) == Array(b.utf8)))
+            }
+        }
+    }
+
     @Test("values round-trip through text exactly")
     func roundTrip() async throws {
         await propertyCheck(count: 2000, input: TupleGen.values) { value in
