@@ -97,8 +97,8 @@ public final class SalesforceBackend: SyncBackend {
         /// Describes read in this process, by object.
         var describes: [String: SalesforceDescribe] = [:]
         /// The stored describe last decoded for a pull's next page, by object, with its JSON:
-        /// the pages of one query bring the same stored JSON (decoding it again was a tenth of
-        /// a page's time).
+        /// the pages of one query bring the same stored JSON, decoded once (a real org's
+        /// describe lists every field, with its picklist values).
         var decoded: [String: (json: JSONValue, describe: SalesforceDescribe)] = [:]
     }
 
@@ -231,6 +231,7 @@ public final class SalesforceBackend: SyncBackend {
         }
         return try await describe(object, stored: nil, session: request.session).0
     }
+
     /// The describe for a push: the stored one, one read in this process, or a fresh one.
     func describeForPush(_ request: PushRequest) async throws -> SalesforceDescribe {
         if let known = state.withLock({ $0.describes[request.model.name] }) { return known }
