@@ -14,7 +14,7 @@ enum UTF8Order {
     static func equal(_ a: String, _ b: String) -> Bool {
         let ua = a.utf8, ub = b.utf8
         guard ua.count == ub.count else { return false }
-        // memcmp: the generic `elementsEqual` went byte by byte (a twentieth of a push's time,
+        // memcmp: the generic `elementsEqual` went byte by byte (2.7 % of a push run's samples,
         // comparing records before rewriting them).
         if let r = ua.withContiguousStorageIfAvailable({ pa in
             ub.withContiguousStorageIfAvailable { pb in pa.isEmpty || memcmp(pa.baseAddress!, pb.baseAddress!, pa.count) == 0 }
