@@ -142,7 +142,8 @@ extension SalesforceBackend {
                 }
                 lastDatetime = modified
             }
-            if let modified, modified == cursor.since, let applied = cursor.at[id], applied == Self.hash(Self.received(fields)) { continue }  // applied already
+            // Applied already.
+            if let modified, modified == cursor.since, let applied = cursor.at[id], applied == Self.hash(Self.received(fields)) { continue }
             if let modified {
                 if newest.map({ Self.later(modified, than: $0.since) }) ?? true {
                     newest = (modified, [:])
