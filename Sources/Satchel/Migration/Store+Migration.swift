@@ -419,16 +419,13 @@ extension Store {
     func resumeMigrations() {
         for (_, db) in openPartitions {
             var found: [(model: String, state: MigrationState)] = []
-            guard let iterator = try? db.makeIterator() else { continue }
-            let prefix = Keys.migratingPrefix
-            iterator.seek(prefix)
-            while iterator.isValid && iterator.keyHasPrefix(prefix) {
-                if let (_, elements) = try? Keys.decode(iterator.key), let model = elements.last?.stringValue,
-                    let state = try? MigrationState(json: JSONObject(parsing: iterator.value))
+            guard let entries = try? db.entries(withPrefix: Keys.migratingPrefix) else { continue }
+            for entry in entries {
+                if let (_, elements) = try? Keys.decode(entry.key), let model = elements.last?.stringValue,
+                    let state = try? MigrationState(json: JSONObject(parsing: entry.value))
                 {
                     found.append((model, state))
                 }
-                iterator.next()
             }
             for (model, state) in found {
                 guard let steps = state.steps else { continue }

@@ -242,18 +242,12 @@ extension Store {
         try writer.withLock(allowingReentry: true) {
             for (partition, db) in openPartitions {
                 var records: [(key: [UInt8], model: String, renames: [String: String])] = []
-                let iterator = try db.makeIterator()
-                let prefix = Keys.rewritePrefix
-                iterator.seek(prefix)
-                while iterator.isValid && iterator.keyHasPrefix(prefix) {
-                    let key = iterator.key
-                    let (_, elements) = try Keys.decode(key)
-                    guard elements.count == 3, let model = elements[1].stringValue, let renames = iterator.withValue(RewriteRecord.renames)
+                for entry in try db.entries(withPrefix: Keys.rewritePrefix) {
+                    let (_, elements) = try Keys.decode(entry.key)
+                    guard elements.count == 3, let model = elements[1].stringValue, let renames = entry.value.withUnsafeBytes(RewriteRecord.renames)
                     else { throw SatchelError(.corruption, "an undecodable rewrite record in the \(partition.rawValue) partition") }
-                    records.append((key, model, renames))
-                    iterator.next()
+                    records.append((entry.key, model, renames))
                 }
-                try iterator.checkError()
                 for record in records {
                     for child in models where child.partition != partition && child.associations.values.contains(record.model) {
                         let transaction = Transaction(store: self)

@@ -26,24 +26,39 @@ import Foundation
 /// repair (which removes the record) all differ, and the open writes new files as LevelDB always
 /// does. (A MANIFEST is read strictly either way: a damaged one fails the open.)
 ///
+/// The record also keeps, for the next open, every entry under a few key prefixes (``RememberedEntries``):
+/// the store's format marker and catalog, which an open would otherwise read from LevelDB,
+/// opening a table and decoding its index block for them. They are the database's entries as
+/// the close left them, so they hold exactly while the files do: an open served by a matching
+/// record reads them from the record, and only until the first write.
+///
 /// Byte layout (this file owns it): the file `satchel-closed` in the database's directory,
-/// UTF-8 text: the line `satchel-closed 2`, then one line `<file name> <size in bytes>` per log
+/// UTF-8 text: the line `satchel-closed 3`; a line `kept <prefix>` per prefix whose entries the
+/// record holds in full, then a line `= <key> <value>` per entry under them, in key order (keys,
+/// prefixes and values in lowercase hex); the line `sum <16 hex digits>`, the 64-bit FNV-1a hash
+/// of every byte before that line; then one line `<file name> <size in bytes>` per log
 /// (`*.log`) and MANIFEST (`MANIFEST-*`) file, sorted by name (so the logs, named by number,
 /// come first and the MANIFEST last); every line ends in `\n`. A record that does not read so —
-/// cut short by a crash (its MANIFEST line, the last, then missing or without its `\n`), damaged,
-/// naming a log that is not empty, no log, or more than one MANIFEST — matches nothing, as does
-/// version 1's (which an open checked against a listing of the directory). It is written in
-/// place and never synced: a record lost to a power cut only costs the next open its speed.
+/// cut short by a crash (its MANIFEST line, the last, then missing or without its `\n`), damaged
+/// (its sum no longer the hash of what it keeps), naming a log that is not empty, no log, or more
+/// than one MANIFEST — matches nothing, as do versions 1 and 2. It is written in place and never
+/// synced: a record lost to a power cut only costs the next open its speed.
 enum CleanCloseRecord {
     static let fileName = "satchel-closed"
-    static let header = "satchel-closed 2\n"
+    static let header = "satchel-closed 3\n"
+    /// The most a record keeps of entries (keys and values, before hex): a catalog larger than
+    /// this is read from LevelDB by every open.
+    static let rememberedLimit = 32 << 10
 
-    /// The record's text for the files in `directory` now (listing it); whether every log is
-    /// empty; whether the MANIFEST has grown well past what a new one would hold. Nil when they
-    /// cannot be listed.
-    static func describe(_ directory: String) -> (text: String, logsEmpty: Bool, manifestOutgrown: Bool)? {
+    /// The record's text for the files in `directory` now (listing it) and the entries it keeps;
+    /// whether every log is empty; whether the MANIFEST has grown well past what a new one would
+    /// hold. Nil when they cannot be listed.
+    static func describe(_ directory: String, remembering remembered: RememberedEntries = RememberedEntries())
+        -> (text: String, logsEmpty: Bool, manifestOutgrown: Bool)?
+    {
         guard let names = FileSystem.names(in: directory) else { return nil }
-        var text = header
+        var text = header + remembered.lines
+        text += "sum \(hexHash(text.utf8))\n"
         var logsEmpty = true
         var manifestBytes = 0
         var tables = 0
@@ -71,20 +86,20 @@ enum CleanCloseRecord {
     /// Whether `directory` holds a record that matches its files (see the type's notes).
     static func matches(_ directory: String) -> Bool { matching(directory) != nil }
 
-    /// The record's text when `directory` holds a record that matches its files, else nil:
-    /// every line well formed, at least one log, all of them empty, one MANIFEST, the last line;
-    /// each file there at its size; `CURRENT` naming the MANIFEST. Reads the record, `CURRENT`
-    /// and a `stat` per file named, and lists nothing.
-    static func matching(_ directory: String) -> String? {
-        guard let bytes = FileSystem.contents(of: directory + "/" + fileName), bytes.last == UInt8(ascii: "\n"),
-            bytes.starts(with: header.utf8), let text = String(validating: bytes, as: UTF8.self)
+    /// The record's text and the entries it keeps when `directory` holds a record that matches
+    /// its files, else nil: every line well formed, its sum the hash of what it keeps, at least
+    /// one log, all of them empty, one MANIFEST, the last line; each file there at its size;
+    /// `CURRENT` naming the MANIFEST. Reads the record, `CURRENT` and a `stat` per file named,
+    /// and lists nothing.
+    static func matching(_ directory: String) -> (text: String, remembered: RememberedEntries)? {
+        guard let bytes = FileSystem.contents(of: directory + "/" + fileName, limit: 1 << 17), let (remembered, files) = parse(bytes),
+            let text = String(validating: bytes, as: UTF8.self)
         else { return nil }
-        let lines = text.utf8.dropFirst(header.utf8.count).split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).dropLast()
         var logs = 0
         var manifest: String?
-        for line in lines {
+        for (name, size) in files {
             // Nothing after the MANIFEST: a record cut short at a line's end loses it.
-            guard manifest == nil, let (name, size) = entry(line), FileSystem.size(of: directory + "/" + name) == size else { return nil }
+            guard manifest == nil, FileSystem.size(of: directory + "/" + name) == size else { return nil }
             if name.hasSuffix(".log") {
                 guard size == 0 else { return nil }
                 logs += 1
@@ -97,25 +112,102 @@ enum CleanCloseRecord {
         guard logs > 0, let manifest, let current = FileSystem.contents(of: directory + "/CURRENT"),
             current.elementsEqual((manifest + "\n").utf8)
         else { return nil }
-        return text
+        return (text, remembered)
+    }
+
+    /// The entries a record keeps and the files it names, when `bytes` read as a record.
+    /// (Over the bytes by offset: an open parses the record twice, before and after LevelDB's.)
+    private static func parse(_ bytes: [UInt8]) -> (RememberedEntries, [(String, Int)])? {
+        guard bytes.starts(with: header.utf8), bytes.last == UInt8(ascii: "\n") else { return nil }
+        var remembered = RememberedEntries()
+        var files: [(String, Int)] = []
+        var summed = false
+        var start = header.utf8.count
+        while start < bytes.count {
+            let end = bytes[start...].firstIndex(of: UInt8(ascii: "\n"))!
+            let line = bytes[start..<end]
+            defer { start = end + 1 }
+            if summed {
+                guard let file = entry(line) else { return nil }
+                files.append(file)
+            } else if line.starts(with: "kept ".utf8) {
+                guard remembered.entries.isEmpty, let prefix = self.bytes(fromHex: line.dropFirst(5)) else { return nil }
+                remembered.prefixes.append(prefix)
+            } else if line.starts(with: "= ".utf8) {
+                let rest = line.dropFirst(2)
+                guard let space = rest.firstIndex(of: UInt8(ascii: " ")), let key = self.bytes(fromHex: rest[..<space]),
+                    let value = self.bytes(fromHex: rest[(space + 1)...]),
+                    remembered.prefixes.contains(where: { key.starts(with: $0) }),
+                    remembered.entries.last.map({ UTF8Order.compareBytes($0.key, key) < 0 }) ?? true
+                else { return nil }
+                remembered.entries.append(RememberedEntries.Entry(key: key, value: value))
+            } else if line.starts(with: "sum ".utf8) {
+                guard line.dropFirst(4).elementsEqual(hexHash(bytes[..<start]).utf8) else { return nil }
+                summed = true
+            } else {
+                return nil
+            }
+        }
+        return summed ? (remembered, files) : nil
     }
 
     /// The file name and size of one `<file name> <size>` line, when it reads so.
-    private static func entry(_ line: Substring.UTF8View) -> (String, Int)? {
-        guard let space = line.lastIndex(of: UInt8(ascii: " ")), let name = String(line[..<space]), !name.isEmpty,
-            let size = String(line[line.index(after: space)...]).flatMap({ Int($0) }), size >= 0
+    private static func entry(_ line: ArraySlice<UInt8>) -> (String, Int)? {
+        guard let space = line.lastIndex(of: UInt8(ascii: " ")), space > line.startIndex,
+            let name = String(validating: line[..<space], as: UTF8.self),
+            let size = Int(String(decoding: line[(space + 1)...], as: UTF8.self)), size >= 0
         else { return nil }
         return (name, size)
     }
 
+    /// 64-bit FNV-1a of `bytes`, as 16 lowercase hex digits.
+    static func hexHash(_ bytes: some Sequence<UInt8>) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in bytes { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        let digits = String(hash, radix: 16)
+        return String(repeating: "0", count: 16 - digits.count) + digits
+    }
+
+    /// Lowercase hex of `bytes`.
+    static func hex(_ bytes: [UInt8]) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out = [UInt8]()
+        out.reserveCapacity(bytes.count * 2)
+        for byte in bytes {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 15)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// The bytes of lowercase hex `text`, or nil when it is not that.
+    private static func bytes(fromHex text: ArraySlice<UInt8>) -> [UInt8]? {
+        guard text.count % 2 == 0 else { return nil }
+        @inline(__always) func nibble(_ c: UInt8) -> UInt8? {
+            switch c {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): c &- UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): c &- UInt8(ascii: "a") &+ 10
+            default: nil
+            }
+        }
+        var out = [UInt8](repeating: 0, count: text.count / 2)
+        var position = text.startIndex
+        for i in out.indices {
+            guard let high = nibble(text[position]), let low = nibble(text[position + 1]) else { return nil }
+            out[i] = high << 4 | low
+            position += 2
+        }
+        return out
+    }
+
     /// Whether the record in `directory` reads `text`.
     static func holds(_ text: String, in directory: String) -> Bool {
-        guard let recorded = FileSystem.contents(of: directory + "/" + fileName) else { return false }
+        guard let recorded = FileSystem.contents(of: directory + "/" + fileName, limit: 1 << 17) else { return false }
         return recorded.elementsEqual(text.utf8)
     }
 
-    /// Writes the record of `text` (from ``describe(_:)``) into `directory`; false when it could
-    /// not be written (the next open then writes new files: slower, never wrong).
+    /// Writes the record of `text` (from ``describe(_:remembering:)``) into `directory`; false
+    /// when it could not be written (the next open then writes new files: slower, never wrong).
     @discardableResult
     static func write(_ text: String, in directory: String) -> Bool {
         // A session that wrote nothing leaves the record it found.
@@ -131,17 +223,43 @@ enum CleanCloseRecord {
         if !sizesHold(text, in: directory) { unlink(directory + "/" + fileName) }
     }
 
-    /// Whether every `<file name> <size>` line of the record `text` names a file of that size.
+    /// Whether every file the record `text` names has the size it gives.
     static func sizesHold(_ text: String, in directory: String) -> Bool {
-        for line in text.utf8.split(separator: UInt8(ascii: "\n")).dropFirst() {
-            guard let (name, size) = entry(line), FileSystem.size(of: directory + "/" + name) == size else { return false }
-        }
-        return true
+        guard let (_, files) = parse(Array(text.utf8)) else { return false }
+        return files.allSatisfy { name, size in FileSystem.size(of: directory + "/" + name) == size }
     }
 
     /// Removes the record from `directory` (a database that is about to be written without
     /// LevelDB knowing, such as a repair's).
     static func remove(in directory: String) {
         unlink(directory + "/" + fileName)
+    }
+}
+
+/// The entries under a few key prefixes, as a clean close left them in its record
+/// (``CleanCloseRecord``) for the next open.
+struct RememberedEntries: Sendable, Equatable {
+    struct Entry: Sendable, Equatable {
+        let key: [UInt8]
+        let value: [UInt8]
+    }
+
+    /// The prefixes whose every entry is in ``entries``.
+    var prefixes: [[UInt8]] = []
+    /// In key order.
+    var entries: [Entry] = []
+
+    /// The entries under `prefix`, in key order, when a kept prefix covers it; nil otherwise.
+    func entries(withPrefix prefix: [UInt8]) -> [Entry]? {
+        guard prefixes.contains(where: { prefix.starts(with: $0) }) else { return nil }
+        return entries.filter { $0.key.starts(with: prefix) }
+    }
+
+    /// The record's lines for these entries.
+    fileprivate var lines: String {
+        var text = ""
+        for prefix in prefixes { text += "kept \(CleanCloseRecord.hex(prefix))\n" }
+        for entry in entries { text += "= \(CleanCloseRecord.hex(entry.key)) \(CleanCloseRecord.hex(entry.value))\n" }
+        return text
     }
 }

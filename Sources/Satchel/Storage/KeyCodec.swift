@@ -395,6 +395,19 @@ enum Keys {
         return k.bytes
     }
 
+    /// Prefix of every model's statistics.
+    static var modelStatisticsPrefix: [UInt8] {
+        var k = KeyEncoder(.meta)
+        k.append("stats")
+        return k.bytes
+    }
+
+    /// The prefixes of what every open reads (format, catalog, unfinished migrations and
+    /// rewrites), which a clean close keeps in its record for the next open.
+    static var readByOpen: [[UInt8]] {
+        [format, modelDefinitionPrefix, modelStatisticsPrefix, indexDefinitionPrefix, migratingPrefix, rewritePrefix]
+    }
+
     /// `(meta, "index", model, indexId)` → the index definition as JSON. The index id is written
     /// as a decimal string (4 bytes for small ids, where a number element takes 11).
     static func indexDefinition(_ model: String, _ id: Int) -> [UInt8] {

@@ -34,6 +34,9 @@ struct LevelDBOptions: Sendable {
     /// appends to the existing log and MANIFEST instead of writing new ones. Plain files only:
     /// an encrypted file is never appended to.
     var reuseLogsAfterCleanClose = true
+    /// Key prefixes whose entries a clean close keeps in its record, for the next open to read
+    /// without LevelDB (``LevelDB/entries(withPrefix:)``): what every open reads.
+    var rememberedPrefixes: [[UInt8]] = []
 }
 
 /// An open LevelDB database: the owner of the `leveldb_t*` and of the objects that must outlive it.
@@ -63,6 +66,11 @@ final class LevelDB: Sendable {
     private let recordsCleanClose: Bool
     /// Whether the open went on with the files a ``CleanCloseRecord`` described.
     private let reusedRecordedFiles: Bool
+    /// The prefixes whose entries ``close()`` keeps in its record.
+    private let rememberedPrefixes: [[UInt8]]
+    /// The entries the record this open went on with kept: the database's own until the first
+    /// write.
+    private let remembered: RememberedEntries?
     /// Whether anything was written (or compacted) since the open.
     private let wrote = Atomic<Bool>(false)
     /// Bit 0: closed. Bits 1...: number of users, counted in steps of 2.
@@ -96,7 +104,7 @@ final class LevelDB: Sendable {
             // process opened and written in between, the recorded log or MANIFEST, or CURRENT,
             // would differ now (this open wrote nothing to them). Then open again on new files,
             // as without a record.
-            if reusing, let reused = opened, CleanCloseRecord.matching(path) != record {
+            if reusing, let reused = opened, CleanCloseRecord.matching(path)?.text != record?.text {
                 leveldb_close(reused)
                 satchel_leveldb_options_set_reuse_logs(opts, 0)
                 reusing = false
@@ -109,6 +117,8 @@ final class LevelDB: Sendable {
         }
         self.db = CPointer(raw: opened!)
         self.reusedRecordedFiles = reusing
+        self.rememberedPrefixes = options.rememberedPrefixes
+        self.remembered = reusing ? record?.remembered : nil
         self.cache = cache.map(CPointer.init(raw:))
         self.filterPolicy = filter.map(CPointer.init(raw:))
         self.environment = options.environment
@@ -239,13 +249,14 @@ final class LevelDB: Sendable {
                 leveldb_close(db.raw)
                 return
             }
-            if recordsCleanClose, var files = CleanCloseRecord.describe(path) {
+            let remembering = recordsCleanClose ? entries(under: rememberedPrefixes) : RememberedEntries()
+            if recordsCleanClose, var files = CleanCloseRecord.describe(path, remembering: remembering) {
                 // Not when the new table would make LevelDB start a compaction of level 0 (at 4
                 // files), which the close would wait for: then the next open turns the log into
                 // a table, as it always did.
                 if !files.logsEmpty && level0Files() < Self.level0CompactionTrigger - 1 {
                     flushLog()
-                    files = CleanCloseRecord.describe(path) ?? files
+                    files = CleanCloseRecord.describe(path, remembering: remembering) ?? files
                 }
                 // Nor when the MANIFEST has outgrown a new one: the next open writes a new one.
                 if files.logsEmpty && !files.manifestOutgrown && CleanCloseRecord.write(files.text, in: path) {
@@ -265,6 +276,41 @@ final class LevelDB: Sendable {
     }
 
     var isClosed: Bool { state.load(ordering: .acquiring) & 1 != 0 }
+
+    /// Every entry under `prefixes`, read as the close's record keeps them (called by the close
+    /// itself, with no user left); none when they are more than the record keeps or cannot be
+    /// read.
+    private func entries(under prefixes: [[UInt8]]) -> RememberedEntries {
+        guard !prefixes.isEmpty, let iterator = leveldb_create_iterator(db.raw, readOptions.raw) else { return RememberedEntries() }
+        defer { leveldb_iter_destroy(iterator) }
+        var remembered = RememberedEntries(prefixes: prefixes.sorted { UTF8Order.compareBytes($0, $1) < 0 })
+        var bytes = 0
+        for prefix in remembered.prefixes {
+            prefix.withUnsafeBufferPointer {
+                leveldb_iter_seek(iterator, UnsafeRawPointer($0.baseAddress!).assumingMemoryBound(to: CChar.self), $0.count)
+            }
+            while leveldb_iter_valid(iterator) != 0 {
+                var keyLength = 0
+                var valueLength = 0
+                let keyPointer = leveldb_iter_key(iterator, &keyLength)!
+                let key = Array(UnsafeRawBufferPointer(start: keyPointer, count: keyLength))
+                guard key.starts(with: prefix) else { break }
+                let valuePointer = leveldb_iter_value(iterator, &valueLength)
+                let value = valuePointer.map { Array(UnsafeRawBufferPointer(start: $0, count: valueLength)) } ?? []
+                bytes += key.count + value.count
+                if bytes > CleanCloseRecord.rememberedLimit { return RememberedEntries() }
+                remembered.entries.append(RememberedEntries.Entry(key: key, value: value))
+                leveldb_iter_next(iterator)
+            }
+        }
+        var error: UnsafeMutablePointer<CChar>?
+        leveldb_iter_get_error(iterator, &error)
+        if let error {
+            leveldb_free(error)
+            return RememberedEntries()
+        }
+        return remembered
+    }
 
     /// LevelDB's `kL0_CompactionTrigger` (`db/dbformat.h`, compiled in): a compaction of level 0
     /// starts when it holds this many tables.
@@ -372,6 +418,22 @@ final class LevelDB: Sendable {
             }
             return size
         }
+    }
+
+    /// Every entry whose key starts with `prefix`, in key order: from the record of the clean
+    /// close this open went on with when it keeps them and nothing has been written since (no
+    /// table opened for them), else from LevelDB.
+    func entries(withPrefix prefix: [UInt8]) throws(SatchelError) -> [RememberedEntries.Entry] {
+        if let remembered, !wrote.load(ordering: .relaxed), let entries = remembered.entries(withPrefix: prefix) { return entries }
+        let iterator = try makeIterator()
+        iterator.seek(prefix)
+        var entries: [RememberedEntries.Entry] = []
+        while iterator.isValid && iterator.keyHasPrefix(prefix) {
+            entries.append(RememberedEntries.Entry(key: iterator.key, value: iterator.value))
+            iterator.next()
+        }
+        try iterator.checkError()
+        return entries
     }
 
     /// The number of keys that start with `prefix` (keys only: values are not decoded).

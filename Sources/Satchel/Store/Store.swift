@@ -183,6 +183,7 @@ public final class Store: Sendable {
         options.maxFileSize = configuration.maxFileSize
         options.snappyCompression = configuration.compression
         options.verifyChecksums = configuration.verifyChecksums
+        options.rememberedPrefixes = Keys.readByOpen
         let baseOptions = options
         @Sendable func open(_ partition: Partition, creating: Bool) throws(SatchelError) -> LevelDB {
             let directory = path + "/" + partition.rawValue
@@ -335,7 +336,8 @@ public final class Store: Sendable {
     }
 
     static func checkFormat(of db: LevelDB, partition: Partition, durable: Bool) throws {
-        if let stored = try db.get(Keys.format) {
+        // Read as a prefix: the key ends its string, so nothing else starts with it.
+        if let stored = try db.entries(withPrefix: Keys.format).first?.value {
             guard let version = (try? JSONValue(parsing: stored))?.intValue else {
                 throw SatchelError(.corruption, "the \(partition.rawValue) partition has an unreadable format version")
             }
@@ -366,13 +368,12 @@ public final class Store: Sendable {
     }
 
     private static func loadModels(from db: LevelDB, partition: Partition, into catalog: inout Catalog) throws {
-        let prefix = Keys.modelDefinitionPrefix
-        let iterator = try db.makeIterator()
-        iterator.seek(prefix)
-        while iterator.isValid && iterator.keyHasPrefix(prefix) {
+        var statistics: [[UInt8]: [UInt8]] = [:]
+        for entry in try db.entries(withPrefix: Keys.modelStatisticsPrefix) { statistics[entry.key] = entry.value }
+        for entry in try db.entries(withPrefix: Keys.modelDefinitionPrefix) {
             let definition: ModelDefinition
             do {
-                definition = try ModelDefinition(json: try iterator.withValue { try JSONObject(parsing: $0) })
+                definition = try ModelDefinition(json: try JSONObject(parsing: entry.value))
             } catch let error as SatchelError where error.code == .corruption {
                 throw error
             } catch {
@@ -381,34 +382,27 @@ public final class Store: Sendable {
             guard definition.partition == partition else {
                 throw SatchelError(.corruption, "model '\(definition.name)' is defined in the wrong partition")
             }
-            let statistics = try db.withValue(forKey: Keys.modelStatistics(definition.name)) { bytes in
-                try bytes.map { try StoredStatistics(decoding: $0) } ?? StoredStatistics()
+            let stored = try statistics[Keys.modelStatistics(definition.name)].map { bytes in
+                try bytes.withUnsafeBytes { bytes throws(SatchelError) in try StoredStatistics(decoding: bytes) }
             }
-            catalog.models[NameKey(definition.name)] = ModelEntry(definition: definition, statistics: statistics)
-            iterator.next()
+            catalog.models[NameKey(definition.name)] = ModelEntry(definition: definition, statistics: stored ?? StoredStatistics())
         }
-        try iterator.checkError()
         // Index definitions: (meta, "index", model, id).
         let indexPrefix = Keys.indexDefinitionPrefix
-        iterator.seek(indexPrefix)
-        while iterator.isValid && iterator.keyHasPrefix(indexPrefix) {
-            let model = try iterator.withKey { key throws(SatchelError) in
+        for entry in try db.entries(withPrefix: indexPrefix) {
+            let model = try entry.key.withUnsafeBytes { key throws(SatchelError) in
                 var decoder = KeyDecoder(key, from: indexPrefix.count)
                 return try decoder.readString()
             }
-            let index = try iterator.withValue { bytes in
-                guard let json = try? JSONObject(parsing: bytes) else {
-                    throw SatchelError(.corruption, "undecodable index definition of '\(model)'")
-                }
-                return try StoredIndex(json: json, model: model)
+            guard let json = try? JSONObject(parsing: entry.value) else {
+                throw SatchelError(.corruption, "undecodable index definition of '\(model)'")
             }
+            let index = try StoredIndex(json: json, model: model)
             guard catalog.models[NameKey(model)] != nil else {
                 throw SatchelError(.corruption, "an index definition of an unknown model '\(model)' in the \(partition.rawValue) partition")
             }
             catalog.models[NameKey(model)]?.indexes.append(index)
-            iterator.next()
         }
-        try iterator.checkError()
         for key in catalog.models.keys { catalog.models[key]?.indexes.sort { $0.id < $1.id } }
     }
 
