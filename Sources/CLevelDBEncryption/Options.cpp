@@ -5,6 +5,9 @@
 #include <leveldb/options.h>
 
 #include <cstdarg>
+#include <mutex>
+#include <string>
+#include <vector>
 
 // The definition libleveldb's C API (`db/c.cc`) gives the handle `leveldb_options_create` returns:
 // the C++ options, alone. Declared here so that the options the C API lacks can be set on it.
@@ -28,3 +31,63 @@ extern "C" void satchel_leveldb_options_discard_info_log(leveldb_options_t *opti
     static SilentLogger *const logger = new SilentLogger();
     options->rep.info_log = logger;
 }
+
+namespace {
+/// LevelDB's default Env, but for one thing: while armed, the directory listing it takes first
+/// (an open's recovery, which checks every live file is there) is kept, and served to the next
+/// listing of that directory (the same open's removal of obsolete files) instead of reading the
+/// directory again — a file per table, two listings per open. A kept listing lacks only the files
+/// made after it (the open's new log and MANIFEST, a table its recovery wrote), which are live;
+/// what the removal deletes is decided by liveness, so it deletes nothing a fresh listing would
+/// have kept. After the second listing, or when disarmed, every listing reads the directory.
+class OpenListingEnv final : public leveldb::EnvWrapper {
+  public:
+    OpenListingEnv() : leveldb::EnvWrapper(leveldb::Env::Default()) {}
+
+    leveldb::Status GetChildren(const std::string &directory, std::vector<std::string> *result) override {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (state_ == State::serving && directory == directory_) {
+            state_ = State::off;
+            *result = std::move(names_);
+            names_.clear();
+            return leveldb::Status::OK();
+        }
+        leveldb::Status status = target()->GetChildren(directory, result);
+        if (state_ == State::keeping) {
+            state_ = status.ok() ? State::serving : State::off;
+            if (status.ok()) {
+                directory_ = directory;
+                names_ = *result;
+            }
+        }
+        return status;
+    }
+
+    void Arm(bool armed) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        state_ = armed ? State::keeping : State::off;
+        names_.clear();
+    }
+
+  private:
+    enum class State { keeping, serving, off };
+    std::mutex mutex_;
+    State state_ = State::off;
+    std::string directory_;
+    std::vector<std::string> names_;
+};
+}  // namespace
+
+struct satchel_open_listing_env {
+    OpenListingEnv env;
+};
+
+extern "C" satchel_open_listing_env *satchel_open_listing_env_create(void) { return new satchel_open_listing_env(); }
+
+extern "C" void satchel_leveldb_options_set_open_listing_env(leveldb_options_t *options, satchel_open_listing_env *env) {
+    options->rep.env = &env->env;
+}
+
+extern "C" void satchel_open_listing_env_arm(satchel_open_listing_env *env, int armed) { env->env.Arm(armed != 0); }
+
+extern "C" void satchel_open_listing_env_destroy(satchel_open_listing_env *env) { delete env; }

@@ -44,7 +44,7 @@ struct RememberedEntriesTests {
             try Self.put(db, [(Self.kept + [0x41], "one"), (Self.kept + [0x42], "two"), (Self.other, "elsewhere")])
             try db.close()
         }
-        let (_, remembered) = try #require(CleanCloseRecord.matching(path))
+        let remembered = try #require(CleanCloseRecord.matching(path)).remembered
         #expect(remembered.prefixes == [Self.kept])
         #expect(remembered.entries.map(\.key) == [Self.kept + [0x41], Self.kept + [0x42]])
         #expect(remembered.entries.map { String(decoding: $0.value, as: UTF8.self) } == ["one", "two"])
@@ -123,7 +123,7 @@ struct RememberedEntriesTests {
             try Self.put(db, (0..<5).map { (Self.kept + [UInt8(0x41 + $0)], large) })
             try db.close()
         }
-        let (_, remembered) = try #require(CleanCloseRecord.matching(path))
+        let remembered = try #require(CleanCloseRecord.matching(path)).remembered
         #expect(remembered == RememberedEntries())
         let db = try LevelDB(path: path, options: Self.options())
         defer { try? db.close() }

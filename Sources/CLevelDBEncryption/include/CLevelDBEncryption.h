@@ -58,6 +58,18 @@ void satchel_leveldb_options_set_reuse_logs(leveldb_options_t *options, int reus
 /// encrypting Env does.
 void satchel_leveldb_options_discard_info_log(leveldb_options_t *options);
 
+/// LevelDB's default Env, for one database, that an open armed with
+/// `satchel_open_listing_env_arm(env, 1)` lists the directory through once instead of twice: the
+/// first listing is kept and served to the second (the removal of obsolete files after recovery).
+typedef struct satchel_open_listing_env satchel_open_listing_env;
+satchel_open_listing_env *satchel_open_listing_env_create(void);
+/// Makes `env` the options' Env; it must outlive every database opened with them.
+void satchel_leveldb_options_set_open_listing_env(leveldb_options_t *options, satchel_open_listing_env *env);
+/// Arms `env` before an open (`armed` 1) and disarms it after (0).
+void satchel_open_listing_env_arm(satchel_open_listing_env *env, int armed);
+/// Frees the env; the database opened with it must be closed first.
+void satchel_open_listing_env_destroy(satchel_open_listing_env *env);
+
 #ifdef __cplusplus
 }
 #endif

@@ -86,18 +86,32 @@ enum CleanCloseRecord {
     /// Whether `directory` holds a record that matches its files (see the type's notes).
     static func matches(_ directory: String) -> Bool { matching(directory) != nil }
 
+    /// A record that matched its directory's files.
+    struct Match: Sendable {
+        let text: String
+        let remembered: RememberedEntries
+        /// The log and MANIFEST files it names, with their sizes.
+        fileprivate let files: [(name: String, size: Int)]
+    }
+
     /// The record's text and the entries it keeps when `directory` holds a record that matches
     /// its files, else nil: every line well formed, its sum the hash of what it keeps, at least
     /// one log, all of them empty, one MANIFEST, the last line; each file there at its size;
     /// `CURRENT` naming the MANIFEST. Reads the record, `CURRENT` and a `stat` per file named,
-    /// and lists nothing.
-    static func matching(_ directory: String) -> (text: String, remembered: RememberedEntries)? {
-        guard let bytes = FileSystem.contents(of: directory + "/" + fileName, limit: 1 << 17), let (remembered, files) = parse(bytes),
-            let text = String(validating: bytes, as: UTF8.self)
-        else { return nil }
+    /// and lists nothing. With `earlier` (a match a moment ago), a record of the same bytes is
+    /// not parsed again.
+    static func matching(_ directory: String, asEarlier earlier: Match? = nil) -> Match? {
+        guard let bytes = FileSystem.contents(of: directory + "/" + fileName, limit: 1 << 17) else { return nil }
+        let match: Match
+        if let earlier, bytes.elementsEqual(earlier.text.utf8) {
+            match = earlier
+        } else {
+            guard let (remembered, files) = parse(bytes), let text = String(validating: bytes, as: UTF8.self) else { return nil }
+            match = Match(text: text, remembered: remembered, files: files)
+        }
         var logs = 0
         var manifest: String?
-        for (name, size) in files {
+        for (name, size) in match.files {
             // Nothing after the MANIFEST: a record cut short at a line's end loses it.
             guard manifest == nil, FileSystem.size(of: directory + "/" + name) == size else { return nil }
             if name.hasSuffix(".log") {
@@ -112,15 +126,15 @@ enum CleanCloseRecord {
         guard logs > 0, let manifest, let current = FileSystem.contents(of: directory + "/CURRENT"),
             current.elementsEqual((manifest + "\n").utf8)
         else { return nil }
-        return (text, remembered)
+        return match
     }
 
     /// The entries a record keeps and the files it names, when `bytes` read as a record.
-    /// (Over the bytes by offset: an open parses the record twice, before and after LevelDB's.)
-    private static func parse(_ bytes: [UInt8]) -> (RememberedEntries, [(String, Int)])? {
+    /// (Over the bytes by offset: it is on every open's path.)
+    private static func parse(_ bytes: [UInt8]) -> (RememberedEntries, [(name: String, size: Int)])? {
         guard bytes.starts(with: header.utf8), bytes.last == UInt8(ascii: "\n") else { return nil }
         var remembered = RememberedEntries()
-        var files: [(String, Int)] = []
+        var files: [(name: String, size: Int)] = []
         var summed = false
         var start = header.utf8.count
         while start < bytes.count {

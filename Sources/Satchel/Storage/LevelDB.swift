@@ -8,8 +8,8 @@ import Synchronization
 /// `@unchecked Sendable` is safe here because the box is immutable and every pointer put in it
 /// is one LevelDB objects as thread-safe: `leveldb_t` ("safe for concurrent access from multiple
 /// threads without any external synchronization", `include/leveldb/db.h`), a snapshot (immutable),
-/// the LRU cache and bloom filter policy (internally synchronised), and read/write options that
-/// are never modified after creation.
+/// the LRU cache and bloom filter policy (internally synchronised), the open-listing Env (its
+/// state behind a mutex), and read/write options that are never modified after creation.
 struct CPointer: @unchecked Sendable {
     let raw: OpaquePointer
 }
@@ -56,6 +56,9 @@ final class LevelDB: Sendable {
     private let filterPolicy: CPointer?
     /// Held so that the Env outlives the database, which keeps a raw pointer to it.
     private let environment: EncryptedEnvironment?
+    /// A plain database's Env (LevelDB's default, listing the directory once per open instead
+    /// of twice), destroyed after the database.
+    private let listingEnvironment: CPointer?
     /// Default read options (block checksums verified, so damaged data is an error, never wrong
     /// data; fill cache on), shared: never modified after init.
     private let readOptions: CPointer
@@ -97,24 +100,36 @@ final class LevelDB: Sendable {
             filter = leveldb_filterpolicy_create_bloom(Int32(options.bloomBitsPerKey))
             leveldb_options_set_filter_policy(opts, filter)
         }
+        // A plain database's open lists its directory (a file per table) once: LevelDB's
+        // recovery lists it, and its removal of obsolete files right after is served the same
+        // names (`satchel_open_listing_env`).
+        let listing = options.environment == nil ? satchel_open_listing_env_create() : nil
+        if let listing { satchel_leveldb_options_set_open_listing_env(opts, listing) }
+        func open() throws(SatchelError) -> OpaquePointer? {
+            if let listing { satchel_open_listing_env_arm(listing, 1) }
+            defer { if let listing { satchel_open_listing_env_arm(listing, 0) } }
+            return try LevelDBStatus.check { leveldb_open(opts, path, $0) }
+        }
         var opened: OpaquePointer?
         do {
-            opened = try LevelDBStatus.check { leveldb_open(opts, path, $0) }
+            opened = try open()
             // The record was read before LevelDB took the directory's lock: had another
             // process opened and written in between, the recorded log or MANIFEST, or CURRENT,
             // would differ now (this open wrote nothing to them). Then open again on new files,
             // as without a record.
-            if reusing, let reused = opened, CleanCloseRecord.matching(path)?.text != record?.text {
+            if reusing, let reused = opened, CleanCloseRecord.matching(path, asEarlier: record)?.text != record?.text {
                 leveldb_close(reused)
                 satchel_leveldb_options_set_reuse_logs(opts, 0)
                 reusing = false
-                opened = try LevelDBStatus.check { leveldb_open(opts, path, $0) }
+                opened = try open()
             }
         } catch {
             if let cache { leveldb_cache_destroy(cache) }
             if let filter { leveldb_filterpolicy_destroy(filter) }
+            if let listing { satchel_open_listing_env_destroy(listing) }
             throw error
         }
+        self.listingEnvironment = listing.map(CPointer.init(raw:))
         self.db = CPointer(raw: opened!)
         self.reusedRecordedFiles = reusing
         self.rememberedPrefixes = options.rememberedPrefixes
@@ -207,6 +222,7 @@ final class LevelDB: Sendable {
         leveldb_writeoptions_destroy(syncWriteOptions.raw)
         if let filterPolicy { leveldb_filterpolicy_destroy(filterPolicy.raw) }
         if let cache { leveldb_cache_destroy(cache.raw) }
+        if let listingEnvironment { satchel_open_listing_env_destroy(listingEnvironment.raw) }
     }
 
     // MARK: - Users
