@@ -18,6 +18,18 @@ struct RememberedEntriesTests {
         return options
     }
 
+    /// Lowercase hex, written independently of the code under test.
+    static func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
+
+    /// A database at `directory/db` holding `pairs`, closed cleanly: its path.
+    static func closedDatabase(in directory: TemporaryDirectory, _ pairs: [([UInt8], String)]) throws -> String {
+        let path = directory.child("db")
+        let db = try LevelDB(path: path, options: options())
+        try put(db, pairs)
+        try db.close()
+        return path
+    }
+
     static func put(_ db: LevelDB, _ pairs: [([UInt8], String)]) throws {
         var batch = LevelDBWriteBatch()
         for (key, value) in pairs { batch.put(key, Array(value.utf8)) }
@@ -38,24 +50,19 @@ struct RememberedEntriesTests {
     @Test("the record keeps every entry under the kept prefixes, in hex, and the next open reads them from it until its first write")
     func servedUntilWrite() throws {
         let directory = TemporaryDirectory()
-        let path = directory.child("db")
-        do {
-            let db = try LevelDB(path: path, options: Self.options())
-            try Self.put(db, [(Self.kept + [0x41], "one"), (Self.kept + [0x42], "two"), (Self.other, "elsewhere")])
-            try db.close()
-        }
+        let path = try Self.closedDatabase(in: directory, [(Self.kept + [0x41], "one"), (Self.kept + [0x42], "two"), (Self.other, "elsewhere")])
         let remembered = try #require(CleanCloseRecord.matching(path)).remembered
         #expect(remembered.prefixes == [Self.kept])
         #expect(remembered.entries.map(\.key) == [Self.kept + [0x41], Self.kept + [0x42]])
         #expect(remembered.entries.map { String(decoding: $0.value, as: UTF8.self) } == ["one", "two"])
         let record = try String(contentsOfFile: path + "/" + CleanCloseRecord.fileName, encoding: .utf8)
-        #expect(record.contains("= \(CleanCloseRecord.hex(Self.kept + [0x41])) \(CleanCloseRecord.hex(Array("one".utf8)))\n"))
-        #expect(!record.contains(CleanCloseRecord.hex(Array("elsewhere".utf8))))
+        #expect(record.contains("= \(Self.hex(Self.kept + [0x41])) \(Self.hex(Array("one".utf8)))\n"))
+        #expect(!record.contains(Self.hex(Array("elsewhere".utf8))))
 
         // A record that says otherwise than the tables (made by hand here, its sum right): the
         // open believes it, which shows where the entries come from.
         try Self.rewriteRecord(in: path) {
-            $0.replacingOccurrences(of: CleanCloseRecord.hex(Array("one".utf8)), with: CleanCloseRecord.hex(Array("uno".utf8)))
+            $0.replacingOccurrences(of: Self.hex(Array("one".utf8)), with: Self.hex(Array("uno".utf8)))
         }
         let db = try LevelDB(path: path, options: Self.options())
         defer { try? db.close() }
@@ -71,18 +78,13 @@ struct RememberedEntriesTests {
     @Test("a damaged record keeps nothing and matches nothing: a flipped digit, a line out of order, a prefix it did not keep, an entry past the sum")
     func damagedRecord() throws {
         let directory = TemporaryDirectory()
-        let path = directory.child("db")
-        do {
-            let db = try LevelDB(path: path, options: Self.options())
-            try Self.put(db, [(Self.kept + [0x41], "one"), (Self.kept + [0x42], "two")])
-            try db.close()
-        }
+        let path = try Self.closedDatabase(in: directory, [(Self.kept + [0x41], "one"), (Self.kept + [0x42], "two")])
         let recordPath = path + "/" + CleanCloseRecord.fileName
         let good = try String(contentsOfFile: recordPath, encoding: .utf8)
         #expect(CleanCloseRecord.matches(path))
-        let one = CleanCloseRecord.hex(Array("one".utf8))
+        let one = Self.hex(Array("one".utf8))
         // A digit changed, the sum left as it was.
-        try good.replacingOccurrences(of: one, with: CleanCloseRecord.hex(Array("onf".utf8))).write(
+        try good.replacingOccurrences(of: one, with: Self.hex(Array("onf".utf8))).write(
             toFile: recordPath, atomically: false, encoding: .utf8)
         #expect(!CleanCloseRecord.matches(path))
         // Well summed but malformed: entries out of key order, an entry under a prefix not kept,
@@ -91,7 +93,7 @@ struct RememberedEntriesTests {
         let first = try #require(lines.firstIndex { $0.hasPrefix("= ") })
         let malformed: [(String) -> String] = [
             { _ in (lines[..<first] + [lines[first + 1], lines[first]] + lines[(first + 2)...]).joined(separator: "\n") + "\n" },
-            { $0.replacingOccurrences(of: "= \(CleanCloseRecord.hex(Self.kept))", with: "= \(CleanCloseRecord.hex(Self.other))") },
+            { $0.replacingOccurrences(of: "= \(Self.hex(Self.kept))", with: "= \(Self.hex(Self.other))") },
             { $0.replacingOccurrences(of: one, with: one.uppercased()) },
             { $0.replacingOccurrences(of: one, with: one + "0") },
         ]
@@ -116,13 +118,8 @@ struct RememberedEntriesTests {
     @Test("more than the record keeps: no entries kept, the files still reused, every entry read from LevelDB")
     func pastTheLimit() throws {
         let directory = TemporaryDirectory()
-        let path = directory.child("db")
         let large = String(repeating: "x", count: CleanCloseRecord.rememberedLimit / 4)
-        do {
-            let db = try LevelDB(path: path, options: Self.options())
-            try Self.put(db, (0..<5).map { (Self.kept + [UInt8(0x41 + $0)], large) })
-            try db.close()
-        }
+        let path = try Self.closedDatabase(in: directory, (0..<5).map { (Self.kept + [UInt8(0x41 + $0)], large) })
         let remembered = try #require(CleanCloseRecord.matching(path)).remembered
         #expect(remembered == RememberedEntries())
         let db = try LevelDB(path: path, options: Self.options())

@@ -116,17 +116,9 @@ public struct BlobStore: Sendable {
     /// 128 bits of FNV-1a (two 64-bit passes with different bases) and the length, in hex: a
     /// name, not a security property; equal bytes are always compared before sharing a file.
     static func contentHash(_ data: Data) -> String {
-        var a: UInt64 = 0xcbf2_9ce4_8422_2325
-        var b: UInt64 = 0x8422_2325_cbf2_9ce4
-        for byte in data {
-            a = (a ^ UInt64(byte)) &* 0x0000_0100_0000_01B3
-            b = (b ^ UInt64(byte ^ 0x5A)) &* 0x0000_0100_0000_01B3
-        }
-        func hex(_ v: UInt64) -> String {
-            let s = String(v, radix: 16)
-            return String(repeating: "0", count: 16 - s.count) + s
-        }
-        return hex(a) + hex(b) + "-" + String(data.count, radix: 16)
+        let a = Hex.fnv1a(data)
+        let b = Hex.fnv1a(data.lazy.map { $0 ^ 0x5A }, basis: 0x8422_2325_cbf2_9ce4)
+        return Hex.lowercase(a) + Hex.lowercase(b) + "-" + String(data.count, radix: 16)
     }
 }
 

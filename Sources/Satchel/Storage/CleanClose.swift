@@ -175,24 +175,7 @@ enum CleanCloseRecord {
     }
 
     /// 64-bit FNV-1a of `bytes`, as 16 lowercase hex digits.
-    static func hexHash(_ bytes: some Sequence<UInt8>) -> String {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in bytes { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
-        let digits = String(hash, radix: 16)
-        return String(repeating: "0", count: 16 - digits.count) + digits
-    }
-
-    /// Lowercase hex of `bytes`.
-    static func hex(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out = [UInt8]()
-        out.reserveCapacity(bytes.count * 2)
-        for byte in bytes {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 15)])
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
+    static func hexHash(_ bytes: some Sequence<UInt8>) -> String { Hex.lowercase(Hex.fnv1a(bytes)) }
 
     /// The bytes of lowercase hex `text`, or nil when it is not that.
     private static func bytes(fromHex text: ArraySlice<UInt8>) -> [UInt8]? {
@@ -272,8 +255,8 @@ struct RememberedEntries: Sendable, Equatable {
     /// The record's lines for these entries.
     fileprivate var lines: String {
         var text = ""
-        for prefix in prefixes { text += "kept \(CleanCloseRecord.hex(prefix))\n" }
-        for entry in entries { text += "= \(CleanCloseRecord.hex(entry.key)) \(CleanCloseRecord.hex(entry.value))\n" }
+        for prefix in prefixes { text += "kept \(Hex.lowercase(prefix))\n" }
+        for entry in entries { text += "= \(Hex.lowercase(entry.key)) \(Hex.lowercase(entry.value))\n" }
         return text
     }
 }

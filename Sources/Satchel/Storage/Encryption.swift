@@ -241,7 +241,7 @@ enum SealedBlob {
     /// The file name of `bytes`: 128 bits of HMAC-SHA-256 under the data key, and the length.
     static func name(of bytes: [UInt8], key: DataKey) throws(SatchelError) -> String {
         let hash = try Sealing.keyedHash(bytes, key: key.bytes).prefix(16)
-        return hash.map { $0 < 16 ? "0" + String($0, radix: 16) : String($0, radix: 16) }.joined() + "-" + String(bytes.count, radix: 16)
+        return Hex.lowercase(hash) + "-" + String(bytes.count, radix: 16)
     }
 
     static func seal(_ bytes: [UInt8], name: String, key: DataKey) throws(SatchelError) -> [UInt8] {

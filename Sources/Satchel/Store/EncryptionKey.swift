@@ -73,7 +73,7 @@ public struct EncryptionKey: Sendable, CustomStringConvertible {
     /// The key as 64 lowercase hexadecimal digits (what `--key-file` holds); empty for a passphrase.
     public var hex: String {
         guard case .bytes(let bytes) = source else { return "" }
-        return bytes.map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }.joined()
+        return Hex.lowercase(bytes)
     }
 
     /// Never the key itself: keys stay out of logs and error messages.
