@@ -25,9 +25,7 @@ extension SyncEngine {
         var ids: [String] = try await onStorageQueue { store in
             try store.bulkUpdate { tx in
                 try Self.requeueInFlight(model, tx)
-                return try tx.objectSyncStates(of: model).compactMap { id, records in
-                    records.pending == nil || records.refusal != nil || records.inFlight?.state == .awaitingLink ? nil : id
-                }
+                return try tx.pushableChanges(of: model)
             }
         }
         guard !ids.isEmpty else { return }
@@ -269,9 +267,10 @@ extension SyncEngine {
                     let change = ChangeSent(changes[position])
                     // A change the server did not answer for is sent again next time.
                     var outcome = aligned ? results[position].outcome : byID[change.objectID] ?? .retryLater(message: "no result from the server")
-                    // A plain acceptance only removes the change in flight: what it held is not read.
+                    // A plain acceptance only removes the change in flight and sets the version:
+                    // nothing else is read, nor what the change held.
                     let accepted = if case .accepted = outcome { true } else { false }
-                    let before = try tx.objectSyncState(model, change.objectID, inFlightAttributes: !accepted)
+                    let before = try tx.objectSyncState(model, change.objectID, finishing: accepted)
                     guard let record = before.inFlight else { continue }
                     var records = before
                     if case .refused(_, _, let serverCopy?) = outcome, change.kind == .update, Self.holds(serverCopy, record.attributes) {

@@ -598,6 +598,68 @@ struct EngineTests {
         #expect(await server.objects("Order").first?.value["customer"] == .string(customerID))
         #expect(try client.model("Order").findAll().first?["customer"] == .string(customerID))
     }
+
+    @Test("an edit made while its object's change is out keeps its pending change when the server accepts the one sent, and goes next sync")
+    func editWhileInFlight() async throws {
+        let server = InMemoryBackend()
+        await Self.seed(server, 1)
+        let backend = EditingDuringPush(server)
+        let client = try SyncClient(backend: backend, models: [ModelDefinition(name: "Product")], pageSize: 5)
+        try await client.engine.logIn(Self.credentials)
+        try await client.engine.sync()
+        let products = try client.model("Product")
+        try products.update("p1", with: ["price": 2])
+        try products.create(["object": "p2", "name": "New"])
+        // Each push: the objects' changes are in flight when the app edits them again.
+        backend.duringPush {
+            try products.update("p1", with: ["name": "Later"])
+            try products.update("p2", with: ["price": 7])
+        }
+        try await client.engine.sync()
+        var onServer = await server.objects("Product")
+        #expect(onServer["p1"]?["price"] == 2 && onServer["p1"]?["name"] == "Product 1")
+        // The server gave the create an id of its own.
+        let created = try #require(onServer.first { $0.value["name"] == "New" }?.key)
+        #expect(onServer[created]?["price"] == nil)
+        #expect(try products.find(created)?["price"] == 7)
+        // The results removed the changes sent, not the edits made meanwhile.
+        let fates = try client.store.changeFates(model: "Product")
+        #expect(fates["p1"] == .pending(.update) && fates[created] == .pending(.update))
+        #expect(try products.pendingChanges().map(\.attributes).sorted { $0.count < $1.count } == [["name": "Later"], ["price": 7]])
+        #expect(try client.store.verify().problems == [])
+        try await client.engine.sync()
+        onServer = await server.objects("Product")
+        #expect(onServer["p1"]?["name"] == "Later" && onServer[created]?["price"] == 7)
+        #expect(try client.store.changeFates(model: "Product").isEmpty)
+    }
+}
+
+/// An in-memory server whose pushes first run what the test gave (once): the app editing the
+/// store while a push is out.
+final class EditingDuringPush: SyncBackend {
+    let wrapped: InMemoryBackend
+    private let edit = Locked<(@Sendable () throws -> Void)?>(nil)
+
+    init(_ wrapped: InMemoryBackend) { self.wrapped = wrapped }
+
+    var name: String { wrapped.name }
+    var capabilities: SyncCapabilities { wrapped.capabilities }
+
+    /// Runs `body` at the start of the next push.
+    func duringPush(_ body: @escaping @Sendable () throws -> Void) { edit.withLock { $0 = body } }
+
+    func logIn(_ credentials: Credentials) async throws -> SyncSession { try await wrapped.logIn(credentials) }
+    func logOut(_ session: SyncSession) async throws { try await wrapped.logOut(session) }
+    func prepare(_ session: SyncSession) async throws -> SyncSession { try await wrapped.prepare(session) }
+    func pull(_ request: PullRequest) async throws -> PullPage { try await wrapped.pull(request) }
+
+    func push(_ request: PushRequest) async throws -> [PushResult] {
+        try edit.withLock { body in
+            defer { body = nil }
+            try body?()
+        }
+        return try await wrapped.push(request)
+    }
 }
 
 /// A backend whose pulls wait until the test opens the gate.

@@ -29,27 +29,33 @@ public struct ObjectSyncState: Equatable, Sendable {
 
 /// Reads of one model's sync records through a view: a transaction's (its own writes included) or
 /// a snapshot's. The records of a family the model has none of (its statistics say so) are not
-/// read at all: most objects have none.
+/// read at all: most objects have none. Nor is the store read for a family it holds none of
+/// (`stored`): a push puts a chunk's changes in flight one by one, and the store's in-flight
+/// records, all deleted by earlier results, are tombstones a read would step over one by one.
 struct SyncRecordsAccess {
     let model: Model
+    /// The statistics as the view sees them (a transaction's own writes included).
     let statistics: StoredStatistics
-    let value: ([UInt8]) throws -> [UInt8]?
+    /// The statistics of what the store holds (a snapshot's: `statistics`).
+    let stored: StoredStatistics
+    /// Key `key`'s value as the view sees it; the store is not read when `inStore` is false.
+    let value: (_ key: [UInt8], _ inStore: Bool) throws -> [UInt8]?
     let scan: ([UInt8], (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void) throws -> Void
 
-    /// Object `id`'s records; with `inFlightAttributes` false, a create in flight may come
-    /// without its attributes (``InFlightChange/init(decoding:attributes:)``).
-    func records(_ id: String, inFlightAttributes: Bool = true) throws -> ObjectSyncState {
+    /// Object `id`'s records; with `finishing` true, only its change in flight, a create's
+    /// without its attributes (``InFlightChange/init(decoding:attributes:)``), and its version.
+    func records(_ id: String, finishing: Bool = false) throws -> ObjectSyncState {
         var records = ObjectSyncState()
-        if statistics.pendingTotal > 0, let bytes = try value(Keys.change(model.name, id)) {
+        if !finishing, statistics.pendingTotal > 0, let bytes = try value(Keys.change(model.name, id), stored.pendingTotal > 0) {
             let change = try bytes.withUnsafeBytes { try StoredChange(decoding: $0) }
             records.pending = change.pendingChange(model: model.name, objectID: id)
         }
-        if statistics.inFlight > 0, let bytes = try value(Keys.objectRecord(.inFlight, model.name, id)) {
+        if statistics.inFlight > 0, let bytes = try value(Keys.objectRecord(.inFlight, model.name, id), stored.inFlight > 0) {
             records.inFlight = try bytes.withUnsafeBytes { bytes throws(SatchelError) in
-                try InFlightChange(decoding: bytes, attributes: inFlightAttributes)
+                try InFlightChange(decoding: bytes, attributes: !finishing)
             }
         }
-        if statistics.errors > 0, let bytes = try value(Keys.objectRecord(.error, model.name, id)) {
+        if !finishing, statistics.errors > 0, let bytes = try value(Keys.objectRecord(.error, model.name, id), stored.errors > 0) {
             records.refusal = try RefusedChange(model: model.name, objectID: id, stored: try JSONObject(parsing: bytes))
         }
         records.version = try version(id)
@@ -59,12 +65,12 @@ struct SyncRecordsAccess {
     /// Object `id`'s server version: the one its record carries, else its version record's
     /// (an object gone with a delete to push, or stored by an earlier format).
     func version(_ id: String) throws -> JSONValue? {
-        if statistics.objects > 0, let record = try value(Keys.object(prefix: model.objectPrefix, id)),
+        if statistics.objects > 0, let record = try value(Keys.object(prefix: model.objectPrefix, id), stored.objects > 0),
             let version = try record.withUnsafeBytes({ try StoredObject.version($0, model: model.name, id: id) })
         {
             return version
         }
-        return try value(Keys.objectRecord(.version, model.name, id)).map { try JSONValue(parsing: $0) }
+        return try value(Keys.objectRecord(.version, model.name, id), true).map { try JSONValue(parsing: $0) }
     }
 
     /// Every object with a pending change, a change in flight or a refused change, by id bytes,
@@ -95,6 +101,18 @@ struct SyncRecordsAccess {
             }
         }
         return merged
+    }
+
+    /// Every object with a pending change and neither a refused change nor a create in flight
+    /// awaiting its link, by id bytes. The pending changes are not decoded: their keys say it.
+    func pendingUnheld() throws -> [String] {
+        var ids: [String] = []
+        guard statistics.pendingTotal > 0 else { return ids }
+        ids.reserveCapacity(statistics.pendingTotal)
+        try each(.change) { id, _ in ids.append(id) }
+        var held = Set(try inFlight().lazy.filter { $0.value.state == .awaitingLink }.map(\.id))
+        if statistics.errors > 0 { try each(.error) { id, _ in held.insert(id) } }
+        return held.isEmpty ? ids : ids.filter { !held.contains($0) }
     }
 
     /// Every object with a change in flight, by id bytes.
@@ -136,24 +154,32 @@ struct SyncRecordsAccess {
     }
 
     func syncState() throws -> ModelSyncState {
-        try value(Keys.syncState(model.name)).map { ModelSyncState(json: try JSONObject(parsing: $0)) } ?? ModelSyncState()
+        try value(Keys.syncState(model.name), true).map { ModelSyncState(json: try JSONObject(parsing: $0)) } ?? ModelSyncState()
     }
 }
 
 extension Transaction {
     func access(_ model: Model) throws(SatchelError) -> SyncRecordsAccess {
-        let partition = try entry(of: model).definition.partition
+        let entry = try entry(of: model)
+        let partition = entry.definition.partition
+        // The entry is read under the writer's lock: its statistics are the committed ones.
         return SyncRecordsAccess(
-            model: model, statistics: try workingStatistics(model.name), value: { key in try self.read(key, partition: partition) },
+            model: model, statistics: try workingStatistics(model.name), stored: entry.statistics,
+            value: { key, inStore in
+                inStore ? try self.read(key, partition: partition) : self.buffer.pending(key, partition: partition) ?? nil
+            },
             scan: { prefix, body in try self.scan(prefix: prefix, partition: partition, body) })
     }
 
     /// What the sync engine keeps beside object `id` of `model`, as this transaction sees it.
-    /// With `inFlightAttributes` false, a create in flight may come without its attributes (left
-    /// empty, unread): for a caller that only removes the change — writing such a change back
+    /// With `finishing` true, for a caller that only removes the change in flight and sets the
+    /// version (an accepted change): only those two are read, and a create in flight comes
+    /// without its attributes (left empty, unread); the pending and refused changes come nil,
+    /// and stay as they are when the records are written back ``setObjectSyncState(_:_:_:replacing:)``
+    /// with these as `old` (only what differs is written) — writing them back any other way
     /// would lose them.
-    package func objectSyncState(_ model: Model, _ id: String, inFlightAttributes: Bool = true) throws -> ObjectSyncState {
-        try access(model).records(id, inFlightAttributes: inFlightAttributes)
+    package func objectSyncState(_ model: Model, _ id: String, finishing: Bool = false) throws -> ObjectSyncState {
+        try access(model).records(id, finishing: finishing)
     }
 
     /// Every object of `model` with a pending change, a change in flight or a refused change, by
@@ -161,6 +187,10 @@ extension Transaction {
     package func objectSyncStates(of model: Model, withVersions: Bool = false) throws -> [(id: String, records: ObjectSyncState)] {
         try access(model).allRecords(withVersions: withVersions)
     }
+
+    /// Every object of `model` whose pending change can be pushed (it has neither a refused
+    /// change nor a create in flight awaiting its link), by id, as this transaction sees them.
+    package func pushableChanges(of model: Model) throws -> [String] { try access(model).pendingUnheld() }
 
     /// Every object of `model` with a change in flight, by id, as this transaction sees them
     /// (nothing is read when the model has none).

@@ -108,7 +108,7 @@ public final class Snapshot: StoreReading {
         let db = try store.database(partition)
         let snapshot = snapshot(of: partition)
         return SyncRecordsAccess(
-            model: model, statistics: entry.statistics, value: { key in try db.get(key, snapshot: snapshot) },
+            model: model, statistics: entry.statistics, stored: entry.statistics, value: { key, _ in try db.get(key, snapshot: snapshot) },
             scan: { prefix, body in
                 let iterator = try db.makeIterator(snapshot: snapshot)
                 iterator.seek(prefix)
