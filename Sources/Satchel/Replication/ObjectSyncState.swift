@@ -174,10 +174,10 @@ extension Transaction {
     /// What the sync engine keeps beside object `id` of `model`, as this transaction sees it.
     /// With `finishing` true, for a caller that only removes the change in flight and sets the
     /// version (an accepted change): only those two are read, and a create in flight comes
-    /// without its attributes (left empty, unread); the pending and refused changes come nil,
-    /// and stay as they are when the records are written back ``setObjectSyncState(_:_:_:replacing:)``
-    /// with these as `old` (only what differs is written) — writing them back any other way
-    /// would lose them.
+    /// without its attributes (left empty, unread); the pending and refused changes come nil.
+    /// Written back through ``setObjectSyncState(_:_:_:replacing:)`` with these as `old`, they
+    /// stay as they are (only what differs is written); written back any other way, they would
+    /// be lost.
     package func objectSyncState(_ model: Model, _ id: String, finishing: Bool = false) throws -> ObjectSyncState {
         try access(model).records(id, finishing: finishing)
     }
