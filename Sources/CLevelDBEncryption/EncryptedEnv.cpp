@@ -1,7 +1,8 @@
 // An Env that encrypts every file LevelDB writes: see CLevelDBEncryption.h.
 //
 // Each file starts with a 64-byte header: magic "SatchEnc", format version 1 (4 bytes,
-// little-endian), flags (4 bytes: bit 0 tamper-evident, bit 1 chunked), the 16-byte id of the
+// little-endian), flags (4 bytes: bit 0 tamper-evident, bit 1 chunked, bit 2 checked frame
+// lengths), the 16-byte id of the
 // key, 16 random bytes (the file's initial counter, or what its own key derives from), 16 zero
 // bytes. What follows depends on the flags:
 //
@@ -13,8 +14,11 @@
 //   4,096, each sealed with AES-256-GCM and followed by its 16-byte tag; the last chunk (0 to
 //   4,096 bytes) is sealed as the last, so that a file cut at a chunk boundary fails too.
 // - Tamper-evident, framed (logs, MANIFEST, CURRENT: read front to back): one frame per flush,
-//   a 4-byte little-endian length, the sealed bytes, the tag. A frame cut short at the end is
-//   the end of the file (a crash leaves one), as LevelDB reads a log whose last write was cut.
+//   a 4-byte little-endian length, the length's own tag (16 bytes: AES-256-GCM of nothing, the
+//   length its additional data), the sealed bytes, the tag. A frame cut short at the end is the
+//   end of the file (a crash leaves one), as LevelDB reads a log whose last write was cut; a
+//   whole length whose tag fails is tampering, so that a changed length cannot pass for a frame
+//   cut short and end the file early. Files written before bit 2 existed have no length tags.
 //
 // Sealed chunks and frames use a key of the file's own (HMAC-SHA-256 of its 16 random bytes
 // under the data key) and the chunk's or frame's number as nonce, so no nonce repeats under a
@@ -51,6 +55,7 @@ constexpr uint32_t kFormatVersion = 1;
 constexpr size_t kHeaderSize = SATCHEL_FILE_HEADER_SIZE;
 constexpr uint32_t kTamperEvident = 1;
 constexpr uint32_t kChunked = 2;
+constexpr uint32_t kCheckedLengths = 4;
 constexpr size_t kChunk = 4096;
 constexpr size_t kTag = 16;
 constexpr uint32_t kMaximumFrame = 1u << 30;
@@ -148,10 +153,20 @@ class Sealer {
         return encrypt ? EVP_EncryptInit_ex(context_, nullptr, nullptr, nullptr, nonce) : EVP_DecryptInit_ex(context_, nullptr, nullptr, nullptr, nonce);
     }
 
+  public:
+    /// The nonce of chunk or frame `number`: 8 zero bytes, then the number.
     static void Nonce(uint32_t number, uint8_t *nonce) {
         std::memset(nonce, 0, 8);
         WriteLittle32(nonce + 8, number);
     }
+    /// The nonce of the length of frame `number`: 1, 7 zero bytes, then the number (never a
+    /// chunk's or frame's).
+    static void LengthNonce(uint32_t number, uint8_t *nonce) {
+        Nonce(number, nonce);
+        nonce[0] = 1;
+    }
+
+  private:
     EVP_CIPHER_CTX *context_;
     uint8_t key_[32] = {0};
     bool encrypt_ = false;
@@ -227,8 +242,8 @@ leveldb::Status CheckHeader(
     }
     if (std::memcmp(id, key_id, 16) != 0) return leveldb::Status::Corruption(name, "encrypted with another key (a file from another store)");
     uint32_t flags = ReadLittle32(reinterpret_cast<const uint8_t *>(header.data()) + 12);
-    if (((flags & kTamperEvident) != 0) != tamper_evident || (flags & ~(kTamperEvident | kChunked)) != 0 ||
-        (flags == kChunked)) {
+    if (((flags & kTamperEvident) != 0) != tamper_evident || (flags & ~(kTamperEvident | kChunked | kCheckedLengths)) != 0 ||
+        (flags & kTamperEvident) == 0 && flags != 0 || (flags & kChunked) != 0 && (flags & kCheckedLengths) != 0) {
         return leveldb::Status::Corruption(name, tamper_evident ? "not tamper-evident, in a store whose files all are" : "tamper-evident, in a store whose files are not");
     }
     std::memcpy(initial_out, header.data() + 32, 16);
@@ -480,6 +495,9 @@ class FramedWritableFile final : public leveldb::WritableFile {
     FramedWritableFile(leveldb::WritableFile *base, const std::string &name, const uint8_t *key) : base_(base), name_(name) {
         std::memcpy(key_, key, 32);
     }
+
+    /// Bytes in front of each frame's sealed bytes: the length and its tag.
+    static constexpr size_t kFrameHead = 4 + kTag;
     ~FramedWritableFile() override { OPENSSL_cleanse(key_, sizeof key_); }
 
     leveldb::Status Append(const leveldb::Slice &data) override {
@@ -505,10 +523,13 @@ class FramedWritableFile final : public leveldb::WritableFile {
     leveldb::Status Emit() {
         if (pending_.empty()) return leveldb::Status::OK();
         if (number_ == UINT32_MAX) return leveldb::Status::IOError(name_, "too many frames in one file");
-        frame_.resize(4 + pending_.size() + kTag);
+        frame_.resize(kFrameHead + pending_.size() + kTag);
         uint8_t *out = reinterpret_cast<uint8_t *>(&frame_[0]);
         WriteLittle32(out, static_cast<uint32_t>(pending_.size()));
-        if (!sealer_.Seal(key_, number_, out, 4, reinterpret_cast<const uint8_t *>(pending_.data()), pending_.size(), out + 4)) {
+        uint8_t nonce[12];
+        Sealer::LengthNonce(number_, nonce);
+        if (!sealer_.Seal(key_, nonce, out, 4, nullptr, 0, out + 4) ||
+            !sealer_.Seal(key_, number_, out, 4, reinterpret_cast<const uint8_t *>(pending_.data()), pending_.size(), out + kFrameHead)) {
             return CipherFailure(name_);
         }
         ++number_;
@@ -527,7 +548,9 @@ class FramedWritableFile final : public leveldb::WritableFile {
 
 class FramedSequentialFile final : public leveldb::SequentialFile {
   public:
-    FramedSequentialFile(leveldb::SequentialFile *base, const std::string &name, const uint8_t *key) : base_(base), name_(name) {
+    /// `checked`: the frames' lengths carry tags (flag bit 2).
+    FramedSequentialFile(leveldb::SequentialFile *base, const std::string &name, const uint8_t *key, bool checked)
+        : base_(base), name_(name), checked_(checked) {
         std::memcpy(key_, key, 32);
     }
     ~FramedSequentialFile() override { OPENSSL_cleanse(key_, sizeof key_); }
@@ -593,6 +616,22 @@ class FramedSequentialFile final : public leveldb::SequentialFile {
             ended_ = true;
             return leveldb::Status::OK();
         }
+        if (checked_) {
+            // A whole length must open with its tag: only the bytes after it may be cut short.
+            status = ReadExactly(kTag, &lengthTag_, &whole);
+            if (!status.ok()) return status;
+            if (!whole) {
+                ended_ = true;
+                return leveldb::Status::OK();
+            }
+            uint8_t nonce[12], nothing[1];
+            Sealer::LengthNonce(number_, nonce);
+            if (!sealer_.Open(
+                    key_, nonce, reinterpret_cast<const uint8_t *>(length_.data()), 4, reinterpret_cast<const uint8_t *>(lengthTag_.data()), 0,
+                    nothing)) {
+                return Tampered(name_);
+            }
+        }
         uint32_t length = ReadLittle32(reinterpret_cast<const uint8_t *>(length_.data()));
         if (length == 0 || length > kMaximumFrame) return Tampered(name_);
         status = ReadExactly(length + kTag, &sealed_, &whole);
@@ -625,7 +664,9 @@ class FramedSequentialFile final : public leveldb::SequentialFile {
     std::unique_ptr<leveldb::SequentialFile> base_;
     std::string name_;
     uint8_t key_[32];
+    bool checked_;
     std::string length_;
+    std::string lengthTag_;
     std::string sealed_;
     std::string plain_;
     size_t position_ = 0;
@@ -685,7 +726,7 @@ class EncryptedEnv final : public leveldb::EnvWrapper {
             if ((flags & kChunked) != 0) return leveldb::Status::NotSupported(name, "a table is not read front to back");
             uint8_t file_key[32];
             if (!FileKey(key_, initial, file_key)) return CipherFailure(name);
-            *result = new FramedSequentialFile(owned.release(), name, file_key);
+            *result = new FramedSequentialFile(owned.release(), name, file_key, (flags & kCheckedLengths) != 0);
             OPENSSL_cleanse(file_key, sizeof file_key);
             return leveldb::Status::OK();
         }
@@ -730,7 +771,7 @@ class EncryptedEnv final : public leveldb::EnvWrapper {
         uint8_t header[kHeaderSize] = {0};
         std::memcpy(header, kMagic, 8);
         header[8] = static_cast<uint8_t>(kFormatVersion);
-        uint32_t flags = tamper_evident_ ? (kTamperEvident | (IsTable(name) ? kChunked : 0)) : 0;
+        uint32_t flags = tamper_evident_ ? (kTamperEvident | (IsTable(name) ? kChunked : kCheckedLengths)) : 0;
         WriteLittle32(header + 12, flags);
         std::memcpy(header + 16, key_id_, 16);
         if (RAND_bytes(header + 32, 16) != 1) return leveldb::Status::IOError(name, "no random bytes for the file's counter");

@@ -319,6 +319,32 @@ struct EncryptionTests {
         #expect(try store.blobs.data(for: first) == Data("first".utf8))
     }
 
+    /// A frame cut short is where a log ends (a crash leaves one): a frame whose length was made
+    /// to reach past the end must not pass for one, or every write after it is dropped unsaid.
+    @Test("tamper-evident logs: a frame's length changed to reach past the end of the file is an error, not the log's end")
+    func frameLengthChanged() throws {
+        let directory = TemporaryDirectory()
+        let key = try EncryptionKey.random()
+        let path = directory.child("s")
+        let store = try Store(path: path, configuration: Self.configuration(key))
+        for i in 0..<20 { _ = try store.model("Item").put(["object": .string("item-\(i)"), "n": .int(Int64(i))]) }
+        try store.close()
+        let logs = try Self.allBytes(under: path).filter { $0.0.hasPrefix("user/") && $0.0.hasSuffix(".log") }
+        let (name, bytes) = try #require(logs.max { $0.1.count < $1.1.count })
+        // The first frame's length, just after the header: it and its tag, 20 bytes, come first.
+        let start = Sealing.fileHeaderSize
+        let length = bytes[start..<(start + 4)].enumerated().reduce(0) { $0 | Int($1.element) << (8 * $1.offset) }
+        #expect(start + 20 + length + 16 < bytes.count, "more frames follow the first")
+        for change in [bytes.count, 1 << 20] {
+            var changed = bytes
+            for i in 0..<4 { changed[start + i] = UInt8(truncatingIfNeeded: (length + change) >> (8 * i)) }
+            let copy = directory.child("copy-\(change)")
+            try FileManager.default.copyItem(atPath: path, toPath: copy)
+            try changed.write(to: URL(fileURLWithPath: copy + "/" + name))
+            #expect { _ = try Store(path: copy, configuration: Self.configuration(key)) } throws: { ($0 as? SatchelError)?.code == .corruption }
+        }
+    }
+
     @Test("tamper-evident files: a byte changed in a table is an error or ignored, never changed data; in a log before its last write, an error")
     func tamperEvidence() throws {
         let directory = TemporaryDirectory()
