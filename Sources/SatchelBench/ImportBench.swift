@@ -10,7 +10,9 @@ import Satchel
 enum ImportBench {
     static let batchSize = 1000
 
-    static func run(count: Int, directory: String?) throws {
+    /// Runs the group with Satchel's store in `configuration`, which `options` give a child
+    /// process of this executable (the bench's own overrides).
+    static func run(count: Int, directory: String?, configuration: Store.Configuration, options: [String]) throws {
         let fileManager = FileManager.default
         let base = try Report.scratchDirectory("import", given: directory)
         defer { Report.removeScratch(base, given: directory) }
@@ -18,28 +20,30 @@ enum ImportBench {
         let file = base + "/items.jsonl"
         try writeLines(count: count, to: file)
         let size = (try? fileManager.attributesOfItem(atPath: file)[.size] as? Int) ?? 0
-        FileHandle.standardError.write(Data("import: \(count) JSON lines (\(size >> 20) MiB), batches of \(batchSize)\n".utf8))
+        let buffer = configuration.writeBufferSize >> 20
+        let header = "import: \(count) JSON lines (\(size >> 20) MiB), batches of \(batchSize), write buffer \(buffer) MiB"
+        FileHandle.standardError.write(Data((header + "\n").utf8))
 
         // Interleaved rounds, each system keeping its best, so a burst of load on a shared
         // machine hits both alike.
         var satchel = Double.infinity, sqlite = Double.infinity
         for round in 0..<(count <= 200_000 ? 3 : 2) {
-            satchel = min(satchel, try importSatchel(file, count: count, path: "\(base)/satchel-\(round)"))
+            satchel = min(satchel, try importSatchel(file, count: count, path: "\(base)/satchel-\(round)", configuration: configuration))
             sqlite = min(sqlite, try importSQLite(file, count: count, path: "\(base)/sqlite-\(round).db"))
         }
         Report.line("import", n: count, satchel: Double(count) / satchel, unit: "docs/s", baselines: [("sqlite_json", Double(count) / sqlite)])
 
         // Peak memory: each import again, alone in a child process of this executable.
-        let satchelRSS = try peakRSS(of: "satchel", file: file, count: count, path: "\(base)/satchel-rss")
-        let sqliteRSS = try peakRSS(of: "sqlite_json", file: file, count: count, path: "\(base)/sqlite-rss.db")
+        let satchelRSS = try peakRSS(of: "satchel", file: file, count: count, path: "\(base)/satchel-rss", options: options)
+        let sqliteRSS = try peakRSS(of: "sqlite_json", file: file, count: count, path: "\(base)/sqlite-rss.db", options: options)
         Report.line("import_peak_rss", n: count, satchel: satchelRSS, unit: "MB", baselines: [("sqlite_json", sqliteRSS)])
     }
 
     /// The peak resident set, in MB, of a child process importing `file` with `system`.
-    private static func peakRSS(of system: String, file: String, count: Int, path: String) throws -> Double {
+    private static func peakRSS(of system: String, file: String, count: Int, path: String, options: [String]) throws -> Double {
         let child = Process()
         child.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        child.arguments = ["--child-import", system, "--child-file", file, "--child-path", path, "--objects", String(count)]
+        child.arguments = ["--child-import", system, "--child-file", file, "--child-path", path, "--objects", String(count)] + options
         let output = Pipe()
         child.standardOutput = output
         try child.run()
@@ -53,9 +57,9 @@ enum ImportBench {
 
     /// In the child process: imports `file` with `system` into a new store at `path`, removes
     /// it, and prints the process's peak resident set in KiB.
-    static func child(system: String, file: String, path: String, count: Int) throws {
+    static func child(system: String, file: String, path: String, count: Int, configuration: Store.Configuration) throws {
         switch system {
-        case "satchel": _ = try importSatchel(file, count: count, path: path)
+        case "satchel": _ = try importSatchel(file, count: count, path: path, configuration: configuration)
         case "sqlite_json": _ = try importSQLite(file, count: count, path: path)
         default: throw BenchError("no import system '\(system)'")
         }
@@ -87,8 +91,8 @@ enum ImportBench {
         }
     }
 
-    private static func importSatchel(_ file: String, count: Int, path: String) throws -> Double {
-        let store = try Store(path: path)
+    private static func importSatchel(_ file: String, count: Int, path: String, configuration: Store.Configuration) throws -> Double {
+        let store = try Store(path: path, configuration: configuration)
         let model = try store.register(ModelDefinition(name: "Product", syncType: .none))
         let start = ContinuousClock.now
         let imported = try store.importObjects(from: URL(fileURLWithPath: file), into: model, batchSize: batchSize)

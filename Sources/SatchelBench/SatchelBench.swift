@@ -86,7 +86,7 @@ struct SatchelBench: AsyncParsableCommand {
 
     func run() async throws {
         if let childImport, let childFile, let childPath {
-            return try ImportBench.child(system: childImport, file: childFile, path: childPath, count: docs)
+            return try ImportBench.child(system: childImport, file: childFile, path: childPath, count: docs, configuration: storeConfiguration)
         }
         if let childGet {
             return try StoreBench.getChild(directory: childGet, gets: docs)
@@ -114,7 +114,7 @@ struct SatchelBench: AsyncParsableCommand {
                     encrypted: encrypted,
                     tamperEvidence: !noTamperEvidence)
             case .kinto: try await runKinto()
-            case .import: try ImportBench.run(count: docs, directory: directory)
+            case .import: try ImportBench.run(count: docs, directory: directory, configuration: storeConfiguration, options: storeOptions)
             case .parse: try await ParseBench.run(count: min(docs, 20_000), directory: directory)
             case .salesforce: try await SalesforceBench.run(count: min(docs, 20_000), directory: directory)
             case .maintenance: try MaintenanceBench.run(count: docs, directory: directory)
@@ -132,7 +132,8 @@ struct SatchelBench: AsyncParsableCommand {
             url: url, bucket: kintoBucket, credentials: Credentials(user: parts[0], password: parts[1]), count: docs, directory: directory)
     }
 
-    private func runStore() throws {
+    /// The store configuration the options give (the default, but for the overrides).
+    private var storeConfiguration: Store.Configuration {
         var configuration = Store.Configuration()
         if let cache { configuration.blockCacheSize = cache << 20 }
         if let writeBuffer { configuration.writeBufferSize = writeBuffer << 20 }
@@ -140,6 +141,23 @@ struct SatchelBench: AsyncParsableCommand {
         if let fileSize { configuration.maxFileSize = fileSize << 20 }
         if let blockSize { configuration.blockSize = blockSize << 10 }
         if noChecksums { configuration.verifyChecksums = false }
+        return configuration
+    }
+
+    /// The options that give it, for a child process of this executable.
+    private var storeOptions: [String] {
+        var options: [String] = []
+        if let cache { options += ["--cache", String(cache)] }
+        if let writeBuffer { options += ["--write-buffer", String(writeBuffer)] }
+        if noCompression { options.append("--no-compression") }
+        if let fileSize { options += ["--file-size", String(fileSize)] }
+        if let blockSize { options += ["--block-size", String(blockSize)] }
+        if noChecksums { options.append("--no-checksums") }
+        return options
+    }
+
+    private func runStore() throws {
+        let configuration = storeConfiguration
         let fileManager = FileManager.default
         let base =
             directory ?? fileManager.temporaryDirectory.appendingPathComponent("satchel-bench-\(ProcessInfo.processInfo.processIdentifier)").path
