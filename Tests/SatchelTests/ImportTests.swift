@@ -106,6 +106,92 @@ struct ImportTests {
         }
     }
 
+    /// The model's statistics record as the store holds it on disk.
+    static func storedStatistics(_ store: Store, _ model: String) throws -> StoredStatistics? {
+        try store.database(.user).get(Keys.modelStatistics(model)).map { bytes in
+            try bytes.withUnsafeBytes { try StoredStatistics(decoding: $0) }
+        }
+    }
+
+    @Test("an import marks its model's stored statistics before its first batch and writes them exact after its last; the batches between leave them")
+    func statisticsAtTheEnds() throws {
+        let directory = TemporaryDirectory()
+        try withTemporaryStore { store in
+            let products = try store.model("Product")
+            _ = try products.create(["n": -1])
+            let before = try #require(try Self.storedStatistics(store, "Product"))
+            #expect(!before.recountDue && before.objects == 1)
+            let text = (0..<500).map { "{\"i\":\($0),\"tags\":[\($0)]}" }.joined(separator: "\n")
+            var seen: [(stored: StoredStatistics?, counted: Int)] = []
+            try store.importObjects(from: write(text, to: directory), into: products, batchSize: 100) { progress in
+                guard progress.phase == .writing && progress.batches > 0 else { return }
+                seen.append((try? Self.storedStatistics(store, "Product"), (try? products.count()) ?? -1))
+            }
+            #expect(seen.map(\.counted) == [101, 201, 301, 401, 501], "the counts in memory follow every batch")
+            for (stored, _) in seen {
+                var marked = before
+                marked.recountDue = true
+                #expect(stored == marked, "on disk: the record before the import, marked")
+            }
+            let after = try #require(try Self.storedStatistics(store, "Product"))
+            #expect(!after.recountDue && after.objects == 501 && after.pendingCreates == 501 && after.arrays == [NameKey("tags"): 500])
+            #expect(try store.entry("Product").statistics == after)
+            #expect(try store.verify().problems == [])
+        }
+    }
+
+    @Test("an import that fails in its writing pass writes its model's statistics exact, unmarked")
+    func statisticsAfterAFailure() throws {
+        let directory = TemporaryDirectory()
+        try withTemporaryStore { store in
+            let notes = try store.register(ModelDefinition(name: "Note", kind: .fixedSchema(["n": .number, "p": .string])))
+            // 2.6 MB: the writing pass reads it in chunks of 1 MiB, the last one long after the first
+            // batch.
+            let pad = String(repeating: "x", count: 70)
+            let lines = (0..<30_000).map { "{\"n\":\(10_000 + $0),\"p\":\"\(pad)\"}" }
+            let url = write(lines.joined(separator: "\n"), to: directory)
+            #expect {
+                try store.importObjects(from: url, into: notes, batchSize: 1000) { progress in
+                    // The file changes under the writing pass, in place: its last item breaks the schema.
+                    if progress.phase == .writing && progress.batches == 1 {
+                        let changed = lines.dropLast() + ["{\"n\":\"abc\",\"p\":\"\(pad)\"}"]
+                        try? Data(changed.joined(separator: "\n").utf8).write(to: url)
+                    }
+                }
+            } throws: { ($0 as? SatchelError)?.code == .schemaViolation }
+            let stored = try #require(try Self.storedStatistics(store, "Note"))
+            let inMemory = try store.entry("Note").statistics
+            #expect(!stored.recountDue && stored.objects == 29_000 && stored == inMemory)
+            #expect(try notes.count() == 29_000)
+            #expect(try store.verify().problems == [])
+        }
+    }
+
+    @Test("a store copied while an import writes (the files a crash leaves) opens with its model counted from the data")
+    func statisticsAfterACrash() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.child("s")
+        let copy = directory.child("crashed")
+        do {
+            let store = try Store(path: path)
+            let products = try store.model("Product")
+            let text = (0..<1000).map { "{\"object\":\"p\($0 + 1000)\",\"tags\":[1]}" }.joined(separator: "\n")
+            try store.importObjects(from: write(text, to: directory), into: products, batchSize: 100) { progress in
+                if progress.phase == .writing && progress.batches == 3 { try? FileManager.default.copyItem(atPath: path, toPath: copy) }
+            }
+            try store.close()
+        }
+        let store = try Store(path: copy)
+        defer { try? store.close() }
+        let products = try store.model("Product")
+        let objects = try products.findAll().count
+        #expect(objects == 300)
+        #expect(try products.count() == objects)
+        let stored = try #require(try Self.storedStatistics(store, "Product"))
+        #expect(!stored.recountDue && stored.objects == objects && stored.pendingCreates == objects && stored.arrays == [NameKey("tags"): objects])
+        #expect(try store.verify().problems == [])
+    }
+
     @Test("ids repeated within a batch and across batches replace, into an empty model and a full one; the change log and statistics agree")
     func repeatedIDs() throws {
         let directory = TemporaryDirectory()

@@ -31,6 +31,9 @@ extension Store {
     /// malformed file leaves the store unchanged. The second pass writes the items in batches of
     /// `batchSize`, each batch one transaction: an interrupted import leaves only whole batches.
     /// While a batch is written, a thread of the import's own reads and parses the next one.
+    /// The model's statistics are written at the two ends of the writing pass, not with every
+    /// batch (its counts in memory follow every batch): a process that dies during an import
+    /// leaves its stored statistics marked, and the next open counts the model again.
     ///
     /// An item that carries an `object` id replaces that object whole (creating it when missing,
     /// deleting it when all its attributes are null); an item without one creates an object
@@ -63,6 +66,14 @@ extension Store {
         // The next batch is read and parsed on a second thread while this one writes.
         let reader = try BatchReader(url: url, batchSize: batchSize)
         defer { reader.close() }
+        // The batches do not write the model's statistics (its record says so until the end):
+        // with them, every table LevelDB wrote from the batches held that one key too, so all
+        // the tables overlapped and every compaction read and rewrote them all. The counts in
+        // memory stay exact, and are written when the import ends, or fails; a process that dies
+        // before leaves the mark, and the next open counts the model.
+        try markRecount(model.name, due: true)
+        var ended = false
+        defer { if !ended { try? markRecount(model.name, due: false) } }
         while var batch = try reader.next() {
             // A batch whose ids come in order (an export's do) looks for its objects in key
             // order, through an iterator: most are new, and past the last key each costs a
@@ -94,6 +105,8 @@ extension Store {
             reader.recycle(batch)
             progress?(state)
         }
+        ended = true
+        try markRecount(model.name, due: false)
         return state.items
     }
 

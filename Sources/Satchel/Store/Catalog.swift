@@ -30,6 +30,13 @@ struct StoredStatistics: Equatable, Sendable {
     /// Whether `arrays` was read from a record that lacked it (an earlier version's): counted
     /// when the store opens.
     var arraysUncounted = false
+    /// Whether the stored record may be behind the data: an import under way writes its
+    /// batches without the statistics (each batch writing them made every table LevelDB wrote
+    /// overlap all the others, and its compactions read them all), and marks the record so
+    /// first. The counts in memory stay exact; a commit does not write marked statistics; the
+    /// import writes them unmarked when it ends, and an open that finds the mark (the process
+    /// died during an import) counts the model again.
+    var recountDue = false
 
     /// Counts `old`'s arrays out and `new`'s in (an object written).
     mutating func adjustArrays(old: JSONObject?, new: JSONObject?) {
@@ -74,7 +81,7 @@ struct StoredStatistics: Equatable, Sendable {
     }
 
     /// Stored under `(meta, "stats", model)`:
-    /// `{"arrays":{"items":k,…},"create":a,"delete":c,"errors":e,"inFlight":f,"indexes":{"1":n,…},"objects":N,"text":{"4":[objects,words]}?,"update":b}`.
+    /// `{"arrays":{"items":k,…},"create":a,"delete":c,"errors":e,"inFlight":f,"indexes":{"1":n,…},"objects":N,"recount":true?,"text":{"4":[objects,words]}?,"update":b}`.
     var encoded: [UInt8] {
         var object: JSONObject = [
             "objects": .int(Int64(objects)), "create": .int(Int64(pendingCreates)),
@@ -83,6 +90,7 @@ struct StoredStatistics: Equatable, Sendable {
             "indexes": .object(JSONObject(indexEntries.map { (String($0.key), JSONValue.int(Int64($0.value))) })),
         ]
         object["arrays"] = .object(JSONObject(arrays.map { ($0.key.name, JSONValue.int(Int64($0.value))) }))
+        if recountDue { object["recount"] = .bool(true) }
         if !textTotals.isEmpty {
             object["text"] = .object(
                 JSONObject(textTotals.map { (String($0.key), JSONValue.array([.int(Int64($0.value.objects)), .int(Int64($0.value.words))])) }))
@@ -101,6 +109,7 @@ struct StoredStatistics: Equatable, Sendable {
         self.pendingCreates = Int(c)
         self.pendingUpdates = Int(u)
         self.pendingDeletes = Int(d)
+        self.recountDue = object["recount"] == .bool(true)
         self.inFlight = Int(object["inFlight"]?.intValue ?? 0)
         self.errors = Int(object["errors"]?.intValue ?? 0)
         for (id, count) in object["indexes"]?.objectValue ?? JSONObject() {

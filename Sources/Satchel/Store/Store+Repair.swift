@@ -258,11 +258,32 @@ extension Store {
         }
     }
 
-    /// Recomputes every model's statistics from its data and stores them.
-    func recount() throws {
+    /// Marks `model`'s stored statistics for a recount (`due`), or writes them unmarked, exact
+    /// from memory: the two ends of an import (``StoredStatistics/recountDue``).
+    func markRecount(_ model: String, due: Bool) throws {
+        try writer.withLock {
+            guard var entry = catalog.withLock({ $0.models[NameKey(model)] }), entry.statistics.recountDue != due else { return }
+            entry.statistics.recountDue = due
+            var batch = LevelDBWriteBatch()
+            batch.put(Keys.modelStatistics(model), entry.statistics.encoded)
+            try database(entry.definition.partition).write(batch, sync: configuration.durableWrites)
+            catalog.withLock { $0.models[NameKey(model)]?.statistics.recountDue = due }
+        }
+    }
+
+    /// Recounts, when the store opens, the models whose statistics an import marked and did not
+    /// write again (the process died during it).
+    func recountInterruptedImports() throws {
+        let marked = catalog.withLock { Set($0.models.filter { $0.value.statistics.recountDue }.keys) }
+        if !marked.isEmpty { try recount(only: marked) }
+    }
+
+    /// Recomputes the statistics of every model (or of `only` those) from its data and stores
+    /// them.
+    func recount(only: Set<NameKey>? = nil) throws {
         try writer.withLock {
             let entries = catalog.withLock { $0.models }
-            for (name, entry) in entries {
+            for (name, entry) in entries where only?.contains(name) ?? true {
                 var statistics = StoredStatistics()
                 let model = Model(store: self, name: name.name)
                 try model.scanObjects { object in

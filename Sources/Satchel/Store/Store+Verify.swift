@@ -59,6 +59,7 @@ extension Store {
         }
         for (name, entry) in definitions {
             var actual = counted[name] ?? StoredStatistics()
+            actual.recountDue = entry.statistics.recountDue  // a mark, not a count
             // Only ready indexes have exact statistics; the others are being built or dropped.
             for index in entry.indexes where index.state != .ready {
                 actual.indexEntries[index.id] = entry.statistics.indexEntries[index.id]

@@ -230,6 +230,7 @@ public final class Store: Sendable {
         Self.removeConversionLeftovers(path)
         try resumeDrops()
         try countArrays()
+        try recountInterruptedImports()
         // Migrations a kill interrupted, when their steps have a JSON form; one that fails
         // stays unfinished (check reports it), and the store opens all the same.
         resumeMigrations()

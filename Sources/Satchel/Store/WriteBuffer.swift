@@ -58,7 +58,8 @@ struct WriteBuffer {
             .sorted { UTF8Order.compareBytes($0.0, $1.0) < 0 }
     }
 
-    /// The one batch of everything buffered, and `statistics` of the models written.
+    /// The one batch of everything buffered, and `statistics` of the models written (but those
+    /// marked for a recount: their stored record says so already).
     func batch(statistics: [NameKey: StoredStatistics]) -> LevelDBWriteBatch {
         var batch = LevelDBWriteBatch()
         for (key, value) in overlay.writes {
@@ -67,7 +68,7 @@ struct WriteBuffer {
         for (key, value) in indexWrites {
             if let value { batch.put(key, value) } else { batch.delete(key) }
         }
-        for (model, statistics) in statistics {
+        for (model, statistics) in statistics where !statistics.recountDue {
             batch.put(Keys.modelStatistics(model.name), statistics.encoded)
         }
         return batch
