@@ -2,9 +2,8 @@
 //
 // Each file starts with a 64-byte header: magic "SatchEnc", format version 1 (4 bytes,
 // little-endian), flags (4 bytes: bit 0 tamper-evident, bit 1 chunked, bit 2 checked frame
-// lengths), the 16-byte id of the
-// key, 16 random bytes (the file's initial counter, or what its own key derives from), 16 zero
-// bytes. What follows depends on the flags:
+// lengths), the 16-byte id of the key, 16 random bytes (the file's initial counter, or what its
+// own key derives from), 16 zero bytes. What follows depends on the flags:
 //
 // - Not tamper-evident: the file's bytes under AES-256-CTR, byte i XORed with byte i of the key
 //   stream that starts at the initial counter. LevelDB only ever appends to a file it writes,
@@ -492,12 +491,12 @@ class ChunkedRandomAccessFile final : public leveldb::RandomAccessFile {
 /// one frame.
 class FramedWritableFile final : public leveldb::WritableFile {
   public:
+    /// Bytes in front of each frame's sealed bytes: the length and its tag.
+    static constexpr size_t kFrameHead = 4 + kTag;
+
     FramedWritableFile(leveldb::WritableFile *base, const std::string &name, const uint8_t *key) : base_(base), name_(name) {
         std::memcpy(key_, key, 32);
     }
-
-    /// Bytes in front of each frame's sealed bytes: the length and its tag.
-    static constexpr size_t kFrameHead = 4 + kTag;
     ~FramedWritableFile() override { OPENSSL_cleanse(key_, sizeof key_); }
 
     leveldb::Status Append(const leveldb::Slice &data) override {
