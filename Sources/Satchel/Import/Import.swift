@@ -72,8 +72,8 @@ extension Store {
         // memory stay exact, and are written when the import ends, or fails; a process that dies
         // before leaves the mark, and the next open counts the model.
         try markRecount(model.name, due: true)
-        var ended = false
-        defer { if !ended { try? markRecount(model.name, due: false) } }
+        // After a failure; after the end, a no-op (the record is unmarked already).
+        defer { try? markRecount(model.name, due: false) }
         while var batch = try reader.next() {
             // A batch whose ids come in order (an export's do) looks for its objects in key
             // order, through an iterator: most are new, and past the last key each costs a
@@ -105,7 +105,6 @@ extension Store {
             reader.recycle(batch)
             progress?(state)
         }
-        ended = true
         try markRecount(model.name, due: false)
         return state.items
     }
