@@ -1,7 +1,8 @@
 // An Env that encrypts every file LevelDB writes: see CLevelDBEncryption.h.
 //
-// Each file starts with a 64-byte header: magic "SatchEnc", format version 1 (4 bytes,
-// little-endian), flags (4 bytes: bit 0 tamper-evident, bit 1 chunked, bit 2 checked frame
+// Each file starts with a 64-byte header: magic "SatchEnc", format version (4 bytes,
+// little-endian: 2 for a framed file with checked lengths, which earlier builds cannot read, 1
+// for every other), flags (4 bytes: bit 0 tamper-evident, bit 1 chunked, bit 2 checked frame
 // lengths), the 16-byte id of the key, 16 random bytes (the file's initial counter, or what its
 // own key derives from), 16 zero bytes. What follows depends on the flags:
 //
@@ -51,6 +52,9 @@ namespace {
 
 constexpr char kMagic[8] = {'S', 'a', 't', 'c', 'h', 'E', 'n', 'c'};
 constexpr uint32_t kFormatVersion = 1;
+/// The version of a file whose frames' lengths carry tags (flag bit 2): earlier builds refuse
+/// it as a later format rather than misread it.
+constexpr uint32_t kCheckedLengthsVersion = 2;
 constexpr size_t kHeaderSize = SATCHEL_FILE_HEADER_SIZE;
 constexpr uint32_t kTamperEvident = 1;
 constexpr uint32_t kChunked = 2;
@@ -241,8 +245,12 @@ leveldb::Status CheckHeader(
     }
     if (std::memcmp(id, key_id, 16) != 0) return leveldb::Status::Corruption(name, "encrypted with another key (a file from another store)");
     uint32_t flags = ReadLittle32(reinterpret_cast<const uint8_t *>(header.data()) + 12);
-    if (((flags & kTamperEvident) != 0) != tamper_evident || (flags & ~(kTamperEvident | kChunked | kCheckedLengths)) != 0 ||
-        (flags & kTamperEvident) == 0 && flags != 0 || (flags & kChunked) != 0 && (flags & kCheckedLengths) != 0) {
+    bool known = (flags & ~(kTamperEvident | kChunked | kCheckedLengths)) == 0;
+    bool plain = (flags & kTamperEvident) == 0;
+    bool checked = (flags & kCheckedLengths) != 0;
+    bool version2 = ReadLittle32(reinterpret_cast<const uint8_t *>(header.data()) + 8) == kCheckedLengthsVersion;
+    bool consistent = (plain ? flags == 0 : (flags & kChunked) == 0 || !checked) && checked == version2;
+    if (plain == tamper_evident || !known || !consistent) {
         return leveldb::Status::Corruption(name, tamper_evident ? "not tamper-evident, in a store whose files all are" : "tamper-evident, in a store whose files are not");
     }
     std::memcpy(initial_out, header.data() + 32, 16);
@@ -769,8 +777,8 @@ class EncryptedEnv final : public leveldb::EnvWrapper {
         *result = nullptr;
         uint8_t header[kHeaderSize] = {0};
         std::memcpy(header, kMagic, 8);
-        header[8] = static_cast<uint8_t>(kFormatVersion);
         uint32_t flags = tamper_evident_ ? (kTamperEvident | (IsTable(name) ? kChunked : kCheckedLengths)) : 0;
+        header[8] = static_cast<uint8_t>((flags & kCheckedLengths) != 0 ? kCheckedLengthsVersion : kFormatVersion);
         WriteLittle32(header + 12, flags);
         std::memcpy(header + 16, key_id_, 16);
         if (RAND_bytes(header + 32, 16) != 1) return leveldb::Status::IOError(name, "no random bytes for the file's counter");
@@ -849,7 +857,7 @@ int satchel_read_file_header(const uint8_t *bytes, size_t count, uint8_t *key_id
     if (count >= 8 && std::memcmp(bytes, kMagic, 8) != 0) return 1;
     if (count < kHeaderSize) return 2;
     uint32_t version = uint32_t(bytes[8]) | uint32_t(bytes[9]) << 8 | uint32_t(bytes[10]) << 16 | uint32_t(bytes[11]) << 24;
-    if (version != kFormatVersion) return 3;
+    if (version != kFormatVersion && version != kCheckedLengthsVersion) return 3;
     std::memcpy(key_id_out, bytes + 16, 16);
     return 0;
 }

@@ -331,6 +331,9 @@ struct EncryptionTests {
         try store.close()
         let logs = try Self.allBytes(under: path).filter { $0.0.hasPrefix("user/") && $0.0.hasSuffix(".log") }
         let (name, bytes) = try #require(logs.max { $0.1.count < $1.1.count })
+        // Format version 2 and flags 5 (tamper-evident, checked lengths): earlier builds refuse
+        // the file as a later format.
+        #expect(Array(bytes[8..<16]) == [2, 0, 0, 0, 5, 0, 0, 0])
         // The first frame's length, just after the header: it and its tag, 20 bytes, come first.
         let start = Sealing.fileHeaderSize
         let length = bytes[start..<(start + 4)].enumerated().reduce(0) { $0 | Int($1.element) << (8 * $1.offset) }
@@ -419,7 +422,9 @@ struct EncryptionTests {
         #expect(Sealing.fileHeader(header) == .encrypted(keyID: [UInt8](repeating: 0, count: 16)))
         #expect(Sealing.fileHeader(Array(header.prefix(63))) == .truncated)
         #expect(Sealing.fileHeader(Array("MANIFEST".utf8)) == .notEncrypted)
-        header[8] = 2
+        header[8] = 2  // a framed file with checked lengths
+        #expect(Sealing.fileHeader(header) == .encrypted(keyID: [UInt8](repeating: 0, count: 16)))
+        header[8] = 3
         #expect(Sealing.fileHeader(header) == .laterFormat)
         for _ in 0..<10_000 {
             let count = Int.random(in: 0...80, using: &rng)

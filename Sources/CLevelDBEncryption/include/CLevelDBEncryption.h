@@ -30,9 +30,9 @@ leveldb_env_t *satchel_encrypted_env_leveldb(satchel_encrypted_env *env);
 /// Frees the env; every database opened with it must be closed first.
 void satchel_encrypted_env_destroy(satchel_encrypted_env *env);
 
-/// What a file header says: 0 an encrypted file of this format (its key id copied to
-/// `key_id_out`), 1 no header magic (not an encrypted file), 2 shorter than a header, 3 a later
-/// format version.
+/// What a file header says: 0 an encrypted file of a format this build reads, version 1 or 2
+/// (its key id copied to `key_id_out`), 1 no header magic (not an encrypted file), 2 shorter
+/// than a header, 3 a later format version.
 int satchel_read_file_header(const uint8_t *bytes, size_t count, uint8_t *key_id_out);
 
 /// Fills `out` with `count` random bytes from OpenSSL's generator; 0 on success.
