@@ -154,6 +154,37 @@ struct JSONTests {
     }
 
     @Test(
+        "a quote, an escape, a control character or a non-ASCII byte is found at every offset of a string, across the eight-byte words read at once")
+    func specialBytesAtEveryOffset() throws {
+        for length in 0..<20 {
+            for offset in 0..<length {
+                var plain = [UInt8](repeating: UInt8(ascii: "a"), count: length)
+                // A string that ends at the offset, with a text after it the parse must refuse.
+                let ended = [0x22] + plain.prefix(offset) + [0x22, 0x78]
+                #expect(
+                    parseError(ended)?.message == "malformed JSON at byte \(offset + 2): unexpected data after the JSON value", "\(length) \(offset)")
+                plain[offset] = UInt8(ascii: "\\")
+                let escaped = [0x22] + plain.prefix(offset) + Array(#"\n"#.utf8) + plain.dropFirst(offset + 1) + [0x22]
+                #expect(
+                    try JSONValue(parsing: escaped)
+                        == .string(String(repeating: "a", count: offset) + "\n" + String(repeating: "a", count: length - offset - 1)))
+                plain[offset] = 0x09
+                #expect(
+                    parseError([0x22] + plain + [0x22])?.message == "malformed JSON at byte \(offset + 1): unescaped control character in a string",
+                    "\(length) \(offset)")
+                plain[offset] = 0xC3
+                let accented = [0x22] + plain.prefix(offset) + [0xC3, 0xA9] + plain.dropFirst(offset + 1) + [0x22]
+                #expect(
+                    try JSONValue(parsing: accented)
+                        == .string(String(repeating: "a", count: offset) + "é" + String(repeating: "a", count: length - offset - 1)))
+                plain[offset] = 0x7F  // DEL: not a control character in JSON
+                let deleted = try JSONValue(parsing: [0x22] + plain + [0x22])
+                #expect(deleted.stringValue.map { Array($0.utf8) } == plain)
+            }
+        }
+    }
+
+    @Test(
         "invalid UTF-8 is refused",
         arguments: [
             [UInt8]([0x22, 0xFF, 0x22]), [0x22, 0xC3, 0x22], [0x22, 0xED, 0xA0, 0x80, 0x22], [0x22, 0x5C, 0x6E, 0xC0, 0xAF, 0x22],

@@ -311,21 +311,27 @@ struct JSONParser: ~Copyable {
         pos += 1
         let start = pos
         var ascii = true
-        // Eight bytes at a time while none is a quote, a backslash, a control character or
-        // non-ASCII; the byte loop below takes over at the first such byte.
-        while end - pos >= 8 {
-            let word = UnsafeRawPointer(base + pos).loadUnaligned(as: UInt64.self)
-            let high: UInt64 = 0x8080_8080_8080_8080
-            let ones: UInt64 = 0x0101_0101_0101_0101
-            let quote = word ^ 0x2222_2222_2222_2222
-            let backslash = word ^ 0x5C5C_5C5C_5C5C_5C5C
-            let special =
-                word | ((word &- 0x2020_2020_2020_2020) & ~word)  // >= 0x80, or < 0x20
-                | ((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash)
-            if special & high != 0 { break }
-            pos += 8
-        }
-        while pos < end {
+        while true {
+            // Eight bytes at a time while none is a quote, a backslash, a control character or
+            // non-ASCII; then straight to the first such byte.
+            while end - pos >= 8 {
+                let word = UInt64(littleEndian: UnsafeRawPointer(base + pos).loadUnaligned(as: UInt64.self))
+                let high: UInt64 = 0x8080_8080_8080_8080
+                let ones: UInt64 = 0x0101_0101_0101_0101
+                let quote = word ^ 0x2222_2222_2222_2222
+                let backslash = word ^ 0x5C5C_5C5C_5C5C_5C5C
+                // A byte's high bit set when it is >= 0x80, < 0x20, a quote or a backslash; a
+                // borrow may also flag bytes after such a byte, never one before it.
+                let special =
+                    (word | ((word &- 0x2020_2020_2020_2020) & ~word)
+                        | ((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash)) & high
+                if special != 0 {
+                    pos += special.trailingZeroBitCount >> 3
+                    break
+                }
+                pos += 8
+            }
+            guard pos < end else { break }
             let c = base[pos]
             if c == UInt8(ascii: "\"") {
                 let bytes = UnsafeBufferPointer(start: base + start, count: pos - start)
