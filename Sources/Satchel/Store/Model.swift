@@ -98,7 +98,7 @@ public struct Model: Sendable, Hashable {
 
     /// The object `id`, or nil.
     public func find(_ id: String) throws -> Object? {
-        let partition = try store.partition(of: name)
+        let partition = try definition.partition
         let key = Keys.object(prefix: objectPrefix, id)
         return try store.database(partition).withValue(forKey: key) { bytes in
             try bytes.map { Object(id: id, storedAttributes: try StoredObject.decode($0, model: name, id: id)) }
@@ -148,7 +148,7 @@ public struct Model: Sendable, Hashable {
 
     /// Visits objects by id until `body` returns false.
     func scanObjects(_ body: (Object) throws -> Bool) throws {
-        let partition = try store.partition(of: name)
+        let partition = try definition.partition
         // A LevelDB iterator reads an implicit snapshot: concurrent writes stay invisible. A full
         // scan does not fill the block cache (LevelDB's advice for bulk reads): it would evict the
         // hot blocks for data read once.
@@ -198,7 +198,7 @@ public struct Model: Sendable, Hashable {
     /// The model's pending changes — not pushed yet — by object id: the change log. Changes in
     /// flight or refused are not among them (see ``isChanged``).
     public func pendingChanges() throws -> [PendingChange] {
-        let partition = try store.partition(of: name)
+        let partition = try definition.partition
         let prefix = Keys.changePrefix(name)
         let iterator = try store.database(partition).makeIterator()
         iterator.seek(prefix)

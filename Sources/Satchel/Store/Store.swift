@@ -549,16 +549,6 @@ public final class Store: Sendable {
         return entry
     }
 
-    /// The partition model `name` lives in: ``entry(_:)``'s checks, without copying the entry (a
-    /// read by id needs nothing else of it).
-    func partition(of name: String) throws(SatchelError) -> Partition {
-        if user.isClosed { throw SatchelError(.closed, "the store is closed", model: name) }
-        guard let partition = catalog.withLock({ $0.models[NameKey(name)]?.definition.partition }) else {
-            throw SatchelError(.notFound, "no model named '\(name)'", model: name)
-        }
-        return partition
-    }
-
     // MARK: - Transactions
 
     /// Runs `body` as one transaction: every write it makes lands atomically in one LevelDB write
