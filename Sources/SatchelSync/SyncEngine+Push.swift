@@ -117,10 +117,10 @@ extension SyncEngine {
     ) throws -> [OutgoingChange] {
         var changes: [OutgoingChange] = []
         for id in ids {
-            // The object's record, read for its version, gives the object too.
-            let (object, records) = try tx.objectAndSyncState(model, id)
+            let records = try tx.objectSyncState(model, id)
             guard let change = records.pending else { continue }
             if records.refusal != nil || records.inFlight?.state == .awaitingLink { continue }
+            let object = try tx.find(id, in: model)
             if let object, refersTo(blocked, object: object, definition: definition) { continue }
             var next = records
             next.pending = nil

@@ -45,15 +45,6 @@ struct SyncRecordsAccess {
     /// Object `id`'s records; with `finishing` true, only its change in flight, a create's
     /// without its attributes (``InFlightChange/init(decoding:attributes:)``), and its version.
     func records(_ id: String, finishing: Bool = false) throws -> ObjectSyncState {
-        try recordsAndObject(id, finishing: finishing, decodingObject: false).records
-    }
-
-    /// Object `id`'s records as ``records(_:finishing:)`` reads them and, when `decodingObject`,
-    /// the object's attributes (nil: no object), from the one read of its record that gives the
-    /// version.
-    func recordsAndObject(_ id: String, finishing: Bool = false, decodingObject: Bool) throws -> (
-        records: ObjectSyncState, attributes: JSONObject?
-    ) {
         var records = ObjectSyncState()
         if !finishing, statistics.pendingTotal > 0, let bytes = try value(Keys.change(model.name, id), stored.pendingTotal > 0) {
             let change = try bytes.withUnsafeBytes { try StoredChange(decoding: $0) }
@@ -67,22 +58,15 @@ struct SyncRecordsAccess {
         if !finishing, statistics.errors > 0, let bytes = try value(Keys.objectRecord(.error, model.name, id), stored.errors > 0) {
             records.refusal = try RefusedChange(model: model.name, objectID: id, stored: try JSONObject(parsing: bytes))
         }
-        var attributes: JSONObject? = nil
-        records.version = try version(id) { bytes in
-            if decodingObject { attributes = try StoredObject.decode(bytes, model: model.name, id: id) }
-        }
-        return (records, attributes)
+        records.version = try version(id)
+        return records
     }
 
     /// Object `id`'s server version: the one its record carries, else its version record's
-    /// (an object gone with a delete to push, or stored by an earlier format). `object` sees the
-    /// object's record, when there is one.
-    func version(_ id: String, object: (UnsafeRawBufferPointer) throws -> Void = { _ in }) throws -> JSONValue? {
+    /// (an object gone with a delete to push, or stored by an earlier format).
+    func version(_ id: String) throws -> JSONValue? {
         if statistics.objects > 0, let record = try value(Keys.object(prefix: model.objectPrefix, id), stored.objects > 0),
-            let version = try record.withUnsafeBytes({ bytes in
-                try object(bytes)
-                return try StoredObject.version(bytes, model: model.name, id: id)
-            })
+            let version = try record.withUnsafeBytes({ try StoredObject.version($0, model: model.name, id: id) })
         {
             return version
         }
@@ -196,14 +180,6 @@ extension Transaction {
     /// be lost.
     package func objectSyncState(_ model: Model, _ id: String, finishing: Bool = false) throws -> ObjectSyncState {
         try access(model).records(id, finishing: finishing)
-    }
-
-    /// Object `id` of `model` (nil: none) and its records, as ``find(_:in:)`` and
-    /// ``objectSyncState(_:_:finishing:)`` read them, with one read of the object's record.
-    package func objectAndSyncState(_ model: Model, _ id: String) throws -> (object: Object?, records: ObjectSyncState) {
-        checkOpen()
-        let (records, attributes) = try access(model).recordsAndObject(id, decodingObject: true)
-        return (attributes.map { Object(id: id, attributes: $0) }, records)
     }
 
     /// Every object of `model` with a pending change, a change in flight or a refused change, by
