@@ -119,6 +119,10 @@ final class RawLevelDBSystem: BenchSystem {
 
     func get(_ id: String) throws -> Int { try value(id)?.count ?? 0 }
 
+    /// The value read as ``get(_:)`` reads it, then decoded by Satchel's JSON parser: what a read
+    /// by id costs at least while it decodes the whole object (the get child's floor).
+    func getDecoded(_ id: String) throws -> Int { try value(id).map { try JSONObject(parsing: $0).count } ?? 0 }
+
     /// Index entries starting at `start`, within `prefix`, up to `limit`: each entry holds its
     /// object (as Satchel's value indexes do), so no further read is needed.
     private func readIndex(prefix: [UInt8], start: [UInt8], limit: Int?) throws -> Int {

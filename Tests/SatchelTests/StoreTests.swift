@@ -563,4 +563,25 @@ struct StoreTests {
             #expect(try store.verify().isHealthy)
         }
     }
+
+    @Test("a handle kept across its model's unregistering and registering in another partition reads from the new one, and refuses a closed store")
+    func handleAcrossCatalogChanges() throws {
+        let directory = TemporaryDirectory()
+        let store = try Store(path: directory.child("s"))
+        let kept = try store.register(ModelDefinition(name: "Draft", partition: .user))
+        let object = try kept.create(["title": "in user"])
+        #expect(try kept.find(object.id)?["title"] == "in user")  // the handle has read its partition
+        try kept.delete(object.id)
+        try store.unregister("Draft")
+        expectError(.notFound) { _ = try kept.find(object.id) }
+
+        let local = try store.register(ModelDefinition(name: "Draft", partition: .local))
+        try local.save(Object(id: object.id, attributes: ["title": "in local"]))
+        #expect(try kept.find(object.id)?["title"] == "in local", "read from the partition the model is in now")
+        #expect(try store.database(.user).get(Keys.object(prefix: Keys.objectPrefix("Draft"), object.id)) == nil)
+        #expect(try store.database(.local).get(Keys.object(prefix: Keys.objectPrefix("Draft"), object.id)) != nil)
+
+        try store.close()
+        expectError(.closed) { _ = try kept.find(object.id) }
+    }
 }

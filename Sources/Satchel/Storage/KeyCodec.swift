@@ -70,6 +70,14 @@ struct KeyEncoder {
     /// Starts from an existing prefix (itself a family byte plus whole elements).
     init(prefix: [UInt8]) { bytes = prefix }
 
+    /// Starts from an existing prefix, with room for `more` bytes after it: one allocation
+    /// where appending to the prefix's shared storage would copy it and then grow the copy.
+    init(prefix: [UInt8], reserving more: Int) {
+        bytes = []
+        bytes.reserveCapacity(prefix.count + more)
+        bytes.append(contentsOf: prefix)
+    }
+
     /// Starts empty, for encoding bare elements (sort keys, key fragments).
     init() { bytes = [] }
 
@@ -500,7 +508,8 @@ enum Keys {
 
     /// `(obj, model, objectId)` built on a prefix from ``objectPrefix(_:)``.
     static func object(prefix: [UInt8], _ id: String) -> [UInt8] {
-        var k = KeyEncoder(prefix: prefix)
+        // The id's tag, its bytes and its terminator (an id holding zero bytes grows it).
+        var k = KeyEncoder(prefix: prefix, reserving: id.utf8.count + 3)
         k.append(id)
         return k.bytes
     }

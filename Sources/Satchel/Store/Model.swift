@@ -1,3 +1,5 @@
+import Synchronization
+
 /// A handle on one model of a store: where its objects are created, read, changed and queried.
 ///
 /// Get one from ``Store/model(_:)`` or ``Store/register(_:)``. Each write method is its own
@@ -20,11 +22,27 @@ public struct Model: Sendable, Hashable {
     public let name: String
     /// `(obj, model)`: computed once per handle, reused by every key of the model.
     let objectPrefix: [UInt8]
+    /// The model's partition as this handle last read it from the catalog, shared by its copies.
+    private let remembered = RememberedPartition()
 
     init(store: Store, name: String) {
         self.store = store
         self.name = name
         self.objectPrefix = Keys.objectPrefix(name)
+    }
+
+    /// The model's partition: read from the catalog once per catalog version, not per read (a
+    /// read by id would otherwise copy the model's whole catalog entry to learn it). A model
+    /// dropped or changed since is found out by the catalog's version, and reads through the
+    /// partition refuse a closed store.
+    var partition: Partition {
+        get throws {
+            let version = store.catalogVersion.load(ordering: .acquiring)
+            if let partition = remembered.partition(at: version) { return partition }
+            let partition = try store.entry(name).definition.partition
+            remembered.set(partition, at: version)
+            return partition
+        }
     }
 
     public static func == (a: Model, b: Model) -> Bool { a.store === b.store && UTF8Order.equal(a.name, b.name) }
@@ -98,7 +116,7 @@ public struct Model: Sendable, Hashable {
 
     /// The object `id`, or nil.
     public func find(_ id: String) throws -> Object? {
-        let partition = try definition.partition
+        let partition = try self.partition
         let key = Keys.object(prefix: objectPrefix, id)
         return try store.database(partition).withValue(forKey: key) { bytes in
             try bytes.map { Object(id: id, storedAttributes: try StoredObject.decode($0, model: name, id: id)) }
@@ -260,4 +278,31 @@ extension Object {
     /// scalars. The condition `object` compares the id. A missing attribute, or a null
     /// condition, never matches.
     public func matches(_ conditions: JSONObject) -> Bool { Condition(equalities: conditions).matches(self) }
+}
+
+/// A partition and the catalog version it was read at, in one word (the version shifted left by
+/// two bits, the partition's number plus one below them; zero: nothing read yet), so that a
+/// handle's copies share it without a lock.
+private final class RememberedPartition: Sendable {
+    private let word = Atomic<Int>(0)
+
+    func partition(at version: Int) -> Partition? {
+        let word = word.load(ordering: .relaxed)
+        guard word != 0, word >> 2 == version else { return nil }
+        switch word & 3 {
+        case 1: return .user
+        case 2: return .app
+        default: return .local
+        }
+    }
+
+    func set(_ partition: Partition, at version: Int) {
+        let number =
+            switch partition {
+            case .user: 1
+            case .app: 2
+            case .local: 3
+            }
+        word.store(version << 2 | number, ordering: .relaxed)
+    }
 }
