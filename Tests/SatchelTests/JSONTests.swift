@@ -131,6 +131,16 @@ struct JSONTests {
         #expect(Set([nfc, nfd]).count == 2)
     }
 
+    @Test("an escaped name is sorted by its decoded bytes, wherever it stands among the others")
+    func escapedNamesSorted() throws {
+        for text in [#"{"b":1,"\u0061":2,"c":3}"#, #"{"\u0062":1,"a":2}"#, #"{"a":2,"b\u0000":1,"b":3}"#, #"{"\"":1,"!":2}"#] {
+            let object = try JSONObject(parsing: text)
+            let names = object.keys.map { Array($0.utf8) }
+            #expect(names == names.sorted { $0.lexicographicallyPrecedes($1) }, "\(text)")
+            #expect(try JSONObject(parsing: object.jsonBytes) == object)
+        }
+    }
+
     @Test("a name given twice keeps its last value")
     func duplicateNames() throws {
         #expect(try JSONObject(parsing: #"{"a":1,"b":2,"a":3}"#) == ["a": 3, "b": 2])

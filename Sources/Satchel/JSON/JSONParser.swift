@@ -36,6 +36,9 @@ struct JSONParser: ~Copyable {
     private var canonical = true
     /// The bytes of the top-level `object` member, with the comma that joins it to the others.
     private var idMember: Range<Int>? = nil
+    /// Set when a string with an escape is read: an object's reader clears it before each name,
+    /// then knows without looking at the name's bytes again whether it was escaped.
+    private var sawEscape = false
 
     private init(_ buffer: UnsafeBufferPointer<UInt8>, maxDepth: Int, maxValues: Int, building: Bool = true, notingMembers: Bool = false) {
         // An empty buffer may have no base address; point at a valid dummy byte.
@@ -198,10 +201,11 @@ struct JSONParser: ~Copyable {
             guard pos < end else { throw fail("unterminated object") }
             guard base[pos] == UInt8(ascii: "\"") else { throw fail("expected a string key in an object") }
             let keyStart = pos + 1
+            sawEscape = false
             let name = try parseString()
             if inOrder {
                 let raw = UnsafeBufferPointer(start: base + keyStart, count: pos - 1 - keyStart)
-                if raw.contains(UInt8(ascii: "\\")) {
+                if sawEscape {
                     inOrder = false  // escaped: let JSONObject sort by the decoded bytes
                 } else {
                     if let previous {
@@ -353,6 +357,7 @@ struct JSONParser: ~Copyable {
     /// The slow path for strings with escapes: builds the bytes, then validates them as UTF-8.
     private mutating func parseEscapedString(contentStart start: Int) throws(Failure) -> String {
         canonical = false
+        sawEscape = true
         var bytes: [UInt8] = []
         bytes.reserveCapacity(pos - start + 16)
         bytes.append(contentsOf: UnsafeBufferPointer(start: base + start, count: pos - start))
