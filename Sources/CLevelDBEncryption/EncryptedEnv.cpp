@@ -250,7 +250,8 @@ leveldb::Status CheckHeader(
     bool checked = (flags & kCheckedLengths) != 0;
     bool version2 = ReadLittle32(reinterpret_cast<const uint8_t *>(header.data()) + 8) == kCheckedLengthsVersion;
     bool consistent = (plain ? flags == 0 : (flags & kChunked) == 0 || !checked) && checked == version2;
-    if (plain == tamper_evident || !known || !consistent) {
+    if (!known || !consistent) return leveldb::Status::Corruption(name, "a header whose flags are unknown or disagree with its format version");
+    if (plain == tamper_evident) {
         return leveldb::Status::Corruption(name, tamper_evident ? "not tamper-evident, in a store whose files all are" : "tamper-evident, in a store whose files are not");
     }
     std::memcpy(initial_out, header.data() + 32, 16);
@@ -856,7 +857,7 @@ void satchel_encrypted_env_destroy(satchel_encrypted_env *env) { delete env; }
 int satchel_read_file_header(const uint8_t *bytes, size_t count, uint8_t *key_id_out) {
     if (count >= 8 && std::memcmp(bytes, kMagic, 8) != 0) return 1;
     if (count < kHeaderSize) return 2;
-    uint32_t version = uint32_t(bytes[8]) | uint32_t(bytes[9]) << 8 | uint32_t(bytes[10]) << 16 | uint32_t(bytes[11]) << 24;
+    uint32_t version = ReadLittle32(bytes + 8);
     if (version != kFormatVersion && version != kCheckedLengthsVersion) return 3;
     std::memcpy(key_id_out, bytes + 16, 16);
     return 0;

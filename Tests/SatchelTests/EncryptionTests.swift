@@ -348,6 +348,38 @@ struct EncryptionTests {
         }
     }
 
+    @Test("a file header whose flags are unknown or disagree with its version is .corruption that says so; one without tamper evidence in a store with it says that")
+    func headerFlags() throws {
+        let directory = TemporaryDirectory()
+        let key = try EncryptionKey.random()
+        let path = directory.child("s")
+        let store = try Store(path: path, configuration: Self.configuration(key))
+        for i in 0..<5 { _ = try store.model("Item").put(["object": .string("item-\(i)"), "n": .int(Int64(i))]) }
+        try store.close()
+        let logs = try Self.allBytes(under: path).filter { $0.0.hasPrefix("user/") && $0.0.hasSuffix(".log") }
+        let (name, bytes) = try #require(logs.max { $0.1.count < $1.1.count })
+        #expect(Array(bytes[8..<16]) == [2, 0, 0, 0, 5, 0, 0, 0])
+        // An unknown bit; chunked with checked lengths; checked lengths in a version-1 header;
+        // no tamper evidence in a store whose files all have it.
+        let cases: [(version: UInt8, flags: UInt8, says: String)] = [
+            (2, 5 | 0x40, "flags are unknown or disagree"), (2, 7, "flags are unknown or disagree"), (1, 5, "flags are unknown or disagree"),
+            (1, 0, "not tamper-evident, in a store whose files all are"),
+        ]
+        for (n, (version, flags, says)) in cases.enumerated() {
+            var changed = bytes
+            changed[8] = version
+            changed[12] = flags
+            let copy = directory.child("copy-\(n)")
+            try FileManager.default.copyItem(atPath: path, toPath: copy)
+            try changed.write(to: URL(fileURLWithPath: copy + "/" + name))
+            #expect {
+                _ = try Store(path: copy, configuration: Self.configuration(key))
+            } throws: { error in
+                (error as? SatchelError)?.code == .corruption && "\(error)".contains(says)
+            }
+        }
+    }
+
     @Test("tamper-evident files: a byte changed in a table is an error or ignored, never changed data; in a log before its last write, an error")
     func tamperEvidence() throws {
         let directory = TemporaryDirectory()
