@@ -348,7 +348,9 @@ struct EncryptionTests {
         }
     }
 
-    @Test("a file header whose flags are unknown or disagree with its version is .corruption that says so; one without tamper evidence in a store with it says that")
+    @Test(
+        "a file header whose flags are unknown or disagree with its version is .corruption that says so; one without tamper evidence in a store with it says that"
+    )
     func headerFlags() throws {
         let directory = TemporaryDirectory()
         let key = try EncryptionKey.random()
