@@ -236,8 +236,8 @@ enum StoreBench {
     }
 
     /// For profiling get: `satchel` and `leveldb_raw` under `directory` (a kept `--directory`'s
-    /// round) each read `gets` random objects, in interleaved turns of 1,000; prints each one's
-    /// mean in microseconds.
+    /// round), and `leveldb_raw_decoded` (the raw read with its value decoded), each read `gets`
+    /// random objects, in interleaved turns of 1,000; prints each one's mean in microseconds.
     static func getChild(directory: String, gets: Int) throws {
         let configuration = Store.Configuration()
         let satchel = try SatchelSystem(directory: directory, configuration: configuration)
