@@ -48,6 +48,16 @@ struct EncryptionTests {
         return files
     }
 
+    /// Writes `items` objects into a new store at `path` encrypted with `key`, closes it, and
+    /// returns its largest log in the user partition: its name under the store and its bytes.
+    static func largestLog(ofStoreAt path: String, key: EncryptionKey, items: Int) throws -> (name: String, bytes: Data) {
+        let store = try Store(path: path, configuration: configuration(key))
+        for i in 0..<items { _ = try store.model("Item").put(["object": .string("item-\(i)"), "n": .int(Int64(i))]) }
+        try store.close()
+        let logs = try allBytes(under: path).filter { $0.0.hasPrefix("user/") && $0.0.hasSuffix(".log") }
+        return try #require(logs.max { $0.1.count < $1.1.count })
+    }
+
     static func filesHolding(_ text: String, under directory: String) throws -> [String] {
         let needle = Data(text.utf8)
         return try allBytes(under: directory).filter { $0.1.range(of: needle) != nil }.map(\.0)
@@ -326,11 +336,7 @@ struct EncryptionTests {
         let directory = TemporaryDirectory()
         let key = try EncryptionKey.random()
         let path = directory.child("s")
-        let store = try Store(path: path, configuration: Self.configuration(key))
-        for i in 0..<20 { _ = try store.model("Item").put(["object": .string("item-\(i)"), "n": .int(Int64(i))]) }
-        try store.close()
-        let logs = try Self.allBytes(under: path).filter { $0.0.hasPrefix("user/") && $0.0.hasSuffix(".log") }
-        let (name, bytes) = try #require(logs.max { $0.1.count < $1.1.count })
+        let (name, bytes) = try Self.largestLog(ofStoreAt: path, key: key, items: 20)
         // Format version 2 and flags 5 (tamper-evident, checked lengths): earlier builds refuse
         // the file as a later format.
         #expect(Array(bytes[8..<16]) == [2, 0, 0, 0, 5, 0, 0, 0])
@@ -355,11 +361,7 @@ struct EncryptionTests {
         let directory = TemporaryDirectory()
         let key = try EncryptionKey.random()
         let path = directory.child("s")
-        let store = try Store(path: path, configuration: Self.configuration(key))
-        for i in 0..<5 { _ = try store.model("Item").put(["object": .string("item-\(i)"), "n": .int(Int64(i))]) }
-        try store.close()
-        let logs = try Self.allBytes(under: path).filter { $0.0.hasPrefix("user/") && $0.0.hasSuffix(".log") }
-        let (name, bytes) = try #require(logs.max { $0.1.count < $1.1.count })
+        let (name, bytes) = try Self.largestLog(ofStoreAt: path, key: key, items: 5)
         #expect(Array(bytes[8..<16]) == [2, 0, 0, 0, 5, 0, 0, 0])
         // An unknown bit; chunked with checked lengths; checked lengths in a version-1 header;
         // no tamper evidence in a store whose files all have it.
