@@ -67,11 +67,9 @@ struct KeyEncoder {
         bytes.append(family.rawValue)
     }
 
-    /// Starts from an existing prefix (itself a family byte plus whole elements).
-    init(prefix: [UInt8]) { bytes = prefix }
-
-    /// Starts from an existing prefix, with room for `more` bytes after it: one allocation
-    /// where appending to the prefix's shared storage would copy it and then grow the copy.
+    /// Starts from an existing prefix (itself a family byte plus whole elements), with room for
+    /// `more` bytes after it: one allocation where appending to the prefix's shared storage
+    /// would copy it and then grow the copy.
     init(prefix: [UInt8], reserving more: Int) {
         bytes = []
         bytes.reserveCapacity(prefix.count + more)
@@ -449,9 +447,14 @@ enum Keys {
     /// `contains` can also find substrings).
     static func indexStringsPrefix(_ indexPrefix: [UInt8]) -> [UInt8] { indexPrefix + [KeyCodec.Tag.true] }
 
+    /// The room an index entry's key takes after its index's prefix, but for values longer than
+    /// a short string or a number: the id with its tag and terminator, and about as much for
+    /// the value. Reserved up front, the key is built in one allocation in the usual case.
+    private static func entryRoom(_ objectID: String) -> Int { objectID.utf8.count + 24 }
+
     /// `(idx, model, indexId, v1[, v2 …], objectId)`: a value index entry (a missing field is null).
     static func indexValueEntry(_ indexPrefix: [UInt8], values: some Sequence<JSONValue>, objectID: String) -> [UInt8] {
-        var k = KeyEncoder(prefix: indexPrefix)
+        var k = KeyEncoder(prefix: indexPrefix, reserving: entryRoom(objectID))
         for value in values { k.append(value) }
         k.append(objectID)
         return k.bytes
@@ -459,7 +462,7 @@ enum Keys {
 
     /// `(idx, model, indexId, false, element, objectId)`.
     static func indexElementEntry(_ indexPrefix: [UInt8], element: JSONValue, objectID: String) -> [UInt8] {
-        var k = KeyEncoder(prefix: indexPrefix)
+        var k = KeyEncoder(prefix: indexPrefix, reserving: entryRoom(objectID) + 1)
         k.append(.bool(false))
         k.append(element)
         k.append(objectID)
@@ -468,7 +471,7 @@ enum Keys {
 
     /// `(idx, model, indexId, true, string, objectId)`.
     static func indexStringEntry(_ indexPrefix: [UInt8], string: String, objectID: String) -> [UInt8] {
-        var k = KeyEncoder(prefix: indexPrefix)
+        var k = KeyEncoder(prefix: indexPrefix, reserving: entryRoom(objectID) + 1 + string.utf8.count)
         k.append(.bool(true))
         k.append(string)
         k.append(objectID)
