@@ -447,9 +447,9 @@ enum Keys {
     /// `contains` can also find substrings).
     static func indexStringsPrefix(_ indexPrefix: [UInt8]) -> [UInt8] { indexPrefix + [KeyCodec.Tag.true] }
 
-    /// The room an index entry's key takes after its index's prefix, but for values longer than
-    /// a short string or a number: the id with its tag and terminator, and about as much for
-    /// the value. Reserved up front, the key is built in one allocation in the usual case.
+    /// The bytes reserved after an index's prefix for the rest of an entry's key: the id, and 24
+    /// for the tags and terminators and a value as long as a number or a short string, so that
+    /// the key is built in one allocation (a longer value grows it once more).
     private static func entryRoom(_ objectID: String) -> Int { objectID.utf8.count + 24 }
 
     /// `(idx, model, indexId, v1[, v2 …], objectId)`: a value index entry (a missing field is null).
