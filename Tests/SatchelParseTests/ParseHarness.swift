@@ -99,9 +99,10 @@ enum ParseWire {
 }
 
 extension ParseBackend {
-    /// An adapter for a test server.
+    /// An adapter for a test server. Its idle timeout (60 s) outlasts a stall of the loopback
+    /// server while other tests compute beside it.
     static func forTests(_ server: ParseServer, batchSize: Int = 50) -> ParseBackend {
         ParseBackend(
-            configuration: Configuration(url: server.url, applicationID: server.appID, restKey: server.restKey, batchSize: batchSize, timeout: 20))
+            configuration: Configuration(url: server.url, applicationID: server.appID, restKey: server.restKey, batchSize: batchSize, timeout: 60))
     }
 }

@@ -78,8 +78,9 @@ struct RhoConnectConformanceServer: ConformanceServer {
 }
 
 extension RhoConnectBackend {
-    /// An adapter for a test server, which polls bulk data without waiting.
+    /// An adapter for a test server, which polls bulk data without waiting. Its idle timeout
+    /// (60 s) outlasts a stall of the loopback server while other tests compute beside it.
     static func forTests(_ server: RhoConnectServer, routes: Configuration.Routes = .protocol4) -> RhoConnectBackend {
-        RhoConnectBackend(configuration: Configuration(url: server.url, routes: routes, timeout: 20, sleep: { _ in }))
+        RhoConnectBackend(configuration: Configuration(url: server.url, routes: routes, timeout: 60, sleep: { _ in }))
     }
 }

@@ -88,8 +88,9 @@ enum SalesforceWire {
 }
 
 extension SalesforceBackend {
-    /// An adapter for a test server.
+    /// An adapter for a test server. Its idle timeout (60 s) outlasts a stall of the loopback
+    /// server while other tests compute beside it.
     static func forTests(_ server: SalesforceServer) -> SalesforceBackend {
-        SalesforceBackend(configuration: Configuration(url: server.url, timeout: 20))
+        SalesforceBackend(configuration: Configuration(url: server.url, timeout: 60))
     }
 }
