@@ -13,6 +13,8 @@ import Foundation
 public func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async -> Result<T, any Error> {
     await withCheckedContinuation { continuation in
         let thread = Thread { continuation.resume(returning: Result { try body() }) }
+        // A main thread's stack on Linux, so that work deep in recursion does not run out of
+        // stack here sooner than where it would run outside the tests.
         thread.stackSize = 8 << 20
         thread.start()
     }

@@ -431,21 +431,26 @@ struct ImportTests {
         default: #expect(mkfifo(url.path, 0o600) == 0)  // nothing ever writes to it: opening it would wait for ever
         }
         let store = try Store(path: directory.child("store"))
-        let model = try store.model("Product")
-        let before = try dump(store)
-        // Reading the file is long (seconds in a debug build): off the concurrency pool.
-        let imported = await onOwnThread { try store.importObjects(from: url, into: model) }
-        let error = #expect(throws: SatchelError.self) { try imported.get() }
-        let expected: [String: (SatchelError.Code, String)] = [
-            "huge": (.malformedJSON, "an item longer than \(32 << 20) bytes"), "values": (.malformedJSON, "more than 2000000 values"),
-            "nesting": (.malformedJSON, "nesting deeper than 256 levels"), "pipe": (.invalidArgument, "is not a regular file"),
-        ]
-        #expect(error?.code == expected[kind]?.0)
-        #expect(error?.message.contains(expected[kind]!.1) == true, "\(String(describing: error))")
-        #expect(try dump(store) == before, "nothing written, not even the good first item")
-        let graph = await onOwnThread { try store.importGraph(from: url, model: "Graph") }
-        #expect(throws: SatchelError.self) { try graph.get() }
-        #expect(store.existingModel("Graph") == nil)
+        do {
+            let model = try store.model("Product")
+            let before = try dump(store)
+            // Reading the file is long (seconds in a debug build): off the concurrency pool.
+            let imported = await onOwnThread { try store.importObjects(from: url, into: model) }
+            let error = #expect(throws: SatchelError.self) { try imported.get() }
+            let expected: [String: (SatchelError.Code, String)] = [
+                "huge": (.malformedJSON, "an item longer than \(32 << 20) bytes"), "values": (.malformedJSON, "more than 2000000 values"),
+                "nesting": (.malformedJSON, "nesting deeper than 256 levels"), "pipe": (.invalidArgument, "is not a regular file"),
+            ]
+            #expect(error?.code == expected[kind]?.0)
+            #expect(error?.message.contains(expected[kind]!.1) == true, "\(String(describing: error))")
+            #expect(try dump(store) == before, "nothing written, not even the good first item")
+            let graph = await onOwnThread { try store.importGraph(from: url, model: "Graph") }
+            #expect(throws: SatchelError.self) { try graph.get() }
+            #expect(store.existingModel("Graph") == nil)
+        } catch {
+            try? store.close()
+            throw error
+        }
         try store.close()
     }
 
