@@ -5,8 +5,9 @@ import Foundation
 /// For a test's long synchronous work (parsing tens of megabytes, refusing a hostile file).
 /// Tests run in parallel on the concurrency pool, which has as many threads as the machine has
 /// cores; the loopback servers of other tests answer on that pool too. Two tests computing there
-/// at once stop every server for as long, and their clients time out (a 2-core machine once went
-/// 18 s without an answer). A thread of its own is scheduled by the kernel beside the pool.
+/// at once stop every server for as long, and their clients time out (on a 2-core machine, four
+/// clients once waited their whole 20 s). A thread of its own is scheduled by the kernel beside
+/// the pool.
 ///
 /// The work's outcome is returned as a `Result`, so that the test checks it where it runs
 /// (expectations are recorded against the test's task).
