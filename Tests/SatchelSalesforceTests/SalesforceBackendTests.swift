@@ -25,7 +25,7 @@ struct SalesforceBackendTests {
             retry: RetryPolicy = RetryPolicy(maxAttempts: 1), configure: (inout SalesforceBackend.Configuration) -> Void = { _ in }
         ) async throws {
             server = try await SalesforceServer.start(try SalesforceFixture.named(fixture))
-            var configuration = SalesforceBackend.Configuration(url: server.url, timeout: 60)
+            var configuration = SalesforceBackend.testConfiguration(server)
             configure(&configuration)
             faults = FaultyBackend(SalesforceBackend(configuration: configuration))
             device = try SyncClient(backend: faults, models: models, pageSize: pageSize, retry: retry)

@@ -88,9 +88,12 @@ enum SalesforceWire {
 }
 
 extension SalesforceBackend {
-    /// An adapter for a test server. Its idle timeout (60 s) outlasts a stall of the loopback
-    /// server while other tests compute beside it.
+    /// An adapter for a test server.
     static func forTests(_ server: SalesforceServer) -> SalesforceBackend {
-        SalesforceBackend(configuration: Configuration(url: server.url, timeout: 60))
+        SalesforceBackend(configuration: testConfiguration(server))
     }
+
+    /// The configuration for a test server. Its idle timeout (60 s) outlasts a stall of the
+    /// loopback server while other tests compute beside it.
+    static func testConfiguration(_ server: SalesforceServer) -> Configuration { Configuration(url: server.url, timeout: 60) }
 }

@@ -26,15 +26,35 @@ public func withTemporaryStore<T>(
 ) throws -> T {
     let directory = TemporaryDirectory()
     let store = try Store(path: directory.child("store"), configuration: configuration)
-    let result: T
+    return try close(store, after: Result { try body(store) })
+}
+
+/// The async form of ``withTemporaryStore(configuration:_:)``, for a body that awaits (work on
+/// a thread of its own, a server).
+public func withTemporaryStore<T>(
+    configuration: Store.Configuration = Store.Configuration(),
+    _ body: (Store) async throws -> T
+) async throws -> T {
+    let directory = TemporaryDirectory()
+    let store = try Store(path: directory.child("store"), configuration: configuration)
+    let result: Result<T, any Error>
     do {
-        result = try body(store)
+        result = .success(try await body(store))
     } catch {
+        result = .failure(error)
+    }
+    return try close(store, after: result)
+}
+
+/// Closes `store` after its body's `result`: on a failure, quietly, and the failure is thrown;
+/// on a success, asserting that nothing still uses the store.
+private func close<T>(_ store: Store, after result: Result<T, any Error>) throws -> T {
+    guard case .success(let value) = result else {
         try? store.close()
-        throw error
+        return try result.get()
     }
     try store.close()
-    return result
+    return value
 }
 
 /// Files of the project's `Fixtures/` folder, found from this source file's location.

@@ -430,8 +430,7 @@ struct ImportTests {
             try Data((good + #"{"a":"# + String(repeating: "[", count: 100_000) + String(repeating: "]", count: 100_000) + "}\n").utf8).write(to: url)
         default: #expect(mkfifo(url.path, 0o600) == 0)  // nothing ever writes to it: opening it would wait for ever
         }
-        let store = try Store(path: directory.child("store"))
-        do {
+        try await withTemporaryStore { store in
             let model = try store.model("Product")
             let before = try dump(store)
             // Reading the file is long (seconds in a debug build): off the concurrency pool.
@@ -447,11 +446,7 @@ struct ImportTests {
             let graph = await onOwnThread { try store.importGraph(from: url, model: "Graph") }
             #expect(throws: SatchelError.self) { try graph.get() }
             #expect(store.existingModel("Graph") == nil)
-        } catch {
-            try? store.close()
-            throw error
         }
-        try store.close()
     }
 
     @Test("a 5 MB value spans many chunks and imports whole")
