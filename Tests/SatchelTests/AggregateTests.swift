@@ -152,4 +152,48 @@ struct AggregateTests {
         #expect(try model.explainAggregate([.min("brand"), .max("brand")]).hasPrefix("min and max of brand from the ends of index brand"))
         #expect(try model.explainAggregate(where: "brand" == "Acme", [.sum("price")]).hasPrefix("index brand"))
     }
+
+    @Test("a function over a path into arrays takes every value the path reaches; a group-by keeps the array whole")
+    func pathsIntoArrays() throws {
+        try withTemporaryStore { store in
+            let model = try store.register(ModelDefinition(name: "Order", syncType: .none))
+            // Lines of random quantities (some doubles, some not numbers), products and shops.
+            var generator = SplitMix64(seed: 5)
+            var orders: [JSONObject] = []
+            for n in 0..<40 {
+                var lines: [JSONValue] = []
+                for _ in 0..<Int.random(in: 0...3, using: &generator) {
+                    let qty: JSONValue =
+                        switch Int.random(in: 0..<5, using: &generator) {
+                        case 0: .double(Double(Int.random(in: 1...9, using: &generator)) + 0.5)
+                        case 1: .string("many")
+                        default: .int(Int64.random(in: 1...9, using: &generator))
+                        }
+                    lines.append(.object(["qty": qty, "product": .string("p\(Int.random(in: 1...6, using: &generator))")]))
+                }
+                let order: JSONObject = ["object": .string("o\(n)"), "shop": .string(n % 3 == 0 ? "north" : "south"), "items": .array(lines)]
+                orders.append(order)
+                _ = try model.put(order)
+            }
+            let groups = try model.aggregate(
+                groupBy: ["shop"], [.count, .sum("items[].qty"), .avg("items[].qty"), .min("items[].product"), .max("items[].product")])
+            #expect(groups.map { $0.key[0]?.stringValue } == ["north", "south"])
+            for group in groups {
+                let members = orders.filter { $0["shop"] == group.key[0] }
+                let lines = members.flatMap { $0["items"]?.arrayValue ?? [] }.compactMap(\.objectValue)
+                let numbers = lines.compactMap { $0["qty"]?.doubleValue }
+                let products = lines.compactMap { $0["product"]?.stringValue }.sorted()
+                #expect(group.count == members.count)
+                #expect(group[.sum("items[].qty")]?.doubleValue == numbers.reduce(0, +))
+                #expect(group[.avg("items[].qty")]?.doubleValue == numbers.reduce(0, +) / Double(numbers.count))
+                #expect(group[.min("items[].product")]?.stringValue == products.first)
+                #expect(group[.max("items[].product")]?.stringValue == products.last)
+            }
+            // Grouped by the path itself: one group per whole array of products reached.
+            let byProducts = try model.aggregate(groupBy: ["items[].product"], [.count])
+            let distinct = Set(orders.map { Field("items[].product").value(in: $0) })
+            #expect(byProducts.count == distinct.count)
+            #expect(byProducts.map(\.count).reduce(0, +) == orders.count)
+        }
+    }
 }

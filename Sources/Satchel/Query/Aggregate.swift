@@ -4,13 +4,16 @@ public enum AggregateFunction: Sendable, Hashable, CustomStringConvertible {
     case count
     /// The sum of the field's numbers: an integer while every number summed is one and the sum
     /// fits in 64 bits, else a double. Objects lacking the field, or holding something other
-    /// than a number there, are left out; null when none is left.
+    /// than a number there, are left out; null when none is left. A path that reaches into
+    /// arrays (`items[].qty`) sums every number it reaches.
     case sum(Field)
     /// The smallest and largest of the field's values, in the order queries sort by (null,
-    /// booleans, numbers, strings, arrays, objects); null when no object has the field.
+    /// booleans, numbers, strings, arrays, objects); null when no object has the field. A path
+    /// that reaches into arrays takes each value it reaches on its own.
     case min(Field)
     case max(Field)
-    /// The mean of the field's numbers (a double), leaving out what ``sum(_:)`` leaves out.
+    /// The mean of the field's numbers (a double), leaving out what ``sum(_:)`` leaves out; over
+    /// every number reached, for a path that reaches into arrays.
     case avg(Field)
 
     /// `count`, `sum(price)`, `min(price)`, …: the result's name in the CLI's lines.
@@ -236,25 +239,38 @@ private struct Accumulator {
             switch function {
             case .count: break
             case .sum(let field), .avg(let field):
-                switch field.value(in: object) {
-                case .int(let n)?:
-                    numbers[i] += 1
-                    integerSums[i] += Int128(n)
-                case .double(let d)?:
-                    numbers[i] += 1
-                    doubleSums[i].add(d)
-                    sawDouble[i] = true
-                default: break
+                Self.forEachOperand(field, of: object) { value in
+                    switch value {
+                    case .int(let n):
+                        numbers[i] += 1
+                        integerSums[i] += Int128(n)
+                    case .double(let d):
+                        numbers[i] += 1
+                        doubleSums[i].add(d)
+                        sawDouble[i] = true
+                    default: break
+                    }
                 }
             case .min(let field), .max(let field):
-                guard let value = field.value(in: object) else { continue }
-                let key = ValueOrder.sortKey(value)
-                if let (_, best) = extremes[i] {
-                    let better = if case .min = function { key.lexicographicallyPrecedes(best) } else { best.lexicographicallyPrecedes(key) }
-                    if !better { continue }
+                let least = if case .min = function { true } else { false }
+                Self.forEachOperand(field, of: object) { value in
+                    let key = ValueOrder.sortKey(value)
+                    if let (_, best) = extremes[i], least ? !key.lexicographicallyPrecedes(best) : !best.lexicographicallyPrecedes(key) {
+                        return
+                    }
+                    extremes[i] = (value, key)
                 }
-                extremes[i] = (value, key)
             }
+        }
+    }
+
+    /// What a function over `field` takes from `object`: the value at its path; for a path
+    /// that reaches into arrays, each value it reaches (`sum(items[].qty)`: every line's).
+    private static func forEachOperand(_ field: Field, of object: Object, _ body: (JSONValue) -> Void) {
+        if field.reachesIntoArrays {
+            for value in field.values(in: object.attributes) { body(value) }
+        } else if let value = field.value(in: object) {
+            body(value)
         }
     }
 
