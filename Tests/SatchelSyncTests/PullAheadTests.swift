@@ -40,8 +40,12 @@ struct PullAheadTests {
         func pull(_ request: PullRequest) async throws -> PullPage {
             let number = Int(request.cursor?.intValue ?? 0)
             let beforeStored = try number == 0 || store.withLock { $0 }?.model("Item").find("i\(number - 1)b") != nil
-            asked.withLock { $0.append((number, beforeStored)) }
-            waiting.withLock { $0.removeValue(forKey: number) }?.resume()
+            // Noted and the waiting download taken under one lock, so that a download looking
+            // for this request either sees it or leaves its continuation here first.
+            waiting.withLock { waiting in
+                asked.withLock { $0.append((number, beforeStored)) }
+                return waiting.removeValue(forKey: number)
+            }?.resume()
             if failingOnce.withLock({ $0.remove(number) }) != nil { throw SyncError(.network, "page \(number) lost") }
             let objects = ["a", "b"].map { letter in
                 ServerObject(id: "i\(number)\(letter)", attributes: ["page": .int(Int64(number))], blobURLs: ["photo": "blob:\(number)\(letter)"])
@@ -55,17 +59,27 @@ struct PullAheadTests {
             let number = Int(url.dropFirst("blob:".count).dropLast()) ?? -1
             if pullsAhead && number < pages - 1 {
                 await withCheckedContinuation { continuation in
-                    let askedAlready = asked.withLock { $0.contains { $0.page == number + 1 } }
-                    if askedAlready {
-                        continuation.resume()
-                    } else {
-                        waiting.withLock { $0[number + 1] = continuation }
+                    let askedAlready = waiting.withLock { waiting in
+                        if asked.withLock({ $0.contains { $0.page == number + 1 } }) { return true }
+                        waiting[number + 1] = continuation
+                        return false
                     }
+                    if askedAlready { continuation.resume() }
                 }
             }
             return Data(url.utf8)
         }
     }
+
+    /// A test that hangs has lost a page's request (a download waits for it for ever), so the
+    /// tests that wait so have a time limit. Under ThreadSanitizer (`SATCHEL_TSAN`) the process
+    /// runs many times slower on a concurrency pool shared with the other tests: these three once
+    /// took three minutes there, and then finished.
+    #if SATCHEL_TSAN
+    static let timeLimit = TimeLimitTrait.Duration.minutes(5)
+    #else
+    static let timeLimit = TimeLimitTrait.Duration.minutes(1)
+    #endif
 
     static func sync(_ server: PagedServer, retry: RetryPolicy = RetryPolicy(maxAttempts: 1)) async throws -> SyncClient {
         let client = try SyncClient(backend: server, models: [ModelDefinition(name: "Item")], pageSize: 2, retry: retry)
@@ -77,7 +91,7 @@ struct PullAheadTests {
 
     @Test(
         "a server that pulls ahead is asked for each page before the one before it is stored; every page lands, with its blobs",
-        .timeLimit(.minutes(1)))
+        .timeLimit(PullAheadTests.timeLimit))
     func asksAhead() async throws {
         let server = PagedServer(pages: 5, pullsAhead: true)
         let client = try await Self.sync(server)
@@ -106,7 +120,9 @@ struct PullAheadTests {
         #expect(try client.model("Item").count() == 10)
     }
 
-    @Test("a page asked ahead that fails is a first attempt: retried in turn, after a backoff, and the pull completes", .timeLimit(.minutes(1)))
+    @Test(
+        "a page asked ahead that fails is a first attempt: retried in turn, after a backoff, and the pull completes",
+        .timeLimit(PullAheadTests.timeLimit))
     func failedAheadAskedAgain() async throws {
         let server = PagedServer(pages: 4, pullsAhead: true)
         server.failingOnce.withLock { $0 = [2] }
@@ -120,7 +136,8 @@ struct PullAheadTests {
     }
 
     @Test(
-        "a page asked ahead that fails, with no retries left, ends the sync with its error; the pages before it stay stored", .timeLimit(.minutes(1)))
+        "a page asked ahead that fails, with no retries left, ends the sync with its error; the pages before it stay stored",
+        .timeLimit(PullAheadTests.timeLimit))
     func failedAheadEndsSync() async throws {
         let server = PagedServer(pages: 4, pullsAhead: true)
         server.failingOnce.withLock { $0 = [2] }
