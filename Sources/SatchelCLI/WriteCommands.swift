@@ -186,7 +186,9 @@ struct MigrateCommand: ParsableCommand {
             FILE holds a migration or an array of them: {"name": "v2", "steps": [...], "push": false}, each step one of \
             {"rename": "a", "to": "b"}, {"add": "a", "default": V}, {"remove": "a"}, {"convert": "a", "to": \
             "string|number|integer|boolean"}, {"createIndex": "a,b"} (a[] for an array-element index; "keysOnly": true), \
-            {"dropIndex": "a,b"}, {"schema": {"a": "string", …}} or {"schema": null}. Every object is checked first: one \
+            {"dropIndex": "a,b"}, {"schema": {"a": "string", …}} or {"schema": null}. A step's attribute is a path as in \
+            queries: "address.city" (a nested object), "items[].qty" (each element of an array); a rename stays within \
+            the object that holds it. Every object is checked first: one \
             that does not migrate refuses the migration and nothing changes. "push": true makes the rewrites changes to \
             push (synced models); by default a migration changes the local representation only. --dry-run prints each \
             object that would change as {"after": …, "before": …, "object": ID} (after null: deleted), then a summary \

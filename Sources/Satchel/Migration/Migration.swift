@@ -54,6 +54,9 @@ public struct Migration: Sendable {
     /// - `{"dropIndex": "a,b"}`
     /// - `{"schema": {"a": "string", …}}` (a fixed schema) or `{"schema": null}` (a property bag)
     ///
+    /// The attributes of rename, add, remove and convert are paths (``MigrationStep``):
+    /// `{"rename": "items[].product", "to": "items[].sku"}`.
+    ///
     /// - Throws: ``SatchelError`` `.invalidArgument` naming the step that is not one of these.
     public init(model: String, json: JSONObject) throws(SatchelError) {
         guard let name = json["name"]?.stringValue, !name.isEmpty else {
@@ -95,11 +98,22 @@ public struct Migration: Sendable {
 }
 
 /// One step of a ``Migration``.
+///
+/// The data steps (rename, add, remove, convert) name an attribute by a path, as queries do
+/// (``Field``): a top-level name, names joined by dots that reach into nested objects
+/// (`address.city`), a name ending in `[]` that reaches into each element of an array
+/// (`items[].product`: the product of every line). A step acts on the path's last name in each
+/// object the path reaches; where it meets a value that is not an object (an element that is a
+/// string, an address written as text) it leaves that value as it is. A dotted path without `[]`
+/// that meets an array refuses the migration, naming the object, as queries refuse it. A
+/// top-level attribute whose name holds a dot is changed by a transform.
 public enum MigrationStep: Sendable {
-    /// Renames an attribute. An object holding both names is refused (the value under the new
-    /// name would be lost).
+    /// Renames an attribute, within the object that holds it (`address.city` to
+    /// `address.town`; `items[].product` to `items[].sku`). An object holding both names is
+    /// refused (the value under the new name would be lost).
     case rename(String, to: String)
-    /// Gives objects without the attribute this value.
+    /// Gives objects without the attribute this value; on a dotted path, an object missing on
+    /// the way is made (`address.country` on an object without an address).
     case add(String, default: JSONValue)
     /// Removes an attribute.
     case remove(String)
@@ -119,31 +133,62 @@ public enum MigrationStep: Sendable {
     /// object must fit.
     case setKind(ModelKind)
 
+    /// Checks the step's paths (before any object is read).
+    ///
+    /// - Throws: ``SatchelError`` `.invalidArgument` for an empty name along a path, a path
+    ///   ending in `[]`, or a rename out of the object that holds the attribute.
+    func validate() throws(SatchelError) {
+        switch self {
+        case .rename(let old, let new):
+            guard try StepPath(old).sharesHolder(with: try StepPath(new)) else {
+                throw SatchelError(
+                    .invalidArgument,
+                    "rename '\(old)' to '\(new)': a rename keeps an attribute in the object that holds it (the paths differ in their last name only)")
+            }
+        case .add(let name, _), .remove(let name), .convert(let name, _):
+            _ = try StepPath(name)
+        case .transform, .createIndex, .dropIndex, .setKind:
+            break
+        }
+    }
+
     /// Applies the step to one object's attributes.
     func apply(to attributes: inout JSONObject, id: String, model: String) throws(SatchelError) {
         switch self {
         case .rename(let old, let new):
-            guard let value = attributes[old] else { return }
-            if attributes[new] != nil {
-                throw SatchelError(
-                    .invalidObject, "object '\(id)' holds both '\(old)' and '\(new)': renaming would lose the value of '\(new)'", model: model,
-                    objectID: id)
+            let from = try StepPath(old)
+            let to = try StepPath(new).name
+            try from.forEachHolder(in: &attributes, of: id, model: model) { holder throws(SatchelError) in
+                guard let value = holder[from.name] else { return }
+                if holder[to] != nil {
+                    throw SatchelError(
+                        .invalidObject, "object '\(id)' holds both '\(old)' and '\(new)': renaming would lose the value of '\(new)'", model: model,
+                        objectID: id)
+                }
+                holder[from.name] = nil
+                holder[to] = value
             }
-            attributes[old] = nil
-            attributes[new] = value
         case .add(let name, let value):
-            if attributes[name] == nil && !value.isNull { attributes[name] = value }
+            guard !value.isNull else { return }
+            let path = try StepPath(name)
+            try path.forEachHolder(in: &attributes, of: id, model: model, creating: true) { holder in
+                if holder[path.name] == nil { holder[path.name] = value }
+            }
         case .remove(let name):
-            attributes[name] = nil
+            let path = try StepPath(name)
+            try path.forEachHolder(in: &attributes, of: id, model: model) { holder in holder[path.name] = nil }
         case .convert(let name, let conversion):
-            guard let value = attributes[name] else { return }
-            do {
-                let converted = try conversion.convert(value)
-                attributes[name] = converted?.isNull == true ? nil : converted
-            } catch {
-                throw SatchelError(
-                    .invalidObject, "object '\(id)': '\(name)' (\(value)) does not convert to \(conversion.name): \(error)", model: model,
-                    objectID: id)
+            let path = try StepPath(name)
+            try path.forEachHolder(in: &attributes, of: id, model: model) { holder throws(SatchelError) in
+                guard let value = holder[path.name] else { return }
+                do {
+                    let converted = try conversion.convert(value)
+                    holder[path.name] = converted?.isNull == true ? nil : converted
+                } catch {
+                    throw SatchelError(
+                        .invalidObject, "object '\(id)': '\(name)' (\(value)) does not convert to \(conversion.name): \(error)", model: model,
+                        objectID: id)
+                }
             }
         case .transform(let body):
             do {
@@ -158,22 +203,34 @@ public enum MigrationStep: Sendable {
         }
     }
 
-    /// Applies the step to the attributes of a pending update or delete (null: removed): the
-    /// renames, removals and conversions; a transform or a default does not apply to a part.
+    /// Applies the step to the attributes of a pending update or delete (a top-level attribute
+    /// removed is null), or to its base values: the renames, removals and conversions, reaching
+    /// into the values the change holds; a transform or a default does not apply to a part.
     func apply(toChange attributes: inout JSONObject) {
         switch self {
         case .rename(let old, let new):
-            guard let value = attributes[old] else { return }
-            attributes[old] = nil
-            attributes[new] = value
+            guard let from = try? StepPath(old), let to = try? StepPath(new).name else { return }
+            from.forEachHolder(inChange: &attributes) { holder in
+                guard let value = holder[from.name] else { return }
+                holder[from.name] = nil
+                holder[to] = value
+            }
         case .remove(let name):
-            attributes[name] = nil
+            guard let path = try? StepPath(name) else { return }
+            path.forEachHolder(inChange: &attributes) { holder in holder[path.name] = nil }
         case .convert(let name, let conversion):
-            guard let value = attributes[name], !value.isNull else { return }
-            do {
-                attributes[name] = try conversion.convert(value) ?? .null
-            } catch {
-                return  // the object's own check refuses the migration; a part keeps its value
+            guard let path = try? StepPath(name) else { return }
+            // A top-level attribute converted to nothing is a removal (null); a nested one goes.
+            let removed: JSONValue? = path.holder.isEmpty ? .null : nil
+            path.forEachHolder(inChange: &attributes) { holder in
+                guard let value = holder[path.name], !value.isNull else { return }
+                let converted: JSONValue?
+                do {
+                    converted = try conversion.convert(value)
+                } catch {
+                    return  // the object's own check refuses the migration; a part keeps its value
+                }
+                holder[path.name] = converted.map { $0.isNull ? removed : $0 } ?? removed
             }
         case .add, .transform, .createIndex, .dropIndex, .setKind:
             break
@@ -285,6 +342,7 @@ public enum MigrationStep: Sendable {
             throw SatchelError(
                 .invalidArgument, "a step is one of rename, add, remove, convert, createIndex, dropIndex, schema; got \(JSONValue.object(json))")
         }
+        try validate()
     }
 
     private static func index(_ text: String) throws(SatchelError) -> IndexDefinition {

@@ -178,7 +178,12 @@ extension Store {
     ) throws -> MigrationReport {
         let model = try self.model(migration.model)
         var report = MigrationReport(migration: migration.name, model: model.name)
-        for step in migration.steps {
+        for (index, step) in migration.steps.enumerated() {
+            do throws(SatchelError) {
+                try step.validate()
+            } catch {
+                throw SatchelError(.invalidArgument, "migration '\(migration.name)', step \(index + 1): \(error.message)", model: model.name)
+            }
             switch step {
             case .createIndex(let definition), .dropIndex(let definition): try definition.validate(model: model.name)
             case .setKind(.fixedSchema(let schema)) where schema.keys.contains(Object.idAttribute):

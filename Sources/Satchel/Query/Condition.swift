@@ -33,7 +33,7 @@ public struct Field: Sendable, Hashable, ExpressibleByStringLiteral, CustomStrin
     }
 
     /// Whether a name of a path reaches into each element of an array: `items[]`.
-    private static func isArrayStep(_ name: String) -> Bool { name.hasSuffix("[]") && name.utf8.count > 2 }
+    static func isArrayStep(_ name: String) -> Bool { name.hasSuffix("[]") && name.utf8.count > 2 }
 
     public init(stringLiteral value: String) { self.init(value) }
 
@@ -73,6 +73,12 @@ public struct Field: Sendable, Hashable, ExpressibleByStringLiteral, CustomStrin
             current = object[name]
         }
         return current
+    }
+
+    /// The path written to reach into the elements of the array its first `step` names hold:
+    /// `items.product` at 1 is `items[].product`.
+    func reachingIntoArray(at step: Int) -> Field {
+        Field(components: components[..<step].dropLast() + [components[step - 1] + "[]"] + components[step...])
     }
 
     /// For a dotted path without `[]`: the part of it that holds an array in `attributes` before
@@ -193,7 +199,7 @@ public struct Condition: Sendable, Hashable, CustomStringConvertible {
     }
 
     private static func arrayCrossing(_ field: Field, at step: Int, model: String, where place: String) -> SatchelError {
-        let meant = Field(components: field.components[..<step].dropLast() + [field.components[step - 1] + "[]"] + field.components[step...])
+        let meant = field.reachingIntoArray(at: step)
         return SatchelError(
             .invalidArgument,
             "the path '\(field)' meets an array at '\(field.components[..<step].joined(separator: "."))' (\(place)): write '\(meant)' to reach into its elements",

@@ -1,0 +1,179 @@
+import Foundation
+import SatchelTestSupport
+import Testing
+
+@testable import Satchel
+
+/// Migration steps that name paths, as queries write them: into nested objects
+/// (`address.city`) and into each element of an array (`items[].product`).
+@Suite("Migrations over paths")
+struct MigrationPathTests {
+    /// Orders with lines (some not objects, some a single line without its array), addresses
+    /// (some missing, some a plain string) and a nested legacy flag.
+    static func orders(_ store: Store, count: Int) throws -> (Model, [String: JSONObject]) {
+        var rng = SplitMix64(seed: 31)
+        var written: [String: JSONObject] = [:]
+        let model = try store.model("Order")
+        try store.bulkUpdate { tx in
+            for i in 0..<count {
+                let id = String(format: "o%04d", i)
+                var attributes: JSONObject = ["total": .int(Int64(i))]
+                var lines: [JSONValue] = []
+                for _ in 0..<Int.random(in: 0...3, using: &rng) {
+                    var line: JSONObject = [
+                        "product": .string("p\(Int.random(in: 0..<5, using: &rng))"), "qty": .string("\(Int.random(in: 1...9, using: &rng))"),
+                    ]
+                    if Bool.random(using: &rng) { line["discount"] = .double(0.1) }
+                    if Bool.random(using: &rng) { line["currency"] = "USD" }
+                    lines.append(.object(line))
+                }
+                if i % 7 == 0 { lines.append("a note, not a line") }
+                switch i % 5 {
+                case 0: attributes["items"] = lines.first(where: { $0.objectValue != nil }) ?? .array(lines)  // a single line, no array
+                case 1: break  // no lines
+                default: attributes["items"] = .array(lines)
+                }
+                switch i % 4 {
+                case 0: attributes["address"] = .object(["city": .string("c\(i % 3)"), "street": "Main"])
+                case 1: attributes["address"] = "12 Main St"  // not an object: the steps leave it
+                case 2: attributes["address"] = .object(["street": "High"])
+                default: break  // none: the add makes one
+                }
+                if i % 2 == 0 { attributes["meta"] = .object(["legacy": true, "source": "import"]) }
+                attributes[Object.idAttribute] = .string(id)
+                _ = try tx.put(attributes, in: model)
+                attributes[Object.idAttribute] = nil
+                written[id] = attributes
+            }
+        }
+        return (model, written)
+    }
+
+    static let steps: [MigrationStep] = [
+        .rename("items[].product", to: "items[].sku"), .remove("items[].discount"), .convert("items[].qty", .integer),
+        .add("items[].currency", default: "EUR"), .rename("address.city", to: "address.town"), .add("address.country", default: "NZ"),
+        .remove("meta.legacy"),
+    ]
+
+    /// What the steps make of `attributes`, written out by hand, member by member.
+    static func expected(_ attributes: JSONObject) -> JSONObject {
+        func line(_ value: JSONValue) -> JSONValue {
+            guard var line = value.objectValue else { return value }
+            if let product = line["product"] {
+                line["product"] = nil
+                line["sku"] = product
+            }
+            line["discount"] = nil
+            if let qty = line["qty"]?.stringValue { line["qty"] = .int(Int64(qty)!) }
+            if line["currency"] == nil { line["currency"] = "EUR" }
+            return .object(line)
+        }
+        var result = attributes
+        switch attributes["items"] {
+        case .array(let lines)?: result["items"] = .array(lines.map(line))
+        case let single?: result["items"] = line(single)
+        case nil: break
+        }
+        switch attributes["address"] {
+        case .object(var address)?:
+            if let city = address["city"] {
+                address["city"] = nil
+                address["town"] = city
+            }
+            if address["country"] == nil { address["country"] = "NZ" }
+            result["address"] = .object(address)
+        case nil: result["address"] = .object(["country": "NZ"])
+        default: break
+        }
+        if case .object(var meta)? = attributes["meta"] {
+            meta["legacy"] = nil
+            result["meta"] = .object(meta)
+        }
+        return result
+    }
+
+    @Test("rename, remove, convert and add reach into nested objects and each element of an array; every object is what the steps say")
+    func pathsIntoObjectsAndArrays() throws {
+        try withTemporaryStore { store in
+            let (model, written) = try Self.orders(store, count: 200)
+            try model.createIndex(.elements(of: "items[].sku"))
+            let report = try store.migrate([Migration("paths", model: "Order", steps: Self.steps)])
+            let unchanged = written.filter { Self.expected($0.value).isIdentical(to: $0.value) }.count
+            #expect(report.first?.changed == 200 - unchanged && unchanged < 200)
+            for object in try model.findAll() {
+                #expect(object.attributes == Self.expected(written[object.id]!), "\(object.id)")
+            }
+            // The index over the renamed path answers as a scan does.
+            for sku in ["p0", "p3"] {
+                let scanned = try model.findAll().filter { Field("items[].sku").values(in: $0.attributes).contains(.string(sku)) }.count
+                let condition: Condition = Field("items[].sku") == .string(sku)
+                #expect(try model.explain(Query(where: condition)).access == .index(.elements(of: "items[].sku")))
+                #expect(try model.count(where: condition) == scanned && scanned > 0)
+            }
+            #expect(try model.count(where: Field("items[].product").exists()) == 0)
+            #expect(try store.verify().isHealthy)
+        }
+    }
+
+    @Test("a dotted path without [] that meets an array refuses the migration, naming the object; nothing changes")
+    func dottedPathMeetingAnArray() throws {
+        try withTemporaryStore { store in
+            let (model, _) = try Self.orders(store, count: 20)
+            let before = try model.findAll()
+            do {
+                try store.migrate([Migration("bad", model: "Order", steps: [.rename("items.product", to: "items.sku")])])
+                Issue.record("the migration ran")
+            } catch let error as SatchelError {
+                #expect(error.code == .invalidObject && error.message.contains("meets an array at 'items'"), "\(error)")
+                #expect(error.message.contains("write 'items[].product'") && error.message.contains("nothing was changed"), "\(error)")
+            }
+            #expect(try model.findAll() == before && model.appliedMigrations.isEmpty)
+        }
+    }
+
+    @Test("a step a path cannot take is refused before anything is read: a rename out of its object, a name ending in [], an empty name")
+    func refusedSteps() throws {
+        try withTemporaryStore { store in
+            let (model, _) = try Self.orders(store, count: 5)
+            let before = try model.findAll()
+            for (step, message) in [
+                (MigrationStep.rename("address.city", to: "town"), "keeps an attribute in the object that holds it"),
+                (.rename("items[].product", to: "lines[].product"), "keeps an attribute in the object that holds it"),
+                (.remove("items[]"), "ends in []"), (.add("tags[]", default: 1), "ends in []"), (.convert("a..b", .string), "an empty name"),
+            ] {
+                do {
+                    try store.migrate([Migration("bad", model: "Order", steps: [step])])
+                    Issue.record("\(step) ran")
+                } catch let error as SatchelError {
+                    #expect(error.code == .invalidArgument && error.message.contains(message), "\(error)")
+                }
+            }
+            // The JSON form says the same at parsing.
+            let json = try JSONObject(parsing: #"{"name":"x","steps":[{"rename":"address.city","to":"city"}]}"#)
+            #expect(throws: SatchelError.self) { try Migration(model: "Order", json: json) }
+            #expect(try model.findAll() == before && model.appliedMigrations.isEmpty)
+        }
+    }
+
+    @Test("a pending change holding the path's top-level attribute is rewritten with its object, base values too")
+    func pendingChanges() throws {
+        try withTemporaryStore { store in
+            let model = try store.model("Order")
+            try store.bulkUpdate { tx in
+                try tx.writeServerObject(
+                    model, "o1", ["address": .object(["city": "Paris", "zip": "75001"]), "items": [["product": "p1", "qty": "2"]]])
+                try tx.writeServerObject(model, "o2", ["address": .object(["city": "Rome"])])
+            }
+            _ = try model.update("o1", with: ["address": .object(["city": "Lyon", "zip": "69001"]), "items": [["product": "p2", "qty": "3"]]])
+            try store.migrate([
+                Migration(
+                    "paths", model: "Order", steps: [.rename("address.city", to: "address.town"), .rename("items[].product", to: "items[].sku")])
+            ])
+            let pending = try model.pendingChanges()
+            #expect(pending.map(\.objectID) == ["o1"])
+            #expect(pending.first?.attributes == ["address": .object(["town": "Lyon", "zip": "69001"]), "items": [["sku": "p2", "qty": "3"]]])
+            #expect(pending.first?.baseValues == ["address": .object(["town": "Paris", "zip": "75001"]), "items": [["sku": "p1", "qty": "2"]]])
+            #expect(try model.find("o2")?.attributes == ["address": .object(["town": "Rome"])])
+        }
+    }
+}
