@@ -52,7 +52,7 @@ struct MigrationPathTests {
     static let steps: [MigrationStep] = [
         .rename("items[].product", to: "items[].sku"), .remove("items[].discount"), .convert("items[].qty", .integer),
         .add("items[].currency", default: "EUR"), .rename("address.city", to: "address.town"), .add("address.country", default: "NZ"),
-        .remove("meta.legacy"),
+        .remove("meta.legacy"), .add("items[].tax.rate", default: 0.2),
     ]
 
     /// What the steps make of `attributes`, written out by hand, member by member.
@@ -66,6 +66,7 @@ struct MigrationPathTests {
             line["discount"] = nil
             if let qty = line["qty"]?.stringValue { line["qty"] = .int(Int64(qty)!) }
             if line["currency"] == nil { line["currency"] = "EUR" }
+            line["tax"] = .object(["rate": .double(0.2)])  // no line has one: the add makes it
             return .object(line)
         }
         var result = attributes

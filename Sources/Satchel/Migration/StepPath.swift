@@ -36,8 +36,9 @@ struct StepPath {
     /// it: `attributes` itself for a top-level name. A name ending in `[]` goes into each element
     /// of the array it names that is an object (a value that is not an array is its own one
     /// element); a plain name goes into the object it names. With `creating`, a plain name that
-    /// is missing gets a new object (kept only when `body` puts something in it). Values that are
-    /// neither are left as they are. A holder changes only when `body` changes it.
+    /// is missing gets a new object (kept only when `body` puts something in it), in elements
+    /// too; an array or an element is never made. Values that are neither are left as they are.
+    /// A holder changes only when `body` changes it.
     ///
     /// - Throws: ``SatchelError`` `.invalidObject` where a plain name (no `[]`) holds an array,
     ///   as queries refuse such a path; and what `body` throws.
@@ -88,7 +89,7 @@ struct StepPath {
                 for i in elements.indices {
                     guard case .object(let element) = elements[i] else { continue }
                     var inner = element
-                    try visit(&inner, from: index + 1, creating: false, crossing: crossing, body: body)
+                    try visit(&inner, from: index + 1, creating: creating, crossing: crossing, body: body)
                     if !inner.isIdentical(to: element) {
                         elements[i] = .object(inner)
                         changed = true
@@ -97,7 +98,7 @@ struct StepPath {
                 if changed { object[arrayName] = .array(elements) }
             case .object(let single)?:
                 var inner = single
-                try visit(&inner, from: index + 1, creating: false, crossing: crossing, body: body)
+                try visit(&inner, from: index + 1, creating: creating, crossing: crossing, body: body)
                 if !inner.isIdentical(to: single) { object[arrayName] = .object(inner) }
             default:
                 return
