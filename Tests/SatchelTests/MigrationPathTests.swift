@@ -156,6 +156,29 @@ struct MigrationPathTests {
         }
     }
 
+    @Test("the JSON form takes an index over a path into arrays as satchel index does: element by element, and writes it back the same")
+    func indexOverAPathIntoArrays() throws {
+        try withTemporaryStore { store in
+            let (model, written) = try Self.orders(store, count: 60)
+            let json = try JSONObject(
+                parsing:
+                    #"{"name":"v2","steps":[{"rename":"items[].product","to":"items[].sku"},{"createIndex":"items[].sku"},{"createIndex":"tags[]"}]}"#
+            )
+            let migration = try Migration(model: "Order", json: json)
+            guard case .createIndex(let definition) = migration.steps[1] else {
+                Issue.record("\(migration.steps[1])")
+                return
+            }
+            #expect(definition == .elements(of: "items[].sku"))
+            #expect(migration.stepsJSON == json["steps"])
+            try store.migrate([migration])
+            let condition: Condition = Field("items[].sku") == "p2"
+            let scanned = written.values.filter { Field("items[].product").values(in: $0).contains("p2") }.count
+            #expect(try model.explain(Query(where: condition)).access == .index(.elements(of: "items[].sku")))
+            #expect(try model.count(where: condition) == scanned && scanned > 0)
+        }
+    }
+
     @Test("a pending change holding the path's top-level attribute is rewritten with its object, base values too")
     func pendingChanges() throws {
         try withTemporaryStore { store in

@@ -266,8 +266,10 @@ public enum MigrationStep: Sendable {
         }
     }
 
+    /// An index's attributes as `createIndex` and `dropIndex` take them (``IndexDefinition/description``
+    /// without the text index's wrapping).
     private static func indexText(_ definition: IndexDefinition) -> String {
-        definition.fields.map(\.description).joined(separator: ",") + (definition.kind == .arrayElements ? "[]" : "")
+        definition.kind == .text ? definition.fields.map(\.description).joined(separator: ",") : definition.description
     }
 
     init(json: JSONObject) throws(SatchelError) {
@@ -352,7 +354,9 @@ public enum MigrationStep: Sendable {
         guard !list.isEmpty, !fields.contains(where: { $0.description.isEmpty }) else {
             throw SatchelError(.invalidArgument, "name the index's attributes, e.g. \"brand\" or \"brand,price\"")
         }
-        if elements {
+        // A path into arrays (`items[].product`) is indexed element by element, as `satchel index`
+        // takes it.
+        if elements || (fields.count == 1 && fields[0].reachesIntoArrays) {
             guard fields.count == 1 else { throw SatchelError(.invalidArgument, "an array-element index has exactly one attribute") }
             return .elements(of: fields[0])
         }
