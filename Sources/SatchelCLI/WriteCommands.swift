@@ -185,7 +185,7 @@ struct MigrateCommand: ParsableCommand {
         discussion: """
             FILE holds a migration or an array of them: {"name": "v2", "steps": [...], "push": false}, each step one of \
             {"rename": "a", "to": "b"}, {"add": "a", "default": V}, {"remove": "a"}, {"convert": "a", "to": \
-            "string|number|integer|boolean"}, {"createIndex": "a,b"} (a[] for an array-element index; "keysOnly": true), \
+            "string|number|integer|boolean"}, {"createIndex": "a,b"} (a[] or a path into arrays such as items[].sku for an array-element index; "keysOnly": true), \
             {"dropIndex": "a,b"}, {"schema": {"a": "string", …}} or {"schema": null}. A step's attribute is a path as in \
             queries: "address.city" (a nested object), "items[].qty" (each element of an array); a rename stays within \
             the object that holds it. Every object is checked first: one \

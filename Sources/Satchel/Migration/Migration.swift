@@ -50,7 +50,7 @@ public struct Migration: Sendable {
     /// - `{"add": "a", "default": value}`
     /// - `{"remove": "a"}`
     /// - `{"convert": "a", "to": "string" | "number" | "integer" | "boolean"}`
-    /// - `{"createIndex": "a,b"}` (`"a[]"`: an array-element index; `"keysOnly": true`; `"text": true`: a full-text index)
+    /// - `{"createIndex": "a,b"}` (`"a[]"`, or a path into arrays such as `"items[].sku"`: an array-element index; `"keysOnly": true`; `"text": true`: a full-text index)
     /// - `{"dropIndex": "a,b"}`
     /// - `{"schema": {"a": "string", …}}` (a fixed schema) or `{"schema": null}` (a property bag)
     ///
