@@ -162,6 +162,10 @@ public struct Condition: Sendable, Hashable, CustomStringConvertible {
     public static let none = Condition(.not(.always))
 
     /// Objects whose fields equal the given values (RhoConnect's `find_all(conditions)`).
+    ///
+    /// Each key is one top-level attribute name, taken as written: a dot or `[]` in it is part of
+    /// the name. Reach into nested objects and arrays with a ``Field`` path instead
+    /// (`Field("items[].sku") == "p2"`).
     public init(equalities: JSONObject) {
         let nodes = equalities.map { Node.compare(Field(components: [$0.key]), .equal, $0.value) }
         self.node = nodes.isEmpty ? .always : nodes.count == 1 ? nodes[0] : .and(nodes)

@@ -131,7 +131,9 @@ public struct Model: Sendable, Hashable {
     }
 
     /// Every object whose attributes equal `conditions` (RhoConnect's `find_all(conditions)`).
-    /// The condition `object` matches the id. A null condition matches nothing.
+    /// The condition `object` matches the id. A null condition matches nothing. Keys are
+    /// top-level attribute names as written (see ``Condition/init(equalities:)``); a path is a
+    /// ``Field``.
     public func findAll(where conditions: JSONObject) throws -> [Object] {
         try findAll(Query(where: conditions))
     }
