@@ -161,7 +161,10 @@ struct BackendOptions: ParsableArguments {
         switch (user, password) {
         case let (user?, password?): try await engine.logIn(Credentials(user: user, password: password))
         case (nil, nil):
-            if await !engine.isLoggedIn { throw SyncError(.notLoggedIn, "no session is stored: pass --user and --password") }
+            if await !engine.isLoggedIn {
+                let credentials = engine.backend is SalesforceBackend ? "--token (or --token-stdin, or SATCHEL_TOKEN)" : "--user and --password"
+                throw SyncError(.notLoggedIn, "no session is stored: pass \(credentials)")
+            }
         default: throw ValidationError("--user and --password go together")
         }
     }
@@ -336,6 +339,12 @@ struct PicklistCommand: AsyncParsableCommand {
             }
             let picklists = describe.fields.filter { ["picklist", "multipicklist"].contains($0.type) }.map(\.name)
             guard let list = describe.picklist(field, controller: controller) else {
+                if let controller, let values = describe.controllerValues(of: field), let controllerName = describe.field(field)?.controllerName {
+                    throw SatchelError(
+                        .notFound,
+                        "'\(controller)' is not a value of '\(controllerName)', the field controlling '\(field)' (its values: \(values.joined(separator: ", ")))",
+                        model: handle.name)
+                }
                 let known = picklists.isEmpty ? "it has none" : "its picklists: \(picklists.joined(separator: ", "))"
                 throw SatchelError(.notFound, "'\(field)' is not a picklist of '\(handle.name)' (\(known))", model: handle.name)
             }

@@ -81,26 +81,33 @@ public struct SalesforceDescribe: Sendable, Hashable {
     /// The active values of picklist `field`, or, for a dependent picklist and a controller
     /// value, the active values valid for it (`"true"`/`"false"` for a checkbox controller:
     /// index 1 and 0). A controller value that is inactive has its index too.
-    /// nil when `field` is not a picklist of this object.
+    /// nil when `field` is not a picklist of this object, or `value` is not one of
+    /// ``controllerValues(of:)``.
     public func picklist(_ field: String, controller value: String? = nil) -> [String]? {
         guard let picklist = self.field(field), ["picklist", "multipicklist"].contains(picklist.type) else { return nil }
         guard let value, let controllerName = picklist.controllerName else { return picklist.picklistValues }
-        guard let index = controllerIndex(controllerName, value) else { return [] }
+        guard let index = controllerIndex(controllerName, value) else { return nil }
         return picklist.picklistValues.filter { picklist.validFor[$0]?.contains(index) == true }
     }
 
+    /// The values of the field that controls dependent picklist `field`, as describe lists them
+    /// (inactive ones included; `false` and `true` for a checkbox): a value's index among them is
+    /// its bit in `validFor`. nil when `field` is not a dependent picklist.
+    public func controllerValues(of field: String) -> [String]? {
+        guard let controllerName = self.field(field)?.controllerName, let controller = self.field(controllerName) else { return nil }
+        return Self.values(of: controller)
+    }
+
+    /// The entries of controlling field `controller`, in the order their bits follow.
+    private static func values(of controller: Field) -> [String] {
+        controller.type == "boolean" ? ["false", "true"] : controller.allPicklistValues
+    }
+
     /// The index of `value` among the entries of `controller` as describe lists them, inactive
-    /// ones included: a checkbox's false is 0, true 1.
+    /// ones included: a checkbox's false is 0, true 1 (in any case).
     func controllerIndex(_ controller: String, _ value: String) -> Int? {
-        guard let field = self.field(controller) else { return nil }
-        if field.type == "boolean" {
-            switch value.lowercased() {
-            case "false": return 0
-            case "true": return 1
-            default: return nil
-            }
-        }
-        return value.isEmpty ? nil : field.allPicklistValues.firstIndex(of: value)
+        guard let field = self.field(controller), !value.isEmpty else { return nil }
+        return Self.values(of: field).firstIndex(of: field.type == "boolean" ? value.lowercased() : value)
     }
 
     /// The picklists as Satchel's attribute choices: local writes are checked against them.
@@ -111,7 +118,7 @@ public struct SalesforceDescribe: Sendable, Hashable {
             if let controllerName = field.controllerName, let controller = self.field(controllerName) {
                 entry.controller = controllerName
                 // Bit i is the controller's entry i, inactive entries included.
-                let keys = controller.type == "boolean" ? ["false", "true"] : controller.allPicklistValues
+                let keys = Self.values(of: controller)
                 for (index, key) in keys.enumerated() where !key.isEmpty && entry.validFor[key] == nil {
                     entry.validFor[key] = field.picklistValues.filter { field.validFor[$0]?.contains(index) == true }
                 }

@@ -29,6 +29,10 @@ struct SalesforceCLITests {
         ]
         try Data(list.jsonBytes).write(to: URL(fileURLWithPath: objects))
         let token = await server.token(for: "ann")
+        // No session stored and no token: the one line names what Salesforce takes.
+        let noToken = try await CLI.run(Self.sync(db, server, ["--objects", objects]))
+        #expect(noToken.status == 1 && noToken.stderr.contains("pass --token"), "\(noToken.stderr)")
+        #expect(!noToken.stderr.contains("--password"), "\(noToken.stderr)")
         let first = try await CLI.run(Self.sync(db, server, ["--token", token, "--objects", objects]))
         #expect(first.status == 0, "\(first.stderr)")
         let energy = try await server.records("Account").values.filter { try JSONValue(parsing: $0)["Industry"] == "Energy" }.count
@@ -61,6 +65,14 @@ struct SalesforceCLITests {
         #expect(try await CLI.run(["--db", db, "picklist", "Account", "Discount__c", "--controller", "true"]).lines == ["Low", "High"])
         let industries = try await CLI.run(["--db", db, "picklist", "Account", "Industry"])
         #expect(industries.lines == ["Energy", "Retail", "Banking"])
+        // A controller value the controlling field does not have is a mistake, not an empty list.
+        let unknownValue = try await CLI.run(["--db", db, "picklist", "Account", "Tier__c", "--controller", "Nope"])
+        #expect(unknownValue.status == 1 && unknownValue.stdout.isEmpty, "\(unknownValue.stdout)")
+        #expect(unknownValue.stderr.split(separator: "\n").count == 1, "\(unknownValue.stderr)")
+        #expect(unknownValue.stderr.contains("'Nope' is not a value of 'Industry'") && unknownValue.stderr.contains("Agriculture, Energy"), "\(unknownValue.stderr)")
+        let notBoolean = try await CLI.run(["--db", db, "picklist", "Account", "Discount__c", "--controller", "yes"])
+        #expect(notBoolean.status == 1 && notBoolean.stderr.contains("false, true"), "\(notBoolean.stderr)")
+        #expect(try await CLI.run(["--db", db, "picklist", "Account", "Discount__c", "--controller", "TRUE"]).lines == ["Low", "High"])
         let notPicklist = try await CLI.run(["--db", db, "picklist", "Account", "Name"])
         #expect(notPicklist.status == 1 && notPicklist.stderr.contains("not a picklist"), "\(notPicklist.stderr)")
         let refused = try await CLI.run(["--db", db, "update", "Account", id, #"{"Tier__c":"Bronze"}"#])

@@ -262,6 +262,10 @@ struct SalesforceBackendTests {
         #expect(describe.picklist("Tier__c", controller: "Retail") == ["Bronze"])
         #expect(describe.picklist("Tier__c", controller: "Banking") == ["Gold"])
         #expect(describe.picklist("Tier__c", controller: "Agriculture") == ["Silver", "Bronze"], "an inactive controller value has its bit too")
+        #expect(describe.picklist("Tier__c", controller: "Nope") == nil, "a value the controller does not have: no list, not an empty one")
+        #expect(describe.controllerValues(of: "Tier__c") == ["Agriculture", "Energy", "Retail", "Banking"])
+        #expect(describe.controllerValues(of: "Discount__c") == ["false", "true"])
+        #expect(describe.controllerValues(of: "Industry") == nil)
         // A checkbox controller: bit 0 is false, bit 1 true.
         #expect(describe.picklist("Discount__c", controller: "false") == ["None"])
         let definition = try #require(setup.device.store.models.first(where: { $0.name == "Account" }))
