@@ -232,6 +232,11 @@ public final class ParseBackend: SyncBackend {
             }
             page.upserts.append(decoded.object)
             types.types.merge(decoded.types) { _, new in new }
+            // A value sent without a wire type where one was remembered: the server's schema
+            // changed the field (Parse holds one type per field), so it goes back plain.
+            for (attribute, _) in decoded.object.attributes where decoded.types[attribute] == nil && types.types[attribute] != nil {
+                types.types[attribute] = nil
+            }
             for (attribute, type) in decoded.types {
                 if let target = type.target { page.schema.associations[attribute] = target }
                 if type == .file, !page.schema.blobAttributes.contains(attribute) { page.schema.blobAttributes.append(attribute) }

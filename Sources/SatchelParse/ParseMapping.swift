@@ -24,8 +24,9 @@ import SatchelSync
 ///
 /// **Values pushed.** Each attribute goes back in the type the server gave it: the adapter
 /// remembers, per model and attribute, that it was a `Date`, a `File` or a `Pointer` to class
-/// `C` (``WireTypes``, stored with the model as the engine's server metadata); a model's
-/// declared association says the same. A removed attribute is `{"__op":"Delete"}`.
+/// `C` (``WireTypes``, stored with the model as the engine's server metadata), the last type it
+/// sent: a value pulled without one forgets it; a model's declared association says the same.
+/// A removed attribute is `{"__op":"Delete"}`.
 public enum ParseMapping {
     /// Fields the server sets: never pushed.
     static let serverFields: Set<String> = ["objectId", "createdAt", "updatedAt"]

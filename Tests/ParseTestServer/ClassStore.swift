@@ -140,6 +140,14 @@ struct ClassStore {
         classes[className]?.removeValue(forKey: id) != nil
     }
 
+    /// Deletes a field from the class's schema and from every object, as `PUT /schemas/C` with
+    /// `{"__op":"Delete"}` does (the objects' `updatedAt` stay): the next value written gives the
+    /// field its type again.
+    mutating func dropField(_ className: String, _ field: String) {
+        schema[className]?[field] = nil
+        for id in classes[className]?.keys.map({ $0 }) ?? [] { classes[className]?[id]?.fields[field] = nil }
+    }
+
     // MARK: - Rules of RestWrite
 
     /// Class names: alphanumeric and `_`, starting with a letter, or one of Parse's own classes.

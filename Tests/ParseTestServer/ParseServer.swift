@@ -83,6 +83,10 @@ public actor ParseServer: LoopbackServing {
         _ = try? state.store.write(className, .update(id), body: JSON.parse(json)?.object ?? [:], checked: false)
     }
 
+    /// Deletes a field from the class's schema and its objects (their `updatedAt` stay), as the
+    /// schema API's field `Delete` does; the field's next value sets its type again.
+    public func dropField(_ className: String, _ field: String) { state.store.dropField(className, field) }
+
     /// Deletes an object: it vanishes (Parse keeps no tombstone).
     public func delete(_ className: String, _ id: String) { state.store.delete(className, id) }
 

@@ -206,6 +206,38 @@ struct ParseBackendTests {
         #expect(bytes == Data("local bytes".utf8))
     }
 
+    @Test("a field the server turns from Date into a plain value goes back plain: the type remembered is the last one the server sent")
+    func wireTypeFollowsTheServer() async throws {
+        let setup = try await Setup(models: [ModelDefinition(name: "Event")])
+        defer { Task { await setup.stop() } }
+        let id = await setup.server.put("Event", Self.json(["when": ["__type": "Date", "iso": "2020-01-01T00:00:00.000Z"], "n": 1]), id: nil)
+        try await setup.device.engine.sync()
+        let events = try setup.model("Event")
+        #expect(try events.find(id)?["when"] == "2020-01-01T00:00:00.000Z")
+
+        // The field's type changes on the server (dropped from the schema, then written as a
+        // string); a later local edit must not wrap the string as a Date, which the server refuses.
+        await setup.server.dropField("Event", "when")
+        await setup.server.update("Event", id, Self.json(["when": "soon"]))
+        try await setup.device.engine.sync()
+        #expect(try events.find(id)?["when"] == "soon")
+        try events.update(id, with: ["when": "later"])
+        let pushed = try await setup.device.engine.sync()
+        let refusals = try setup.device.store.refusedChanges()
+        #expect(pushed.accepted == 1 && pushed.refused == 0, "\(refusals)")
+        let update = try #require(try await setup.batchRequests().last { $0["method"] == "PUT" })
+        #expect(update["body"]?["when"] == "later", "sent as the plain string the server now holds")
+        #expect(try await setup.stored("Event", id)?["when"] == "later")
+
+        // And back: a Date again is pushed as a Date.
+        await setup.server.dropField("Event", "when")
+        await setup.server.update("Event", id, Self.json(["when": ["__type": "Date", "iso": "2021-02-03T00:00:00.000Z"]]))
+        try await setup.device.engine.sync()
+        try events.update(id, with: ["when": "2022-01-01T00:00:00.000Z"])
+        #expect(try await setup.device.engine.sync().accepted == 1)
+        #expect(try await setup.stored("Event", id)?["when"] == ["__type": "Date", "iso": "2022-01-01T00:00:00.000Z"])
+    }
+
     @Test("include: pointed-to objects come whole and are stored in their own models (CRParse's decomposition)")
     func includeDecomposes() async throws {
         let setup = try await Setup(
