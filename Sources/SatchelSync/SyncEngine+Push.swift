@@ -33,38 +33,55 @@ extension SyncEngine {
         let limit = backend.capabilities.maxPushBatch
         let resolver = conflictResolvers[definition.name]
         var pushed = 0
+        var waiting: [String] = []
         // Changes merged with a conflicting server change, or kept by the resolver, go again in
         // the same sync (twice at most: a server changing the object as fast stops it there,
         // and the changes wait, pending, for the next sync).
         for round in 0..<3 {
             guard !ids.isEmpty else { break }
-            let resend = try await pushRound(
+            let outcome = try await pushRound(
                 ids, of: model, definition: definition, modelConfiguration: modelConfiguration, session: session, metadata: metadata,
                 limit: limit, resolver: resolver, pushed: &pushed, report: &report)
-            ids = round < 2 ? resend : []
+            ids = round < 2 ? outcome.resend : []
+            waiting += outcome.waiting
+        }
+        // Objects that pointed at an object of this model the server did not have yet (a parent
+        // and its children made together) go once their parents have: a pass per level of a
+        // chain, until a pass sends none of them (a parent refused, or linked only by a later
+        // pull: they wait for the next sync).
+        waiting = Self.inKeyOrder(waiting)
+        while !waiting.isEmpty, definition.associations.values.contains(definition.name) {
+            let outcome = try await pushRound(
+                waiting, of: model, definition: definition, modelConfiguration: modelConfiguration, session: session, metadata: metadata,
+                limit: limit, resolver: resolver, pushed: &pushed, report: &report)
+            guard outcome.waiting.count < waiting.count else { break }
+            waiting = outcome.waiting
         }
         if pushed > 0 { emit(.sync(SyncNotification(status: .inProgress, model: definition.name, message: "pushed \(pushed) change(s)"))) }
     }
 
     /// Pushes the pending changes of objects `ids`, a chunk at a time; returns the objects whose
-    /// change is to be sent again (merged or resolved conflicts).
+    /// change is to be sent again (merged or resolved conflicts), and those whose change waits
+    /// for an object they point at to reach the server.
     private func pushRound(
         _ ids: [String], of model: Model, definition: ModelDefinition, modelConfiguration: ModelSyncConfiguration, session: SyncSession,
         metadata: JSONValue?, limit: Int?, resolver: ConflictResolver?, pushed: inout Int, report: inout SyncReport
-    ) async throws -> [String] {
+    ) async throws -> (resend: [String], waiting: [String]) {
         let blocked = try storage { try unsyncedParents(of: definition) }
         let chunkSize = max(1, limit ?? ids.count)
         var resend: [String] = []
+        var waiting: [String] = []
         var start = 0
         while start < ids.count {
             try checkStopped()
             let chunkIDs = Array(ids[start..<min(start + chunkSize, ids.count)])
             start += chunkIDs.count
-            let chunk = try await onStore(bounded: limit != nil) { store in
+            let (chunk, waitingInChunk) = try await onStore(bounded: limit != nil) { store in
                 try store.bulkUpdate { tx in
                     try Self.putInFlight(chunkIDs, of: model, definition: definition, configuration: modelConfiguration, blocked: blocked, tx: tx)
                 }
             }
+            waiting += waitingInChunk
             guard !chunk.isEmpty else { continue }
             let withBlobs = definition.blobAttributes.isEmpty ? chunk : try storage { try chunk.map { try attachBlobs($0, definition: definition) } }
             let request = PushRequest(model: definition, changes: withBlobs, session: session, configuration: modelConfiguration, metadata: metadata)
@@ -93,16 +110,22 @@ extension SyncEngine {
                 throw lost
             }
         }
-        return resend
+        return (resend, waiting)
+    }
+
+    /// `ids` without repeats, in the order of their keys (the order a push reads them in).
+    static func inKeyOrder(_ ids: [String]) -> [String] {
+        Array(Set(ids)).sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
     }
 
     /// Makes the pending changes of objects `ids` changes in flight, in `tx`; returns what to
-    /// send. An object with a refused change, a create awaiting its link or a reference to an
-    /// object the server does not have yet keeps its change pending.
+    /// send, and the objects that wait. An object with a refused change, a create awaiting its
+    /// link or a reference to an object the server does not have yet keeps its change pending
+    /// (the last are the ones that wait).
     static func putInFlight(
         _ ids: [String], of model: Model, definition: ModelDefinition, configuration: ModelSyncConfiguration, blocked: [String: Set<String>],
         tx: Transaction
-    ) throws -> [OutgoingChange] {
+    ) throws -> (changes: [OutgoingChange], waiting: [String]) {
         tx.reserveCapacity(2 * ids.count)  // each change: its pending record goes, its in-flight one comes
         // The ids come in id order (a chunk of the pending changes' scan): their records and
         // objects are read in key order.
@@ -114,14 +137,18 @@ extension SyncEngine {
     private static func putInFlightInOrder(
         _ ids: [String], of model: Model, definition: ModelDefinition, configuration: ModelSyncConfiguration, blocked: [String: Set<String>],
         tx: Transaction
-    ) throws -> [OutgoingChange] {
+    ) throws -> (changes: [OutgoingChange], waiting: [String]) {
         var changes: [OutgoingChange] = []
+        var waiting: [String] = []
         for id in ids {
             let records = try tx.objectSyncState(model, id)
             guard let change = records.pending else { continue }
             if records.refusal != nil || records.inFlight?.state == .awaitingLink { continue }
             let object = try tx.find(id, in: model)
-            if let object, refersTo(blocked, object: object, definition: definition) { continue }
+            if let object, refersTo(blocked, object: object, definition: definition) {
+                waiting.append(id)
+                continue
+            }
             var next = records
             next.pending = nil
             var attributes: JSONObject
@@ -146,7 +173,7 @@ extension SyncEngine {
             let whole = change.kind == .update ? object.map { configuration.syncing($0.attributes) } : nil
             changes.append(OutgoingChange(objectID: id, kind: change.kind, attributes: attributes, baseVersion: records.version, object: whole))
         }
-        return changes
+        return (changes, waiting)
     }
 
     /// Puts the unanswered changes in flight back among the pending ones, merged with later edits.

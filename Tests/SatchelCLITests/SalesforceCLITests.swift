@@ -69,7 +69,9 @@ struct SalesforceCLITests {
         let unknownValue = try await CLI.run(["--db", db, "picklist", "Account", "Tier__c", "--controller", "Nope"])
         #expect(unknownValue.status == 1 && unknownValue.stdout.isEmpty, "\(unknownValue.stdout)")
         #expect(unknownValue.stderr.split(separator: "\n").count == 1, "\(unknownValue.stderr)")
-        #expect(unknownValue.stderr.contains("'Nope' is not a value of 'Industry'") && unknownValue.stderr.contains("Agriculture, Energy"), "\(unknownValue.stderr)")
+        #expect(
+            unknownValue.stderr.contains("'Nope' is not a value of 'Industry'") && unknownValue.stderr.contains("Agriculture, Energy"),
+            "\(unknownValue.stderr)")
         let notBoolean = try await CLI.run(["--db", db, "picklist", "Account", "Discount__c", "--controller", "yes"])
         #expect(notBoolean.status == 1 && notBoolean.stderr.contains("false, true"), "\(notBoolean.stderr)")
         #expect(try await CLI.run(["--db", db, "picklist", "Account", "Discount__c", "--controller", "TRUE"]).lines == ["Low", "High"])

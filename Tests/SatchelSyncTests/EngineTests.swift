@@ -599,6 +599,38 @@ struct EngineTests {
         #expect(try client.model("Order").findAll().first?["customer"] == .string(customerID))
     }
 
+    @Test("a parent and its children made together in one model go in one sync: each level after the one it points at, its reference rewritten")
+    func sameModelChainInOneSync() async throws {
+        var configuration = InMemoryBackend.Configuration()
+        configuration.maxPushBatch = 2
+        let server = InMemoryBackend(configuration: configuration)
+        let models = [ModelDefinition(name: "Account", associations: ["parent": "Account"])]
+        let client = try await Self.client(server, models: models)
+        let accounts = try client.model("Account")
+        // Ids in key order put the children before their parents in the push's chunks.
+        try accounts.create(["object": "a-3", "name": "Root"])
+        try accounts.create(["object": "a-2", "name": "Child", "parent": "a-3"])
+        try accounts.create(["object": "a-1", "name": "Grandchild", "parent": "a-2"])
+        try accounts.create(["object": "a-0", "name": "Alone"])
+        try await client.engine.sync()
+        let onServer = await server.objects("Account")
+        #expect(onServer.count == 4, "\(onServer)")
+        let byName = Dictionary(uniqueKeysWithValues: onServer.map { ($0.value["name"]?.stringValue ?? "", $0.key) })
+        let root = try #require(byName["Root"]), child = try #require(byName["Child"]), grandchild = try #require(byName["Grandchild"])
+        #expect(onServer[child]?["parent"] == .string(root) && onServer[grandchild]?["parent"] == .string(child))
+        #expect(try client.store.changeFates(model: "Account").isEmpty)
+        #expect(try accounts.find(grandchild)?["parent"] == .string(child))
+
+        // A child whose parent the server refuses waits, and the sync ends.
+        await server.reject(InMemoryBackend.Rejection(model: "Account", matching: ["name": "Refused"]))
+        try accounts.create(["object": "b-2", "name": "Refused"])
+        try accounts.create(["object": "b-1", "name": "Orphan", "parent": "b-2"])
+        let report = try await client.engine.sync()
+        #expect(report.refused == 1)
+        #expect(try client.store.changeFates(model: "Account")["b-1"] == .pending(.create))
+        #expect(await server.objects("Account").count == 4)
+    }
+
     @Test("an edit made while its object's change is out keeps its pending change when the server accepts the one sent, and goes next sync")
     func editWhileInFlight() async throws {
         let server = InMemoryBackend()
