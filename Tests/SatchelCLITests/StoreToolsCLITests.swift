@@ -74,6 +74,27 @@ struct StoreToolsCLITests {
         #expect(try await CLI.run(["--db", db, "find", "Note", "--count"]).lines == ["20"])
         let replaced = try #require(restored.lines.first?.components(separatedBy: "kept at ").last)
         #expect(try await CLI.run(["--db", replaced, "find", "Note", "--count"]).lines == ["19"])
+
+        // A --db that is not a store (a directory of other files, a regular file) is refused and
+        // left where it is; an empty directory takes the restored store.
+        let documents = directory.child("documents")
+        try FileManager.default.createDirectory(atPath: documents, withIntermediateDirectories: true)
+        try "my notes".write(toFile: documents + "/notes.txt", atomically: true, encoding: .utf8)
+        let notAStore = try await CLI.run(["--db", documents, "restore", backup])
+        #expect(notAStore.status == 1 && notAStore.stderr.split(separator: "\n").count == 1, "\(notAStore.stdout) \(notAStore.stderr)")
+        #expect(notAStore.stderr.contains("not a Satchel store"), "\(notAStore.stderr)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: documents) == ["notes.txt"])
+        let plainFile = directory.child("file.txt")
+        try "plain".write(toFile: plainFile, atomically: true, encoding: .utf8)
+        let aFile = try await CLI.run(["--db", plainFile, "restore", backup])
+        #expect(aFile.status == 1 && aFile.stderr.contains("not a Satchel store"), "\(aFile.stderr)")
+        #expect(try String(contentsOfFile: plainFile, encoding: .utf8) == "plain")
+        let siblings = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+        #expect(!siblings.contains { $0.hasPrefix("documents.") || $0.hasPrefix("file.txt.") }, "\(siblings)")
+        let empty = directory.child("empty")
+        try FileManager.default.createDirectory(atPath: empty, withIntermediateDirectories: true)
+        #expect(try await CLI.run(["--db", empty, "restore", backup]).status == 0)
+        #expect(try await CLI.run(["--db", empty, "find", "Note", "--count"]).lines == ["20"])
     }
 
     @Test("migrate: a dry run prints each change and writes nothing; the migration runs once across runs; a refused one changes nothing")

@@ -240,7 +240,8 @@ extension Store {
     ///
     /// - Returns: where the replaced store now is, or nil when there was none at `path`.
     /// - Throws: ``SatchelError`` `.storeMissing` or `.notAStore` for a `backup` that is not a
-    ///   whole store, `.corruption` when its copy fails its check, `.locked` when the store at
+    ///   whole store, `.notAStore` for a `path` that holds something other than a store (or
+    ///   nothing), `.corruption` when its copy fails its check, `.locked` when the store at
     ///   `path` is open in another process.
     @discardableResult
     public static func restore(from backup: String, to path: String, configuration: Configuration = Configuration()) throws -> String? {
@@ -252,8 +253,14 @@ extension Store {
             throw SatchelError(.storeMissing, "no backup at \(backup)")
         }
         try checkIsStore(backup, creating: false)
-        let existing = fileManager.fileExists(atPath: target)
-        if existing { try checkNotOpen(target) }
+        let existing = fileManager.fileExists(atPath: target, isDirectory: &isDirectory)
+        if existing {
+            // Only a store (or an empty directory) is replaced: a mistyped path to anything else
+            // is left where it is.
+            guard isDirectory.boolValue else { throw SatchelError(.notAStore, "\(target) is not a Satchel store: it is a file") }
+            try checkIsStore(target, creating: true)
+            try checkNotOpen(target)
+        }
         if fileManager.fileExists(atPath: staging) {
             let entries = (try? fileManager.contentsOfDirectory(atPath: staging)) ?? []
             if entries.contains(unfinishedRestoreMarker) || entries.allSatisfy({ $0.hasPrefix(".dat.nosync") }) {
