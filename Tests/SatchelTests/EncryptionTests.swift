@@ -120,6 +120,24 @@ struct EncryptionTests {
         #expect(try Self.allBytes(under: plain).map { "\($0.0):\($0.1.hashValue)" }.sorted() == plainBefore)
     }
 
+    @Test("a key's text: 64 digits with at most one trailing newline, LF or CRLF; anything else refused, counted in bytes")
+    func keyText() throws {
+        let digits = String(repeating: "0123456789abcdef", count: 4)
+        let key = try EncryptionKey(hex: digits)
+        for accepted in [digits + "\n", digits + "\r\n", digits.uppercased()] {
+            #expect(try EncryptionKey(hex: accepted).hex == key.hex, "\(accepted.debugDescription)")
+        }
+        for (refused, message) in [
+            (digits + "\n\r\n", "65 characters"), (digits + "\r\r\n", "65 characters"), (digits + "\n\n", "65 characters"),
+            (digits + "\r", "65 characters"), (String(digits.dropLast()) + "\r\n", "63 characters"), (digits + " ", "65 characters"),
+        ] {
+            #expect(throws: SatchelError.self, "\(refused.debugDescription)") { try EncryptionKey(hex: refused) }
+            do { _ = try EncryptionKey(hex: refused) } catch {
+                #expect(error.message.contains(message), "\(refused.debugDescription): \(error.message)")
+            }
+        }
+    }
+
     @Test("a passphrase opens what it encrypted, and only that passphrase")
     func passphrase() throws {
         let directory = TemporaryDirectory()

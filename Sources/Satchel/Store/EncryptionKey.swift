@@ -39,15 +39,19 @@ public struct EncryptionKey: Sendable, CustomStringConvertible {
     ///
     /// - Throws: ``SatchelError`` `.invalidArgument` naming what is wrong, never the key.
     public init(hex text: String) throws(SatchelError) {
-        var digits = Substring(text)
-        if digits.hasSuffix("\r\n") { digits = digits.dropLast(2) } else if digits.hasSuffix("\n") { digits = digits.dropLast() }
-        guard digits.utf8.count == 64 else {
-            throw SatchelError(.invalidArgument, "a key is 64 hexadecimal digits (256 bits); this one has \(digits.utf8.count) characters")
+        // Bytes, not Characters: "\r\n" is one Character, and two of them would drop a digit.
+        var digits = Array(text.utf8)
+        if digits.last == UInt8(ascii: "\n") {
+            digits.removeLast()
+            if digits.last == UInt8(ascii: "\r") { digits.removeLast() }
+        }
+        guard digits.count == 64 else {
+            throw SatchelError(.invalidArgument, "a key is 64 hexadecimal digits (256 bits); this one has \(digits.count) characters")
         }
         var bytes: [UInt8] = []
         bytes.reserveCapacity(32)
         var high: UInt8?
-        for (position, character) in digits.utf8.enumerated() {
+        for (position, character) in digits.enumerated() {
             guard let value = Self.hexValue(character) else {
                 throw SatchelError(.invalidArgument, "a key is 64 hexadecimal digits; character \(position + 1) is not one")
             }
