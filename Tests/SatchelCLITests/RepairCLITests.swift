@@ -129,6 +129,58 @@ struct RepairCLITests {
         #expect(try await Self.expectTruthful(db, written: items) == items.count)
     }
 
+    @Test("a byte changed in a log's first record: the store refuses to open, and repair drops that write, keeping every other as written")
+    func damagedLogRecord() async throws {
+        let directory = TemporaryDirectory()
+        let written = directory.child("written")
+        var items: [String: String] = [:]
+        for i in 0..<5 {
+            let line = #"{"brand":"\#(Self.brands[i % Self.brands.count])","n":\#(i),"object":"i\#(i)"}"#
+            items["i\(i)"] = line
+            #expect(try await CLI.run(["--db", written, "put", "Item", line]).status == 0)
+            if i == 0 { #expect(try await CLI.run(["--db", written, "index", "Item", "brand"]).status == 0) }
+        }
+        // Ten writes left in the log by a process that died (the directory copied while open).
+        let db = directory.child("db")
+        do {
+            let store = try Store(path: written)
+            let model = try store.model("Item")
+            for i in 5..<15 {
+                let text = String(repeating: "v", count: 200)
+                items["i\(i)"] = #"{"brand":"\#(Self.brands[i % Self.brands.count])","n":\#(i),"object":"i\#(i)","text":"\#(text)"}"#
+                try model.save(
+                    Object(
+                        id: "i\(i)", attributes: ["brand": .string(Self.brands[i % Self.brands.count]), "n": .int(Int64(i)), "text": .string(text)]))
+            }
+            try StoreDamage.copyWhileOpen(written, to: db)
+            try store.close()
+        }
+        // One byte of the first write's value, in the log's first record.
+        let log = try #require(StoreDamage.files(db, suffix: ".log").max { StoreDamage.size($0) < StoreDamage.size($1) })
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: log))
+        let at = try #require(bytes.firstRange(of: Data(String(repeating: "v", count: 200).utf8))).lowerBound + 100
+        bytes[at] ^= 0x01
+        try bytes.write(to: URL(fileURLWithPath: log))
+
+        // Dropping the record and keeping the nine after it would be a state the store never
+        // had: the open refuses, in one line, pointing at repair; nothing is written.
+        for command in [["check"], ["find", "Item", "--count"]] {
+            let refused = try await CLI.run(["--db", db] + command)
+            #expect(refused.status == 1 && refused.stderr.split(separator: "\n").count == 1, "\(command): \(refused.stdout)\(refused.stderr)")
+            #expect(refused.stderr.contains("damaged") && refused.stderr.contains("satchel repair"), "\(refused.stderr)")
+        }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: log)) == bytes, "the refused opens left the log as it was")
+
+        let repaired = try await CLI.run(["--db", db, "repair"])
+        #expect(repaired.status == 0, "\(repaired.stdout)\(repaired.stderr)")
+        // LevelDB drops the damaged record and the rest of its 32 KiB block (its length may be
+        // what changed); what is left is as it was written.
+        let left = try await Self.expectTruthful(db, written: items)
+        let ids = Set(try await Self.exported(db).keys)
+        #expect(left < items.count && !ids.contains("i5"), "the damaged write is gone: \(ids.sorted())")
+        #expect(ids.isSuperset(of: (0..<5).map { "i\($0)" }), "the writes in tables stay: \(ids.sorted())")
+    }
+
     @Test("a log cut short: the store opens with whole writes only, and repair leaves it truthful")
     func truncatedLog() async throws {
         let directory = TemporaryDirectory()

@@ -88,7 +88,16 @@ final class LevelDB: Sendable {
         recordsCleanClose = options.reuseLogsAfterCleanClose && options.environment == nil
         let record = recordsCleanClose ? CleanCloseRecord.matching(path) : nil
         var reusing = record != nil
-        if reusing { satchel_leveldb_options_set_reuse_logs(opts, 1) }
+        if reusing {
+            satchel_leveldb_options_set_reuse_logs(opts, 1)
+        } else {
+            // Logs a clean close did not empty are replayed: with paranoid checks a damaged
+            // record fails the open (the store is then repaired, saying so) instead of being
+            // dropped while the records after it are kept, a state the store never had, which
+            // the replay then writes into a table and no later check could see. A log cut short
+            // at its end (a kill) is its end, as without them.
+            leveldb_options_set_paranoid_checks(opts, 1)
+        }
         defer { leveldb_options_destroy(opts) }  // DB::Open copies the options
         var cache: OpaquePointer? = nil
         if options.blockCacheSize > 0 {
@@ -108,7 +117,11 @@ final class LevelDB: Sendable {
         func open() throws(SatchelError) -> OpaquePointer? {
             if let listing { satchel_open_listing_env_arm(listing, 1) }
             defer { if let listing { satchel_open_listing_env_arm(listing, 0) } }
-            return try LevelDBStatus.check { leveldb_open(opts, path, $0) }
+            do {
+                return try LevelDBStatus.check { leveldb_open(opts, path, $0) }
+            } catch  where error.code == .corruption {
+                throw SatchelError(.corruption, "\(path) is damaged (\(error.message)); nothing was changed: repair the store (satchel repair)")
+            }
         }
         var opened: OpaquePointer?
         do {
@@ -120,6 +133,7 @@ final class LevelDB: Sendable {
             if reusing, let reused = opened, CleanCloseRecord.matching(path, asEarlier: record)?.text != record?.text {
                 leveldb_close(reused)
                 satchel_leveldb_options_set_reuse_logs(opts, 0)
+                leveldb_options_set_paranoid_checks(opts, 1)
                 reusing = false
                 opened = try open()
             }
@@ -205,11 +219,19 @@ final class LevelDB: Sendable {
     /// repair copies the bytes of damaged blocks as keys, and its table builder aborts the
     /// process on the first one out of order (found by the repair tests). With them a damaged
     /// block is skipped whole.
+    ///
+    /// Logs are replayed first by an open without paranoid checks, which drops each record that
+    /// fails its checksum: LevelDB's repair reads logs without checking them, and would keep a
+    /// damaged record's bytes as keys and values. (That open fails when the MANIFEST or a table
+    /// it needs is damaged; the repair then reads the logs as they are.)
     static func repair(path: String, options: LevelDBOptions) throws(SatchelError) {
         let opts = makeOptions(options)
         defer { leveldb_options_destroy(opts) }
-        leveldb_options_set_paranoid_checks(opts, 1)
         CleanCloseRecord.remove(in: path)
+        if FileSystem.size(of: path + "/CURRENT") != nil, let replayed = try? LevelDBStatus.check({ leveldb_open(opts, path, $0) }) {
+            leveldb_close(replayed)
+        }
+        leveldb_options_set_paranoid_checks(opts, 1)
         try LevelDBStatus.check { leveldb_repair_db(opts, path, $0) }
     }
 
