@@ -189,10 +189,12 @@ struct MigrateCommand: ParsableCommand {
             {"dropIndex": "a,b"}, {"schema": {"a": "string", …}} or {"schema": null}. A step's attribute is a path as in \
             queries: "address.city" (a nested object), "items[].qty" (each element of an array); a rename stays within \
             the object that holds it. Every object is checked first: one \
-            that does not migrate refuses the migration and nothing changes. "push": true makes the rewrites changes to \
+            that does not migrate refuses the migration and nothing of it changes (migrations before it in FILE stay \
+            applied, as the error says). "push": true makes the rewrites changes to \
             push (synced models); by default a migration changes the local representation only. --dry-run prints each \
             object that would change as {"after": …, "before": …, "object": ID} (after null: deleted), then a summary \
-            line, and writes nothing.
+            line, and writes nothing; each migration of FILE is checked against the store as it is, not as the ones \
+            before it would leave it.
             """
     )
 

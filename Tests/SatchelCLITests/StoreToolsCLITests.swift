@@ -137,6 +137,16 @@ struct StoreToolsCLITests {
             refused.status == 1 && refused.stderr.split(separator: "\n").count == 1 && refused.stderr.contains("12 of 12 objects"),
             "\(refused.stderr)")
         #expect(try await CLI.run(["--db", db, "export", "Note"]).lines == after)
+
+        // A list whose second migration fails: the first stays applied, and the error says so.
+        let pair = directory.child("pair.json")
+        try #"[{"name":"v4","steps":[{"add":"flag","default":true}]},{"name":"v5","steps":[{"convert":"name","to":"number"}]}]"#
+            .write(toFile: pair, atomically: true, encoding: .utf8)
+        for i in 0..<3 { #expect(try await CLI.run(["--db", db, "put", "Memo", #"{"object":"m\#(i)","name":"memo \#(i)"}"#]).status == 0) }
+        let half = try await CLI.run(["--db", db, "migrate", "Memo", pair])
+        #expect(half.status == 1 && half.stderr.split(separator: "\n").count == 1, "\(half.stderr)")
+        #expect(half.stderr.contains("migration 'v5'") && half.stderr.contains("'v4'") && half.stderr.contains("stay applied"), "\(half.stderr)")
+        #expect(try await CLI.run(["--db", db, "find", "Memo", "--where", "flag=true", "--count"]).lines == ["3"])
         let malformed = directory.child("malformed.json")
         try #"{"name":"v4","steps":[{"rename":"a"}]}"#.write(toFile: malformed, atomically: true, encoding: .utf8)
         let wrong = try await CLI.run(["--db", db, "migrate", "Note", malformed])

@@ -89,7 +89,8 @@ extension Store {
     ///   - changes: in a dry run, called for each object the migration would change.
     /// - Returns: one report per migration.
     /// - Throws: ``SatchelError`` `.invalidObject` or `.schemaViolation` for objects that do not
-    ///   migrate (nothing written), `.invalidArgument` for a list naming a migration twice,
+    ///   migrate (nothing of that migration written; the ones before it in the list stay
+    ///   applied, as the message says), `.invalidArgument` for a list naming a migration twice,
     ///   `.busy` when another migration of the model is unfinished and not in the list.
     @discardableResult
     public func migrate(
@@ -102,7 +103,15 @@ extension Store {
         }
         var reports: [MigrationReport] = []
         for migration in migrations {
-            reports.append(try run(migration, dryRun: dryRun, progress: progress, changes: changes))
+            do {
+                reports.append(try run(migration, dryRun: dryRun, progress: progress, changes: changes))
+            } catch let error as SatchelError where !dryRun && !reports.isEmpty {
+                // Each migration is its own whole: those before it in the list stay applied.
+                let before = reports.map { "'\($0.migration)'" }.joined(separator: ", ")
+                throw SatchelError(
+                    error.code, "\(error.message) (the migrations before it in the list, \(before), stay applied)", model: error.model,
+                    objectID: error.objectID)
+            }
         }
         return reports
     }
