@@ -220,15 +220,16 @@ final class LevelDB: Sendable {
     /// process on the first one out of order (found by the repair tests). With them a damaged
     /// block is skipped whole.
     ///
-    /// Logs are replayed first by an open without paranoid checks, which drops each record that
-    /// fails its checksum: LevelDB's repair reads logs without checking them, and would keep a
-    /// damaged record's bytes as keys and values. (That open fails when the MANIFEST or a table
-    /// it needs is damaged; the repair then reads the logs as they are.)
+    /// Logs that hold writes are replayed first by an open without paranoid checks, which drops
+    /// each record that fails its checksum: LevelDB's repair reads logs without checking them,
+    /// and would keep a damaged record's bytes as keys and values. (That open fails when the
+    /// MANIFEST is damaged; the repair then reads the logs as they are.)
     static func repair(path: String, options: LevelDBOptions) throws(SatchelError) {
         let opts = makeOptions(options)
         defer { leveldb_options_destroy(opts) }
         CleanCloseRecord.remove(in: path)
-        if FileSystem.size(of: path + "/CURRENT") != nil, let replayed = try? LevelDBStatus.check({ leveldb_open(opts, path, $0) }) {
+        let logs = (FileSystem.names(in: path) ?? []).filter { $0.hasSuffix(".log") && (FileSystem.size(of: path + "/" + $0) ?? 0) > 0 }
+        if !logs.isEmpty, FileSystem.size(of: path + "/CURRENT") != nil, let replayed = try? LevelDBStatus.check({ leveldb_open(opts, path, $0) }) {
             leveldb_close(replayed)
         }
         leveldb_options_set_paranoid_checks(opts, 1)
