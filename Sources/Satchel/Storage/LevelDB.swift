@@ -83,14 +83,15 @@ final class LevelDB: Sendable {
     init(path: String, options: LevelDBOptions) throws(SatchelError) {
         self.path = path
         // The directory holds a file per table: it is listed only when `CURRENT` is missing.
-        if FileSystem.size(of: path + "/CURRENT") == nil { try Self.refuseHeadlessDatabase(at: path) }
+        let existing = FileSystem.size(of: path + "/CURRENT") != nil
+        if !existing { try Self.refuseHeadlessDatabase(at: path) }
         let opts = Self.makeOptions(options)
         recordsCleanClose = options.reuseLogsAfterCleanClose && options.environment == nil
         let record = recordsCleanClose ? CleanCloseRecord.matching(path) : nil
         var reusing = record != nil
         if reusing {
             satchel_leveldb_options_set_reuse_logs(opts, 1)
-        } else {
+        } else if existing {
             // Logs a clean close did not empty are replayed: with paranoid checks a damaged
             // record fails the open (the store is then repaired, saying so) instead of being
             // dropped while the records after it are kept, a state the store never had, which
