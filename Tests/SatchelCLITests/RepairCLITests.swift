@@ -32,6 +32,40 @@ struct RepairCLITests {
         return (db, items)
     }
 
+    /// A store at `db` whose objects `written` were put by separate CLI runs (an index on
+    /// `brand` declared after the first) and whose objects `logged` (each with `text`, when
+    /// given) sit only in its log: the last writes of a process that died, the directory copied
+    /// while the store is still open (a clean close empties the log into a table). Returns the
+    /// copy's path and every object's line as written.
+    static func storeWithLoggedWrites(
+        _ directory: TemporaryDirectory, written: Range<Int>, logged: Range<Int>, text: String? = nil
+    ) async throws -> (db: String, items: [String: String]) {
+        let source = directory.child("written")
+        var items: [String: String] = [:]
+        for i in written {
+            let line = #"{"brand":"\#(brands[i % brands.count])","n":\#(i),"object":"i\#(i)"}"#
+            items["i\(i)"] = line
+            #expect(try await CLI.run(["--db", source, "put", "Item", line]).status == 0)
+            if i == written.lowerBound { #expect(try await CLI.run(["--db", source, "index", "Item", "brand"]).status == 0) }
+        }
+        let db = directory.child("db")
+        let store = try Store(path: source)
+        let model = try store.model("Item")
+        for i in logged {
+            var attributes: JSONObject = ["brand": .string(brands[i % brands.count]), "n": .int(Int64(i))]
+            var line = #"{"brand":"\#(brands[i % brands.count])","n":\#(i),"object":"i\#(i)""#
+            if let text {
+                attributes["text"] = .string(text)
+                line += #","text":"\#(text)""#
+            }
+            items["i\(i)"] = line + "}"
+            try model.save(Object(id: "i\(i)", attributes: attributes))
+        }
+        try StoreDamage.copyWhileOpen(source, to: db)
+        try store.close()
+        return (db, items)
+    }
+
     /// The objects `export` prints (a scan of the model), by id.
     static func exported(_ db: String) async throws -> [String: String] {
         let result = try await CLI.run(["--db", db, "export", "Item"])
@@ -132,33 +166,12 @@ struct RepairCLITests {
     @Test("a byte changed in a log's first record: the store refuses to open, and repair drops that write, keeping every other as written")
     func damagedLogRecord() async throws {
         let directory = TemporaryDirectory()
-        let written = directory.child("written")
-        var items: [String: String] = [:]
-        for i in 0..<5 {
-            let line = #"{"brand":"\#(Self.brands[i % Self.brands.count])","n":\#(i),"object":"i\#(i)"}"#
-            items["i\(i)"] = line
-            #expect(try await CLI.run(["--db", written, "put", "Item", line]).status == 0)
-            if i == 0 { #expect(try await CLI.run(["--db", written, "index", "Item", "brand"]).status == 0) }
-        }
-        // Ten writes left in the log by a process that died (the directory copied while open).
-        let db = directory.child("db")
-        do {
-            let store = try Store(path: written)
-            let model = try store.model("Item")
-            for i in 5..<15 {
-                let text = String(repeating: "v", count: 200)
-                items["i\(i)"] = #"{"brand":"\#(Self.brands[i % Self.brands.count])","n":\#(i),"object":"i\#(i)","text":"\#(text)"}"#
-                try model.save(
-                    Object(
-                        id: "i\(i)", attributes: ["brand": .string(Self.brands[i % Self.brands.count]), "n": .int(Int64(i)), "text": .string(text)]))
-            }
-            try StoreDamage.copyWhileOpen(written, to: db)
-            try store.close()
-        }
+        let text = String(repeating: "v", count: 200)
+        let (db, items) = try await Self.storeWithLoggedWrites(directory, written: 0..<5, logged: 5..<15, text: text)
         // One byte of the first write's value, in the log's first record.
         let log = try #require(StoreDamage.files(db, suffix: ".log").max { StoreDamage.size($0) < StoreDamage.size($1) })
         var bytes = try Data(contentsOf: URL(fileURLWithPath: log))
-        let at = try #require(bytes.firstRange(of: Data(String(repeating: "v", count: 200).utf8))).lowerBound + 100
+        let at = try #require(bytes.firstRange(of: Data(text.utf8))).lowerBound + 100
         bytes[at] ^= 0x01
         try bytes.write(to: URL(fileURLWithPath: log))
 
@@ -184,30 +197,8 @@ struct RepairCLITests {
     @Test("a log cut short: the store opens with whole writes only, and repair leaves it truthful")
     func truncatedLog() async throws {
         let directory = TemporaryDirectory()
-        let written = directory.child("written")
-        var items: [String: String] = [:]
-        #expect(try await CLI.run(["--db", written, "index", "Item", "brand"]).status == 1, "no model yet")
-        for i in 0..<30 {
-            let line = #"{"brand":"\#(Self.brands[i % Self.brands.count])","n":\#(i),"object":"i\#(i)"}"#
-            items["i\(i)"] = line
-            #expect(try await CLI.run(["--db", written, "put", "Item", line]).status == 0)
-            if i == 0 { #expect(try await CLI.run(["--db", written, "index", "Item", "brand"]).status == 0) }
-        }
-        // A clean close empties the log into a table: the last writes sit in the log only when
-        // the process died after them. What such a death leaves: ten more writes, and the
-        // directory copied while the store is still open.
-        let db = directory.child("db")
-        do {
-            let store = try Store(path: written)
-            let model = try store.model("Item")
-            for i in 30..<40 {
-                let line = #"{"brand":"\#(Self.brands[i % Self.brands.count])","n":\#(i),"object":"i\#(i)"}"#
-                items["i\(i)"] = line
-                try model.save(Object(id: "i\(i)", attributes: ["brand": .string(Self.brands[i % Self.brands.count]), "n": .int(Int64(i))]))
-            }
-            try StoreDamage.copyWhileOpen(written, to: db)
-            try store.close()
-        }
+        #expect(try await CLI.run(["--db", directory.child("written"), "index", "Item", "brand"]).status == 1, "no model yet")
+        let (db, items) = try await Self.storeWithLoggedWrites(directory, written: 0..<30, logged: 30..<40)
         // Cut into the last writes.
         let log = try #require(StoreDamage.files(db, suffix: ".log").max { StoreDamage.size($0) < StoreDamage.size($1) })
         #expect(StoreDamage.size(log) > 20)
