@@ -29,7 +29,7 @@ struct FindCommand: ParsableCommand {
     var order: [String] = []
     @Option(parsing: .unconditional, help: "At most this many objects (a positive integer).") var limit: Int?
     @Option(parsing: .unconditional, help: "Skip this many objects first.") var offset = 0
-    @Option(help: ArgumentHelp("Only these attributes (comma list).", valueName: "a,b")) var select: String?
+    @Option(help: ArgumentHelp("Only these attributes (comma list; items[].x keeps each element's x).", valueName: "a,b")) var select: String?
     @Option(
         help: ArgumentHelp("Full-text search in the model's text index: words, \"a phrase\", pref*; prints matches best first.", valueName: "query"))
     var match: String?

@@ -112,6 +112,53 @@ struct ArrayPathTests {
         #expect(try store.verify().isHealthy, "the index's entries are the objects' values")
     }
 
+    @Test("a projection through items[] keeps the array, each line reduced to the selected names; lines with none of them are left out")
+    func projection() throws {
+        var rng = SplitMix64(seed: 31)
+        let directory = TemporaryDirectory()
+        let store = try Store(path: directory.child("store"))
+        defer { try? store.close() }
+        let orders = try store.register(ModelDefinition(name: "Order", syncType: .none))
+        let written = (0..<300).map { Self.order($0, &rng) }
+        try store.bulkUpdate { tx in for order in written { try tx.put(order, in: orders) } }
+
+        // Written here without `Field`: a line (an object, or `items` itself when it is one
+        // object) keeps its product and its quantity; the array keeps the lines left.
+        func reduced(_ line: JSONValue) -> JSONValue? {
+            guard case .object(let object) = line else { return nil }
+            var kept = JSONObject()
+            for name in ["product", "qty"] { if let value = object[name] { kept[name] = value } }
+            return kept.isEmpty ? nil : .object(kept)
+        }
+        let query = Query(order: [.ascending("n")]).select("items[].product", "n", "items[].qty")
+        let found = try orders.findAll(query)
+        #expect(found.count == written.count)
+        for (object, order) in zip(found, written) {
+            var expected: JSONObject = ["n": order["n"]!]
+            switch order["items"] {
+            case .array(let lines)?:
+                let kept = lines.compactMap(reduced)
+                if !kept.isEmpty { expected["items"] = .array(kept) }
+            case let single?: expected["items"] = reduced(single)
+            case nil: break
+            }
+            #expect(object.attributes == expected, "\(object.id): \(order)")
+        }
+
+        // One example as printed, and the whole array when it is selected too.
+        _ = try orders.put(["object": "x1", "n": 1000, "items": [["product": "p-1", "qty": 2, "note": "gift"], 7, ["note": "none"], ["qty": 1]]])
+        let one = try #require(try orders.findAll(Query(where: "object" == "x1").select("items[].qty", "items[].product")).first)
+        #expect(one.attributes == ["items": [["product": "p-1", "qty": 2], ["qty": 1]]])
+        let whole = try #require(try orders.findAll(Query(where: "object" == "x1").select("items[].qty", "items")).first)
+        #expect(whole.attributes["items"] == (try orders.find("x1"))?.attributes["items"])
+        let none = try #require(try orders.findAll(Query(where: "object" == "x1").select("items[].missing")).first)
+        #expect(none.attributes.isEmpty && none.id == "x1")
+        // `items` as one line object, reached by a path through `[]` and a dotted one: one object.
+        _ = try orders.put(["object": "x2", "n": 1001, "items": ["product": "p-2", "qty": 1, "note": "gift"]])
+        let single = try #require(try orders.findAll(Query(where: "object" == "x2").select("items[].product", "items.qty")).first)
+        #expect(single.attributes == ["items": ["product": "p-2", "qty": 1]])
+    }
+
     @Test("the index over a path into arrays: one entry per distinct value, kept by writes, used for ==, shown by explain")
     func index() throws {
         let directory = TemporaryDirectory()

@@ -36,7 +36,10 @@ public struct Query: Sendable, Hashable {
     public var limit: Int?
     /// Skip this many objects first.
     public var offset: Int
-    /// Keep only these attributes (the id is always kept); nil for all.
+    /// Keep only these attributes (the id is always kept); nil for all. A dotted path keeps
+    /// nested objects with only that path in them; a path through `[]` (`items[].product`)
+    /// keeps the array, each element reduced to the rest of the path, and leaves out the
+    /// elements that path reaches nothing in.
     public var projection: [Field]?
     /// Refuse to run (``SatchelError/Code/unindexedQuery``) rather than scan every object of the
     /// model: for queries that must stay fast as the model grows. `satchel find --require-index`.
@@ -79,6 +82,7 @@ public struct Query: Sendable, Hashable {
         return copy
     }
 
+    /// The query keeping only `fields` of each object (see ``projection``).
     public func select(_ fields: Field...) -> Query {
         var copy = self
         copy.projection = fields
@@ -90,29 +94,78 @@ public struct Query: Sendable, Hashable {
         if offset < 0 { throw SatchelError(.invalidArgument, "the offset cannot be negative") }
     }
 
-    /// `object` reduced to the projection.
+    /// `object` reduced to the projection: each path keeps what it names, nested paths as
+    /// nested objects; a path through `[]` keeps the array, each element reduced to the rest
+    /// of the path (elements it reaches nothing in are left out, and so is an array with none).
     func project(_ object: Object) -> Object {
         guard let projection else { return object }
-        var attributes = JSONObject()
-        for field in projection where !field.isID {
-            guard let value = field.value(in: object.attributes) else { continue }
-            attributes.setValue(value, at: field.components[...])
-        }
-        return Object(id: object.id, attributes: attributes)
+        var tree = ProjectionTree()
+        for field in projection where !field.isID { tree.add(field.components[...]) }
+        return Object(id: object.id, attributes: tree.reduce(object.attributes))
     }
 }
 
-extension JSONObject {
-    /// Sets `value` at a path of names, creating nested objects on the way.
-    mutating func setValue(_ value: JSONValue, at path: ArraySlice<String>) {
-        guard let first = path.first else { return }
-        if path.count == 1 {
-            self[first] = value
+/// A projection's paths as a tree of names: a node is a whole value kept, or the names to keep
+/// within it.
+struct ProjectionTree {
+    var whole = false
+    var children: [(name: String, tree: ProjectionTree)] = []
+
+    mutating func add(_ path: ArraySlice<String>) {
+        guard let first = path.first else {
+            whole = true
             return
         }
-        var child = self[first]?.objectValue ?? JSONObject()
-        child.setValue(value, at: path.dropFirst())
-        self[first] = .object(child)
+        if let i = children.firstIndex(where: { UTF8Order.equal($0.name, first) }) {
+            children[i].tree.add(path.dropFirst())
+        } else {
+            var child = ProjectionTree()
+            child.add(path.dropFirst())
+            children.append((first, child))
+        }
+    }
+
+    /// What of `attributes` the tree keeps.
+    func reduce(_ attributes: JSONObject) -> JSONObject {
+        var kept = JSONObject()
+        for (name, tree) in children {
+            let isArrayStep = Field.isArrayStep(name)
+            let key = isArrayStep ? String(name.dropLast(2)) : name
+            guard let value = attributes[key] else { continue }
+            let reached: JSONValue?
+            if isArrayStep, case .array(let elements) = value {
+                let left = elements.compactMap(tree.reduce)
+                reached = left.isEmpty ? nil : .array(left)
+            } else {
+                reached = tree.reduce(value)  // a value that is not an array is its own one element
+            }
+            guard let reached else { continue }
+            // `items` and `items[]...` both reach the same attribute: the whole value wins, and
+            // two reductions of one object are one.
+            kept[key] = kept[key].map { Self.union($0, reached, of: value) } ?? reached
+        }
+        return kept
+    }
+
+    /// Two reductions of `original` as one: the whole value when either is whole, the names of
+    /// both when both are objects.
+    static func union(_ a: JSONValue, _ b: JSONValue, of original: JSONValue) -> JSONValue {
+        guard case .object(let x) = a, case .object(let y) = b, case .object(let whole) = original, a != original, b != original else {
+            return b == original ? b : a
+        }
+        var both = x
+        for (name, value) in y {
+            both[name] = x[name].map { union($0, value, of: whole[name] ?? value) } ?? value
+        }
+        return .object(both)
+    }
+
+    /// What of `value` the tree keeps, nil for nothing.
+    func reduce(_ value: JSONValue) -> JSONValue? {
+        if whole { return value }
+        guard case .object(let object) = value else { return nil }
+        let kept = reduce(object)
+        return kept.isEmpty ? nil : .object(kept)
     }
 }
 
