@@ -80,6 +80,34 @@ struct HostileAnswerTests {
         }
     }
 
+    @Test(
+        "a refused answer throws its session away: the next request goes on a fresh one, and one still under way on the old one ends with an error, not at the watchdog"
+    )
+    func refusalEndsTheSession() async throws {
+        let server = try await HostileServer.start([
+            "/answer": .huge(bytes: 3 << 20, announced: false), "/slow": .trickle(interval: .milliseconds(100)),
+        ])
+        let client = SyncHTTPClient(timeout: Self.idle, limits: AnswerLimits(maximumBytes: 1 << 20, maximumDuration: 120))
+        let started = ContinuousClock.now
+        let slow = Task { try await client.send("GET", server.url.appendingPathComponent("slow")) }
+        // The slow answer is under way (its first bytes are sent) before the other is refused.
+        while server.bytesSent == 0 { try await Task.sleep(for: .milliseconds(10)) }
+        let refused = await #expect(throws: SyncError.self) { try await client.send("GET", server.url.appendingPathComponent("answer")) }
+        #expect(refused?.code == .answerTooLarge)
+        let ended = await #expect(throws: SyncError.self) { try await slow.value }
+        #expect(ended?.code == .network, "\(String(describing: ended))")
+        #expect(ended?.message.contains("another answer") == true, "\(String(describing: ended))")
+        #expect(ContinuousClock.now - started < .seconds(60), "ended by the refusal, not by the 120 s watchdog")
+        // Many requests right after a refusal each get their whole answer (each time, the one
+        // after the refusal once went on the session being thrown away, and never ended).
+        for _ in 0..<20 {
+            await #expect(throws: SyncError.self) { try await client.send("GET", server.url.appendingPathComponent("answer")) }
+            let answer = try await client.send("GET", server.url.appendingPathComponent("answer"), maximumBytes: 4 << 20)
+            #expect(answer.body.count == 3 << 20)
+        }
+        await server.stop()
+    }
+
     @Test("ten million values in 20 MB and 100,000 levels of nesting are protocol violations, not a tree in memory")
     func manyValuesAndDeepNesting() async throws {
         try await with(.array(count: 10_000_000)) { _, url in

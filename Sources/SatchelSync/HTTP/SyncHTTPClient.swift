@@ -189,19 +189,25 @@ private final class Transport: Sendable {
     }
 
     /// Replaces `old` (when it is still the current session) and throws it away with its
-    /// connections and tasks.
+    /// connections and tasks. The exchanges still under way on it end now, with an error: a
+    /// task cancelled with its session may never report its end (see above).
     func replace(_ old: URLSession) {
         let replaced = session.withLock { current -> Bool in
             guard current === old else { return false }
             current = Self.makeSession(timeout: timeout, delegate: delegate)
             return true
         }
-        if replaced { DispatchQueue.global().async { old.invalidateAndCancel() } }
+        guard replaced else { return }
+        delegate.failAll(
+            in: old,
+            SyncError(.network, "no whole answer: the connection was closed because another answer on it was refused; the request may be sent again"))
+        DispatchQueue.global().async { old.invalidateAndCancel() }
     }
 
     func exchange(_ request: URLRequest, maximumBytes: Int) async throws(SyncError) -> (Data, URLResponse) {
         let url = request.url
-        let task = session.withLock { $0 }.dataTask(with: request)
+        let session = session.withLock { $0 }
+        let task = session.dataTask(with: request)
         let (delegate, seconds) = (self.delegate, maximumDuration)
         let watchdog = Task {
             try await Task.sleep(for: .milliseconds(Int64(seconds * 1000)))
@@ -213,7 +219,7 @@ private final class Transport: Sendable {
         do {
             return try await withTaskCancellationHandler {
                 try await withCheckedThrowingContinuation { continuation in
-                    delegate.begin(task, maximumBytes: maximumBytes, continuation)
+                    delegate.begin(task, in: session, maximumBytes: maximumBytes, continuation)
                     task.resume()
                 }
             } onCancel: {
@@ -236,6 +242,8 @@ private final class AnswerCollector: NSObject, URLSessionDataDelegate, Sendable 
     struct Exchange: Sendable {
         var data = Data()
         var maximumBytes: Int
+        /// The session of the task.
+        let session: ObjectIdentifier
         var continuation: CheckedContinuation<(Data, URLResponse), any Error>
     }
 
@@ -248,16 +256,30 @@ private final class AnswerCollector: NSObject, URLSessionDataDelegate, Sendable 
     /// What to do with a session whose transfer must stop.
     func onAbort(_ handler: @escaping @Sendable (URLSession) -> Void) { abort.withLock { $0 = handler } }
 
-    func begin(_ task: URLSessionTask, maximumBytes: Int, _ continuation: CheckedContinuation<(Data, URLResponse), any Error>) {
-        exchanges.withLock { $0[ObjectIdentifier(task)] = Exchange(maximumBytes: maximumBytes, continuation: continuation) }
+    func begin(
+        _ task: URLSessionTask, in session: URLSession, maximumBytes: Int, _ continuation: CheckedContinuation<(Data, URLResponse), any Error>
+    ) {
+        exchanges.withLock {
+            $0[ObjectIdentifier(task)] = Exchange(maximumBytes: maximumBytes, session: ObjectIdentifier(session), continuation: continuation)
+        }
     }
 
-    /// Ends the exchange of `task` now with `failure` (unless it ended already) and throws its
-    /// session away, which is what stops the transfer (see ``Transport``).
+    /// Ends the exchange of `task` now with `failure` (unless it ended already); with `session`,
+    /// throws that session away first, which is what stops the transfer (see ``Transport``), so
+    /// that what the caller sends next goes on a fresh session.
     func fail(_ task: URLSessionTask, _ failure: SyncError, in session: URLSession? = nil) {
         guard let exchange = exchanges.withLock({ $0.removeValue(forKey: ObjectIdentifier(task)) }) else { return }
-        exchange.continuation.resume(throwing: failure)
         if let session { abort.withLock { $0 }?(session) } else { DispatchQueue.global().async { task.cancel() } }
+        exchange.continuation.resume(throwing: failure)
+    }
+
+    /// Ends every exchange still under way on `session` with `failure`.
+    func failAll(in session: URLSession, _ failure: SyncError) {
+        let ended = exchanges.withLock { exchanges -> [Exchange] in
+            let keys = exchanges.filter { $0.value.session == ObjectIdentifier(session) }.map(\.key)
+            return keys.compactMap { exchanges.removeValue(forKey: $0) }
+        }
+        for exchange in ended { exchange.continuation.resume(throwing: failure) }
     }
 
     private func tooLarge(_ task: URLSessionTask, _ limit: Int) -> SyncError {
