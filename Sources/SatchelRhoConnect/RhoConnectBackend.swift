@@ -195,7 +195,13 @@ public struct RhoConnectBackend: SyncBackend {
     public func pull(_ request: PullRequest) async throws -> PullPage {
         let id = try clientID(request.session)
         var query = [("p_size", String(max(1, request.pageSize))), ("version", String(RhoConnectPage.version))]
-        if case .string(let token)? = request.cursor { query.append(("token", token)) }
+        // Every query carries a token. A query without one makes the server drop the page it
+        // holds for this client, whose objects it has already counted as sent: with no token
+        // stored yet (a model's first pages, after a reset), a first page whose answer was lost
+        // would be lost for good. `0` is no page's token (a token reads as 0 when there is
+        // none): a server holding a page resends it for a token that differs, and one holding
+        // none computes the next.
+        if case .string(let token)? = request.cursor { query.append(("token", token)) } else { query.append(("token", "0")) }
         query += sourceQuery(request)
         let source = request.model.name
         let url: URL
