@@ -343,6 +343,9 @@ public final class KintoBackend: SyncBackend {
         try check(answer, what)
         var (results, retry) = try Self.batchOutcomes(
             answer, changes: changes, mayCreateCollection: mayCreateCollection, context: context, what: what)
+        if results.contains(where: { if case .refused(_, "403"?, _) = $0.outcome { true } else { false } }) {
+            try await checkCollectionAccess(model, what)
+        }
         if !retry.isEmpty {
             try await ensureCollection(model)
             results += try await pushBatch(retry, model: model, mayCreateCollection: false, context: context)
@@ -453,6 +456,19 @@ public final class KintoBackend: SyncBackend {
     /// Whether a 404 is about the bucket or the collection (errno 111) rather than a record.
     static func missingContainer(_ answer: SyncHTTPClient.Response) -> Bool {
         (try? answer.json(""))?["errno"]?.intValue == 111
+    }
+
+    /// After a write refused with 403: whether this user may read the model's collection at all.
+    /// One who may not is not refused a record but the bucket (under basic auth, a wrong password
+    /// is another user): the push fails, and its changes stay pending instead of becoming refused
+    /// changes.
+    func checkCollectionAccess(_ model: String, _ what: String) async throws {
+        let answer = try await send("GET", root(collectionPath(model)), what: what)
+        guard answer.status == 403 else { return try check(answer, what) }
+        throw SyncError(
+            .server,
+            "\(what): Kinto refused the writes, and this user may not use bucket \(configuration.bucket) (under basic auth, a wrong password is another user)",
+            httpStatus: 403)
     }
 
     /// Creates the bucket and the model's collection, unless they exist.

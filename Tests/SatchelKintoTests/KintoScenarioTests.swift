@@ -341,6 +341,34 @@ struct KintoScenarioTests {
                 == "Changed offline")
     }
 
+    @Test(
+        "a wrong password under basic auth (another user, refused every write with 403) fails the sync naming the bucket and leaves the change pending, not refused (found by a black-box probe)"
+    )
+    func wrongPasswordUnderBasicAuth() async throws {
+        let url = try KintoServers.main()
+        let user = Credentials(user: KintoServers.unique("carol"), password: "right-password")
+        let (server, bucket) = try await Self.productCollection(url, user, bucket: "pw")
+        let device = try await Self.device(url, bucket: bucket, user, pageSize: 50)
+        try device.model("Product").create(["object": "a1", "name": "First"])
+        try await device.engine.sync(models: ["Product"])
+        try device.model("Product").update("a1", with: ["name": "Changed offline"])
+        let before = try device.objects("Product")
+
+        // Basic auth takes any password: a wrong one is another user, who may not touch the bucket.
+        try await device.engine.logIn(Credentials(user: user.user, password: "wrong-password"))
+        let error = await #expect(throws: SyncError.self) { try await device.engine.sync(models: ["Product"]) }
+        #expect(error?.code == .server && error?.httpStatus == 403, "\(String(describing: error))")
+        #expect(error?.message.contains(bucket) == true && error?.message.contains("password") == true, "\(String(describing: error))")
+        #expect(try device.objects("Product") == before)
+        let fate = try device.store.changeFates(model: "Product")["a1"]
+        #expect(fate == .pending(.update) || fate == .inFlight(.update, awaitingLink: false), "the change waits: \(String(describing: fate))")
+        #expect(try await server.objects(bucket, "Product")["a1"]?["name"] == "First")
+
+        try await device.engine.logIn(user)
+        #expect(try await device.engine.sync(models: ["Product"]).accepted == 1)
+        #expect(try await server.objects(bucket, "Product")["a1"]?["name"] == "Changed offline")
+    }
+
     func expectUnauthorized(sourceLocation: SourceLocation = #_sourceLocation, _ body: () async throws -> Void) async {
         do {
             try await body()
