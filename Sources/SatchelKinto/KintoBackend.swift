@@ -106,6 +106,20 @@ public final class KintoBackend: SyncBackend {
     public func logIn(_ credentials: Credentials) async throws -> SyncSession {
         let answer = try await send("GET", root(""), credentials: credentials, what: "login")
         try check(answer, "login")
+        // Kinto redirects its server's root (`/`) to its API's (`/v1/`): GETs would follow it and
+        // work, writes would not (a redirect is not followed for a request that sends data).
+        func trimmed(_ url: URL) -> Substring {
+            let path = Substring(url.path)
+            return path.hasSuffix("/") ? path.dropLast() : path
+        }
+        if trimmed(answer.answeredURL) != trimmed(answer.url) {
+            var root = URLComponents(url: answer.answeredURL, resolvingAgainstBaseURL: false)
+            root?.query = nil
+            throw SyncError(
+                .protocolViolation,
+                "login: \(configuration.url.absoluteString) is not Kinto's API root; it redirects to \(root?.string ?? answer.answeredURL.absoluteString): use that URL"
+            )
+        }
         let body = try answer.json("login")
         guard let principal = body["user"]?.objectValue?["id"]?.stringValue else {
             throw SyncError(.unauthorized, "login: Kinto did not accept the user name and password of \(credentials.user)", httpStatus: 401)

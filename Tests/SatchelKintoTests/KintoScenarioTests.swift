@@ -369,6 +369,16 @@ struct KintoScenarioTests {
         #expect(try await server.objects(bucket, "Product")["a1"]?["name"] == "Changed offline")
     }
 
+    @Test("a URL that is Kinto's server root, not its API's (/v1), is refused at login naming the API root, before anything is written")
+    func rootWithoutVersion() async throws {
+        let api = try KintoServers.main()
+        let serverRoot = api.deletingLastPathComponent()
+        let backend = KintoBackend(configuration: .init(url: serverRoot, bucket: KintoServers.unique("root"), timeout: 30))
+        let error = await #expect(throws: SyncError.self) { try await backend.logIn(Credentials(user: "dora", password: "secret")) }
+        #expect(error?.code == .protocolViolation, "\(String(describing: error))")
+        #expect(error?.message.contains("redirects to \(api.absoluteString)") == true, "\(String(describing: error))")
+    }
+
     func expectUnauthorized(sourceLocation: SourceLocation = #_sourceLocation, _ body: () async throws -> Void) async {
         do {
             try await body()

@@ -108,6 +108,22 @@ struct HostileAnswerTests {
         await server.stop()
     }
 
+    @Test("a redirect is followed for a GET, not for a request that sends data (a 307 would send it on without its body)")
+    func redirectOfAWrite() async throws {
+        let server = try await HostileServer.start(["/moved": .redirect(location: "/answer"), "/answer": .json(#"{"ok":true}"#)])
+        let client = SyncHTTPClient(timeout: Self.idle)
+        let read = try await client.send("GET", server.url.appendingPathComponent("moved"))
+        #expect(read.status == 200 && read.answeredURL.path == "/answer" && read.url.path == "/moved")
+        for method in ["POST", "PUT", "PATCH", "DELETE"] {
+            let error = await #expect(throws: SyncError.self) {
+                try await client.send(method, server.url.appendingPathComponent("moved"), body: Data(#"{"a":1}"#.utf8))
+            }
+            #expect(error?.code == .protocolViolation, "\(method): \(String(describing: error))")
+            #expect(error?.message.contains("\(method) /moved was redirected to") == true, "\(String(describing: error))")
+        }
+        await server.stop()
+    }
+
     @Test("ten million values in 20 MB and 100,000 levels of nesting are protocol violations, not a tree in memory")
     func manyValuesAndDeepNesting() async throws {
         try await with(.array(count: 10_000_000)) { _, url in

@@ -18,14 +18,19 @@ package struct SyncHTTPClient: Sendable {
         package var body: Data
         /// The URL that was asked.
         package var url: URL
+        /// The URL that answered: another than ``url`` when the server redirected a `GET`.
+        package var answeredURL: URL
         /// The most array elements and object members ``json(_:)`` reads.
         package var maximumValues: Int
 
-        package init(status: Int, headers: [String: String], body: Data, url: URL, maximumValues: Int = AnswerLimits().maximumValues) {
+        package init(
+            status: Int, headers: [String: String], body: Data, url: URL, answeredURL: URL? = nil, maximumValues: Int = AnswerLimits().maximumValues
+        ) {
             self.status = status
             self.headers = headers
             self.body = body
             self.url = url
+            self.answeredURL = answeredURL ?? url
             self.maximumValues = maximumValues
         }
 
@@ -107,7 +112,7 @@ package struct SyncHTTPClient: Sendable {
         for (name, value) in http.allHeaderFields {
             if let name = name as? String, let value = value as? String { fields[name.lowercased()] = value }
         }
-        return Response(status: http.statusCode, headers: fields, body: data, url: url, maximumValues: limits.maximumValues)
+        return Response(status: http.statusCode, headers: fields, body: data, url: url, answeredURL: http.url, maximumValues: limits.maximumValues)
     }
 
     /// Refuses plain `http://` to a host other than this machine, unless allowed: the password,
@@ -316,6 +321,20 @@ private final class AnswerCollector: NSObject, URLSessionDataDelegate, Sendable 
         _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse, newRequest request: URLRequest,
         completionHandler: @escaping @Sendable (URLRequest?) -> Void
     ) {
+        // A redirect of a request with a body may send it on without its body (swift-corelibs
+        // URLSession does, for a 307): only `GET` and `HEAD` follow one.
+        if let method = task.originalRequest?.httpMethod, method != "GET" && method != "HEAD" {
+            let from = task.originalRequest?.url?.path ?? "the request"
+            let to = request.url?.absoluteString ?? "another address"
+            fail(
+                task,
+                SyncError(
+                    .protocolViolation,
+                    "\(method) \(from) was redirected to \(to), which is not followed for a request that sends data: check the server URL"
+                ))
+            completionHandler(nil)
+            return
+        }
         if let url = request.url {
             do throws(SyncError) {
                 try SyncHTTPClient.checkTransport(url, allowInsecureHTTP: allowInsecureHTTP)
