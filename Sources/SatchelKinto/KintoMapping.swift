@@ -14,7 +14,8 @@ public import Satchel
 /// `last_modified` the object's version. Satchel attributes named `id`, `last_modified` or
 /// `deleted` (Kinto's words: `deleted: true` marks a tombstone), and any name starting with
 /// `~`, travel with one more `~` in front (`id` ↔ `~id`, `~x` ↔ `~~x`); a field starting with
-/// `~` loses one on the way back.
+/// `~` loses one on the way back. A field named `object` (Satchel's id attribute, which no
+/// attribute may be named) reads as the attribute `~object`, which goes back as `object`.
 ///
 /// **Attachments.** A model's blob attribute (at most one) is the record's attachment (the
 /// kinto-attachment plugin's field `attachment`), read as the file's URL; a model that declares
@@ -62,13 +63,18 @@ public enum KintoMapping {
 
     static let reserved: Set<String> = ["id", "last_modified", "deleted"]
 
+    /// The attribute a record's field `object` reads as: `object` is Satchel's id attribute.
+    static let objectField = "~object"
+
     /// The record field for a Satchel attribute.
     public static func field(_ attribute: String) -> String {
-        reserved.contains(attribute) || attribute.hasPrefix("~") ? "~" + attribute : attribute
+        if attribute == objectField { return "object" }
+        return reserved.contains(attribute) || attribute.hasPrefix("~") ? "~" + attribute : attribute
     }
 
     /// The Satchel attribute for a record field (nil for Kinto's own fields).
     public static func attribute(_ field: String) -> String? {
+        if field == "object" { return objectField }
         if field.hasPrefix("~") { return String(field.dropFirst()) }
         return reserved.contains(field) ? nil : field
     }

@@ -36,6 +36,14 @@ struct KintoMappingTests {
         #expect(KintoMapping.record(record) == .object(id: "bad id", attributes: ["id": "mine", "~t": 1, "name": "n"], version: 17))
     }
 
+    @Test("a field named object (Satchel's id attribute) reads as ~object and goes back as object")
+    func aFieldNamedObject() {
+        #expect(KintoMapping.attribute("object") == "~object")
+        #expect(KintoMapping.field("~object") == "object")
+        #expect(KintoMapping.record(["id": "g3", "last_modified": 4, "object": 5]) == .object(id: "g3", attributes: ["~object": 5], version: 4))
+        #expect(KintoMapping.data(["~object": "zzz", "name": "n"]) == ["object": "zzz", "name": "n"])
+    }
+
     @Test func tombstonesAndEmptyRecordsAreDeletes() {
         #expect(KintoMapping.record(["id": "a", "last_modified": 5, "deleted": true]) == .deleted(id: "a", version: 5))
         #expect(KintoMapping.record(["id": "a", "last_modified": 6, "name": .null]) == .deleted(id: "a", version: 6))

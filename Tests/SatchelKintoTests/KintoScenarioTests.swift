@@ -379,6 +379,32 @@ struct KintoScenarioTests {
         #expect(error?.message.contains("redirects to \(api.absoluteString)") == true, "\(String(describing: error))")
     }
 
+    @Test(
+        "a record field named object, written by another client, is pulled as ~object and kept on the server through an edit that removes an attribute (found by a black-box probe)"
+    )
+    func aFieldNamedObject() async throws {
+        let url = try KintoServers.main()
+        let user = Credentials(user: KintoServers.unique("erin"), password: "secret")
+        let (server, bucket) = try await Self.productCollection(url, user, bucket: "objfield")
+        try await server.call("PUT", "buckets/\(bucket)/collections/Product/records/g1", ["data": ["object": "zzz", "name": "n", "extra": "e"]])
+        try await server.call("PUT", "buckets/\(bucket)/collections/Product/records/g3", ["data": ["object": 5]])
+        let device = try await Self.device(url, bucket: bucket, user, pageSize: 50)
+        try await device.engine.sync(models: ["Product"])
+        #expect(try device.model("Product").find("g1")?.attributes == ["~object": "zzz", "name": "n", "extra": "e"])
+        #expect(try device.model("Product").find("g3")?.attributes == ["~object": 5])
+        try device.model("Product").update("g1", with: ["extra": .null])
+        try await device.engine.sync(models: ["Product"])
+        // The server's own copy, read raw (not through the mapping).
+        func data(_ id: String) async throws -> JSONObject? {
+            var data = try await server.call("GET", server.records(bucket, "Product") + "/" + id)["data"]?.objectValue
+            data?["id"] = nil
+            data?["last_modified"] = nil
+            return data
+        }
+        #expect(try await data("g1") == ["object": "zzz", "name": "n"])
+        #expect(try await data("g3") == ["object": 5])
+    }
+
     func expectUnauthorized(sourceLocation: SourceLocation = #_sourceLocation, _ body: () async throws -> Void) async {
         do {
             try await body()
