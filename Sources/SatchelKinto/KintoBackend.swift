@@ -360,6 +360,16 @@ public final class KintoBackend: SyncBackend {
         if results.contains(where: { if case .refused(_, "403"?, _) = $0.outcome { true } else { false } }) {
             try await checkCollectionAccess(model, what)
         }
+        let creates = Dictionary(changes.filter { $0.kind == .create }.map { ($0.objectID, $0) }, uniquingKeysWith: { first, _ in first })
+        for index in results.indices {
+            if case .conflict(let message, let code, let serverCopy, let version) = results[index].outcome,
+                let create = creates[results[index].objectID]
+            {
+                results[index].outcome = try await completingCreate(
+                    create, serverCopy: serverCopy, version: version, refusal: .refused(message: message, code: code, serverCopy: serverCopy),
+                    model: model, context: context)
+            }
+        }
         if !retry.isEmpty {
             try await ensureCollection(model)
             results += try await pushBatch(retry, model: model, mayCreateCollection: false, context: context)
@@ -450,7 +460,13 @@ public final class KintoBackend: SyncBackend {
             }
             let text =
                 change.kind == .create ? "a record with this id already exists on the server" : "the record was modified on the server meanwhile"
-            if change.kind == .update { return .conflict(message: text, code: "412", serverCopy: attributes, serverVersion: .int(version)) }
+            // A create whose every attribute on the server is its own: the push of an earlier
+            // form of it went through, its answer lost, and it was edited here since; the push
+            // sends the rest over it (``completingCreate``).
+            let earlierForm = change.kind == .create && attributes.allSatisfy { name, value in change.attributes[name] == value }
+            if change.kind == .update || earlierForm {
+                return .conflict(message: text, code: "412", serverCopy: attributes, serverVersion: .int(version))
+            }
             return .refused(message: text, code: "412", serverCopy: attributes)
         case 401:
             throw SyncError(.unauthorized, "\(what): Kinto did not accept the user name and password: \(message)", httpStatus: 401)
@@ -470,6 +486,27 @@ public final class KintoBackend: SyncBackend {
     /// Whether a 404 is about the bucket or the collection (errno 111) rather than a record.
     static func missingContainer(_ answer: SyncHTTPClient.Response) -> Bool {
         (try? answer.json(""))?["errno"]?.intValue == 111
+    }
+
+    /// A create refused with 412 over a record that holds only its own values: an earlier form
+    /// of it, whose answer was lost, edited here since. What the record lacks is patched over
+    /// it, guarded by its version; without that version, `refusal`.
+    func completingCreate(
+        _ create: OutgoingChange, serverCopy: JSONObject, version: JSONValue?, refusal: PushOutcome, model: String, context: OutcomeContext
+    ) async throws -> PushOutcome {
+        guard let version = version?.intValue else { return refusal }
+        var rest = create
+        rest.kind = .update
+        rest.attributes = create.attributes.filter { name, value in serverCopy[name] != value && !value.isNull }
+        rest.baseVersion = .int(version)
+        let url = try root(collectionPath(model) + "/records/" + KintoMapping.recordID(create.objectID))
+        let body: JSONObject = ["data": .object(KintoMapping.data(rest.attributes))]
+        let answer = try await send("PATCH", url, headers: ["If-Match": "\"\(version)\""], body: Data(body.jsonBytes), what: "push to \(model)")
+        let outcome = try Self.outcome(of: rest, status: answer.status, body: (try? answer.json("")) ?? .null, context: context, "push to \(model)")
+        if case .conflict(let message, let code, let serverCopy, _) = outcome {
+            return .refused(message: message, code: code, serverCopy: serverCopy)
+        }
+        return outcome
     }
 
     /// After a write refused with 403: whether this user may read the model's collection at all.

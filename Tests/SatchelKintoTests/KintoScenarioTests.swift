@@ -405,6 +405,38 @@ struct KintoScenarioTests {
         #expect(try await data("g3") == ["object": 5])
     }
 
+    @Test(
+        "a create whose answer was lost, then edited here: the next sync finds its own record on the server and sends the edit over it (found by a black-box probe)"
+    )
+    func lostCreateAnswerThenEdit() async throws {
+        let url = try KintoServers.main()
+        let user = Credentials(user: KintoServers.unique("fay"), password: "secret")
+        let (server, bucket) = try await Self.productCollection(url, user, bucket: "lostcreate")
+        var faulty: FaultyBackend?
+        let device = try await Self.device(url, bucket: bucket, user, pageSize: 50) { backend in
+            let wrapped = FaultyBackend(backend)
+            faulty = wrapped
+            return wrapped
+        }
+        try device.model("Product").create(["object": "L2", "a": 1])
+        try #require(faulty).inject(.dropAnswer, on: .push)
+        await #expect(throws: SyncError.self) { try await device.engine.sync(models: ["Product"]) }
+        #expect(try await server.objects(bucket, "Product")["L2"] == ["a": 1], "the create landed; its answer did not")
+
+        try device.model("Product").update("L2", with: ["b": 2])
+        let report = try await device.engine.sync(models: ["Product"])
+        #expect(report.refused == 0, "\(report)")
+        #expect(try await server.objects(bucket, "Product")["L2"] == ["a": 1, "b": 2])
+        #expect(try device.store.changeFates(model: "Product") == [:])
+        #expect(try device.model("Product").find("L2")?.attributes == ["a": 1, "b": 2])
+
+        // A record of the same id that holds other values is still refused.
+        try await server.call("PUT", server.records(bucket, "Product") + "/L3", ["data": ["a": 2]])
+        try device.model("Product").create(["object": "L3", "a": 1, "b": 2])
+        let refused = try await device.engine.sync(models: ["Product"])
+        #expect(refused.refused == 1)
+    }
+
     func expectUnauthorized(sourceLocation: SourceLocation = #_sourceLocation, _ body: () async throws -> Void) async {
         do {
             try await body()
