@@ -27,9 +27,21 @@ import SatchelSync
 /// `C` (``WireTypes``, stored with the model as the engine's server metadata), the last type it
 /// sent: a value pulled without one forgets it; a model's declared association says the same.
 /// A removed attribute is `{"__op":"Delete"}`.
+///
+/// **Names.** A field named `object` (Satchel's id attribute, which no attribute may be named)
+/// reads as the attribute `~object`, which goes back as `object`.
 public enum ParseMapping {
     /// Fields the server sets: never pushed.
     static let serverFields: Set<String> = ["objectId", "createdAt", "updatedAt"]
+    /// The attribute a field named `object` reads as (`object` is Satchel's id attribute; a
+    /// Parse field name cannot start with `~`), and goes back from.
+    static let objectField = "~object"
+
+    /// The attribute for a field.
+    static func attribute(_ field: String) -> String { field == "object" ? objectField : field }
+
+    /// The field for an attribute.
+    static func field(_ attribute: String) -> String { attribute == objectField ? "object" : attribute }
 
     /// What the adapter remembers of an attribute's wire type.
     public enum WireType: Sendable, Hashable {
@@ -127,7 +139,8 @@ public enum ParseMapping {
         var attributes = JSONObject()
         for (name, field) in fields where name != "objectId" && name != "__type" && name != "className" {
             guard !field.isNull else { continue }  // a null field reads as no attribute
-            attributes[name] = read(field, attribute: name, into: &decoded)
+            let attribute = attribute(name)
+            attributes[attribute] = read(field, attribute: attribute, into: &decoded)
         }
         decoded.object.attributes = attributes
         return decoded
@@ -223,7 +236,7 @@ public enum ParseMapping {
     static func body(_ attributes: JSONObject, model: ModelDefinition, types: WireTypes, files: [String: (name: String, url: String)]) -> JSONObject {
         var body = JSONObject()
         for (name, value) in attributes where !serverFields.contains(name) {
-            body[name] = wire(value, attribute: name, type: types.type(of: name, in: model), file: files[name])
+            body[field(name)] = wire(value, attribute: name, type: types.type(of: name, in: model), file: files[name])
         }
         return body
     }

@@ -238,6 +238,23 @@ struct ParseBackendTests {
         #expect(try await setup.stored("Event", id)?["when"] == ["__type": "Date", "iso": "2022-01-01T00:00:00.000Z"])
     }
 
+    @Test("a field named object (Satchel's id attribute) reads as ~object, and an edit of it goes back as object")
+    func aFieldNamedObject() async throws {
+        let setup = try await Setup(models: [ModelDefinition(name: "Event")])
+        defer { Task { await setup.stop() } }
+        let id = await setup.server.put("Event", Self.json(["object": "zzz", "n": 1]), id: nil)
+        let only = await setup.server.put("Event", Self.json(["object": 5]), id: nil)
+        try await setup.device.engine.sync()
+        let events = try setup.model("Event")
+        #expect(try events.find(id)?["~object"] == "zzz" && events.find(id)?["n"] == 1)
+        #expect(try events.find(only)?["~object"] == 5, "an object holding only that field is stored too")
+
+        try events.update(id, with: ["~object": "yyy"])
+        #expect(try await setup.device.engine.sync().accepted == 1)
+        let stored = try #require(try await setup.stored("Event", id))
+        #expect(stored["object"] == "yyy" && stored["~object"] == nil && stored["n"] == 1, "\(stored)")
+    }
+
     @Test("include: pointed-to objects come whole and are stored in their own models (CRParse's decomposition)")
     func includeDecomposes() async throws {
         let setup = try await Setup(
