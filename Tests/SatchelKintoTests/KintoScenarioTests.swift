@@ -39,6 +39,17 @@ struct KintoScenarioTests {
         return (server, bucket)
     }
 
+    /// A new user of the main server, with a bucket of its own named after `prefix` holding an
+    /// empty `Product` collection.
+    static func newUser(_ name: String, password: String, bucket prefix: String) async throws -> (
+        url: URL, user: Credentials, server: KintoAdmin, bucket: String
+    ) {
+        let url = try KintoServers.main()
+        let user = Credentials(user: KintoServers.unique(name), password: password)
+        let (server, bucket) = try await productCollection(url, user, bucket: prefix)
+        return (url, user, server, bucket)
+    }
+
     static func expectSame(_ device: SyncClient, _ server: KintoAdmin, _ bucket: String, sourceLocation: SourceLocation = #_sourceLocation)
         async throws
     {
@@ -345,9 +356,7 @@ struct KintoScenarioTests {
         "a wrong password under basic auth (another user, refused every write with 403) fails the sync naming the bucket and leaves the change pending, not refused (found by a black-box probe)"
     )
     func wrongPasswordUnderBasicAuth() async throws {
-        let url = try KintoServers.main()
-        let user = Credentials(user: KintoServers.unique("carol"), password: "right-password")
-        let (server, bucket) = try await Self.productCollection(url, user, bucket: "pw")
+        let (url, user, server, bucket) = try await Self.newUser("carol", password: "right-password", bucket: "pw")
         let device = try await Self.device(url, bucket: bucket, user, pageSize: 50)
         try device.model("Product").create(["object": "a1", "name": "First"])
         try await device.engine.sync(models: ["Product"])
@@ -383,9 +392,7 @@ struct KintoScenarioTests {
         "a record field named object, written by another client, is pulled as ~object and kept on the server through an edit that removes an attribute (found by a black-box probe)"
     )
     func aFieldNamedObject() async throws {
-        let url = try KintoServers.main()
-        let user = Credentials(user: KintoServers.unique("erin"), password: "secret")
-        let (server, bucket) = try await Self.productCollection(url, user, bucket: "objfield")
+        let (url, user, server, bucket) = try await Self.newUser("erin", password: "secret", bucket: "objfield")
         try await server.call("PUT", "buckets/\(bucket)/collections/Product/records/g1", ["data": ["object": "zzz", "name": "n", "extra": "e"]])
         try await server.call("PUT", "buckets/\(bucket)/collections/Product/records/g3", ["data": ["object": 5]])
         let device = try await Self.device(url, bucket: bucket, user, pageSize: 50)
@@ -409,9 +416,7 @@ struct KintoScenarioTests {
         "a create whose answer was lost, then edited here: the next sync finds its own record on the server and sends the edit over it (found by a black-box probe)"
     )
     func lostCreateAnswerThenEdit() async throws {
-        let url = try KintoServers.main()
-        let user = Credentials(user: KintoServers.unique("fay"), password: "secret")
-        let (server, bucket) = try await Self.productCollection(url, user, bucket: "lostcreate")
+        let (url, user, server, bucket) = try await Self.newUser("fay", password: "secret", bucket: "lostcreate")
         var faulty: FaultyBackend?
         let device = try await Self.device(url, bucket: bucket, user, pageSize: 50) { backend in
             let wrapped = FaultyBackend(backend)

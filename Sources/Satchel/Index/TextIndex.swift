@@ -395,7 +395,7 @@ extension Model {
             if let limit { matches = Array(matches.prefix(limit)) }
         }
         guard let select else { return matches }
-        let projection = Query(select: select)
+        let projection = ProjectionTree(select)
         return matches.map { TextMatch(object: projection.project($0.object), score: $0.score) }
     }
 

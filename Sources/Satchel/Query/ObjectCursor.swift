@@ -10,6 +10,8 @@
 public final class ObjectCursor {
     private let model: Model
     private let query: Query
+    /// The query's projection, built once.
+    private let projection: ProjectionTree?
     private let plan: Plan
     private let db: LevelDB
     /// Pinned only when the plan reads objects by id (id lookups, keys-only indexes), so those
@@ -47,6 +49,7 @@ public final class ObjectCursor {
         try query.validate()
         self.model = model
         self.query = query
+        projection = query.projection.map(ProjectionTree.init)
         self.plan = plan
         dottedFields = Condition.deepDottedFields(plan.residual)
         db = try model.store.database(partition)
@@ -86,13 +89,16 @@ public final class ObjectCursor {
     /// How the query runs.
     public var queryPlan: QueryPlan { plan.explain() }
 
+    /// `object` reduced to the query's projection.
+    private func project(_ object: Object) -> Object { projection?.project(object) ?? object }
+
     /// The next object, or nil after the last.
     public func next() throws -> Object? {
         if plan.sortInMemory {
             if sorted == nil { sorted = try sortAll() }
             guard let sorted, sortedPosition < sorted.count else { return nil }
             defer { sortedPosition += 1 }
-            return query.project(sorted[sortedPosition])
+            return project(sorted[sortedPosition])
         }
         while remainingLimit != 0 {
             guard let object = try nextMatch() else { return nil }
@@ -101,7 +107,7 @@ public final class ObjectCursor {
                 continue
             }
             if let limit = remainingLimit { remainingLimit = limit - 1 }
-            return query.project(object)
+            return project(object)
         }
         return nil
     }

@@ -93,23 +93,25 @@ public struct Query: Sendable, Hashable {
         if let limit, limit < 0 { throw SatchelError(.invalidArgument, "the limit cannot be negative") }
         if offset < 0 { throw SatchelError(.invalidArgument, "the offset cannot be negative") }
     }
-
-    /// `object` reduced to the projection: each path keeps what it names, nested paths as
-    /// nested objects; a path through `[]` keeps the array, each element reduced to the rest
-    /// of the path (elements it reaches nothing in are left out, and so is an array with none).
-    func project(_ object: Object) -> Object {
-        guard let projection else { return object }
-        var tree = ProjectionTree()
-        for field in projection where !field.isID { tree.add(field.components[...]) }
-        return Object(id: object.id, attributes: tree.reduce(object.attributes))
-    }
 }
 
-/// A projection's paths as a tree of names: a node is a whole value kept, or the names to keep
-/// within it.
+/// A projection's paths as a tree of names, built once per query: a node is a whole value
+/// kept, or the names to keep within it. Each path keeps what it names, nested paths as nested
+/// objects; a path through `[]` keeps the array, each element reduced to the rest of the path
+/// (elements it reaches nothing in are left out, and so is an array with none).
 struct ProjectionTree {
     var whole = false
     var children: [(name: String, tree: ProjectionTree)] = []
+
+    init() {}
+
+    /// The tree of `fields` (the id, always kept, takes no place in it).
+    init(_ fields: [Field]) {
+        for field in fields where !field.isID { add(field.components[...]) }
+    }
+
+    /// `object` reduced to the tree's paths.
+    func project(_ object: Object) -> Object { Object(id: object.id, attributes: reduce(object.attributes)) }
 
     mutating func add(_ path: ArraySlice<String>) {
         guard let first = path.first else {

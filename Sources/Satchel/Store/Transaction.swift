@@ -267,7 +267,8 @@ public final class Transaction: StoreReading {
             if let object = try find(id, in: model), query.condition.matches(object) { matches.append(object) }
         }
         if !query.order.isEmpty { matches = Sorter(order: query.order).sort(matches) }
-        var result = matches.dropFirst(query.offset).map(query.project)
+        let projection = query.projection.map(ProjectionTree.init)
+        var result = matches.dropFirst(query.offset).map { projection?.project($0) ?? $0 }
         if let limit = query.limit, result.count > limit { result.removeLast(result.count - limit) }
         return result
     }
