@@ -90,7 +90,7 @@ public struct RhoConnectBackend: SyncBackend {
     public var name: String { "rhoconnect" }
 
     public var capabilities: SyncCapabilities {
-        SyncCapabilities(deletions: .inPages, bulkSnapshot: true, search: configuration.routes == .protocol4)
+        SyncCapabilities(deletions: .inPages, bulkSnapshot: true, search: configuration.routes == .protocol4, pushResultsViaPull: true)
     }
 
     // MARK: - Session data

@@ -169,7 +169,9 @@ enum MergePolicy {
             records.version = nil
             return Outcome(rule: .deletedHereToo, write: .keep, records: records)
         }
-        if let inFlight = records.inFlight, inFlight.kind == .create, inFlight.state == .awaitingLink {
+        if let inFlight = records.inFlight, inFlight.kind == .create, inFlight.state != .awaitingResult {
+            // The server carried the create out and gave no id (RhoConnect deletes the temporary
+            // object): the real one comes in a later page.
             records.inFlight = nil
             records.version = nil
             return Outcome(rule: .createNotKept, write: .delete, records: records)

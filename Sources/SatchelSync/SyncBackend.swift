@@ -121,15 +121,22 @@ public struct SyncCapabilities: Sendable, Hashable {
     /// Parse, Salesforce); false for RhoConnect, whose next query acknowledges the page before
     /// it, which must not happen before that page is stored.
     public var pullsAhead: Bool
+    /// Whether the server says what became of a push in later pull pages (links for creates,
+    /// errors), not in its answer: RhoConnect. A push whose answer was lost is then not sent
+    /// again at once, which would make its creates twice: its changes wait for the model's
+    /// next complete pull, where a create's link confirms it; the rest are sent again after it.
+    public var pushResultsViaPull: Bool
 
     public init(
-        deletions: Deletions = .inPages, bulkSnapshot: Bool = false, search: Bool = false, maxPushBatch: Int? = nil, pullsAhead: Bool = false
+        deletions: Deletions = .inPages, bulkSnapshot: Bool = false, search: Bool = false, maxPushBatch: Int? = nil, pullsAhead: Bool = false,
+        pushResultsViaPull: Bool = false
     ) {
         self.deletions = deletions
         self.bulkSnapshot = bulkSnapshot
         self.search = search
         self.maxPushBatch = maxPushBatch
         self.pullsAhead = pullsAhead
+        self.pushResultsViaPull = pushResultsViaPull
     }
 }
 

@@ -19,16 +19,23 @@ extension SyncEngine {
     /// error are not pushed (their error says why), nor objects whose associations point at an
     /// object the server does not have yet (they go after its id arrives). An unresolved error
     /// never blocks the other objects.
+    ///
+    /// For a server whose results come in pull pages (``SyncCapabilities/pushResultsViaPull``),
+    /// a chunk whose answer was lost is not sent again at once: its changes wait in flight for
+    /// the model's next complete pull (``settleUnconfirmed(_:)``), and the push returns the
+    /// error, so that the sync pulls before it fails.
+    @discardableResult
     func push(
         _ model: Model, definition: ModelDefinition, modelConfiguration: ModelSyncConfiguration, session: SyncSession, report: inout SyncReport
-    ) async throws {
+    ) async throws -> SyncError? {
+        let settledByPull = backend.capabilities.pushResultsViaPull
         var ids: [String] = try await onStorageQueue { store in
             try store.bulkUpdate { tx in
-                try Self.requeueInFlight(model, tx)
+                try Self.requeueInFlight(model, tx, settledByPull: settledByPull)
                 return try tx.pushableChanges(of: model)
             }
         }
-        guard !ids.isEmpty else { return }
+        guard !ids.isEmpty else { return nil }
         let metadata = try storage { try store.read { try $0.syncState(model).metadata } }
         let limit = backend.capabilities.maxPushBatch
         let resolver = conflictResolvers[definition.name]
@@ -44,6 +51,7 @@ extension SyncEngine {
                 limit: limit, resolver: resolver, pushed: &pushed, report: &report)
             ids = round < 2 ? outcome.resend : []
             waiting += outcome.waiting
+            if let lost = outcome.unconfirmed { return lost }
         }
         // Objects that pointed at an object of this model the server did not have yet (a parent
         // and its children made together) go once their parents have: a pass per level of a
@@ -54,19 +62,23 @@ extension SyncEngine {
             let outcome = try await pushRound(
                 waiting, of: model, definition: definition, modelConfiguration: modelConfiguration, session: session, metadata: metadata,
                 limit: limit, resolver: resolver, pushed: &pushed, report: &report)
+            if let lost = outcome.unconfirmed { return lost }
             guard outcome.waiting.count < waiting.count else { break }
             waiting = outcome.waiting
         }
         if pushed > 0 { emit(.sync(SyncNotification(status: .inProgress, model: definition.name, message: "pushed \(pushed) change(s)"))) }
+        return nil
     }
 
     /// Pushes the pending changes of objects `ids`, a chunk at a time; returns the objects whose
-    /// change is to be sent again (merged or resolved conflicts), and those whose change waits
-    /// for an object they point at to reach the server.
+    /// change is to be sent again (merged or resolved conflicts), those whose change waits for
+    /// an object they point at to reach the server, and — for a server whose results come in
+    /// pull pages — the error of a chunk whose answer was lost: its changes wait for the pull
+    /// (``markUnconfirmed(_:of:_:)``), and the chunks after it stay pending.
     private func pushRound(
         _ ids: [String], of model: Model, definition: ModelDefinition, modelConfiguration: ModelSyncConfiguration, session: SyncSession,
         metadata: JSONValue?, limit: Int?, resolver: ConflictResolver?, pushed: inout Int, report: inout SyncReport
-    ) async throws -> (resend: [String], waiting: [String]) {
+    ) async throws -> (resend: [String], waiting: [String], unconfirmed: SyncError?) {
         let blocked = try storage { try unsyncedParents(of: definition) }
         let chunkSize = max(1, limit ?? ids.count)
         var resend: [String] = []
@@ -86,8 +98,14 @@ extension SyncEngine {
             let withBlobs = definition.blobAttributes.isEmpty ? chunk : try storage { try chunk.map { try attachBlobs($0, definition: definition) } }
             let request = PushRequest(model: definition, changes: withBlobs, session: session, configuration: modelConfiguration, metadata: metadata)
             let results: [PushResult]
+            // A server whose results come in pull pages says in them what it carried out of a
+            // push whose answer was lost: such a push is not sent again at once (its creates
+            // would be made twice), it waits for the pull.
+            let settledByPull = backend.capabilities.pushResultsViaPull
             do {
-                results = try await withRetry { try await self.backend.push(request) }
+                results = try await withRetry(retrying: { !settledByPull || !Self.mayHaveBeenCarriedOut($0) }) {
+                    try await self.backend.push(request)
+                }
             } catch {
                 let failure = Self.syncError(error)
                 if failure.refusedBeforeApplying {
@@ -96,6 +114,11 @@ extension SyncEngine {
                     try await onStore(bounded: limit != nil) { store in
                         try store.bulkUpdate { tx in for change in chunk { try Self.requeue(model, change.objectID, tx) } }
                     }
+                } else if settledByPull && Self.mayHaveBeenCarriedOut(failure) {
+                    try await onStore(bounded: limit != nil) { store in
+                        try store.bulkUpdate { tx in try Self.markUnconfirmed(chunk.map(\.objectID), of: model, tx) }
+                    }
+                    return (resend, waiting, failure)
                 }
                 throw failure
             }
@@ -110,7 +133,7 @@ extension SyncEngine {
                 throw lost
             }
         }
-        return (resend, waiting)
+        return (resend, waiting, nil)
     }
 
     /// `ids` without repeats, in the order of their keys (the order a push reads them in).
@@ -143,7 +166,9 @@ extension SyncEngine {
         for id in ids {
             let records = try tx.objectSyncState(model, id)
             guard let change = records.pending else { continue }
-            if records.refusal != nil || records.inFlight?.state == .awaitingLink { continue }
+            // A create awaiting its link, or a change waiting for a pull to say whether it was
+            // carried out, keeps later edits pending.
+            if records.refusal != nil || records.inFlight.map({ $0.state != .awaitingResult }) == true { continue }
             let object = try tx.find(id, in: model)
             if let object, refersTo(blocked, object: object, definition: definition) {
                 waiting.append(id)
@@ -176,10 +201,51 @@ extension SyncEngine {
         return (changes, waiting)
     }
 
-    /// Puts the unanswered changes in flight back among the pending ones, merged with later edits.
-    static func requeueInFlight(_ model: Model, _ tx: Transaction) throws {
-        for (id, change) in try tx.changesInFlight(of: model) where change.state == .awaitingResult {
-            try requeue(model, id, tx)
+    /// Puts the unanswered changes in flight back among the pending ones, merged with later
+    /// edits — or, for a server whose results come in pull pages (`settledByPull`), where the
+    /// push may have been carried out (the app was stopped as its answer came), leaves them to
+    /// the next complete pull (``markUnconfirmed(_:of:_:)``).
+    static func requeueInFlight(_ model: Model, _ tx: Transaction, settledByPull: Bool = false) throws {
+        let unanswered = try tx.changesInFlight(of: model).filter { $0.value.state == .awaitingResult }.map(\.id)
+        if settledByPull {
+            try markUnconfirmed(unanswered, of: model, tx)
+        } else {
+            for id in unanswered { try requeue(model, id, tx) }
+        }
+    }
+
+    /// Whether the server may have carried out (part of) a request that failed with `failure`:
+    /// no answer came, or a 5xx did.
+    static func mayHaveBeenCarriedOut(_ failure: SyncError) -> Bool {
+        failure.code == .network || (failure.code == .server && (failure.httpStatus ?? 500) >= 500)
+    }
+
+    /// Marks the changes in flight of objects `ids` — a push whose answer was lost, to a server
+    /// whose results come in pull pages — as waiting for the model's next complete pull.
+    static func markUnconfirmed(_ ids: [String], of model: Model, _ tx: Transaction) throws {
+        for id in ids {
+            let before = try tx.objectSyncState(model, id)
+            guard before.inFlight?.state == .awaitingResult else { continue }
+            var records = before
+            records.inFlight?.state = .unconfirmed
+            try tx.setObjectSyncState(model, id, records, replacing: before)
+        }
+    }
+
+    /// After a complete pull of `model`: the changes of a push whose answer was lost that the
+    /// pull did not confirm (a link for a create) go back among the pending ones, to be sent
+    /// again. Returns how many did.
+    func settleUnconfirmed(_ model: Model) async throws -> Int {
+        try await onStorageQueue { store in
+            guard try model.statistics().inFlight > 0 else { return 0 }
+            return try store.bulkUpdate { tx in
+                var requeued = 0
+                for (id, change) in try tx.changesInFlight(of: model) where change.state == .unconfirmed {
+                    try Self.requeue(model, id, tx)
+                    requeued += 1
+                }
+                return requeued
+            }
         }
     }
 

@@ -158,13 +158,14 @@ extension SyncEngine {
     /// When what the server knew of this client is lost (a new client, another user): every
     /// model of the `user` and `app` partitions that synced before loses its cursor, and its next
     /// pull is a full one (so objects deleted on the server meanwhile go here too), even after a
-    /// crash; creates whose server id was to come in the lost client's pulls are sent again.
+    /// crash; creates whose server id was to come in the lost client's pulls, and changes waiting
+    /// for those pulls to say whether they were carried out, are sent again.
     func forgetServerPositions() throws {
         try storage {
             for definition in store.models where definition.syncType != .none && definition.partition != .local {
                 let model = try store.model(definition.name)
                 try store.bulkUpdate { tx in
-                    for (id, change) in try tx.changesInFlight(of: model) where change.state == .awaitingLink {
+                    for (id, change) in try tx.changesInFlight(of: model) where change.state != .awaitingResult {
                         try Self.requeue(model, id, tx)
                     }
                     var state = try tx.syncState(model)

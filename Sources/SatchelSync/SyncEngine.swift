@@ -157,7 +157,12 @@ public actor SyncEngine {
             guard let definition = try orderedModels([model]).first else { return }
             let handle = try storage { try store.model(model) }
             var report = SyncReport()
-            try await push(handle, definition: definition, modelConfiguration: try configuration(of: model), session: session, report: &report)
+            // A push whose answer was lost waits, in flight, for the next sync's pull.
+            if let lost = try await push(
+                handle, definition: definition, modelConfiguration: try configuration(of: model), session: session, report: &report)
+            {
+                throw lost
+            }
         } catch {
             let failure = Self.syncError(error)
             emit(.sync(SyncNotification(status: .error, model: model, errorCode: failure.code, message: "pushing a saved edit: \(failure.message)")))
@@ -264,12 +269,23 @@ public actor SyncEngine {
             let request = pullRequest(definition, cursor: nil, session: session, modelConfiguration: modelConfiguration)
             try await withRetry { try await self.backend.prepareFullPull(request) }
         }
-        try await push(model, definition: definition, modelConfiguration: modelConfiguration, session: session, report: &report)
+        // A push whose answer was lost, to a server whose results come in pull pages, waits for
+        // the pull to say what was carried out; what it does not confirm goes again after it.
+        var lost = try await push(model, definition: definition, modelConfiguration: modelConfiguration, session: session, report: &report)
         if usesBulk {
             try await bulk(model, definition: definition, modelConfiguration: modelConfiguration, session: session, report: &report)
         } else {
             try await pull(model, definition: definition, modelConfiguration: modelConfiguration, session: session, full: full, report: &report)
+            if !report.schemaChanged, try await settleUnconfirmed(model) > 0 || lost != nil {
+                lost = try await push(model, definition: definition, modelConfiguration: modelConfiguration, session: session, report: &report)
+                if lost == nil && backend.capabilities.pushResultsViaPull {
+                    // What became of the changes just sent (the creates' links), in one more pull.
+                    try await pull(
+                        model, definition: definition, modelConfiguration: modelConfiguration, session: session, full: false, report: &report)
+                }
+            }
         }
+        if let lost { throw lost }
         if !report.schemaChanged { emit(.sync(SyncNotification(status: .ok, model: definition.name, processedCount: report.pulled - pulledBefore))) }
     }
 
@@ -280,7 +296,8 @@ public actor SyncEngine {
     /// would have replaced). `firstAttempt`: the call already under way (a page asked ahead),
     /// whose answer or failure counts as the first attempt.
     func withRetry<T: Sendable>(
-        keepingSessionOn401: Bool = false, firstAttempt: Task<T, any Error>? = nil, _ body: @Sendable () async throws -> T
+        keepingSessionOn401: Bool = false, firstAttempt: Task<T, any Error>? = nil, retrying: (SyncError) -> Bool = { _ in true },
+        _ body: @Sendable () async throws -> T
     ) async throws -> T {
         var attempt = 1
         var underWay = firstAttempt
@@ -306,7 +323,7 @@ public actor SyncEngine {
                     failure.message +=
                         "; the server asked to wait \(Self.rounded(asked)), longer than the retry policy's \(Self.rounded(configuration.retry.maxDelay))"
                 }
-                guard failure.isRetryable, !waitsTooLong, attempt < configuration.retry.maxAttempts else {
+                guard failure.isRetryable, retrying(failure), !waitsTooLong, attempt < configuration.retry.maxAttempts else {
                     configuration.logger.error("sync call failed", metadata: Self.metadata(failure))
                     throw failure
                 }

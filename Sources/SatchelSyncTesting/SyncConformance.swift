@@ -549,10 +549,16 @@ public enum SyncConformance {
         try device.products().create(["object": "n1", "name": "Once"])
         try device.products().update(ids[0], with: ["price": 42])
         device.faults.inject(.dropAnswer, on: .push)
-        await expectThrows(.network) { try await device.engine.sync(models: ["Product"]) }
-        guard case .inFlight? = try device.store.changeFates(model: "Product")["n1"] else {
-            Issue.record("the create is not in flight after its answer was lost")
-            return
+        if server.backend.capabilities.pushResultsViaPull {
+            // The sync's pull says what the server carried out: the create's link arrives, and
+            // the update goes again after it.
+            try await device.engine.sync(models: ["Product"])
+        } else {
+            await expectThrows(.network) { try await device.engine.sync(models: ["Product"]) }
+            guard case .inFlight? = try device.store.changeFates(model: "Product")["n1"] else {
+                Issue.record("the create is not in flight after its answer was lost")
+                return
+            }
         }
         let report = try await device.engine.sync(models: ["Product"])
         #expect(report.refused == 0)

@@ -153,8 +153,6 @@ struct ClientSource {
     var pageToken: String?
     var page: Data?
     var links: [String: String] = [:]
-    /// Creates seen, by the client's temporary id (so a create sent twice makes one object).
-    var created: [String: String] = [:]
     var errors: [String: [String: Any]] = [:]
     var rollbacks: [String: [String: String]] = [:]
     var metadataSeen: String?

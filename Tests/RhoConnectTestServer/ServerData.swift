@@ -290,18 +290,15 @@ struct ServerData {
                 refuse("create", temp, pushed, rule.message)
                 continue
             }
-            if let existing = doc.created[temp] {
-                doc.links[temp] = existing  // sent again: the same object
-                continue
-            }
             for field in blobFields { if let data = files["\(field)-\(temp)"] { pushed[field] = storeBlob(data) } }
             nextID += 1
             let object = String(nextID)
             let stored = pushed.compactMapValues { $0 }
             master[object] = stored
             doc.known[object] = stored
+            // RhoConnect keeps no record of the temporary ids it linked: a create sent again is
+            // made again.
             doc.links[temp] = object
-            doc.created[temp] = object
         }
         for (object, value) in (body["update"] as? [String: Any] ?? [:]).sorted(by: { $0.key < $1.key }) {
             var pushed = attributes(value)

@@ -175,6 +175,70 @@ struct RhoConnectAdapterTests {
         await setup.stop()
     }
 
+    @Test(
+        "a push carried out whose answer was lost is not sent again: the pull's links confirm its creates, and the server holds each once (found by a black-box probe)"
+    )
+    func lostPushAnswerCreatesOnce() async throws {
+        var setup = try await Setup()
+        try await setup.device.engine.sync()
+        for i in 1...3 { try setup.products.create(["object": "here-\(i)", "name": "Made here \(i)"]) }
+        try setup.products.update("1", with: ["price": "149.99"])
+        // The server carries the push out; its answer never arrives.
+        setup.faults.inject(.dropAnswer, on: .push)
+        try await setup.device.engine.sync()
+        #expect(try setup.device.store.changeFates(model: "Product") == [:], "the links came in the same sync's pull")
+        // The app is started again and syncs twice more: nothing goes again.
+        setup.device = try await setup.device.reopened(backend: setup.faults, models: [Self.product])
+        try await setup.device.engine.sync()
+        try await setup.device.engine.sync()
+        let made = await setup.server.objects("Product", user: "ann").filter { $0.value["name"]?.hasPrefix("Made here") == true }
+        #expect(made.count == 3, "each create carried out once: \(made)")
+        // The update, which a pull cannot confirm, went again after it; the creates did not.
+        let pushes = try await setup.server.requests.filter { $0.method == "POST" && $0.path == "/app/v1/Product" }.map {
+            try #require(try JSONSerialization.jsonObject(with: $0.body) as? [String: Any])
+        }
+        #expect(pushes.count == 2 && (pushes.first?["create"] as? [String: Any])?.count == 3)
+        #expect(pushes.last?["create"] == nil && (pushes.last?["update"] as? [String: Any])?.keys.sorted() == ["1"])
+        #expect(await setup.server.objects("Product", user: "ann")["1"]?["price"] == "149.99")
+        try await setup.expectMatchesServer()
+        await setup.stop()
+    }
+
+    @Test("a push that never reached the server is sent again once a complete pull brought no link for it, in the same sync or a later one")
+    func unansweredPushNotCarriedOut() async throws {
+        var setup = try await Setup()
+        try await setup.device.engine.sync()
+        for i in 1...2 { try setup.products.create(["object": "here-\(i)", "name": "Made here \(i)"]) }
+        try setup.products.delete("2")
+        // The connection drops before the server reads the push; the pull after it goes through.
+        setup.faults.inject(.fail(SyncError(.network, "the connection was reset")), on: .push)
+        try await setup.device.engine.sync()
+        #expect(await setup.server.objects("Product", user: "ann")["2"] == nil, "sent again after the pull, in the same sync")
+        try await setup.device.engine.sync()
+        #expect(try setup.device.store.changeFates(model: "Product") == [:])
+
+        // Again with the network down for the pull too: the changes wait, in flight, across a
+        // restart, until a pull completes.
+        for i in 3...4 { try setup.products.create(["object": "here-\(i)", "name": "Made here \(i)"]) }
+        setup.faults.inject(.fail(SyncError(.network, "the connection was reset")), on: .push)
+        setup.faults.inject(.fail(SyncError(.network, "the network is down")), on: .pull)
+        await #expect(throws: SyncError.self) { try await setup.device.engine.sync() }
+        #expect(
+            try setup.device.store.changeFates(model: "Product") == [
+                "here-3": .inFlight(.create, awaitingLink: false), "here-4": .inFlight(.create, awaitingLink: false),
+            ])
+        setup.device = try await setup.device.reopened(backend: setup.faults, models: [Self.product])
+        try setup.products.update("here-3", with: ["price": "5"])
+        try await setup.device.engine.sync()
+        try await setup.device.engine.sync()
+        let made = await setup.server.objects("Product", user: "ann").values.filter { $0["name"]?.hasPrefix("Made here") == true }
+        #expect(made.count == 4, "each create carried out once: \(made)")
+        #expect(made.contains { $0["name"] == "Made here 3" && $0["price"] == "5" }, "the edit made meanwhile went with it")
+        #expect(setup.faults.unusedFaults == 0)
+        try await setup.expectMatchesServer()
+        await setup.stop()
+    }
+
     // MARK: - Errors
 
     @Test("create-error: delete, and recreate")

@@ -103,14 +103,15 @@ struct SyncRecordsAccess {
         return merged
     }
 
-    /// Every object with a pending change and neither a refused change nor a create in flight
-    /// awaiting its link, by id bytes. The pending changes are not decoded: their keys say it.
+    /// Every object with a pending change and neither a refused change nor a change in flight
+    /// awaiting its link or a pull's word (``InFlightChange/State/unconfirmed``), by id bytes.
+    /// The pending changes are not decoded: their keys say it.
     func pendingUnheld() throws -> [String] {
         var ids: [String] = []
         guard statistics.pendingTotal > 0 else { return ids }
         ids.reserveCapacity(statistics.pendingTotal)
         try each(.change) { id, _ in ids.append(id) }
-        var held = Set(try inFlight().lazy.filter { $0.value.state == .awaitingLink }.map(\.id))
+        var held = Set(try inFlight().lazy.filter { $0.value.state != .awaitingResult }.map(\.id))
         if statistics.errors > 0 { try each(.error) { id, _ in held.insert(id) } }
         return held.isEmpty ? ids : ids.filter { !held.contains($0) }
     }

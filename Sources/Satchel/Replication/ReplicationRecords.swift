@@ -5,13 +5,19 @@
 /// `package` (docs/ARCHITECTURE.md draws it).
 
 /// A change pushed to the server whose outcome is not known yet, stored under
-/// `(out, model, objectId)` as `{"attrs":{…},"base":v?,"op":"update","state":"sent"}`.
+/// `(out, model, objectId)` as `{"attrs":{…},"base":v?,"op":"update","state":"sent"}` (the
+/// state `sent`, `awaitingLink` or `unconfirmed`).
 public struct InFlightChange: Equatable, Sendable {
     public enum State: String, Sendable {
         /// Sent; its result has not arrived (or the push failed and it will be sent again).
         case awaitingResult = "sent"
         /// A create the server accepted whose server id will come later (RhoConnect's links).
         case awaitingLink
+        /// Sent to a server whose results come in pull pages (RhoConnect), and no answer came:
+        /// the server may have carried it out. It waits for the model's next complete pull: a
+        /// create linked there is done; anything else it did not confirm goes back among the
+        /// pending changes, to be sent again.
+        case unconfirmed
     }
 
     public var kind: PendingChange.Kind

@@ -29,6 +29,8 @@ public actor InMemoryBackend: SyncBackend {
         public var serverAssignsIDs = true
         /// Push results come in the next pull (RhoConnect): creates are answered
         /// ``PushOutcome/awaitingLink`` and linked there; refused records arrive as page errors.
+        /// As RhoConnect, the server then keeps no record of the ids it linked: a create sent
+        /// twice is made twice (``SyncCapabilities/pushResultsViaPull``).
         public var linksViaPull = false
         /// An update or delete made from an older version than the server's is refused with the
         /// server's copy (Kinto's 412).
@@ -99,7 +101,8 @@ public actor InMemoryBackend: SyncBackend {
     private init(configuration: Configuration, state: ServerState) {
         self.configuration = configuration
         capabilities = SyncCapabilities(
-            deletions: configuration.deletions, bulkSnapshot: true, search: true, maxPushBatch: configuration.maxPushBatch)
+            deletions: configuration.deletions, bulkSnapshot: true, search: true, maxPushBatch: configuration.maxPushBatch,
+            pushResultsViaPull: configuration.linksViaPull)
         self.state = state
     }
 
@@ -429,8 +432,11 @@ public actor InMemoryBackend: SyncBackend {
         }
         switch change.kind {
         case .create:
+            // A create sent again makes the object it made, unless the server is RhoConnect-like:
+            // RhoConnect keeps no record of the temporary ids it linked.
             let key = ServerState.createKey(client: client, model: model, id: change.objectID)
-            let id = state.creates[key] ?? (configuration.serverAssignsIDs ? state.newID("s") : change.objectID)
+            let made = configuration.linksViaPull ? nil : state.creates[key]
+            let id = made ?? (configuration.serverAssignsIDs ? state.newID("s") : change.objectID)
             state.creates[key] = id
             guard let version = state.write(model, id, attributes) else {
                 return .refused(message: "an object needs at least one attribute", code: "422")
