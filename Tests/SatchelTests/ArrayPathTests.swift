@@ -218,6 +218,14 @@ struct ArrayPathTests {
             (error as? SatchelError)?.message.contains("meets an array at 'customer.visits' (object 'o3'): write 'customer.visits[].city'") == true
         }
         #expect(try orders.findAll(where: "customer.visits[].city" == "Oslo").map(\.id) == ["o3"])
+        // An index holds such a path as missing: a query it answers is refused as well when it
+        // reads the object, its count too (found by a black-box probe: o3 was listed).
+        try orders.createIndex(IndexDefinition("customer.visits.city"))
+        for condition: Condition in [Field("customer.visits.city").exists(false), Field("customer.visits.city") == .null || Field.id == "o3"] {
+            #expect(throws: SatchelError.self) { _ = try orders.findAll(where: condition) }
+            #expect(throws: SatchelError.self) { _ = try orders.count(where: condition) }
+        }
+        #expect(try orders.dropIndex(IndexDefinition("customer.visits.city")))
         _ = try orders.delete("o3")
         // Paths through nested objects, and through arrays with [], answer as before.
         #expect(try orders.findAll(where: "customer.city" == "Rome").map(\.id) == ["o2"])

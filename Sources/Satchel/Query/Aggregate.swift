@@ -268,7 +268,7 @@ private struct Accumulator {
     /// that reaches into arrays, each value it reaches (`sum(items[].qty)`: every line's).
     private static func forEachOperand(_ field: Field, of object: Object, _ body: (JSONValue) -> Void) {
         if field.reachesIntoArrays {
-            for value in field.values(in: object.attributes) { body(value) }
+            for value in field.values(in: object.attributes) where !value.isNull { body(value) }
         } else if let value = field.value(in: object) {
             body(value)
         }

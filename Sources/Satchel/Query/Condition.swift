@@ -60,8 +60,11 @@ public struct Field: Sendable, Hashable, ExpressibleByStringLiteral, CustomStrin
         return value(in: object.attributes)
     }
 
-    /// The value at this path in `attributes`, or nil when missing. For a path that reaches
-    /// into arrays, the array of every value it reaches (nil when it reaches none).
+    /// The value at this path in `attributes`, or nil when missing. A null reached inside a
+    /// nested object (`{"a":{"b":null}}` at `a.b`) is missing too, as a null attribute is never
+    /// stored at the top: `== null` matches nothing whatever the depth, and an index holds it
+    /// as it holds a missing value. For a path that reaches into arrays, the array of every
+    /// value it reaches (nil when it reaches none).
     public func value(in attributes: JSONObject) -> JSONValue? {
         if reachesIntoArrays {
             let reached = values(in: attributes)
@@ -72,6 +75,7 @@ public struct Field: Sendable, Hashable, ExpressibleByStringLiteral, CustomStrin
             guard case .object(let object)? = current else { return nil }
             current = object[name]
         }
+        if case .null? = current { return nil }
         return current
     }
 
@@ -243,7 +247,7 @@ public struct Condition: Sendable, Hashable, CustomStringConvertible {
             if field.reachesIntoArrays { return any(field, node, object) }
             return contains(field.value(in: object), operand)
         case .exists(let field, let present):
-            if field.reachesIntoArrays { return field.values(in: object.attributes).isEmpty != present }
+            if field.reachesIntoArrays { return field.values(in: object.attributes).contains { !$0.isNull } == present }
             return (field.value(in: object) != nil) == present
         case .and(let nodes): return nodes.allSatisfy { evaluate($0, object) }
         case .or(let nodes): return nodes.contains { evaluate($0, object) }
@@ -251,9 +255,10 @@ public struct Condition: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    /// Whether any value a path with `[]` reaches satisfies the comparison.
+    /// Whether any value a path with `[]` reaches satisfies the comparison (a null reached is
+    /// missing, as at the end of a dotted path).
     private static func any(_ field: Field, _ node: Node, _ object: Object) -> Bool {
-        field.values(in: object.attributes).contains { matches(node, value: $0) }
+        field.values(in: object.attributes).contains { !$0.isNull && matches(node, value: $0) }
     }
 
     /// Whether one value of a comparison's field satisfies it.

@@ -30,7 +30,8 @@ public final class ObjectCursor {
     private(set) var candidatesRead = 0
     /// The most objects an in-memory sort held at once.
     private(set) var peakBuffered = 0
-    /// The residual's deep dotted paths, checked on each candidate for arrays on the way.
+    /// The condition's deep dotted paths, checked on each object read for arrays on the way —
+    /// those an index answered too: an index holds a path that meets an array as missing.
     private let dottedFields: [Field]
 
     private enum SourceState {
@@ -51,7 +52,7 @@ public final class ObjectCursor {
         self.query = query
         projection = query.projection.map(ProjectionTree.init)
         self.plan = plan
-        dottedFields = Condition.deepDottedFields(plan.residual)
+        dottedFields = Condition.deepDottedFields(query.condition.node)
         db = try model.store.database(partition)
         remainingOffset = query.offset
         remainingLimit = query.limit
@@ -123,7 +124,8 @@ public final class ObjectCursor {
     /// plan's ranges answer the condition exactly.
     func countMatches() throws -> Int {
         var n = 0
-        if case .always = plan.residual {
+        // Counted without reading the objects, unless a deep dotted path must be checked on them.
+        if case .always = plan.residual, dottedFields.isEmpty {
             switch state {
             case .objects, .index:
                 while try advance() { n += 1 }

@@ -247,8 +247,10 @@ enum Planner {
             // entries are distinct). Exact, so the conjunct is consumed.
             for (i, conjunct) in conjuncts.enumerated() {
                 guard case .compare(let f, .equal, let value) = conjunct, f == field else { continue }
+                // `== null` matches nothing (the index holds the nulls an element reaches).
+                let ranges = value.isNull ? [] : [KeyRange.prefix(Keys.element(after: Keys.indexElementsPrefix(index.prefix), value))]
                 return Candidate(
-                    index: index, ranges: [KeyRange.prefix(Keys.element(after: Keys.indexElementsPrefix(index.prefix), value))], valueCount: 2,
+                    index: index, ranges: ranges, valueCount: 2,
                     consumed: ConjunctSet([i]), score: 9, deliversOrder: false, reverse: false, equalities: [(field, [value])])
             }
             return nil
