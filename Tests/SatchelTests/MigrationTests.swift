@@ -88,6 +88,17 @@ struct MigrationTests {
             _ = try model.update("n00001", with: ["name": "kept"])
             expectError(.invalidObject) { try store.migrate([Migration("r", model: "Note", steps: [.rename("title", to: "name")])]) }
             #expect(try model.find("n00001")?["name"] == "kept")
+
+            // The id is no attribute: a step naming it is refused before any object is read
+            // (found by a black-box probe: a rename to it lost the values and failed check).
+            let all = try model.findAll()
+            for step: MigrationStep in [
+                .rename("title", to: "object"), .rename("object", to: "key"), .add("object", default: "zzz"), .remove("object"),
+            ] {
+                expectError(.invalidArgument) { try store.migrate([Migration("id", model: "Note", steps: [step])]) }
+            }
+            #expect(try model.findAll() == all)
+            #expect(try store.verify().isHealthy)
         }
     }
 

@@ -7,14 +7,18 @@ struct StepPath {
     let text: String
     let field: Field
 
-    /// - Throws: ``SatchelError`` `.invalidArgument` for an empty name along the path, or a path
-    ///   ending in `[]` (a step names an attribute, not the elements of an array).
+    /// - Throws: ``SatchelError`` `.invalidArgument` for an empty name along the path, a path
+    ///   ending in `[]` (a step names an attribute, not the elements of an array), or the id,
+    ///   `object`.
     init(_ text: String) throws(SatchelError) {
         self.text = text
         // A top-level name (most steps) is not split: a step's path is taken per object.
         field = text.utf8.contains(UInt8(ascii: ".")) ? Field(text) : Field(components: [text])
         if field.components.contains(where: \.isEmpty) {
             throw SatchelError(.invalidArgument, "'\(text)' has an empty name (a path is names joined by dots)")
+        }
+        if field.isID {
+            throw SatchelError(.invalidArgument, "'\(text)' is the object id, not an attribute: a step cannot rename, add, remove or convert it")
         }
         if Field.isArrayStep(name) {
             throw SatchelError(

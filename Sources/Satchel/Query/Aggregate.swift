@@ -115,7 +115,7 @@ extension Model {
                 groups[key, default: Accumulator(functions)].add(object)
             }
             if groupBy.isEmpty && groups.isEmpty { groups[[]] = Accumulator(functions) }
-            return groups.map { key, accumulator in AggregateGroup(key: key, functions: functions, values: accumulator.results) }
+            return try groups.map { key, accumulator in AggregateGroup(key: key, functions: functions, values: try accumulator.results()) }
                 .sorted { a, b in
                     for (x, y) in zip(a.key, b.key) {
                         let (kx, ky) = (ValueOrder.sortKey(x), ValueOrder.sortKey(y))
@@ -274,38 +274,70 @@ private struct Accumulator {
         }
     }
 
-    /// The sum of function `i`'s numbers as a double.
-    private func total(_ i: Int) -> Double {
+    /// The sum of function `i`'s numbers.
+    private func total(_ i: Int) -> CompensatedSum {
         var sum = doubleSums[i]
         sum.add(Double(integerSums[i]))
-        return sum.value
+        return sum
     }
 
-    var results: [JSONValue] {
-        functions.enumerated().map { i, function in
+    /// The functions' results.
+    ///
+    /// - Throws: ``SatchelError`` `.invalidArgument` for a sum beyond the range of a double
+    ///   (JSON has no infinity).
+    func results() throws(SatchelError) -> [JSONValue] {
+        var values: [JSONValue] = []
+        for (i, function) in functions.enumerated() {
             switch function {
-            case .count: return .int(Int64(count))
-            case .sum:
-                guard numbers[i] > 0 else { return .null }
-                if !sawDouble[i], let exact = Int64(exactly: integerSums[i]) { return .int(exact) }
-                return .double(total(i))
-            case .avg: return numbers[i] > 0 ? .double(total(i) / Double(numbers[i])) : .null
-            case .min, .max: return extremes[i]?.0 ?? .null
+            case .count: values.append(.int(Int64(count)))
+            case .sum(let field):
+                if numbers[i] == 0 {
+                    values.append(.null)
+                } else if !sawDouble[i], let exact = Int64(exactly: integerSums[i]) {
+                    values.append(.int(exact))
+                } else {
+                    let sum = total(i).value
+                    guard sum.isFinite else {
+                        throw SatchelError(.invalidArgument, "sum(\(field)) is beyond the range of a double (±1.8e308)")
+                    }
+                    values.append(.double(sum))
+                }
+            case .avg: values.append(numbers[i] > 0 ? .double(total(i).mean(of: numbers[i])) : .null)
+            case .min, .max: values.append(extremes[i]?.0 ?? .null)
             }
         }
+        return values
     }
 }
 
 /// Neumaier's compensated summation: the rounding error of each addition is kept and added back.
+/// Once a sum would overflow (1e308 + 1e308, on the way to a sum within range), it goes on
+/// in units of 2^64, exactly rescaled.
 private struct CompensatedSum {
     var sum = 0.0
     var compensation = 0.0
+    /// Whether `sum` and `compensation` count in units of 2^64.
+    var scaled = false
 
-    mutating func add(_ x: Double) {
-        let t = sum + x
+    mutating func add(_ value: Double) {
+        var x = scaled ? value * 0x1p-64 : value
+        var t = sum + x
+        if !t.isFinite && !scaled && x.isFinite {
+            scaled = true
+            sum *= 0x1p-64
+            compensation *= 0x1p-64
+            x *= 0x1p-64
+            t = sum + x
+        }
         compensation += abs(sum) >= abs(x) ? (sum - t) + x : (x - t) + sum
         sum = t
     }
 
-    var value: Double { sum + compensation }
+    /// The sum: infinite when it is beyond the range of a double.
+    var value: Double { scaled ? (sum + compensation) * 0x1p64 : sum + compensation }
+
+    /// The sum divided by `count`, within range whenever the mean is.
+    func mean(of count: Int) -> Double {
+        scaled ? ((sum + compensation) / Double(count)) * 0x1p64 : (sum + compensation) / Double(count)
+    }
 }
