@@ -38,7 +38,7 @@ struct AggregateCommand: ParsableCommand {
         {
             for name in names {
                 guard !name.isEmpty else { throw ValidationError("name the attribute of --sum, --min, --max or --avg") }
-                functions.append(make(Field(name)))
+                functions.append(make(try Names.path(name)))
             }
         }
         guard !functions.isEmpty else { throw ValidationError("name at least one of --count, --sum ATTR, --min ATTR, --max ATTR, --avg ATTR") }
@@ -49,11 +49,12 @@ struct AggregateCommand: ParsableCommand {
         _ = try functions()
         _ = try WhereExpression.condition(conditions)
         if groupBy.contains(where: \.isEmpty) { throw ValidationError("--group-by takes an attribute name") }
+        for name in groupBy { _ = try Names.path(name) }
     }
 
     func run() throws {
         let condition = try WhereExpression.condition(conditions)
-        let fields = groupBy.map { Field($0) }
+        let fields = try groupBy.map { try Names.path($0) }
         let functions = try functions()
         try store.withStore { store in
             let model = try store.existingModel(named: self.model)

@@ -1,5 +1,22 @@
-/// Suggestions for a mistyped name: a model, a subcommand.
+import ArgumentParser
+import Satchel
+
+/// Suggestions for a mistyped name: a model, a subcommand; and the paths options take.
 enum Names {
+    /// The path `text` names (`address.city`, `items[].product`), or why it is not one: an empty
+    /// name along it (`a..b`, `.a`, `a.`), or `[]` anywhere but at the end of a name
+    /// (`items[]product`), are mistakes, never a question about such a name.
+    static func path(_ text: String) throws(ValidationError) -> Field {
+        let names = text.split(separator: ".", omittingEmptySubsequences: false)
+        if names.contains(where: \.isEmpty) {
+            throw ValidationError("'\(text)' has an empty name: a path is names joined by dots, e.g. address.city")
+        }
+        for name in names where name == "[]" || name.dropLast(2).contains("[]") {
+            throw ValidationError("'\(text)': [] ends the name of an array, as in items[].product")
+        }
+        return Field(text)
+    }
+
     /// `names`, the nearest to `name` first (by edit distance, letter case aside; ties by name).
     static func nearestFirst(to name: String, among names: [String]) -> [String] {
         names.map { (name: $0, distance: distance(name.lowercased(), $0.lowercased())) }

@@ -68,7 +68,7 @@ struct FindCommand: ParsableCommand {
         var condition = try WhereExpression.condition(conditions)
         if let id { condition = Field.id == .string(id) && condition }
         let sortKeys = try order.map(Self.sortKey)
-        let projection = select.map { $0.split(separator: ",").map { Field(String($0)) } }
+        let projection = try select.map { try $0.split(separator: ",").map { try Names.path(String($0)) } }
         var query = Query(where: condition, order: sortKeys, limit: limit, offset: offset, select: projection)
         query.requiresIndex = requireIndex
         return query
@@ -87,7 +87,10 @@ struct FindCommand: ParsableCommand {
             attribute = text[..<colon]
         }
         guard !attribute.isEmpty else { throw ValidationError("--order needs an attribute: ATTR, ATTR:asc or ATTR:desc") }
-        let field = Field(String(attribute))
+        if attribute.hasSuffix(":asc") || attribute.hasSuffix(":desc") {
+            throw ValidationError("--order takes one direction: ATTR, ATTR:asc or ATTR:desc, not '\(text)'")
+        }
+        let field = try Names.path(String(attribute))
         return descending ? .descending(field) : .ascending(field)
     }
 
@@ -186,14 +189,15 @@ struct IndexCommand: ParsableCommand {
             text.removeLast(2)
             elementIndex = true
         }
-        let fields = text.split(separator: ",", omittingEmptySubsequences: false).map { Field(String($0)) }
-        guard !text.isEmpty, !fields.contains(where: { $0.description.isEmpty }) else {
+        let names = text.split(separator: ",", omittingEmptySubsequences: false)
+        guard !text.isEmpty, !names.contains(where: \.isEmpty) else {
             throw SatchelError(
                 .invalidArgument,
                 self.text
                     ? "name the attributes to search, e.g. --text title or --text title,body"
                     : "name the attributes to index, e.g. brand or brand,price")
         }
+        let fields = try names.map { try Names.path(String($0)) }
         if self.text {
             if elements || keysOnly { throw SatchelError(.invalidArgument, "--text does not combine with --elements or --keys-only") }
             return .text(fields)

@@ -227,7 +227,8 @@ struct WhereExpression {
             guard case .word(let attribute) = token, !WhereExpression.keywords.contains(attribute) else {
                 throw failure(column, "expected an attribute, found \(token.shown)")
             }
-            let field = Field(attribute)
+            let field: Field
+            do { field = try Names.path(attribute) } catch { throw failure(column, error.message) }
             let (op, opColumn) = advance()
             switch op {
             case .word("exists"): return field.exists(true)

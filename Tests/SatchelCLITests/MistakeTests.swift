@@ -91,10 +91,25 @@ struct MistakeTests {
         Self.expectFailure(
             try await shop.run(["find", "Product", "--order", "price:up"]), 64, "--order takes ATTR, ATTR:asc or ATTR:desc, not 'price:up'")
         Self.expectFailure(try await shop.run(["find", "Product", "--order", ":desc"]), 64, "--order needs an attribute")
+        Self.expectFailure(try await shop.run(["find", "Product", "--order", "price:desc:asc"]), 64, "--order takes one direction")
         #expect(
             try await shop.run(["find", "Product", "--order", "price:desc", "--select", "price"]).lines == [
                 #"{"object":"p2","price":200}"#, #"{"object":"p1","price":10}"#,
             ])
+    }
+
+    @Test("a path with an empty name, or [] inside a name, is a usage error wherever a path goes, never an empty answer (found by a black-box probe)")
+    func malformedPaths() async throws {
+        let shop = try await Shop()
+        for path in ["a..b", ".price", "price.", "items[]product", "items.[].product"] {
+            for arguments in [
+                ["find", "Product", "--where", "\(path)=1"], ["find", "Product", "--select", "name,\(path)"], ["find", "Product", "--order", path],
+                ["aggregate", "Product", "--sum", path], ["aggregate", "Product", "--count", "--group-by", path], ["index", "Product", path],
+            ] {
+                Self.expectFailure(try await shop.run(arguments), 64, "'\(path)'")
+            }
+        }
+        #expect(try await shop.run(["index", "Product", "--list"]).stdout.isEmpty, "no index was made")
     }
 
     @Test("no --db (nor SATCHEL_DB) is a usage error; a read never creates a store")
