@@ -48,7 +48,7 @@ struct Regression: Sendable, CustomTestStringConvertible {
         // (a pipe, a slow disk): the same file imported or failed depending on how it was read.
         Regression(
             target: .importReader, file: "bom-in-short-chunks.json", parser: "import.chunked", code: "malformedJSON",
-            message: "line 1, column 2 (item 1): expected a string key in an object"),
+            message: "line 1, column 3 (item 1): expected a string key in an object"),
         // Arrays nested 5,000 deep: the decoder recursed once per level and overflowed the stack
         // (a store's check, and any read of such a key, crashed). No encoder nests deeper than
         // JSON values may (256 levels).

@@ -289,7 +289,7 @@ extension Store {
 
     /// 1-based line and column of byte `offset` of `item`.
     private static func position(of offset: Int, in item: JSONItemReader.Item) -> (Int, Int) {
-        var line = item.line, column = 1
+        var line = item.line, column = item.column
         for byte in item.bytes.prefix(offset) {
             if byte == 0x0A {
                 line += 1

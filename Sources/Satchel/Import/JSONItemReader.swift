@@ -14,6 +14,8 @@ struct JSONItemReader {
         var bytes: ArraySlice<UInt8>
         /// 1-based line of the item's first byte.
         var line: Int
+        /// 1-based column (in bytes) of the item's first byte on its line.
+        var column = 1
         /// 0-based position among the file's items.
         var index: Int
         /// Where its first byte lies in the file.
@@ -52,6 +54,8 @@ struct JSONItemReader {
     private var bufferBase = 0
     private var eof = false
     private(set) var line = 1
+    /// Where the current line starts in the file.
+    private var lineStart = 0
     private var itemCount = 0
     private(set) var layout = Layout.undecided
     /// In an array: whether a value or a separator comes next, and whether `]` was seen.
@@ -134,6 +138,7 @@ struct JSONItemReader {
                 case 0x0A:
                     line += 1
                     pos += 1
+                    lineStart = bufferBase + pos
                 case 0x20, 0x09, 0x0D: pos += 1
                 default: return buffer[pos]
                 }
@@ -156,7 +161,10 @@ struct JSONItemReader {
             // bytes than asked (a pipe), so read on until the mark's 3 bytes are in.
             _ = try skipWhitespace()
             while buffer.count - pos < 3, try fill() {}
-            if buffer.count - pos >= 3 && buffer[pos] == 0xEF && buffer[pos + 1] == 0xBB && buffer[pos + 2] == 0xBF { pos += 3 }
+            if buffer.count - pos >= 3 && buffer[pos] == 0xEF && buffer[pos + 1] == 0xBB && buffer[pos + 2] == 0xBF {
+                pos += 3
+                lineStart = bufferBase + pos  // columns count from after the mark
+            }
             guard let first = try skipWhitespace() else {
                 layout = .sequence
                 return nil
@@ -199,15 +207,19 @@ struct JSONItemReader {
         }
         let start = pos
         let startLine = line
+        let column = bufferBase + start - lineStart + 1
         expectValue = false
         defer { itemCount += 1 }
         if byte == UInt8(ascii: "{") || byte == UInt8(ascii: "["), var item = readInPlace(from: start, line: startLine) {
             item.offset = bufferBase + start
+            item.column = column
             return item
         }
         let end = try scanItem(from: start)
         pos = end
-        return Item(bytes: buffer[start..<end], line: startLine, index: itemCount, offset: bufferBase + start)
+        var item = Item(bytes: buffer[start..<end], line: startLine, index: itemCount, offset: bufferBase + start)
+        item.column = column
+        return item
     }
 
     /// The object or array starting at `start`, parsed (or checked) in place, the lines it spans
@@ -215,6 +227,7 @@ struct JSONItemReader {
     /// the scan then finds its end, and the parse of its bytes says what is wrong).
     private mutating func readInPlace(from start: Int, line startLine: Int) -> Item? {
         typealias Found = (value: JSONValue?, shape: JSONParser.Shape?, storedForm: JSONParser.StoredForm?, count: Int, lines: Int)
+        var afterNewline = 0
         let found = buffer.withUnsafeBufferPointer { all -> Found? in
             let rest = UnsafeBufferPointer(rebasing: all[start...])
             var item = Item(bytes: [], line: 0, index: 0)
@@ -237,11 +250,13 @@ struct JSONItemReader {
                 left -= UnsafeRawPointer(newline) - p + 1
                 p = UnsafeRawPointer(newline) + 1
             }
+            afterNewline = p - UnsafeRawPointer(rest.baseAddress!)
             return (item.value, item.shape, item.storedForm, count, lines)
         }
         guard let found else { return nil }
         pos = start + found.count
         line += found.lines
+        if found.lines > 0 { lineStart = bufferBase + start + afterNewline }
         return Item(
             bytes: buffer[start..<pos], line: startLine, index: itemCount, value: found.value, shape: found.shape, storedForm: found.storedForm)
     }
@@ -263,7 +278,10 @@ struct JSONItemReader {
             }
             while i < buffer.count {
                 let c = buffer[i]
-                if c == 0x0A { line += 1 }
+                if c == 0x0A && (isContainer || isString) {
+                    line += 1
+                    lineStart = bufferBase + i + 1
+                }
                 if inString {
                     if escaped {
                         escaped = false
@@ -287,8 +305,7 @@ struct JSONItemReader {
                     switch c {
                     case 0x20, 0x0A, 0x0D, 0x09, UInt8(ascii: ","), UInt8(ascii: "]"), UInt8(ascii: "}"),
                         UInt8(ascii: "["), UInt8(ascii: "{"), UInt8(ascii: "\""):
-                        if c == 0x0A { line -= 1 }  // counted again when skipped
-                        return i
+                        return i  // a newline ending it is counted when skipped
                     default: break
                     }
                 }
