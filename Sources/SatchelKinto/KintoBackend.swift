@@ -445,12 +445,12 @@ public final class KintoBackend: SyncBackend {
             if change.kind == .delete { return .accepted() }
             return .accepted(version: body["data"]?["last_modified"]?.intValue.map(JSONValue.int))
         case 404:
-            return .notFound
+            return .notFound(message: Self.message(of: body), code: "404")
         case 412:
             let existing = body["details"]?["existing"].flatMap { KintoMapping.record($0, attachmentAs: context.blobAttribute)?.record }
             guard case .object(_, let attributes, let version)? = existing else {
                 // Nothing (live) there: a create may go on; an update or delete has no object.
-                return change.kind == .create ? .retryLater(message: message) : .notFound
+                return change.kind == .create ? .retryLater(message: message) : .notFound(message: message, code: "412")
             }
             let held = change.attributes.allSatisfy { name, value in value.isNull ? attributes[name] == nil : attributes[name] == value }
             if held && (change.kind == .create || context.carryingAttachments.contains(change.objectID)) {

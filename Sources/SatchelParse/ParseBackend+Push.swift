@@ -224,7 +224,7 @@ extension ParseBackend {
         let code = error["code"]?.intValue
         let message = error["error"]?.stringValue ?? error["message"]?.stringValue ?? "refused by the server"
         switch code {
-        case 101?: return .notFound
+        case 101?: return .notFound(message: message, code: "101")
         case 1?, 100?, 124?: return .retryLater(message: "Parse error \(code!): \(message)")
         default: return .refused(message: message, code: code.map(String.init))
         }

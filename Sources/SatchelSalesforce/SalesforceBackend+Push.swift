@@ -243,7 +243,7 @@ extension SalesforceBackend {
             message += " (fields: \(fields.joined(separator: ", ")))"
         }
         switch code {
-        case "ENTITY_IS_DELETED" where change.kind != .create: return .notFound
+        case "ENTITY_IS_DELETED" where change.kind != .create: return .notFound(message: message, code: code)
         case "REQUEST_LIMIT_EXCEEDED", "UNABLE_TO_LOCK_ROW", "SERVER_UNAVAILABLE": return .retryLater(message: "\(code): \(message)")
         default:
             return .refused(message: message, code: code)

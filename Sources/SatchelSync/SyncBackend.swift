@@ -444,8 +444,10 @@ public enum PushOutcome: Sendable, Hashable {
     /// (``refused(message:code:serverCopy:)``) with `code`.
     case conflict(message: String, code: String? = nil, serverCopy: JSONObject, serverVersion: JSONValue?)
     /// The object does not exist on the server: a delete is then done; an update or create is
-    /// kept as a refused change.
-    case notFound
+    /// kept as a refused change, with the server's own message and code when it gave them
+    /// (Parse's `101`, Salesforce's `ENTITY_IS_DELETED`; else "the object does not exist on the
+    /// server" and `404`).
+    case notFound(message: String? = nil, code: String? = nil)
     /// Not now: the change stays pending for the next cycle.
     case retryLater(message: String)
     /// Sent, but no answer came (the connection dropped, the server failed mid-way): the server

@@ -401,17 +401,18 @@ extension SyncEngine {
                             attributes: record.attributes,
                             serverCopy: serverCopy)
                         try tx.setObjectSyncState(model, change.objectID, records, replacing: before)
-                    case .notFound:
+                    case .notFound(let message, let code):
                         records.inFlight = nil
                         if change.kind == .delete {
                             summary.accepted += 1
                             records.version = nil
                         } else {
+                            let message = message ?? "the object does not exist on the server"
                             summary.refused += 1
-                            summary.refusals.append("\(change.kind.rawValue) \(change.objectID): the object does not exist on the server")
+                            summary.refusals.append("\(change.kind.rawValue) \(change.objectID): \(message)")
                             records.refusal = RefusedChange(
-                                model: model.name, objectID: change.objectID, kind: change.kind, message: "the object does not exist on the server",
-                                code: "404", attributes: record.attributes, serverDeleted: true)
+                                model: model.name, objectID: change.objectID, kind: change.kind, message: message, code: code ?? "404",
+                                attributes: record.attributes, serverDeleted: true)
                         }
                         try tx.setObjectSyncState(model, change.objectID, records, replacing: before)
                     case .retryLater:

@@ -398,6 +398,22 @@ struct ParseBackendTests {
         try await setup.expectMatchesServer("Product")
     }
 
+    @Test("an update of an object deleted on the server is a refused change with Parse's own code and message, 101 (found by a black-box probe: 404)")
+    func updateOfADeletedObject() async throws {
+        let setup = try await Setup()
+        defer { Task { await setup.stop() } }
+        let a = await setup.server.put("Product", Self.json(["n": 1]), id: nil)
+        try await setup.device.engine.sync(models: ["Product"])
+        try setup.model("Product").update(a, with: ["n": 2])
+        // Deleted there after this sync's pull, before its push: the push meets it gone.
+        setup.faults.inject(.before({ await setup.server.delete("Product", a) }), on: .push)
+        let report = try await setup.device.engine.sync(models: ["Product"])
+        #expect(report.refused == 1)
+        let error = try #require(try setup.device.store.refusedChanges(model: "Product").first)
+        #expect(error.objectID == a && error.kind == .update && error.serverDeleted)
+        #expect(error.code == "101" && error.message == "Object not found.", "\(error)")
+    }
+
     /// An adapter for `server` with `protection`.
     static func protected(_ protection: ParseBackend.CreateProtection) -> (ParseServer) -> ParseBackend {
         { server in

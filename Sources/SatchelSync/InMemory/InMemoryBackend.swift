@@ -443,11 +443,11 @@ public actor InMemoryBackend: SyncBackend {
             }
             return .accepted(serverID: id, version: .int(version))
         case .update:
-            guard let current else { return .notFound }
+            guard let current else { return .notFound() }
             if let conflict = conflict(change, current) { return conflict }
             return .accepted(version: state.merge(model, change.objectID, attributes).map { .int($0) })
         case .delete:
-            guard let current else { return .notFound }
+            guard let current else { return .notFound() }
             if let conflict = conflict(change, current) { return conflict }
             state.write(model, change.objectID, nil)
             return .accepted()
