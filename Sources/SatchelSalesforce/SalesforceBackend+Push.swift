@@ -41,7 +41,19 @@ extension SalesforceBackend {
         // Updates (and creates made already, now updated with what they carry).
         var patches: [Outgoing] = []
         for change in request.changes.filter({ $0.kind == .update }) + creates.filter({ made[$0.objectID] != nil }) {
-            guard var outgoing = try await prepare(change, change.attributes.filter { name, _ in updateable.contains(name) }) else { continue }
+            let fields = change.attributes.filter { name, _ in updateable.contains(name) }
+            if change.kind == .update && fields.isEmpty {
+                // Nothing the org lets an update change (formula, audit or create-only fields): an
+                // empty PATCH would only move LastModifiedDate, and the next pull would undo the
+                // edit unseen. Refused, as the org refuses such fields, for the app to resolve.
+                let names = change.attributes.keys.sorted().joined(separator: ", ")
+                let refusal = PushOutcome.refused(
+                    message: "\(names): not updateable on \(object) (describe), so the update has nothing to send",
+                    code: "INVALID_FIELD_FOR_INSERT_UPDATE")
+                results.append(PushResult(objectID: change.objectID, outcome: try await withServerCopy(refusal, of: change, request: request)))
+                continue
+            }
+            guard var outgoing = try await prepare(change, fields) else { continue }
             outgoing.record["id"] = .string(made[change.objectID] ?? change.objectID)
             patches.append(outgoing)
         }

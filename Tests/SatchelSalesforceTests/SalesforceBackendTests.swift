@@ -224,6 +224,28 @@ struct SalesforceBackendTests {
         #expect(error.objectID == "no-name" && error.kind == .create && error.code == "REQUIRED_FIELD_MISSING" && error.message.contains("Name"))
     }
 
+    @Test(
+        "an update of fields no update may change (formula, audit) is refused, not sent as an empty PATCH; rollback restores them (found by a black-box probe)"
+    )
+    func updateOfReadOnlyFields() async throws {
+        let setup = try await Setup()
+        defer { Task { await setup.stop() } }
+        try await setup.device.engine.sync()
+        let accounts = try setup.model("Account")
+        let first = try #require(try accounts.findAll().first)
+        let patchesBefore = try await setup.composites("PATCH").count
+        try accounts.update(first.id, with: ["Score__c": 99])
+        let report = try await setup.device.engine.sync()
+        #expect(report.refused == 1 && report.accepted == 0)
+        #expect(try await setup.composites("PATCH").count == patchesBefore, "nothing was written on the server")
+        let error = try #require(try setup.device.store.refusedChanges(model: "Account").first)
+        #expect(error.objectID == first.id && error.code == "INVALID_FIELD_FOR_INSERT_UPDATE" && error.message.contains("Score__c"))
+        try setup.device.store.resolve("Account", first.id, .rollback)
+        #expect(try accounts.find(first.id)?["Score__c"] == first["Score__c"])
+        try await setup.device.engine.sync()
+        #expect(try setup.device.store.changeFates(model: "Account").isEmpty)
+    }
+
     @Test("describe types the model and its picklists become choices: a write the org would refuse is refused here, before it is queued")
     func picklists() async throws {
         let setup = try await Setup()
