@@ -108,6 +108,29 @@ struct HostileAnswerTests {
         await server.stop()
     }
 
+    @Test(
+        "a reused connection closed after the server read a request, with no answer: the request ends at once as unanswered, not after the timeout with its body lost on a retry (found by a black-box probe)"
+    )
+    func closedAfterTheRequestOnAReusedConnection() async throws {
+        let server = try ClosingServer()
+        defer { server.stop() }
+        let client = SyncHTTPClient(timeout: 10)
+        let first = try await client.send("POST", server.url.appendingPathComponent("a"), body: Data(#"{"n":1}"#.utf8))
+        #expect(first.status == 200)
+        // On the same connection: read whole, then the connection closes.
+        let lost = await #expect(throws: SyncError.self) {
+            try await client.send("POST", server.url.appendingPathComponent("b"), body: Data(#"{"n":2}"#.utf8))
+        }
+        #expect(lost?.code == .network)
+        #expect(lost?.message.contains("may have been carried out") == true, "\(String(describing: lost))")
+        #expect(
+            server.requests.prefix(2) == [.init(line: "POST /a HTTP/1.1", body: #"{"n":1}"#), .init(line: "POST /b HTTP/1.1", body: #"{"n":2}"#)])
+        // The client goes on, on a fresh connection.
+        let next = try await client.send("POST", server.url.appendingPathComponent("c"), body: Data(#"{"n":3}"#.utf8))
+        #expect(next.status == 200)
+        #expect(server.requests.contains(.init(line: "POST /c HTTP/1.1", body: #"{"n":3}"#)))
+    }
+
     @Test("a redirect is followed for a GET, not for a request that sends data (a 307 would send it on without its body)")
     func redirectOfAWrite() async throws {
         let server = try await HostileServer.start(["/moved": .redirect(location: "/answer"), "/answer": .json(#"{"ok":true}"#)])

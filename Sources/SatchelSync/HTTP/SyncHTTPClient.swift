@@ -177,7 +177,7 @@ private final class Transport: Sendable {
         self.timeout = timeout
         self.maximumDuration = maximumDuration
         session = Locked(Self.makeSession(timeout: timeout, delegate: delegate))
-        delegate.onAbort { [weak self] session in self?.replace(session) }
+        delegate.onAbort { [weak self] session, reason in self?.replace(session, because: reason) }
     }
 
     deinit { session.withLock { $0 }.invalidateAndCancel() }
@@ -194,18 +194,16 @@ private final class Transport: Sendable {
     }
 
     /// Replaces `old` (when it is still the current session) and throws it away with its
-    /// connections and tasks. The exchanges still under way on it end now, with an error: a
-    /// task cancelled with its session may never report its end (see above).
-    func replace(_ old: URLSession) {
+    /// connections and tasks. The exchanges still under way on it end now, with an error saying
+    /// `reason`: a task cancelled with its session may never report its end (see above).
+    func replace(_ old: URLSession, because reason: String) {
         let replaced = session.withLock { current -> Bool in
             guard current === old else { return false }
             current = Self.makeSession(timeout: timeout, delegate: delegate)
             return true
         }
         guard replaced else { return }
-        delegate.failAll(
-            in: old,
-            SyncError(.network, "no whole answer: the connection was closed because another answer on it was refused; the request may be sent again"))
+        delegate.failAll(in: old, SyncError(.network, "no whole answer: the connection was closed because \(reason); the request may be sent again"))
         DispatchQueue.global().async { old.invalidateAndCancel() }
     }
 
@@ -254,12 +252,12 @@ private final class AnswerCollector: NSObject, URLSessionDataDelegate, Sendable 
 
     let allowInsecureHTTP: Bool
     private let exchanges = Locked<[ObjectIdentifier: Exchange]>([:])
-    private let abort = Locked<(@Sendable (URLSession) -> Void)?>(nil)
+    private let abort = Locked<(@Sendable (URLSession, String) -> Void)?>(nil)
 
     init(allowInsecureHTTP: Bool) { self.allowInsecureHTTP = allowInsecureHTTP }
 
-    /// What to do with a session whose transfer must stop.
-    func onAbort(_ handler: @escaping @Sendable (URLSession) -> Void) { abort.withLock { $0 = handler } }
+    /// What to do with a session whose transfer must stop, and why (for the other exchanges on it).
+    func onAbort(_ handler: @escaping @Sendable (URLSession, String) -> Void) { abort.withLock { $0 = handler } }
 
     func begin(
         _ task: URLSessionTask, in session: URLSession, maximumBytes: Int, _ continuation: CheckedContinuation<(Data, URLResponse), any Error>
@@ -272,9 +270,11 @@ private final class AnswerCollector: NSObject, URLSessionDataDelegate, Sendable 
     /// Ends the exchange of `task` now with `failure` (unless it ended already); with `session`,
     /// throws that session away first, which is what stops the transfer (see ``Transport``), so
     /// that what the caller sends next goes on a fresh session.
-    func fail(_ task: URLSessionTask, _ failure: SyncError, in session: URLSession? = nil) {
+    func fail(
+        _ task: URLSessionTask, _ failure: SyncError, in session: URLSession? = nil, because reason: String = "another answer on it was refused"
+    ) {
         guard let exchange = exchanges.withLock({ $0.removeValue(forKey: ObjectIdentifier(task)) }) else { return }
-        if let session { abort.withLock { $0 }?(session) } else { DispatchQueue.global().async { task.cancel() } }
+        if let session { abort.withLock { $0 }?(session, reason) } else { DispatchQueue.global().async { task.cancel() } }
         exchange.continuation.resume(throwing: failure)
     }
 
@@ -345,6 +345,24 @@ private final class AnswerCollector: NSObject, URLSessionDataDelegate, Sendable 
             }
         }
         completionHandler(request)
+    }
+
+    /// libcurl asks for the body again: the connection it reused from an earlier exchange
+    /// closed before any answer came, and it means to send the request again on a new one.
+    /// swift-corelibs cannot give a body held as data twice: the request went again without it
+    /// and waited out the timeout, a core busy all along (seen against a server that read a
+    /// POST, carried it out and closed the connection). And a request sent again unseen may be
+    /// carried out twice. So the exchange ends now, as one whose answer was lost: the caller
+    /// decides what to send again (the sync engine, with what it knows of the server).
+    func urlSession(
+        _ session: URLSession, task: URLSessionTask, needNewBodyStream completionHandler: @escaping @Sendable (InputStream?) -> Void
+    ) {
+        let host = task.originalRequest?.url?.host ?? "the server"
+        fail(
+            task,
+            SyncError(.network, "no answer from \(host): the connection closed after the request was sent, which may have been carried out"),
+            in: session, because: "a request on it went unanswered")
+        completionHandler(nil)
     }
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
