@@ -22,7 +22,7 @@ extension SyncEngine {
     ///
     /// For a server whose results come in pull pages (``SyncCapabilities/pushResultsViaPull``),
     /// a chunk whose answer was lost is not sent again at once: its changes wait in flight for
-    /// the model's next complete pull (``settleUnconfirmed(_:)``), and the push returns the
+    /// the model's next complete pull (``settleAwaitingPull(_:)``), and the push returns the
     /// error, so that the sync pulls before it fails.
     @discardableResult
     func push(
@@ -51,7 +51,7 @@ extension SyncEngine {
                 limit: limit, resolver: resolver, pushed: &pushed, report: &report)
             ids = round < 2 ? outcome.resend : []
             waiting += outcome.waiting
-            if let lost = outcome.unconfirmed { return lost }
+            if let lost = outcome.lost { return lost }
         }
         // Objects that pointed at an object of this model the server did not have yet (a parent
         // and its children made together) go once their parents have: a pass per level of a
@@ -62,7 +62,7 @@ extension SyncEngine {
             let outcome = try await pushRound(
                 waiting, of: model, definition: definition, modelConfiguration: modelConfiguration, session: session, metadata: metadata,
                 limit: limit, resolver: resolver, pushed: &pushed, report: &report)
-            if let lost = outcome.unconfirmed { return lost }
+            if let lost = outcome.lost { return lost }
             guard outcome.waiting.count < waiting.count else { break }
             waiting = outcome.waiting
         }
@@ -74,11 +74,11 @@ extension SyncEngine {
     /// change is to be sent again (merged or resolved conflicts), those whose change waits for
     /// an object they point at to reach the server, and — for a server whose results come in
     /// pull pages — the error of a chunk whose answer was lost: its changes wait for the pull
-    /// (``markUnconfirmed(_:of:_:)``), and the chunks after it stay pending.
+    /// (``markAwaitingPull(_:of:_:)``), and the chunks after it stay pending.
     private func pushRound(
         _ ids: [String], of model: Model, definition: ModelDefinition, modelConfiguration: ModelSyncConfiguration, session: SyncSession,
         metadata: JSONValue?, limit: Int?, resolver: ConflictResolver?, pushed: inout Int, report: inout SyncReport
-    ) async throws -> (resend: [String], waiting: [String], unconfirmed: SyncError?) {
+    ) async throws -> (resend: [String], waiting: [String], lost: SyncError?) {
         let blocked = try storage { try unsyncedParents(of: definition) }
         let chunkSize = max(1, limit ?? ids.count)
         var resend: [String] = []
@@ -116,7 +116,7 @@ extension SyncEngine {
                     }
                 } else if settledByPull && Self.mayHaveBeenCarriedOut(failure) {
                     try await onStore(bounded: limit != nil) { store in
-                        try store.bulkUpdate { tx in try Self.markUnconfirmed(chunk.map(\.objectID), of: model, tx) }
+                        try store.bulkUpdate { tx in try Self.markAwaitingPull(chunk.map(\.objectID), of: model, tx) }
                     }
                     return (resend, waiting, failure)
                 }
@@ -204,11 +204,11 @@ extension SyncEngine {
     /// Puts the unanswered changes in flight back among the pending ones, merged with later
     /// edits — or, for a server whose results come in pull pages (`settledByPull`), where the
     /// push may have been carried out (the app was stopped as its answer came), leaves them to
-    /// the next complete pull (``markUnconfirmed(_:of:_:)``).
+    /// the next complete pull (``markAwaitingPull(_:of:_:)``).
     static func requeueInFlight(_ model: Model, _ tx: Transaction, settledByPull: Bool = false) throws {
         let unanswered = try tx.changesInFlight(of: model).filter { $0.value.state == .awaitingResult }.map(\.id)
         if settledByPull {
-            try markUnconfirmed(unanswered, of: model, tx)
+            try markAwaitingPull(unanswered, of: model, tx)
         } else {
             for id in unanswered { try requeue(model, id, tx) }
         }
@@ -222,12 +222,12 @@ extension SyncEngine {
 
     /// Marks the changes in flight of objects `ids` — a push whose answer was lost, to a server
     /// whose results come in pull pages — as waiting for the model's next complete pull.
-    static func markUnconfirmed(_ ids: [String], of model: Model, _ tx: Transaction) throws {
+    static func markAwaitingPull(_ ids: [String], of model: Model, _ tx: Transaction) throws {
         for id in ids {
             let before = try tx.objectSyncState(model, id)
             guard before.inFlight?.state == .awaitingResult else { continue }
             var records = before
-            records.inFlight?.state = .unconfirmed
+            records.inFlight?.state = .awaitingPull
             try tx.setObjectSyncState(model, id, records, replacing: before)
         }
     }
@@ -235,12 +235,12 @@ extension SyncEngine {
     /// After a complete pull of `model`: the changes of a push whose answer was lost that the
     /// pull did not confirm (a link for a create) go back among the pending ones, to be sent
     /// again. Returns how many did.
-    func settleUnconfirmed(_ model: Model) async throws -> Int {
+    func settleAwaitingPull(_ model: Model) async throws -> Int {
         try await onStorageQueue { store in
             guard try model.statistics().inFlight > 0 else { return 0 }
             return try store.bulkUpdate { tx in
                 var requeued = 0
-                for (id, change) in try tx.changesInFlight(of: model) where change.state == .unconfirmed {
+                for (id, change) in try tx.changesInFlight(of: model) where change.state == .awaitingPull {
                     try Self.requeue(model, id, tx)
                     requeued += 1
                 }

@@ -276,7 +276,7 @@ public actor SyncEngine {
             try await bulk(model, definition: definition, modelConfiguration: modelConfiguration, session: session, report: &report)
         } else {
             try await pull(model, definition: definition, modelConfiguration: modelConfiguration, session: session, full: full, report: &report)
-            if !report.schemaChanged, try await settleUnconfirmed(model) > 0 || lost != nil {
+            if !report.schemaChanged, try await settleAwaitingPull(model) > 0 || lost != nil {
                 lost = try await push(model, definition: definition, modelConfiguration: modelConfiguration, session: session, report: &report)
                 if lost == nil && backend.capabilities.pushResultsViaPull {
                     // What became of the changes just sent (the creates' links), in one more pull.

@@ -104,7 +104,7 @@ struct SyncRecordsAccess {
     }
 
     /// Every object with a pending change and neither a refused change nor a change in flight
-    /// awaiting its link or a pull's word (``InFlightChange/State/unconfirmed``), by id bytes.
+    /// awaiting its link or a pull's word (``InFlightChange/State/awaitingPull``), by id bytes.
     /// The pending changes are not decoded: their keys say it.
     func pendingUnheld() throws -> [String] {
         var ids: [String] = []

@@ -6,7 +6,7 @@
 
 /// A change pushed to the server whose outcome is not known yet, stored under
 /// `(out, model, objectId)` as `{"attrs":{…},"base":v?,"op":"update","state":"sent"}` (the
-/// state `sent`, `awaitingLink` or `unconfirmed`).
+/// state `sent`, `awaitingLink` or `awaitingPull`).
 public struct InFlightChange: Equatable, Sendable {
     public enum State: String, Sendable {
         /// Sent; its result has not arrived (or the push failed and it will be sent again).
@@ -17,7 +17,7 @@ public struct InFlightChange: Equatable, Sendable {
         /// the server may have carried it out. It waits for the model's next complete pull: a
         /// create linked there is done; anything else it did not confirm goes back among the
         /// pending changes, to be sent again.
-        case unconfirmed
+        case awaitingPull
     }
 
     public var kind: PendingChange.Kind
