@@ -105,6 +105,30 @@ enum MergePolicy {
         return (all, names, changed, deleted)
     }
 
+    /// The last attributes of an object deleted here, as its delete (refused, pending or in
+    /// flight) keeps them.
+    static func lastAttributes(deletedIn records: ObjectSyncState) -> JSONObject? {
+        if let error = records.refusal, error.kind == .delete { return error.attributes }
+        if let pending = records.pending, pending.kind == .delete { return pending.attributes }
+        if let inFlight = records.inFlight, inFlight.kind == .delete { return inFlight.attributes }
+        return nil
+    }
+
+    /// The attributes local updates added to the object, which the server never had: those
+    /// whose base value is null (absent before the change), and those a refused update holds
+    /// that the server's copy lacks.
+    static func addedHere(_ records: ObjectSyncState) -> Set<String> {
+        var added = Set<String>()
+        for (kind, base) in [(records.pending?.kind, records.pending?.baseValues), (records.inFlight?.kind, records.inFlight?.baseValues)] {
+            guard kind == .update, let base else { continue }
+            for (name, value) in base where value.isNull { added.insert(name) }
+        }
+        if let error = records.refusal, error.kind == .update, let server = error.serverCopy {
+            for name in error.attributes.keys where server[name] == nil { added.insert(name) }
+        }
+        return added
+    }
+
     /// Whether the object exists only here: created here, not (yet) on the server.
     static func isLocalOnly(_ records: ObjectSyncState) -> Bool {
         records.pending?.kind == .create || records.inFlight?.kind == .create || records.refusal?.kind == .create
@@ -191,12 +215,20 @@ enum MergePolicy {
     /// Attributes the server removed (`names`). Every attribute the server could know of removed
     /// is the object deleted.
     static func remove(_ names: [String], local: Local, configuration: ModelSyncConfiguration) -> Outcome {
-        guard let attributes = local.attributes else { return Outcome(rule: .absent, write: .keep, records: local.records) }
+        // An object deleted here (the delete refused, pending or in flight) is gone from the
+        // store, but its delete keeps its last attributes: a removal listing them all is the
+        // server's delete of it (a refused delete's error goes).
+        let deletedHere = local.attributes == nil ? lastAttributes(deletedIn: local.records) : nil
+        guard let attributes = local.attributes ?? deletedHere else { return Outcome(rule: .absent, write: .keep, records: local.records) }
         let listed = Set(names)
         let keys = attributes.keys
-        if keys.contains(where: listed.contains), keys.allSatisfy({ listed.contains($0) || !configuration.syncs($0) }) {
+        // What the server could know of the object: not device-only attributes, nor those a
+        // local change added (an object the server deletes lists neither).
+        let added = addedHere(local.records)
+        if keys.contains(where: listed.contains), keys.allSatisfy({ listed.contains($0) || !configuration.syncs($0) || added.contains($0) }) {
             return delete(local: local)
         }
+        if deletedHere != nil { return Outcome(rule: .deletedHere, write: .keep, records: local.records) }
         let protected = protected(local.records, configuration: configuration)
         if protected.all { return Outcome(rule: .createdHere, write: .keep, records: local.records) }
         var remaining = attributes

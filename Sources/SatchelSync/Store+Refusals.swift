@@ -126,15 +126,27 @@ extension Store {
                 if let copy = error.serverCopy { for (name, _) in attributes { base[name] = copy[name] ?? .null } }
                 if pending?.kind != .delete { records.pending = change(.update, attributes, base: base) }
             case (.update, .rollback):
-                records.pending = nil
+                // A later edit of other attributes stays pending (the refused ones take the
+                // server's values, whatever was written to them since).
+                let refused = Set(error.attributes.keys)
+                var later = JSONObject(), laterBase = JSONObject()
+                if let pending, pending.kind == .update {
+                    for (name, value) in pending.attributes where !refused.contains(name) {
+                        later[name] = value
+                        if let was = pending.baseValues[name] { laterBase[name] = was }
+                    }
+                }
+                records.pending = later.isEmpty || error.serverDeleted ? nil : change(.update, later, base: laterBase)
                 if error.serverDeleted {
                     write = .some(nil)
                 } else if let server = error.serverCopy {
-                    // The server's copy, whole: the refused values go, device-only ones stay
-                    // only if the server's copy lacks them, which it does.
+                    // The server's copy: the refused values go, device-only ones stay only if
+                    // the server's copy lacks them, which it does; the later edit stays.
                     var attributes = try tx.find(id, in: model)?.attributes ?? JSONObject()
-                    for name in error.attributes.keys where server[name] == nil { attributes[name] = nil }
-                    for (name, value) in server where name != Object.idAttribute { attributes[name] = value.isNull ? nil : value }
+                    for name in refused where server[name] == nil { attributes[name] = nil }
+                    for (name, value) in server where name != Object.idAttribute && later[name] == nil {
+                        attributes[name] = value.isNull ? nil : value
+                    }
                     write = .some(attributes)
                 }
             case (.delete, .retry):

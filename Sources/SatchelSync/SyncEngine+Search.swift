@@ -147,7 +147,13 @@ extension SyncEngine {
             let change = unconfirmed[id].flatMap(Self.unconfirmedChange)
             switch (local, remote) {
             case (let local?, nil):
-                if change?.kind == .create { report.unconfirmed += 1 } else { report.drifts.append(.init(id: id, kind: .onlyHere, here: local)) }
+                // A create not yet confirmed, or a change refused because the server deleted the
+                // object (kept until the app resolves it), is a local change, not drift.
+                if change?.kind == .create || unconfirmed[id]?.refusal?.serverDeleted == true {
+                    report.unconfirmed += 1
+                } else {
+                    report.drifts.append(.init(id: id, kind: .onlyHere, here: local))
+                }
             case (nil, let remote?):
                 if change?.kind == .delete {
                     report.unconfirmed += 1

@@ -134,12 +134,14 @@ extension SyncEngine {
     // MARK: - Resets
 
     /// Drops every synced object with its pending changes, errors, versions and cursors (in the
-    /// `user` and `app` partitions), and tells the server to forget this client; keeps the
-    /// session. The next sync starts afresh.
+    /// `user` and `app` partitions), tells the server to forget this client, and drops the
+    /// client id; keeps the proof of login. The next sync starts afresh, as a new client (a
+    /// server that registers clients gives it a new id).
     public func clientReset() async throws {
         configuration.logger.notice("client reset: the synced data, cursors and client id go")
         if let session = try currentSession() {
-            let reset = try await withRetry { try await self.backend.resetClient(session) }
+            var reset = try await withRetry { try await self.backend.resetClient(session) }
+            reset.clientID = nil
             try setStoredSession(StoredSession(reset))
         }
         try await onStorageQueue { try $0.wipeSyncedData(in: [.user, .app]) }

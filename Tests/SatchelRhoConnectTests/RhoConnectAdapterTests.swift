@@ -290,6 +290,41 @@ struct RhoConnectAdapterTests {
         await setup.stop()
     }
 
+    @Test(
+        "a rollback restores the refused attributes only: a later edit of another attribute stays pending and is pushed (found by a black-box probe)")
+    func rollbackKeepsALaterEdit() async throws {
+        let setup = try await Setup()
+        try await setup.device.engine.sync()
+        let products = try setup.products
+        try products.update("4", with: ["name": "wrongname"])
+        #expect(try await setup.device.engine.sync().refused == 1)
+        // While the error waits: the price, and the refused name again.
+        try products.update("4", with: ["price": "6", "name": "wrongname again"])
+        try setup.device.store.resolve("Product", "4", .rollback)
+        #expect(try products.find("4")?.attributes == ["name": "Widget A", "brand": "Acme", "price": "6"])
+        #expect(try setup.device.store.changeFates(model: "Product") == ["4": .pending(.update)])
+        #expect(try await setup.device.engine.sync().refused == 0)
+        #expect(await setup.server.objects("Product", user: "ann")["4"] == ["name": "Widget A", "brand": "Acme", "price": "6"])
+        try await setup.expectMatchesServer()
+        await setup.stop()
+    }
+
+    @Test("an update refused because the server deleted the object is a local change in the drift check, not drift (found by a black-box probe)")
+    func verifyCountsAServerDeletedRefusal() async throws {
+        let setup = try await Setup()
+        try await setup.device.engine.sync()
+        try setup.products.update("4", with: ["name": "Changed here"])
+        await setup.server.delete("Product", user: "ann", id: "4")
+        // The push fails with a 500, so the pull that settles it brings the delete.
+        setup.faults.inject(.fail(SyncError(.server, "boom", httpStatus: 500)), on: .push)
+        _ = try? await setup.device.engine.sync()
+        let error = try #require(try setup.device.store.refusedChanges(model: "Product").first)
+        #expect(error.objectID == "4" && error.serverDeleted)
+        let report = try await setup.device.engine.verify("Product")
+        #expect(report.drifts.isEmpty && report.unconfirmed == 1, "\(report)")
+        await setup.stop()
+    }
+
     @Test("delete-error: retry")
     func deleteErrors() async throws {
         let setup = try await Setup()
@@ -407,6 +442,26 @@ struct RhoConnectAdapterTests {
     }
 
     // MARK: - Session and client
+
+    @Test(
+        "a client reset tells the server to forget the client and drops its id: the next sync registers a new client and pulls everything (found by a black-box probe)"
+    )
+    func clientResetDropsTheClientID() async throws {
+        let setup = try await Setup()
+        try await setup.device.engine.sync()
+        let before = await setup.server.clients
+        let old = try #require(before.keys.first)
+        try setup.products.create(["object": "here", "name": "Made here"])
+        try await setup.device.engine.clientReset()
+        #expect(try setup.products.count() == 0 && setup.device.store.changeFates(model: "Product").isEmpty)
+        #expect(await setup.server.requests.contains { $0.method == "POST" && $0.path == "/rc/v1/clients/\(old)/reset" })
+        try await setup.device.engine.sync()
+        let after = await setup.server.clients
+        #expect(after.count == before.count + 1, "a new client: \(after)")
+        #expect(try setup.products.count() == 12)
+        try await setup.expectMatchesServer()
+        await setup.stop()
+    }
 
     @Test("a 401 logs out; logging in again keeps the client and syncs on")
     func unauthorized() async throws {

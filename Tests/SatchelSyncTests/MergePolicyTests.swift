@@ -130,6 +130,40 @@ struct MergePolicyTests {
             rule: .deleted, situation: "every attribute removed is the object deleted", server: .remove(["name", "price"]),
             attributes: local, records: ObjectSyncState(version: "v1"), write: .delete, after: ObjectSyncState()),
         Row(rule: .absent, situation: "no object here", server: .remove(["price"]), attributes: nil, write: .keep),
+        // Found by a black-box probe: a refused delete kept its error after the server deleted the object.
+        Row(
+            rule: .refusedDeleteDone, situation: "every attribute a refused delete held removed: the error goes", server: .remove(["name", "price"]),
+            attributes: nil, records: refused(.delete, local), write: .delete, after: ObjectSyncState()),
+        Row(
+            rule: .deletedHereToo, situation: "every attribute a pending delete held removed: it is done", server: .remove(["name", "price"]),
+            attributes: nil, records: pending(.delete, local), write: .keep, after: ObjectSyncState()),
+        Row(
+            rule: .deletedHere, situation: "some attributes of an object deleted here removed: it stays deleted", server: .remove(["price"]),
+            attributes: nil, records: pending(.delete, local), write: .keep),
+        // Found by a black-box probe: the object was cut down to what was added here, and pushed back as a fragment.
+        Row(
+            rule: .deletedWhileChanged, situation: "every attribute the server had removed, with one added here: a delete",
+            server: .remove(["name", "price"]),
+            attributes: ["name": "a", "price": 1, "extra": "x"],
+            records: ObjectSyncState(
+                pending: PendingChange(model: "Product", objectID: "p1", kind: .update, attributes: ["extra": "x"], baseValues: ["extra": .null]),
+                version: "v1"),
+            write: .keep,
+            after: ObjectSyncState(
+                pending: PendingChange(model: "Product", objectID: "p1", kind: .update, attributes: ["extra": "x"], baseValues: ["extra": .null]),
+                refusal: RefusedChange(
+                    model: "Product", objectID: "p1", kind: .update, message: "deleted on the server while changed here", code: "deleted",
+                    attributes: ["extra": "x"], serverDeleted: true), version: "v1")),
+        Row(
+            rule: .refusedUpdateMeetsDelete, situation: "every attribute of the server's copy removed, with one a refused update added",
+            server: .remove(["name", "price"]), attributes: ["name": "a", "price": 1, "extra": "x"],
+            records: refused(.update, ["extra": "x"], serverCopy: ["name": "a", "price": 1]), write: .keep,
+            after: ObjectSyncState(
+                refusal: {
+                    var error = refused(.update, ["extra": "x"]).refusal!
+                    error.serverDeleted = true
+                    return error
+                }())),
     ]
 
     @Test("the rule and its outcome", arguments: rows)
