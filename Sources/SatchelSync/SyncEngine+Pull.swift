@@ -300,8 +300,11 @@ extension SyncEngine {
                 try apply(MergePolicy.delete(local: local), local, to: model, tx: tx, notification: &notification)
             }
             for (id, names) in page.removals.sorted(by: { $0.key < $1.key }) {
-                guard let object = try tx.find(id, in: model) else { continue }
-                let local = MergePolicy.Local(model: model.name, id: id, attributes: object.attributes, records: try tx.objectSyncState(model, id))
+                // An object gone here may be one deleted here: its delete's record says.
+                let object = try tx.find(id, in: model)
+                let records = try tx.objectSyncState(model, id)
+                guard object != nil || MergePolicy.lastAttributes(deletedIn: records) != nil else { continue }
+                let local = MergePolicy.Local(model: model.name, id: id, attributes: object?.attributes, records: records)
                 try apply(
                     MergePolicy.remove(names, local: local, configuration: modelConfiguration), local, to: model, tx: tx, notification: &notification)
             }

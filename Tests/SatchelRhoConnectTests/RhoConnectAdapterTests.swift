@@ -341,6 +341,21 @@ struct RhoConnectAdapterTests {
         await setup.stop()
     }
 
+    @Test("a refused delete's error goes when the server deletes the object (its delete listing every attribute) (found by a black-box probe)")
+    func refusedDeleteThenServerDelete() async throws {
+        let setup = try await Setup()
+        try await setup.device.engine.sync()
+        try setup.products.delete("11")
+        #expect(try await setup.device.engine.sync().refused == 1)
+        await setup.server.clearRules()
+        await setup.server.delete("Product", user: "ann", id: "11")
+        try await setup.device.engine.sync()
+        #expect(try setup.device.store.refusedChanges(model: "Product").isEmpty)
+        #expect(try setup.device.store.changeFates(model: "Product").isEmpty)
+        try await setup.expectMatchesServer()
+        await setup.stop()
+    }
+
     @Test("errors are delivered once; a source-error is reported and the page still applied")
     func sourceErrorAndOnce() async throws {
         let setup = try await Setup()
