@@ -278,6 +278,13 @@ extension SyncEngine {
                     records.inFlight = nil
                     try tx.setObjectSyncState(model, server, records, replacing: before)
                     acknowledged += 1
+                } else if let error = records.refusal, error.kind == .create, error.code == Self.noLinkCode {
+                    // A create kept as unlinked whose link came after all (a server that
+                    // carries pushes out later): it is done.
+                    let before = records
+                    records.refusal = nil
+                    try tx.setObjectSyncState(model, server, records, replacing: before)
+                    acknowledged += 1
                 }
             }
             // References to the renamed objects change in the same batch (or, in another

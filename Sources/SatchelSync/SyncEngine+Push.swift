@@ -22,7 +22,7 @@ extension SyncEngine {
     ///
     /// For a server whose results come in pull pages (``SyncCapabilities/pushResultsViaPull``),
     /// a chunk whose answer was lost is not sent again at once: its changes wait in flight for
-    /// the model's next complete pull (``settleAwaitingPull(_:)``), and the push returns the
+    /// the model's next complete pull (``settleAfterPull(_:)``), and the push returns the
     /// error, so that the sync pulls before it fails.
     @discardableResult
     func push(
@@ -232,22 +232,48 @@ extension SyncEngine {
         }
     }
 
-    /// After a complete pull of `model`: the changes of a push whose answer was lost that the
-    /// pull did not confirm (a link for a create) go back among the pending ones, to be sent
-    /// again. Returns how many did.
-    func settleAwaitingPull(_ model: Model) async throws -> Int {
-        try await onStorageQueue { store in
-            guard try model.statistics().inFlight > 0 else { return 0 }
+    /// After a complete pull of `model`, for a server whose results come in pull pages: the
+    /// changes of a push whose answer was lost that the pull did not confirm (a link for a
+    /// create) go back among the pending ones, to be sent again; a create the server took
+    /// whose link the pull did not bring either — its refusal came in a page whose answer was
+    /// lost, and RhoConnect sends a refusal once — becomes a refused change (``noLinkCode``),
+    /// for the app to `recreate` or `delete`, instead of waiting for ever. Returns how many
+    /// went back to pending, and the unlinked creates.
+    func settleAfterPull(_ model: Model) async throws -> (requeued: Int, unlinked: [String]) {
+        guard backend.capabilities.pushResultsViaPull else { return (0, []) }
+        return try await onStorageQueue { store in
+            guard try model.statistics().inFlight > 0 else { return (0, []) }
             return try store.bulkUpdate { tx in
                 var requeued = 0
-                for (id, change) in try tx.changesInFlight(of: model) where change.state == .awaitingPull {
-                    try Self.requeue(model, id, tx)
-                    requeued += 1
+                var unlinked: [String] = []
+                for (id, change) in try tx.changesInFlight(of: model) {
+                    switch (change.state, change.kind) {
+                    case (.awaitingPull, _):
+                        try Self.requeue(model, id, tx)
+                        requeued += 1
+                    case (.awaitingLink, .create):
+                        let before = try tx.objectSyncState(model, id)
+                        var records = before
+                        records.inFlight = nil
+                        records.refusal = RefusedChange(
+                            model: model.name, objectID: id, kind: .create,
+                            message:
+                                "the server took this create but neither linked nor refused it in the complete pull after it (a page may have been lost): recreate sends it again, delete drops it",
+                            code: Self.noLinkCode, attributes: change.attributes)
+                        try tx.setObjectSyncState(model, id, records, replacing: before)
+                        unlinked.append(id)
+                    default:
+                        break
+                    }
                 }
-                return requeued
+                return (requeued, unlinked)
             }
         }
     }
+
+    /// The code of a create kept as a refused change because no pull linked it
+    /// (``settleAfterPull(_:)``).
+    static let noLinkCode = "noLink"
 
     /// Puts object `id`'s change in flight back among the pending ones, merged with later edits.
     static func requeue(_ model: Model, _ id: String, _ tx: Transaction) throws {

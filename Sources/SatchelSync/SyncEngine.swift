@@ -276,7 +276,16 @@ public actor SyncEngine {
             try await bulk(model, definition: definition, modelConfiguration: modelConfiguration, session: session, report: &report)
         } else {
             try await pull(model, definition: definition, modelConfiguration: modelConfiguration, session: session, full: full, report: &report)
-            if !report.schemaChanged, try await settleAwaitingPull(model) > 0 || lost != nil {
+            let settled = report.schemaChanged ? (requeued: 0, unlinked: []) : try await settleAfterPull(model)
+            if !settled.unlinked.isEmpty {
+                report.refused += settled.unlinked.count
+                emit(
+                    .sync(
+                        SyncNotification(
+                            status: .error, model: definition.name, errorCode: .refusedChanges,
+                            message: settled.unlinked.map { "create \($0): neither linked nor refused by the server" }.joined(separator: "; "))))
+            }
+            if !report.schemaChanged, settled.requeued > 0 || lost != nil {
                 lost = try await push(model, definition: definition, modelConfiguration: modelConfiguration, session: session, report: &report)
                 if lost == nil && backend.capabilities.pushResultsViaPull {
                     // What became of the changes just sent (the creates' links), in one more pull.

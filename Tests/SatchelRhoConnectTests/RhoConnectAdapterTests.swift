@@ -265,6 +265,31 @@ struct RhoConnectAdapterTests {
         await setup.stop()
     }
 
+    @Test(
+        "a create whose refusal came in a page whose answer was lost is kept as unlinked after the next complete pull, for recreate or delete (found by a black-box probe: in flight for ever)"
+    )
+    func unlinkedCreate() async throws {
+        var setup = try await Setup()
+        try await setup.device.engine.sync()
+        try setup.products.create(["object": "bad", "name": "wrongname"])
+        // The push is taken; the page carrying its create-error is lost (and sent only once).
+        setup.faults.inject(.dropAnswer, on: .pull)
+        await #expect(throws: SyncError.self) { try await setup.device.engine.sync() }
+        setup.device = try await setup.device.reopened(backend: setup.faults, models: [Self.product])
+        let report = try await setup.device.engine.sync()
+        #expect(report.refused == 1)
+        let error = try #require(try setup.device.store.refusedChanges(model: "Product").first)
+        #expect(error.objectID == "bad" && error.kind == .create && error.code == "noLink" && error.actions == [.delete, .recreate])
+        #expect(setup.device.log.notifications(.error, model: "Product").last?.errorCode == .refusedChanges)
+        try setup.products.update("bad", with: ["name": "rightname"])
+        try setup.device.store.resolve("Product", "bad", .recreate)
+        #expect(try await setup.device.engine.sync().refused == 0)
+        #expect(await setup.server.objects("Product", user: "ann").values.filter { $0["name"] == "rightname" }.count == 1)
+        #expect(try setup.device.store.changeFates(model: "Product").isEmpty)
+        try await setup.expectMatchesServer()
+        await setup.stop()
+    }
+
     @Test("update-error: rollback takes update-rollback's values; retry sends the change again")
     func updateErrors() async throws {
         let setup = try await Setup()
