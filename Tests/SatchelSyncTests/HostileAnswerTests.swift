@@ -88,7 +88,6 @@ struct HostileAnswerTests {
             "/answer": .huge(bytes: 3 << 20, announced: false), "/slow": .trickle(interval: .milliseconds(100)),
         ])
         let client = SyncHTTPClient(timeout: Self.idle, limits: AnswerLimits(maximumBytes: 1 << 20, maximumDuration: 120))
-        let started = ContinuousClock.now
         let slow = Task { try await client.send("GET", server.url.appendingPathComponent("slow")) }
         // The slow answer is under way (its first bytes are sent) before the other is refused.
         while server.bytesSent == 0 { try await Task.sleep(for: .milliseconds(10)) }
@@ -96,8 +95,8 @@ struct HostileAnswerTests {
         #expect(refused?.code == .answerTooLarge)
         let ended = await #expect(throws: SyncError.self) { try await slow.value }
         #expect(ended?.code == .network, "\(String(describing: ended))")
+        // Ended by the refusal, not by the 120 s watchdog (whose error says so).
         #expect(ended?.message.contains("another answer") == true, "\(String(describing: ended))")
-        #expect(ContinuousClock.now - started < .seconds(60), "ended by the refusal, not by the 120 s watchdog")
         // Many requests right after a refusal each get their whole answer (each time, the one
         // after the refusal once went on the session being thrown away, and never ended).
         for _ in 0..<20 {

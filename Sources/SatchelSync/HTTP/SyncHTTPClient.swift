@@ -248,6 +248,8 @@ private final class AnswerCollector: NSObject, URLSessionDataDelegate, Sendable 
         /// The session of the task.
         let session: ObjectIdentifier
         var continuation: CheckedContinuation<(Data, URLResponse), any Error>
+        /// Why the exchange fails when its task completes (a redirect not followed).
+        var failure: SyncError?
     }
 
     let allowInsecureHTTP: Bool
@@ -321,26 +323,31 @@ private final class AnswerCollector: NSObject, URLSessionDataDelegate, Sendable 
         _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse, newRequest request: URLRequest,
         completionHandler: @escaping @Sendable (URLRequest?) -> Void
     ) {
+        // A redirect not followed ends the exchange when its task completes, with the redirect
+        // as its answer: cancelling the task here instead raced with the completion handler,
+        // and swift-corelibs-foundation stopped the process ("Received callback for HTTP
+        // redirection, but we're not waiting for it", seen under ThreadSanitizer).
+        func refuse(_ failure: SyncError) {
+            exchanges.withLock { $0[ObjectIdentifier(task)]?.failure = failure }
+            completionHandler(nil)
+        }
         // A redirect of a request with a body may send it on without its body (swift-corelibs
         // URLSession does, for a 307): only `GET` and `HEAD` follow one.
         if let method = task.originalRequest?.httpMethod, method != "GET" && method != "HEAD" {
             let from = task.originalRequest?.url?.path ?? "the request"
             let to = request.url?.absoluteString ?? "another address"
-            fail(
-                task,
+            refuse(
                 SyncError(
                     .protocolViolation,
                     "\(method) \(from) was redirected to \(to), which is not followed for a request that sends data: check the server URL"
                 ))
-            completionHandler(nil)
             return
         }
         if let url = request.url {
             do throws(SyncError) {
                 try SyncHTTPClient.checkTransport(url, allowInsecureHTTP: allowInsecureHTTP)
             } catch {
-                fail(task, SyncError(.insecureTransport, "a redirect to \(url.host ?? "another host"): \(error.message)"))
-                completionHandler(nil)
+                refuse(SyncError(.insecureTransport, "a redirect to \(url.host ?? "another host"): \(error.message)"))
                 return
             }
         }
@@ -367,7 +374,9 @@ private final class AnswerCollector: NSObject, URLSessionDataDelegate, Sendable 
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
         guard let exchange = exchanges.withLock({ $0.removeValue(forKey: ObjectIdentifier(task)) }) else { return }
-        if let error {
+        if let failure = exchange.failure {
+            exchange.continuation.resume(throwing: failure)
+        } else if let error {
             exchange.continuation.resume(throwing: error)
         } else if let response = task.response {
             exchange.continuation.resume(returning: (exchange.data, response))
