@@ -40,6 +40,10 @@ struct SatchelCommand: AsyncParsableCommand {
             Output.error("'\(word)' is not a satchel command\(hint) (see 'satchel help')")
             Foundation.exit(ExitCode.validationFailure.rawValue)
         }
+        if let option = repeatedOption(in: Array(CommandLine.arguments.dropFirst())) {
+            Output.error("\(option) is given more than once; it takes one value (see 'satchel help')")
+            Foundation.exit(ExitCode.validationFailure.rawValue)
+        }
         do {
             var command = try parseAsRoot()
             if var command = command as? any AsyncParsableCommand {
@@ -83,6 +87,26 @@ extension SatchelCommand {
             }
             if word.hasPrefix("-") { return nil }  // --db=DIR, --help, --version: ArgumentParser's
             return commandNames.contains(word) ? nil : word
+        }
+        return nil
+    }
+}
+
+extension SatchelCommand {
+    /// The options that may be given more than once (each occurrence adds a value).
+    static let repeatableOptions: Set<String> = ["--where", "--order", "--group-by", "--sum", "--min", "--max", "--avg", "--model"]
+
+    /// The first option of `arguments` given twice that takes one value or is a flag
+    /// (`--limit 5 --limit 10`, `--db A find --db B`): ArgumentParser would keep the last one
+    /// silently. Words after `--` are values, not options.
+    static func repeatedOption(in arguments: [String]) -> String? {
+        var seen: Set<Substring> = []
+        for word in arguments {
+            if word == "--" { return nil }
+            guard word.hasPrefix("--"), word.count > 2 else { continue }
+            let name = word.prefix { $0 != "=" }
+            if repeatableOptions.contains(String(name)) { continue }
+            if !seen.insert(name).inserted { return String(name) }
         }
         return nil
     }

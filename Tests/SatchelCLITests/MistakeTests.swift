@@ -112,6 +112,42 @@ struct MistakeTests {
         #expect(try await shop.run(["index", "Product", "--list"]).stdout.isEmpty, "no index was made")
     }
 
+    @Test("an option that takes one value, or a flag, given twice is a usage error, never the last one kept silently; repeatable options stay repeatable (found by a review)")
+    func optionGivenTwice() async throws {
+        let shop = try await Shop()
+        // Every option of every command, as ArgumentParser describes them.
+        let dump = try await CLI.run(["--experimental-dump-help"])
+        let tool = try #require(try JSONSerialization.jsonObject(with: Data(dump.stdout.utf8)) as? [String: Any])
+        var options: [(command: [String], name: String, isFlag: Bool, isRepeating: Bool)] = []
+        func walk(_ command: [String: Any], _ path: [String]) {
+            for argument in command["arguments"] as? [[String: Any]] ?? [] {
+                guard let kind = argument["kind"] as? String, kind == "option" || kind == "flag" else { continue }
+                for name in argument["names"] as? [[String: Any]] ?? [] where name["kind"] as? String == "long" {
+                    options.append((path, "--\(name["name"] as? String ?? "")", kind == "flag", argument["isRepeating"] as? Bool ?? false))
+                }
+            }
+            for sub in command["subcommands"] as? [[String: Any]] ?? [] { walk(sub, path + [sub["commandName"] as? String ?? ""]) }
+        }
+        walk(try #require(tool["command"] as? [String: Any]), [])
+        #expect(options.count > 100, "the dump lists the options: \(options.count)")
+        #expect(Set(options.filter(\.isRepeating).map(\.name)) == ["--where", "--order", "--group-by", "--sum", "--min", "--max", "--avg", "--model"])
+        for option in options {
+            // A value that is a path in the test's directory: were the option kept, nothing lands elsewhere.
+            let given = option.isFlag ? [option.name] : [option.name, shop.directory.child("x")]
+            let result = try await shop.run(option.command + given + given)
+            if option.isRepeating {
+                #expect(!result.stderr.contains("more than once"), "\(option.command) \(option.name) repeats: \(result.stderr)")
+            } else {
+                Self.expectFailure(result, 64, "\(option.name) is given more than once")
+            }
+        }
+        // --db before the command and again after it; --name=value counts too.
+        Self.expectFailure(try await CLI.run(["--db", shop.db, "find", "Product", "--db", shop.db]), 64, "--db is given more than once")
+        Self.expectFailure(try await shop.run(["find", "Product", "--limit=1", "--limit", "2"]), 64, "--limit is given more than once")
+        #expect(try await shop.run(["find", "Product", "--count", "--where", "price>1", "--where", "price<100"]).lines == ["1"])
+        #expect(try await shop.run(["find", "Product", "--count"]).lines == ["2"], "the store is as it was")
+    }
+
     @Test("no --db (nor SATCHEL_DB) is a usage error; a read never creates a store")
     func storeRequired() async throws {
         let directory = TemporaryDirectory()
