@@ -112,7 +112,9 @@ struct MistakeTests {
         #expect(try await shop.run(["index", "Product", "--list"]).stdout.isEmpty, "no index was made")
     }
 
-    @Test("an option that takes one value, or a flag, given twice is a usage error, never the last one kept silently; repeatable options stay repeatable (found by a review)")
+    @Test(
+        "an option that takes one value, or a flag, given twice is a usage error, never the last one kept silently; repeatable options stay repeatable (found by a review)"
+    )
     func optionGivenTwice() async throws {
         let shop = try await Shop()
         // Every option of every command, as ArgumentParser describes them.
@@ -130,7 +132,8 @@ struct MistakeTests {
         }
         walk(try #require(tool["command"] as? [String: Any]), [])
         #expect(options.count > 100, "the dump lists the options: \(options.count)")
-        #expect(Set(options.filter(\.isRepeating).map(\.name)) == ["--where", "--order", "--group-by", "--sum", "--min", "--max", "--avg", "--model"])
+        #expect(
+            Set(options.filter(\.isRepeating).map(\.name)) == ["--where", "--order", "--group-by", "--sum", "--min", "--max", "--avg", "--model"])
         for option in options {
             // A value that is a path in the test's directory: were the option kept, nothing lands elsewhere.
             let given = option.isFlag ? [option.name] : [option.name, shop.directory.child("x")]
