@@ -193,7 +193,8 @@ enum Output {
     static func line(_ text: String) { print(text) }
 
     /// The one line of a failure, on stderr.
-    static func error(_ message: String) { note(message) }
+    /// An error's one line on stderr: line breaks a server's message brought become spaces.
+    static func error(_ message: String) { note(message.split(whereSeparator: \.isNewline).joined(separator: " ")) }
 
     /// A line on stderr, where scripts reading stdout do not see it.
     static func note(_ message: String) {

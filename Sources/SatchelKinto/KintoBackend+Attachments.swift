@@ -13,6 +13,19 @@ extension KintoBackend {
         case remove
     }
 
+    /// The code of a change refused because its blob attribute holds something else than a blob.
+    static let notABlobCode = "notABlob"
+
+    /// Whether `change` sets the blob attribute to something that is neither a blob reference,
+    /// nor a URL (an attachment not downloaded yet, or rolled back to), nor null: Kinto keeps a
+    /// file there, so the change is refused (``notABlobCode``) rather than sent without it.
+    static func setsNotABlob(_ change: OutgoingChange, blobAttribute: String?) -> Bool {
+        guard let blobAttribute, change.kind != .delete, let value = change.attributes[blobAttribute], !value.isNull else { return false }
+        if BlobStore.isReference(value) { return false }
+        guard let string = value.stringValue, let url = URL(string: string) else { return true }
+        return !["http", "https"].contains(url.scheme?.lowercased() ?? "")
+    }
+
     /// The blob attribute of `model` that is its records' attachment (nil: it declares none).
     ///
     /// - Throws: ``SyncError`` `.notSupported` for a model with several: the plugin keeps one
@@ -27,7 +40,8 @@ extension KintoBackend {
 
     /// `change` as its record's write, without the blob attribute, and what it does to the
     /// record's attachment: a blob reference whose bytes came is uploaded, a removal removes it.
-    /// Any other value of the blob attribute (a URL not downloaded yet) does not travel.
+    /// Any other value of the blob attribute (a URL not downloaded yet) does not travel
+    /// (``setsNotABlob(_:blobAttribute:)`` refuses what is not a URL first).
     static func split(_ change: OutgoingChange, blobAttribute: String?) -> (record: OutgoingChange, attachment: AttachmentChange?) {
         guard let blobAttribute, change.kind != .delete, let value = change.attributes[blobAttribute] else {
             var record = change

@@ -25,10 +25,9 @@ import Synchronization
 /// - **Push**: `POST /batch`, at most 25 changes a request. Creates are `PUT` with
 ///   `If-None-Match: *`, updates `PATCH` and deletes `DELETE` with `If-Match` of the record's
 ///   last known `last_modified`; `last_modified` is never sent in a body. An update that removes
-///   attributes is a `PUT` of the whole object (a batch's `PATCH` would store the removed
-///   attribute as `null`), with the same `If-Match`; where that would erase fields this device
-///   does not pull (a model with an attribute list) or that no version guards, it is sent alone
-///   as a `PATCH` with `Content-Type: application/merge-patch+json`.
+///   attributes is sent alone, as a `PATCH` with `Content-Type: application/merge-patch+json`
+///   and the same `If-Match` (a batch's `PATCH` would store the removed attribute as `null`, and
+///   a `PUT` of the whole object would erase fields this device does not read).
 /// - **Conflicts**: a `412` is a refused change carrying the server's current record
 ///   (``RefusedChange/serverCopy``): ``Resolution/retry`` pushes the change again over it,
 ///   ``Resolution/rollback`` takes it. A `403` or `400` on a record is a refused change too.
@@ -281,25 +280,28 @@ public final class KintoBackend: SyncBackend {
     public func push(_ request: PushRequest) async throws -> [PushResult] {
         // The blob attribute travels as the record's attachment, after the record's write.
         let blob = try Self.blobAttribute(of: request.model)
-        var attachments: [String: AttachmentChange] = [:]
-        let changes = request.changes.map { change in
-            let (record, attachment) = Self.split(change, blobAttribute: blob)
-            attachments[change.objectID] = attachment
-            return record
-        }
-        let context = OutcomeContext(blobAttribute: blob ?? KintoMapping.attachmentField, carryingAttachments: Set(attachments.keys))
-        // An update that removes attributes goes in the batch as a PUT of the whole object, unless
-        // that would erase what this device never pulls (an attribute list), what changed on the
-        // server meanwhile (no version to guard it with) or the record's attachment (a PUT drops
-        // it): then on its own, as a merge patch.
-        let replaceable = request.configuration.onlyAttributes == nil && request.configuration.ignoredAttributes.isEmpty && blob == nil
-        var batched: [OutgoingChange] = []
-        var alone: [OutgoingChange] = []
-        for change in changes {
-            let replaced = replaceable && change.object != nil && change.baseVersion?.intValue != nil
-            if Self.removesAttributes(change) && !replaced { alone.append(change) } else { batched.append(change) }
-        }
+        var attachments: [NameKey: (attachment: AttachmentChange, record: OutgoingChange)] = [:]
+        var changes: [OutgoingChange] = []
         var results: [PushResult] = []
+        for change in request.changes {
+            if Self.setsNotABlob(change, blobAttribute: blob), let blob {
+                // Kinto keeps a file there, or nothing: the value is refused, not dropped.
+                let message =
+                    "the blob attribute \(blob) holds \(String(decoding: change.attributes[blob]?.jsonBytes ?? [], as: UTF8.self).prefix(80)), not a blob: Kinto keeps the record's attachment there"
+                results.append(PushResult(objectID: change.objectID, outcome: .refused(message: message, code: Self.notABlobCode)))
+                continue
+            }
+            let (record, attachment) = Self.split(change, blobAttribute: blob)
+            if let attachment { attachments[NameKey(change.objectID)] = (attachment, record) }
+            changes.append(record)
+        }
+        let context = OutcomeContext(
+            blobAttribute: blob ?? KintoMapping.attachmentField, carryingAttachments: Set(attachments.keys))
+        // An update that removes attributes goes on its own, as a merge patch: a batch's PATCH
+        // would keep a null, and a PUT of the whole object would erase what this device does not
+        // read (an attribute list, the attachment, fields no attribute travels as).
+        let alone = changes.filter(Self.removesAttributes)
+        let batched = changes.filter { !Self.removesAttributes($0) }
         var start = 0
         while start < batched.count {
             let chunk = Array(batched[start..<min(start + Self.batchLimit, batched.count)])
@@ -308,9 +310,7 @@ public final class KintoBackend: SyncBackend {
         }
         for change in alone { results.append(try await mergePatch(change, model: request.model.name, context: context)) }
         for index in results.indices {
-            guard let attachment = attachments[results[index].objectID], case .accepted = results[index].outcome,
-                let change = changes.first(where: { $0.objectID == results[index].objectID })
-            else { continue }
+            guard let (attachment, change) = attachments[NameKey(results[index].objectID)], case .accepted = results[index].outcome else { continue }
             results[index].outcome = try await sendAttachment(attachment, of: change, model: request.model.name)
         }
         return results
@@ -338,15 +338,8 @@ public final class KintoBackend: SyncBackend {
                 sub["method"] = "PUT"
                 sub["body"] = ["data": .object(KintoMapping.data(change.attributes.filter { !$1.isNull }))]
             case .update:
-                if Self.removesAttributes(change), let object = change.object {
-                    // A batch's PATCH is a plain merge that keeps a null; a PUT replaces the
-                    // record, guarded by If-Match like the PATCH (a 412 when it changed).
-                    sub["method"] = "PUT"
-                    sub["body"] = ["data": .object(KintoMapping.data(object))]
-                } else {
-                    sub["method"] = "PATCH"
-                    sub["body"] = ["data": .object(KintoMapping.data(change.attributes))]
-                }
+                sub["method"] = "PATCH"
+                sub["body"] = ["data": .object(KintoMapping.data(change.attributes))]
             case .delete:
                 sub["method"] = "DELETE"
             }
@@ -425,11 +418,11 @@ public final class KintoBackend: SyncBackend {
     /// is read as, and the changes whose attachment goes after their record's write.
     package struct OutcomeContext: Sendable {
         var blobAttribute = KintoMapping.attachmentField
-        var carryingAttachments: Set<String> = []
+        var carryingAttachments: Set<NameKey> = []
 
         package init() {}
 
-        init(blobAttribute: String, carryingAttachments: Set<String>) {
+        init(blobAttribute: String, carryingAttachments: Set<NameKey>) {
             self.blobAttribute = blobAttribute
             self.carryingAttachments = carryingAttachments
         }
@@ -453,7 +446,7 @@ public final class KintoBackend: SyncBackend {
                 return change.kind == .create ? .retryLater(message: message) : .notFound(message: message, code: "412")
             }
             let held = change.attributes.allSatisfy { name, value in value.isNull ? attributes[name] == nil : attributes[name] == value }
-            if held && (change.kind == .create || context.carryingAttachments.contains(change.objectID)) {
+            if held && (change.kind == .create || context.carryingAttachments.contains(NameKey(change.objectID))) {
                 // An earlier push of this change went through and its answer was lost (or its
                 // attachment failed after it): the record is written, its attachment goes next.
                 return .accepted(version: .int(version))

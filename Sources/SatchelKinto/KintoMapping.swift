@@ -5,17 +5,22 @@ public import Satchel
 /// record; the adapter and the tests that look at the server directly both go through it.
 ///
 /// **Ids.** Kinto accepts record (and collection) ids matching `^[a-zA-Z0-9][a-zA-Z0-9_-]*$`.
-/// A Satchel id that matches, and does not start with `x--`, is sent as it is. Any other id is
-/// sent as `x--` followed by the unpadded base64url encoding (RFC 4648 §5) of its UTF-8 bytes,
-/// which uses only `A-Z a-z 0-9 - _`: `"bad id"` ↔ `"x--YmFkIGlk"`. The mapping is reversible,
-/// and a record id that starts with `x--` but does not decode is kept as it is.
+/// Any other id is sent as `x--` followed by the unpadded base64url encoding (RFC 4648 §5) of its
+/// UTF-8 bytes, which uses only `A-Z a-z 0-9 - _`: `"bad id"` ↔ `"x--YmFkIGlk"`. So is an id
+/// that matches but is itself such an encoding (the id `x--YmFkIGlk` travels encoded again);
+/// every other id that matches travels as it is, `x--` or not. The mapping is one-to-one both
+/// ways: a record id another client wrote (`x--notb64`, or `x--YQ`, which `a` would never
+/// travel as) is the object's id as it is, and goes back unchanged.
 ///
 /// **Attributes.** A record's `id` is the object's id (Satchel's `object` attribute), its
 /// `last_modified` the object's version. Satchel attributes named `id`, `last_modified` or
 /// `deleted` (Kinto's words: `deleted: true` marks a tombstone), and any name starting with
 /// `~`, travel with one more `~` in front (`id` ↔ `~id`, `~x` ↔ `~~x`); a field starting with
 /// `~` loses one on the way back. A field named `object` (Satchel's id attribute, which no
-/// attribute may be named) reads as the attribute `~object`, which goes back as `object`.
+/// attribute may be named) reads as the attribute `~object`, which goes back as `object`. A field
+/// that no attribute travels as (another client's `~x`, `~object` or `~~object`) is not read:
+/// read as `x` it would overwrite the field `x`. It stays on the server: an update that removes
+/// attributes never replaces the record whole.
 ///
 /// **Attachments.** A model's blob attribute (at most one) is the record's attachment (the
 /// kinto-attachment plugin's field `attachment`), read as the file's URL; a model that declares
@@ -31,7 +36,8 @@ public enum KintoMapping {
 
     /// The Kinto id for a Satchel object id (or model name).
     public static func recordID(_ id: String) -> String {
-        if isPlainKintoID(id) && !id.hasPrefix(encodedPrefix) { return id }
+        // `objectID(id) != id` only for an encoding this function makes, of a shorter id.
+        if isPlainKintoID(id) && objectID(id) == id { return id }
         var encoded = Data(id.utf8).base64EncodedString()
         encoded = encoded.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
         while encoded.hasSuffix("=") { encoded.removeLast() }
@@ -72,10 +78,14 @@ public enum KintoMapping {
         return reserved.contains(attribute) || attribute.hasPrefix("~") ? "~" + attribute : attribute
     }
 
-    /// The Satchel attribute for a record field (nil for Kinto's own fields).
+    /// The Satchel attribute for a record field (nil for Kinto's own fields, and for a field no
+    /// attribute travels as).
     public static func attribute(_ field: String) -> String? {
         if field == "object" { return objectField }
-        if field.hasPrefix("~") { return String(field.dropFirst()) }
+        if field.hasPrefix("~") {
+            let attribute = String(field.dropFirst())
+            return Self.field(attribute).utf8.elementsEqual(field.utf8) ? attribute : nil
+        }
         return reserved.contains(field) ? nil : field
     }
 

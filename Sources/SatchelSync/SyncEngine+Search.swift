@@ -114,7 +114,8 @@ extension SyncEngine {
         let session = try await preparedSession()
         let state = try storage { try store.read { try $0.syncState(model) } }
         // The server's objects.
-        var there: [String: JSONObject] = [:]
+        // Keyed by the ids' bytes: ids that are canonically equivalent are two objects.
+        var there: [NameKey: JSONObject] = [:]
         var cursor: JSONValue?
         var pages = PageLoopGuard(model: name)
         while true {
@@ -123,33 +124,35 @@ extension SyncEngine {
             let page = try await withRetry { try await self.backend.serverObjects(request) }
             try pages.check(page, after: cursor)
             for object in page.upserts {
-                var attributes = object.isWhole ? JSONObject() : there[object.id] ?? JSONObject()
+                var attributes = object.isWhole ? JSONObject() : there[NameKey(object.id)] ?? JSONObject()
                 for (attribute, value) in object.attributes { attributes[attribute] = value.isNull ? nil : value }
-                there[object.id] = attributes
+                there[NameKey(object.id)] = attributes
             }
             if page.done { break }
             cursor = page.nextCursor
         }
         // The store's, with the changes the server has not confirmed, from one snapshot.
         let (here, unconfirmed) = try storage {
-            try store.read { snapshot -> ([String: JSONObject], [String: ObjectSyncState]) in
-                var objects: [String: JSONObject] = [:]
-                for object in try snapshot.findAll(in: model) { objects[object.id] = object.attributes }
-                return (objects, Dictionary(try snapshot.objectSyncStates(of: model), uniquingKeysWith: { _, last in last }))
+            try store.read { snapshot -> ([NameKey: JSONObject], [NameKey: ObjectSyncState]) in
+                var objects: [NameKey: JSONObject] = [:]
+                for object in try snapshot.findAll(in: model) { objects[NameKey(object.id)] = object.attributes }
+                let states = try snapshot.objectSyncStates(of: model).map { (NameKey($0.0), $0.1) }
+                return (objects, Dictionary(states, uniquingKeysWith: { _, last in last }))
             }
         }
         var report = DriftReport(model: name)
         let blobs = Set(definition.blobAttributes)
-        for id in Set(here.keys).union(there.keys).sorted() {
+        for key in Set(here.keys).union(there.keys).sorted() {
             report.objects += 1
-            let local = here[id]
-            let remote = there[id]
-            let change = unconfirmed[id].flatMap(Self.unconfirmedChange)
+            let id = key.name
+            let local = here[key]
+            let remote = there[key]
+            let change = unconfirmed[key].flatMap(Self.unconfirmedChange)
             switch (local, remote) {
             case (let local?, nil):
                 // A create not yet confirmed, or a change refused because the server deleted the
                 // object (kept until the app resolves it), is a local change, not drift.
-                if change?.kind == .create || unconfirmed[id]?.refusal?.serverDeleted == true {
+                if change?.kind == .create || unconfirmed[key]?.refusal?.serverDeleted == true {
                     report.unconfirmed += 1
                 } else {
                     report.drifts.append(.init(id: id, kind: .onlyHere, here: local))
@@ -162,14 +165,16 @@ extension SyncEngine {
                 }
             case (let local?, let remote?):
                 // A create not yet confirmed is all local change; an update, the attributes it changed.
-                let changed: Set<String>? = change.map { $0.kind == .update ? Set($0.attributes.keys) : [] }
+                let changed: Set<NameKey>? = change.map { $0.kind == .update ? Set($0.attributes.keys.map(NameKey.init)) : [] }
                 var differing: [String: DriftReport.Values] = [:]
-                for attribute in Set(local.keys).union(remote.keys) where modelConfiguration.syncs(attribute) {
+                for name in Set(local.keys.map(NameKey.init)).union(remote.keys.map(NameKey.init)).sorted() {
+                    let attribute = name.name
+                    guard modelConfiguration.syncs(attribute) else { continue }
                     let a = local[attribute]
                     let b = remote[attribute]
                     let same = blobs.contains(attribute) ? (a == nil) == (b == nil) : a == b
                     if same { continue }
-                    if let changed, change?.kind != .update || changed.contains(attribute) { continue }
+                    if let changed, change?.kind != .update || changed.contains(name) { continue }
                     differing[attribute] = DriftReport.Values(here: a, there: b)
                 }
                 if change != nil { report.unconfirmed += 1 }

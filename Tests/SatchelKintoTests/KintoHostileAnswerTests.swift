@@ -111,6 +111,22 @@ struct KintoHostileAnswerTests {
         #expect(try device.store.changeFates(model: "Product") == [:], "the push before the Backoff landed")
     }
 
+    @Test(
+        "an HTML error page (a server that is not Kinto) is one line in the error: its line breaks and indentation become spaces (found by a black-box probe)"
+    )
+    func htmlErrorPageIsOneLine() async throws {
+        let stub = try await KintoStub.start()
+        let device = try await Self.device(stub)
+        let page =
+            "<!DOCTYPE HTML>\n<html>\n  <head>\r\n    <title>Not Found</title>\n  </head>\n  <body>\n\t<h1>Not Found</h1>\n  </body>\n</html>\n"
+        await stub.enqueue([.init(status: 404, headers: ["Content-Type": "text/html"], body: page)])
+        let error = await #expect(throws: SyncError.self) { try await device.engine.sync(models: ["Product"]) }
+        let text = error.map(String.init(describing:)) ?? ""
+        #expect(text.contains("HTTP 404: <!DOCTYPE HTML> <html> <head> <title>Not Found</title>"), "\(text)")
+        #expect(!text.contains("\n") && !text.contains("\r") && !text.contains("\t"), "\(text)")
+        #expect(try device.model("Product").find("p1")?["name"] == "Local", "nothing lost")
+    }
+
     @Test("Retry-After on a 503 is the engine's wait before it tries again")
     func retryAfter() async throws {
         let stub = try await KintoStub.start()

@@ -11,7 +11,7 @@ struct KintoMappingTests {
         #expect(KintoMapping.objectID(id) == id)
     }
 
-    @Test(arguments: ["bad id", "_x", "-x", "a.b", "x--looks-encoded", "héllo ✓", "a/b?c", ""])
+    @Test(arguments: ["bad id", "_x", "-x", "a.b", "x--YmFkIGlk", "x--eC0tWW1Ga0lHbGs", "héllo ✓", "a/b?c", ""])
     func otherIDsAreEncodedReversibly(_ id: String) throws {
         let encoded = KintoMapping.recordID(id)
         #expect(encoded != id)
@@ -21,9 +21,28 @@ struct KintoMappingTests {
         #expect(KintoMapping.objectID(encoded) == id)
     }
 
-    @Test func aForeignIDWithThePrefixIsKept() {
+    @Test("a record id with the prefix that is no encoding Satchel makes is the object's id, and goes back unchanged (found by a black-box probe)")
+    func aForeignIDWithThePrefixIsKept() {
         #expect(KintoMapping.objectID("x--!!") == "x--!!")
         #expect(KintoMapping.objectID("x--YQ") == "x--YQ", "'a' would travel as itself, so this is not its encoding")
+        for id in ["x--notb64", "x--YQ", "x--looks-encoded", "x--", "x--eC0tYQ"] {
+            #expect(KintoMapping.recordID(KintoMapping.objectID(id)) == id, "\(id) goes back as it came")
+        }
+        #expect(KintoMapping.objectID("x--YmFkIGlk") == "bad id")
+        #expect(KintoMapping.recordID("x--YmFkIGlk") != "x--YmFkIGlk", "an id that is an encoding travels encoded again")
+    }
+
+    @Test("a field no attribute travels as is not read; every attribute name goes and comes back as itself (found by a black-box probe)")
+    func foreignFields() {
+        for field in ["~z", "~object", "~~object", "~"] {
+            #expect(KintoMapping.attribute(field) == nil, "\(field) is not read")
+        }
+        for attribute in ["z", "~z", "~~z", "id", "~id", "deleted", "last_modified", "~object", "~~object", "~", "", "é"] {
+            #expect(KintoMapping.attribute(KintoMapping.field(attribute)) == attribute, "\(attribute) comes back")
+        }
+        #expect(
+            KintoMapping.record(["id": "c1", "last_modified": 2, "z": "plain", "~z": "tilde", "~~object": "tt"])
+                == .object(id: "c1", attributes: ["z": "plain"], version: 2))
     }
 
     @Test func kintosFieldNamesAreEscaped() {

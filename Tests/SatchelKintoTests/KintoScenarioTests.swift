@@ -317,6 +317,34 @@ struct KintoScenarioTests {
         #expect(try await server.raw("GET", server.records(bucket, "Album")).status != 200, "nothing was created")
     }
 
+    @Test(
+        "a value in the blob attribute that is neither a blob nor a URL is a refused change (notABlob), not dropped: nothing is sent, the value stays here (found by a black-box probe)"
+    )
+    func plainValueInTheBlobAttribute() async throws {
+        let url = try KintoServers.main()
+        let user = Credentials(user: KintoServers.unique("jo"), password: "pw")
+        let bucket = KintoServers.unique("plainblob")
+        let server = KintoAdmin(url, user)
+        let photo = ModelDefinition(name: "Photo", blobAttributes: ["image"])
+        let client = try SyncClient(backend: KintoBackend(configuration: .init(url: url, bucket: bucket, timeout: 30)), models: [photo], pageSize: 10)
+        await client.record()
+        try await client.engine.logIn(user)
+        let photos = try client.model("Photo")
+        try photos.create(["object": "ph1", "title": "Sunset"])
+        try photos.create(["object": "ph2", "title": "Dawn", "image": "plain"])
+        let report = try await client.engine.sync(models: ["Photo"])
+        #expect(report.accepted == 1 && report.refused == 1, "\(report)")
+        try photos.update("ph1", with: ["image": 7])
+        #expect(try await client.engine.sync(models: ["Photo"]).refused == 1)
+
+        let refusals = try client.store.refusedChanges(model: "Photo").sorted { $0.objectID < $1.objectID }
+        #expect(refusals.map(\.objectID) == ["ph1", "ph2"] && refusals.allSatisfy { $0.code == "notABlob" }, "\(refusals)")
+        #expect(refusals.first?.message.contains("image") == true)
+        #expect(try photos.find("ph2")?["image"] == "plain" && photos.find("ph1")?["image"] == 7, "the values stay here")
+        let stored = try await server.objects(bucket, "Photo")
+        #expect(stored == ["ph1": ["title": "Sunset"]], "nothing of the refused changes was sent: \(stored)")
+    }
+
     @Test("a wrong password is a clear 401 error and leaves the store as it was (accounts plugin)")
     func wrongPassword() async throws {
         let url = try KintoServers.accounts()
@@ -410,6 +438,93 @@ struct KintoScenarioTests {
         }
         #expect(try await data("g1") == ["object": "zzz", "name": "n"])
         #expect(try await data("g3") == ["object": 5])
+    }
+
+    @Test(
+        "records another client wrote with names Satchel's mapping never makes: an x-- id that is no encoding takes its edits and deletes; a ~ field is not read over the plain one and stays through a removal; all-null records and records without a prefix's field leave verify and search working (found by a black-box probe)"
+    )
+    func foreignNames() async throws {
+        let (url, user, server, bucket) = try await Self.newUser("gil", password: "secret", bucket: "foreign")
+        let records = server.records(bucket, "Product")
+        try await server.call("PUT", records + "/x--notb64", ["data": ["name": "caffe", "w": 1]])
+        try await server.call("PUT", records + "/x--YQ", ["data": ["name": "cafe", "w": 1]])
+        try await server.call("PUT", records + "/c1", ["data": ["z": "plain", "~z": "tilde", "~object": "t", "~~object": "tt", "k": 1]])
+        try await server.call("PUT", records + "/n1", ["data": ["gone": .null]])
+        try await server.call("PUT", records + "/m1", ["data": ["w": 2]])
+        let device = try await Self.device(url, bucket: bucket, user, pageSize: 50)
+        try await device.engine.sync(models: ["Product"])
+        let products = try device.model("Product")
+        #expect(try products.find("x--notb64")?.attributes == ["name": "caffe", "w": 1])
+        #expect(try products.find("x--YQ")?.attributes == ["name": "cafe", "w": 1])
+        #expect(try products.find("c1")?.attributes == ["z": "plain", "k": 1], "no field read over another")
+        #expect(try products.find("n1") == nil && products.count() == 4)
+
+        // verify and search read the all-null record as no object, and a prefix meets m1 (no name).
+        let drift = try await device.engine.verify("Product")
+        #expect(drift.agrees && drift.objects == 4, "\(drift.summary)")
+        let found = try await device.engine.search("Product", where: Field("name").beginsWith("caf"))
+        #expect(found.map(\.id).sorted() == ["x--YQ", "x--notb64"])
+
+        // Edits and deletes go to the records they came from; the removal keeps the ~ fields.
+        try products.update("x--notb64", with: ["w": 2])
+        try products.delete("x--YQ")
+        try products.update("c1", with: ["z": .null])
+        let report = try await device.engine.sync(models: ["Product"])
+        #expect(report.refused == 0, "\(report)")
+        func data(_ id: String) async throws -> JSONObject? {
+            guard try await server.raw("GET", records + "/" + id).status == 200 else { return nil }
+            var data = try await server.call("GET", records + "/" + id)["data"]?.objectValue
+            data?["id"] = nil
+            data?["last_modified"] = nil
+            return data
+        }
+        #expect(try await data("x--notb64") == ["name": "caffe", "w": 2])
+        #expect(try await data("x--YQ") == nil, "deleted there")
+        #expect(try await server.list(bucket, "Product").count == 4, "no record under a second encoding")
+        #expect(try await data("c1") == ["~z": "tilde", "~object": "t", "~~object": "tt", "k": 1], "the ~ fields stay")
+        #expect(try await device.engine.verify("Product").agrees)
+    }
+
+    @Test(
+        "verify keeps ids that are canonically equivalent but spelled with other scalars apart, as the store and Kinto do (found by a black-box probe)"
+    )
+    func verifyKeepsEquivalentIDsApart() async throws {
+        let (url, user, server, bucket) = try await Self.newUser("ida", password: "secret", bucket: "nfc")
+        let composed = "caf\u{E9}"
+        let decomposed = "cafe\u{301}"
+        let device = try await Self.device(url, bucket: bucket, user, pageSize: 50)
+        for (id, v) in [(composed, 1), (decomposed, 2), ("tea", 3)] {
+            try device.model("Product").create(["object": .string(id), "v": .int(Int64(v))])
+        }
+        try await device.engine.sync(models: ["Product"])
+        #expect(try await server.list(bucket, "Product").count == 3)
+        let clean = try await device.engine.verify("Product")
+        #expect(clean.agrees && clean.objects == 3, "\(clean.summary)")
+
+        let records = server.records(bucket, "Product")
+        try await server.call("DELETE", records + "/" + KintoMapping.recordID(composed))
+        try await server.call("PATCH", records + "/" + KintoMapping.recordID(decomposed), ["data": ["v": 99]])
+        let report = try await device.engine.verify("Product")
+        let drifts = report.drifts.map { ($0.id.unicodeScalars.map(\.value), $0.kind) }
+        #expect(report.objects == 3 && drifts.count == 2, "\(report.summary) \(report.drifts)")
+        #expect(drifts.contains { $0.0 == composed.unicodeScalars.map(\.value) && $0.1 == .onlyHere })
+        #expect(drifts.contains { $0.0 == decomposed.unicodeScalars.map(\.value) && $0.1 == .differs })
+    }
+
+    @Test(
+        "a prefix search on Kinto's memory backend, whose like_ fails on a record without the field, meets such records (found by a black-box probe)")
+    func prefixSearchOnTheMemoryBackend() async throws {
+        let url = try KintoServers.accounts()
+        let name = KintoServers.unique("hal")
+        _ = try await KintoAdmin(url, Credentials(user: "", password: "")).raw("PUT", "accounts/\(name)", ["data": ["password": "pw"]])
+        let user = Credentials(user: name, password: "pw")
+        let (server, bucket) = try await Self.productCollection(url, user, bucket: "prefix")
+        for (id, data) in [("a1", ["name": "cafe"]), ("a2", ["w": 1]), ("a3", ["name": "tea"])] as [(String, JSONObject)] {
+            try await server.call("PUT", server.records(bucket, "Product") + "/" + id, ["data": .object(data)])
+        }
+        let device = try await Self.device(url, bucket: bucket, user, pageSize: 50)
+        let found = try await device.engine.search("Product", where: Field("name").beginsWith("caf"))
+        #expect(found.map(\.id) == ["a1"])
     }
 
     @Test(

@@ -55,7 +55,9 @@ package struct SyncHTTPClient: Sendable {
 
         /// The start of the body as text, for error messages.
         package var text: String {
-            String(decoding: body.prefix(300), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            // One line, for an error message: an HTML page's line breaks and indentation become
+            // single spaces.
+            String(decoding: body.prefix(300), as: UTF8.self).split(whereSeparator: \.isWhitespace).joined(separator: " ")
         }
 
         /// How long `Retry-After` asks to wait: its seconds, or the time until its HTTP date
