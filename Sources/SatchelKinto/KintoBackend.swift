@@ -280,7 +280,7 @@ public final class KintoBackend: SyncBackend {
     public func push(_ request: PushRequest) async throws -> [PushResult] {
         // The blob attribute travels as the record's attachment, after the record's write.
         let blob = try Self.blobAttribute(of: request.model)
-        var attachments: [NameKey: (attachment: AttachmentChange, record: OutgoingChange)] = [:]
+        var attachments: [[UInt8]: (attachment: AttachmentChange, record: OutgoingChange)] = [:]
         var changes: [OutgoingChange] = []
         var results: [PushResult] = []
         for change in request.changes {
@@ -292,7 +292,7 @@ public final class KintoBackend: SyncBackend {
                 continue
             }
             let (record, attachment) = Self.split(change, blobAttribute: blob)
-            if let attachment { attachments[NameKey(change.objectID)] = (attachment, record) }
+            if let attachment { attachments[Array(change.objectID.utf8)] = (attachment, record) }
             changes.append(record)
         }
         let context = OutcomeContext(
@@ -310,7 +310,9 @@ public final class KintoBackend: SyncBackend {
         }
         for change in alone { results.append(try await mergePatch(change, model: request.model.name, context: context)) }
         for index in results.indices {
-            guard let (attachment, change) = attachments[NameKey(results[index].objectID)], case .accepted = results[index].outcome else { continue }
+            guard let (attachment, change) = attachments[Array(results[index].objectID.utf8)], case .accepted = results[index].outcome else {
+                continue
+            }
             results[index].outcome = try await sendAttachment(attachment, of: change, model: request.model.name)
         }
         return results
@@ -418,11 +420,11 @@ public final class KintoBackend: SyncBackend {
     /// is read as, and the changes whose attachment goes after their record's write.
     package struct OutcomeContext: Sendable {
         var blobAttribute = KintoMapping.attachmentField
-        var carryingAttachments: Set<NameKey> = []
+        var carryingAttachments: Set<[UInt8]> = []
 
         package init() {}
 
-        init(blobAttribute: String, carryingAttachments: Set<NameKey>) {
+        init(blobAttribute: String, carryingAttachments: Set<[UInt8]>) {
             self.blobAttribute = blobAttribute
             self.carryingAttachments = carryingAttachments
         }
@@ -446,7 +448,7 @@ public final class KintoBackend: SyncBackend {
                 return change.kind == .create ? .retryLater(message: message) : .notFound(message: message, code: "412")
             }
             let held = change.attributes.allSatisfy { name, value in value.isNull ? attributes[name] == nil : attributes[name] == value }
-            if held && (change.kind == .create || context.carryingAttachments.contains(NameKey(change.objectID))) {
+            if held && (change.kind == .create || context.carryingAttachments.contains(Array(change.objectID.utf8))) {
                 // An earlier push of this change went through and its answer was lost (or its
                 // attachment failed after it): the record is written, its attachment goes next.
                 return .accepted(version: .int(version))

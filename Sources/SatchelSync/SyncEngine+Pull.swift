@@ -13,7 +13,7 @@ extension SyncEngine {
         var definition = definition
         var state = try storage { try store.read { try $0.syncState(model) } }
         if full { state.cursor = nil }
-        var seen: Set<NameKey>? = full ? [] : nil
+        var seen: Set<[UInt8]>? = full ? [] : nil
         // Attributes a full pull sent of objects it sent in parts (RhoConnect's inserts): the
         // others are gone from the server.
         var seenAttributes: [String: Set<String>] = [:]
@@ -74,12 +74,12 @@ extension SyncEngine {
             }
             state = after
             if !page.related.isEmpty { try await applyRelated(page.related, modelConfiguration: modelConfiguration, report: &report) }
-            seen?.formUnion(page.upserts.map { NameKey($0.id) })
+            seen?.formUnion(page.upserts.map { Array($0.id.utf8) })
             if full {
                 for object in page.upserts where !object.isWhole { seenAttributes[object.id, default: []].formUnion(object.attributes.keys) }
             }
             // A linked object is the server's too, even when the server does not send it again.
-            seen?.formUnion(page.links.values.map(NameKey.init))
+            seen?.formUnion(page.links.values.map { Array($0.utf8) })
             processed += page.count
             report.pulled += page.count
             report.refused += page.refusals.count
@@ -109,7 +109,7 @@ extension SyncEngine {
                 definition, cursor: state.cursor, session: session, modelConfiguration: modelConfiguration, metadata: state.metadata)
             let ids = try await withRetry { try await self.backend.remoteIDs(request) }
             try await reconcile(
-                model, definition: definition, keeping: Set(ids.map(NameKey.init)), attributes: seenAttributes,
+                model, definition: definition, keeping: Set(ids.map { Array($0.utf8) }), attributes: seenAttributes,
                 modelConfiguration: modelConfiguration,
                 endingFullPull: full)
         } else if let seen {
@@ -215,7 +215,7 @@ extension SyncEngine {
     /// `attributes` lose the attributes not in it (those without local changes). With
     /// `endingFullPull`, the same batch records that no full pull is owed any more.
     func reconcile(
-        _ model: Model, definition: ModelDefinition, keeping: Set<NameKey>, attributes: [String: Set<String>] = [:],
+        _ model: Model, definition: ModelDefinition, keeping: Set<[UInt8]>, attributes: [String: Set<String>] = [:],
         modelConfiguration: ModelSyncConfiguration, endingFullPull: Bool = false
     ) async throws {
         let notification = try await onStorageQueue { store in
@@ -229,7 +229,7 @@ extension SyncEngine {
                 for object in try tx.findAll(in: model) {
                     let local = MergePolicy.Local(
                         model: model.name, id: object.id, attributes: object.attributes, records: try tx.objectSyncState(model, object.id))
-                    if !keeping.contains(NameKey(object.id)) {
+                    if !keeping.contains(Array(object.id.utf8)) {
                         if MergePolicy.isLocalOnly(local.records) { continue }
                         try Self.apply(MergePolicy.delete(local: local), local, to: model, tx: tx, notification: &notification)
                     } else if let sent = attributes[object.id],

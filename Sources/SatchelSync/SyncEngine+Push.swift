@@ -375,7 +375,7 @@ extension SyncEngine {
     ) throws -> PushOutcomeSummary {
         // An adapter usually answers change by change in the order sent; else by id.
         let aligned = results.count == changes.count && zip(results, changes).allSatisfy { $0.objectID.utf8.elementsEqual($1.objectID.utf8) }
-        let byID = aligned ? [:] : Dictionary(results.map { (NameKey($0.objectID), $0.outcome) }, uniquingKeysWith: { _, last in last })
+        let byID = aligned ? [:] : Dictionary(results.map { (Array($0.objectID.utf8), $0.outcome) }, uniquingKeysWith: { _, last in last })
         var summary = PushOutcomeSummary()
         try store.bulkUpdate { tx in
             tx.reserveCapacity(2 * changes.count)  // each change: its in-flight record goes, its version comes
@@ -386,7 +386,7 @@ extension SyncEngine {
                     let change = ChangeSent(changes[position])
                     // A change the server did not answer for is sent again next time.
                     var outcome =
-                        aligned ? results[position].outcome : byID[NameKey(change.objectID)] ?? .retryLater(message: "no result from the server")
+                        aligned ? results[position].outcome : byID[Array(change.objectID.utf8)] ?? .retryLater(message: "no result from the server")
                     // A plain acceptance only removes the change in flight and sets the version:
                     // nothing else is read, nor what the change held.
                     let accepted = if case .accepted = outcome { true } else { false }

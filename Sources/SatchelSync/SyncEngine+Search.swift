@@ -114,8 +114,8 @@ extension SyncEngine {
         let session = try await preparedSession()
         let state = try storage { try store.read { try $0.syncState(model) } }
         // The server's objects.
-        // Keyed by the ids' bytes: ids that are canonically equivalent are two objects.
-        var there: [NameKey: JSONObject] = [:]
+        // Keyed by the ids' UTF-8 bytes: ids that are canonically equivalent are two objects.
+        var there: [[UInt8]: JSONObject] = [:]
         var cursor: JSONValue?
         var pages = PageLoopGuard(model: name)
         while true {
@@ -124,27 +124,27 @@ extension SyncEngine {
             let page = try await withRetry { try await self.backend.serverObjects(request) }
             try pages.check(page, after: cursor)
             for object in page.upserts {
-                var attributes = object.isWhole ? JSONObject() : there[NameKey(object.id)] ?? JSONObject()
+                var attributes = object.isWhole ? JSONObject() : there[Array(object.id.utf8)] ?? JSONObject()
                 for (attribute, value) in object.attributes { attributes[attribute] = value.isNull ? nil : value }
-                there[NameKey(object.id)] = attributes
+                there[Array(object.id.utf8)] = attributes
             }
             if page.done { break }
             cursor = page.nextCursor
         }
         // The store's, with the changes the server has not confirmed, from one snapshot.
         let (here, unconfirmed) = try storage {
-            try store.read { snapshot -> ([NameKey: JSONObject], [NameKey: ObjectSyncState]) in
-                var objects: [NameKey: JSONObject] = [:]
-                for object in try snapshot.findAll(in: model) { objects[NameKey(object.id)] = object.attributes }
-                let states = try snapshot.objectSyncStates(of: model).map { (NameKey($0.0), $0.1) }
+            try store.read { snapshot -> ([[UInt8]: JSONObject], [[UInt8]: ObjectSyncState]) in
+                var objects: [[UInt8]: JSONObject] = [:]
+                for object in try snapshot.findAll(in: model) { objects[Array(object.id.utf8)] = object.attributes }
+                let states = try snapshot.objectSyncStates(of: model).map { (Array($0.0.utf8), $0.1) }
                 return (objects, Dictionary(states, uniquingKeysWith: { _, last in last }))
             }
         }
         var report = DriftReport(model: name)
         let blobs = Set(definition.blobAttributes)
-        for key in Set(here.keys).union(there.keys).sorted() {
+        for key in Set(here.keys).union(there.keys).sorted(by: { $0.lexicographicallyPrecedes($1) }) {
             report.objects += 1
-            let id = key.name
+            let id = String(decoding: key, as: UTF8.self)
             let local = here[key]
             let remote = there[key]
             let change = unconfirmed[key].flatMap(Self.unconfirmedChange)
@@ -165,10 +165,10 @@ extension SyncEngine {
                 }
             case (let local?, let remote?):
                 // A create not yet confirmed is all local change; an update, the attributes it changed.
-                let changed: Set<NameKey>? = change.map { $0.kind == .update ? Set($0.attributes.keys.map(NameKey.init)) : [] }
+                let changed: Set<[UInt8]>? = change.map { $0.kind == .update ? Set($0.attributes.keys.map { Array($0.utf8) }) : [] }
                 var differing: [String: DriftReport.Values] = [:]
-                for name in Set(local.keys.map(NameKey.init)).union(remote.keys.map(NameKey.init)).sorted() {
-                    let attribute = name.name
+                for name in Set(local.keys.map { Array($0.utf8) }).union(remote.keys.map { Array($0.utf8) }) {
+                    let attribute = String(decoding: name, as: UTF8.self)
                     guard modelConfiguration.syncs(attribute) else { continue }
                     let a = local[attribute]
                     let b = remote[attribute]

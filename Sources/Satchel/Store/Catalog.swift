@@ -1,15 +1,12 @@
-/// A `String` compared and hashed by its UTF-8 bytes, for dictionaries keyed by names or ids.
+/// A `String` compared and hashed by its UTF-8 bytes, for dictionaries keyed by names.
 ///
-/// `[String: T]` would merge two model names (or object ids, or attribute names) that are
-/// canonically equivalent but spelled with different scalars; Satchel treats them as two names
-/// everywhere. Package-wide: the sync engine and adapters key by ids too.
-package struct NameKey: Hashable, Comparable, Sendable {
-    package let name: String
-    package init(_ name: String) { self.name = name }
-    package static func == (a: NameKey, b: NameKey) -> Bool { UTF8Order.equal(a.name, b.name) }
-    package func hash(into hasher: inout Hasher) { UTF8Order.hash(name, into: &hasher) }
-    /// Byte order of the names' UTF-8, the store's order of names and ids.
-    package static func < (a: NameKey, b: NameKey) -> Bool { a.name.utf8.lexicographicallyPrecedes(b.name.utf8) }
+/// `[String: T]` would merge two model names that are canonically equivalent but spelled with
+/// different scalars; Satchel treats them as two names everywhere.
+struct NameKey: Hashable, Sendable {
+    let name: String
+    init(_ name: String) { self.name = name }
+    static func == (a: NameKey, b: NameKey) -> Bool { UTF8Order.equal(a.name, b.name) }
+    func hash(into hasher: inout Hasher) { UTF8Order.hash(name, into: &hasher) }
 }
 
 /// Per-model statistics, kept in memory and persisted in the batch of every write that changes
