@@ -181,6 +181,28 @@ struct ArrayPathTests {
         #expect(throws: SatchelError.self) { try orders.createIndex(IndexDefinition("items[].product")) }
     }
 
+    @Test(
+        "ordering and grouping by a path through [] leave out the nulls it reaches, as conditions do: a line holding only a null is missing (found by a black-box probe)"
+    )
+    func orderAndGroupSkipNulls() throws {
+        let directory = TemporaryDirectory()
+        let store = try Store(path: directory.child("store"))
+        defer { try? store.close() }
+        let orders = try store.register(ModelDefinition(name: "Order", syncType: .none))
+        _ = try orders.put(["object": "o1", "items": [["product": "p1"]]])
+        _ = try orders.put(["object": "o2", "items": [["product": .null], ["product": "p2"]]])
+        _ = try orders.put(["object": "o3", "items": [["product": .null]]])
+        _ = try orders.put(["object": "o4", "items": [["qty": 1]]])
+        for indexed in [false, true] {
+            if indexed { try orders.createIndex(.elements(of: "items[].product")) }
+            #expect(try orders.findAll(Query().order(by: "items[].product")).map(\.id) == ["o3", "o4", "o1", "o2"], "missing first, then by value")
+            let groups = try orders.aggregate(groupBy: ["items[].product"], [.count])
+            #expect(groups.map(\.key) == [[nil], [.array(["p1"])], [.array(["p2"])]], "\(groups.map(\.key))")
+            #expect(groups.map { $0[.count] } == [2, 1, 1])
+            #expect(try store.verify().isHealthy)
+        }
+    }
+
     @Test("a dotted path that meets an array is refused in one line naming the path to write, never answered empty")
     func dottedPathThroughArray() throws {
         let directory = TemporaryDirectory()

@@ -256,6 +256,30 @@ struct TextSearchTests {
         }
     }
 
+    @Test(
+        "a Hangul syllable is one word, never its letters; a final sigma folds to sigma; a second text index is refused (found by a black-box probe)")
+    func scriptsAndOneTextIndex() throws {
+        #expect(TextTokens.words("한국 사과") == ["한", "국", "사", "과"])
+        #expect(TextTokens.words("ΟΔΟΣ οδός Οδος") == ["οδοσ", "οδοσ", "οδοσ"])
+        #expect(TextTokens.words("Café 東京") == ["cafe", "東", "京"])
+        let directory = TemporaryDirectory()
+        let store = try Store(path: directory.child("store"))
+        defer { try? store.close() }
+        let model = try store.register(ModelDefinition(name: "Note", syncType: .none))
+        _ = try model.put(["object": "k1", "title": "한국"])
+        _ = try model.put(["object": "k2", "title": "사과"])
+        _ = try model.put(["object": "g1", "title": "Η ΟΔΟΣ", "body": "goodbye"])
+        try model.createIndex(.text("title"))
+        #expect(try model.search("하").isEmpty && model.search("가").isEmpty, "no syllable made of another's letters")
+        #expect(try model.search("한").map(\.object.id) == ["k1"])
+        #expect(try model.search("\"사과\"").map(\.object.id) == ["k2"])
+        #expect(try model.search("οδός").map(\.object.id) == ["g1"])
+        #expect { try model.createIndex(.text("body")) } throws: {
+            ($0 as? SatchelError)?.code == .invalidArgument && ($0 as? SatchelError)?.message.contains("text(title,body)") == true
+        }
+        #expect(try model.indexes.map(\.definition.description) == ["text(title)"])
+    }
+
     @Test("a query without a word, an unclosed phrase, or a model without a text index: one clear error")
     func mistakes() throws {
         let directory = TemporaryDirectory()

@@ -161,7 +161,7 @@ struct StoredIndex: Sendable, Hashable {
         case .text:
             return []  // its postings live in blocks of many objects (``TextBlock``)
         case .arrayElements:
-            switch definition.fields[0].value(in: attributes) {
+            switch definition.fields[0].reachedValue(in: attributes) {
             case .array(let elements)?:
                 var seen = Set<[UInt8]>()
                 return elements.compactMap { element in

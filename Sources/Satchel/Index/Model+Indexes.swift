@@ -65,6 +65,13 @@ extension Model {
                 }
                 return (existing, entry.definition.partition, entry.statistics.objects)
             }
+            // A text search reads one text index: a second would hold words no search finds.
+            if definition.kind == .text, let text = entry.indexes.first(where: { $0.definition.kind == .text && $0.state != .dropping }) {
+                throw SatchelError(
+                    .invalidArgument,
+                    "model '\(name)' has a text index already, \(text.definition): a model has one; drop it and declare one over every field to search (text(\((text.definition.fields + definition.fields).map(\.description).joined(separator: ","))))",
+                    model: name)
+            }
             let index = StoredIndex(id: (entry.indexes.map(\.id).max() ?? 0) + 1, definition: definition, state: .building, model: name)
             var batch = LevelDBWriteBatch()
             batch.put(Keys.indexDefinition(name, index.id), index.json.jsonBytes)

@@ -4,8 +4,9 @@ import Foundation
 ///
 /// A word is a run of letters, digits and connecting marks (Unicode properties), or a single
 /// character of a script written without spaces (Han, Hiragana, Katakana, Hangul, Thai…: each is
-/// a word, so that a phrase of them finds any run). Words are folded: decomposed (NFD),
-/// combining marks removed, lowercased — `Café`, `CAFE` and `café` are one word.
+/// a word, so that a phrase of them finds any run; a Hangul syllable is one character). Words
+/// are folded: decomposed (NFD), combining marks removed, lowercased, a final sigma read as
+/// sigma — `Café`, `CAFE` and `café` are one word, and so are `ΟΔΟΣ` and `οδός`.
 public enum TextTokens {
     /// The folded words of `text`, in order.
     public static func words(_ text: String) -> [String] {
@@ -58,11 +59,20 @@ public enum TextTokens {
         flush()
     }
 
-    /// `text` decomposed, without combining marks, lowercased.
+    /// `text` decomposed, without combining marks, lowercased, a final sigma (`ς`) read as `σ`.
+    /// Hangul syllables, which decomposing takes apart into their letters (jamo), are put back
+    /// together: a syllable is the script's character, and the word.
     public static func fold(_ text: String) -> String {
         var scalars = String.UnicodeScalarView()
-        for scalar in text.decomposedStringWithCanonicalMapping.unicodeScalars where !isMark(scalar) { scalars.append(scalar) }
-        return String(scalars).lowercased()
+        var hasJamo = false
+        for scalar in text.decomposedStringWithCanonicalMapping.unicodeScalars where !isMark(scalar) {
+            if (0x1100...0x11FF).contains(scalar.value) { hasJamo = true }
+            scalars.append(scalar)
+        }
+        var folded = String(scalars)
+        if hasJamo { folded = folded.precomposedStringWithCanonicalMapping }
+        folded = folded.lowercased()
+        return folded.unicodeScalars.contains("\u{3C2}") ? folded.replacingOccurrences(of: "\u{3C2}", with: "\u{3C3}") : folded
     }
 
     static func isMark(_ scalar: Unicode.Scalar) -> Bool {

@@ -64,8 +64,19 @@ public struct Field: Sendable, Hashable, ExpressibleByStringLiteral, CustomStrin
     /// nested object (`{"a":{"b":null}}` at `a.b`) is missing too, as a null attribute is never
     /// stored at the top: `== null` matches nothing whatever the depth, and an index holds it
     /// as it holds a missing value. For a path that reaches into arrays, the array of every
-    /// value it reaches (nil when it reaches none).
+    /// value it reaches but nulls (nil when that leaves none): what ordering and grouping see.
     public func value(in attributes: JSONObject) -> JSONValue? {
+        if reachesIntoArrays {
+            let reached = values(in: attributes).filter { !$0.isNull }
+            return reached.isEmpty ? nil : .array(reached)
+        }
+        return reachedValue(in: attributes)
+    }
+
+    /// ``value(in:)``, but for a path that reaches into arrays, the array of every value it
+    /// reaches, nulls too: the elements an array-element index holds entries for (a null
+    /// element's entry answers no query, and the stored layout keeps it).
+    func reachedValue(in attributes: JSONObject) -> JSONValue? {
         if reachesIntoArrays {
             let reached = values(in: attributes)
             return reached.isEmpty ? nil : .array(reached)
