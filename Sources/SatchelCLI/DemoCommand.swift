@@ -24,9 +24,11 @@ struct DemoCommand: AsyncParsableCommand {
     func run() async throws {
         let fixtures = try locateFixtures()
         let path = try prepareDirectory()
-        let store = try Store(path: path)
+        // With --key-file (or $SATCHEL_KEY_FILE) the demo's store is created encrypted, as any.
+        let configuration = try self.store.configuration(creating: true)
+        let store = try Store(path: path, configuration: configuration)
         defer { try? store.close() }
-        say("Satchel demo: store at \(path)")
+        say("Satchel demo: store at \(path)\(configuration.encryptionKey == nil ? "" : ", encrypted")")
 
         // 1. Models: three synced property bags in the user partition, and a local model (kept
         // on this device, never synced) for the app's settings.

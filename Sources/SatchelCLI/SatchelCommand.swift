@@ -137,11 +137,12 @@ struct StoreOptions: ParsableArguments {
         guard let data = FileManager.default.contents(atPath: file) else {
             throw SatchelError(.invalidArgument, "\(option): cannot read the key file \(file)")
         }
-        guard data.count <= 200, let text = String(data: data, encoding: .utf8) else {
+        guard data.count <= 200 else {
             throw SatchelError(.invalidArgument, "\(option): \(file) does not hold a key (64 hexadecimal digits)")
         }
         do {
-            return try EncryptionKey(hex: text)
+            // Decoded as it is: Foundation's UTF-8 reading would drop a byte order mark.
+            return try EncryptionKey(hex: String(decoding: data, as: UTF8.self))
         } catch {
             throw SatchelError(.invalidArgument, "\(option): \(file): \(error.message)")
         }

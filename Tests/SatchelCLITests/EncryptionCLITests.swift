@@ -117,4 +117,53 @@ struct EncryptionCLITests {
         #expect(try await CLI.run(["--db", db, "export", "Note"]).lines == plain)
         #expect(!(try Self.filesHolding(Self.marker, under: db).isEmpty))
     }
+
+    @Test(
+        "demo --key-file makes an encrypted store; restore needs the key that opens both the store and the backup; a key file with a byte order mark is refused (found by a black-box probe)"
+    )
+    func keyEverywhere() async throws {
+        let directory = TemporaryDirectory()
+        let key = directory.child("k.key")
+        let other = directory.child("other.key")
+        _ = try Self.writeKey(key)
+        _ = try Self.writeKey(other)
+
+        // The demo, with a key: encrypted, its fixtures in no file.
+        let demo = directory.child("demo")
+        let ran = try await CLI.run(["demo", "--db", demo, "--key-file", key, "--fixtures", Fixtures.directory.path])
+        #expect(ran.status == 0, "\(ran.stderr)")
+        #expect(FileManager.default.fileExists(atPath: demo + "/satchel.key"))
+        #expect(try Self.filesHolding("Tyrell", under: demo) == [])
+        #expect(try await CLI.run(["--db", demo, "--key-file", key, "find", "Customer", "--count"]).status == 0)
+        #expect(try await CLI.run(["--db", demo, "find", "Customer", "--count"]).status == 1)
+
+        // restore: an encrypted store with a plain backup, a backup under another key, no key.
+        let store = directory.child("store")
+        let plainBackup = directory.child("plain-backup")
+        let otherBackup = directory.child("other-backup")
+        #expect(try await CLI.run(["--db", directory.child("plain"), "put", "Note", #"{"object":"p","text":"plain"}"#]).status == 0)
+        #expect(try await CLI.run(["--db", directory.child("plain"), "backup", plainBackup]).status == 0)
+        #expect(try await CLI.run(["--db", directory.child("o"), "--key-file", other, "put", "Note", #"{"object":"o","text":"other"}"#]).status == 0)
+        #expect(try await CLI.run(["--db", directory.child("o"), "--key-file", other, "backup", otherBackup]).status == 0)
+        #expect(try await CLI.run(["--db", store, "--key-file", key, "put", "Note", #"{"object":"s","text":"mine"}"#]).status == 0)
+        let before = try Self.snapshot(store)
+        for (arguments, says) in [
+            (["restore", plainBackup], "the store at"),
+            (["--key-file", key, "restore", plainBackup], "the backup at \(plainBackup) is not encrypted"),
+            (["--key-file", key, "restore", otherBackup], "does not open"),
+            (["--key-file", other, "restore", otherBackup], "does not open the store at"),
+        ] {
+            let result = try await CLI.run(["--db", store] + arguments)
+            #expect(result.status == 1 && result.stderr.contains(says) && !result.stderr.contains(".restoring"), "\(arguments): \(result.stderr)")
+            #expect(result.stderr.split(separator: "\n").count == 1)
+        }
+        #expect(try Self.snapshot(store) == before, "the store is as it was")
+        #expect(try await CLI.run(["--db", store, "--key-file", key, "find", "Note", "--id", "s"]).status == 0)
+
+        // A key file that starts with a byte order mark holds more than 64 digits and a newline.
+        let bom = directory.child("bom.key")
+        try Data([0xEF, 0xBB, 0xBF] + Array(try String(contentsOfFile: key, encoding: .utf8).utf8)).write(to: URL(fileURLWithPath: bom))
+        let refused = try await CLI.run(["--db", store, "--key-file", bom, "find", "Note", "--count"])
+        #expect(refused.status != 0 && refused.stderr.contains("64 hexadecimal digits"), "\(refused.stderr)")
+    }
 }

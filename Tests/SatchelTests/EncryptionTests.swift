@@ -120,6 +120,37 @@ struct EncryptionTests {
         #expect(try Self.allBytes(under: plain).map { "\($0.0):\($0.1.hashValue)" }.sorted() == plainBefore)
     }
 
+    @Test(
+        "an encrypted store whose key file is gone: opening with or without the key, and repair, say so and change nothing; with the file back it opens whole (found by a black-box probe)"
+    )
+    func keyFileGone() throws {
+        let directory = TemporaryDirectory()
+        let key = try EncryptionKey.random()
+        let path = directory.child("store")
+        try Self.fill(path, key: key)
+        let before = try Self.labels(path, key: key)
+        let keyFile = path + "/satchel.key"
+        let saved = try Data(contentsOf: URL(fileURLWithPath: keyFile))
+        try FileManager.default.removeItem(atPath: keyFile)
+        let files = try Self.allBytes(under: path).map { "\($0.0):\($0.1.hashValue)" }.sorted()
+
+        for attempt in [
+            { _ = try Store(path: path, configuration: Self.configuration(nil)) },
+            { _ = try Store(path: path, configuration: Self.configuration(key)) },
+            { _ = try Store.repair(path: path) }, { _ = try Store.repair(path: path, configuration: Self.configuration(key)) },
+        ] as [() throws -> Void] {
+            #expect {
+                try attempt()
+            } throws: {
+                guard let error = $0 as? SatchelError else { return false }
+                return error.code == .wrongKey && error.message.contains("satchel.key is missing") && !error.message.contains("\n")
+            }
+        }
+        #expect(try Self.allBytes(under: path).map { "\($0.0):\($0.1.hashValue)" }.sorted() == files, "not a byte changed")
+        try saved.write(to: URL(fileURLWithPath: keyFile))
+        #expect(try Self.labels(path, key: key) == before)
+    }
+
     @Test("a key's text: 64 digits with at most one trailing newline, LF or CRLF; anything else refused, counted in bytes")
     func keyText() throws {
         let digits = String(repeating: "0123456789abcdef", count: 4)

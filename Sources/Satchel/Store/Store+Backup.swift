@@ -219,6 +219,21 @@ extension Store {
         return state
     }
 
+    /// Throws `.wrongKey` unless the store at `path` opens with `key`: encrypted and `key`
+    /// unseals its key file, or neither. Restore asks it of both sides: one key opens them.
+    static func checkOpens(_ path: String, _ what: String, with key: EncryptionKey?) throws(SatchelError) {
+        switch (try KeyFile.read(store: path), key) {
+        case (nil, nil): return
+        case (let file?, let key?): _ = try file.unseal(with: key, store: path)
+        case (_?, nil): throw SatchelError(.wrongKey, "\(what) is encrypted: restore needs its key (--key-file); nothing was changed")
+        case (nil, _?):
+            throw SatchelError(
+                .wrongKey,
+                "\(what) is not encrypted, and a key was given: restore replaces a store only with a copy that opens with the same key (or both without one); nothing was changed"
+            )
+        }
+    }
+
     /// The bytes of the files under `directory`.
     static func filesSize(_ directory: String) -> Int {
         guard let walker = FileManager.default.enumerator(atPath: directory) else { return 0 }
@@ -242,7 +257,8 @@ extension Store {
     /// - Throws: ``SatchelError`` `.storeMissing` or `.notAStore` for a `backup` that is not a
     ///   whole store, `.notAStore` for a `path` that holds something other than a store (or
     ///   nothing), `.corruption` when its copy fails its check, `.locked` when the store at
-    ///   `path` is open in another process.
+    ///   `path` is open in another process, `.wrongKey` unless `configuration`'s key (or none)
+    ///   opens both the backup and the store it would replace.
     @discardableResult
     public static func restore(from backup: String, to path: String, configuration: Configuration = Configuration()) throws -> String? {
         let fileManager = FileManager.default
@@ -253,12 +269,18 @@ extension Store {
             throw SatchelError(.storeMissing, "no backup at \(backup)")
         }
         try checkIsStore(backup, creating: false)
+        try checkOpens(backup, "the backup at \(backup)", with: configuration.encryptionKey)
         let existing = fileManager.fileExists(atPath: target, isDirectory: &isDirectory)
         if existing {
             // Only a store (or an empty directory) is replaced: a mistyped path to anything else
             // is left where it is.
             guard isDirectory.boolValue else { throw SatchelError(.notAStore, "\(target) is not a Satchel store: it is a file") }
             try checkIsStore(target, creating: true)
+            // An encrypted store is replaced only by one who holds its key, and never by a copy
+            // that is not encrypted.
+            if Partition.allCases.contains(where: { fileManager.fileExists(atPath: target + "/" + $0.rawValue) }) {
+                try checkOpens(target, "the store at \(target)", with: configuration.encryptionKey)
+            }
             try checkNotOpen(target)
         }
         if fileManager.fileExists(atPath: staging) {

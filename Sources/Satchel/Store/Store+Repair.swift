@@ -61,6 +61,7 @@ extension Store {
         // An encrypted store is repaired through its key: LevelDB's repair reads and writes
         // every file through the same Env as the store.
         let encryption = try encryption(of: path, key: configuration.encryptionKey, creating: false)
+        if encryption == nil, let file = encryptedFileWithoutKeyFile(in: path) { throw keyFileMissing(path, file) }
         var options = LevelDBOptions()
         options.createIfMissing = false
         options.environment = encryption

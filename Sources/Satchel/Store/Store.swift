@@ -196,6 +196,9 @@ public final class Store: Sendable {
             do throws(SatchelError) {
                 return try LevelDB(path: directory, options: partitionOptions)
             } catch {
+                if error.code == .corruption, encryption == nil, let file = Self.encryptedFileWithoutKeyFile(in: path) {
+                    throw Self.keyFileMissing(path, file)
+                }
                 if error.code == .locked {
                     configuration.logger.error("the store is open elsewhere", metadata: ["path": "\(path)", "partition": "\(partition.rawValue)"])
                 }
@@ -277,6 +280,7 @@ public final class Store: Sendable {
         case (nil, let key?):
             let hasData = Partition.allCases.contains { FileManager.default.fileExists(atPath: path + "/" + $0.rawValue) }
             if hasData {
+                if let file = encryptedFileWithoutKeyFile(in: path) { throw keyFileMissing(path, file) }
                 throw SatchelError(.wrongKey, "the store at \(path) is not encrypted: open it without a key, or encrypt it first (satchel encrypt)")
             }
             guard creating else { throw SatchelError(.storeMissing, "no store at \(path)") }
@@ -284,6 +288,36 @@ public final class Store: Sendable {
             try KeyFile.sealing(dataKey, under: key, tamperEvident: tamperEvidence).write(store: path)
             return EncryptedEnvironment(dataKey: dataKey, tamperEvident: tamperEvidence)
         }
+    }
+
+    /// The error for a store whose files are encrypted but whose key file is gone: read without
+    /// a key its files look damaged, and repair would keep nothing of them.
+    static func keyFileMissing(_ path: String, _ file: String) -> SatchelError {
+        SatchelError(
+            .wrongKey,
+            "the store at \(path) is encrypted (\(file) is), but its key file \(KeyFile.name) is missing: put it back (from a backup of the store) and open it with its key; nothing was changed, and repair cannot read the store without it"
+        )
+    }
+
+    /// A file of the store at `path` that holds an encrypted file's header (its partitions'
+    /// `CURRENT`, else their first file), relative to `path`; nil when none does. Asked only
+    /// when a store without a key file fails to open, or is to be repaired.
+    static func encryptedFileWithoutKeyFile(in path: String) -> String? {
+        for partition in Partition.allCases {
+            let directory = path + "/" + partition.rawValue
+            guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { continue }
+            let candidates = names.contains("CURRENT") ? ["CURRENT"] : names.sorted().filter { $0 != "LOCK" && $0 != "LOG" }.prefix(1).map { $0 }
+            for name in candidates {
+                guard let handle = FileHandle(forReadingAtPath: directory + "/" + name) else { continue }
+                defer { try? handle.close() }
+                let bytes = [UInt8]((try? handle.read(upToCount: Sealing.fileHeaderSize)) ?? Data())
+                switch Sealing.fileHeader(bytes) {
+                case .encrypted, .laterFormat: return partition.rawValue + "/" + name
+                case .notEncrypted, .truncated: continue
+                }
+            }
+        }
+        return nil
     }
 
     /// Makes a partition's directory readable by the owner only (creating it so when allowed),
