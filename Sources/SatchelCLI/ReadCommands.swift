@@ -68,7 +68,7 @@ struct FindCommand: ParsableCommand {
         var condition = try WhereExpression.condition(conditions)
         if let id { condition = Field.id == .string(id) && condition }
         let sortKeys = try order.map(Self.sortKey)
-        let projection = try select.map { try $0.split(separator: ",").map { try Names.path(String($0)) } }
+        let projection = try select.map { try $0.split(separator: ",", omittingEmptySubsequences: false).map { try Names.path(String($0)) } }
         var query = Query(where: condition, order: sortKeys, limit: limit, offset: offset, select: projection)
         query.requiresIndex = requireIndex
         return query
@@ -191,11 +191,11 @@ struct IndexCommand: ParsableCommand {
         }
         let names = text.split(separator: ",", omittingEmptySubsequences: false)
         guard !text.isEmpty, !names.contains(where: \.isEmpty) else {
-            throw SatchelError(
-                .invalidArgument,
+            // A usage error, as an empty name is wherever a path goes.
+            throw ValidationError(
                 self.text
-                    ? "name the attributes to search, e.g. --text title or --text title,body"
-                    : "name the attributes to index, e.g. brand or brand,price")
+                    ? "name the attributes to search, e.g. --text title or --text title,body (an empty name is none)"
+                    : "name the attributes to index, e.g. brand or brand,price (an empty name is none)")
         }
         let fields = try names.map { try Names.path(String($0)) }
         if self.text {

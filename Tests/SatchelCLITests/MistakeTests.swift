@@ -109,6 +109,16 @@ struct MistakeTests {
                 Self.expectFailure(try await shop.run(arguments), 64, "'\(path)'")
             }
         }
+        // An empty name in a list of them: --select, index, index --text (found by a black-box probe).
+        for arguments in [
+            ["find", "Product", "--select", ""], ["find", "Product", "--select", "name,,price"], ["index", "Product", ""],
+            ["index", "Product", "brand,"],
+            ["index", "Product", "--text", ",name"],
+        ] {
+            let result = try await shop.run(arguments)
+            #expect(result.status == 64 && result.stdout.isEmpty, "\(arguments): \(result.status) \(result.stderr)")
+            #expect(result.stderr.contains("empty name"), "\(arguments): \(result.stderr)")
+        }
         #expect(try await shop.run(["index", "Product", "--list"]).stdout.isEmpty, "no index was made")
     }
 
@@ -149,6 +159,30 @@ struct MistakeTests {
         Self.expectFailure(try await shop.run(["find", "Product", "--limit=1", "--limit", "2"]), 64, "--limit is given more than once")
         #expect(try await shop.run(["find", "Product", "--count", "--where", "price>1", "--where", "price<100"]).lines == ["1"])
         #expect(try await shop.run(["find", "Product", "--count"]).lines == ["2"], "the store is as it was")
+    }
+
+    @Test(
+        "--require-index names an index only when declaring it makes the query pass; never one that exists and cannot serve it (found by a black-box probe)"
+    )
+    func requireIndexAdvice() async throws {
+        let shop = try await Shop()
+        #expect(try await shop.run(["put", "Order", #"{"object":"o2","items":[{"product":"p1"}],"tags":["a"],"total":4}"#]).status == 0)
+        for condition in [
+            "items[].product=p1", "items[].product^=p", "items[].product>p", "items[].product in p1,p2", "items[].product~=p", "tags~=a", "tags[]=a",
+            "tags[]~=a", "total>1", "total in 3,4", "items[].product!=p",
+        ] {
+            let first = try await shop.run(["find", "Order", "--where", condition, "--require-index"])
+            guard first.status != 0 else { continue }
+            #expect(first.status == 2, "\(condition): \(first.stderr)")
+            guard let start = first.stderr.range(of: "(satchel index Order '"), let end = first.stderr[start.upperBound...].range(of: "')") else {
+                #expect(first.stderr.contains("no condition or order an index could serve"), "\(condition): \(first.stderr)")
+                continue
+            }
+            let name = String(first.stderr[start.upperBound..<end.lowerBound])
+            #expect(try await shop.run(["index", "Order", name]).status == 0)
+            let second = try await shop.run(["find", "Order", "--where", condition, "--require-index"])
+            #expect(second.status == 0, "\(condition): after 'index Order \(name)': \(second.stderr)")
+        }
     }
 
     @Test("no --db (nor SATCHEL_DB) is a usage error; a read never creates a store")

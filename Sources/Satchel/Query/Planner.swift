@@ -468,12 +468,19 @@ extension Planner {
     static func indexable(_ query: Query) -> (Field, elements: Bool)? {
         for conjunct in conjuncts(query.condition.node) {
             switch conjunct {
+            // An index over a path into arrays serves `==` only, and only on a path that ends
+            // at an attribute of the elements (`items[].product`, not `tags[]`): naming it for
+            // another condition would send the user round in a loop.
+            case .compare(let field, let op, _) where field.reachesIntoArrays:
+                if op == .equal && !Field.isArrayStep(field.components.last ?? "") { return (field, false) }
             case .compare(let field, let op, _) where op != .notEqual && !field.isID: return (field, false)
-            case .oneOf(let field, _) where !field.isID, .beginsWith(let field, _), .exists(let field, _): return (field, false)
-            case .contains(let field, _): return (field, true)
+            case .oneOf(let field, _) where !field.isID && !field.reachesIntoArrays: return (field, false)
+            case .beginsWith(let field, _) where !field.reachesIntoArrays: return (field, false)
+            case .exists(let field, _) where !field.reachesIntoArrays: return (field, false)
+            case .contains(let field, _) where !field.reachesIntoArrays: return (field, true)
             default: continue
             }
         }
-        return query.order.first.map { ($0.field, false) }
+        return query.order.first.flatMap { $0.field.reachesIntoArrays ? nil : ($0.field, false) }
     }
 }
