@@ -312,6 +312,29 @@ struct EncryptionTests {
         #expect(try Self.labels(path, key: key) == expected)
     }
 
+    @Test(
+        "while a conversion runs (its lock held) the store is refused, its copy kept; once it is gone, the next open removes what it left (found by a black-box probe)"
+    )
+    func conversionUnderWay() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.child("store")
+        try Self.fill(path, key: nil)
+        let expected = try Self.labels(path, key: nil)
+        // A conversion past its copy: the store closed, the copy beside it, the lock held.
+        try FileManager.default.createDirectory(atPath: path + ".converting/user", withIntermediateDirectories: true)
+        let lock = try #require(FileSystem.lock(path + ".converting.lock"))
+        #expect { _ = try Store(path: path) } throws: { ($0 as? SatchelError)?.code == .locked }
+        #expect { try Store.encrypt(path: path, key: try EncryptionKey.random()) } throws: { ($0 as? SatchelError)?.code == .locked }
+        #expect(FileManager.default.fileExists(atPath: path + ".converting/user"), "the copy is not taken for a leftover")
+        FileSystem.unlock(lock)
+        #expect(try Self.labels(path, key: nil) == expected)
+        #expect(!FileManager.default.fileExists(atPath: path + ".converting") && !FileManager.default.fileExists(atPath: path + ".converting.lock"))
+        let key = try EncryptionKey.random()
+        try Store.encrypt(path: path, key: key)
+        #expect(try Self.labels(path, key: key) == expected)
+        #expect(!FileManager.default.fileExists(atPath: path + ".converting.lock"), "the conversion removes its lock file")
+    }
+
     @Test("the leftover beside a store is found by the store's standard path, however the path was written")
     func stagingPathIsStandard() {
         let directory = FileManager.default.currentDirectoryPath

@@ -21,6 +21,30 @@ extension FileSystem {
         return names
     }
 
+    /// Takes an exclusive advisory lock (`flock`) on the file at `path`, creating it: the
+    /// descriptor holding it, or nil when another holder has it (or the file cannot be made).
+    /// The lock goes with ``unlock(_:)``, or with the process.
+    static func lock(_ path: String) -> Int32? {
+        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { return nil }
+        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+            close(descriptor)
+            return nil
+        }
+        return descriptor
+    }
+
+    /// Releases a lock ``lock(_:)`` took.
+    static func unlock(_ descriptor: Int32) { close(descriptor) }
+
+    /// Whether someone holds the lock on the file at `path` (false when there is no such file).
+    static func isLocked(_ path: String) -> Bool {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return false }
+        defer { close(descriptor) }
+        return flock(descriptor, LOCK_EX | LOCK_NB) != 0
+    }
+
     /// The size of the file at `path`, or nil when it cannot be read.
     static func size(of path: String) -> Int? {
         var status = stat()

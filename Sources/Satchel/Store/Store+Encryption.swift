@@ -54,11 +54,26 @@ extension Store {
         return (standard ? path : URL(fileURLWithPath: path).standardizedFileURL.path) + ".converting"
     }
 
+    /// The file a conversion holds locked (`flock`) from before it copies the store until it
+    /// has removed the old one: while the copy is checked and exchanged the store itself is
+    /// closed, and an open then must neither take the copy for a leftover nor write into the
+    /// store about to be replaced.
+    static func conversionLock(_ path: String) -> String { conversionStaging(path) + ".lock" }
+
     /// Removes what a conversion killed midway left beside the store: a partial copy or the
     /// old store (the store at `path` is whole either way).
-    static func removeConversionLeftovers(_ path: String) {
+    ///
+    /// - Throws: ``SatchelError`` `.locked` when a conversion of the store is running (unless
+    ///   it is the caller's own, `holdingLock`).
+    static func removeConversionLeftovers(_ path: String, holdingLock: Bool = false) throws(SatchelError) {
         let staging = conversionStaging(path)
-        if FileManager.default.fileExists(atPath: staging) { try? FileManager.default.removeItem(atPath: staging) }
+        guard FileManager.default.fileExists(atPath: staging) else { return }
+        if !holdingLock && FileSystem.isLocked(conversionLock(path)) {
+            throw SatchelError(
+                .locked, "the store at \(path) is being converted (encrypt, decrypt or rekey) by another process: open it once that is done")
+        }
+        try? FileManager.default.removeItem(atPath: staging)
+        if !holdingLock { try? FileManager.default.removeItem(atPath: conversionLock(path)) }
     }
 
     private static func convert(_ path: String, opening oldKey: EncryptionKey?, to newKey: EncryptionKey?, configuration: Configuration) throws {
@@ -72,7 +87,17 @@ extension Store {
             throw SatchelError(.wrongKey, "the store at \(path) is already encrypted (rekey gives it another key)")
         }
         let staging = conversionStaging(target)
-        removeConversionLeftovers(target)
+        let lockPath = conversionLock(target)
+        guard let lock = FileSystem.lock(lockPath) else {
+            throw SatchelError(.locked, "the store at \(path) is being converted (encrypt, decrypt or rekey) by another process")
+        }
+        defer {
+            // Last, after the copy (or the old store) went, or was left for the next open to
+            // remove once it finds no lock held.
+            try? FileManager.default.removeItem(atPath: lockPath)
+            FileSystem.unlock(lock)
+        }
+        try removeConversionLeftovers(target, holdingLock: true)
 
         var sourceConfiguration = configuration
         sourceConfiguration.createIfMissing = false
@@ -115,6 +140,6 @@ extension Store {
         FileSystem.synchronizeDirectory(staging)
         try FileSystem.exchange(staging, target)
         FileSystem.synchronizeDirectory(URL(fileURLWithPath: target).deletingLastPathComponent().path)
-        removeConversionLeftovers(target)
+        try removeConversionLeftovers(target, holdingLock: true)
     }
 }

@@ -232,8 +232,8 @@ public final class Store: Sendable {
             try Self.loadModels(from: db, partition: partition, into: &catalog)
         }
         self.catalog = Locked(catalog)
-        // With the partitions locked: no conversion of this store is running.
-        Self.removeConversionLeftovers(path)
+        // With the partitions locked: a conversion of this store is past its copy, or dead.
+        try Self.removeConversionLeftovers(path)
         try resumeDrops()
         try countArrays()
         try recountInterruptedImports()
