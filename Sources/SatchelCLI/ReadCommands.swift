@@ -350,6 +350,20 @@ struct RepairCommand: ParsableCommand {
         if report.recordsDropped > 0 {
             Output.line("salvaged: \(report.recordsDropped) definitions or statistics that no longer decoded were removed")
         }
+        for lost in report.objectsLost {
+            Output.line(
+                "lost: model '\(lost.model)': \(lost.counted - lost.salvaged) of its \(lost.counted) objects (as it counted them before the damage)")
+        }
+        for model in Set(report.changesDropped.map(\.model)).sorted() {
+            let changes = report.changesDropped.filter { $0.model == model }
+            let ids = changes.prefix(5).map { "'\($0.objectID)'" }.joined(separator: ", ") + (changes.count > 5 ? ", …" : "")
+            Output.line(
+                "lost: model '\(model)': \(changes.count) pending changes whose object is gone were dropped (\(changes.count { $0.kind == .create }) creates, never on the server; \(changes.count { $0.kind == .update }) updates): \(ids)"
+            )
+        }
+        for model in report.fullPullsScheduled {
+            Output.line("salvaged: model '\(model)' pulls its whole collection at its next sync, to bring back what the server holds")
+        }
         for problem in report.verification.problems { Output.line("problem: \(problem)") }
         let verification = report.verification
         Output.line(

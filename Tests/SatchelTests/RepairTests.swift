@@ -52,6 +52,45 @@ struct RepairTests {
         #expect(try store.model("Other").count() == 1)
     }
 
+    @Test(
+        "objects the damage took: check names their pending changes; repair says how many each model lost, drops those changes, and has a synced model pull its whole collection (found by a black-box probe)"
+    )
+    func lostObjects() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.child("s")
+        do {
+            let store = try Store(path: path)
+            let products = try store.model("Product")
+            for i in 0..<20 { _ = try products.put(["object": .string("p\(i)"), "n": .int(Int64(i))]) }
+            try store.bulkUpdate { tx in
+                var state = try tx.syncState(products)
+                state.cursor = "c1"
+                try tx.setSyncState(products, state)
+            }
+            let notes = try store.register(ModelDefinition(name: "Note", syncType: .none))
+            for i in 0..<4 { _ = try notes.put(["object": .string("n\(i)"), "text": "x"]) }
+            try store.close()
+        }
+        try Self.erase((0..<5).map { Keys.object("Product", "p\($0)") } + [Keys.object("Note", "n0")], partition: .user, path: path)
+        do {
+            let store = try Store(path: path)
+            let problems = try store.verify().problems
+            try store.close()
+            #expect(problems.contains { $0.contains("a pending create of 'p0', whose object is gone") }, "\(problems)")
+        }
+
+        let report = try Store.repair(path: path)
+        #expect(report.isHealthy, "\(report.verification.problems)")
+        #expect(report.objectsLost.map { "\($0.model) \($0.counted) \($0.salvaged)" } == ["Note 4 3", "Product 20 15"])
+        #expect(report.changesDropped.map { "\($0.model) \($0.objectID) \($0.kind)" }.sorted() == (0..<5).map { "Product p\($0) create" })
+        #expect(report.fullPullsScheduled == ["Product"], "Note does not sync")
+        let store = try Store(path: path)
+        defer { try? store.close() }
+        #expect(try store.model("Product").pendingChanges().count == 15)
+        #expect(try store.read { try $0.syncState(store.model("Product")) }.fullPullPending)
+        #expect(try store.verify().isHealthy)
+    }
+
     @Test("a lost index definition: its entries go, the repair says which index to declare again, and the store checks clean")
     func lostIndexDefinition() throws {
         let directory = TemporaryDirectory()

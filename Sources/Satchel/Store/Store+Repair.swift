@@ -22,6 +22,15 @@ public struct RepairReport: Sendable {
     /// gone, entries the damage took are back.
     public var indexEntriesBefore = 0
     public var indexEntriesAfter = 0
+    /// Models that hold fewer objects than they counted before the damage: the objects it
+    /// took (from the store's own statistics, when they survived).
+    public var objectsLost: [(model: String, counted: Int, salvaged: Int)] = []
+    /// Pending creates and updates whose object the damage took: dropped, as there is nothing
+    /// left to send (a create's object never reached the server: it is lost).
+    public var changesDropped: [(model: String, objectID: String, kind: PendingChange.Kind)] = []
+    /// Synced models that lost objects: their next sync pulls the whole collection, bringing
+    /// back what the server holds.
+    public var fullPullsScheduled: [String] = []
     /// The check of the repaired store (``Store/verify()``): its models, objects, problems.
     public var verification = VerificationReport()
 
@@ -78,10 +87,54 @@ extension Store {
         }
         let store = try Store(path: path, configuration: configuration)
         defer { try? store.close() }
+        // What each model counted before the damage (its statistics, when they survived).
+        let counted = store.catalog.withLock { $0.models.mapValues(\.statistics.objects) }
         try store.rebuildIndexes(&report)
+        report.changesDropped = try store.dropChangesOfLostObjects()
         try store.recount()
+        try store.scheduleFullPulls(counted: counted, &report)
         report.verification = try store.verify()
         return report
+    }
+
+    /// Step 3b of ``repair(path:force:configuration:)``: the pending creates and updates whose
+    /// object is gone, removed (they would push nothing), and returned.
+    private func dropChangesOfLostObjects() throws -> [(model: String, objectID: String, kind: PendingChange.Kind)] {
+        var dropped: [(model: String, objectID: String, kind: PendingChange.Kind)] = []
+        try writer.withLock {
+            let models = catalog.withLock { $0.models }.sorted { UTF8Order.less($0.key.name, $1.key.name) }
+            for (name, entry) in models where entry.definition.recordsChanges {
+                let db = try database(entry.definition.partition)
+                var batch = LevelDBWriteBatch()
+                for change in try Model(store: self, name: name.name).pendingChanges() where change.kind != .delete {
+                    guard try db.get(Keys.object(name.name, change.objectID)) == nil else { continue }
+                    batch.delete(Keys.change(name.name, change.objectID))
+                    dropped.append((name.name, change.objectID, change.kind))
+                }
+                if batch.count > 0 { try db.write(batch, sync: true) }
+            }
+        }
+        return dropped
+    }
+
+    /// Step 3c: the models holding fewer objects than they `counted` are reported; those that
+    /// synced before pull their whole collection at their next sync.
+    private func scheduleFullPulls(counted: [NameKey: Int], _ report: inout RepairReport) throws {
+        let models = catalog.withLock { $0.models }.sorted { UTF8Order.less($0.key.name, $1.key.name) }
+        for (name, entry) in models {
+            guard let before = counted[name], entry.statistics.objects < before else { continue }
+            report.objectsLost.append((name.name, before, entry.statistics.objects))
+            guard entry.definition.syncType != .none, entry.definition.partition != .local else { continue }
+            let model = Model(store: self, name: name.name)
+            let scheduled = try bulkUpdate { tx -> Bool in
+                var state = try tx.syncState(model)
+                guard state.cursor != nil || state.initialSyncComplete else { return false }
+                state.fullPullPending = true
+                try tx.setSyncState(model, state)
+                return true
+            }
+            if scheduled { report.fullPullsScheduled.append(name.name) }
+        }
     }
 
     private static func directory(of partition: Partition, in path: String) -> String {

@@ -153,6 +153,10 @@ extension Store {
             do {
                 let record = try value.withUnsafeBytes { try StoredChange(decoding: $0) }
                 counted[name, default: StoredStatistics()].adjustPending(record.kind, by: 1)
+                // A create or update pushes the object: without it there is nothing to send.
+                if record.kind != .delete, (try? database(partition).get(Keys.object(name.name, id))) == nil {
+                    report.report("model '\(name.name)': a pending \(record.kind.rawValue) of '\(id)', whose object is gone")
+                }
             } catch {
                 report.report("model '\(name.name)': \(error)")
             }
