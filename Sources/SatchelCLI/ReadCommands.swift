@@ -43,8 +43,8 @@ struct FindCommand: ParsableCommand {
     func validate() throws {
         if let limit, limit < 1 { throw ValidationError("--limit must be a positive integer, not \(limit)") }
         if offset < 0 { throw ValidationError("--offset must be zero or a positive integer, not \(offset)") }
-        if match != nil && (id != nil || include != nil || requireIndex) {
-            throw ValidationError("--match searches the text index: it does not combine with --id, --include or --require-index")
+        if match != nil && (id != nil || include != nil) {
+            throw ValidationError("--match searches the text index: it does not combine with --id or --include")
         }
         if include != nil {
             guard id != nil else { throw ValidationError("--include needs --id: it resolves the associations of one object") }
@@ -109,7 +109,7 @@ struct FindCommand: ParsableCommand {
             let model = try store.existingModel(named: model)
             if let match {
                 if explain {
-                    Output.line(try model.explainSearch(match))
+                    Output.line(try model.explainSearch(match, where: query.condition, order: query.order))
                     return 1
                 }
                 let matches = try model.search(
@@ -181,6 +181,13 @@ struct IndexCommand: ParsableCommand {
     @Flag(help: "A full-text index over the attributes' words (satchel find --match searches it).") var text = false
     @Flag(help: "A value index whose entries hold keys only, not copies of the objects (less disk, slower reads).")
     var keysOnly = false
+
+    func validate() throws {
+        // One thing at a time: a declaration beside --drop or --list would be ignored.
+        let asked = [attributes != nil, list, drop != nil].filter { $0 }.count
+        if asked > 1 { throw ValidationError("give attributes to index, --list or --drop ATTR, one of them") }
+        if asked == 0 { throw ValidationError("name the attributes to index, e.g. brand or brand,price (or --list, --drop ATTR)") }
+    }
 
     private func definition(_ text: String) throws -> IndexDefinition {
         var text = text

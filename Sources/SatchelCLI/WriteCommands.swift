@@ -210,6 +210,7 @@ struct MigrateCommand: ParsableCommand {
         do { json = try JSONValue(parsing: data) } catch { throw SatchelError(.malformedJSON, "'\(file)' is not JSON: \(error)") }
         let items = json.arrayValue ?? [json]
         let bar = Output.stderrIsTerminal && !dryRun ? ProgressBar() : nil
+        var steps: [String: [MigrationStep]] = [:]
         let reports = try store.withStore { store in
             let handle = try store.existingModel(named: model)
             let migrations = try items.enumerated().map { index, item in
@@ -218,6 +219,7 @@ struct MigrateCommand: ParsableCommand {
                 }
                 return try Migration(model: handle.name, json: object)
             }
+            for migration in migrations { steps[migration.name] = migration.steps }
             return try store.migrate(migrations, dryRun: dryRun) { progress in
                 let label = "\(progress.migration): \(progress.phase == .checking ? "checking" : "writing") \(progress.processed)/\(progress.total)"
                 bar?.draw(fraction: progress.total > 0 ? Double(progress.processed) / Double(progress.total) : 1, label: label)
@@ -233,6 +235,17 @@ struct MigrateCommand: ParsableCommand {
             if report.alreadyApplied {
                 Output.line("already applied: \(what)")
             } else if dryRun {
+                // What it would do beside rewriting objects: its index and kind steps.
+                for step in steps[report.migration] ?? [] {
+                    switch step {
+                    case .createIndex(let definition): Output.line("dry run: \(what) would create index \(definition)")
+                    case .dropIndex(let definition): Output.line("dry run: \(what) would drop index \(definition)")
+                    case .setKind(.propertyBag): Output.line("dry run: \(what) would make the model a property bag")
+                    case .setKind(.fixedSchema(let schema)):
+                        Output.line("dry run: \(what) would give the model a fixed schema of \(schema.keys.sorted().joined(separator: ", "))")
+                    default: break
+                    }
+                }
                 Output.line(
                     "dry run: \(what) would change \(report.changed) of \(report.objects) objects (\(report.deleted) deleted); nothing was written")
             } else {

@@ -120,6 +120,14 @@ struct MistakeTests {
             #expect(result.stderr.contains("empty name"), "\(arguments): \(result.stderr)")
         }
         #expect(try await shop.run(["index", "Product", "--list"]).stdout.isEmpty, "no index was made")
+        // index does one thing: attributes, --list or --drop (found by a black-box probe).
+        for arguments in [
+            ["index", "Product", "brand", "--drop", "brand"], ["index", "Product", "--list", "--drop", "brand"], ["index", "Product"],
+        ] {
+            let result = try await shop.run(arguments)
+            #expect(result.status == 64 && result.stderr.split(separator: "\n").count == 1, "\(arguments): \(result.stderr)")
+        }
+        #expect(try await shop.run(["index", "Product", "--list"]).stdout.isEmpty, "no index was made")
     }
 
     @Test(

@@ -114,7 +114,14 @@ struct StoreToolsCLITests {
         let before = try await CLI.run(["--db", db, "export", "Note"]).lines
         let dry = try await CLI.run(["--db", db, "migrate", "Note", file, "--dry-run"])
         #expect(dry.status == 0, "\(dry.stderr)")
-        #expect(dry.lines.count == 13 && dry.lines.last?.hasPrefix("dry run: migration 'v2' of Note would change 12 of 12") == true, "\(dry.stdout)")
+        try #require(dry.lines.count == 15, "\(dry.stdout)")
+        #expect(dry.lines.last?.hasPrefix("dry run: migration 'v2' of Note would change 12 of 12") == true, "\(dry.stdout)")
+        // Its index and schema steps too (found by a black-box probe).
+        #expect(
+            dry.lines[12...13] == [
+                "dry run: migration 'v2' of Note would create index rank",
+                "dry run: migration 'v2' of Note would give the model a fixed schema of name, rank",
+            ])
         let first = try JSONObject(parsing: dry.lines[0])
         #expect(first["object"] == "n0" && first["after"] == ["name": "T0", "rank": 0] && first["before"] == ["title": "T0", "rank": "0", "old": 1])
         #expect(try await CLI.run(["--db", db, "export", "Note"]).lines == before)

@@ -159,6 +159,16 @@ struct WhereGrammarCLITests {
         let unclosed = try await CLI.run(["--db", db, "find", "Note", "--match", #""reading lamp"#])
         #expect(unclosed.status == 1 && unclosed.stderr.contains("never closes"), "\(unclosed.stderr)")
         #expect(try await ids(["--match", "lamp", "--order", "title:desc"]) == ["n3", "n1"], "--order instead of the rank")
+        // A text search never scans: --require-index holds; --explain says the filter and the order (found by a black-box probe).
+        #expect(try await ids(["--match", "lamp", "--require-index"]) == ["n1", "n3"])
+        let filtered = try await CLI.run([
+            "--db", db, "find", "Note", "--match", "lamp", "--where", "archived missing", "--order", "title:desc", "--explain",
+        ])
+        #expect(
+            filtered.lines == [
+                #"text index text(title,body): lamp, ranked by BM25; filter archived missing; sort by title desc instead of the rank"#
+            ],
+            "\(filtered.stdout)\(filtered.stderr)")
         let withID = try await CLI.run(["--db", db, "find", "Note", "--match", "lamp", "--id", "n1"])
         #expect(withID.status == 64 && withID.stderr.contains("--match searches the text index"), "\(withID.stderr)")
         #expect(try await CLI.run(["--db", db, "check"]).status == 0)

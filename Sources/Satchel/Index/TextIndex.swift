@@ -400,8 +400,9 @@ extension Model {
             matches.append(TextMatch(object: found, score: scores[next]))
         }
         if !order.isEmpty {
-            let scores = Dictionary(uniqueKeysWithValues: matches.map { ($0.object.id, $0.score) })
-            matches = order.sorted(matches.map(\.object)).map { TextMatch(object: $0, score: scores[$0.id] ?? 0) }
+            // By the ids' bytes: two ids that are canonically equivalent are two objects.
+            let scores = Dictionary(matches.map { (Array($0.object.id.utf8), $0.score) }, uniquingKeysWith: { first, _ in first })
+            matches = order.sorted(matches.map(\.object)).map { TextMatch(object: $0, score: scores[Array($0.id.utf8)] ?? 0) }
             if let limit { matches = Array(matches.prefix(limit)) }
         }
         guard let select else { return matches }
@@ -409,8 +410,10 @@ extension Model {
         return matches.map { TextMatch(object: projection.project($0.object), score: $0.score) }
     }
 
-    /// How ``search(_:where:order:limit:select:)`` would run, in words.
-    public func explainSearch(_ text: String) throws -> String {
+    /// How ``search(_:where:order:limit:select:)`` would run, in words: the index and the
+    /// query's parts, then the filter `condition` and the `order`, when given, as
+    /// ``explain(_:)`` says them.
+    public func explainSearch(_ text: String, where condition: Condition = .all, order: [SortKey] = []) throws -> String {
         let query = try TextQuery(parsing: text)
         let entry = try store.entry(name)
         guard let index = entry.indexes.first(where: { $0.state == .ready && $0.definition.kind == .text }) else {
@@ -423,7 +426,10 @@ extension Model {
             case .phrase(let words): "\"" + words.joined(separator: " ") + "\""
             }
         }
-        return "text index \(index.definition): \(parts.joined(separator: " AND ")), ranked by BM25"
+        var explained = ["text index \(index.definition): \(parts.joined(separator: " AND ")), ranked by BM25"]
+        if case .always = condition.node {} else { explained.append("filter \(Condition.describe(condition.node))") }
+        if !order.isEmpty { explained.append("sort by \(order.map(\.description).joined(separator: ", ")) instead of the rank") }
+        return explained.joined(separator: "; ")
     }
 }
 
