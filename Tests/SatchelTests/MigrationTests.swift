@@ -157,6 +157,42 @@ struct MigrationTests {
         }
     }
 
+    @Test(
+        "a synced model's migration renames changes in flight and refused ones too, and the server's copy a refusal keeps (found by a black-box probe)"
+    )
+    func changesInFlightAndRefused() throws {
+        try withTemporaryStore { store in
+            let model = try store.model("Note")
+            try store.bulkUpdate { tx in
+                for i in 0..<4 { try tx.writeServerObject(model, "n\(i)", ["title": .string("Note \(i)"), "tag": "a"]) }
+                var sent = try tx.objectSyncState(model, "n1")
+                sent.inFlight = InFlightChange(kind: .update, attributes: ["title": "sent"], baseValues: ["title": "Note 1"])
+                try tx.setObjectSyncState(model, "n1", sent)
+                var refused = try tx.objectSyncState(model, "n2")
+                refused.refusal = RefusedChange(
+                    model: "Note", objectID: "n2", kind: .update, message: "no", attributes: ["title": "bad"],
+                    serverCopy: ["title": "Note 2", "tag": "a"])
+                try tx.setObjectSyncState(model, "n2", refused)
+            }
+            // A delete in flight of an object no longer here keeps its last attributes.
+            _ = try model.delete("n3")
+            try store.bulkUpdate { tx in
+                var records = try tx.objectSyncState(model, "n3")
+                let delete = try #require(records.pending)
+                records.pending = nil
+                records.inFlight = InFlightChange(kind: .delete, attributes: delete.attributes)
+                try tx.setObjectSyncState(model, "n3", records)
+            }
+            try store.migrate([Migration("rename", model: "Note", steps: [.rename("title", to: "name")])])
+            let states = try store.read { snapshot in try snapshot.objectSyncStates(of: model) }
+            func records(_ id: String) -> ObjectSyncState? { states.first { $0.id == id }?.records }
+            #expect(records("n1")?.inFlight?.attributes == ["name": "sent"] && records("n1")?.inFlight?.baseValues == ["name": "Note 1"])
+            #expect(records("n2")?.refusal?.attributes == ["name": "bad"] && records("n2")?.refusal?.serverCopy == ["name": "Note 2", "tag": "a"])
+            #expect(records("n3")?.inFlight?.attributes == ["name": "Note 3", "tag": "a"])
+            #expect(try store.verify().isHealthy)
+        }
+    }
+
     @Test("a dry run writes nothing and tells each change")
     func dryRun() throws {
         try withTemporaryStore { store in

@@ -281,7 +281,8 @@ extension Store {
                         migration: migration.name, model: model.name, phase: .writing, processed: min(written * Self.migrationBatchSize, total),
                         total: total))
             }
-            if try !migration.pushesChanges && self.entry(model.name).statistics.pendingDeletes > 0 {
+            let statistics = try self.entry(model.name).statistics
+            if !migration.pushesChanges && (statistics.pendingDeletes > 0 || statistics.inFlight > 0 || statistics.errors > 0) {
                 try rewritePendingDeletes(model, partition: partition, steps: dataSteps)
             }
             for case .createIndex(let definition) in migration.steps {
@@ -343,7 +344,9 @@ extension Store {
         try transaction(allowingReentry: true) { tx in
             var next = state
             let entry = try tx.entry(of: model)
-            let rewritesChanges = !logChanges && entry.definition.recordsChanges && entry.statistics.pendingTotal > 0
+            let statistics = entry.statistics
+            let rewritesChanges =
+                !logChanges && entry.definition.recordsChanges && (statistics.pendingTotal > 0 || statistics.inFlight > 0 || statistics.errors > 0)
             let prefix = model.objectPrefix
             let iterator = try objectIterator(model, partition: partition, after: state.cursor)
             var n = 0
@@ -357,7 +360,7 @@ extension Store {
                     next.changed += 1
                     if after.isEmpty { next.deleted += 1 }
                 }
-                if rewritesChanges { try rewritePendingChange(tx, model, id, steps: steps) }
+                if rewritesChanges { try rewriteChanges(tx, model, id, steps: steps) }
                 next.cursor = id
                 n += 1
                 iterator.next()
@@ -369,41 +372,71 @@ extension Store {
         }
     }
 
-    /// Gives object `id`'s pending update or delete the migration's renames, removals and
-    /// conversions (a pending create pushes the object as it is), and an update's base values
-    /// the same, so that they still name and hold what the changed attributes were.
-    private func rewritePendingChange(_ tx: Transaction, _ model: Model, _ id: String, steps: [MigrationStep]) throws {
+    /// Gives object `id`'s local changes the migration's renames, removals and conversions, so
+    /// that what is sent later has the new shape: a pending update or delete (a pending create
+    /// pushes the object as it is) and an update's base values, so that they still name and
+    /// hold what the changed attributes were; a change in flight, which may be sent again; a
+    /// refused change and the server's copy it keeps, which a `retry` sends and a `rollback`
+    /// writes here. A conversion that fails on a value of the server's copy leaves that copy.
+    private func rewriteChanges(_ tx: Transaction, _ model: Model, _ id: String, steps: [MigrationStep]) throws {
         let records = try tx.objectSyncState(model, id)
-        guard let pending = records.pending, pending.kind != .create else { return }
-        var attributes = pending.attributes
-        var base = pending.baseValues
-        for step in steps {
-            step.apply(toChange: &attributes)
-            step.apply(toChange: &base)
+        guard records.pending != nil || records.inFlight != nil || records.refusal != nil else { return }
+        func asChange(_ attributes: JSONObject) -> JSONObject {
+            var attributes = attributes
+            for step in steps { step.apply(toChange: &attributes) }
+            return attributes
         }
-        guard !attributes.isIdentical(to: pending.attributes) || !base.isIdentical(to: pending.baseValues) else { return }
+        func asObject(_ attributes: JSONObject) -> JSONObject {
+            var migrated = attributes
+            do { for step in steps { try step.apply(to: &migrated, id: id, model: model.name) } } catch { return attributes }
+            return migrated
+        }
         var next = records
-        next.pending = PendingChange(model: model.name, objectID: id, kind: pending.kind, attributes: attributes, baseValues: base)
+        if let pending = records.pending, pending.kind != .create {
+            next.pending = PendingChange(
+                model: model.name, objectID: id, kind: pending.kind, attributes: asChange(pending.attributes),
+                baseValues: asChange(pending.baseValues))
+        }
+        if var inFlight = records.inFlight {
+            if inFlight.kind == .create {
+                inFlight.attributes = asObject(inFlight.attributes)
+            } else {
+                inFlight.attributes = asChange(inFlight.attributes)
+                inFlight.baseValues = asChange(inFlight.baseValues)
+            }
+            next.inFlight = inFlight
+        }
+        if var refusal = records.refusal {
+            refusal.attributes = refusal.kind == .create ? asObject(refusal.attributes) : asChange(refusal.attributes)
+            refusal.serverCopy = refusal.serverCopy.map(asObject)
+            next.refusal = refusal
+        }
+        guard next != records else { return }
         try tx.setObjectSyncState(model, id, next, replacing: records)
     }
 
-    /// The pending deletes of objects no longer stored carry their last attributes: those get
-    /// the migration's renames, removals and conversions too (each idempotent for the named
-    /// conversions, so a resumed migration may run it again).
+    /// The deletes of objects no longer stored (pending, in flight or refused) carry their last
+    /// attributes: those get the migration's renames, removals and conversions too (each
+    /// idempotent for the named conversions, so a resumed migration may run it again).
     private func rewritePendingDeletes(_ model: Model, partition: Partition, steps: [MigrationStep]) throws {
-        let prefix = Keys.changePrefix(model.name)
         var ids: [String] = []
-        let iterator = try database(partition).makeIterator(fillCache: false)
-        iterator.seek(prefix)
-        while iterator.isValid && iterator.keyHasPrefix(prefix) {
-            let id = try iterator.withKey { try Keys.objectID(fromKey: $0, prefixLength: prefix.count) }
-            if try database(partition).get(Keys.object(prefix: model.objectPrefix, id)) == nil { ids.append(id) }
-            iterator.next()
+        var seen = Set<[UInt8]>()
+        for family in [KeyFamily.change, .inFlight, .error] {
+            let prefix = Keys.objectRecordPrefix(family, model.name)
+            let iterator = try database(partition).makeIterator(fillCache: false)
+            iterator.seek(prefix)
+            while iterator.isValid && iterator.keyHasPrefix(prefix) {
+                let id = try iterator.withKey { try Keys.objectID(fromKey: $0, prefixLength: prefix.count) }
+                if try database(partition).get(Keys.object(prefix: model.objectPrefix, id)) == nil, seen.insert(Array(id.utf8)).inserted {
+                    ids.append(id)
+                }
+                iterator.next()
+            }
+            try iterator.checkError()
         }
-        try iterator.checkError()
         for chunk in stride(from: 0, to: ids.count, by: Self.migrationBatchSize) {
             try transaction(allowingReentry: true) { tx in
-                for id in ids[chunk..<min(chunk + Self.migrationBatchSize, ids.count)] { try rewritePendingChange(tx, model, id, steps: steps) }
+                for id in ids[chunk..<min(chunk + Self.migrationBatchSize, ids.count)] { try rewriteChanges(tx, model, id, steps: steps) }
             }
         }
     }
