@@ -79,6 +79,14 @@ struct RhoConnectPage: Equatable {
         var page = PullPage(nextCursor: token.map(JSONValue.string), done: token == nil, totalCount: totalCount)
         for (id, attributes) in inserts {
             page.upserts.append(try Self.serverObject(id, attributes, model: model))
+            // An attribute that comes as `name-rhoblob` is a blob attribute of the model from
+            // now on: a local change of it is sent as a file, not as this store's reference.
+            for name in attributes.keys where name.hasSuffix("-rhoblob") {
+                let attribute = Self.blobName(name)
+                if attribute != name, !model.blobAttributes.contains(attribute), !page.schema.blobAttributes.contains(attribute) {
+                    page.schema.blobAttributes.append(attribute)
+                }
+            }
         }
         // A changed value is listed under both: its old value under `delete`, the new one under
         // `insert`. Only what `insert` does not set is removed. An object all of whose

@@ -629,6 +629,25 @@ struct RhoConnectAdapterTests {
         await setup.stop()
     }
 
+    @Test(
+        "an attribute that comes as name-rhoblob makes the model's blob attribute: a local change of it goes as a file, never as this store's reference (found by a black-box probe)"
+    )
+    func undeclaredBlobAttribute() async throws {
+        let setup = try await Setup(models: [Self.product, ModelDefinition(name: "Photo")])
+        try await setup.device.engine.sync(models: ["Photo"])
+        #expect(setup.device.store.models.first { $0.name == "Photo" }?.blobAttributes == ["image"])
+        let photos = try setup.device.model("Photo")
+        let bytes = Data("a new image".utf8)
+        let local = try setup.device.store.blobs.put(bytes)
+        try photos.update("ph1", with: ["image": .string(local)])
+        #expect(try await setup.device.engine.sync(models: ["Photo"]).refused == 0)
+        let push = try #require(await setup.server.requests.last { $0.path == "/app/v1/Photo" && $0.method == "POST" })
+        #expect(push.contentType?.hasPrefix("multipart/form-data; boundary=") == true)
+        let stored = try #require(await setup.server.objects("Photo", user: "ann")["ph1"])
+        #expect(stored["image"]?.contains("/blobs/") == true && stored["image"]?.hasPrefix("blob:") == false, "\(stored)")
+        await setup.stop()
+    }
+
     // MARK: - Legacy routes
 
     @Test("the legacy /application routes sync too")
