@@ -481,6 +481,31 @@ struct EngineTests {
         #expect(try client.store.storedSession() == nil, "a full reset forgets the client too")
     }
 
+    @Test(
+        "a full reset takes the user's blob files with the objects; a local model's stay; compact removes files nothing refers to (found by a black-box probe)"
+    )
+    func fullResetTakesBlobs() async throws {
+        let server = InMemoryBackend()
+        let photo = ModelDefinition(name: "Photo", blobAttributes: ["image"])
+        let setting = ModelDefinition(name: "Setting", partition: .local, blobAttributes: ["icon"])
+        let client = try await Self.client(server, models: [photo, setting])
+        let mine = try client.store.blobs.put(Data("ann private scan".utf8))
+        let kept = try client.store.blobs.put(Data("an app icon".utf8))
+        try client.model("Photo").create(["object": "ph1", "image": .string(mine)])
+        try client.model("Setting").create(["object": "s1", "icon": .string(kept)])
+        try await client.engine.sync()
+        try await client.engine.fullResetAndLogout()
+        #expect(try client.store.blobs.data(for: mine) == nil, "the user's file went with the partition")
+        #expect(try client.store.blobs.data(for: kept) == Data("an app icon".utf8))
+
+        // A file no object refers to any more goes at a compact (once a minute old).
+        _ = try client.model("Setting").update("s1", with: ["icon": .null])
+        let file = try #require(client.store.blobs.url(for: kept)).path
+        try FileManager.default.setAttributes([.modificationDate: Date().addingTimeInterval(-120)], ofItemAtPath: file)
+        try client.store.compact()
+        #expect(!FileManager.default.fileExists(atPath: file))
+    }
+
     @Test("an app that keeps the user partition on a user change: the data stays, and a full pull is owed even across a restart")
     func keepUserDataOnUserChange() async throws {
         let server = InMemoryBackend()

@@ -314,5 +314,8 @@ extension Store {
                 for name in names { try tx.wipeSyncedData(of: Model(store: self, name: name)) }
             }
         }
+        // The blob files the wiped objects held go too: one user's photos never stay for the
+        // next. (A file stored by a write racing the reset may go with them.)
+        try blobs.removeOrphans(olderThan: .zero)
     }
 }

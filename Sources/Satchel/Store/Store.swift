@@ -636,9 +636,13 @@ public final class Store: Sendable {
 
     /// Compacts every partition: rewrites LevelDB's files so that deleted and overwritten data
     /// no longer takes space and reads touch fewer files. Useful after a bulk import or a large
-    /// delete; it can take a while on a large store, and other calls proceed meanwhile.
+    /// delete; it can take a while on a large store, and other calls proceed meanwhile. Blob
+    /// files that nothing refers to any more are removed too.
     public func compact() throws {
         for (_, db) in openPartitions { try db.compact() }
+        // Blob files no object or change refers to any more (older than a minute: a file just
+        // stored for an object about to be written is spared).
+        try blobs.removeOrphans()
     }
 
     // MARK: - Change log
