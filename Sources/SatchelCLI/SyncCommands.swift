@@ -430,9 +430,20 @@ struct ResetCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        try await withEngine(store, server) { engine in
+        let dropped = try await withEngine(store, server) { engine in
+            // Said, not silent: the local changes the server never confirmed go with the data.
+            func unconfirmed() throws -> Int {
+                try engine.store.models.reduce(0) { total, definition in
+                    let statistics = try engine.store.model(definition.name).statistics()
+                    return total + statistics.pendingCreates + statistics.pendingUpdates + statistics.pendingDeletes + statistics.inFlight
+                        + statistics.refusedChanges
+                }
+            }
+            let before = try unconfirmed()
             if client { try await engine.clientReset() } else { try await engine.fullResetAndLogout() }
+            return before - (try unconfirmed())
         }
-        Output.line(client ? "client reset" : "full reset; logged out")
+        let note = dropped > 0 ? "; \(dropped) local change\(dropped == 1 ? "" : "s") the server had not confirmed went with the data" : ""
+        Output.line((client ? "client reset" : "full reset; logged out") + note)
     }
 }
