@@ -263,18 +263,24 @@ struct KintoScenarioTests {
         #expect(acme.count == 2 && acme.allSatisfy { $0.totalCount == 7 }, "\(acme.map(\.totalCount))")
     }
 
-    @Test(
-        "a blob is the record's attachment: uploaded as <content hash>.bin with no field of its own, the version after it kept, kept through a removal, its file deleted with the record; two blob attributes are refused"
-    )
-    func attachments() async throws {
+    /// A device of a new user of the main server whose model `Photo` has the blob attribute
+    /// `image`, syncing a new bucket named after `prefix`; the user's admin client.
+    static func photoClient(_ name: String, bucket prefix: String) async throws -> (SyncClient, KintoAdmin, String) {
         let url = try KintoServers.main()
-        let user = Credentials(user: KintoServers.unique("ivy"), password: "pw")
-        let bucket = KintoServers.unique("att")
-        let server = KintoAdmin(url, user)
+        let user = Credentials(user: KintoServers.unique(name), password: "pw")
+        let bucket = KintoServers.unique(prefix)
         let photo = ModelDefinition(name: "Photo", blobAttributes: ["image"])
         let client = try SyncClient(backend: KintoBackend(configuration: .init(url: url, bucket: bucket, timeout: 30)), models: [photo], pageSize: 10)
         await client.record()
         try await client.engine.logIn(user)
+        return (client, KintoAdmin(url, user), bucket)
+    }
+
+    @Test(
+        "a blob is the record's attachment: uploaded as <content hash>.bin with no field of its own, the version after it kept, kept through a removal, its file deleted with the record; two blob attributes are refused"
+    )
+    func attachments() async throws {
+        let (client, server, bucket) = try await Self.photoClient("ivy", bucket: "att")
         let photos = try client.model("Photo")
         let bytes = Data((0..<40_000).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 8) })
         let reference = try client.store.blobs.put(bytes)
@@ -321,14 +327,7 @@ struct KintoScenarioTests {
         "a value in the blob attribute that is neither a blob nor a URL is a refused change (notABlob), not dropped: nothing is sent, the value stays here (found by a black-box probe)"
     )
     func plainValueInTheBlobAttribute() async throws {
-        let url = try KintoServers.main()
-        let user = Credentials(user: KintoServers.unique("jo"), password: "pw")
-        let bucket = KintoServers.unique("plainblob")
-        let server = KintoAdmin(url, user)
-        let photo = ModelDefinition(name: "Photo", blobAttributes: ["image"])
-        let client = try SyncClient(backend: KintoBackend(configuration: .init(url: url, bucket: bucket, timeout: 30)), models: [photo], pageSize: 10)
-        await client.record()
-        try await client.engine.logIn(user)
+        let (client, server, bucket) = try await Self.photoClient("jo", bucket: "plainblob")
         let photos = try client.model("Photo")
         try photos.create(["object": "ph1", "title": "Sunset"])
         try photos.create(["object": "ph2", "title": "Dawn", "image": "plain"])
