@@ -92,8 +92,8 @@ extension Store {
             throw SatchelError(.locked, "the store at \(path) is being converted (encrypt, decrypt or rekey) by another process")
         }
         defer {
-            // Last, after the copy (or the old store) went, or was left for the next open to
-            // remove once it finds no lock held.
+            // When the conversion failed, the copy went (or is left for the next open, which
+            // finds no lock held and removes it).
             try? FileManager.default.removeItem(atPath: lockPath)
             FileSystem.unlock(lock)
         }
@@ -140,6 +140,9 @@ extension Store {
         FileSystem.synchronizeDirectory(staging)
         try FileSystem.exchange(staging, target)
         FileSystem.synchronizeDirectory(URL(fileURLWithPath: target).deletingLastPathComponent().path)
+        // The old store beside the new one is a leftover now, which an open may remove: the
+        // lock file goes first, so that a kill from here on leaves none beside the store.
+        try? FileManager.default.removeItem(atPath: lockPath)
         try removeConversionLeftovers(target, holdingLock: true)
     }
 }
