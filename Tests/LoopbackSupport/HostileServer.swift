@@ -35,7 +35,11 @@ public final class HostileServer: Sendable {
 
     /// Starts a server answering each path with `answers[path]` (404 for others).
     public static func start(_ answers: [String: Answer]) async throws -> HostileServer {
-        let (http, port, task) = try await LoopbackHTTP.start("hostile")
+        // FlyingFox answers 500 to a request its handler has not answered within the timeout:
+        // under ThreadSanitizer, with the 200 MB answers of other tests running, the handler
+        // once waited longer than 30 s to be scheduled (two tests got a 500 instead of their
+        // answer). The answers here are made at once; the timeout is only a backstop.
+        let (http, port, task) = try await LoopbackHTTP.start("hostile", timeout: 600)
         let server = HostileServer(http: http, task: task, port: port, answers: answers)
         await http.appendRoute("*") { [weak server] request in
             guard let server else { return HTTPResponse(statusCode: .internalServerError) }
