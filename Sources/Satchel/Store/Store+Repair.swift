@@ -97,12 +97,17 @@ extension Store {
         return report
     }
 
+    /// The catalog's models in the order of their names' bytes: each repair step reports them so.
+    private func modelsByName() -> [(key: NameKey, value: ModelEntry)] {
+        catalog.withLock { $0.models }.sorted { UTF8Order.less($0.key.name, $1.key.name) }
+    }
+
     /// Step 3b of ``repair(path:force:configuration:)``: the pending creates and updates whose
     /// object is gone, removed (they would push nothing), and returned.
     private func dropChangesOfLostObjects() throws -> [(model: String, objectID: String, kind: PendingChange.Kind)] {
         var dropped: [(model: String, objectID: String, kind: PendingChange.Kind)] = []
         try writer.withLock {
-            let models = catalog.withLock { $0.models }.sorted { UTF8Order.less($0.key.name, $1.key.name) }
+            let models = modelsByName()
             for (name, entry) in models where entry.definition.recordsChanges {
                 let db = try database(entry.definition.partition)
                 var batch = LevelDBWriteBatch()
@@ -120,7 +125,7 @@ extension Store {
     /// Step 3c: the models holding fewer objects than they `counted` are reported; those that
     /// synced before pull their whole collection at their next sync.
     private func scheduleFullPulls(counted: [NameKey: Int], _ report: inout RepairReport) throws {
-        let models = catalog.withLock { $0.models }.sorted { UTF8Order.less($0.key.name, $1.key.name) }
+        let models = modelsByName()
         for (name, entry) in models {
             guard let before = counted[name], entry.statistics.objects < before else { continue }
             report.objectsLost.append((name.name, before, entry.statistics.objects))
@@ -262,7 +267,7 @@ extension Store {
     /// Step 3 of ``repair(path:force:configuration:)``: every index of every model, rebuilt
     /// from the objects; index entries of indexes whose definition was lost go.
     private func rebuildIndexes(_ report: inout RepairReport) throws {
-        let models = catalog.withLock { $0.models }.sorted { UTF8Order.less($0.key.name, $1.key.name) }
+        let models = modelsByName()
         for (name, entry) in models {
             let partition = entry.definition.partition
             let prefix = Keys.indexModelPrefix(name.name)
