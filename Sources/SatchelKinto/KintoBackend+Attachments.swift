@@ -95,7 +95,7 @@ extension KintoBackend {
         let limit = configuration.limits.maximumDownloadBytes
         let headers = ["Accept": "*/*"]
         let answer =
-            if Self.sameOrigin(target, configuration.url) {
+            if SyncHTTPClient.sameOrigin(target, configuration.url) {
                 try await send("GET", target, headers: headers, maximumBytes: limit, what: what)
             } else {
                 try await http.send("GET", target, headers: headers, maximumBytes: limit)
@@ -105,11 +105,5 @@ extension KintoBackend {
                 target.path)
         }
         return answer.body
-    }
-
-    /// Whether `a` and `b` have the same scheme, host and port.
-    static func sameOrigin(_ a: URL, _ b: URL) -> Bool {
-        func port(_ url: URL) -> Int? { url.port ?? (url.scheme?.lowercased() == "https" ? 443 : url.scheme?.lowercased() == "http" ? 80 : nil) }
-        return a.scheme?.lowercased() == b.scheme?.lowercased() && a.host?.lowercased() == b.host?.lowercased() && port(a) == port(b)
     }
 }

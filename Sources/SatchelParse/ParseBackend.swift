@@ -230,6 +230,12 @@ public final class ParseBackend: SyncBackend {
             guard let decoded = ParseMapping.decode(value) else {
                 throw SyncError(.protocolViolation, "\(what): an object without a string `objectId` and `updatedAt`")
             }
+            // The cursor orders dates as text: one that is not Parse's would stop every later pull.
+            guard Self.isDate(decoded.updatedAt) else {
+                throw SyncError(
+                    .protocolViolation,
+                    "\(what): object \(decoded.object.id)'s `updatedAt` is not a Parse date (YYYY-MM-DDTHH:MM:SS.sssZ)")
+            }
             page.upserts.append(decoded.object)
             types.types.merge(decoded.types) { _, new in new }
             // A value sent without a wire type where one was remembered: the server's schema
@@ -259,6 +265,18 @@ public final class ParseBackend: SyncBackend {
         // Only an empty page ends a pull: a server with a `maxLimit` sends fewer rows than asked.
         page.done = limited || results.isEmpty
         return page
+    }
+
+    /// Whether `text` is a date as Parse Server sends one (`2026-01-31T09:05:00.000Z`: UTC,
+    /// milliseconds), the only form whose text order is its time order.
+    static func isDate(_ text: String) -> Bool {
+        let pattern = Array("0000-00-00T00:00:00.000Z".utf8)
+        let bytes = Array(text.utf8)
+        guard bytes.count == pattern.count else { return false }
+        for (byte, expected) in zip(bytes, pattern) {
+            if expected == UInt8(ascii: "0") ? !(UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) : byte != expected { return false }
+        }
+        return true
     }
 
     /// Whether `a` comes before `b` in `(updatedAt, objectId)` order. Parse's dates are ISO
@@ -327,12 +345,20 @@ public final class ParseBackend: SyncBackend {
         return (stored, url)
     }
 
-    /// A file's bytes, from its URL (files are served without the app's headers too).
+    /// A file's bytes, from its URL. Files are served without the app's headers too, and those
+    /// go only to the server's own origin: a file on another host (a CDN, S3) never sees the
+    /// session token or the REST key.
     public func downloadBlob(_ url: String, session: SyncSession) async throws -> Data {
-        guard let target = URL(string: url), target.scheme == "http" || target.scheme == "https" else {
+        guard let target = URL(string: url), target.scheme == "http" || target.scheme == "https", target.host != nil else {
             throw SyncError(.protocolViolation, "file download: '\(url)' is not a URL")
         }
-        let answer = try await send("GET", target, session: session, what: "file download", maximumBytes: configuration.limits.maximumDownloadBytes)
+        let limit = configuration.limits.maximumDownloadBytes
+        let answer =
+            if SyncHTTPClient.sameOrigin(target, configuration.url) {
+                try await send("GET", target, session: session, what: "file download", maximumBytes: limit)
+            } else {
+                try await http.send("GET", target, maximumBytes: limit)
+            }
         try check(answer, "file download")
         return answer.body
     }

@@ -446,10 +446,12 @@ public struct RhoConnectBackend: SyncBackend {
         else {
             throw SyncError(.protocolViolation, "blob: '\(url)' is not a URL")
         }
-        if let id = session.clientID {
+        // The session's cookie and client id go only to the server's own origin.
+        let own = components.url.map { SyncHTTPClient.sameOrigin($0, configuration.url) } ?? false
+        if own, let id = session.clientID {
             components.queryItems = (components.queryItems ?? []) + [URLQueryItem(name: "client_id", value: id)]
         }
         guard let target = components.url else { throw SyncError(.protocolViolation, "blob: '\(url)' is not a URL") }
-        return try await send("GET", target, session, what: "blob download", maximumBytes: configuration.limits.maximumDownloadBytes).body
+        return try await send("GET", target, own ? session : nil, what: "blob download", maximumBytes: configuration.limits.maximumDownloadBytes).body
     }
 }

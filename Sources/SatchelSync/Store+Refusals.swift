@@ -11,13 +11,15 @@ extension RefusedChange {
         }
     }
 
-    /// One line of JSON as `satchel errors` prints it: `{"kind","message","model","object","server"}`.
+    /// One line of JSON as `satchel errors` prints it: `{"kind","message","model","object","server"}`,
+    /// and `code` when the server sent one, in its own type: a number where the server's codes
+    /// are numbers (Parse's `142`, Kinto's `errno`), else a string (Salesforce's `statusCode`).
     public var json: JSONObject {
         var object: JSONObject = [
             "model": .string(model), "object": .string(objectID), "kind": .string(kind.rawValue), "message": .string(message),
             "server": .object(serverCopy ?? JSONObject()),
         ]
-        if let code { object["code"] = .string(code) }
+        if let code { object["code"] = Int64(code).flatMap { String($0) == code ? .int($0) : nil } ?? .string(code) }
         if serverDeleted { object["serverDeleted"] = true }
         return object
     }

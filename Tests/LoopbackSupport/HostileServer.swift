@@ -32,6 +32,8 @@ public final class HostileServer: Sendable {
     private let task: Task<Void, any Error>
     private let answers: [String: Answer]
     private let counter: ByteCounter
+    private let requestCounter = ByteCounter()
+    private let credentialCounter = ByteCounter()
 
     /// Starts a server answering each path with `answers[path]` (404 for others).
     public static func start(_ answers: [String: Answer]) async throws -> HostileServer {
@@ -58,6 +60,12 @@ public final class HostileServer: Sendable {
 
     /// The body bytes handed to the connection so far, over every request.
     public var bytesSent: Int { counter.value }
+    /// The requests received so far.
+    public var requestsReceived: Int { requestCounter.value }
+    /// The requests received so far that carried a credential: a `Cookie`, an `Authorization`,
+    /// or a header of Parse's or RhoConnect's own (`X-Parse-…`, `X-RhoConnect-…`), or a
+    /// `client_id` in the query.
+    public var requestsWithCredentials: Int { credentialCounter.value }
 
     public func stop() async {
         await http.stop(timeout: 1)
@@ -65,6 +73,12 @@ public final class HostileServer: Sendable {
     }
 
     private func respond(_ request: HTTPRequest) -> HTTPResponse {
+        requestCounter.add(1)
+        let credential = request.headers.keys.contains { name in
+            let name = name.rawValue.lowercased()
+            return name == "cookie" || name == "authorization" || name.hasPrefix("x-parse-") || name.hasPrefix("x-rhoconnect-")
+        }
+        if credential || request.query.contains(where: { $0.name == "client_id" }) { credentialCounter.add(1) }
         guard let answer = answers[request.path] else { return HTTPResponse(statusCode: .notFound) }
         let json: HTTPHeaders = [.contentType: "application/json"]
         switch answer {

@@ -34,6 +34,9 @@ public struct ParseFixture: Sendable {
     public var functions: [String: Data] = [:]
     /// Stored file name → its bytes, served at `/parse/files/<appID>/<name>`.
     public var files: [String: Data] = [:]
+    /// Where `File` URLs point, as a files adapter with direct access (S3, a CDN) makes them:
+    /// the file's name is appended. nil: the server's own `/parse/files/<appID>/`.
+    public var filesLocation: String? = nil
     /// Parse Server's `maxLimit`: a larger `limit` is silently clamped to it.
     public var maxLimit: Int? = nil
     /// The most requests one `POST /batch` may carry (Parse Server has no cap; hosted Parse had 50).

@@ -65,7 +65,7 @@ struct ParseState {
     }
 
     /// Where stored files are served: `http://127.0.0.1:PORT/parse/files/<appID>/`.
-    var filesBase: String { "\(root)\(mount)/files/\(fixture.appID)/" }
+    var filesBase: String { fixture.filesLocation ?? "\(root)\(mount)/files/\(fixture.appID)/" }
 
     func view(_ caller: Caller) -> ObjectView { ObjectView(store: store, user: caller.user, filesBase: filesBase) }
 

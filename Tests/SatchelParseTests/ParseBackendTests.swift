@@ -206,6 +206,26 @@ struct ParseBackendTests {
         #expect(bytes == Data("local bytes".utf8))
     }
 
+    @Test("a file on another host (a CDN) is downloaded without the app's headers or the session token (a black-box probe: all three were sent)")
+    func fileElsewhereGetsNoCredentials() async throws {
+        let cdn = try await HostileServer.start(["/files/a.txt": .json("hello")])
+        var fixture = ParseFixture()
+        fixture.filesLocation = cdn.url.absoluteString + "/files/"
+        let setup = try await Setup(fixture, models: [ModelDefinition(name: "Thing")])
+        defer {
+            Task {
+                await setup.stop()
+                await cdn.stop()
+            }
+        }
+        let id = await setup.server.put("Thing", Self.json(["file": ["__type": "File", "name": "a.txt"]]), id: nil)
+        try await setup.device.engine.sync()
+        let reference = try #require(try setup.model("Thing").find(id)?["file"]?.stringValue)
+        #expect(try setup.device.store.blobs.data(for: reference) == Data("hello".utf8))
+        #expect(cdn.requestsReceived == 1)
+        #expect(cdn.requestsWithCredentials == 0, "the CDN got X-Parse-Application-Id, the REST key or the session token")
+    }
+
     @Test("a field the server turns from Date into a plain value goes back plain: the type remembered is the last one the server sent")
     func wireTypeFollowsTheServer() async throws {
         let setup = try await Setup(models: [ModelDefinition(name: "Event")])
@@ -391,6 +411,9 @@ struct ParseBackendTests {
         #expect(report.refused == 1 && report.accepted == 1)
         let error = try #require(try setup.device.store.refusedChanges(model: "Product").first)
         #expect(error.objectID == b && error.kind == .update && error.code == "142" && error.message == "n must stay")
+        // `satchel errors` prints the code as the server sent it: Parse's is a number (a
+        // black-box probe found "142").
+        #expect(error.json["code"] == 142)
         #expect(error.serverCopy?["n"] == 2)
         try setup.device.store.resolve("Product", b, .rollback)
         #expect(try setup.model("Product").find(b)?["n"] == 2)
@@ -609,6 +632,10 @@ struct ParseBackendTests {
             ("GET", "/parse/classes/Product", #"{"results":{"objectId":"x"}}"#),
             ("GET", "/parse/classes/Product", #"{"results":[{"name":"no id"}]}"#),
             ("GET", "/parse/classes/Product", #"[1,2]"#),
+            // An updatedAt that is not a Parse date would become the pull's cursor (a black-box probe:
+            // "yesterday" was accepted, and no later change was ever pulled).
+            ("GET", "/parse/classes/Product", #"{"results":[{"objectId":"zz","updatedAt":"yesterday"}]}"#),
+            ("GET", "/parse/classes/Product", #"{"results":[{"objectId":"zz","updatedAt":"2026-01-01T00:00:00Z"}]}"#),
             ("POST", "/parse/batch", #"[{"success":{"objectId":"a1","createdAt":"2026-01-01T00:00:00.000Z"}}]"#),
             ("POST", "/parse/batch", #"[{"neither":1},{"success":{}}]"#),
             ("POST", "/parse/classes/Product", #"{"createdAt":"2026-01-01T00:00:00.000Z"}"#),

@@ -140,6 +140,13 @@ package struct SyncHTTPClient: Sendable {
     static let unreserved = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 
     /// `text` percent-encoded for a path segment or a query value.
+    /// Whether `a` and `b` have the same scheme, host and port: a server's credentials go only
+    /// to its own origin, never to a host a URL in its data names (a file on a CDN).
+    package static func sameOrigin(_ a: URL, _ b: URL) -> Bool {
+        func port(_ url: URL) -> Int? { url.port ?? (url.scheme?.lowercased() == "https" ? 443 : url.scheme?.lowercased() == "http" ? 80 : nil) }
+        return a.scheme?.lowercased() == b.scheme?.lowercased() && a.host?.lowercased() == b.host?.lowercased() && port(a) == port(b)
+    }
+
     package static func escape(_ text: String) -> String { text.addingPercentEncoding(withAllowedCharacters: unreserved) ?? text }
 
     /// `root` + `path` (already escaped) + the query items, in order, escaped.
