@@ -72,12 +72,25 @@ extension SalesforceBackend {
         }
         page.schema.attributeTypes = types
 
-        var answer: SyncHTTPClient.Response
+        var followed: SyncHTTPClient.Response? = nil
         if let next = cursor.next {
             guard next.hasPrefix("/services/data/") else {
                 throw SyncError(.protocolViolation, "\(what): the next page is not on this server (\(next))")
             }
-            answer = try await send("GET", try SyncHTTPClient.url(configuration.url, String(next.dropFirst())), session: request.session, what: what)
+            let locator = try await send(
+                "GET", try SyncHTTPClient.url(configuration.url, String(next.dropFirst())), session: request.session, what: what)
+            // An org forgets a query's locator (after 15 idle minutes, or two days): the pull
+            // asks its query again from the cursor, whose second and records at it say what
+            // was applied already.
+            if locator.status == 400 || locator.status == 404, Self.error(locator).code == "INVALID_QUERY_LOCATOR" {
+                cursor.next = nil
+            } else {
+                followed = locator
+            }
+        }
+        let answer: SyncHTTPClient.Response
+        if let followed {
+            answer = followed
         } else {
             // A query from no `since` and without a fetch limit selects every record: its
             // totalSize is the model's total. A delta's counts the delta (and records of the
@@ -188,8 +201,8 @@ extension SalesforceBackend {
         page.done = done
     }
 
-    /// The SOQL of a pull: describe's fields (or the attribute list), less ignored and
-    /// device-only ones, plus the extra ones, each once; `LastModifiedDate >= since` and the
+    /// The SOQL of a pull: describe's fields (or the attribute list), less ignored ones, plus the
+    /// extra ones, less device-only ones, each once; `LastModifiedDate >= since` and the
     /// filter; by `LastModifiedDate, Id`, or, for a first pull with a fetch limit, the first N
     /// in the fetch order.
     static func soql(
@@ -197,8 +210,8 @@ extension SalesforceBackend {
     ) -> String {
         var names: [String] = ["Id", "LastModifiedDate"]
         let base = configuration.onlyAttributes ?? describe.fields.map(\.name)
-        for name in base + configuration.extraAttributes
-        where !configuration.ignoredAttributes.contains(name) && !configuration.deviceOnlyAttributes.contains(name) {
+        for name in base.filter({ !configuration.ignoredAttributes.contains($0) }) + configuration.extraAttributes
+        where !configuration.deviceOnlyAttributes.contains(name) {
             if !names.contains(where: { $0.caseInsensitiveCompare(name) == .orderedSame }) { names.append(name) }
         }
         var conditions: [String] = []
@@ -225,8 +238,10 @@ extension SalesforceBackend {
             cursor.deletedFrom = Self.isoDate(serverTime)
             return
         }
-        // Seconds are ignored, and the end must be more than a minute after the start.
-        guard serverTime.timeIntervalSince(start) > 60 else { return }
+        // Seconds are ignored, and the end must be more than a minute after the start: the two
+        // minutes, seconds dropped, more than one apart.
+        func minute(_ date: Date) -> Double { (date.timeIntervalSince1970 / 60).rounded(.down) }
+        guard minute(serverTime) - minute(start) > 1 else { return }
         let what = "deleted records of \(object)"
         let query = [("start", Self.isoDate(start)), ("end", Self.isoDate(serverTime))]
         let answer = try await send(

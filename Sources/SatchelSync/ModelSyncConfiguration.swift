@@ -134,12 +134,13 @@ public struct ModelSyncConfiguration: Sendable, Hashable {
     /// attribute lists apply).
     var everyAttributeTravels: Bool { onlyAttributes == nil && ignoredAttributes.isEmpty && deviceOnlyAttributes.isEmpty }
 
-    /// Whether an attribute travels between this device and the server.
+    /// Whether an attribute travels between this device and the server: every attribute (or
+    /// those of `onlyList`), less `ignoreList`, plus `extra-query`; never an `extra-device` one.
     func syncs(_ attribute: String) -> Bool {
-        if attribute == Object.idAttribute { return false }
-        if deviceOnlyAttributes.contains(attribute) || ignoredAttributes.contains(attribute) { return false }
-        if let onlyAttributes { return onlyAttributes.contains(attribute) || extraAttributes.contains(attribute) }
-        return true
+        if attribute == Object.idAttribute || deviceOnlyAttributes.contains(attribute) { return false }
+        if extraAttributes.contains(attribute) { return true }
+        if ignoredAttributes.contains(attribute) { return false }
+        return onlyAttributes?.contains(attribute) ?? true
     }
 
     /// `attributes` without those that do not travel.

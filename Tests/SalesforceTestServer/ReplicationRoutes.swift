@@ -49,7 +49,7 @@ extension SalesforceState {
         }
         let rawStart = try date("start")
         let rawEnd = try date("end")
-        guard rawEnd - rawStart > SalesforceTime.minute else {
+        guard SalesforceTime.floorMinute(rawEnd) - SalesforceTime.floorMinute(rawStart) > SalesforceTime.minute else {
             throw .replicationDate("startDate must chronologically precede endDate by more than one minute")
         }
         let now = store.clock.now()

@@ -129,6 +129,10 @@ public actor SalesforceServer: LoopbackServing {
     /// no longer covers it.
     public func setDeletedWindowExpired(_ expired: Bool) { state.deletedWindowExpired = expired }
 
+    /// Forgets every open query's locator, as an org does after its time (15 minutes idle, or
+    /// two days): a `nextRecordsUrl` handed out before answers `INVALID_QUERY_LOCATOR`.
+    public func expireQueryLocators() { state.cursors = [:] }
+
     /// Marks `object`'s describe as changed: its `Last-Modified` moves on, so the next
     /// `If-Modified-Since` gets `200`, not `304`.
     public func touchDescribe(_ object: String) { state.touchDescribe(object) }

@@ -127,6 +127,23 @@ struct SalesforceBackendTests {
         try await setup.expectMatchesServer("Product")
     }
 
+    @Test(
+        "a pull stopped between pages whose nextRecordsUrl has expired (INVALID_QUERY_LOCATOR) queries again from its cursor (a black-box probe: every later sync failed)"
+    )
+    func expiredLocator() async throws {
+        let setup = try await Setup("kit", models: [ModelDefinition(name: "Product")], pageSize: 5)
+        defer { Task { await setup.stop() } }
+        await setup.server.setQueryPageSize(4)
+        for i in 1...11 { _ = await setup.server.insert("Product", Self.json(["name": .string("P\(i)")])) }
+        let version = setup.server.version
+        await setup.server.sabotageNext("GET", "/services/data/v\(version)/query/", status: 500, body: Data("<html>down</html>".utf8))
+        await #expect(throws: SyncError.self) { try await setup.device.engine.sync() }
+        #expect(try setup.model("Product").count() == 4, "the first page was applied")
+        await setup.server.expireQueryLocators()
+        try await setup.device.engine.sync()
+        try await setup.expectMatchesServer("Product")
+    }
+
     @Test("records sharing one second across pages (nextRecordsUrl) are neither lost nor applied twice; a later change in that second is seen")
     func ties() async throws {
         let setup = try await Setup("kit", models: [ModelDefinition(name: "Product")], pageSize: 5)
@@ -150,7 +167,7 @@ struct SalesforceBackendTests {
     }
 
     @Test(
-        "a sync object's keys on the wire: ignoreList leaves fields out, extra-query adds them once (a field selected twice is refused by Salesforce), the filter is and-ed in"
+        "a sync object's keys on the wire: ignoreList leaves fields out, extra-query adds them once (a field selected twice is refused by Salesforce), after ignoreList (a black-box probe: one in both was left out), the filter is and-ed in"
     )
     func syncObjectKeys() async throws {
         let setup = try await Setup()
@@ -158,11 +175,13 @@ struct SalesforceBackendTests {
         try await setup.device.engine.configure(
             "Account",
             try ModelSyncConfiguration(syncObject: [
-                "name": "Account", "ignoreList": ["Rating", "AnnualRevenue"], "extra-query": ["name", "Industry"], "filter": "Industry != 'Banking'",
+                "name": "Account", "ignoreList": ["Rating", "AnnualRevenue"], "extra-query": ["name", "Industry", "AnnualRevenue"],
+                "filter": "Industry != 'Banking'",
             ]))
         try await setup.device.engine.sync()
         let query = try #require(await setup.queries().first { $0.contains("FROM Account") && !$0.hasPrefix("SELECT Id FROM") })
-        #expect(!query.contains("Rating") && !query.contains("AnnualRevenue"))
+        #expect(
+            !query.contains("Rating") && query.components(separatedBy: "AnnualRevenue").count == 2, "all fields less ignoreList, plus extra-query")
         #expect(query.components(separatedBy: "Industry,").count == 2 && !query.contains(", name"), "each field once")
         #expect(query.contains("WHERE (Industry != 'Banking')"))
         let local = try setup.model("Account").findAll()
@@ -305,6 +324,25 @@ struct SalesforceBackendTests {
             let id = try #require(report.serverIDs["Account"]?[local])
             #expect(try await setup.record("Account", id)?["Tier__c"] != nil)
         }
+    }
+
+    @Test(
+        "getDeleted is asked only once the window's minutes, seconds dropped, are more than a minute apart (a black-box probe: 75 s from :30 was asked, refused, and listed every id)"
+    )
+    func deletedWindowInMinutes() async throws {
+        let setup = try await Setup("kit", models: [ModelDefinition(name: "Product")])
+        defer { Task { await setup.stop() } }
+        await setup.server.freezeClock("2026-01-02T03:04:30.000+0000")
+        _ = await setup.server.insert("Product", Self.json(["name": "P"]))
+        try await setup.device.engine.sync()
+        await setup.server.advanceClock(seconds: 75)  // 03:05:45: 03:04 → 03:05, one minute
+        try await setup.device.engine.sync()
+        #expect(await setup.requests("GET", endingWith: "/sobjects/Product/deleted").isEmpty)
+        #expect(!(await setup.queries().contains { $0.hasPrefix("SELECT Id FROM Product") }), "the window was taken for gone")
+        await setup.server.advanceClock(seconds: 60)  // 03:06:45: 03:04 → 03:06
+        try await setup.device.engine.sync()
+        #expect(await setup.requests("GET", endingWith: "/sobjects/Product/deleted").count == 1)
+        #expect(!(await setup.queries().contains { $0.hasPrefix("SELECT Id FROM Product") }))
     }
 
     @Test("deletions come from getDeleted, the next start being latestDateCovered; an expired window falls back to listing ids")
