@@ -44,6 +44,10 @@ struct SatchelCommand: AsyncParsableCommand {
             Output.error("\(option) is given more than once; it takes one value (see 'satchel help')")
             Foundation.exit(ExitCode.validationFailure.rawValue)
         }
+        if lacksCommand(Array(CommandLine.arguments.dropFirst())) {
+            Output.error("no command given (see 'satchel help')")
+            Foundation.exit(ExitCode.validationFailure.rawValue)
+        }
         do {
             var command = try parseAsRoot()
             if var command = command as? any AsyncParsableCommand {
@@ -74,6 +78,22 @@ struct SatchelCommand: AsyncParsableCommand {
 extension SatchelCommand {
     /// The subcommands' names, and `help`.
     static var commandNames: [String] { configuration.subcommands.compactMap { $0.configuration.commandName } + ["help"] }
+
+    /// Whether `arguments` hold no command, only the store (`satchel --db DIR`, or nothing):
+    /// ArgumentParser would print the whole help and exit 0.
+    static func lacksCommand(_ arguments: [String]) -> Bool {
+        var index = 0
+        while index < arguments.count {
+            if arguments[index] == "--db" {
+                index += 2
+            } else if arguments[index].hasPrefix("--db=") {
+                index += 1
+            } else {
+                return false
+            }
+        }
+        return true
+    }
 
     /// The first word of `arguments` in a subcommand's place, when it names none (`satchel fnd`):
     /// ArgumentParser would report it as unexpected arguments of the root command.

@@ -102,8 +102,8 @@ struct PutCommand: ParsableCommand {
         commandName: "put",
         abstract: "Store one object: replaces the object with its \"object\" id, or creates one with a new id.",
         discussion: """
-            Prints the stored object; when the null rule deleted it (no attribute left), one line on stderr says so, \
-            and when it held only nulls and no such object existed, one line says nothing was stored.
+            Prints the stored object; when the null rule deleted it (no attribute left), one line on stderr says so. \
+            An object of only nulls (or none) and no existing object of its id is refused: nothing would be stored.
             """
     )
 
@@ -114,18 +114,24 @@ struct PutCommand: ParsableCommand {
     func run() throws {
         let attributes = try parseObjectArgument(json)
         let id = attributes[Object.idAttribute]?.stringValue
-        let (stored, existed) = try store.leavingNoTrace {
+        let onlyNulls = attributes.allSatisfy { $0.key == Object.idAttribute || $0.value.isNull }
+        let stored = try store.leavingNoTrace {
             try store.withStore(creating: true) { store in
-                let handle = try store.model(model)
-                let existed = try id.map { try handle.find($0) != nil } ?? false
-                return (try handle.put(attributes), existed)
+                // Only nulls delete the object (the null rule); with no such object they would
+                // store nothing, as a put without an id: refused alike, nothing changed (no model
+                // named, no store made).
+                if onlyNulls, let id {
+                    let exists = try store.models.contains { $0.name == model } && store.model(model).find(id) != nil
+                    guard exists else {
+                        throw SatchelError(
+                            .invalidObject, "an object needs at least one non-null attribute (there is no object '\(id)' in \(model) to delete)",
+                            model: model, objectID: id)
+                    }
+                }
+                return try store.model(model).put(attributes)
             }
         }
-        if stored == nil && !existed {
-            Output.note("nothing stored in \(model): every attribute is null (null removes an attribute)")
-        } else {
-            report(stored, model: model, id: id)
-        }
+        report(stored, model: model, id: id)
     }
 }
 

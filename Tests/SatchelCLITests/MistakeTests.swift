@@ -37,6 +37,16 @@ struct MistakeTests {
         #expect(result.stdout.isEmpty, "nothing on stdout: \(result.stdout)", sourceLocation: sourceLocation)
     }
 
+    @Test("no command, with or without --db, is a usage error in one line (a black-box probe: the whole help and exit 0)")
+    func noCommand() async throws {
+        let shop = try await Shop()
+        Self.expectFailure(try await shop.run([]), 64, "no command given")
+        Self.expectFailure(try await CLI.run([]), 64, "no command given")
+        Self.expectFailure(try await CLI.run(["--db=\(shop.db)"]), 64, "no command given")
+        let help = try await CLI.run(["--help"])
+        #expect(help.status == 0 && help.stdout.contains("find"))
+    }
+
     @Test("--where: == is equality; a value starting with an operator, or empty and unquoted, is a usage error naming its column")
     func whereMistakes() async throws {
         let shop = try await Shop()

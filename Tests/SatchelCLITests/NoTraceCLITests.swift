@@ -32,6 +32,20 @@ struct NoTraceCLITests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: other) == ["notes.txt"])
     }
 
+    @Test(
+        "a directory whose user directory holds other files is not a store: one line, exit 1, nothing written into it (a black-box probe: put made a database beside them)",
+        arguments: [["find", "Item", "--count"], ["stats"], ["put", "Item", #"{"a":1}"#], ["check"]])
+    func otherUserDirectory(_ arguments: [String]) async throws {
+        let directory = TemporaryDirectory()
+        let other = directory.child("x")
+        try FileManager.default.createDirectory(atPath: other + "/user", withIntermediateDirectories: true)
+        try "hi".write(toFile: other + "/user/junk", atomically: true, encoding: .utf8)
+        let result = try await CLI.run(["--db", other] + arguments)
+        #expect(result.status == 1 && result.stdout.isEmpty, "\(arguments): \(result.stdout)")
+        #expect(result.stderr.split(separator: "\n").count == 1 && result.stderr.contains("not a Satchel store"), "\(result.stderr)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: other + "/user") == ["junk"])
+    }
+
     @Test("a failed import into a new path leaves no directory; into an existing store, no new model")
     func failedImport() async throws {
         let directory = TemporaryDirectory()
@@ -77,15 +91,21 @@ struct NoTraceCLITests {
         #expect(try await Self.models(db) == ["Item"])
     }
 
-    @Test("put of only nulls says nothing was stored for a new object, and deleted for one that existed")
+    @Test(
+        "put of only nulls deletes an object that existed; with no such object it is refused, with or without an id, and names no model and makes no store (a black-box probe: exit 0 and a new empty store with an id, exit 1 without)"
+    )
     func putOfNulls() async throws {
         let directory = TemporaryDirectory()
         let db = directory.child("db")
-        let fresh = try await CLI.run(["--db", db, "put", "Item", #"{"object":"i1","a":null}"#])
-        #expect(fresh.status == 0 && fresh.stdout.isEmpty)
-        #expect(fresh.stderr.contains("nothing stored") && !fresh.stderr.contains("deleted"), "\(fresh.stderr)")
-        let generated = try await CLI.run(["--db", db, "put", "Item", #"{"a":null}"#])
-        #expect(generated.status == 1 && generated.stderr.contains("at least one non-null attribute"), "\(generated.stderr)")
+        for json in [#"{"object":"i1","a":null}"#, #"{"object":"i1"}"#, #"{"a":null}"#, "{}"] {
+            let fresh = try await CLI.run(["--db", db, "put", "Item", json])
+            #expect(fresh.status == 1 && fresh.stdout.isEmpty && fresh.stderr.contains("at least one non-null attribute"), "\(json): \(fresh.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: db), "\(json) made a store")
+        }
+        #expect(try await CLI.run(["--db", db, "put", "Other", #"{"object":"o1","a":1}"#]).status == 0)
+        let named = try await CLI.run(["--db", db, "put", "Item", #"{"object":"i1","a":null}"#])
+        #expect(named.status == 1 && named.stderr.contains("no object 'i1' in Item"), "\(named.stderr)")
+        #expect(try await Self.models(db) == ["Other"])
         #expect(try await CLI.run(["--db", db, "put", "Item", #"{"object":"i2","a":1}"#]).status == 0)
         let removed = try await CLI.run(["--db", db, "put", "Item", #"{"object":"i2","a":null}"#])
         #expect(removed.status == 0 && removed.stderr.contains("deleted"), "\(removed.stderr)")

@@ -178,6 +178,17 @@ struct AggregateTests {
         }
     }
 
+    @Test("large integers beside doubles keep their low digits in a sum (a black-box probe: 2^63 - 1 twice, -2^64 and 1 summed to 0)")
+    func largeIntegersBesideDoubles() throws {
+        try withTemporaryStore { store in
+            let model = try store.model("M")
+            let values: [JSONValue] = [.int(.max), .int(.max), .double(-0x1p64), .int(1)]
+            for (i, value) in values.enumerated() { _ = try model.put(["object": .string("o\(i)"), "v": value]) }
+            let result = try #require(try model.aggregate([.sum("v"), .avg("v")]).first)
+            #expect(result[.sum("v")] == .double(-1) && result[.avg("v")] == .double(-0.25))
+        }
+    }
+
     @Test("a function over a path into arrays takes every value the path reaches; a group-by keeps the array whole")
     func pathsIntoArrays() throws {
         try withTemporaryStore { store in

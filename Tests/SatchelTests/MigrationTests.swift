@@ -158,6 +158,27 @@ struct MigrationTests {
     }
 
     @Test(
+        "a migration that leaves an object without attributes, not pushed, drops its pending create or update: the store checks healthy (a black-box probe: a create of a gone object stayed)"
+    )
+    func objectGoneTakesItsPendingChange() throws {
+        try withTemporaryStore { store in
+            let model = try store.model("R")
+            try model.create(["object": "r1", "x": 1])
+            try model.create(["object": "r2", "x": 1, "y": 2])
+            try store.bulkUpdate { tx in try tx.writeServerObject(model, "s1", ["x": 1]) }
+            try model.update("s1", with: ["x": 2])
+            try store.migrate([Migration("rmx", model: "R", steps: [.remove("x")])])
+            #expect(try model.findAll().map(\.id) == ["r2"])
+            let pending = try store.pendingChanges()
+            #expect(pending.map(\.objectID) == ["r2"] && pending.first?.kind == .create)
+            let problems = try store.verify().problems
+            #expect(problems.isEmpty, "\(problems)")
+            let statistics = try model.statistics()
+            #expect(statistics.pendingCreates == 1 && statistics.pendingUpdates == 0)
+        }
+    }
+
+    @Test(
         "a synced model's migration renames changes in flight and refused ones too, and the server's copy a refusal keeps (found by a black-box probe)"
     )
     func changesInFlightAndRefused() throws {

@@ -360,7 +360,7 @@ extension Store {
                     next.changed += 1
                     if after.isEmpty { next.deleted += 1 }
                 }
-                if rewritesChanges { try rewriteChanges(tx, model, id, steps: steps) }
+                if rewritesChanges { try rewriteChanges(tx, model, id, steps: steps, objectGone: after.isEmpty) }
                 next.cursor = id
                 n += 1
                 iterator.next()
@@ -378,7 +378,10 @@ extension Store {
     /// hold what the changed attributes were; a change in flight, which may be sent again; a
     /// refused change and the server's copy it keeps, which a `retry` sends and a `rollback`
     /// writes here. A conversion that fails on a value of the server's copy leaves that copy.
-    private func rewriteChanges(_ tx: Transaction, _ model: Model, _ id: String, steps: [MigrationStep]) throws {
+    /// When the migration left the object without attributes (`objectGone`, deleted here and not
+    /// pushed), its pending create or update goes: a create and a delete are nothing, and the
+    /// server, migrated alike, deletes its copy itself.
+    private func rewriteChanges(_ tx: Transaction, _ model: Model, _ id: String, steps: [MigrationStep], objectGone: Bool) throws {
         let records = try tx.objectSyncState(model, id)
         guard records.pending != nil || records.inFlight != nil || records.refusal != nil else { return }
         func asChange(_ attributes: JSONObject) -> JSONObject {
@@ -392,7 +395,9 @@ extension Store {
             return migrated
         }
         var next = records
-        if let pending = records.pending, pending.kind != .create {
+        if objectGone, records.pending?.kind != .delete {
+            next.pending = nil
+        } else if let pending = records.pending, pending.kind != .create {
             next.pending = PendingChange(
                 model: model.name, objectID: id, kind: pending.kind, attributes: asChange(pending.attributes),
                 baseValues: asChange(pending.baseValues))
@@ -436,7 +441,7 @@ extension Store {
         }
         for chunk in stride(from: 0, to: ids.count, by: Self.migrationBatchSize) {
             try transaction(allowingReentry: true) { tx in
-                for id in ids[chunk..<min(chunk + Self.migrationBatchSize, ids.count)] { try rewriteChanges(tx, model, id, steps: steps) }
+                for id in ids[chunk..<min(chunk + Self.migrationBatchSize, ids.count)] { try rewriteChanges(tx, model, id, steps: steps, objectGone: false) }
             }
         }
     }

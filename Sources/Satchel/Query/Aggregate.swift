@@ -274,10 +274,15 @@ private struct Accumulator {
         }
     }
 
-    /// The sum of function `i`'s numbers.
+    /// The sum of function `i`'s numbers. The integers' exact sum goes in as a double and what
+    /// that double left out, so that no integer's low digits are lost beside a large double
+    /// (2^63 - 1 twice, -2^64 and 1 sum to -1, not 0).
     private func total(_ i: Int) -> CompensatedSum {
         var sum = doubleSums[i]
-        sum.add(Double(integerSums[i]))
+        let integers = integerSums[i]
+        let high = Double(integers)
+        sum.add(high)
+        if let rounded = Int128(exactly: high) { sum.add(Double(integers - rounded)) }
         return sum
     }
 

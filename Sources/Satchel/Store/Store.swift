@@ -247,15 +247,25 @@ public final class Store: Sendable {
     }
 
     /// Whether the existing directory `path` may be opened as a store: it holds a partition
-    /// (`user`, `app` or `local`), or, when a store may be created, nothing at all. Anything
-    /// else (an unfinished backup included) is refused before a file is written into it (LevelDB makes a database's directory
-    /// before it finds it missing).
+    /// (`user`, `app` or `local`) each of which is empty or holds a LevelDB database's files,
+    /// or, when a store may be created, nothing at all. Anything else (an unfinished backup, a
+    /// `user` directory of other files) is refused before a file is written into it (LevelDB
+    /// makes a database's directory, and its lock file, before it finds it missing).
     static func checkIsStore(_ path: String, creating: Bool) throws(SatchelError) {
         let entries = FileSystem.names(in: path) ?? []
         if entries.contains(unfinishedBackupMarker) {
             throw SatchelError(.notAStore, "\(path) is an unfinished backup, not a store: run the backup again")
         }
-        if entries.contains(where: { name in Partition.allCases.contains { $0.rawValue == name } }) { return }
+        let partitions = entries.filter { name in Partition.allCases.contains { $0.rawValue == name } }
+        if !partitions.isEmpty {
+            for name in partitions.sorted() {
+                guard let inside = FileSystem.names(in: path + "/" + name), !inside.isEmpty, !inside.contains(where: isDatabaseFile) else { continue }
+                throw SatchelError(
+                    .notAStore,
+                    "\(path) is not a Satchel store: its \(name) directory holds other files (\(inside.sorted().prefix(3).joined(separator: ", ")))")
+            }
+            return
+        }
         // A new encrypted store's key file is written before its partitions.
         if entries.isEmpty || entries == [KeyFile.name] {
             if creating { return }
@@ -263,6 +273,12 @@ public final class Store: Sendable {
         }
         throw SatchelError(
             .notAStore, "\(path) is not a Satchel store: it holds other files (\(entries.sorted().prefix(3).joined(separator: ", ")))")
+    }
+
+    /// Whether `name` is one of the files LevelDB keeps in a database's directory.
+    private static func isDatabaseFile(_ name: String) -> Bool {
+        ["CURRENT", "LOCK", "LOG", "LOG.old"].contains(name) || name.hasPrefix("MANIFEST-")
+            || [".ldb", ".log", ".sst", ".dbtmp"].contains { name.hasSuffix($0) }
     }
 
     /// The Env that encrypts the store at `path` with its data key, unsealed with `key`; nil
