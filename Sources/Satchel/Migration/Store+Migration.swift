@@ -441,7 +441,9 @@ extension Store {
         }
         for chunk in stride(from: 0, to: ids.count, by: Self.migrationBatchSize) {
             try transaction(allowingReentry: true) { tx in
-                for id in ids[chunk..<min(chunk + Self.migrationBatchSize, ids.count)] { try rewriteChanges(tx, model, id, steps: steps, objectGone: false) }
+                for id in ids[chunk..<min(chunk + Self.migrationBatchSize, ids.count)] {
+                    try rewriteChanges(tx, model, id, steps: steps, objectGone: false)
+                }
             }
         }
     }
