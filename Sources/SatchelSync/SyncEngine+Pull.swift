@@ -400,7 +400,9 @@ extension SyncEngine {
 
     /// Downloads the blob URLs of a page into the blob store: object id → attribute → reference.
     /// During a model's first sync, with ``ModelSyncConfiguration/skipBlobsOnFirstSync``, they
-    /// are left as URLs.
+    /// are left as URLs. A blob the server says is gone (404, 410) is left as its URL too, with
+    /// an `error` notification naming it: a file removed from the server's storage must not
+    /// stop the model's pulls for good (its page would be asked again forever).
     func downloadBlobs(
         _ page: PullPage, definition: ModelDefinition, modelConfiguration: ModelSyncConfiguration, session: SyncSession, state: ModelSyncState
     ) async throws -> [String: [String: String]] {
@@ -409,7 +411,14 @@ extension SyncEngine {
         for object in page.upserts where !object.blobURLs.isEmpty {
             for (attribute, url) in object.blobURLs.sorted(by: { $0.key < $1.key }) {
                 try checkStopped()
-                let data = try await withRetry { try await self.backend.downloadBlob(url, session: session) }
+                let data: Data
+                do {
+                    data = try await withRetry { try await self.backend.downloadBlob(url, session: session) }
+                } catch let error as SyncError where error.code == .server && (error.httpStatus == 404 || error.httpStatus == 410) {
+                    let message = "the blob of object \(object.id)'s \(attribute) is not on the server (HTTP \(error.httpStatus ?? 0)): kept as its URL"
+                    emit(.sync(SyncNotification(status: .error, model: definition.name, errorCode: .server, message: message)))
+                    continue
+                }
                 references[object.id, default: [:]][attribute] = try await onStorageQueue { store in try store.blobs.put(data) }
             }
         }

@@ -226,6 +226,28 @@ struct ParseBackendTests {
         #expect(cdn.requestsWithCredentials == 0, "the CDN got X-Parse-Application-Id, the REST key or the session token")
     }
 
+    @Test(
+        "a file the server no longer has (404) is kept as its URL with an error line, and the model's other changes still arrive (a black-box probe: every later sync failed)"
+    )
+    func fileGone() async throws {
+        let cdn = try await HostileServer.start(["/files/a.txt": .json("hello")])
+        var fixture = ParseFixture()
+        fixture.filesLocation = cdn.url.absoluteString + "/files/"
+        let setup = try await Setup(fixture, models: [ModelDefinition(name: "Thing")])
+        defer { Task { await setup.stop(); await cdn.stop() } }
+        let gone = await setup.server.put("Thing", Self.json(["file": ["__type": "File", "name": "gone.txt"], "n": 1]), id: nil)
+        let kept = await setup.server.put("Thing", Self.json(["file": ["__type": "File", "name": "a.txt"], "n": 1]), id: nil)
+        try await setup.device.engine.sync()
+        let things = try setup.model("Thing")
+        #expect(try things.find(gone)?["file"] == .string(cdn.url.absoluteString + "/files/gone.txt"), "kept as its URL")
+        let reference = try #require(try things.find(kept)?["file"]?.stringValue)
+        #expect(try setup.device.store.blobs.data(for: reference) == Data("hello".utf8))
+        #expect(setup.device.log.notifications().contains { $0.status == .error && $0.message?.contains("HTTP 404") == true })
+        await setup.server.update("Thing", gone, Self.json(["n": 2]))
+        try await setup.device.engine.sync()
+        #expect(try things.find(gone)?["n"] == 2)
+    }
+
     @Test("a field the server turns from Date into a plain value goes back plain: the type remembered is the last one the server sent")
     func wireTypeFollowsTheServer() async throws {
         let setup = try await Setup(models: [ModelDefinition(name: "Event")])
