@@ -356,6 +356,8 @@ extension SyncEngine {
         var accepted = 0
         var refused = 0
         var refusals: [String] = []
+        /// Changes the server could not take now (a transient error of its own), pending again.
+        var postponed: [String] = []
         /// Changes sent whose answers never came (left in flight).
         var unanswered: [SyncError] = []
         /// Conflicts merged attribute by attribute, and those the resolver answered.
@@ -442,8 +444,9 @@ extension SyncEngine {
                                 attributes: record.attributes, serverDeleted: true)
                         }
                         try tx.setObjectSyncState(model, change.objectID, records, replacing: before)
-                    case .retryLater:
+                    case .retryLater(let message):
                         try Self.requeue(model, change.objectID, tx)
+                        summary.postponed.append("\(change.kind.rawValue) \(change.objectID): \(message)")
                     case .unanswered(let error):
                         // Left in flight: the next push sends it again.
                         summary.unanswered.append(error)
@@ -505,6 +508,7 @@ extension SyncEngine {
         for (local, server) in summary.renamed { report.serverIDs[model, default: [:]][local] = server }
         report.accepted += summary.accepted
         report.refused += summary.refused
+        report.postponed += summary.postponed.count
         report.merged += summary.merged
         report.resolved += summary.resolved
         if !summary.conflicts.isEmpty {
@@ -515,6 +519,10 @@ extension SyncEngine {
         }
         if !summary.refusals.isEmpty {
             emit(.sync(SyncNotification(status: .error, model: model, errorCode: .refusedChanges, message: summary.refusals.joined(separator: "; "))))
+        }
+        if !summary.postponed.isEmpty {
+            let message = "not taken by the server this time, pending for the next sync: " + summary.postponed.joined(separator: "; ")
+            emit(.sync(SyncNotification(status: .error, model: model, errorCode: .server, message: message)))
         }
     }
 

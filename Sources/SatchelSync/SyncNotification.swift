@@ -67,6 +67,9 @@ public struct SyncReport: Sendable, Hashable {
     /// Local changes the server accepted, and those it refused.
     public var accepted = 0
     public var refused = 0
+    /// Local changes the server could not take this time (an error of its own on that change,
+    /// such as Parse's code 1): pending again, sent by the next sync.
+    public var postponed = 0
     /// Updates the server refused as conflicts that changed other attributes than the server's
     /// change: merged attribute by attribute and sent again (``SyncConflict``).
     public var merged = 0

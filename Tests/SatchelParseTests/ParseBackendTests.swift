@@ -418,6 +418,28 @@ struct ParseBackendTests {
         try await setup.expectMatchesServer("Product")
     }
 
+    @Test(
+        "a code 1 on one change keeps it pending, counted as postponed with an error line; the next sync sends it (a black-box probe: nothing said, the sync complete)"
+    )
+    func postponedChange() async throws {
+        let setup = try await Setup()
+        defer { Task { await setup.stop() } }
+        let a = await setup.server.put("Product", Self.json(["n": 1]), id: nil)
+        let b = await setup.server.put("Product", Self.json(["n": 1]), id: nil)
+        try await setup.device.engine.sync(models: ["Product"])
+        await setup.server.addRule(ParseFixture.Rule(className: "Product", operation: "update", ids: [b], code: 1, message: "Internal server error."))
+        try setup.model("Product").update(a, with: ["n": 2])
+        try setup.model("Product").update(b, with: ["n": 2])
+        let report = try await setup.device.engine.sync(models: ["Product"])
+        #expect(report.accepted == 1 && report.postponed == 1 && report.refused == 0)
+        #expect(try setup.device.store.pendingChanges().map(\.objectID) == [b])
+        let line = setup.device.log.notifications().last { $0.status == .error }
+        #expect(line?.message?.contains("update \(b): Parse error 1: Internal server error.") == true, "\(String(describing: line))")
+        await setup.server.clearRules()
+        #expect(try await setup.device.engine.sync(models: ["Product"]).postponed == 0)
+        try await setup.expectMatchesServer("Product")
+    }
+
     @Test("a 101 on a delete counts as done; a 142 on an update is a refused change with Parse's code, message and the server's copy")
     func perRequestErrors() async throws {
         let setup = try await Setup()
