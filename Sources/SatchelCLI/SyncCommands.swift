@@ -284,7 +284,8 @@ struct SyncCommand: AsyncParsableCommand {
         }
         if report.refused > 0 { throw ExitCode(3) }
         if report.postponed > 0 {
-            throw SyncError(.server, "\(report.postponed) change(s) not taken by the server this time (see the error lines): pending for the next sync")
+            throw SyncError(
+                .server, "\(report.postponed) change(s) not taken by the server this time (see the error lines): pending for the next sync")
         }
     }
 }

@@ -415,7 +415,8 @@ extension SyncEngine {
                 do {
                     data = try await withRetry { try await self.backend.downloadBlob(url, session: session) }
                 } catch let error as SyncError where error.code == .server && (error.httpStatus == 404 || error.httpStatus == 410) {
-                    let message = "the blob of object \(object.id)'s \(attribute) is not on the server (HTTP \(error.httpStatus ?? 0)): kept as its URL"
+                    let message =
+                        "the blob of object \(object.id)'s \(attribute) is not on the server (HTTP \(error.httpStatus ?? 0)): kept as its URL"
                     emit(.sync(SyncNotification(status: .error, model: definition.name, errorCode: .server, message: message)))
                     continue
                 }

@@ -234,7 +234,12 @@ struct ParseBackendTests {
         var fixture = ParseFixture()
         fixture.filesLocation = cdn.url.absoluteString + "/files/"
         let setup = try await Setup(fixture, models: [ModelDefinition(name: "Thing")])
-        defer { Task { await setup.stop(); await cdn.stop() } }
+        defer {
+            Task {
+                await setup.stop()
+                await cdn.stop()
+            }
+        }
         let gone = await setup.server.put("Thing", Self.json(["file": ["__type": "File", "name": "gone.txt"], "n": 1]), id: nil)
         let kept = await setup.server.put("Thing", Self.json(["file": ["__type": "File", "name": "a.txt"], "n": 1]), id: nil)
         try await setup.device.engine.sync()
