@@ -121,10 +121,16 @@ extension SyncEngine {
 
     /// Adds the associations, blob attributes, choices and attribute types a page showed to the model's definition
     /// (stored at once: a definition is not part of a batch, and adding them twice is harmless).
+    /// An attribute the server's schema no longer lists (a field its admin deleted, an
+    /// `extra-device` attribute no longer named) keeps its type: objects here may hold it, and
+    /// a schema they did not fit would refuse every later pull and update of theirs.
     func declare(_ page: PullPage, in definition: ModelDefinition, deviceOnly: [String] = []) throws -> ModelDefinition {
         var updated = definition
         if var types = page.schema.attributeTypes {
             for attribute in deviceOnly where types[attribute] == nil { types[attribute] = .any }
+            if case .fixedSchema(let kept) = definition.kind {
+                for (attribute, type) in kept where types[attribute] == nil { types[attribute] = type }
+            }
             updated.kind = .fixedSchema(types)
         }
         for (attribute, target) in page.schema.associations where updated.associations[attribute] == nil {

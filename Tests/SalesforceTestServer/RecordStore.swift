@@ -39,7 +39,7 @@ struct StoredRecord {
 /// `currency` and `percent` fields as decimals.
 struct RecordStore {
     /// Canonical object name → schema.
-    let schemas: [String: Schema]
+    private(set) var schemas: [String: Schema]
     private let objectNames: [String: String]
     private let prefixes: [String: String]
     private(set) var records: [String: [String: StoredRecord]] = [:]
@@ -63,6 +63,12 @@ struct RecordStore {
     }
 
     // MARK: - Lookup
+
+    /// Deletes field `field` of `object` from its schema (its values are no longer served).
+    mutating func removeField(_ object: String, _ field: String) {
+        guard let name = objectNames[object.lowercased()], let schema = schemas[name] else { return }
+        schemas[name] = schema.removing(field)
+    }
 
     /// The schema of `name`, whatever its case.
     func schema(_ name: String) -> Schema? { objectNames[name.lowercased()].flatMap { schemas[$0] } }

@@ -10,8 +10,8 @@ struct Schema: Sendable {
     let keyPrefix: String
     let createable, updateable, deletable, queryable: Bool
     /// `Id`, `IsDeleted`, the fixture's fields, `CreatedDate`, `LastModifiedDate`, `SystemModstamp`.
-    let fields: [Field]
-    private let positions: [String: Int]
+    private(set) var fields: [Field]
+    private var positions: [String: Int]
 
     /// The system fields, maintained by the server alone.
     static let systemFields: Set<String> = ["Id", "IsDeleted", "CreatedDate", "LastModifiedDate", "SystemModstamp"]
@@ -40,6 +40,15 @@ struct Schema: Sendable {
     }
 
     /// The field called `name`, whatever its case.
+    /// The schema without field `name`, as an admin's deletion of the field leaves it.
+    func removing(_ name: String) -> Schema {
+        var copy = self
+        copy.fields.removeAll { $0.name.caseInsensitiveCompare(name) == .orderedSame }
+        copy.positions = [:]
+        for (index, field) in copy.fields.enumerated() { copy.positions[field.name.lowercased()] = index }
+        return copy
+    }
+
     func field(_ name: String) -> Field? { positions[name.lowercased()].map { fields[$0] } }
 
     /// The first base64 field (`Body`, `VersionData`), where fixture files go.

@@ -137,6 +137,13 @@ public actor SalesforceServer: LoopbackServing {
     /// `If-Modified-Since` gets `200`, not `304`.
     public func touchDescribe(_ object: String) { state.touchDescribe(object) }
 
+    /// Deletes a field of `object`, as an org's admin does: it leaves describe (which says it
+    /// changed) and its values are no longer served.
+    public func removeField(_ object: String, _ field: String) {
+        state.store.removeField(object, field)
+        state.touchDescribe(object)
+    }
+
     /// Adds a validation rule / trigger that rejects some creates, updates or deletes.
     public func addRule(_ rule: SalesforceFixture.Rule) { state.rules.append(rule) }
     /// Removes every rule (the fixture's too).

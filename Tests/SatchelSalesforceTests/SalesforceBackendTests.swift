@@ -345,6 +345,25 @@ struct SalesforceBackendTests {
         #expect(!(await setup.queries().contains { $0.hasPrefix("SELECT Id FROM Product") }))
     }
 
+    @Test(
+        "a field the org deletes leaves describe: syncs go on, a record pulled again comes without it (a black-box probe: every sync failed, the schema refused)"
+    )
+    func fieldDeletedInOrg() async throws {
+        let setup = try await Setup("kit", models: [ModelDefinition(name: "Product")])
+        defer { Task { await setup.stop() } }
+        let id = await setup.server.insert("Product", Self.json(["name": "Lamp", "brand": "Acme"]))
+        try await setup.device.engine.sync()
+        await setup.server.removeField("Product", "brand")
+        await setup.server.advanceClock(seconds: 120)
+        await setup.server.update("Product", id, Self.json(["name": "Lamp 2"]))
+        try await setup.device.engine.sync()
+        let local = try #require(try setup.model("Product").find(id))
+        #expect(local["name"] == "Lamp 2" && local["brand"] == nil)
+        #expect(try setup.device.store.verify().problems == [])
+        try setup.model("Product").update(id, with: ["name": "Lamp 3"])
+        #expect(try await setup.device.engine.sync().accepted == 1)
+    }
+
     @Test("deletions come from getDeleted, the next start being latestDateCovered; an expired window falls back to listing ids")
     func deletions() async throws {
         let setup = try await Setup("kit", models: [ModelDefinition(name: "Product")])
