@@ -291,6 +291,24 @@ struct SalesforceBackendTests {
         #expect(describe.picklist("Name") == nil)
     }
 
+    @Test(
+        "a picklist value the org holds but no longer allows does not refuse a write of other attributes; a write of the picklist or its controller is checked (a black-box probe: the record could not be edited)"
+    )
+    func heldPicklistValue() async throws {
+        let setup = try await Setup()
+        defer { Task { await setup.stop() } }
+        // Bronze is valid for Agriculture (inactive) and Retail only.
+        let id = await setup.server.insert("Account", Self.json(["Name": "Old Co", "Industry": "Energy", "Tier__c": "Bronze"]))
+        try await setup.device.engine.sync()
+        let accounts = try setup.model("Account")
+        #expect(try accounts.find(id)?["Tier__c"] == "Bronze")
+        try accounts.update(id, with: ["Name": "Old Co 2"])
+        #expect(throws: SatchelError.self) { try accounts.update(id, with: ["Industry": "Banking"]) }
+        #expect(throws: SatchelError.self) { try accounts.update(id, with: ["Tier__c": "Platinum"]) }
+        #expect(try accounts.find(id)?["Name"] == "Old Co 2" && accounts.find(id)?["Industry"] == "Energy")
+        try accounts.update(id, with: ["Industry": "Retail"])
+    }
+
     @Test("validFor bit i is entry i of the controller's picklistValues as describe lists them, inactive entries included")
     func dependentPicklistIndexes() async throws {
         let setup = try await Setup()

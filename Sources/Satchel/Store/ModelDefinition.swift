@@ -175,9 +175,11 @@ public struct ModelDefinition: Sendable, Hashable {
     // MARK: - Validation
 
     /// Checks the attributes an object will have after a write against a fixed schema and the
-    /// attributes' choices.
-    func validate(_ attributes: JSONObject, objectID: String) throws(SatchelError) {
-        try validateChoices(attributes, objectID: objectID)
+    /// attributes' choices. A picklist's value is checked when the write changes it or its
+    /// controller (`old` holds what the object had): a value the server holds, since made
+    /// inactive there, does not refuse a write of the object's other attributes.
+    func validate(_ attributes: JSONObject, objectID: String, old: JSONObject? = nil) throws(SatchelError) {
+        try validateChoices(attributes, objectID: objectID, old: old)
         guard case .fixedSchema(let schema) = kind else { return }
         for (attribute, value) in attributes where !value.isNull {
             guard let type = schema.first(where: { UTF8Order.equal($0.key, attribute) })?.value else {
@@ -193,11 +195,13 @@ public struct ModelDefinition: Sendable, Hashable {
         }
     }
 
-    /// Checks the attributes an object will have after a write against ``choices``.
-    func validateChoices(_ attributes: JSONObject, objectID: String) throws(SatchelError) {
+    /// Checks the attributes an object will have after a write against ``choices``: those the
+    /// write changes, with their controllers, when `old` gives what the object had.
+    func validateChoices(_ attributes: JSONObject, objectID: String, old: JSONObject? = nil) throws(SatchelError) {
         // In name order, so that the error a write gets does not depend on hashing.
         for (attribute, choices) in choices.sorted(by: { UTF8Order.less($0.key, $1.key) }) {
             guard let value = attributes[attribute], !value.isNull else { continue }
+            if let old, old[attribute] == value, choices.controller.map({ old[$0] == attributes[$0] }) ?? true { continue }
             guard let text = value.stringValue else {
                 throw SatchelError(
                     .schemaViolation, "attribute '\(attribute)' of model '\(name)' is a picklist: a string, not \(value.kindName)", model: name,

@@ -151,7 +151,7 @@ public final class Transaction: StoreReading {
         }
         var new = old
         for (name, value) in attributes where !UTF8Order.equal(name, Object.idAttribute) { new[name] = value.isNull ? nil : value }
-        try entry.definition.validate(new, objectID: id)
+        try entry.definition.validate(new, objectID: id, old: old)
         if new.isEmpty {
             try apply(entry, model, id: id, old: old, new: nil)
             return nil
@@ -209,8 +209,8 @@ public final class Transaction: StoreReading {
     /// Makes object `id` exactly `new` (no id, no nulls; empty: deleted).
     private func replace(_ id: String, with new: JSONObject, in model: Model, storedJSON: [UInt8]? = nil) throws -> Object? {
         let entry = try entry(of: model)
-        try entry.definition.validate(new, objectID: id)
         let old = try readObject(model, id, entry: entry)
+        try entry.definition.validate(new, objectID: id, old: old)
         if new.isEmpty {
             if let old { try apply(entry, model, id: id, old: old, new: nil) }
             return nil
