@@ -189,6 +189,36 @@ struct AggregateTests {
         }
     }
 
+    @Test(
+        "min, max and group values served by an index are the objects' own, as a scan gives them: 2.0 stays 2.0, -0.0 keeps its sign (a black-box probe: 2, 5 and 0)"
+    )
+    func indexServedValuesKeepTheirForm() throws {
+        try withTemporaryStore { store in
+            let values: [(String, JSONValue, JSONValue)] = [("a", .double(5), .double(-0.0)), ("b", .double(2), .int(0)), ("c", .int(2), .int(7))]
+            // Compared as printed: JSONValue's == holds 2 and 2.0 equal.
+            var answers: [[[String?]]] = []
+            for indexed in [false, true] {
+                let model = try store.model(indexed ? "Indexed" : "Scanned")
+                for (id, v, w) in values { _ = try model.put(["object": .string(id), "v": v, "w": w]) }
+                if indexed {
+                    try model.createIndex(IndexDefinition("v"))
+                    try model.createIndex(IndexDefinition("w"))
+                    #expect(try model.explainAggregate([.min("v"), .max("v")]).contains("from the ends of index"))
+                    #expect(try model.explainAggregate(groupBy: ["v"], [.count]).contains("one walk of index"))
+                }
+                let ends = try #require(try model.aggregate([.min("v"), .max("v")]).first)
+                let w = try #require(try model.aggregate([.min("w"), .max("w")]).first)
+                let groups = try model.aggregate(groupBy: ["v"], [.count]).map { $0.key }
+                let printed = [[ends[.min("v")], ends[.max("v")], w[.min("w")], w[.max("w")]]] + groups
+                answers.append(printed.map { $0.map { $0?.description } })
+            }
+            #expect(answers[0] == answers[1])
+            let first = try #require(answers.first?.first)
+            #expect(first == ["2.0", "5.0", "-0.0", "7"], "the scan's own answer")
+            #expect(Array(answers[1].dropFirst()) == [["2.0"], ["5.0"]])
+        }
+    }
+
     @Test("a function over a path into arrays takes every value the path reaches; a group-by keeps the array whole")
     func pathsIntoArrays() throws {
         try withTemporaryStore { store in

@@ -93,7 +93,7 @@ extension Model {
             let count = JSONValue.int(Int64(try self.count()))
             return [AggregateGroup(key: [], functions: functions, values: functions.map { _ in count })]
         case .indexEnds(let index, let field):
-            let (least, greatest) = try indexEnds(index)
+            let (least, greatest) = try indexEnds(index, field)
             let count = JSONValue.int(Int64(try self.count()))
             let values: [JSONValue] = functions.map { function in
                 switch function {
@@ -104,7 +104,7 @@ extension Model {
             }
             return [AggregateGroup(key: [], functions: functions, values: values)]
         case .indexWalk(let index):
-            return try indexGroups(index).map { key, count in
+            return try indexGroups(index, groupBy[0]).map { key, count in
                 AggregateGroup(key: [key], functions: functions, values: functions.map { _ in .int(Int64(count)) })
             }
         case .query:
@@ -166,48 +166,78 @@ extension Model {
         return .query(try explain(Query(where: condition)))
     }
 
-    /// The first and last values of an index's first field, nulls (missing) aside.
-    private func indexEnds(_ index: StoredIndex) throws -> (JSONValue?, JSONValue?) {
+    /// The least and greatest values of an index's first field, nulls (missing) aside, as the
+    /// objects hold them: an index key keeps a number's value, not its form (`2.0` reads back as
+    /// `2`, `-0.0` as `0`), so the value is read from the object a scan would have taken, the
+    /// first in id order among equal values.
+    private func indexEnds(_ index: StoredIndex, _ field: Field) throws -> (JSONValue?, JSONValue?) {
         let iterator = try store.database(try definition.partition).makeIterator(fillCache: false)
-        func firstValue() throws -> JSONValue? {
-            let (_, elements) = try iterator.withKey { try Keys.decode(Array($0)) }
-            return elements.count > 2 && elements[2] != .null ? elements[2] : nil
-        }
-        var least: JSONValue?
+        func entry() throws -> IndexEntry? { try iterator.withKey { try IndexEntry(key: $0) } }
+        var least: IndexEntry?
         iterator.seek(index.prefix)
         while least == nil && iterator.isValid && iterator.keyHasPrefix(index.prefix) {
-            least = try firstValue()
+            least = try entry()
             iterator.next()
         }
-        var greatest: JSONValue?
+        var greatest: IndexEntry?
         iterator.seek(Keys.prefixEnd(index.prefix))
         if iterator.isValid { iterator.previous() } else { iterator.seekToLast() }
-        while greatest == nil && iterator.isValid && iterator.keyHasPrefix(index.prefix) {
-            greatest = try firstValue()
+        // Back to the first entry, in id order, of the greatest value.
+        while iterator.isValid && iterator.keyHasPrefix(index.prefix) {
+            guard let next = try entry() else {
+                if greatest != nil { break }
+                iterator.previous()
+                continue
+            }
+            if let found = greatest, found.value != next.value { break }
+            greatest = next
             iterator.previous()
         }
         try iterator.checkError()
-        return (least, greatest)
+        return (try least.map { try storedValue($0, field) }, try greatest.map { try storedValue($0, field) })
     }
 
     /// The distinct values of an index's first field with how many objects hold each, in index
-    /// order; missing values (null in the index) as nil.
-    private func indexGroups(_ index: StoredIndex) throws -> [(JSONValue?, Int)] {
+    /// order; missing values (null in the index) as nil. Each group's value is its first object's
+    /// (in id order), as a scan takes it.
+    private func indexGroups(_ index: StoredIndex, _ field: Field) throws -> [(JSONValue?, Int)] {
         let iterator = try store.database(try definition.partition).makeIterator(fillCache: false)
         var groups: [(JSONValue?, Int)] = []
+        var firsts: [IndexEntry?] = []
         iterator.seek(index.prefix)
         while iterator.isValid && iterator.keyHasPrefix(index.prefix) {
-            let (_, elements) = try iterator.withKey { try Keys.decode(Array($0)) }
-            let value: JSONValue? = elements.count > 2 && elements[2] != .null ? elements[2] : nil
-            if let last = groups.last, last.0 == value {
+            let entry = try iterator.withKey { try IndexEntry(key: $0) }
+            if let last = groups.last, last.0 == entry?.value {
                 groups[groups.count - 1].1 += 1
             } else {
-                groups.append((value, 1))
+                groups.append((entry?.value, 1))
+                firsts.append(entry)
             }
             iterator.next()
         }
         try iterator.checkError()
+        for (i, first) in firsts.enumerated() {
+            if let first { groups[i].0 = try storedValue(first, field) }
+        }
         return groups
+    }
+
+    /// An index entry's first value (nil when null: missing) and object id.
+    private struct IndexEntry {
+        var value: JSONValue
+        var id: String
+
+        init?(key: UnsafeRawBufferPointer) throws {
+            let (_, elements) = try Keys.decode(Array(key))
+            guard elements.count > 3, elements[2] != .null, let id = elements.last?.stringValue else { return nil }
+            (value, self.id) = (elements[2], id)
+        }
+    }
+
+    /// The value of `field` that the object of an index entry holds (the entry's own when the
+    /// object cannot be read, which `check` reports).
+    private func storedValue(_ entry: IndexEntry, _ field: Field) throws -> JSONValue {
+        try find(entry.id).flatMap { field.value(in: $0) } ?? entry.value
     }
 }
 
