@@ -43,6 +43,7 @@ extension SyncEngine {
             let page = try await withRetry(firstAttempt: asked) { try await self.backend.pull(request) }
             try pages.check(page, after: request.cursor)
             total = page.totalCount ?? total
+            try Self.checkTypes(page, model: definition.name)
             definition = try declare(page, in: definition, deviceOnly: modelConfiguration.deviceOnlyAttributes)
             if page.reconcileIDs { listIDs = true }
             if page.schemaChanged {
@@ -116,6 +117,24 @@ extension SyncEngine {
             try await reconcile(
                 model, definition: definition, keeping: seen, attributes: seenAttributes, modelConfiguration: modelConfiguration, endingFullPull: true
             )
+        }
+    }
+
+    /// Checks a page's objects against the attribute types it declares (Salesforce's describe):
+    /// a value of another type would be stored into a schema it does not fit, which `check`
+    /// then reports and which refuses every later local write of the object.
+    ///
+    /// - Throws: ``SyncError`` `.protocolViolation` naming the object, the attribute and the type.
+    static func checkTypes(_ page: PullPage, model: String) throws(SyncError) {
+        guard let types = page.schema.attributeTypes else { return }
+        for object in page.upserts {
+            for (attribute, value) in object.attributes where !value.isNull && object.blobURLs[attribute] == nil {
+                guard let type = types[attribute], !type.accepts(value) else { continue }
+                throw SyncError(
+                    .protocolViolation,
+                    "the server sent object \(object.id) of \(model) with \(attribute) \(String(value.description.prefix(40))), not of its schema's type \(type.rawValue); nothing of the page was applied"
+                )
+            }
         }
     }
 
@@ -452,11 +471,14 @@ extension ChangeSet {
 /// keeps a sync busy forever, and a bulk snapshot, which gathers its pages before applying
 /// them, grows without end. A position given back once or twice is tolerated (a replayed
 /// answer is re-applied harmlessly, as the conformance kit's repeated page shows); the same
-/// position a fourth time is a loop.
+/// position a fourth time is a loop. So is the same content under ever new positions (a token
+/// made afresh for each answer of the same objects), seen more than ``maximumRepeats`` times
+/// more than its first.
 struct PageLoopGuard {
     static let maximumRepeats = 3
     let model: String
     private var given: [JSONValue: Int] = [:]
+    private var contents: [Int: Int] = [:]
     private var pages = 0
 
     init(model: String) { self.model = model }
@@ -464,6 +486,19 @@ struct PageLoopGuard {
     mutating func check(_ page: PullPage, after cursor: JSONValue?) throws(SyncError) {
         pages += 1
         guard !page.done, !page.schemaChanged else { return }
+        if !page.upserts.isEmpty || !page.deletes.isEmpty {
+            var hasher = Hasher()
+            hasher.combine(page.upserts)
+            hasher.combine(page.deletes)
+            let content = hasher.finalize()
+            contents[content, default: 0] += 1
+            guard contents[content]! <= Self.maximumRepeats + 1 else {
+                throw SyncError(
+                    .protocolViolation,
+                    "the server's pages of \(model) loop: after \(pages) pages it sent the same objects \(Self.maximumRepeats + 2) times under new positions; the sync stops there"
+                )
+            }
+        }
         if given.isEmpty { given[cursor ?? .null] = 1 }
         let next = page.nextCursor ?? .null
         given[next, default: 0] += 1

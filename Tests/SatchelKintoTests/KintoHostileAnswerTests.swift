@@ -245,7 +245,7 @@ struct KintoHostileAnswerTests {
     }
 
     @Test(
-        "an attachment served elsewhere is downloaded without the password, one on the Kinto server with it; a failed download is a one-line error; a location that is not a URL a protocol violation"
+        "an attachment served elsewhere is downloaded without the password, one on the Kinto server with it; a failed download is a one-line error, one that is gone (404) keeps its URL; a location that is not a URL a protocol violation"
     )
     func attachmentDownloads() async throws {
         let kinto = try await KintoStub.start()
@@ -276,12 +276,18 @@ struct KintoHostileAnswerTests {
         #expect(await kinto.authorized.last == true, "the Kinto server's own files get the password, as its API does")
 
         await kinto.enqueue([page("ph3", 12, elsewhere)])
-        await files.enqueue([.init(status: 404, body: "gone")])
+        await files.enqueue([.init(status: 400, body: "bad")])
         let failed = await #expect(throws: SyncError.self) { try await client.engine.sync(models: ["Photo"]) }
         #expect(
-            failed?.code == .server && failed?.httpStatus == 404 && failed?.message.contains("attachment download") == true,
+            failed?.code == .server && failed?.httpStatus == 400 && failed?.message.contains("attachment download") == true,
             "\(String(describing: failed))")
         #expect(try client.model("Photo").find("ph3") == nil, "the page waits for its files")
+
+        // A file that is gone (404) does not stop the model's pulls: the attribute keeps its URL.
+        await kinto.enqueue([page("ph3", 12, elsewhere)])
+        await files.enqueue([.init(status: 404, body: "gone")])
+        try await client.engine.sync(models: ["Photo"])
+        #expect(try client.model("Photo").find("ph3")?["image"] == .string(elsewhere))
 
         await kinto.enqueue([page("ph4", 13, "file:///etc/passwd")])
         let refused = await #expect(throws: SyncError.self) { try await client.engine.sync(models: ["Photo"]) }

@@ -563,6 +563,11 @@ struct SalesforceBackendTests {
                     + #"+0000"}]}"#
             ),
             ("GET", "/query", #"{"totalSize":1,"done":true,"records":[{"Id":"001","LastModifiedDate":17}]}"#),
+            // A value describe's type refuses (a black-box probe: stored, and check then failed).
+            (
+                "GET", "/query",
+                #"{"totalSize":1,"done":true,"records":[{"Id":"a00000000000001AAA","LastModifiedDate":"2024-05-01T10:00:00.000+0000","price":"lots"}]}"#
+            ),
         ])
     func malformed(_ method: String, _ suffix: String, _ body: String) async throws {
         let setup = try await Setup("kit", models: [ModelDefinition(name: "Product")])

@@ -120,6 +120,16 @@ struct EngineTests {
         #expect(try client.store.verify().problems == [])
     }
 
+    @Test(
+        "a server that answers the same objects under a new position each time is a page loop, stopped (a black-box probe: a sync ran until killed)")
+    func sameObjectsUnderNewPositions() async throws {
+        let client = try SyncClient(backend: FreshPositions(), models: [ModelDefinition(name: "Product")])
+        try await client.engine.logIn(Self.credentials)
+        let error = await #expect(throws: SyncError.self) { try await client.engine.sync(models: ["Product"]) }
+        #expect(error?.code == .protocolViolation && error?.message.contains("loop") == true, "\(String(describing: error))")
+        #expect(try client.model("Product").count() == 2)
+    }
+
     @Test("a page's associations and blob attributes are added to the model's definition; its related objects land in their models")
     func pageDeclarations() async throws {
         let page = PullPage(
@@ -782,6 +792,20 @@ final class EventLogBox: Sendable {
     var messages: [String] {
         events.withLock { $0.compactMap { if case .sync(let n) = $0 { n.message } else { nil } } }
     }
+}
+
+/// A server that answers every pull with the same two objects, never done, under a position
+/// one past the one asked from.
+struct FreshPositions: SyncBackend {
+    var name: String { "fresh positions" }
+    var capabilities: SyncCapabilities { SyncCapabilities() }
+    func logIn(_ credentials: Credentials) async throws -> SyncSession { SyncSession(user: credentials.user) }
+    func logOut(_ session: SyncSession) async throws {}
+    func pull(_ request: PullRequest) async throws -> PullPage {
+        let objects = [ServerObject(id: "p1", attributes: ["n": 1]), ServerObject(id: "p2", attributes: ["n": 2])]
+        return PullPage(upserts: objects, nextCursor: .int((request.cursor?.intValue ?? 0) + 1), done: false, totalCount: 2)
+    }
+    func push(_ request: PushRequest) async throws -> [PushResult] { [] }
 }
 
 /// A server that answers every pull with one scripted page.

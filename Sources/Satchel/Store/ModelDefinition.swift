@@ -33,7 +33,7 @@ public enum AttributeType: String, Sendable, CaseIterable, Hashable {
     case any
 
     /// Whether `value` (never null: nulls remove attributes) is of this type.
-    func accepts(_ value: JSONValue) -> Bool {
+    public func accepts(_ value: JSONValue) -> Bool {
         switch (self, value) {
         case (.any, _): true
         case (.string, .string), (.boolean, .bool), (.array, .array), (.object, .object): true
