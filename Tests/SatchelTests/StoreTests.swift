@@ -32,6 +32,28 @@ func dump(_ store: Store) throws -> [[UInt8]: [UInt8]] {
 
 @Suite("Store and models")
 struct StoreTests {
+    @Test("a model's bytes on disk count its index entries (a black-box probe: four indexes storing copies were counted nowhere)")
+    func bytesCountIndexes() throws {
+        try withTemporaryStore { store in
+            let plain = try store.model("Plain")
+            let indexed = try store.model("Indexed")
+            for model in [plain, indexed] {
+                try store.bulkUpdate { tx in
+                    for i in 0..<2_000 {
+                        try tx.put(
+                            ["object": .string("o\(i)"), "name": .string("name \(i) " + String(repeating: "x", count: 40)), "n": .int(Int64(i))],
+                            in: model)
+                    }
+                }
+            }
+            for field in ["name", "n"] { try indexed.createIndex(IndexDefinition(Field(field))) }
+            try store.compact()
+            let without = try plain.statistics().approximateBytes
+            let with = try indexed.statistics().approximateBytes
+            #expect(without > 0 && 2 * with > 3 * without, "\(without) \(with)")
+        }
+    }
+
     @Test("create, find, update, save, delete")
     func crud() throws {
         try withTemporaryStore { store in

@@ -239,10 +239,10 @@ public struct Model: Sendable, Hashable {
     public func statistics() throws -> ModelStatistics {
         let entry = try store.entry(name)
         let db = try store.database(entry.definition.partition)
-        let changePrefix = Keys.changePrefix(name)
-        let bytes =
-            try db.approximateSize(start: objectPrefix, limit: Keys.prefixEnd(objectPrefix))
-            + db.approximateSize(start: changePrefix, limit: Keys.prefixEnd(changePrefix))
+        // The objects, their changes and their index entries (which may hold copies of them).
+        let bytes = try [objectPrefix, Keys.changePrefix(name), Keys.indexModelPrefix(name)].reduce(0) { total, prefix in
+            total + (try db.approximateSize(start: prefix, limit: Keys.prefixEnd(prefix)))
+        }
         return ModelStatistics(
             model: name, partition: entry.definition.partition, objects: entry.statistics.objects,
             pendingCreates: entry.statistics.pendingCreates, pendingUpdates: entry.statistics.pendingUpdates,
@@ -265,7 +265,8 @@ public struct ModelStatistics: Sendable, Hashable {
     public var inFlight: Int
     /// Changes the server refused, kept until resolved.
     public var refusedChanges: Int
-    /// LevelDB's estimate of the bytes the model's data takes on disk (0 until a memtable flush).
+    /// LevelDB's estimate of the bytes the model's objects, changes and index entries take on
+    /// disk (0 until a memtable flush).
     public var approximateBytes: Int
 }
 
