@@ -14,7 +14,7 @@ struct FindCommand: ParsableCommand {
             commas, operator characters or those words is written in double quotes (name="" or name="Acme or not"). \
             A mistake names its column. Several --where are and-ed. Attribute paths may reach into objects with dots \
             (address.city). --order takes ATTR, ATTR:asc or ATTR:desc. --id of a missing object prints one line on \
-            stderr and exits 1. A model the store does not have is an error. --include (with --id) prints the object \
+            stderr and exits 1 (with --count it prints 0). A model the store does not have is an error. --include (with --id) prints the object \
             with the named associations resolved into nested objects (customer, items, customer.address; an id whose \
             object is missing stays an id).
             """
@@ -145,8 +145,9 @@ struct FindCommand: ParsableCommand {
                 n += 1
                 if !count { Output.line(object.description) }
             }
+            // A count is its own answer: `--id X --count` of a missing object prints 0, exit 0.
             if count { Output.line(String(n)) }
-            if let id, n == 0 { return try notFound(id, in: model) }
+            if let id, n == 0, !count { return try notFound(id, in: model) }
             return n
         }
         _ = printed

@@ -37,6 +37,15 @@ struct MistakeTests {
         #expect(result.stdout.isEmpty, "nothing on stdout: \(result.stdout)", sourceLocation: sourceLocation)
     }
 
+    @Test("--id of a missing object with --count prints 0 and exits 0; without --count it is one line and exit 1 (a black-box probe: 0 and exit 1)")
+    func missingIDCounted() async throws {
+        let shop = try await Shop()
+        let counted = try await shop.run(["find", "Product", "--id", "nope", "--count"])
+        #expect(counted.status == 0 && counted.lines == ["0"] && counted.stderr.isEmpty, "\(counted.status) \(counted.stderr)")
+        #expect(try await shop.run(["find", "Product", "--id", "p1", "--count"]).lines == ["1"])
+        Self.expectFailure(try await shop.run(["find", "Product", "--id", "nope"]), 1, "no object 'nope' in Product")
+    }
+
     @Test("no command, with or without --db, is a usage error in one line (a black-box probe: the whole help and exit 0)")
     func noCommand() async throws {
         let shop = try await Shop()
