@@ -471,9 +471,9 @@ extension ChangeSet {
 /// keeps a sync busy forever, and a bulk snapshot, which gathers its pages before applying
 /// them, grows without end. A position given back once or twice is tolerated (a replayed
 /// answer is re-applied harmlessly, as the conformance kit's repeated page shows); the same
-/// position a fourth time is a loop. So is the same content under ever new positions (a token
-/// made afresh for each answer of the same objects), seen more than ``maximumRepeats`` times
-/// more than its first.
+/// position a fourth time is a loop. So is the same content (the same objects, at the same
+/// versions, and deletes) under ever new positions, a token made afresh for each answer: the
+/// fifth time.
 struct PageLoopGuard {
     static let maximumRepeats = 3
     let model: String
@@ -487,8 +487,12 @@ struct PageLoopGuard {
         pages += 1
         guard !page.done, !page.schemaChanged else { return }
         if !page.upserts.isEmpty || !page.deletes.isEmpty {
+            // The ids and versions, not the attributes: cheap beside applying the page.
             var hasher = Hasher()
-            hasher.combine(page.upserts)
+            for object in page.upserts {
+                hasher.combine(object.id)
+                hasher.combine(object.version)
+            }
             hasher.combine(page.deletes)
             let content = hasher.finalize()
             contents[content, default: 0] += 1
