@@ -121,7 +121,7 @@ struct PutCommand: ParsableCommand {
                 // store nothing, as a put without an id: refused alike, nothing changed (no model
                 // named, no store made).
                 if onlyNulls, let id {
-                    let exists = try store.models.contains { $0.name == model } && store.model(model).find(id) != nil
+                    let exists = try store.existingModel(model)?.find(id) != nil
                     guard exists else {
                         throw SatchelError(
                             .invalidObject, "an object needs at least one non-null attribute (there is no object '\(id)' in \(model) to delete)",

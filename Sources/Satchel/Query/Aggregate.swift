@@ -168,7 +168,7 @@ extension Model {
 
     /// The least and greatest values of an index's first field, nulls (missing) aside, as the
     /// objects hold them: an index key keeps a number's value, not its form (`2.0` reads back as
-    /// `2`, `-0.0` as `0`), so the value is read from the object a scan would have taken, the
+    /// `2`, `-0.0` as `0`), so a number is read from the object a scan would have taken, the
     /// first in id order among equal values.
     private func indexEnds(_ index: StoredIndex, _ field: Field) throws -> (JSONValue?, JSONValue?) {
         let iterator = try store.database(try definition.partition).makeIterator(fillCache: false)
@@ -182,24 +182,29 @@ extension Model {
         var greatest: IndexEntry?
         iterator.seek(Keys.prefixEnd(index.prefix))
         if iterator.isValid { iterator.previous() } else { iterator.seekToLast() }
-        // Back to the first entry, in id order, of the greatest value.
+        // Back to the first entry, in id order, of the greatest value when it is a number (only
+        // numbers have forms a key does not keep).
         while iterator.isValid && iterator.keyHasPrefix(index.prefix) {
             guard let next = try entry() else {
                 if greatest != nil { break }
                 iterator.previous()
                 continue
             }
-            if let found = greatest, found.value != next.value { break }
+            if let found = greatest, !found.isNumber || found.value != next.value { break }
             greatest = next
             iterator.previous()
         }
         try iterator.checkError()
-        return (try least.map { try storedValue($0, field) }, try greatest.map { try storedValue($0, field) })
+        func stored(_ entry: IndexEntry?) throws -> JSONValue? {
+            guard let entry else { return nil }
+            return entry.isNumber ? try storedValue(entry, field) : entry.value
+        }
+        return (try stored(least), try stored(greatest))
     }
 
     /// The distinct values of an index's first field with how many objects hold each, in index
-    /// order; missing values (null in the index) as nil. Each group's value is its first object's
-    /// (in id order), as a scan takes it.
+    /// order; missing values (null in the index) as nil. A group of a number takes its first
+    /// object's (in id order) form of it, as a scan does.
     private func indexGroups(_ index: StoredIndex, _ field: Field) throws -> [(JSONValue?, Int)] {
         let iterator = try store.database(try definition.partition).makeIterator(fillCache: false)
         var groups: [(JSONValue?, Int)] = []
@@ -217,7 +222,7 @@ extension Model {
         }
         try iterator.checkError()
         for (i, first) in firsts.enumerated() {
-            if let first { groups[i].0 = try storedValue(first, field) }
+            if let first, first.isNumber { groups[i].0 = try storedValue(first, field) }
         }
         return groups
     }
@@ -226,6 +231,15 @@ extension Model {
     private struct IndexEntry {
         var value: JSONValue
         var id: String
+
+        /// Whether the value is a number, whose form (`2` or `2.0`, `0` or `-0.0`) only the
+        /// object holds.
+        var isNumber: Bool {
+            switch value {
+            case .int, .double: true
+            default: false
+            }
+        }
 
         init?(key: UnsafeRawBufferPointer) throws {
             let (_, elements) = try Keys.decode(Array(key))
