@@ -20,10 +20,10 @@ struct BackendOptions: ParsableArguments {
             "Where the server is: for rhoconnect its root (http://HOST:PORT/); for kinto its /v1 root (http://HOST:PORT/v1); for parse its mount (http://HOST:PORT/parse); for salesforce the instance root (https://HOST); for memory the file holding its state (created when missing).",
             valueName: "url"))
     var url: String?
-    @Option(help: "The user to log in as (needed only when no session is stored; with kinto, on every sync).") var user: String?
+    @Option(help: "The user to log in as (needed only when no session is stored).") var user: String?
     @Option(
         help: ArgumentHelp(
-            "The user's password (never stored). Visible to other users of this machine in the process list: prefer --password-stdin or SATCHEL_PASSWORD.",
+            "The user's password (stored with the session only for kinto, which asks for it on every request). Visible to other users of this machine in the process list: prefer --password-stdin or SATCHEL_PASSWORD.",
             valueName: "password"))
     var password: String?
     @Flag(name: .customLong("password-stdin"), help: "Read the password from the first line of standard input.") var passwordFromStdin = false
@@ -118,9 +118,10 @@ struct BackendOptions: ParsableArguments {
             guard let bucket, !bucket.isEmpty else {
                 throw ValidationError("--backend kinto needs --bucket B: the bucket holding one collection per model")
             }
-            // Kinto checks the password on every request, and Satchel never stores it.
-            let credentials = user.flatMap { user in password.map { Credentials(user: user, password: $0) } }
-            var configuration = KintoBackend.Configuration(url: root, bucket: bucket, credentials: credentials)
+            // Kinto checks the password on every request: the stored session keeps it, so that
+            // a stored session is enough here as with the other backends.
+            var configuration = KintoBackend.Configuration(url: root, bucket: bucket)
+            configuration.remembersPassword = true
             configuration.allowInsecureHTTP = insecure
             return KintoBackend(configuration: configuration)
         case "parse":

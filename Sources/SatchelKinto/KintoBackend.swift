@@ -40,8 +40,10 @@ import Synchronization
 /// - Ids and attribute names are mapped by ``KintoMapping``.
 ///
 /// Kinto authenticates every request (HTTP basic auth), so the adapter needs the password for
-/// as long as it syncs. It keeps it in memory only: after ``SyncEngine/logIn(_:)`` in this
-/// process, or from ``Configuration/credentials`` (say, read from the keychain at launch).
+/// as long as it syncs. By default it keeps it in memory only: after ``SyncEngine/logIn(_:)``
+/// in this process, or from ``Configuration/credentials`` (say, read from the keychain at
+/// launch). With ``Configuration/remembersPassword`` the session the login stores holds it too,
+/// so that a later process syncs on the stored session alone, as with the other backends.
 public final class KintoBackend: SyncBackend {
     /// Where the server is and how to talk to it.
     public struct Configuration: Sendable {
@@ -53,6 +55,13 @@ public final class KintoBackend: SyncBackend {
         public var timeout: TimeInterval
         /// Credentials to use when this process has not logged in (never stored by Satchel).
         public var credentials: Credentials?
+        /// Whether the session a login returns holds the password, so that a later process
+        /// syncs on the stored session alone (off by default: an app reads the password from
+        /// its keychain into ``credentials`` instead). The session is stored in the store, so the
+        /// password is then on disk, encrypted only when the store is; a logout, a `401` and
+        /// `reset --full` drop it. The `satchel` CLI turns it on: its stored session is enough,
+        /// whatever the backend.
+        public var remembersPassword = false
         /// Whether plain `http://` may go to a host other than this machine (off by default:
         /// credentials, sessions and data would cross the network unencrypted; loopback is
         /// always allowed).
@@ -124,7 +133,21 @@ public final class KintoBackend: SyncBackend {
             throw SyncError(.unauthorized, "login: Kinto did not accept the user name and password of \(credentials.user)", httpStatus: 401)
         }
         state.withLock { $0.credentials = credentials }
-        return SyncSession(user: credentials.user, data: ["principal": .string(principal)])
+        var data: JSONObject = ["principal": .string(principal)]
+        if configuration.remembersPassword { data[Self.passwordKey] = .string(credentials.password) }
+        return SyncSession(user: credentials.user, data: data)
+    }
+
+    /// Where a remembered password is in the session's data.
+    static let passwordKey = "password"
+
+    /// Takes the password a stored session remembers (``Configuration/remembersPassword``) when
+    /// this process has none.
+    public func prepare(_ session: SyncSession) async throws -> SyncSession {
+        if configuration.remembersPassword, let password = session.data[Self.passwordKey]?.stringValue {
+            state.withLock { if $0.credentials == nil { $0.credentials = Credentials(user: session.user, password: password) } }
+        }
+        return session
     }
 
     /// Kinto has no logout call (basic auth): the password is forgotten.
@@ -551,7 +574,7 @@ public final class KintoBackend: SyncBackend {
         guard let credentials = credentials ?? stored else {
             throw SyncError(
                 .notLoggedIn,
-                "\(what): Kinto asks for the password on every request and Satchel never stores it: log in again (satchel sync: pass --user and --password)"
+                "\(what): Kinto asks for the password on every request, and this process has none: log in again (satchel sync: pass --user and --password)"
             )
         }
         var headers = headers

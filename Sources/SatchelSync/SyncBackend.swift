@@ -24,7 +24,8 @@ public protocol SyncBackend: Sendable {
     /// What the server can do.
     var capabilities: SyncCapabilities { get }
 
-    /// Logs in; the session returned is stored (never the password).
+    /// Logs in; the session returned is stored (not the password, unless the app asked the
+    /// adapter to keep it there).
     func logIn(_ credentials: Credentials) async throws -> SyncSession
     /// Logs out of the server (the engine forgets the session whatever happens).
     func logOut(_ session: SyncSession) async throws
@@ -141,7 +142,7 @@ public struct SyncCapabilities: Sendable, Hashable {
 }
 
 /// A user name and password. Its description never shows the password; the engine never stores
-/// it.
+/// it (an adapter's session may, when its app asks: see the Kinto adapter's `remembersPassword`).
 public struct Credentials: Sendable, CustomStringConvertible {
     public var user: String
     public var password: String

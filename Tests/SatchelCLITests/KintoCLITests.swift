@@ -69,7 +69,15 @@ struct KintoCLITests {
         let wrong = try await sync(b, ["--on-conflict", "mine"])
         #expect(wrong.status != 0 && wrong.stderr.contains("keep-local"), "\(wrong.stderr)")
 
-        // Without the password (never stored), and without a bucket: one-line errors.
+        // A later run without credentials syncs on the stored session (which keeps the password
+        // Kinto asks for on every request); after a logout it needs them again, and without a
+        // bucket it is refused: one-line errors.
+        _ = try await CLI.run(["--db", a, "update", "Note", "n1", #"{"title":"Sessioned"}"#])
+        let sessioned = try await sync(a, [])
+        #expect(sessioned.status == 0, "\(sessioned.stderr)")
+        #expect(try await sync(b).status == 0)
+        #expect(try await CLI.run(["--db", b, "find", "Note", "--id", "n1"]).lines == [#"{"object":"n1","tags":["y"],"title":"Sessioned"}"#])
+        #expect(try await CLI.run(["--db", a, "logout"]).status == 0)
         let noPassword = try await sync(a, [])
         #expect(noPassword.status != 0 && noPassword.stderr.contains("--password"), "\(noPassword.stderr)")
         let noBucket = try await CLI.run(["--db", a, "sync", "--backend", "kinto", "--url", url])

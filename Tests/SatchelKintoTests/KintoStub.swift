@@ -25,6 +25,8 @@ actor KintoStub {
     private(set) var heads: [String] = []
     /// Whether each of ``requests`` carried an `Authorization` header.
     private(set) var authorized: [Bool] = []
+    /// The `Authorization` header of each request `requests` lists (nil: none).
+    private(set) var authorizations: [String?] = []
 
     static func start() async throws -> KintoStub {
         let (http, port, task) = try await LoopbackHTTP.start("Kinto stub", timeout: 10)
@@ -73,6 +75,7 @@ actor KintoStub {
         } else {
             requests.append("\(request.method.rawValue) \(request.path)" + (query.isEmpty ? "" : "?\(query)"))
             authorized.append(request.headers[HTTPHeader("Authorization")] != nil)
+            authorizations.append(request.headers[HTTPHeader("Authorization")])
             answer = answers.isEmpty ? Answer(status: 500, body: #"{"code":500,"errno":999,"error":"no canned answer"}"#) : answers.removeFirst()
         }
         var headers = FlyingFox.HTTPHeaders()
