@@ -272,10 +272,18 @@ public actor SyncEngine {
         // A push whose answer was lost, to a server whose results come in pull pages, waits for
         // the pull to say what was carried out; what it does not confirm goes again after it.
         var lost = try await push(model, definition: definition, modelConfiguration: modelConfiguration, session: session, report: &report)
+        var pulls = !usesBulk
         if usesBulk {
             try await bulk(model, definition: definition, modelConfiguration: modelConfiguration, session: session, report: &report)
-        } else {
-            try await pull(model, definition: definition, modelConfiguration: modelConfiguration, session: session, full: full, report: &report)
+            // A bulk snapshot carries no push results (a create's link): while some changes wait
+            // in flight for them, one incremental pull follows, as after any push, so that a
+            // create is not left beside the snapshot's copy of it under its server id.
+            let inFlight = try storage { try model.statistics().inFlight }
+            pulls = backend.capabilities.pushResultsViaPull && !report.schemaChanged && (lost != nil || inFlight > 0)
+        }
+        if pulls {
+            try await pull(
+                model, definition: definition, modelConfiguration: modelConfiguration, session: session, full: full && !usesBulk, report: &report)
             let settled = report.schemaChanged ? (requeued: 0, unlinked: []) : try await settleAfterPull(model)
             if !settled.unlinked.isEmpty {
                 report.refused += settled.unlinked.count

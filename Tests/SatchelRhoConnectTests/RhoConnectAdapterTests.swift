@@ -578,6 +578,12 @@ struct RhoConnectAdapterTests {
         #expect(try products.find("3") == nil && products.find("13")?["name"] == "Nexus")
         #expect(try products.find("1")?["price"] == "149.99")
         #expect(await setup.server.objects("Product", user: "ann")["4"]?["price"] == "4.50", "the local update was pushed")
+        // The local create was pushed, and its link came in the same sync: once, under the
+        // server's id, not also under the local one beside the bulk file's copy.
+        let serverID = try #require(await setup.server.objects("Product", user: "ann").first { $0.value["name"] == "Local" }?.key)
+        #expect(serverID != "local-1")
+        #expect(try products.findAll(Query(where: "name" == "Local")).map(\.id) == [serverID])
+        #expect(try products.statistics().inFlight == 0)
         #expect(try setup.device.objects("Catalog").count == 2)
         try await setup.device.engine.sync()
         try await setup.expectMatchesServer()
