@@ -346,6 +346,7 @@ final class Interleaved: SyncBackend {
     }
     func remoteIDs(_ request: PullRequest) async throws -> [String] { try await inner.remoteIDs(request) }
     func downloadBlob(_ url: String, session: SyncSession) async throws -> Data { try await inner.downloadBlob(url, session: session) }
+    func serverForm(_ value: JSONValue) -> JSONValue { inner.serverForm(value) }
 }
 
 /// A store syncing one model through an adapter and the engine, for the push measures

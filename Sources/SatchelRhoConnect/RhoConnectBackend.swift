@@ -93,6 +93,10 @@ public struct RhoConnectBackend: SyncBackend {
         SyncCapabilities(deletions: .inPages, bulkSnapshot: true, search: configuration.routes == .protocol4, pushResultsViaPull: true)
     }
 
+    /// Values travel as strings: a number, boolean, array or object pushed is kept as its JSON
+    /// text, which is what the drift check compares.
+    public func serverForm(_ value: JSONValue) -> JSONValue { RhoConnectValues.outgoing(value) }
+
     // MARK: - Session data
 
     static let cookieKey = "cookie"

@@ -70,6 +70,10 @@ public protocol SyncBackend: Sendable {
     func serverObjects(_ request: PullRequest) async throws -> PullPage
     /// Every id the server holds for the model (for servers that report no deletions).
     func remoteIDs(_ request: PullRequest) async throws -> [String]
+    /// A local value as the server keeps it once pushed, for the drift check to compare with
+    /// the server's: by default the value itself (servers that keep JSON's types). RhoConnect,
+    /// whose values are strings, gives a number's or boolean's text.
+    func serverForm(_ value: JSONValue) -> JSONValue
     /// The bytes at `url`, for blob attributes that arrive as URLs.
     func downloadBlob(_ url: String, session: SyncSession) async throws -> Data
 }
@@ -78,6 +82,7 @@ extension SyncBackend {
     public func prepare(_ session: SyncSession) async throws -> SyncSession { session }
     public func resetClient(_ session: SyncSession) async throws -> SyncSession { session }
     public func prepareFullPull(_ request: PullRequest) async throws {}
+    public func serverForm(_ value: JSONValue) -> JSONValue { value }
     public func bulkSnapshot(_ request: PullRequest) async throws -> PullPage {
         throw SyncError(.notSupported, "\(name) has no bulk snapshot")
     }

@@ -172,7 +172,7 @@ extension SyncEngine {
                     guard modelConfiguration.syncs(attribute) else { continue }
                     let a = local[attribute]
                     let b = remote[attribute]
-                    let same = blobs.contains(attribute) ? (a == nil) == (b == nil) : a == b
+                    let same = blobs.contains(attribute) ? (a == nil) == (b == nil) : a == b || a.map(backend.serverForm) == b.map(backend.serverForm)
                     if same { continue }
                     if let changed, change?.kind != .update || changed.contains(name) { continue }
                     differing[attribute] = DriftReport.Values(here: a, there: b)

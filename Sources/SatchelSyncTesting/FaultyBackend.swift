@@ -147,4 +147,6 @@ public final class FaultyBackend: SyncBackend {
     public func downloadBlob(_ url: String, session: SyncSession) async throws -> Data {
         try await perform(.downloadBlob) { try await wrapped.downloadBlob(url, session: session) }
     }
+
+    public func serverForm(_ value: JSONValue) -> JSONValue { wrapped.serverForm(value) }
 }

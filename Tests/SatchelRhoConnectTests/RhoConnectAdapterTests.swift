@@ -350,6 +350,27 @@ struct RhoConnectAdapterTests {
         await setup.stop()
     }
 
+    @Test("numbers and booleans written here agree in the drift check with the strings RhoConnect keeps of them (found by a black-box probe)")
+    func verifyReadsValuesInTheServersForm() async throws {
+        let setup = try await Setup()
+        try await setup.device.engine.sync()
+        try setup.products.update("4", with: ["price": 4.5, "stock": 12, "active": true, "tags": ["a", "b"]])
+        let created = try setup.products.create(["name": "Typed", "price": 2, "active": false])
+        try await setup.device.engine.sync()
+        let server = await setup.server.objects("Product", user: "ann")
+        let stored = try #require(server["4"])
+        #expect(stored["price"] == "4.5" && stored["stock"] == "12" && stored["active"] == "true" && stored["tags"] == #"["a","b"]"#)
+        let id = try #require(server.first { $0.value["name"] == "Typed" }?.key, "\(created.id) reached the server")
+        #expect(server[id]?["price"] == "2" && server[id]?["active"] == "false")
+        let report = try await setup.device.engine.verify("Product")
+        #expect(report.drifts.isEmpty, "\(report)")
+        // A real difference in the same attributes is still drift.
+        await setup.server.update("Product", user: "ann", id: id, ["price": "5"])
+        let drift = try await setup.device.engine.verify("Product")
+        #expect(drift.drifts.map(\.id) == [id] && drift.drifts.first?.attributes.keys.sorted() == ["price"], "\(drift)")
+        await setup.stop()
+    }
+
     @Test("delete-error: retry")
     func deleteErrors() async throws {
         let setup = try await Setup()
