@@ -249,6 +249,24 @@ struct MistakeTests {
         #expect(try await shop.run(["find", "Product", "--order", "price", "--limit", "1", "--offset", "1"]).lines.first?.contains("p2") == true)
     }
 
+    @Test("an offset and a limit that add up past Int.max: the matches there are, no crash (found by a black-box probe)")
+    func hugeWindow() async throws {
+        let shop = try await Shop()
+        let max = String(Int.max)
+        // Sorted in memory (no index on price), and searched through a text index.
+        let all = try await shop.run(["find", "Product", "--order", "price", "--limit", max, "--offset", "1"])
+        #expect(all.status == 0 && all.lines.count == 1 && all.lines.first?.contains("p2") == true, "\(all.stderr)")
+        let past = try await shop.run(["find", "Product", "--order", "price", "--offset", max, "--limit", "5"])
+        #expect(past.status == 0 && past.stdout.isEmpty && past.stderr.isEmpty, "\(past.stderr)")
+        let explained = try await shop.run(["find", "Product", "--order", "price", "--offset", max, "--limit", "5", "--explain"])
+        #expect(explained.status == 0 && explained.stdout.contains("keeping the top \(max)"), "\(explained.stdout)\(explained.stderr)")
+        #expect(try await shop.run(["index", "Product", "--text", "name"]).status == 0)
+        let searched = try await shop.run(["find", "Product", "--match", "lamp", "--offset", max, "--limit", "5"])
+        #expect(searched.status == 0 && searched.stdout.isEmpty && searched.stderr.isEmpty, "\(searched.stderr)")
+        let found = try await shop.run(["find", "Product", "--match", "lamp", "--offset", "0", "--limit", max])
+        #expect(found.status == 0 && found.lines.count == 1 && found.lines.first?.contains("p1") == true, "\(found.stderr)")
+    }
+
     @Test("find --id of a missing object: one line on stderr, exit 1")
     func missingID() async throws {
         let shop = try await Shop()

@@ -291,13 +291,13 @@ public final class ObjectCursor {
 
     /// All matches in the query's order, keeping only the top `offset + limit` as it goes.
     private func sortAll() throws -> [Object] {
-        let keep = query.limit.map { $0 + query.offset }
+        let keep = query.window
         var buffer: [(keys: [[UInt8]], object: Object)] = []
         let sorter = Sorter(order: query.order)
         while let object = try nextMatch() {
             buffer.append((sorter.keys(object), object))
             peakBuffered = max(peakBuffered, buffer.count)
-            if let keep, buffer.count >= max(2 * keep, 1024) {
+            if let keep, buffer.count >= max(keep > .max / 2 ? .max : 2 * keep, 1024) {
                 buffer.sort { sorter.less($0.keys, $0.object.id, $1.keys, $1.object.id) }
                 buffer.removeLast(buffer.count - keep)
             }

@@ -411,13 +411,13 @@ enum Planner {
         if case .always = residual {} else { parts.append("filter \(Condition.describe(residual))") }
         if sorted {
             let keys = query.order.map(\.description).joined(separator: ", ")
-            if let limit = query.limit {
-                parts.append("sort by \(keys), keeping the top \(limit + query.offset)")
+            if let window = query.window {
+                parts.append("sort by \(keys), keeping the top \(window)")
             } else {
                 parts.append("sort by \(keys)")
             }
-        } else if let limit = query.limit {
-            parts.append("stop after \(limit + query.offset)")
+        } else if let window = query.window {
+            parts.append("stop after \(window)")
         }
         return parts.joined(separator: "; ")
     }

@@ -76,6 +76,15 @@ public struct Query: Sendable, Hashable {
         return copy
     }
 
+    /// How many matches the query reads before it skips its offset: `offset + limit`, nil
+    /// without a limit, `Int.max` when the sum goes past it.
+    var window: Int? {
+        limit.map { limit in
+            let (sum, overflow) = limit.addingReportingOverflow(offset)
+            return overflow ? .max : sum
+        }
+    }
+
     public func offset(_ count: Int) -> Query {
         var copy = self
         copy.offset = count
