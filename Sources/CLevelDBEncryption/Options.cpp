@@ -5,6 +5,8 @@
 #include <leveldb/options.h>
 
 #include <cstdarg>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -91,3 +93,22 @@ extern "C" void satchel_leveldb_options_set_open_listing_env(leveldb_options_t *
 extern "C" void satchel_open_listing_env_arm(satchel_open_listing_env *env, int armed) { env->env.Arm(armed != 0); }
 
 extern "C" void satchel_open_listing_env_destroy(satchel_open_listing_env *env) { delete env; }
+
+struct satchel_database_lock {
+    leveldb::FileLock *lock;
+};
+
+extern "C" satchel_database_lock *satchel_database_lock_take(const char *directory, char **errptr) {
+    leveldb::FileLock *lock = nullptr;
+    leveldb::Status status = leveldb::Env::Default()->LockFile(std::string(directory) + "/LOCK", &lock);
+    if (!status.ok()) {
+        *errptr = strdup(status.ToString().c_str());
+        return nullptr;
+    }
+    return new satchel_database_lock{lock};
+}
+
+extern "C" void satchel_database_lock_release(satchel_database_lock *lock) {
+    leveldb::Env::Default()->UnlockFile(lock->lock);
+    delete lock;
+}

@@ -19,6 +19,34 @@ struct RepairTests {
         try db.write(batch, sync: true)
     }
 
+    /// Every file under `path` with its size, and every directory.
+    static func listing(_ path: String) -> [String: Int] {
+        var files: [String: Int] = [:]
+        let enumerator = FileManager.default.enumerator(atPath: path)
+        while let name = enumerator?.nextObject() as? String {
+            files[name] = (try? FileManager.default.attributesOfItem(atPath: path + "/" + name)[.size] as? Int) ?? -1
+        }
+        return files
+    }
+
+    @Test("a store open elsewhere is refused before any file is touched, and keeps every write (found by a black-box probe)")
+    func openStoreRefused() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.child("s")
+        let store = try Store(path: path)
+        let model = try store.model("Note")
+        for i in 0..<200 { _ = try model.create(["n": .int(Int64(i))]) }
+        let before = Self.listing(path)
+        let error = #expect(throws: SatchelError.self) { _ = try Store.repair(path: path) }
+        #expect(error?.code == .locked, "\(String(describing: error))")
+        #expect(Self.listing(path) == before, "nothing moved, renamed or rewritten")
+        for i in 200..<210 { _ = try model.create(["n": .int(Int64(i))]) }
+        try store.close()
+        let reopened = try Store(path: path)
+        #expect(try reopened.model("Note").count() == 210)
+        try reopened.close()
+    }
+
     @Test("a lost marker and model definition: the marker is written again, the model registered again in its partition, its objects kept")
     func lostDefinition() throws {
         let directory = TemporaryDirectory()

@@ -70,6 +70,14 @@ void satchel_open_listing_env_arm(satchel_open_listing_env *env, int armed);
 /// Frees the env; the database opened with it must be closed first.
 void satchel_open_listing_env_destroy(satchel_open_listing_env *env);
 
+/// LevelDB's lock on the database in `directory` (its `LOCK` file, as an open takes it: refused
+/// while another process, or a database of this one, has it). NULL with `*errptr` set (LevelDB's
+/// status text, freed with `leveldb_free`) when it cannot be had.
+typedef struct satchel_database_lock satchel_database_lock;
+satchel_database_lock *satchel_database_lock_take(const char *directory, char **errptr);
+/// Releases the lock and frees `lock`.
+void satchel_database_lock_release(satchel_database_lock *lock);
+
 #ifdef __cplusplus
 }
 #endif

@@ -225,14 +225,30 @@ final class LevelDB: Sendable {
     /// each record that fails its checksum: LevelDB's repair reads logs without checking them,
     /// and would keep a damaged record's bytes as keys and values. (That open fails when the
     /// MANIFEST is damaged; the repair then reads the logs as they are.)
+    /// Throws `.locked` when another process (or a database of this one) has the database at
+    /// `path` open; takes nothing.
+    static func checkNotOpen(path: String) throws(SatchelError) {
+        satchel_database_lock_release(try LevelDBStatus.check { satchel_database_lock_take(path, $0) })
+    }
+
     static func repair(path: String, options: LevelDBOptions) throws(SatchelError) {
         let opts = makeOptions(options)
         defer { leveldb_options_destroy(opts) }
-        CleanCloseRecord.remove(in: path)
         let logs = (FileSystem.names(in: path) ?? []).filter { $0.hasSuffix(".log") && (FileSystem.size(of: path + "/" + $0) ?? 0) > 0 }
-        if !logs.isEmpty, FileSystem.size(of: path + "/CURRENT") != nil, let replayed = try? LevelDBStatus.check({ leveldb_open(opts, path, $0) }) {
-            leveldb_close(replayed)
+        if !logs.isEmpty, FileSystem.size(of: path + "/CURRENT") != nil {
+            do {
+                leveldb_close(try LevelDBStatus.check { leveldb_open(opts, path, $0) })
+            } catch where error.code == .locked {
+                throw error
+            } catch {
+                // Damaged: the repair below reads the logs.
+            }
         }
+        // LevelDB's repair takes no lock of its own: held here, so that it never rewrites the
+        // files of a database another process writes (refused, nothing touched).
+        let lock = try LevelDBStatus.check { satchel_database_lock_take(path, $0) }
+        defer { satchel_database_lock_release(lock) }
+        CleanCloseRecord.remove(in: path)
         leveldb_options_set_paranoid_checks(opts, 1)
         try LevelDBStatus.check { leveldb_repair_db(opts, path, $0) }
     }

@@ -75,6 +75,8 @@ extension Store {
         options.createIfMissing = false
         options.environment = encryption
         let partitions = Partition.allCases.filter { FileManager.default.fileExists(atPath: directory(of: $0, in: path)) }
+        // Refused while any partition is open elsewhere, before one is touched.
+        for partition in partitions { try LevelDB.checkNotOpen(path: directory(of: partition, in: path)) }
         for partition in partitions { try LevelDB.repair(path: directory(of: partition, in: path), options: options) }
         var report = RepairReport()
         try salvage(path, partitions: partitions, force: force, encryption: encryption, report: &report)
