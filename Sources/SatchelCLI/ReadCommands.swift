@@ -113,7 +113,8 @@ struct FindCommand: ParsableCommand {
                     return 1
                 }
                 let matches = try model.search(
-                    match, where: query.condition, order: query.order, limit: limit.map { $0 > .max - offset ? .max : $0 + offset }, select: query.projection)
+                    match, where: query.condition, order: query.order, limit: limit.map { $0 > .max - offset ? .max : $0 + offset },
+                    select: query.projection)
                 let page = matches.dropFirst(offset)
                 if count {
                     Output.line(String(page.count))

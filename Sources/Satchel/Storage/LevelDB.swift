@@ -238,7 +238,7 @@ final class LevelDB: Sendable {
         if !logs.isEmpty, FileSystem.size(of: path + "/CURRENT") != nil {
             do {
                 leveldb_close(try LevelDBStatus.check { leveldb_open(opts, path, $0) })
-            } catch where error.code == .locked {
+            } catch  where error.code == .locked {
                 throw error
             } catch {
                 // Damaged: the repair below reads the logs.
