@@ -37,7 +37,7 @@ struct SearchCommand: AsyncParsableCommand {
         try await withEngine(store, server) { engine in
             // A model the store lacks is asked for as a property bag; it can be stored only once synced.
             if storeObjects { _ = try engine.store.existingModel(named: model) }
-            try await server.logIn(engine)
+            try await server.logIn(engine, reading: "search")
             for object in try await engine.search(model, where: condition, storing: storeObjects) { Output.line(object.description) }
         }
     }
@@ -68,7 +68,7 @@ struct VerifyCommand: AsyncParsableCommand {
     func run() async throws {
         let report = try await withEngine(store, server) { engine in
             _ = try engine.store.existingModel(named: model)
-            try await server.logIn(engine)
+            try await server.logIn(engine, reading: "verify")
             return try await engine.verify(model)
         }
         for drift in report.drifts {

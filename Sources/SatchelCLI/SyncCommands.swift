@@ -151,16 +151,28 @@ struct BackendOptions: ParsableArguments {
         return url
     }
 
-    /// Logs `engine` in when credentials are given; otherwise a session must be stored.
-    func logIn(_ engine: SyncEngine) async throws {
+    /// Logs `engine` in when credentials are given; otherwise a session must be stored. A
+    /// command that only reads the server (`reading`: `verify`, `search`) refuses another user's
+    /// credentials than the stored session's: that login would replace the store's data first.
+    func logIn(_ engine: SyncEngine, reading command: String? = nil) async throws {
+        func checkUser(_ user: String) async throws {
+            guard let command, let stored = await engine.storedUser, stored != user else { return }
+            throw ValidationError(
+                "the store holds \(stored)'s data, and a login as \(user) would replace it: \(command) changes nothing (sync as \(user) first, or leave out the credentials)"
+            )
+        }
         if let token {
             guard let salesforce = engine.backend as? SalesforceBackend else { throw ValidationError("--token goes with --backend salesforce") }
             if user != nil || password != nil { throw ValidationError("--token replaces --user and --password") }
-            try await engine.logIn(session: try await salesforce.session(accessToken: token))
+            let session = try await salesforce.session(accessToken: token)
+            try await checkUser(session.user)
+            try await engine.logIn(session: session)
             return
         }
         switch (user, password) {
-        case let (user?, password?): try await engine.logIn(Credentials(user: user, password: password))
+        case let (user?, password?):
+            try await checkUser(user)
+            try await engine.logIn(Credentials(user: user, password: password))
         case (nil, nil):
             if await !engine.isLoggedIn {
                 let credentials = engine.backend is SalesforceBackend ? "--token (or --token-stdin, or SATCHEL_TOKEN)" : "--user and --password"

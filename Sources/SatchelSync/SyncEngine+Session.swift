@@ -115,6 +115,11 @@ extension SyncEngine {
     /// Whether a session is stored.
     public var isLoggedIn: Bool { (try? currentSession()) != nil }
 
+    /// The user whose session the store holds, after a logout too (the `user` partition is still
+    /// that user's data); nil when none was ever stored. A login as another user changes the
+    /// partition first (see ``logIn(_:)``): what only reads the server should not.
+    public var storedUser: String? { (try? storedSession())?.session.user }
+
     func currentSession() throws -> SyncSession? {
         try storedSession().flatMap { $0.loggedOut ? nil : $0.session }
     }

@@ -34,6 +34,27 @@ struct SyncCLITests {
         }
     }
 
+    @Test("verify and search as another user are refused in one line, the store untouched: they change nothing (found by a black-box probe)")
+    func readsAsAnotherUser() async throws {
+        let setup = Setup()
+        #expect(try await setup.run(["put", "Product", #"{"object":"p1","name":"Lamp"}"#]).status == 0)
+        #expect(try await setup.sync(["--user", "ann", "--password", "pw"]).status == 0)
+        #expect(try await setup.run(["put", "Product", #"{"object":"p2","name":"Unpushed"}"#]).status == 0)
+        let server = ["--backend", "memory", "--url", setup.serverFile, "--user", "bob", "--password", "pw"]
+        for command in [["verify", "Product"], ["search", "Product"], ["search", "Product", "--store"]] {
+            let result = try await setup.run(command + server)
+            #expect(result.status != 0 && result.stderr.split(separator: "\n").count == 1, "\(command): \(result.stderr)")
+            #expect(result.stderr.contains("ann") && result.stderr.contains("bob"), "\(result.stderr)")
+            #expect(try await setup.run(["find", "Product", "--count"]).lines == ["2"], "\(command) kept both objects")
+        }
+        // The same user's credentials, or none, read as before.
+        let same = try await setup.run(["verify", "Product", "--backend", "memory", "--url", setup.serverFile, "--user", "ann", "--password", "pw"])
+        #expect(same.status == 0, "\(same.stdout)\(same.stderr)")
+        #expect(try await setup.run(["search", "Product", "--backend", "memory", "--url", setup.serverFile]).lines.count == 1)
+        #expect(try await setup.sync().status == 0)
+        #expect(try await setup.serverObjects("Product").count == 2, "the unpushed create went on the next sync")
+    }
+
     @Test("sync prints one notification per line and pushes local changes; a session persists")
     func syncRoundTrip() async throws {
         let setup = Setup()
