@@ -25,8 +25,8 @@ import Synchronization
 /// - **Push**: `POST /batch`, at most 25 changes a request. Creates are `PUT` with
 ///   `If-None-Match: *`, updates `PATCH` and deletes `DELETE` with `If-Match` of the record's
 ///   last known `last_modified`; `last_modified` is never sent in a body. An update that removes
-///   attributes is sent alone, as a `PATCH` with `Content-Type: application/merge-patch+json`
-///   and the same `If-Match` (a batch's `PATCH` would store the removed attribute as `null`, and
+///   attributes is sent alone, as a `PATCH` with `Content-Type: application/json-patch+json`
+///   (RFC 6902: an attribute set replaces the field whole) and the same `If-Match` (a batch's `PATCH` would store the removed attribute as `null`, and
 ///   a `PUT` of the whole object would erase fields this device does not read).
 /// - **Conflicts**: a `412` is a refused change carrying the server's current record
 ///   (``RefusedChange/serverCopy``): ``Resolution/retry`` pushes the change again over it,
@@ -320,7 +320,7 @@ public final class KintoBackend: SyncBackend {
         }
         let context = OutcomeContext(
             blobAttribute: blob ?? KintoMapping.attachmentField, carryingAttachments: Set(attachments.keys))
-        // An update that removes attributes goes on its own, as a merge patch: a batch's PATCH
+        // An update that removes attributes goes on its own, as a JSON Patch: a batch's PATCH
         // would keep a null, and a PUT of the whole object would erase what this device does not
         // read (an attribute list, the attachment, fields no attribute travels as).
         let alone = changes.filter(Self.removesAttributes)
@@ -331,7 +331,7 @@ public final class KintoBackend: SyncBackend {
             results += try await pushBatch(chunk, model: request.model.name, mayCreateCollection: true, context: context)
             start += chunk.count
         }
-        for change in alone { results.append(try await mergePatch(change, model: request.model.name, context: context)) }
+        for change in alone { results.append(try await patchAlone(change, model: request.model.name, context: context)) }
         for index in results.indices {
             guard let (attachment, change) = attachments[Array(results[index].objectID.utf8)], case .accepted = results[index].outcome else {
                 continue
@@ -425,16 +425,25 @@ public final class KintoBackend: SyncBackend {
         return (results, retry)
     }
 
-    /// An update that removes attributes, sent on its own as a JSON merge patch (RFC 7396), in
-    /// which a null removes the field. Only outside `/batch`: Kinto sends a batch's sub-requests
-    /// on as plain JSON, whatever their `Content-Type`.
-    func mergePatch(_ change: OutgoingChange, model: String, context: OutcomeContext) async throws -> PushResult {
+    /// An update that removes attributes, sent on its own as a JSON Patch (RFC 6902): each
+    /// attribute set is an `add` (which replaces the field whole: a merge patch, RFC 7396, would
+    /// merge an object into the old one and drop its nested nulls), each one removed an `add`
+    /// then a `remove` (a `remove` alone fails on a field the server does not have, one set and
+    /// removed here before it was pushed). Only outside `/batch`: Kinto sends a batch's
+    /// sub-requests on as plain JSON, whatever their `Content-Type`.
+    func patchAlone(_ change: OutgoingChange, model: String, context: OutcomeContext) async throws -> PushResult {
         let what = "push to \(model)"
-        var headers = ["Content-Type": "application/merge-patch+json"]
+        var headers = ["Content-Type": "application/json-patch+json"]
         if let version = change.baseVersion?.intValue { headers["If-Match"] = "\"\(version)\"" }
         let url = try root(collectionPath(model) + "/records/" + KintoMapping.recordID(change.objectID))
-        let body: JSONObject = ["data": .object(KintoMapping.data(change.attributes))]
-        let answer = try await send("PATCH", url, headers: headers, body: Data(body.jsonBytes), what: what)
+        var operations: [JSONValue] = []
+        for (field, value) in KintoMapping.data(change.attributes) {
+            // A JSON Pointer escapes `~` as `~0` and `/` as `~1`.
+            let path = JSONValue.string("/data/" + field.replacingOccurrences(of: "~", with: "~0").replacingOccurrences(of: "/", with: "~1"))
+            operations.append(["op": "add", "path": path, "value": value])
+            if value.isNull { operations.append(["op": "remove", "path": path]) }
+        }
+        let answer = try await send("PATCH", url, headers: headers, body: Data(JSONValue.array(operations).jsonBytes), what: what)
         let json = (try? answer.json("")) ?? .null
         return PushResult(objectID: change.objectID, outcome: try Self.outcome(of: change, status: answer.status, body: json, context: context, what))
     }

@@ -27,7 +27,7 @@ public import Satchel
 /// none reads it as the attribute `attachment`.
 ///
 /// **Removed attributes.** An attribute removed here is absent from the record there (the
-/// adapter replaces the record, or sends a merge patch). A `null` field another client wrote
+/// adapter replaces the record, or sends a JSON Patch). A `null` field another client wrote
 /// reads as no attribute (Satchel never stores nulls), and a record whose fields are all `null`
 /// reads as a deleted object.
 public enum KintoMapping {

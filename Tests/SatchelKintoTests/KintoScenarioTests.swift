@@ -204,6 +204,29 @@ struct KintoScenarioTests {
         #expect(try products.find("p1")?.attributes == ["name": "Server name", "favourite": true])
     }
 
+    @Test(
+        "an update that removes attributes replaces an object-valued one whole, nested nulls kept, and removes one the server never had (found by a black-box probe)"
+    )
+    func removalBesideAnObject() async throws {
+        let url = try KintoServers.main()
+        let user = Credentials(user: KintoServers.unique("olga"), password: "pw")
+        let (server, bucket) = try await Self.productCollection(url, user, bucket: "obj")
+        try await server.putMany(bucket, "Product", [("p1", ["name": "One", "a": 1, "o": ["old": 1, "x": 2], "odd/~name": 3])])
+        let device = try await Self.device(url, bucket: bucket, user, pageSize: 50)
+        let products = try device.model("Product")
+        try await device.engine.sync(models: ["Product"])
+        try products.update("p1", with: ["a": .null, "o": ["new": 1, "k": .null], "odd/~name": .null])
+        // Set and removed here before a push: the server never has it.
+        try products.update("p1", with: ["tmp": 5])
+        try products.update("p1", with: ["tmp": .null])
+        #expect(try await device.engine.sync(models: ["Product"]).refused == 0)
+        let record = try #require(try await server.call("GET", server.records(bucket, "Product") + "/p1")["data"]?.objectValue)
+        #expect(record["o"] == ["new": 1, "k": .null], "replaced whole: \(record)")
+        #expect(!record.contains("a") && !record.contains("tmp") && !record.contains("odd/~name") && record["name"] == "One", "\(record)")
+        #expect(try products.find("p1")?.attributes == ["name": "One", "o": ["new": 1, "k": .null]])
+        try await Self.expectSame(device, server, bucket)
+    }
+
     @Test("a first sync that only pulls creates the bucket and the collection; a record deleted during the first pull is seen deleted")
     func firstPullOfANewBucket() async throws {
         let url = try KintoServers.main()
