@@ -550,6 +550,31 @@ struct KintoScenarioTests {
     }
 
     @Test(
+        "a prefix holding regular-expression or LIKE characters, and a range of ids (encoded on the server), find exactly what a local query does (found by a black-box probe)"
+    )
+    func searchesKintoCannotSay() async throws {
+        let url = try KintoServers.accounts()
+        let name = KintoServers.unique("ida")
+        _ = try await KintoAdmin(url, Credentials(user: "", password: "")).raw("PUT", "accounts/\(name)", ["data": ["password": "pw"]])
+        let user = Credentials(user: name, password: "pw")
+        let (server, bucket) = try await Self.productCollection(url, user, bucket: "odd")
+        let objects: [(String, JSONObject)] = [
+            ("_lead", ["name": "c$d"]), ("a.b", ["name": "g\\h"]), ("a1", ["name": "x(y"]), ("b2", ["name": "[z"]), ("c3", ["name": "50%_off"]),
+            ("d4", ["name": "cd"]),
+        ]
+        for (id, data) in objects {
+            try await server.call("PUT", server.records(bucket, "Product") + "/" + KintoMapping.recordID(id), ["data": .object(data)])
+        }
+        let device = try await Self.device(url, bucket: bucket, user, pageSize: 50)
+        for (prefix, expected) in [("c$", ["_lead"]), ("g\\", ["a.b"]), ("x(", ["a1"]), ("[", ["b2"]), ("50%_", ["c3"]), ("5_", [])] {
+            let found = try await device.engine.search("Product", where: Field("name").beginsWith(prefix))
+            #expect(found.map(\.id).sorted() == expected, "\(prefix)")
+        }
+        let below = try await device.engine.search("Product", where: .id < .string("b"))
+        #expect(below.map(\.id).sorted() == ["_lead", "a.b", "a1"])
+    }
+
+    @Test(
         "a create whose answer was lost, then edited here: the next sync finds its own record on the server and sends the edit over it (found by a black-box probe)"
     )
     func lostCreateAnswerThenEdit() async throws {
