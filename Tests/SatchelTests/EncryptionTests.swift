@@ -312,6 +312,22 @@ struct EncryptionTests {
         #expect(try Self.labels(path, key: key) == expected)
     }
 
+    @Test("a killed decrypt's copy, in the clear beside the encrypted store, goes at the next open even when that open is refused (found by a black-box probe)")
+    func plainLeftoverOfARefusedOpen() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.child("store")
+        let key = try EncryptionKey.random()
+        try Self.fill(path, key: key)
+        for configuration in [Store.Configuration(), { var c = Store.Configuration(); c.encryptionKey = try! EncryptionKey.random(); return c }()] {
+            // What a decrypt killed while copying leaves: part of the store, in the clear.
+            try FileManager.default.createDirectory(atPath: path + ".converting/user", withIntermediateDirectories: true)
+            try Data("plain text of the user's data".utf8).write(to: URL(fileURLWithPath: path + ".converting/user/000003.log"))
+            #expect { _ = try Store(path: path, configuration: configuration) } throws: { ($0 as? SatchelError)?.code == .wrongKey }
+            #expect(!FileManager.default.fileExists(atPath: path + ".converting"), "the plain copy is gone")
+        }
+        #expect(try Self.labels(path, key: key).isEmpty == false)
+    }
+
     @Test(
         "while a conversion runs (its lock held) the store is refused, its copy kept; once it is gone, the next open removes what it left (found by a black-box probe)"
     )

@@ -171,6 +171,9 @@ public final class Store: Sendable {
             throw SatchelError(.invalidArgument, "\(path) is a file, not a store directory")
         } else {
             try Self.checkIsStore(path, creating: configuration.createIfMissing)
+            // Before the key is asked for: a killed decrypt's copy holds the data in the clear,
+            // and must not outlive opens that are refused (no key, a wrong one).
+            try Self.removeConversionLeftovers(path)
         }
         let encryption = try Self.encryption(
             of: path, key: configuration.encryptionKey, creating: configuration.createIfMissing, tamperEvidence: configuration.tamperEvidence)
@@ -232,8 +235,6 @@ public final class Store: Sendable {
             try Self.loadModels(from: db, partition: partition, into: &catalog)
         }
         self.catalog = Locked(catalog)
-        // With the partitions locked: a conversion of this store is past its copy, or dead.
-        try Self.removeConversionLeftovers(path)
         try resumeDrops()
         try countArrays()
         try recountInterruptedImports()
