@@ -318,7 +318,9 @@ struct EncryptionTests {
         let path = directory.child("store")
         let key = try EncryptionKey.random()
         try Self.fill(path, key: key)
-        for configuration in [Store.Configuration(), { var c = Store.Configuration(); c.encryptionKey = try! EncryptionKey.random(); return c }()] {
+        var wrongKey = Store.Configuration()
+        wrongKey.encryptionKey = try EncryptionKey.random()
+        for configuration in [Store.Configuration(), wrongKey] {
             // What a decrypt killed while copying leaves: part of the store, in the clear.
             try FileManager.default.createDirectory(atPath: path + ".converting/user", withIntermediateDirectories: true)
             try Data("plain text of the user's data".utf8).write(to: URL(fileURLWithPath: path + ".converting/user/000003.log"))
