@@ -312,7 +312,9 @@ struct EncryptionTests {
         #expect(try Self.labels(path, key: key) == expected)
     }
 
-    @Test("a killed decrypt's copy, in the clear beside the encrypted store, goes at the next open even when that open is refused (found by a black-box probe)")
+    @Test(
+        "a killed decrypt's copy, in the clear beside the encrypted store, goes at the next open even when that open is refused (found by a black-box probe)"
+    )
     func plainLeftoverOfARefusedOpen() throws {
         let directory = TemporaryDirectory()
         let path = directory.child("store")
