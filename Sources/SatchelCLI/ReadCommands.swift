@@ -193,8 +193,14 @@ struct IndexCommand: ParsableCommand {
 
     private func definition(_ text: String) throws -> IndexDefinition {
         var text = text
+        // A text index as --list prints it, `text(title,body)`, names it for --drop too.
+        var isText = self.text
+        if drop != nil, !isText, text.hasPrefix("text("), text.hasSuffix(")") {
+            text = String(text.dropFirst(5).dropLast())
+            isText = true
+        }
         var elementIndex = elements
-        if !self.text && text.hasSuffix("[]") {
+        if !isText && text.hasSuffix("[]") {
             text.removeLast(2)
             elementIndex = true
         }
@@ -202,12 +208,12 @@ struct IndexCommand: ParsableCommand {
         guard !text.isEmpty, !names.contains(where: \.isEmpty) else {
             // A usage error, as an empty name is wherever a path goes.
             throw ValidationError(
-                self.text
+                isText
                     ? "name the attributes to search, e.g. --text title or --text title,body (an empty name is none)"
                     : "name the attributes to index, e.g. brand or brand,price (an empty name is none)")
         }
         let fields = try names.map { try Names.path(String($0)) }
-        if self.text {
+        if isText {
             if elements || keysOnly { throw SatchelError(.invalidArgument, "--text does not combine with --elements or --keys-only") }
             return .text(fields)
         }

@@ -215,6 +215,13 @@ struct CLITests {
         let dropped = try await CLI.run(["--db", db, "index", "Product", "--drop", "tags[]"])
         #expect(dropped.lines == ["dropped index tags[] of Product"])
         #expect(try await find("--where", "tags ~= sale", "--explain").first?.hasPrefix("scan Product") == true)
+        // A text index is dropped by the name --list prints (found by a black-box probe), or by --text --drop.
+        #expect(try await CLI.run(["--db", db, "index", "Product", "--text", "name,description"]).status == 0)
+        #expect(try await CLI.run(["--db", db, "index", "Product", "--list"]).lines.last?.hasPrefix("text(name,description)\ttext") == true)
+        let droppedText = try await CLI.run(["--db", db, "index", "Product", "--drop", "text(name,description)"])
+        #expect(droppedText.lines == ["dropped index text(name,description) of Product"], "\(droppedText.stderr)")
+        #expect(try await CLI.run(["--db", db, "index", "Product", "--text", "name"]).status == 0)
+        #expect(try await CLI.run(["--db", db, "index", "Product", "--text", "--drop", "name"]).lines == ["dropped index text(name) of Product"])
         let stats = try JSONObject(parsing: try await CLI.run(["--db", db, "stats", "--json"]).lines[0])
         #expect(stats["indexes"] == ["brand,price": 300])
         #expect(try await CLI.run(["--db", db, "check"]).status == 0)
