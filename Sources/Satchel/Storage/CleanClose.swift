@@ -24,7 +24,10 @@ import Foundation
 /// made and never wrote to (it died before pointing `CURRENT` at its MANIFEST, so nothing could
 /// be written): empty, harmless to append to. A crash after further writes, a damaged file, a
 /// repair (which removes the record) all differ, and the open writes new files as LevelDB always
-/// does. (A MANIFEST is read strictly either way: a damaged one fails the open.)
+/// does. (A MANIFEST is read strictly either way: a damaged one fails the open. One cut short
+/// is read as if its last edits had never been made, and the open would delete the tables they
+/// added: an open first compares the MANIFEST `CURRENT` names with the size a record gives it,
+/// and refuses it shorter — ``cutManifest(in:)``.)
 ///
 /// The record also keeps, for the next open, every entry under a few key prefixes (``RememberedEntries``):
 /// the store's format marker and catalog, which an open would otherwise read from LevelDB,
@@ -127,6 +130,21 @@ enum CleanCloseRecord {
             current.elementsEqual((manifest + "\n").utf8)
         else { return nil }
         return match
+    }
+
+    /// The MANIFEST `CURRENT` names, with its size now and the size a clean close recorded,
+    /// when it is now shorter: cut by damage (a MANIFEST only grows, and a new one has a new
+    /// name). LevelDB reads a MANIFEST cut short as if its last edits had never been made, and
+    /// deletes the tables they added; the record is how an open tells. Nil otherwise, or when
+    /// there is no record to tell by.
+    static func cutManifest(in directory: String) -> (name: String, size: Int, recorded: Int)? {
+        guard let bytes = FileSystem.contents(of: directory + "/" + fileName, limit: 1 << 17), let (_, files) = parse(bytes),
+            let current = FileSystem.contents(of: directory + "/CURRENT"), current.last == UInt8(ascii: "\n")
+        else { return nil }
+        let name = String(decoding: current.dropLast(), as: UTF8.self)
+        guard let recorded = files.first(where: { $0.name == name })?.size, let size = FileSystem.size(of: directory + "/" + name), size < recorded
+        else { return nil }
+        return (name, size, recorded)
     }
 
     /// The entries a record keeps and the files it names, when `bytes` read as a record.

@@ -88,6 +88,12 @@ final class LevelDB: Sendable {
         let opts = Self.makeOptions(options)
         recordsCleanClose = options.reuseLogsAfterCleanClose && options.environment == nil
         let record = recordsCleanClose ? CleanCloseRecord.matching(path) : nil
+        if recordsCleanClose, existing, record == nil, let cut = CleanCloseRecord.cutManifest(in: path) {
+            throw SatchelError(
+                .corruption,
+                "\(path) is damaged (\(cut.name) holds \(cut.size) of the \(cut.recorded) bytes its clean close left); nothing was changed: repair the store (satchel repair)"
+            )
+        }
         var reusing = record != nil
         if reusing {
             satchel_leveldb_options_set_reuse_logs(opts, 1)
