@@ -475,6 +475,13 @@ public final class KintoBackend: SyncBackend {
             return .notFound(message: Self.message(of: body), code: "404")
         case 412:
             let existing = body["details"]?["existing"].flatMap { KintoMapping.record($0, attachmentAs: context.blobAttribute)?.record }
+            if change.kind == .create, case .deleted(_, let version)? = existing {
+                // A record whose fields are all null holds the id: no object, which the create
+                // is written over, guarded by its version (``completingCreate``).
+                return .conflict(
+                    message: "a record whose fields are all null holds this id on the server", code: "412", serverCopy: JSONObject(),
+                    serverVersion: .int(version))
+            }
             guard case .object(_, let attributes, let version)? = existing else {
                 // Nothing (live) there: a create may go on; an update or delete has no object.
                 return change.kind == .create ? .retryLater(message: message) : .notFound(message: message, code: "412")
@@ -515,9 +522,9 @@ public final class KintoBackend: SyncBackend {
         (try? answer.json(""))?["errno"]?.intValue == 111
     }
 
-    /// A create refused with 412 over a record that holds only its own values: an earlier form
-    /// of it, whose answer was lost, edited here since. What the record lacks is patched over
-    /// it, guarded by its version; without that version, `refusal`.
+    /// A create refused with 412 over a record that holds only its own values (an earlier form
+    /// of it, whose answer was lost, edited here since), or only nulls (no object). What the
+    /// record lacks is patched over it, guarded by its version; without that version, `refusal`.
     func completingCreate(
         _ create: OutgoingChange, serverCopy: JSONObject, version: JSONValue?, refusal: PushOutcome, model: String, context: OutcomeContext
     ) async throws -> PushOutcome {

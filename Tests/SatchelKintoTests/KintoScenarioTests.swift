@@ -549,6 +549,22 @@ struct KintoScenarioTests {
         #expect(found.map(\.id) == ["a1"])
     }
 
+    @Test("a create whose id a record of nulls only holds on the server is written over it, not retried for ever (found by a black-box probe)")
+    func createOverANullRecord() async throws {
+        let (url, user, server, bucket) = try await Self.newUser("nil", password: "secret", bucket: "nullrecord")
+        try await server.call("PUT", server.records(bucket, "Product") + "/c1", ["data": ["x": .null]])
+        let device = try await Self.device(url, bucket: bucket, user, pageSize: 50)
+        try await device.engine.sync(models: ["Product"])
+        #expect(try device.model("Product").find("c1") == nil, "a record of nulls is no object")
+        try device.model("Product").create(["object": "c1", "v": 1])
+        let pushed = try await device.engine.sync(models: ["Product"])
+        #expect(pushed.refused == 0 && pushed.postponed == 0, "\(pushed)")
+        let record = try #require(try await server.call("GET", server.records(bucket, "Product") + "/c1")["data"]?.objectValue)
+        #expect(record["v"] == 1, "\(record)")
+        #expect(try device.store.changeFates(model: "Product") == [:])
+        try await Self.expectSame(device, server, bucket)
+    }
+
     @Test(
         "a prefix holding regular-expression or LIKE characters, and a range of ids (encoded on the server), find exactly what a local query does (found by a black-box probe)"
     )
