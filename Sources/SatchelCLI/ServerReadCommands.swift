@@ -12,7 +12,8 @@ struct SearchCommand: AsyncParsableCommand {
             --where takes the conditions of 'satchel find' (several are and-ed). The server is asked what its query \
             language can say (Parse's where, SOQL, Kinto's filters, RhoConnect's search parameters) and the answer is \
             held to the whole condition, so what is printed is exactly the server's objects that match. Nothing is \
-            stored unless --store is given (then as a sync stores a page: local changes not yet pushed win); the \
+            stored unless --store is given (then as a sync stores a page, but an object with a local change not yet \
+            acknowledged is left as it is, so that the next sync still meets what the server changed); the \
             model's sync position never moves. The store must exist; credentials as for 'satchel sync'.
             """
     )

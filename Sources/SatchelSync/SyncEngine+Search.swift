@@ -65,8 +65,11 @@ extension SyncEngine {
         return page.upserts.map(\.id)
     }
 
-    /// Stores a search's page in one batch, as a pulled page's objects are (local
-    /// unacknowledged changes win; blobs downloaded first); the cursor stays.
+    /// Stores a search's page in one batch, as a pulled page's objects are (blobs downloaded
+    /// first); the cursor stays. An object with a local change the server has not acknowledged
+    /// (pending, in flight, refused) is left as it is, its base version too: a search is no
+    /// sync, and taking the server's version here would let the next push pass over a change
+    /// the server made meanwhile (Kinto's `If-Match` would match) instead of meeting it.
     private func store(
         _ page: PullPage, of model: Model, definition: ModelDefinition, modelConfiguration: ModelSyncConfiguration, session: SyncSession,
         state: ModelSyncState
@@ -75,8 +78,14 @@ extension SyncEngine {
         let notification = try storage {
             try store.bulkUpdate { tx -> ChangeSet in
                 var notification = ChangeSet(model: model.name, origin: .server)
+                let quiet = try !tx.hasLocalChanges(model)
+                let upserts = try page.upserts.filter { object in
+                    if quiet { return true }
+                    let records = try tx.objectSyncState(model, object.id)
+                    return records.pending == nil && records.inFlight == nil && records.refusal == nil
+                }
                 try Self.applyUpserts(
-                    page.upserts, to: model, modelConfiguration: modelConfiguration, blobs: blobs, tx: tx, notification: &notification)
+                    upserts, to: model, modelConfiguration: modelConfiguration, blobs: blobs, tx: tx, notification: &notification)
                 return notification
             }
         }
