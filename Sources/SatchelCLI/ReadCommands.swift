@@ -365,6 +365,11 @@ struct RepairCommand: ParsableCommand {
         if report.recordsDropped > 0 {
             Output.line("salvaged: \(report.recordsDropped) definitions or statistics that no longer decoded were removed")
         }
+        for (partition, damage) in report.logsDamaged {
+            Output.line(
+                "lost: the \(partition.rawValue) partition's log was damaged (\(damage)): the writes in its damaged block were dropped, whatever they changed (objects keep their state before them)"
+            )
+        }
         for lost in report.objectsLost {
             Output.line(
                 "lost: model '\(lost.model)': \(lost.counted - lost.salvaged) of its \(lost.counted) objects (as it counted them before the damage)")

@@ -237,17 +237,38 @@ final class LevelDB: Sendable {
         satchel_database_lock_release(try LevelDBStatus.check { satchel_database_lock_take(path, $0) })
     }
 
-    static func repair(path: String, options: LevelDBOptions) throws(SatchelError) {
+    /// Rebuilds the database at `path` from the files that survive. Returns LevelDB's account
+    /// of the damage when a log's records did not all replay (a damaged record and the rest of
+    /// its block are dropped, and the writes in them lost), nil otherwise.
+    @discardableResult
+    static func repair(path: String, options: LevelDBOptions) throws(SatchelError) -> String? {
         let opts = makeOptions(options)
         defer { leveldb_options_destroy(opts) }
         let logs = (FileSystem.names(in: path) ?? []).filter { $0.hasSuffix(".log") && (FileSystem.size(of: path + "/" + $0) ?? 0) > 0 }
+        var logDamage: String?
         if !logs.isEmpty, FileSystem.size(of: path + "/CURRENT") != nil {
+            // Replayed with paranoid checks first, as every open replays a log: a damaged record
+            // fails it. Then without them, which drops the damaged block and keeps the rest;
+            // when that open goes through, the damage was in a log, and its writes are lost.
+            leveldb_options_set_paranoid_checks(opts, 1)
+            var damage: String?
             do {
                 leveldb_close(try LevelDBStatus.check { leveldb_open(opts, path, $0) })
-            } catch  where error.code == .locked {
+            } catch where error.code == .locked {
                 throw error
             } catch {
-                // Damaged: the repair below reads the logs.
+                damage = error.message
+            }
+            leveldb_options_set_paranoid_checks(opts, 0)
+            if let damage {
+                do {
+                    leveldb_close(try LevelDBStatus.check { leveldb_open(opts, path, $0) })
+                    logDamage = damage
+                } catch where error.code == .locked {
+                    throw error
+                } catch {
+                    // Damaged otherwise: the repair below reads the tables and logs.
+                }
             }
         }
         // LevelDB's repair takes no lock of its own: held here, so that it never rewrites the
@@ -257,6 +278,7 @@ final class LevelDB: Sendable {
         CleanCloseRecord.remove(in: path)
         leveldb_options_set_paranoid_checks(opts, 1)
         try LevelDBStatus.check { leveldb_repair_db(opts, path, $0) }
+        return logDamage
     }
 
     deinit {

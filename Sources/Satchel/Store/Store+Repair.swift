@@ -13,6 +13,11 @@ public struct RepairReport: Sendable {
     /// Indexes whose definition was lost, as `model #id`: their entries are removed, and the
     /// index is to be declared again (`createIndex`).
     public var indexesLost: [String] = []
+    /// Partitions whose log (the writes since its last table) was damaged, with LevelDB's
+    /// account of the damage: the damaged record and the rest of its 32 KiB block were dropped,
+    /// and so were the writes in them, whatever they were (a delete undone, an update back to
+    /// the value before it), which no count of objects shows.
+    public var logsDamaged: [(partition: Partition, damage: String)] = []
     /// Stored definitions and statistics that no longer decoded, removed (the statistics are
     /// counted again; a lost sync state means the model's next sync starts over).
     public var recordsDropped = 0
@@ -77,8 +82,12 @@ extension Store {
         let partitions = Partition.allCases.filter { FileManager.default.fileExists(atPath: directory(of: $0, in: path)) }
         // Refused while any partition is open elsewhere, before one is touched.
         for partition in partitions { try LevelDB.checkNotOpen(path: directory(of: partition, in: path)) }
-        for partition in partitions { try LevelDB.repair(path: directory(of: partition, in: path), options: options) }
         var report = RepairReport()
+        for partition in partitions {
+            if let damage = try LevelDB.repair(path: directory(of: partition, in: path), options: options) {
+                report.logsDamaged.append((partition, damage))
+            }
+        }
         try salvage(path, partitions: partitions, force: force, encryption: encryption, report: &report)
 
         var configuration = configuration
