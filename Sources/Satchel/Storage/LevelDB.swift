@@ -254,7 +254,7 @@ final class LevelDB: Sendable {
             var damage: String?
             do {
                 leveldb_close(try LevelDBStatus.check { leveldb_open(opts, path, $0) })
-            } catch where error.code == .locked {
+            } catch  where error.code == .locked {
                 throw error
             } catch {
                 damage = error.message
@@ -264,7 +264,7 @@ final class LevelDB: Sendable {
                 do {
                     leveldb_close(try LevelDBStatus.check { leveldb_open(opts, path, $0) })
                     logDamage = damage
-                } catch where error.code == .locked {
+                } catch  where error.code == .locked {
                     throw error
                 } catch {
                     // Damaged otherwise: the repair below reads the tables and logs.
