@@ -292,7 +292,9 @@ public struct RhoConnectBackend: SyncBackend {
                 }
                 try await configuration.sleep(configuration.bulkPollInterval)
             case "nop":
-                return PullPage(done: true, totalCount: 0)
+                // No bulk-sync source in the partition: no file, which says nothing of the
+                // source's objects (an empty snapshot would wipe them).
+                throw SyncError(.notSupported, "bulk data: the server has no bulk file for \(source) (nop: no bulk-sync source in its partition)")
             case "url":
                 guard case .string(let path)? = result["url"], !path.isEmpty else {
                     throw SyncError(.server, "bulk data: the server could not build the file (an empty url)")

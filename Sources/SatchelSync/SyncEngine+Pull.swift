@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import Satchel
 
 extension SyncEngine {
@@ -182,10 +183,12 @@ extension SyncEngine {
     }
 
     /// Replaces `model`'s data with the server's bulk snapshot, in one batch, then re-applies
-    /// the pending local changes on top (they stay pending, to be pushed).
+    /// the pending local changes on top (they stay pending, to be pushed). Returns false, having
+    /// changed nothing, when the server has no snapshot of the model (its first page is
+    /// `.notSupported`).
     func bulk(
         _ model: Model, definition: ModelDefinition, modelConfiguration: ModelSyncConfiguration, session: SyncSession, report: inout SyncReport
-    ) async throws {
+    ) async throws -> Bool {
         var objects: [ServerObject] = []
         var cursor: JSONValue? = nil
         var total: Int?
@@ -193,7 +196,13 @@ extension SyncEngine {
         while true {
             try checkStopped()
             let request = pullRequest(definition, cursor: cursor, session: session, modelConfiguration: modelConfiguration)
-            let page = try await withRetry { try await self.backend.bulkSnapshot(request) }
+            let page: PullPage
+            do {
+                page = try await withRetry { try await self.backend.bulkSnapshot(request) }
+            } catch let error as SyncError where error.code == .notSupported && cursor == nil && objects.isEmpty {
+                configuration.logger.notice("no bulk snapshot", metadata: ["model": "\(definition.name)", "reason": "\(error.message)"])
+                return false
+            }
             try pages.check(page, after: request.cursor)
             total = page.totalCount ?? total
             objects += page.upserts
@@ -233,6 +242,7 @@ extension SyncEngine {
             .sync(
                 SyncNotification(
                     status: .inProgress, model: definition.name, totalCount: total, processedCount: objects.count, cumulativeCount: objects.count)))
+        return true
     }
 
     /// Deletes the synced objects of `model` not in `keeping` (unless they exist only here or

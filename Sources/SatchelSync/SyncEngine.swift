@@ -273,13 +273,15 @@ public actor SyncEngine {
         // the pull to say what was carried out; what it does not confirm goes again after it.
         var lost = try await push(model, definition: definition, modelConfiguration: modelConfiguration, session: session, report: &report)
         var pulls = !usesBulk
-        if usesBulk {
-            try await bulk(model, definition: definition, modelConfiguration: modelConfiguration, session: session, report: &report)
+        if usesBulk, try await bulk(model, definition: definition, modelConfiguration: modelConfiguration, session: session, report: &report) {
             // A bulk snapshot carries no push results (a create's link): while some changes wait
             // in flight for them, one incremental pull follows, as after any push, so that a
             // create is not left beside the snapshot's copy of it under its server id.
             let inFlight = try storage { try model.statistics().inFlight }
             pulls = backend.capabilities.pushResultsViaPull && !report.schemaChanged && (lost != nil || inFlight > 0)
+        } else if usesBulk {
+            // The server has no snapshot of this model (RhoConnect's `nop`): an incremental pull.
+            pulls = true
         }
         if pulls {
             try await pull(

@@ -87,6 +87,23 @@ struct MalformedAnswerTests {
         await server.stop()
     }
 
+    @Test("a bulk answer of nop (no bulk source in the partition) leaves the model's data, and the sync pulls it as an incremental one (found by a black-box probe)")
+    func bulkNop() async throws {
+        let server = try await RhoConnectServer.start(try Fixture.named("products"))
+        let client = try SyncClient(backend: RhoConnectBackend.forTests(server), models: [ModelDefinition(name: "Product")])
+        try await client.engine.logIn(Credentials(user: "ann", password: "secret"))
+        try await client.engine.sync()
+        let before = try client.objects("Product")
+        #expect(!before.isEmpty)
+        await server.put("Product", user: "ann", id: "new-1", ["name": "New"])
+        await server.sabotageNext("POST", "/rc/v1/app/bulk_data", body: Data(#"{"result":"nop"}"#.utf8))
+        try await client.engine.sync(mode: .bulk)
+        var after = before
+        after["new-1"] = ["name": "New"]
+        #expect(try client.objects("Product") == after)
+        await server.stop()
+    }
+
     @Test("a bulk file that is not a zip")
     func badBulkFile() async throws {
         let server = try await RhoConnectServer.start(try Fixture.named("products"))
