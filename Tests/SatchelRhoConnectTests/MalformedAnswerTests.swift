@@ -87,7 +87,9 @@ struct MalformedAnswerTests {
         await server.stop()
     }
 
-    @Test("a bulk answer of nop (no bulk source in the partition) leaves the model's data, and the sync pulls it as an incremental one (found by a black-box probe)")
+    @Test(
+        "a bulk answer of nop (no bulk source in the partition) leaves the model's data, and the sync pulls it as an incremental one (found by a black-box probe)"
+    )
     func bulkNop() async throws {
         let server = try await RhoConnectServer.start(try Fixture.named("products"))
         let client = try SyncClient(backend: RhoConnectBackend.forTests(server), models: [ModelDefinition(name: "Product")])
