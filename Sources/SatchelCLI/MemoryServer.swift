@@ -10,17 +10,39 @@ import Synchronization
 /// the server's state (a login, a new client, a push) writes the whole state to the file before
 /// its answer goes back, through a temporary file, `fsync` and a rename. So a push the store
 /// records as accepted is on disk, whenever the process dies.
+///
+/// One process serves the file at a time: each holds `FILE.lock` (`flock`) from reading the
+/// state until it exits, and another waits for it. Without it, two syncs of two stores at once
+/// would each write back the state they read, and the later would erase what the earlier kept.
 final class MemoryServer: SyncBackend {
     let server: InMemoryBackend
     let file: URL
     /// The server's revision the file holds.
     private let kept: Locked<Int>
+    /// The descriptor holding `FILE.lock`, released by `deinit` (or the process's end).
+    private let lock: Int32
 
     /// The server kept in `file` (a new, empty one when the file does not exist).
     ///
     /// - Throws: ``SyncError`` `.protocolViolation` when the file holds no server state.
     init(file: URL) throws {
         self.file = file
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: file.path, isDirectory: &isDirectory), isDirectory.boolValue {
+            throw SyncError(.storage, "--url for memory is the file holding the server's state, and \(file.path) is a directory")
+        }
+        let lockPath = file.path + ".lock"
+        let descriptor = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else {
+            throw SyncError(.storage, "cannot lock the in-memory server's state: creating \(lockPath) failed (\(String(cString: strerror(errno))))")
+        }
+        while flock(descriptor, LOCK_EX) != 0 {
+            guard errno == EINTR else {
+                close(descriptor)
+                throw SyncError(.storage, "cannot lock the in-memory server's state \(lockPath) (\(String(cString: strerror(errno))))")
+            }
+        }
+        lock = descriptor
         // Objects keep the ids clients give them, as on Kinto.
         var configuration = InMemoryBackend.Configuration()
         configuration.serverAssignsIDs = false
@@ -38,6 +60,8 @@ final class MemoryServer: SyncBackend {
         }
         kept = Locked(0)
     }
+
+    deinit { close(lock) }
 
     var name: String { server.name }
     var capabilities: SyncCapabilities { server.capabilities }

@@ -34,6 +34,29 @@ struct SyncCLITests {
         }
     }
 
+    @Test("two stores syncing at once through one memory server file: each waits for the other, and the file keeps both pushes (found by a black-box probe)")
+    func concurrentSyncsShareTheFile() async throws {
+        let setup = Setup()
+        let other = setup.directory.child("other")
+        for db in [setup.db, other] {
+            #expect(try await CLI.run(["--db", db, "sync", "--backend", "memory", "--url", setup.serverFile, "--user", "ann", "--password", "pw"]).status == 0)
+        }
+        for round in 0..<3 {
+            for (db, prefix) in [(setup.db, "a"), (other, "b")] {
+                #expect(try await CLI.run(["--db", db, "put", "Product", #"{"object":"\#(prefix)\#(round)","n":\#(round)}"#]).status == 0)
+            }
+            async let first = CLI.run(["--db", setup.db, "sync", "--backend", "memory", "--url", setup.serverFile])
+            async let second = CLI.run(["--db", other, "sync", "--backend", "memory", "--url", setup.serverFile])
+            let (a, b) = try await (first, second)
+            #expect(a.status == 0 && b.status == 0, "\(a.stderr)\(b.stderr)")
+            let kept = try await setup.serverObjects("Product")
+            #expect(kept["a\(round)"] != nil && kept["b\(round)"] != nil, "round \(round): \(kept.keys.sorted())")
+        }
+        #expect(try await setup.serverObjects("Product").count == 6)
+        let directory = try await setup.run(["sync", "--backend", "memory", "--url", setup.directory.path])
+        #expect(directory.status == 1 && directory.stderr.split(separator: "\n").count == 1 && directory.stderr.contains("is a directory"), "\(directory.stderr)")
+    }
+
     @Test("verify and search as another user are refused in one line, the store untouched: they change nothing (found by a black-box probe)")
     func readsAsAnotherUser() async throws {
         let setup = Setup()
