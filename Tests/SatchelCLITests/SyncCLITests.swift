@@ -34,12 +34,15 @@ struct SyncCLITests {
         }
     }
 
-    @Test("two stores syncing at once through one memory server file: each waits for the other, and the file keeps both pushes (found by a black-box probe)")
+    @Test(
+        "two stores syncing at once through one memory server file: each waits for the other, and the file keeps both pushes (found by a black-box probe)"
+    )
     func concurrentSyncsShareTheFile() async throws {
         let setup = Setup()
         let other = setup.directory.child("other")
         for db in [setup.db, other] {
-            #expect(try await CLI.run(["--db", db, "sync", "--backend", "memory", "--url", setup.serverFile, "--user", "ann", "--password", "pw"]).status == 0)
+            let login = ["--db", db, "sync", "--backend", "memory", "--url", setup.serverFile, "--user", "ann", "--password", "pw"]
+            #expect(try await CLI.run(login).status == 0)
         }
         for round in 0..<3 {
             for (db, prefix) in [(setup.db, "a"), (other, "b")] {
@@ -54,7 +57,8 @@ struct SyncCLITests {
         }
         #expect(try await setup.serverObjects("Product").count == 6)
         let directory = try await setup.run(["sync", "--backend", "memory", "--url", setup.directory.path])
-        #expect(directory.status == 1 && directory.stderr.split(separator: "\n").count == 1 && directory.stderr.contains("is a directory"), "\(directory.stderr)")
+        #expect(directory.status == 1 && directory.stderr.split(separator: "\n").count == 1, "\(directory.stderr)")
+        #expect(directory.stderr.contains("is a directory"), "\(directory.stderr)")
     }
 
     @Test("verify and search as another user are refused in one line, the store untouched: they change nothing (found by a black-box probe)")
