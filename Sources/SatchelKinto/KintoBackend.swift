@@ -142,13 +142,30 @@ public final class KintoBackend: SyncBackend {
     static let passwordKey = "password"
 
     /// Takes the password a stored session remembers (``Configuration/remembersPassword``) when
-    /// this process has none.
+    /// this process has none, and keeps the store to one bucket: Kinto registers no clients, so
+    /// the session's client id names the bucket the store's cursors and versions come from
+    /// (`bucket:NAME`, set at the first sync). Another bucket is refused before anything is sent:
+    /// its records would mix with the first one's, and cursors of one would skip the other's
+    /// records. A client reset (which drops the synced data) frees the store for another bucket.
     public func prepare(_ session: SyncSession) async throws -> SyncSession {
         if configuration.remembersPassword, let password = session.data[Self.passwordKey]?.stringValue {
             state.withLock { if $0.credentials == nil { $0.credentials = Credentials(user: session.user, password: password) } }
         }
+        let client = Self.bucketClientPrefix + configuration.bucket
+        var session = session
+        if let stored = session.clientID, stored.hasPrefix(Self.bucketClientPrefix), stored != client {
+            let bucket = stored.dropFirst(Self.bucketClientPrefix.count)
+            throw SyncError(
+                .notSupported,
+                "this store syncs Kinto bucket \(bucket): bucket \(configuration.bucket) would mix the two buckets' records (a client reset, satchel reset --client, drops what came from \(bucket); or use another store)"
+            )
+        }
+        if session.clientID == nil { session.clientID = client }
         return session
     }
+
+    /// How the session's client id names the store's bucket.
+    static let bucketClientPrefix = "bucket:"
 
     /// Kinto has no logout call (basic auth): the password is forgotten.
     public func logOut(_ session: SyncSession) async throws {

@@ -84,6 +84,35 @@ struct KintoCLITests {
         #expect(noBucket.status != 0 && noBucket.stderr.contains("--bucket"), "\(noBucket.stderr)")
     }
 
+    @Test("a store syncs one bucket: another is refused before anything is sent, until a client reset (found by a black-box probe)")
+    func oneBucket() async throws {
+        let url = try #require(ProcessInfo.processInfo.environment["SATCHEL_KINTO_URL"], "SATCHEL_KINTO_URL is not set")
+        let root = try #require(URL(string: url))
+        let (first, second) = ("cli-\(UUID().uuidString.prefix(8).lowercased())", "cli-\(UUID().uuidString.prefix(8).lowercased())")
+        let directory = TemporaryDirectory()
+        let db = directory.child("db")
+        func sync(_ bucket: String) async throws -> CLI.Result {
+            try await CLI.run(["--db", db, "sync", "--backend", "kinto", "--url", url, "--bucket", bucket, "--model", "Note"])
+        }
+        _ = try await CLI.run(["--db", db, "put", "Note", #"{"object":"n1","title":"Hello"}"#])
+        let login = try await CLI.run([
+            "--db", db, "sync", "--backend", "kinto", "--url", url, "--bucket", first, "--model", "Note", "--user", "cli", "--password", "pw",
+        ])
+        #expect(login.status == 0, "\(login.stderr)")
+        _ = try await CLI.run(["--db", db, "put", "Note", #"{"object":"n2","title":"Later"}"#])
+        let refused = try await sync(second)
+        #expect(refused.status != 0 && refused.stderr.split(separator: "\n").count == 1, "\(refused.stderr)")
+        #expect(refused.stderr.contains(first) && refused.stderr.contains("reset --client"), "\(refused.stderr)")
+        let http = SyncHTTPClient(timeout: 30)
+        let auth = ["Authorization": SyncHTTPClient.basicAuthorization(Credentials(user: "cli", password: "pw"))]
+        let other = try await http.send("GET", SyncHTTPClient.url(root, "buckets/\(second)/collections/Note/records"), headers: auth)
+        #expect(other.status != 200 || (try? other.json(""))?["data"]?.arrayValue?.isEmpty == true, "nothing went to \(second): \(other.text)")
+        #expect(try await sync(first).status == 0, "the first bucket still syncs")
+        #expect(try await CLI.run(["--db", db, "reset", "--client", "--backend", "kinto", "--url", url, "--bucket", first]).status == 0)
+        let moved = try await sync(second)
+        #expect(moved.status == 0, "\(moved.stderr)")
+    }
+
     @Test("a record's attachment (kinto-attachment) arrives as a blob attribute, read byte for byte by satchel blob")
     func attachment() async throws {
         let url = try #require(ProcessInfo.processInfo.environment["SATCHEL_KINTO_URL"], "SATCHEL_KINTO_URL is not set")
