@@ -394,6 +394,15 @@ public final class KintoBackend: SyncBackend {
             answer, changes: changes, mayCreateCollection: mayCreateCollection, context: context, what: what)
         if results.contains(where: { if case .refused(_, "403"?, _) = $0.outcome { true } else { false } }) {
             try await checkCollectionAccess(model, what)
+            // An update or delete this user may not make, of a record it may read: the record
+            // is the refusal's server copy, which a rollback takes.
+            let updates = Set(changes.filter { $0.kind != .create }.map { Array($0.objectID.utf8) })
+            for index in results.indices where updates.contains(Array(results[index].objectID.utf8)) {
+                guard case .refused(let message, "403"?, .none) = results[index].outcome,
+                    let copy = try await readableCopy(results[index].objectID, model: model, context: context)
+                else { continue }
+                results[index].outcome = .refused(message: message, code: "403", serverCopy: copy)
+            }
         }
         let creates = Dictionary(changes.filter { $0.kind == .create }.map { ($0.objectID, $0) }, uniquingKeysWith: { first, _ in first })
         for index in results.indices {
@@ -537,6 +546,16 @@ public final class KintoBackend: SyncBackend {
     /// Whether a 404 is about the bucket or the collection (errno 111) rather than a record.
     static func missingContainer(_ answer: SyncHTTPClient.Response) -> Bool {
         (try? answer.json(""))?["errno"]?.intValue == 111
+    }
+
+    /// The attributes of record `id` of `model` when this user may read it (nil otherwise, or
+    /// when it is no object).
+    func readableCopy(_ id: String, model: String, context: OutcomeContext) async throws -> JSONObject? {
+        let answer = try await send("GET", try root(collectionPath(model) + "/records/" + KintoMapping.recordID(id)), what: "read of \(model) \(id)")
+        guard answer.status == 200, let data = (try? answer.json(""))?["data"],
+            case .object(_, let attributes, _)? = KintoMapping.record(data, attachmentAs: context.blobAttribute)?.record
+        else { return nil }
+        return attributes
     }
 
     /// A create refused with 412 over a record that holds only its own values (an earlier form

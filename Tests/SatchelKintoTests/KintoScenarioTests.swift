@@ -550,6 +550,26 @@ struct KintoScenarioTests {
     }
 
     @Test(
+        "an update this user may not make, of a record it may read: refused with the record as its server copy, which rollback takes (found by a black-box probe)"
+    )
+    func forbiddenUpdateRollsBack() async throws {
+        let server = try await KintoHarness().makeServer()
+        let id = try await server.put("Product", ["name": "Seed", "price": 1], id: nil)
+        let client = try SyncClient(backend: server.backend, models: [Self.product], pageSize: 50)
+        try await client.engine.logIn(server.credentials)
+        try await client.engine.sync(models: ["Product"])
+        try await server.refuse(.update, model: "Product", id: id)
+        try client.model("Product").update(id, with: ["price": 2])
+        #expect(try await client.engine.sync(models: ["Product"]).refused == 1)
+        let error = try #require(try client.store.refusedChanges(model: "Product").first)
+        #expect(error.code == "403" && error.serverCopy?["price"] == 1 && error.actions.contains(.rollback), "\(error)")
+        try client.store.resolve("Product", id, .rollback)
+        #expect(try client.model("Product").find(id)?.attributes == ["name": "Seed", "price": 1])
+        #expect(try await client.engine.sync(models: ["Product"]).refused == 0)
+        #expect(try client.store.changeFates(model: "Product") == [:])
+    }
+
+    @Test(
         "a search that stores leaves an object changed here as it is, its version too: the next sync still meets the server's concurrent change (found by a black-box probe)"
     )
     func searchKeepsTheBaseOfALocalChange() async throws {
