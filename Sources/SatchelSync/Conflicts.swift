@@ -90,13 +90,14 @@ extension MergePolicy {
     }
 
     /// The attributes of `localChanges` that the server changed too, to another value: those
-    /// whose server value differs both from the local one and from the base (an unknown base
-    /// counts as changed there).
-    static func conflicting(localChanges: JSONObject, base: JSONObject, server: JSONObject) -> [String] {
+    /// whose server value differs from the local one, from the base (an unknown base counts as
+    /// changed there) and from what a lost push of this device sent (`sent`).
+    static func conflicting(localChanges: JSONObject, base: JSONObject, server: JSONObject, sent: JSONObject = JSONObject()) -> [String] {
         func same(_ a: JSONValue?, _ b: JSONValue?) -> Bool { (a?.isNull ?? true) ? (b?.isNull ?? true) : a == b }
         return localChanges.compactMap { name, value -> String? in
             let serverValue = server[name]
             if same(value, serverValue) { return nil }
+            if let mine = sent[name], same(mine, serverValue) { return nil }
             guard let was = base[name] else { return name }
             return same(was, serverValue) ? nil : name
         }.sorted()
@@ -124,14 +125,16 @@ extension MergePolicy {
         // The local side: the change in flight under any later edit.
         var changes = inFlight.attributes
         var base = inFlight.baseValues
+        var sent = inFlight.sentValues
         if let later = records.pending {
             for (name, value) in configuration.syncing(later.attributes) {
                 if !changes.contains(name), let was = later.baseValues[name] { base[name] = was }
                 changes[name] = value
             }
+            for (name, value) in later.sentValues where sent[name] == nil { sent[name] = value }
         }
         let server = configuration.syncing(serverCopy)
-        let conflicting = conflicting(localChanges: changes, base: base, server: server)
+        let conflicting = conflicting(localChanges: changes, base: base, server: server, sent: sent)
         var conflict: SyncConflict?
         let answer: SyncConflict.Answer
         let rule: ConflictRule

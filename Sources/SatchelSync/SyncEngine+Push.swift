@@ -193,7 +193,8 @@ extension SyncEngine {
                 }
             }
             next.inFlight = InFlightChange(
-                kind: change.kind, attributes: attributes, baseVersion: records.version, baseValues: configuration.syncing(change.baseValues))
+                kind: change.kind, attributes: attributes, baseVersion: records.version, baseValues: configuration.syncing(change.baseValues),
+                sentValues: configuration.syncing(change.sentValues))
             try tx.setObjectSyncState(model, id, next, replacing: records)
             let whole = change.kind == .update ? object.map { configuration.syncing($0.attributes) } : nil
             changes.append(OutgoingChange(objectID: id, kind: change.kind, attributes: attributes, baseVersion: records.version, object: whole))
@@ -285,6 +286,9 @@ extension SyncEngine {
         var kind = record.kind
         var attributes = record.attributes
         var base = record.baseValues
+        // The push may have gone through, its answer lost: what it sent for attributes edited
+        // since may be the server's now, and is this device's own, not a change made elsewhere.
+        var sent = record.sentValues
         switch (record.kind, later?.kind) {
         case (_, nil): break
         case (.create, .delete?), (.update, .delete?), (.delete, .delete?):
@@ -297,8 +301,10 @@ extension SyncEngine {
             for (name, value) in later!.attributes {
                 // An attribute changed before keeps its earlier base.
                 if !attributes.contains(name), let was = later!.baseValues[name] { base[name] = was }
+                if let sentValue = attributes[name], sentValue != value, sent[name] == nil { sent[name] = sentValue }
                 attributes[name] = value
             }
+            for (name, value) in later!.sentValues where sent[name] == nil { sent[name] = value }
         case (.delete, _):
             // Deleted, then created again under the same id: an update that also removes what
             // the old object had.
@@ -309,7 +315,8 @@ extension SyncEngine {
             attributes = update
         }
         records.pending = PendingChange(
-            model: model.name, objectID: id, kind: kind, attributes: kind == .create ? JSONObject() : attributes, baseValues: base)
+            model: model.name, objectID: id, kind: kind, attributes: kind == .create ? JSONObject() : attributes, baseValues: base,
+            sentValues: sent)
         try tx.setObjectSyncState(model, id, records, replacing: before)
     }
 

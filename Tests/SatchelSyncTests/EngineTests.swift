@@ -83,6 +83,38 @@ struct EngineTests {
     }
 
     @Test(
+        "an update whose push answer was lost, then edited here: the next sync is no conflict with this device's own write, across a reopen too; another device's change still is one (found by a black-box probe)"
+    )
+    func lostAnswerThenEdit() async throws {
+        let server = InMemoryBackend()
+        await Self.seed(server, 2)
+        let faults = FaultyBackend(server)
+        var client = try SyncClient(backend: faults, models: [ModelDefinition(name: "Product")], pageSize: 5, retry: RetryPolicy(maxAttempts: 1))
+        try await client.engine.logIn(Self.credentials)
+        try await client.engine.sync()
+        // The push goes through; its answer is lost.
+        try client.model("Product").update("p1", with: ["price": 100, "brand": "Mine"])
+        faults.inject(.dropAnswer, on: .push)
+        await #expect(throws: SyncError.self) { try await client.engine.sync() }
+        #expect(await server.object("Product", "p1")?["price"] == 100)
+        client = try await client.reopened(backend: faults, models: [ModelDefinition(name: "Product")])
+        try client.model("Product").update("p1", with: ["price": 101])
+        let report = try await client.engine.sync()
+        #expect(report.refused == 0, "\(report)")
+        #expect(await server.object("Product", "p1") == ["name": "Product 1", "price": 101, "brand": "Mine"])
+        #expect(try client.store.changeFates(model: "Product").isEmpty)
+
+        // The push fails before the server; another device changes the price meanwhile: a true conflict.
+        try client.model("Product").update("p2", with: ["price": 200])
+        faults.inject(.fail(SyncError(.network, "no route")), on: .push)
+        await #expect(throws: SyncError.self) { try await client.engine.sync() }
+        await server.update("Product", "p2", ["price": 7])
+        try client.model("Product").update("p2", with: ["price": 201])
+        #expect(try await client.engine.sync().refused == 1)
+        #expect(await server.object("Product", "p2")?["price"] == 7)
+    }
+
+    @Test(
         "a push the server refuses whole (a 401 or Parse's 209, a 403) puts its changes back among the pending: nothing of it was carried out",
         arguments: [SyncError(.unauthorized, "the session expired", httpStatus: 401), SyncError(.server, "forbidden", httpStatus: 403)])
     func refusedPushIsPending(_ refusal: SyncError) async throws {

@@ -400,7 +400,7 @@ extension Store {
         } else if let pending = records.pending, pending.kind != .create {
             next.pending = PendingChange(
                 model: model.name, objectID: id, kind: pending.kind, attributes: asChange(pending.attributes),
-                baseValues: asChange(pending.baseValues))
+                baseValues: asChange(pending.baseValues), sentValues: asChange(pending.sentValues))
         }
         if var inFlight = records.inFlight {
             if inFlight.kind == .create {
@@ -408,6 +408,7 @@ extension Store {
             } else {
                 inFlight.attributes = asChange(inFlight.attributes)
                 inFlight.baseValues = asChange(inFlight.baseValues)
+                inFlight.sentValues = asChange(inFlight.sentValues)
             }
             next.inFlight = inFlight
         }

@@ -5,8 +5,8 @@
 /// `package` (docs/ARCHITECTURE.md draws it).
 
 /// A change pushed to the server whose outcome is not known yet, stored under
-/// `(out, model, objectId)` as `{"attrs":{…},"base":v?,"op":"update","state":"sent"}` (the
-/// state `sent`, `awaitingLink` or `awaitingPull`).
+/// `(out, model, objectId)` as `{"attrs":{…},"base":v?,"op":"update","sent":{…}?,"state":"sent","was":{…}?}`
+/// (the state `sent`, `awaitingLink` or `awaitingPull`; `sent` and `was` as a pending change's).
 public struct InFlightChange: Equatable, Sendable {
     public enum State: String, Sendable {
         /// Sent; its result has not arrived (or the push failed and it will be sent again).
@@ -30,16 +30,20 @@ public struct InFlightChange: Equatable, Sendable {
     /// For an update: the values its attributes had before they were changed here, where known
     /// (``PendingChange/baseValues``).
     public var baseValues: JSONObject
+    /// For an update: what an earlier push of it, whose answer was lost, sent for attributes
+    /// edited since (``PendingChange/sentValues``).
+    public var sentValues: JSONObject
 
     public init(
         kind: PendingChange.Kind, attributes: JSONObject, state: State = .awaitingResult, baseVersion: JSONValue? = nil,
-        baseValues: JSONObject = JSONObject()
+        baseValues: JSONObject = JSONObject(), sentValues: JSONObject = JSONObject()
     ) {
         self.kind = kind
         self.attributes = attributes
         self.state = state
         self.baseVersion = baseVersion
         self.baseValues = kind == .update ? baseValues : JSONObject()
+        self.sentValues = kind == .update ? sentValues : JSONObject()
     }
 
     var json: JSONObject {
@@ -48,6 +52,7 @@ public struct InFlightChange: Equatable, Sendable {
         members.reserveCapacity(5)
         if let baseVersion { members.append(JSONObject.Member(name: "base", value: baseVersion)) }
         members.append(JSONObject.Member(name: "op", value: .string(kind.rawValue)))
+        if !sentValues.isEmpty { members.append(JSONObject.Member(name: "sent", value: .object(sentValues))) }
         members.append(JSONObject.Member(name: "state", value: .string(state.rawValue)))
         if !baseValues.isEmpty { members.append(JSONObject.Member(name: "was", value: .object(baseValues))) }
         return JSONObject(sortedUniqueMembers: members)
@@ -58,7 +63,9 @@ public struct InFlightChange: Equatable, Sendable {
             let attributes = json["attrs"]?.objectValue,
             let state = json["state"]?.stringValue.flatMap(State.init(rawValue:))
         else { throw SatchelError(.corruption, "undecodable in-flight change") }
-        self.init(kind: kind, attributes: attributes, state: state, baseVersion: json["base"], baseValues: json["was"]?.objectValue ?? JSONObject())
+        self.init(
+            kind: kind, attributes: attributes, state: state, baseVersion: json["base"], baseValues: json["was"]?.objectValue ?? JSONObject(),
+            sentValues: json["sent"]?.objectValue ?? JSONObject())
     }
 
     /// The stored form `bytes`, decoded. With `attributes` false a create sent, the most common

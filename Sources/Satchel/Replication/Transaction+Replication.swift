@@ -119,7 +119,8 @@ extension Transaction {
             var moving = existing
             if let pending = records.pending {
                 moving.pending = PendingChange(
-                    model: model.name, objectID: to, kind: pending.kind, attributes: pending.attributes, baseValues: pending.baseValues)
+                    model: model.name, objectID: to, kind: pending.kind, attributes: pending.attributes, baseValues: pending.baseValues,
+                    sentValues: pending.sentValues)
             }
             if let inFlight = records.inFlight { moving.inFlight = inFlight }
             if var error = records.refusal {
@@ -195,7 +196,8 @@ extension Transaction {
                 var attributes = pending.attributes
                 attributes[attribute] = new
                 records.pending = PendingChange(
-                    model: model.name, objectID: id, kind: pending.kind, attributes: attributes, baseValues: pending.baseValues)
+                    model: model.name, objectID: id, kind: pending.kind, attributes: attributes, baseValues: pending.baseValues,
+                    sentValues: pending.sentValues)
             }
             if let new = renamed(records.inFlight?.attributes[attribute]) { records.inFlight?.attributes[attribute] = new }
             if records != before { try setObjectSyncState(model, id, records, replacing: before) }

@@ -34,13 +34,22 @@ public struct PendingChange: Sendable, Hashable, CustomStringConvertible {
     /// a create). The sync engine tells a true conflict (the same attribute changed on the
     /// server) from changes to different attributes by them.
     public let baseValues: JSONObject
+    /// For an update sent again after a push whose answer was lost, and edited here since: the
+    /// values that push sent for the attributes edited since. The server may hold them (the lost
+    /// push may have gone through): a server value equal to one is this device's own, not a
+    /// change made elsewhere. Empty otherwise.
+    public let sentValues: JSONObject
 
-    public init(model: String, objectID: String, kind: Kind, attributes: JSONObject, baseValues: JSONObject = JSONObject()) {
+    public init(
+        model: String, objectID: String, kind: Kind, attributes: JSONObject, baseValues: JSONObject = JSONObject(),
+        sentValues: JSONObject = JSONObject()
+    ) {
         self.model = model
         self.objectID = objectID
         self.kind = kind
         self.attributes = attributes
         self.baseValues = kind == .update ? baseValues : JSONObject()
+        self.sentValues = kind == .update ? sentValues : JSONObject()
     }
 
     public var description: String { "\(kind.rawValue) \(model)/\(objectID) \(attributes)" }
@@ -48,38 +57,45 @@ public struct PendingChange: Sendable, Hashable, CustomStringConvertible {
 
 /// The stored form of a pending change (the value under `(chg, model, objectId)`) and the
 /// coalescing rules. The value is compact JSON: `{"op":"create"}`,
-/// `{"op":"update","attrs":{…},"was":{…}}` (`was`: the base values, when known) or
+/// `{"op":"update","attrs":{…},"sent":{…},"was":{…}}` (`was`: the base values, when known;
+/// `sent`: what a push whose answer was lost sent, when the change was edited since) or
 /// `{"op":"delete","attrs":{…}}`.
 struct StoredChange: Equatable {
     var kind: PendingChange.Kind
     var attributes: JSONObject
     /// An update's base values (``PendingChange/baseValues``).
     var base: JSONObject
+    /// An update's values sent by a push whose answer was lost (``PendingChange/sentValues``).
+    var sent: JSONObject
 
     var encoded: [UInt8] {
-        // Members in name order: `attrs`, `op`, `was`.
+        // Members in name order: `attrs`, `op`, `sent`, `was`.
         var members: [JSONObject.Member] = []
-        members.reserveCapacity(3)
+        members.reserveCapacity(4)
         if kind != .create { members.append(JSONObject.Member(name: "attrs", value: .object(attributes))) }
         members.append(JSONObject.Member(name: "op", value: .string(kind.rawValue)))
+        if kind == .update && !sent.isEmpty { members.append(JSONObject.Member(name: "sent", value: .object(sent))) }
         if kind == .update && !base.isEmpty { members.append(JSONObject.Member(name: "was", value: .object(base))) }
         return JSONObject(sortedUniqueMembers: members).jsonBytes
     }
 
-    init(kind: PendingChange.Kind, attributes: JSONObject, base: JSONObject = JSONObject()) {
+    init(kind: PendingChange.Kind, attributes: JSONObject, base: JSONObject = JSONObject(), sent: JSONObject = JSONObject()) {
         self.kind = kind
         self.attributes = attributes
         self.base = kind == .update ? base : JSONObject()
+        self.sent = kind == .update ? sent : JSONObject()
     }
 
     /// The stored form of `change` (a create keeps no attributes).
     init(_ change: PendingChange) {
-        self.init(kind: change.kind, attributes: change.kind == .create ? JSONObject() : change.attributes, base: change.baseValues)
+        self.init(
+            kind: change.kind, attributes: change.kind == .create ? JSONObject() : change.attributes, base: change.baseValues,
+            sent: change.sentValues)
     }
 
     /// The change as the API gives it.
     func pendingChange(model: String, objectID: String) -> PendingChange {
-        PendingChange(model: model, objectID: objectID, kind: kind, attributes: attributes, baseValues: base)
+        PendingChange(model: model, objectID: objectID, kind: kind, attributes: attributes, baseValues: base, sentValues: sent)
     }
 
     /// A pending create's whole stored form (it keeps no attributes): the most common record,
@@ -107,6 +123,7 @@ struct StoredChange: Equatable {
         self.kind = kind
         self.attributes = object["attrs"]?.objectValue ?? JSONObject()
         self.base = kind == .update ? object["was"]?.objectValue ?? JSONObject() : JSONObject()
+        self.sent = kind == .update ? object["sent"]?.objectValue ?? JSONObject() : JSONObject()
     }
 
     /// Merges the change already pending for an object (`existing`) with a new one.
@@ -133,7 +150,8 @@ struct StoredChange: Equatable {
                 if !merged.contains(name), let was = incoming.base[name] { base[name] = was }
                 merged[name] = value
             }
-            return StoredChange(kind: .update, attributes: merged, base: base)
+            // What a lost push sent stays possible on the server, whatever is edited after it.
+            return StoredChange(kind: .update, attributes: merged, base: base, sent: existing.sent)
         case (.delete, .create), (.delete, .update):
             // The server still has the object as it was: set the new attributes and remove the
             // ones the new object lacks.
