@@ -410,7 +410,10 @@ struct ResolveCommand: ParsableCommand {
     }
 
     func run() throws {
-        try store.withStore { try $0.resolve(model, id, Resolution(rawValue: action)!) }
+        try store.withStore { store in
+            _ = try store.existingModel(named: model)
+            try store.resolve(model, id, Resolution(rawValue: action)!)
+        }
         Output.line("resolved \(model) \(id): \(action)")
     }
 }
