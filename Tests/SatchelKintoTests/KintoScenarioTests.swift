@@ -50,6 +50,19 @@ struct KintoScenarioTests {
         return (url, user, server, bucket)
     }
 
+    /// A new account on the accounts server (Kinto's memory backend), with a bucket of its own
+    /// named after `prefix` holding an empty `Product` collection.
+    static func newAccount(_ name: String, bucket prefix: String) async throws -> (
+        url: URL, user: Credentials, server: KintoAdmin, bucket: String
+    ) {
+        let url = try KintoServers.accounts()
+        let name = KintoServers.unique(name)
+        _ = try await KintoAdmin(url, Credentials(user: "", password: "")).raw("PUT", "accounts/\(name)", ["data": ["password": "pw"]])
+        let user = Credentials(user: name, password: "pw")
+        let (server, bucket) = try await productCollection(url, user, bucket: prefix)
+        return (url, user, server, bucket)
+    }
+
     static func expectSame(_ device: SyncClient, _ server: KintoAdmin, _ bucket: String, sourceLocation: SourceLocation = #_sourceLocation)
         async throws
     {
@@ -536,11 +549,7 @@ struct KintoScenarioTests {
     @Test(
         "a prefix search on Kinto's memory backend, whose like_ fails on a record without the field, meets such records (found by a black-box probe)")
     func prefixSearchOnTheMemoryBackend() async throws {
-        let url = try KintoServers.accounts()
-        let name = KintoServers.unique("hal")
-        _ = try await KintoAdmin(url, Credentials(user: "", password: "")).raw("PUT", "accounts/\(name)", ["data": ["password": "pw"]])
-        let user = Credentials(user: name, password: "pw")
-        let (server, bucket) = try await Self.productCollection(url, user, bucket: "prefix")
+        let (url, user, server, bucket) = try await Self.newAccount("hal", bucket: "prefix")
         for (id, data) in [("a1", ["name": "cafe"]), ("a2", ["w": 1]), ("a3", ["name": "tea"])] as [(String, JSONObject)] {
             try await server.call("PUT", server.records(bucket, "Product") + "/" + id, ["data": .object(data)])
         }
@@ -608,11 +617,7 @@ struct KintoScenarioTests {
         "a prefix holding regular-expression or LIKE characters, and a range of ids (encoded on the server), find exactly what a local query does (found by a black-box probe)"
     )
     func searchesKintoCannotSay() async throws {
-        let url = try KintoServers.accounts()
-        let name = KintoServers.unique("ida")
-        _ = try await KintoAdmin(url, Credentials(user: "", password: "")).raw("PUT", "accounts/\(name)", ["data": ["password": "pw"]])
-        let user = Credentials(user: name, password: "pw")
-        let (server, bucket) = try await Self.productCollection(url, user, bucket: "odd")
+        let (url, user, server, bucket) = try await Self.newAccount("ida", bucket: "odd")
         let objects: [(String, JSONObject)] = [
             ("_lead", ["name": "c$d"]), ("a.b", ["name": "g\\h"]), ("a1", ["name": "x(y"]), ("b2", ["name": "[z"]), ("c3", ["name": "50%_off"]),
             ("d4", ["name": "cd"]),

@@ -27,6 +27,18 @@ struct EngineTests {
         }
     }
 
+    /// A device logged in to an in-memory server seeded with `count` products, through a
+    /// ``FaultyBackend`` (one attempt per call), after a first sync.
+    static func syncedThroughFaults(seeding count: Int) async throws -> (InMemoryBackend, FaultyBackend, SyncClient) {
+        let server = InMemoryBackend()
+        await seed(server, count)
+        let faults = FaultyBackend(server)
+        let client = try SyncClient(backend: faults, models: [ModelDefinition(name: "Product")], pageSize: 5, retry: RetryPolicy(maxAttempts: 1))
+        try await client.engine.logIn(credentials)
+        try await client.engine.sync()
+        return (server, faults, client)
+    }
+
     @Test("notifications arrive through the AsyncStream in order, ending with the completion")
     func notificationStream() async throws {
         let server = InMemoryBackend()
@@ -59,12 +71,7 @@ struct EngineTests {
 
     @Test("after a sync whose push answer was lost, the changes it had in flight are still unsynced: isChanged, statistics and change fates say so")
     func inFlightIsUnsynced() async throws {
-        let server = InMemoryBackend()
-        await Self.seed(server, 1)
-        let faults = FaultyBackend(server)
-        let client = try SyncClient(backend: faults, models: [ModelDefinition(name: "Product")], pageSize: 5, retry: RetryPolicy(maxAttempts: 1))
-        try await client.engine.logIn(Self.credentials)
-        try await client.engine.sync()
+        let (server, faults, client) = try await Self.syncedThroughFaults(seeding: 1)
         let products = try client.model("Product")
         #expect(try !products.isChanged)
         try products.create(["object": "n1", "name": "New"])
@@ -86,12 +93,7 @@ struct EngineTests {
         "an update whose push answer was lost, then edited here: the next sync is no conflict with this device's own write, across a reopen too; another device's change still is one (found by a black-box probe)"
     )
     func lostAnswerThenEdit() async throws {
-        let server = InMemoryBackend()
-        await Self.seed(server, 2)
-        let faults = FaultyBackend(server)
-        var client = try SyncClient(backend: faults, models: [ModelDefinition(name: "Product")], pageSize: 5, retry: RetryPolicy(maxAttempts: 1))
-        try await client.engine.logIn(Self.credentials)
-        try await client.engine.sync()
+        var (server, faults, client) = try await Self.syncedThroughFaults(seeding: 2)
         // The push goes through; its answer is lost.
         try client.model("Product").update("p1", with: ["price": 100, "brand": "Mine"])
         faults.inject(.dropAnswer, on: .push)
