@@ -250,26 +250,20 @@ final class LevelDB: Sendable {
             // Replayed with paranoid checks first, as every open replays a log: a damaged record
             // fails it. Then without them, which drops the damaged block and keeps the rest;
             // when that open goes through, the damage was in a log, and its writes are lost.
-            leveldb_options_set_paranoid_checks(opts, 1)
-            var damage: String?
-            do {
-                leveldb_close(try LevelDBStatus.check { leveldb_open(opts, path, $0) })
-            } catch  where error.code == .locked {
-                throw error
-            } catch {
-                damage = error.message
-            }
-            leveldb_options_set_paranoid_checks(opts, 0)
-            if let damage {
+            // What an open with or without paranoid checks says: nil when it went through.
+            func replay(paranoid: Bool) throws(SatchelError) -> String? {
+                leveldb_options_set_paranoid_checks(opts, paranoid ? 1 : 0)
                 do {
                     leveldb_close(try LevelDBStatus.check { leveldb_open(opts, path, $0) })
-                    logDamage = damage
+                    return nil
                 } catch  where error.code == .locked {
                     throw error
                 } catch {
-                    // Damaged otherwise: the repair below reads the tables and logs.
+                    return error.message
                 }
             }
+            // Damaged otherwise, both fail: the repair below reads the tables and logs.
+            if let damage = try replay(paranoid: true), try replay(paranoid: false) == nil { logDamage = damage }
         }
         // LevelDB's repair takes no lock of its own: held here, so that it never rewrites the
         // files of a database another process writes (refused, nothing touched).

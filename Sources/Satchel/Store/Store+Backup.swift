@@ -351,22 +351,18 @@ extension Store {
         return name
     }
 
-    /// Throws `.locked` when another process has a partition of the store at `path` open (a
-    /// damaged store, which cannot be opened, is not refused).
+    /// Throws `.locked` when another process has a partition of the store at `path` open. Only
+    /// LevelDB's lock is tried: the store is neither opened nor read (a damaged one, what a
+    /// restore is for, is not refused).
     private static func checkNotOpen(_ path: String) throws {
-        var options = LevelDBOptions()
-        options.createIfMissing = false
-        options.blockCacheSize = 0
         for partition in Partition.allCases {
             let directory = URL(fileURLWithPath: path).appendingPathComponent(partition.rawValue).path
             guard FileManager.default.fileExists(atPath: directory) else { continue }
-            do {
-                try LevelDB(path: directory, options: options).close()
+            do throws(SatchelError) {
+                try LevelDB.checkNotOpen(path: directory)
             } catch {
-                // A damaged store (what a restore is for) is not refused.
-                if error.code == .locked {
-                    throw SatchelError(.locked, "the store at \(path) is open elsewhere: close it before restoring")
-                }
+                // Anything else (a partition directory LevelDB cannot lock) is left to the copy's check.
+                if error.code == .locked { throw SatchelError(.locked, "the store at \(path) is open elsewhere: close it before restoring") }
             }
         }
     }
