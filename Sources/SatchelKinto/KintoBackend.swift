@@ -524,7 +524,7 @@ public final class KintoBackend: SyncBackend {
             // form of it went through, its answer lost, and it was edited here since; the push
             // sends the rest over it (``completingCreate``).
             let earlierForm = change.kind == .create && attributes.allSatisfy { name, value in change.attributes[name] == value }
-            if change.kind == .update || earlierForm {
+            if change.kind != .create || earlierForm {
                 return .conflict(message: text, code: "412", serverCopy: attributes, serverVersion: .int(version))
             }
             return .refused(message: text, code: "412", serverCopy: attributes)

@@ -447,7 +447,9 @@ public enum PushOutcome: Sendable, Hashable {
     /// version check: Kinto's `412`), with the server's object and its version. For an update,
     /// the engine merges changes to different attributes and sends the change again, asks the
     /// model's ``ConflictResolver`` about a true conflict, or keeps it as a refused change
-    /// (``refused(message:code:serverCopy:)``) with `code`.
+    /// (``refused(message:code:serverCopy:)``) with `code`. A delete goes again on the server's
+    /// version when the server's object is as this device last had it or as a push of its own
+    /// (whose answer was lost) left it; otherwise it is kept as a refused change too.
     case conflict(message: String, code: String? = nil, serverCopy: JSONObject, serverVersion: JSONValue?)
     /// The object does not exist on the server: a delete is then done; an update or create is
     /// kept as a refused change, with the server's own message and code when it gave them

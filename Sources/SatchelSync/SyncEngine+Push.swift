@@ -292,7 +292,12 @@ extension SyncEngine {
         switch (record.kind, later?.kind) {
         case (_, nil): break
         case (.create, .delete?), (.update, .delete?), (.delete, .delete?):
-            // Whatever reached the server, the object must go: send the delete.
+            // Whatever reached the server, the object must go: send the delete. What an update
+            // sent may be on the server now, this device's own (``explainedDelete``).
+            if record.kind == .update {
+                for (name, value) in record.attributes where sent[name] == nil { sent[name] = value }
+            }
+            for (name, value) in later!.sentValues where sent[name] == nil { sent[name] = value }
             kind = .delete
             attributes = later!.attributes
         case (.create, _):
@@ -410,6 +415,18 @@ extension SyncEngine {
                     if case .conflict(let message, let code, let serverCopy, let version) = outcome {
                         if change.kind == .update && Self.holds(serverCopy, record.attributes) {
                             outcome = .accepted(version: version)
+                        } else if change.kind == .delete, let version,
+                            Self.explainedDelete(
+                                server: configuration.syncing(serverCopy), deleted: record.attributes, sent: record.sentValues)
+                        {
+                            // The server's newer version holds nothing this device has not seen
+                            // or sent itself (its own push, the answer lost): the delete goes
+                            // again, on that version.
+                            records.version = version
+                            try tx.setObjectSyncState(model, change.objectID, records, replacing: before)
+                            try Self.requeue(model, change.objectID, tx)
+                            summary.resend.append(change.objectID)
+                            continue
                         } else if change.kind != .update {
                             outcome = .refused(message: message, code: code, serverCopy: serverCopy)
                         }
@@ -530,6 +547,19 @@ extension SyncEngine {
         if !summary.postponed.isEmpty {
             let message = "not taken by the server this time, pending for the next sync: " + summary.postponed.joined(separator: "; ")
             emit(.sync(SyncNotification(status: .error, model: model, errorCode: .server, message: message)))
+        }
+    }
+
+    /// Whether a delete refused because the object changed on the server meanwhile may go on:
+    /// every attribute of the server's copy (`server`, its attributes that travel) is as this
+    /// device last had it when deleting (`deleted`) or as a push of its own, whose answer was
+    /// lost, sent it (`sent`, null: absent).
+    static func explainedDelete(server: JSONObject, deleted: JSONObject, sent: JSONObject) -> Bool {
+        func same(_ value: JSONValue?, _ other: JSONValue?) -> Bool { (value?.isNull ?? true) ? (other?.isNull ?? true) : value == other }
+        var names = Set(server.keys)
+        names.formUnion(deleted.keys)
+        return names.allSatisfy { name in
+            same(server[name], deleted[name]) || (sent[name].map { same(server[name], $0) } ?? false)
         }
     }
 

@@ -664,6 +664,39 @@ struct KintoScenarioTests {
         #expect(refused.refused == 1)
     }
 
+    @Test(
+        "an update whose answer was lost, edited and then deleted here: the delete goes again on the server's version, which holds this device's own write (found by a black-box probe: a 412)"
+    )
+    func lostUpdateAnswerThenDelete() async throws {
+        let (url, user, server, bucket) = try await Self.newUser("gus", password: "secret", bucket: "lostdelete")
+        var faulty: FaultyBackend?
+        let device = try await Self.device(url, bucket: bucket, user, pageSize: 50) { backend in
+            let wrapped = FaultyBackend(backend)
+            faulty = wrapped
+            return wrapped
+        }
+        try device.model("Product").create(["object": "D1", "a": 1])
+        try device.model("Product").create(["object": "D2", "a": 1])
+        try await device.engine.sync(models: ["Product"])
+        try device.model("Product").update("D1", with: ["a": 2, "b": 3])
+        try device.model("Product").update("D2", with: ["a": 2])
+        try #require(faulty).inject(.dropAnswer, on: .push)
+        await #expect(throws: SyncError.self) { try await device.engine.sync(models: ["Product"]) }
+        #expect(try await server.objects(bucket, "Product")["D1"] == ["a": 2, "b": 3], "the update landed; its answer did not")
+
+        try device.model("Product").update("D1", with: ["a": 4])
+        try device.model("Product").delete("D1")
+        // D2: changed elsewhere since: the delete is a true conflict.
+        try await server.call("PATCH", server.records(bucket, "Product") + "/D2", ["data": ["c": 9]])
+        try device.model("Product").delete("D2")
+        let report = try await device.engine.sync(models: ["Product"])
+        #expect(report.refused == 1, "\(report)")
+        let objects = try await server.objects(bucket, "Product")
+        #expect(objects["D1"] == nil)
+        #expect(objects["D2"] == ["a": 2, "c": 9])
+        #expect(try device.store.changeFates(model: "Product").keys.sorted() == ["D2"])
+    }
+
     func expectUnauthorized(sourceLocation: SourceLocation = #_sourceLocation, _ body: () async throws -> Void) async {
         do {
             try await body()

@@ -117,6 +117,40 @@ struct EngineTests {
     }
 
     @Test(
+        "a delete made after an update whose push answer was lost deletes the object: the server's newer version is this device's own write (a black-box probe: a 412)"
+    )
+    func lostAnswerThenDelete() async throws {
+        var (server, faults, client) = try await Self.syncedThroughFaults(seeding: 3)
+        // p1: the update goes through, its answer is lost; edited again, then deleted.
+        try client.model("Product").update("p1", with: ["price": 100, "brand": "Mine"])
+        faults.inject(.dropAnswer, on: .push)
+        await #expect(throws: SyncError.self) { try await client.engine.sync() }
+        #expect(await server.object("Product", "p1")?["price"] == 100)
+        client = try await client.reopened(backend: faults, models: [ModelDefinition(name: "Product")])
+        try client.model("Product").update("p1", with: ["price": 101])
+        try client.model("Product").delete("p1")
+        // p2: the same, deleted without another edit.
+        try client.model("Product").update("p2", with: ["price": 200])
+        faults.inject(.dropAnswer, on: .push)
+        await #expect(throws: SyncError.self) { try await client.engine.sync() }
+        try client.model("Product").delete("p2")
+        let report = try await client.engine.sync()
+        #expect(report.refused == 0, "\(report)")
+        #expect(await server.object("Product", "p1") == nil)
+        #expect(await server.object("Product", "p2") == nil)
+        #expect(try client.store.changeFates(model: "Product").isEmpty)
+
+        // Another device changes p3 after this device's lost update: the delete is a true conflict.
+        try client.model("Product").update("p3", with: ["price": 300])
+        faults.inject(.dropAnswer, on: .push)
+        await #expect(throws: SyncError.self) { try await client.engine.sync() }
+        await server.update("Product", "p3", ["name": "Renamed elsewhere"])
+        try client.model("Product").delete("p3")
+        #expect(try await client.engine.sync().refused == 1)
+        #expect(await server.object("Product", "p3")?["name"] == "Renamed elsewhere")
+    }
+
+    @Test(
         "a push the server refuses whole (a 401 or Parse's 209, a 403) puts its changes back among the pending: nothing of it was carried out",
         arguments: [SyncError(.unauthorized, "the session expired", httpStatus: 401), SyncError(.server, "forbidden", httpStatus: 403)])
     func refusedPushIsPending(_ refusal: SyncError) async throws {

@@ -34,10 +34,10 @@ public struct PendingChange: Sendable, Hashable, CustomStringConvertible {
     /// a create). The sync engine tells a true conflict (the same attribute changed on the
     /// server) from changes to different attributes by them.
     public let baseValues: JSONObject
-    /// For an update sent again after a push whose answer was lost, and edited here since: the
-    /// values that push sent for the attributes edited since. The server may hold them (the lost
-    /// push may have gone through): a server value equal to one is this device's own, not a
-    /// change made elsewhere. Empty otherwise.
+    /// For an update sent again after a push whose answer was lost, and edited here since (or
+    /// a delete made after it): the values that push sent for the attributes edited since. The
+    /// server may hold them (the lost push may have gone through): a server value equal to one
+    /// is this device's own, not a change made elsewhere. Empty otherwise.
     public let sentValues: JSONObject
 
     public init(
@@ -49,7 +49,7 @@ public struct PendingChange: Sendable, Hashable, CustomStringConvertible {
         self.kind = kind
         self.attributes = attributes
         self.baseValues = kind == .update ? baseValues : JSONObject()
-        self.sentValues = kind == .update ? sentValues : JSONObject()
+        self.sentValues = kind == .create ? JSONObject() : sentValues
     }
 
     public var description: String { "\(kind.rawValue) \(model)/\(objectID) \(attributes)" }
@@ -59,13 +59,15 @@ public struct PendingChange: Sendable, Hashable, CustomStringConvertible {
 /// coalescing rules. The value is compact JSON: `{"op":"create"}`,
 /// `{"op":"update","attrs":{…},"sent":{…},"was":{…}}` (`was`: the base values, when known;
 /// `sent`: what a push whose answer was lost sent, when the change was edited since) or
-/// `{"op":"delete","attrs":{…}}`.
+/// `{"op":"delete","attrs":{…},"sent":{…}}` (`sent` as for an update, when the delete followed
+/// such a push).
 struct StoredChange: Equatable {
     var kind: PendingChange.Kind
     var attributes: JSONObject
     /// An update's base values (``PendingChange/baseValues``).
     var base: JSONObject
-    /// An update's values sent by a push whose answer was lost (``PendingChange/sentValues``).
+    /// An update's or a delete's values sent by a push whose answer was lost
+    /// (``PendingChange/sentValues``).
     var sent: JSONObject
 
     var encoded: [UInt8] {
@@ -74,7 +76,7 @@ struct StoredChange: Equatable {
         members.reserveCapacity(4)
         if kind != .create { members.append(JSONObject.Member(name: "attrs", value: .object(attributes))) }
         members.append(JSONObject.Member(name: "op", value: .string(kind.rawValue)))
-        if kind == .update && !sent.isEmpty { members.append(JSONObject.Member(name: "sent", value: .object(sent))) }
+        if kind != .create && !sent.isEmpty { members.append(JSONObject.Member(name: "sent", value: .object(sent))) }
         if kind == .update && !base.isEmpty { members.append(JSONObject.Member(name: "was", value: .object(base))) }
         return JSONObject(sortedUniqueMembers: members).jsonBytes
     }
@@ -83,7 +85,7 @@ struct StoredChange: Equatable {
         self.kind = kind
         self.attributes = attributes
         self.base = kind == .update ? base : JSONObject()
-        self.sent = kind == .update ? sent : JSONObject()
+        self.sent = kind == .create ? JSONObject() : sent
     }
 
     /// The stored form of `change` (a create keeps no attributes).
@@ -123,7 +125,7 @@ struct StoredChange: Equatable {
         self.kind = kind
         self.attributes = object["attrs"]?.objectValue ?? JSONObject()
         self.base = kind == .update ? object["was"]?.objectValue ?? JSONObject() : JSONObject()
-        self.sent = kind == .update ? object["sent"]?.objectValue ?? JSONObject() : JSONObject()
+        self.sent = kind == .create ? JSONObject() : object["sent"]?.objectValue ?? JSONObject()
     }
 
     /// Merges the change already pending for an object (`existing`) with a new one.
@@ -140,7 +142,9 @@ struct StoredChange: Equatable {
         case (.create, _):
             return existing
         case (.update, .delete):
-            return incoming
+            // What a lost push sent stays possible on the server: the delete tells it from
+            // changes made elsewhere.
+            return StoredChange(kind: .delete, attributes: incoming.attributes, sent: existing.sent)
         case (.update, _):
             var merged = existing.attributes
             var base = existing.base

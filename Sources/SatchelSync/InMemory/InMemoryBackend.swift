@@ -456,10 +456,9 @@ public actor InMemoryBackend: SyncBackend {
 
     private func conflict(_ change: OutgoingChange, _ current: ServerState.Entry) -> PushOutcome? {
         guard configuration.checkVersions, let base = change.baseVersion, base != .int(current.version) else { return nil }
-        return change.kind == .update
-            ? .conflict(
-                message: "the object was modified meanwhile", code: "412", serverCopy: current.attributes, serverVersion: .int(current.version))
-            : .refused(message: "the object was modified meanwhile", code: "412", serverCopy: current.attributes)
+        // An update or a delete: the engine settles it from the server's copy and version.
+        return .conflict(
+            message: "the object was modified meanwhile", code: "412", serverCopy: current.attributes, serverVersion: .int(current.version))
     }
 
     // MARK: - Snapshots, search, listing, blobs
