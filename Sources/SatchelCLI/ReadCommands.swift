@@ -320,6 +320,7 @@ struct CheckCommand: ParsableCommand {
     func run() throws {
         let report = try store.withStore { try $0.verify() }
         for problem in report.problems { Output.line("problem: \(problem)") }
+        for note in report.notes { Output.line("note: \(note)") }
         if report.problemCount > report.problems.count {
             Output.line("… and \(report.problemCount - report.problems.count) more problems")
         }

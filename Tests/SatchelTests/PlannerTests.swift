@@ -195,6 +195,49 @@ struct PlannerTests {
     }
 
     @Test(
+        "an index whose build was interrupted (a repair killed while rebuilding): its listing counts what it holds, explain and check name it, declaring it again finishes it (found by a black-box probe)"
+    )
+    func interruptedBuild() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.child("s")
+        do {
+            let store = try Store(path: path)
+            let model = try store.model("M")
+            for i in 0..<50 { try model.create(["k": .int(Int64(i))]) }
+            try model.createIndex(IndexDefinition("k"))
+            // Simulate a kill after a rebuild began: the definition says building, its entries gone.
+            var building = try store.entry("M").indexes[0]
+            building.state = .building
+            var batch = LevelDBWriteBatch()
+            batch.put(Keys.indexDefinition("M", building.id), building.json.jsonBytes)
+            try store.database(.user).write(batch, sync: false)
+            try store.close()
+        }
+        do {
+            let store = try Store(path: path)
+            let model = try store.model("M")
+            _ = try store.deleteKeys(withPrefix: Keys.indexModelPrefix("M"), of: "M", in: .user)
+            let index = try #require(try model.indexes.first)
+            #expect(!index.isReady)
+            #expect(index.entries == 0, "what the index holds, not the count from before its build")
+            let plan = try model.explain(Query(where: "k" == 3))
+            #expect(plan.access == .scan)
+            #expect(plan.description.contains("index k is incomplete"), "\(plan.description)")
+            #expect(try model.findAll(where: "k" > 47).count == 2)
+            let report = try store.verify()
+            #expect(report.isHealthy)
+            #expect(report.notes.count == 1 && report.notes[0].contains("index k") == true, "\(report.notes)")
+
+            try model.createIndex(IndexDefinition("k"))
+            #expect(try model.indexes.map(\.entries) == [50])
+            #expect(try model.explain(Query(where: "k" == 3)).access == .index(IndexDefinition("k")))
+            let finished = try store.verify()
+            #expect(finished.isHealthy && finished.notes.isEmpty, "\(finished.notes)")
+            try store.close()
+        }
+    }
+
+    @Test(
         "bad index definitions are refused",
         arguments: [
             IndexDefinition([Field]()), IndexDefinition("object"), IndexDefinition("a", "a"),

@@ -13,7 +13,7 @@ public struct IndexInfo: Sendable, Hashable {
     public var definition: IndexDefinition
     /// False while the index is being built or dropped; queries use only ready indexes.
     public var isReady: Bool
-    /// The number of entries.
+    /// The number of entries: for an index that is not ready, what it holds now (counted).
     public var entries: Int
 }
 
@@ -22,8 +22,12 @@ extension Model {
     public var indexes: [IndexInfo] {
         get throws {
             let entry = try store.entry(name)
-            return entry.indexes.map {
-                IndexInfo(definition: $0.definition, isReady: $0.state == .ready, entries: entry.statistics.indexEntries[$0.id] ?? 0)
+            return try entry.indexes.map { index in
+                var statistics = entry.statistics
+                // Only a ready index's count is kept exact; a build (a repair's rebuild
+                // included) interrupted by a kill leaves the count from before it: count.
+                if index.state != .ready { try statistics.recount(index, in: store.database(entry.definition.partition)) }
+                return IndexInfo(definition: index.definition, isReady: index.state == .ready, entries: statistics.indexEntries[index.id] ?? 0)
             }
         }
     }

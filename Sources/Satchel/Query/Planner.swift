@@ -175,13 +175,24 @@ enum Planner {
         let sorted = !scanDeliversOrder
         let objects = entry.statistics.objects
         let hasReadyIndex = entry.indexes.contains { $0.state == .ready }
+        let incomplete = entry.indexes.filter { $0.state == .building }.map { "index \($0.definition) is incomplete" }
         let unserved = !conjuncts.isEmpty && scanConsumed.isEmpty
         return Plan(
             source: .objects(scanRange, reverse: scanReverse), residual: residual, sortInMemory: sorted,
             explain: {
                 var detail = "scan \(model) (\(objects) objects)"
                 if let narrowed { detail += " within \(narrowed.describe(Field.id))" }
-                if unserved { detail += hasReadyIndex ? " (no ready index fits the conditions)" : " (the model has no index)" }
+                if unserved {
+                    if hasReadyIndex {
+                        detail += " (no ready index fits the conditions)"
+                    } else if !incomplete.isEmpty {
+                        // Being built, or a build a kill interrupted: declaring it again finishes it.
+                        detail += " (\(incomplete.joined(separator: ", ")): its build is under way or was interrupted; "
+                        detail += "declaring it again (createIndex, satchel index) finishes it)"
+                    } else {
+                        detail += " (the model has no index)"
+                    }
+                }
                 return QueryPlan(access: .scan, deliversOrder: !sorted, description: Self.describe(detail, residual, query, sorted: sorted))
             })
     }

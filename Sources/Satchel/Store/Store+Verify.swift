@@ -13,6 +13,9 @@ public struct VerificationReport: Sendable {
     public var problems: [String] = []
     /// The number of problems, including those beyond the first 1,000.
     public var problemCount = 0
+    /// What is no damage but wants an action, one line each: an index whose build is under way
+    /// or was interrupted (declaring it again finishes it; queries do not use it until then).
+    public var notes: [String] = []
 
     /// Whether no problem was found.
     public var isHealthy: Bool { problemCount == 0 }
@@ -64,6 +67,11 @@ extension Store {
             for index in entry.indexes where index.state != .ready {
                 actual.indexEntries[index.id] = entry.statistics.indexEntries[index.id]
                 actual.textTotals[index.id] = entry.statistics.textTotals[index.id]
+                if index.state == .building {
+                    report.notes.append(
+                        "model '\(name.name)': index \(index.definition) is incomplete (its build is under way or was interrupted): queries do not use it; declaring it again (createIndex, satchel index) finishes it"
+                    )
+                }
             }
             if actual != entry.statistics {
                 report.report(
