@@ -135,10 +135,13 @@ public struct ModelSyncConfiguration: Sendable, Hashable {
     var everyAttributeTravels: Bool { onlyAttributes == nil && ignoredAttributes.isEmpty && deviceOnlyAttributes.isEmpty }
 
     /// Whether an attribute travels between this device and the server: every attribute (or
-    /// those of `onlyList`), less `ignoreList`, plus `extra-query`; never an `extra-device` one.
+    /// those of `onlyList`), less `ignoreList`, plus `extra-query` (where a relationship field,
+    /// `Owner.Name`, arrives as the attribute `Owner`); never an `extra-device` one.
     func syncs(_ attribute: String) -> Bool {
         if attribute == Object.idAttribute || deviceOnlyAttributes.contains(attribute) { return false }
-        if extraAttributes.contains(attribute) { return true }
+        if extraAttributes.contains(where: { $0 == attribute || ($0.hasPrefix(attribute) && $0.dropFirst(attribute.count).first == ".") }) {
+            return true
+        }
         if ignoredAttributes.contains(attribute) { return false }
         return onlyAttributes?.contains(attribute) ?? true
     }

@@ -23,7 +23,20 @@ extension SalesforceState {
         if plan.count {
             return .json(.object(["totalSize": .int(Int64(rows.count)), "done": .bool(true), "records": .array([])]))
         }
-        let records = rows.map { JSON.object(store.render(plan.schema, $0.id, $0.fields, fields: plan.fields, version: call.version)) }
+        let records = rows.map { row in
+            var record = store.render(plan.schema, row.id, row.fields, fields: plan.fields, version: call.version)
+            for related in plan.related {
+                guard let parentID = row.fields[related.reference.name]?.string, let parent = store.record(related.target.name, parentID) else {
+                    record[related.relationship] = .null
+                    continue
+                }
+                // Fields of one parent come in one object: `attributes`, then each in SELECT order.
+                var nested = record[related.relationship]?.object ?? store.render(related.target, parentID, [:], fields: [], version: call.version)
+                nested[related.field.name] = parent.fields[related.field.name] ?? .null
+                record[related.relationship] = .object(nested)
+            }
+            return JSON.object(record)
+        }
         var size = pageSize
         if let options = call.request.headers["sforce-query-options"],
             let batch = options.split(separator: ",").compactMap({ option -> Int? in

@@ -17,9 +17,20 @@ struct SOQLPlan {
         case test(Field, SOQLQuery.Operator, [Literal])
     }
 
+    /// A selected field of a parent record (`Parent.Name`): it comes nested, under the
+    /// relationship's name, as `{"attributes":{…},"Name":…}` (null without a parent).
+    struct Related {
+        let relationship: String
+        let reference: Field
+        let target: Schema
+        let field: Field
+    }
+
     let schema: Schema
     /// The selected fields, in `SELECT` order.
     let fields: [Field]
+    /// The selected fields of parent records.
+    let related: [Related]
     let count: Bool
     let predicate: Predicate?
     let order: [(field: Field, descending: Bool, nullsLast: Bool)]
@@ -48,7 +59,21 @@ struct SOQLPlan {
             return field
         }
         var fields: [Field] = []
+        var related: [Related] = []
         for name in query.fields {
+            let parts = name.text.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+            if parts.count == 2 {
+                guard let reference = schema.fields.first(where: { $0.relationshipName?.lowercased() == parts[0].lowercased() }),
+                    let target = reference.referenceTo.first.flatMap({ store.schema($0) }), let field = target.field(parts[1])
+                else {
+                    throw SOQLError.at(
+                        name.offset, in: text,
+                        "Didn't understand relationship '\(parts[0])' in field path. If you are attempting to use a custom relationship, be sure to append the '__r' after the custom relationship name. Please reference your WSDL or the describe call for the appropriate names.",
+                        code: "INVALID_FIELD")
+                }
+                related.append(Related(relationship: reference.relationshipName!, reference: reference, target: target, field: field))
+                continue
+            }
             let field = try resolve(name)
             if fields.contains(where: { $0.name == field.name }) { throw APIError.invalidField("duplicate field selected: \(field.name)") }
             fields.append(field)
@@ -66,6 +91,7 @@ struct SOQLPlan {
         }
         self.schema = schema
         self.fields = fields
+        self.related = related
         count = query.count
         predicate = try query.condition.map { condition throws(APIError) in try Self.predicate(condition, text: text, resolve: resolve) }
         self.order = order

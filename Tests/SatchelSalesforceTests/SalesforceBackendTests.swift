@@ -188,6 +188,32 @@ struct SalesforceBackendTests {
         #expect(!local.isEmpty && local.allSatisfy { $0["Industry"] != "Banking" && $0["Rating"] == nil })
     }
 
+    @Test(
+        "an extra-query relationship field (Account.Name) arrives nested under the relationship and is stored, beside onlyList, and never pushed (found by a black-box probe: it was dropped)"
+    )
+    func relationshipField() async throws {
+        let setup = try await Setup(models: [Self.account, ModelDefinition(name: "Contact", associations: ["AccountId": "Account"])])
+        defer { Task { await setup.stop() } }
+        let acme = await setup.server.insert("Account", Self.json(["Name": "Acme"]))
+        let contact = await setup.server.insert("Contact", Self.json(["LastName": "Doe", "AccountId": .string(acme)]))
+        let orphan = await setup.server.insert("Contact", Self.json(["LastName": "Roe"]))
+        try await setup.device.engine.configure(
+            "Contact",
+            try ModelSyncConfiguration(syncObject: ["name": "Contact", "onlyList": ["LastName", "AccountId"], "extra-query": ["Account.Name"]]))
+        try await setup.device.engine.sync(models: ["Contact"])
+        let query = try #require(await setup.queries().first { $0.contains("FROM Contact") && $0.contains("Account.Name") })
+        #expect(query.hasPrefix("SELECT Id, LastModifiedDate, LastName, AccountId, Account.Name FROM Contact"), "\(query)")
+        #expect(try setup.model("Contact").find(contact)?.attributes == ["LastName": "Doe", "AccountId": .string(acme), "Account": ["Name": "Acme"]])
+        #expect(try setup.model("Contact").find(orphan)?.attributes == ["LastName": "Roe"])
+
+        try setup.model("Contact").update(contact, with: ["LastName": "Dough"])
+        let report = try await setup.device.engine.sync(models: ["Contact"])
+        #expect(report.accepted == 1 && report.refused == 0, "\(report)")
+        let sent = try await setup.composites("PATCH").description
+        #expect(sent.contains("Dough") && !sent.contains("\"Account\""), "\(sent)")
+        #expect(try await setup.record("Contact", contact)?["LastName"] == "Dough")
+    }
+
     @Test("REQUEST_LIMIT_EXCEEDED is retried with backoff")
     func requestLimit() async throws {
         let setup = try await Setup(
