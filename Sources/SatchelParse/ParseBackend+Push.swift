@@ -64,8 +64,18 @@ extension ParseBackend {
     public func push(_ request: PushRequest) async throws -> [PushResult] {
         let context = PushContext(request, mount: configuration.url)
         let singly = configuration.createProtection == .requestIDs
-        let batched = singly ? request.changes.filter { $0.kind != .create } : request.changes
         var outcomes: [String: PushOutcome] = [:]
+        // A value that cannot travel in the type the server gave its attribute is refused here.
+        for change in request.changes where change.kind != .delete {
+            if let message = ParseMapping.mistyped(change.attributes, blobs: change.blobs, model: request.model, types: context.types) {
+                // An update's error carries the server's copy, for a rollback.
+                let copy = change.kind == .update ? try await serverCopy(change.objectID, context) : nil
+                outcomes[change.objectID] = .refused(message: message, code: ParseMapping.mistypedCode, serverCopy: copy)
+            }
+        }
+        let refusedHere = outcomes.count
+        let sendable = outcomes.isEmpty ? request.changes : request.changes.filter { outcomes[$0.objectID] == nil }
+        let batched = singly ? sendable.filter { $0.kind != .create } : sendable
         var start = 0
         while start < batched.count {
             let chunk = Array(batched[start..<min(start + configuration.batchSize, batched.count)])
@@ -73,8 +83,8 @@ extension ParseBackend {
             for (id, outcome) in try await pushBatch(chunk, context) { outcomes[id] = outcome }
         }
         if singly {
-            let creates = request.changes.filter { $0.kind == .create }
-            for (id, outcome) in try await pushCreates(creates, context, othersAnswered: !outcomes.isEmpty) { outcomes[id] = outcome }
+            let creates = sendable.filter { $0.kind == .create }
+            for (id, outcome) in try await pushCreates(creates, context, othersAnswered: outcomes.count > refusedHere) { outcomes[id] = outcome }
         }
         return request.changes.map {
             PushResult(objectID: $0.objectID, outcome: outcomes[$0.objectID] ?? .retryLater(message: "no result from the server"))

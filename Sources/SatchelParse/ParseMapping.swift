@@ -169,7 +169,9 @@ public enum ParseMapping {
             case "File":
                 guard let url = object["url"]?.stringValue ?? object["name"]?.stringValue else { return field }
                 decoded.types[attribute] = .file
-                decoded.object.blobURLs[attribute] = url
+                // Only a URL is downloaded; anything else is kept as it is (a download would
+                // fail every later sync of the model).
+                if isURL(.string(url)) { decoded.object.blobURLs[attribute] = url }
                 return .string(url)
             default:
                 return field
@@ -226,6 +228,45 @@ public enum ParseMapping {
         default:
             return value
         }
+    }
+
+    /// The code of a change refused before it is sent because a value cannot travel in the type
+    /// the server gave its attribute (``mistyped(_:blobs:model:types:)``).
+    static let mistypedCode = "mistyped"
+
+    /// Why `attributes` (a change's, `blobs` the bytes of its blob references) cannot be sent:
+    /// a value in an attribute the server keeps as a `File` that is neither a blob made here
+    /// nor a file's URL, or in a `Date` one that is no ISO 8601 date. Sent, such a value would
+    /// be a `File` naming no file, or an invalid `Date`. Nil when every value can go.
+    static func mistyped(_ attributes: JSONObject, blobs: [String: Data], model: ModelDefinition, types: WireTypes) -> String? {
+        for (name, value) in attributes where !value.isNull {
+            switch types.type(of: name, in: model) {
+            case .file?:
+                if BlobStore.isReference(value) ? blobs[name] != nil : isURL(value) { continue }
+                return "\(name) holds \(quoted(value)), not a file: Parse keeps a File there (write a blob, or a file's URL)"
+            case .date?:
+                if let text = value.stringValue, isDate(text) { continue }
+                return "\(name) holds \(quoted(value)), not a date: Parse keeps a Date there (write an ISO 8601 date, 2026-01-31T09:30:00.000Z)"
+            default:
+                continue
+            }
+        }
+        return nil
+    }
+
+    private static func quoted(_ value: JSONValue) -> String { String(String(decoding: value.jsonBytes, as: UTF8.self).prefix(80)) }
+
+    /// Whether `value` is an absolute `http`/`https` URL: a file's, downloadable.
+    static func isURL(_ value: JSONValue) -> Bool {
+        guard let text = value.stringValue, let url = URL(string: text), let scheme = url.scheme?.lowercased() else { return false }
+        return (scheme == "http" || scheme == "https") && url.host != nil
+    }
+
+    /// Whether `text` is an ISO 8601 date with a time (fractional seconds or not) or a day.
+    static func isDate(_ text: String) -> Bool {
+        (try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(text)) != nil
+            || (try? Date.ISO8601FormatStyle().parse(text)) != nil
+            || (try? Date.ISO8601FormatStyle().year().month().day().parse(text)) != nil
     }
 
     static func pointer(_ className: String, _ id: String) -> JSONValue {
