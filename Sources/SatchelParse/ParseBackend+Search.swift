@@ -41,14 +41,23 @@ extension ParseBackend {
     /// prefix) and and/or/not (`$and`, `$or`, `$nor`) translate exactly; `contains` becomes a
     /// `$regex` on the quoted text (which also matches an array holding a string that contains
     /// it: more), or an equality, which matches arrays holding the value. Dates and pointers go
-    /// in the wire types the model's attributes have.
+    /// in the wire types the model's attributes have. What Parse cannot say is left to the
+    /// engine (matching more): a path into arrays (`items[].p`) or with a name Parse's keys
+    /// cannot spell, and a prefix or a substring of a `Date`, `File` or pointer, which a
+    /// `$regex` never matches (a pointer's substring becomes an equality with the pointer).
     static func query(_ condition: Condition, model: ModelDefinition, types: ParseMapping.WireTypes) -> (query: JSONValue?, exact: Bool) {
         func name(_ field: Field) -> String { field == .id ? "objectId" : field.description }
+        func type(_ field: Field) -> ParseMapping.WireType? {
+            guard field.components.count == 1, field != .id else { return nil }
+            let attribute = field.components[0]
+            return ParseMapping.serverFields.contains(attribute) ? .date : types.type(of: attribute, in: model)
+        }
         func wire(_ field: Field, _ value: JSONValue) -> JSONValue {
             guard field.components.count == 1, field != .id else { return value }
-            let attribute = field.components[0]
-            let type: ParseMapping.WireType? = ParseMapping.serverFields.contains(attribute) ? .date : types.type(of: attribute, in: model)
-            return ParseMapping.wire(value, attribute: attribute, type: type)
+            return ParseMapping.wire(value, attribute: field.components[0], type: type(field))
+        }
+        if let field = field(of: condition.expression), field != .id, field.reachesIntoArrays || !field.components.allSatisfy(isKey) {
+            return (nil, false)
         }
         switch condition.expression {
         case .all:
@@ -66,9 +75,14 @@ extension ParseBackend {
         case .isIn(let field, let values):
             return ([name(field): ["$in": .array(values.map { wire(field, $0) })]], true)
         case .beginsWith(let field, let prefix):
+            guard type(field) == nil else { return (nil, false) }
             return ([name(field): ["$regex": .string("^" + quoted(prefix))]], true)
         case .contains(let field, .string(let text)):
-            return ([name(field): ["$regex": .string(quoted(text))]], false)
+            switch type(field) {
+            case nil: return ([name(field): ["$regex": .string(quoted(text))]], false)
+            case .pointer(let className)?, .pointers(let className)?: return ([name(field): ParseMapping.pointer(className, text)], false)
+            case .date?, .file?: return (nil, false)
+            }
         case .contains(let field, let value):
             return ([name(field): wire(field, value)], false)
         case .exists(let field, let present):
@@ -89,6 +103,20 @@ extension ParseBackend {
             guard let inner = translated.query else { return (["objectId": ["$in": []]], true) }
             return (["$nor": [inner]], true)
         }
+    }
+
+    /// The field a condition that is no combination of others tests.
+    static func field(of expression: Condition.Expression) -> Field? {
+        switch expression {
+        case .compare(let field, _, _), .isIn(let field, _), .beginsWith(let field, _), .contains(let field, _), .exists(let field, _): field
+        case .all, .and, .or, .not: nil
+        }
+    }
+
+    /// Whether `name` is a key Parse accepts in a query (`^[A-Za-z][A-Za-z0-9_]*$` between dots).
+    static func isKey(_ name: String) -> Bool {
+        guard let first = name.utf8.first, (65...90).contains(first) || (97...122).contains(first) else { return false }
+        return name.utf8.allSatisfy { (48...57).contains($0) || (65...90).contains($0) || (97...122).contains($0) || $0 == 95 }
     }
 
     /// `text` as a regular expression matching it literally (`\Q…\E`, with any `\E` in it

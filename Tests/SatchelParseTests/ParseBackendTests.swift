@@ -285,6 +285,40 @@ struct ParseBackendTests {
         #expect(try docs.find(id)?["n"] == 6)
     }
 
+    @Test(
+        "search of what Parse's where cannot say (a member of an array of pointers, a Date's prefix, a path into arrays) finds exactly what find finds here, never a 400 or an empty answer (found by a black-box probe)"
+    )
+    func searchesParseCannotSay() async throws {
+        let setup = try await Setup(models: [Self.product, Self.order])
+        defer { Task { await setup.stop() } }
+        let p1 = await setup.server.put("Product", Self.json(["name": "P1"]), id: nil)
+        let p2 = await setup.server.put("Product", Self.json(["name": "P2"]), id: nil)
+        func pointer(_ id: String) -> JSONValue { ["__type": "Pointer", "className": "Product", "objectId": .string(id)] }
+        let o1 = await setup.server.put(
+            "Order",
+            Self.json([
+                "items": [pointer(p1), pointer(p2)], "when": ["__type": "Date", "iso": "2025-05-02T10:00:00.000Z"],
+                "lines": [["p": "y", "n": 1]],
+            ]), id: nil)
+        _ = await setup.server.put(
+            "Order",
+            Self.json(["items": [pointer(p1)], "when": ["__type": "Date", "iso": "2024-01-01T00:00:00.000Z"], "lines": [["p": "z"]]]), id: nil)
+        try await setup.device.engine.sync()
+        let orders = try setup.model("Order")
+        let conditions: [Condition] = [
+            Field("items").contains(.string(p2)), Field("when").beginsWith("2025-05"), Field("lines[].p") == "y",
+            Field("when").beginsWith("2025") && Field("items").contains(.string(p1)),
+        ]
+        for condition in conditions {
+            let here = try orders.findAll(Query(where: condition)).map(\.id)
+            #expect(here == [o1], "\(condition)")
+            let found = try await setup.device.engine.search("Order", where: condition)
+            #expect(found.map(\.id) == here, "\(condition)")
+        }
+        let wheres = await setup.requests("GET", "classes/Order").compactMap { $0.query["where"] }
+        #expect(wheres.allSatisfy { !$0.contains("$regex") && !$0.contains("[]") }, "\(wheres)")
+    }
+
     @Test("a field the server turns from Date into a plain value goes back plain: the type remembered is the last one the server sent")
     func wireTypeFollowsTheServer() async throws {
         let setup = try await Setup(models: [ModelDefinition(name: "Event")])
