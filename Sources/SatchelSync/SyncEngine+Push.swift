@@ -57,16 +57,41 @@ extension SyncEngine {
         // and its children made together) go once their parents have: a pass per level of a
         // chain, until a pass sends none of them (a parent refused, or linked only by a later
         // pull: they wait for the next sync).
+        //
+        // New objects whose references form a cycle (one pointing at itself included) would
+        // wait for each other for ever: when a pass sends none, one of them is created without
+        // its references to objects the server does not have yet, which follow as an update
+        // once their ids are known.
         waiting = Self.inKeyOrder(waiting)
+        var cut: Set<String> = []
         while !waiting.isEmpty, definition.associations.values.contains(definition.name) {
             let outcome = try await pushRound(
                 waiting, of: model, definition: definition, modelConfiguration: modelConfiguration, session: session, metadata: metadata,
                 limit: limit, resolver: resolver, pushed: &pushed, report: &report)
             if let lost = outcome.lost { return lost }
-            guard outcome.waiting.count < waiting.count else { break }
-            waiting = outcome.waiting
+            if outcome.waiting.count < waiting.count {
+                waiting = outcome.waiting
+                continue
+            }
+            guard let member = try storage({ try cycleMember(outcome.waiting, of: model, definition: definition) }), cut.insert(member).inserted
+            else { break }
+            let created = try await pushRound(
+                [member], of: model, definition: definition, modelConfiguration: modelConfiguration, session: session, metadata: metadata,
+                limit: limit, resolver: resolver, pushed: &pushed, report: &report, cutting: member)
+            if let lost = created.lost { return lost }
+            // Its references go as an update, with the objects that waited.
+            let id = report.serverIDs[definition.name]?[member] ?? member
+            waiting = Self.inKeyOrder(outcome.waiting.filter { $0 != member } + [id])
         }
         if pushed > 0 { emit(.sync(SyncNotification(status: .inProgress, model: definition.name, message: "pushed \(pushed) change(s)"))) }
+        if !waiting.isEmpty {
+            // Said, not left silent: a parent refused, linked only by a later pull, or in a
+            // cycle through another model.
+            let shown = waiting.prefix(5).joined(separator: ", ") + (waiting.count > 5 ? ", …" : "")
+            let message =
+                "\(waiting.count) change(s) wait for objects they point at to reach the server (\(shown)): a later sync sends them once those are there"
+            emit(.sync(SyncNotification(status: .inProgress, model: definition.name, message: message)))
+        }
         return nil
     }
 
@@ -77,7 +102,7 @@ extension SyncEngine {
     /// (``markAwaitingPull(_:of:_:)``), and the chunks after it stay pending.
     private func pushRound(
         _ ids: [String], of model: Model, definition: ModelDefinition, modelConfiguration: ModelSyncConfiguration, session: SyncSession,
-        metadata: JSONValue?, limit: Int?, resolver: ConflictResolver?, pushed: inout Int, report: inout SyncReport
+        metadata: JSONValue?, limit: Int?, resolver: ConflictResolver?, pushed: inout Int, report: inout SyncReport, cutting: String? = nil
     ) async throws -> (resend: [String], waiting: [String], lost: SyncError?) {
         let blocked = try storage { try unsyncedParents(of: definition) }
         let chunkSize = max(1, limit ?? ids.count)
@@ -90,7 +115,8 @@ extension SyncEngine {
             start += chunkIDs.count
             let (chunk, waitingInChunk) = try await onStore(bounded: limit != nil) { store in
                 try store.bulkUpdate { tx in
-                    try Self.putInFlight(chunkIDs, of: model, definition: definition, configuration: modelConfiguration, blocked: blocked, tx: tx)
+                    try Self.putInFlight(
+                        chunkIDs, of: model, definition: definition, configuration: modelConfiguration, blocked: blocked, cutting: cutting, tx: tx)
                 }
             }
             waiting += waitingInChunk
@@ -147,19 +173,22 @@ extension SyncEngine {
     /// (the last are the ones that wait).
     static func putInFlight(
         _ ids: [String], of model: Model, definition: ModelDefinition, configuration: ModelSyncConfiguration, blocked: [String: Set<String>],
-        tx: Transaction
+        cutting: String? = nil, tx: Transaction
     ) throws -> (changes: [OutgoingChange], waiting: [String]) {
         tx.reserveCapacity(2 * ids.count)  // each change: its pending record goes, its in-flight one comes
         // The ids come in id order (a chunk of the pending changes' scan): their records and
         // objects are read in key order.
         return try tx.readingInOrder(reads: ids.count) {
-            try putInFlightInOrder(ids, of: model, definition: definition, configuration: configuration, blocked: blocked, tx: tx)
+            try putInFlightInOrder(ids, of: model, definition: definition, configuration: configuration, blocked: blocked, cutting: cutting, tx: tx)
         }
     }
 
+    /// ``putInFlight(_:of:definition:configuration:blocked:cutting:tx:)`` on ids in key order.
+    /// The create of `cutting` goes without its references to objects the server does not have
+    /// yet (a cycle's member): they stay pending, an update.
     private static func putInFlightInOrder(
         _ ids: [String], of model: Model, definition: ModelDefinition, configuration: ModelSyncConfiguration, blocked: [String: Set<String>],
-        tx: Transaction
+        cutting: String?, tx: Transaction
     ) throws -> (changes: [OutgoingChange], waiting: [String]) {
         var changes: [OutgoingChange] = []
         var waiting: [String] = []
@@ -170,9 +199,13 @@ extension SyncEngine {
             // carried out, keeps later edits pending.
             if records.refusal != nil || records.inFlight.map({ $0.state != .awaitingResult }) == true { continue }
             let object = try tx.find(id, in: model)
+            var deferred = JSONObject()
             if let object, refersTo(blocked, object: object, definition: definition) {
-                waiting.append(id)
-                continue
+                guard change.kind == .create, id == cutting else {
+                    waiting.append(id)
+                    continue
+                }
+                deferred = references(blocked, object: object, definition: definition)
             }
             var next = records
             next.pending = nil
@@ -184,6 +217,13 @@ extension SyncEngine {
                     continue
                 }
                 attributes = configuration.syncing(object.attributes)
+                if !deferred.isEmpty {
+                    for name in deferred.keys { attributes[name] = nil }
+                    // Absent on the server until the update sets them.
+                    next.pending = PendingChange(
+                        model: model.name, objectID: id, kind: .update, attributes: deferred,
+                        baseValues: JSONObject(deferred.keys.map { ($0, JSONValue.null) }))
+                }
             case .update, .delete:
                 attributes = configuration.syncing(change.attributes)
                 if change.kind == .update && attributes.isEmpty {
@@ -337,6 +377,51 @@ extension SyncEngine {
             if !ids.isEmpty { blocked[parent] = ids }
         }
         return blocked
+    }
+
+    /// The attributes of `object` that refer to objects in `blocked` (an array, when one of its
+    /// elements does), with their values.
+    static func references(_ blocked: [String: Set<String>], object: Object, definition: ModelDefinition) -> JSONObject {
+        var found = JSONObject()
+        for (attribute, parent) in definition.associations {
+            guard let ids = blocked[parent], let value = object[attribute] else { continue }
+            let refers =
+                switch value {
+                case .string(let id): ids.contains(id)
+                case .array(let elements): elements.contains { $0.stringValue.map(ids.contains) == true }
+                default: false
+                }
+            if refers { found[attribute] = value }
+        }
+        return found
+    }
+
+    /// The first (in key order) of the objects `waiting` whose pending create is on a cycle of
+    /// references among them: each waits for the next, the last for the first. Nil when none is.
+    func cycleMember(_ waiting: [String], of model: Model, definition: ModelDefinition) throws -> String? {
+        let blocked = try unsyncedParents(of: definition)
+        guard let local = blocked[definition.name] else { return nil }
+        let members = Set(waiting)
+        // Each waiting create's references to waiting creates of its own model.
+        var edges: [String: [String]] = [:]
+        try store.read { snapshot in
+            for id in waiting {
+                guard try snapshot.objectSyncState(model, id).pending?.kind == .create, let object = try model.find(id) else { continue }
+                let targets = Self.references([definition.name: local], object: object, definition: definition).flatMap { _, value in
+                    value.arrayValue.map { $0.compactMap { $0.stringValue } } ?? value.stringValue.map { [$0] } ?? []
+                }
+                edges[id] = targets.filter { members.contains($0) && local.contains($0) }
+            }
+        }
+        for start in Self.inKeyOrder(Array(edges.keys)) {
+            var seen: Set<String> = []
+            var stack = edges[start] ?? []
+            while let next = stack.popLast() {
+                if next == start { return start }
+                if seen.insert(next).inserted { stack += edges[next] ?? [] }
+            }
+        }
+        return nil
     }
 
     static func refersTo(_ blocked: [String: Set<String>], object: Object, definition: ModelDefinition) -> Bool {
