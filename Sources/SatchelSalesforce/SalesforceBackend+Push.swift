@@ -43,13 +43,17 @@ extension SalesforceBackend {
         for change in request.changes.filter({ $0.kind == .update }) + creates.filter({ made[$0.objectID] != nil }) {
             let fields = change.attributes.filter { name, _ in updateable.contains(name) }
             if change.kind == .update && fields.isEmpty {
-                // Nothing the org lets an update change (formula, audit or create-only fields): an
-                // empty PATCH would only move LastModifiedDate, and the next pull would undo the
-                // edit unseen. Refused, as the org refuses such fields, for the app to resolve.
-                let names = change.attributes.keys.sorted().joined(separator: ", ")
-                let refusal = PushOutcome.refused(
-                    message: "\(names): not updateable on \(object) (describe), so the update has nothing to send",
-                    code: "INVALID_FIELD_FOR_INSERT_UPDATE")
+                // Nothing the org lets an update change (formula, audit or create-only fields, or
+                // fields it no longer has): an empty PATCH would only move LastModifiedDate, and
+                // the next pull would undo the edit unseen. Refused, as the org refuses such
+                // fields, for the app to resolve.
+                let names = change.attributes.keys.sorted()
+                let gone = names.filter { name in !describe.fields.contains { $0.name == name } }
+                let message =
+                    "\(names.joined(separator: ", ")): not updateable on \(object) (describe)"
+                    + (gone.isEmpty ? "" : "; \(gone.joined(separator: ", ")) \(gone.count == 1 ? "is no field" : "are no fields") of it any more")
+                    + ", so the update has nothing to send"
+                let refusal = PushOutcome.refused(message: message, code: "INVALID_FIELD_FOR_INSERT_UPDATE")
                 results.append(PushResult(objectID: change.objectID, outcome: try await withServerCopy(refusal, of: change, request: request)))
                 continue
             }

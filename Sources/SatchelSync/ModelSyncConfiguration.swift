@@ -139,11 +139,16 @@ public struct ModelSyncConfiguration: Sendable, Hashable {
     /// `Owner.Name`, arrives as the attribute `Owner`); never an `extra-device` one.
     func syncs(_ attribute: String) -> Bool {
         if attribute == Object.idAttribute || deviceOnlyAttributes.contains(attribute) { return false }
-        if extraAttributes.contains(where: { $0 == attribute || ($0.hasPrefix(attribute) && $0.dropFirst(attribute.count).first == ".") }) {
-            return true
-        }
+        if syncsAsExtraQuery(attribute) { return true }
         if ignoredAttributes.contains(attribute) { return false }
         return onlyAttributes?.contains(attribute) ?? true
+    }
+
+    /// Whether `attribute` is queried in addition (`extra-query`): named there, or the
+    /// relationship a field named there arrives under (`Owner` for `Owner.Name`). Such an
+    /// attribute is pulled, never pushed.
+    func syncsAsExtraQuery(_ attribute: String) -> Bool {
+        extraAttributes.contains { $0 == attribute || ($0.hasPrefix(attribute) && $0.dropFirst(attribute.count).first == ".") }
     }
 
     /// `attributes` without those that do not travel.

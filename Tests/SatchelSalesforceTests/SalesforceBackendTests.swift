@@ -289,6 +289,16 @@ struct SalesforceBackendTests {
         #expect(try accounts.find(first.id)?["Score__c"] == first["Score__c"])
         try await setup.device.engine.sync()
         #expect(try setup.device.store.changeFates(model: "Account").isEmpty)
+
+        // A field the org deleted since: the refusal says so, not only that it is not updateable.
+        await setup.server.removeField("Account", "Rating")
+        try await setup.device.engine.sync()
+        let held = try accounts.find(first.id)?["Rating"]?.stringValue
+        let rating = held == "Hot" ? "Warm" : "Hot"
+        try accounts.update(first.id, with: ["Rating": .string(rating)])
+        #expect(try await setup.device.engine.sync().refused == 1)
+        let gone = try #require(try setup.device.store.refusedChanges(model: "Account").first)
+        #expect(gone.message.contains("Rating is no field of it any more"), "\(gone.message)")
     }
 
     @Test("describe types the model and its picklists become choices: a write the org would refuse is refused here, before it is queued")
