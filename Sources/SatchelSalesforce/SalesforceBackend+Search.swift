@@ -56,9 +56,11 @@ extension SalesforceBackend {
         func literal(_ value: JSONValue, _ type: String) -> (text: String, exact: Bool)? {
             switch (type, value) {
             case ("date", .string(let text)) where text.utf8.count == 10 && instant(text + "T00:00:00Z") != nil: return (text, true)
-            case ("datetime", .string(let text))
-            where instant(text) != nil && text.utf8.allSatisfy({ (43...58).contains($0) || $0 == 84 || $0 == 90 }):
-                return (text, true)
+            case ("datetime", .string(let text)):
+                // SOQL's forms are `…Z` and `…±hh:mm`, in whole seconds; Salesforce's own values
+                // read `…000+0000`: the instant goes in UTC, unless it has a fraction SOQL cannot say.
+                guard let date = instant(text), date.timeIntervalSince1970.rounded(.down) == date.timeIntervalSince1970 else { return nil }
+                return (soqlDate(date), true)
             case ("date", _), ("datetime", _): return nil
             case ("boolean", .bool(let flag)): return (flag ? "TRUE" : "FALSE", true)
             case ("int", .int(let n)), ("double", .int(let n)), ("currency", .int(let n)), ("percent", .int(let n)): return (String(n), true)

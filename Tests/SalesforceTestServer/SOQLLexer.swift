@@ -132,7 +132,12 @@ struct SOQLLexer {
             if index < chars.count, chars[index] == "T" || chars[index] == "t" {
                 while index < chars.count, chars[index].isNumber || ":.+-TtZz".contains(chars[index]) { index += 1 }
                 let text = String(chars[start..<index])
-                guard let instant = SalesforceTime.parse(text) else {
+                // SOQL's forms: `…T01:02:03Z`, `…+01:00`, `…-08:00`; no fraction, no `+0000`.
+                let bytes = Array(text.utf8)
+                let shaped =
+                    (bytes.count == 20 && (bytes[19] == UInt8(ascii: "Z") || bytes[19] == UInt8(ascii: "z")))
+                    || (bytes.count == 25 && (bytes[19] == UInt8(ascii: "+") || bytes[19] == UInt8(ascii: "-")) && bytes[22] == UInt8(ascii: ":"))
+                guard shaped, let instant = SalesforceTime.parse(text) else {
                     throw SOQLError.at(start, in: query, "line 1:\(start) no viable alternative at character '\(text)'")
                 }
                 return SOQLToken(kind: .dateTime(instant), offset: start, text: text)

@@ -214,6 +214,27 @@ struct SalesforceBackendTests {
         #expect(try await setup.record("Contact", contact)?["LastName"] == "Dough")
     }
 
+    @Test(
+        "search by a datetime as Salesforce writes it (…000+0000) sends SOQL's literal (…Z) and finds what find finds here (found by a black-box probe: MALFORMED_QUERY)"
+    )
+    func searchByADatetime() async throws {
+        let setup = try await Setup()
+        defer { Task { await setup.stop() } }
+        try await setup.device.engine.sync()
+        let accounts = try setup.model("Account")
+        let first = try #require(try accounts.findAll().first)
+        let stamp = try #require(first["LastModifiedDate"]?.stringValue)
+        #expect(stamp.hasSuffix("+0000"), "\(stamp)")
+        for condition in [Field("LastModifiedDate") == .string(stamp), Field("LastModifiedDate") <= .string(stamp)] {
+            let here = try accounts.findAll(Query(where: condition)).map(\.id).sorted()
+            #expect(!here.isEmpty)
+            let found = try await setup.device.engine.search("Account", where: condition)
+            #expect(found.map(\.id).sorted() == here, "\(condition)")
+        }
+        let query = try #require(await setup.queries().last)
+        #expect(query.contains("LastModifiedDate <= ") && query.contains("Z") && !query.contains("+0000"), "\(query)")
+    }
+
     @Test("REQUEST_LIMIT_EXCEEDED is retried with backoff")
     func requestLimit() async throws {
         let setup = try await Setup(

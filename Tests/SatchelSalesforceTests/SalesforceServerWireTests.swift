@@ -221,8 +221,11 @@ struct SalesforceServerWireTests {
         #expect(reply.records.first?["LastModifiedDate"] as? String == "2026-01-02T03:04:05.000+0000")
         #expect(reply.records.last?["LastModifiedDate"] as? String == "2026-01-02T03:04:06.000+0000")
         // The same instant written with another offset; a strict > leaves only the later second.
-        let offset = try await Self.query(server, token, "SELECT Id FROM Product WHERE LastModifiedDate >= 2026-01-02T05:04:05.000+0200")
+        let offset = try await Self.query(server, token, "SELECT Id FROM Product WHERE LastModifiedDate >= 2026-01-02T05:04:05+02:00")
         #expect(offset.object["totalSize"] as? Int == 6)
+        // SOQL's literals have no fraction and a colon in the offset: the form records are read in is refused.
+        let readForm = try await Self.query(server, token, "SELECT Id FROM Product WHERE LastModifiedDate >= 2026-01-02T03:04:05.000+0000")
+        #expect(readForm.status == 400 && readForm.errorCode == "MALFORMED_QUERY", "\(readForm.status)")
         let strict = try await Self.query(server, token, "SELECT Id FROM Product WHERE LastModifiedDate > 2026-01-02T03:04:05Z")
         #expect(strict.records.map { $0["Id"] as? String } == [later])
         // The admin's view: every field, nulls kept, no attributes.
