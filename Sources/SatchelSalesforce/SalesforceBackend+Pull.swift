@@ -119,7 +119,7 @@ extension SalesforceBackend {
     /// Package-visible so that the fuzz targets read answers through the code a pull runs.
     ///
     /// - Throws: ``SyncError`` `.protocolViolation` for an answer without `records` and `done`, a
-    ///   record without a string `Id` or with a `LastModifiedDate` that is not a datetime, or a
+    ///   record without a string `Id` or without a `LastModifiedDate` that is a datetime, or a
     ///   next page on another server.
     package func readQueryAnswer(
         _ answer: SyncHTTPClient.Response, into page: inout PullPage, cursor: JSONValue?, blobFields: Set<String>, what: String
@@ -148,26 +148,23 @@ extension SalesforceBackend {
             guard let fields = value.objectValue, let id = fields["Id"]?.stringValue, !id.isEmpty else {
                 throw SyncError(.protocolViolation, "\(what): a record without a string `Id`")
             }
-            let modified = fields["LastModifiedDate"]?.stringValue
-            if let field = fields["LastModifiedDate"], !field.isNull {
-                guard let modified, modified == lastDatetime || Self.instant(modified) != nil else {
-                    throw SyncError(.protocolViolation, "\(what): record \(id)'s `LastModifiedDate` is not a datetime")
-                }
-                lastDatetime = modified
+            // Every query selects it, and every record has one: without it, an answer is no
+            // answer to the query (and the record would replace the object with what it holds).
+            guard let modified = fields["LastModifiedDate"]?.stringValue, modified == lastDatetime || Self.instant(modified) != nil else {
+                throw SyncError(.protocolViolation, "\(what): record \(id)'s `LastModifiedDate` is missing or not a datetime")
             }
+            lastDatetime = modified
             // Applied already.
-            if let modified, modified == cursor.since, let applied = cursor.at[id], applied == Self.hash(Self.received(fields)) { continue }
-            if let modified {
-                if newest.map({ Self.later(modified, than: $0.since) }) ?? true {
-                    newest = (modified, [:])
-                }
-                // Hashed below, once the newest second is known. Only so many are remembered: the
-                // cursor is stored with every page, and a bulk load puts thousands of records in
-                // one second (kept whole, the cursor grew with each page: a pull of 20,000 records
-                // spent half its time on it). One not remembered is applied again by the next
-                // pull, which writes nothing for an object the store holds as it came.
-                if modified == newest?.since, newest?.at.count ?? 0 < Self.rememberedAtSecond { newest?.at[id] = "" }
+            if modified == cursor.since, let applied = cursor.at[id], applied == Self.hash(Self.received(fields)) { continue }
+            if newest.map({ Self.later(modified, than: $0.since) }) ?? true {
+                newest = (modified, [:])
             }
+            // Hashed below, once the newest second is known. Only so many are remembered: the
+            // cursor is stored with every page, and a bulk load puts thousands of records in one
+            // second (kept whole, the cursor grew with each page: a pull of 20,000 records spent
+            // half its time on it). One not remembered is applied again by the next pull, which
+            // writes nothing for an object the store holds as it came.
+            if modified == newest?.since, newest?.at.count ?? 0 < Self.rememberedAtSecond { newest?.at[id] = "" }
             var attributes = fields.filter { name, field in name != "Id" && name != "attributes" && !field.isNull }
             var blobs: [String: String] = [:]
             for (name, field) in attributes {
@@ -180,7 +177,7 @@ extension SalesforceBackend {
                     blobs[name] = configuration.url.absoluteString.trimmingSuffix("/") + path
                 }
             }
-            page.upserts.append(ServerObject(id: id, attributes: attributes, isWhole: true, version: modified.map(JSONValue.string), blobURLs: blobs))
+            page.upserts.append(ServerObject(id: id, attributes: attributes, isWhole: true, version: .string(modified), blobURLs: blobs))
         }
         if var newest {
             for value in records {

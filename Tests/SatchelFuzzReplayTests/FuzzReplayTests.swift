@@ -59,7 +59,7 @@ struct Regression: Sendable, CustomTestStringConvertible {
         // Date.ISO8601FormatStyle, and one that is not a datetime is refused.
         Regression(
             target: .salesforce, file: "long-fraction.json", parser: "salesforce.query", code: "protocolViolation",
-            message: "`LastModifiedDate` is not a datetime"),
+            message: "`LastModifiedDate` is missing or not a datetime"),
         // A `Date` header of non-ASCII bytes: Foundation's DateFormatter leaked 160 bytes on
         // each such text. HTTP dates are now read into ISO 8601 for Date.ISO8601FormatStyle.
         Regression(target: .salesforce, file: "non-ascii-date-header.bin", parser: "salesforce.date", code: nil),

@@ -620,6 +620,9 @@ struct SalesforceBackendTests {
                     + #"+0000"}]}"#
             ),
             ("GET", "/query", #"{"totalSize":1,"done":true,"records":[{"Id":"001","LastModifiedDate":17}]}"#),
+            // Without the LastModifiedDate every query selects (a black-box probe: applied, replacing the object).
+            ("GET", "/query", #"{"totalSize":1,"done":true,"records":[{"Id":"a00000000000001AAA","name":"EVIL"}]}"#),
+            ("GET", "/query", #"{"totalSize":1,"done":true,"records":[{"Id":"a00000000000001AAA","LastModifiedDate":null,"name":"EVIL"}]}"#),
             // A value describe's type refuses (a black-box probe: stored, and check then failed).
             (
                 "GET", "/query",
