@@ -327,24 +327,38 @@ public struct RhoConnectBackend: SyncBackend {
     /// the source's search parameters (what else it says, the source's search cannot; the
     /// engine holds the answer to the whole condition); the bulk-data file when it has none.
     ///
-    /// It reads as a client of its own (``readingSession(_:)``): a search's token acks and a
+    /// It reads as a client of its own (``reading(_:_:)``): a search's token acks and a
     /// bulk file's hand-out tell the server the client now has those objects, so this device's
     /// client, which does not store them, would never be sent them.
     public func search(_ request: PullRequest, matching condition: Condition) async throws -> PullPage {
-        var request = request
-        request.session = try await readingSession(request.session)
         let parameters = Self.searchParameters(condition)
-        // Without a parameter the source's search says nothing: the whole data is the superset.
-        return parameters.isEmpty ? try await bulkSnapshot(request) : try await search(request, query: parameters)
+        return try await reading(request) { request in
+            // Without a parameter the source's search says nothing: the whole data is the superset.
+            parameters.isEmpty ? try await bulkSnapshot(request) : try await search(request, query: parameters)
+        }
     }
 
-    /// The session as a new client of the server, registered for one read that must not move
-    /// this device's client: a search by condition, the drift check. The server keeps the
-    /// client it registers (the protocol has no way to remove one); it holds no data.
-    func readingSession(_ session: SyncSession) async throws -> SyncSession {
-        var reading = session
-        reading.clientID = nil
-        return try await prepare(reading)
+    /// Runs `body` with `request`'s session as a new client of the server, registered for one
+    /// read that must not move this device's client: a search by condition, the drift check.
+    /// The server keeps the client it registers (the protocol has no way to remove one), but
+    /// not a copy of what it was handed: the client is reset after the read (whatever its
+    /// outcome; a reset that fails leaves the copy, and the read's answer stands).
+    func reading(_ request: PullRequest, _ body: (PullRequest) async throws -> PullPage) async throws -> PullPage {
+        var reading = request
+        reading.session.clientID = nil
+        reading.session = try await prepare(reading.session)
+        let id = reading.session.clientID
+        func dropCopy() async {
+            if let id { try? await requestReset(id, reading.session) }
+        }
+        do {
+            let page = try await body(reading)
+            await dropCopy()
+            return page
+        } catch {
+            await dropCopy()
+            throw error
+        }
     }
 
     /// Searches the server's source with `search[name]=value` parameters, acknowledging each
@@ -388,11 +402,9 @@ public struct RhoConnectBackend: SyncBackend {
     }
 
     /// A model's whole data, for ``SyncEngine/verify(_:)``: the bulk-data file, handed to a
-    /// client of its own (``readingSession(_:)``), so this device's client keeps its position.
+    /// client of its own (``reading(_:_:)``), so this device's client keeps its position.
     public func serverObjects(_ request: PullRequest) async throws -> PullPage {
-        var request = request
-        request.session = try await readingSession(request.session)
-        return try await bulkSnapshot(request)
+        try await reading(request) { request in try await bulkSnapshot(request) }
     }
 
     /// The page a query answered, in the engine's terms, values read for `model`.

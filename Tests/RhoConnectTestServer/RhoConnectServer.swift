@@ -104,6 +104,9 @@ public actor RhoConnectServer: LoopbackServing {
     /// The client ids the server knows, with their user.
     public var clients: [String: String] { state.clients.mapValues(\.user) }
 
+    /// How many objects each source's document of client `id` holds (what it was sent).
+    public func documents(ofClient id: String) -> [String: Int] { state.clients[id]?.sources.mapValues(\.known.count) ?? [:] }
+
     // MARK: - HTTP
 
     public func handle(_ request: HTTPRequest) async -> HTTPResponse {

@@ -371,6 +371,28 @@ struct RhoConnectAdapterTests {
         await setup.stop()
     }
 
+    @Test(
+        "the client a drift check or a search by condition registers for its read is reset after it: it keeps no copy of the user's data on the server, and the device's client keeps its own (found by a black-box probe)"
+    )
+    func readingClientsKeepNoCopy() async throws {
+        let setup = try await Setup()
+        try await setup.device.engine.sync()
+        let device = try #require(await setup.server.clients.keys.first)
+        let deviceDocuments = await setup.server.documents(ofClient: device)
+        #expect(deviceDocuments["Product", default: 0] > 0)
+        _ = try await setup.device.engine.verify("Product")
+        _ = try await setup.device.engine.search("Product", where: Field("name") == "Widget")
+        _ = try await setup.device.engine.search("Product", where: Field("price") > 1)
+        let clients = await setup.server.clients
+        #expect(clients.count == 4, "the device's and one per read: \(clients)")
+        for id in clients.keys where id != device {
+            let documents = await setup.server.documents(ofClient: id)
+            #expect(documents.values.allSatisfy { $0 == 0 }, "client \(id) holds \(documents)")
+        }
+        #expect(await setup.server.documents(ofClient: device) == deviceDocuments)
+        await setup.stop()
+    }
+
     @Test("delete-error: retry")
     func deleteErrors() async throws {
         let setup = try await Setup()
