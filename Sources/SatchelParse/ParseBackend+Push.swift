@@ -65,13 +65,21 @@ extension ParseBackend {
         let context = PushContext(request, mount: configuration.url)
         let singly = configuration.createProtection == .requestIDs
         var outcomes: [String: PushOutcome] = [:]
-        // A value that cannot travel in the type the server gave its attribute is refused here.
+        // A value that cannot travel in the type the server gave its attribute is refused here,
+        // and so is an update of nothing but the fields Parse keeps itself (an empty `PUT` would
+        // only move `updatedAt`, and the next pull would undo the edit unseen).
         for change in request.changes where change.kind != .delete {
+            var refusal: (message: String, code: String)?
             if let message = ParseMapping.mistyped(change.attributes, blobs: change.blobs, model: request.model, types: context.types) {
-                // An update's error carries the server's copy, for a rollback.
-                let copy = change.kind == .update ? try await serverCopy(change.objectID, context) : nil
-                outcomes[change.objectID] = .refused(message: message, code: ParseMapping.mistypedCode, serverCopy: copy)
+                refusal = (message, ParseMapping.mistypedCode)
+            } else if change.kind == .update, change.attributes.keys.allSatisfy(ParseMapping.serverFields.contains) {
+                let names = change.attributes.keys.sorted().joined(separator: ", ")
+                refusal = ("\(names): kept by Parse, never written by a client, so the update has nothing to send", ParseMapping.readOnlyCode)
             }
+            guard let refusal else { continue }
+            // An update's error carries the server's copy, for a rollback.
+            let copy = change.kind == .update ? try await serverCopy(change.objectID, context) : nil
+            outcomes[change.objectID] = .refused(message: refusal.message, code: refusal.code, serverCopy: copy)
         }
         let refusedHere = outcomes.count
         let sendable = outcomes.isEmpty ? request.changes : request.changes.filter { outcomes[$0.objectID] == nil }

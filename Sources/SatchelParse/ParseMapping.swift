@@ -233,6 +233,9 @@ public enum ParseMapping {
     /// The code of a change refused before it is sent because a value cannot travel in the type
     /// the server gave its attribute (``mistyped(_:blobs:model:types:)``).
     static let mistypedCode = "mistyped"
+    /// The code of an update refused before it is sent because it changes only fields Parse
+    /// keeps itself (``serverFields``).
+    static let readOnlyCode = "readOnly"
 
     /// Why `attributes` (a change's, `blobs` the bytes of its blob references) cannot be sent:
     /// a value in an attribute the server keeps as a `File` that is neither a blob made here

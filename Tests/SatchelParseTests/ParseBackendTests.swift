@@ -307,6 +307,28 @@ struct ParseBackendTests {
     }
 
     @Test(
+        "an update of nothing but createdAt or updatedAt is refused, not sent as an empty PUT that only moves updatedAt; rollback restores it (found by a black-box probe)"
+    )
+    func updateOfServerFields() async throws {
+        let setup = try await Setup()
+        defer { Task { await setup.stop() } }
+        let id = await setup.server.put("Product", Self.json(["name": "P"]), id: nil)
+        try await setup.device.engine.sync()
+        let products = try setup.model("Product")
+        let before = try #require(try products.find(id))
+        let stored = try await setup.stored("Product", id)
+        try products.update(id, with: ["updatedAt": "2000-01-01T00:00:00.000Z"])
+        let report = try await setup.device.engine.sync()
+        #expect(report.refused == 1 && report.accepted == 0, "\(report)")
+        #expect(try await setup.batchRequests().isEmpty, "nothing was sent")
+        #expect(try await setup.stored("Product", id) == stored)
+        let error = try #require(try setup.device.store.refusedChanges(model: "Product").first)
+        #expect(error.code == "readOnly" && error.message.hasPrefix("updatedAt: kept by Parse"), "\(error.message)")
+        try setup.device.store.resolve("Product", id, .rollback)
+        #expect(try products.find(id) == before)
+    }
+
+    @Test(
         "search of what Parse's where cannot say (a member of an array of pointers, a Date's prefix, a path into arrays) finds exactly what find finds here, never a 400 or an empty answer (found by a black-box probe)"
     )
     func searchesParseCannotSay() async throws {
