@@ -428,8 +428,15 @@ struct LogoutCommand: AsyncParsableCommand {
     @OptionGroup var server: BackendOptions
 
     func run() async throws {
-        try await withEngine(store, server) { try await $0.logOut() }
-        Output.line("logged out")
+        let untold = try await withEngine(store, server) { try await $0.logOut() }
+        Output.line("logged out" + Self.untold(untold))
+    }
+
+    /// What a logout line adds when the server was not told: the session is gone here, and
+    /// the server may still take it until it expires there.
+    static func untold(_ error: SyncError?) -> String {
+        guard let error else { return "" }
+        return "; the server was not told (\(error.message)), so the session stays valid there until it expires"
     }
 }
 
@@ -450,7 +457,7 @@ struct ResetCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let dropped = try await withEngine(store, server) { engine in
+        let (dropped, untold) = try await withEngine(store, server) { engine in
             // Said, not silent: the local changes the server never confirmed go with the data.
             func unconfirmed() throws -> Int {
                 try engine.store.models.reduce(0) { total, definition in
@@ -460,10 +467,11 @@ struct ResetCommand: AsyncParsableCommand {
                 }
             }
             let before = try unconfirmed()
-            if client { try await engine.clientReset() } else { try await engine.fullResetAndLogout() }
-            return before - (try unconfirmed())
+            var untold: SyncError?
+            if client { try await engine.clientReset() } else { untold = try await engine.fullResetAndLogout() }
+            return (before - (try unconfirmed()), untold)
         }
         let note = dropped > 0 ? "; \(dropped) local change\(dropped == 1 ? "" : "s") the server had not confirmed went with the data" : ""
-        Output.line((client ? "client reset" : "full reset; logged out") + note)
+        Output.line((client ? "client reset" : "full reset; logged out") + note + LogoutCommand.untold(untold))
     }
 }

@@ -106,10 +106,18 @@ extension SyncEngine {
     /// Logs out of the server (best effort) and forgets the proof of login. The user's data
     /// stays, and so do the user name and the client id: the same user's next login goes on
     /// with deltas; another user's wipes the data first (see ``logIn(_:)``).
-    public func logOut() async throws {
-        guard let stored = try storedSession() else { return }
-        if !stored.loggedOut { try? await backend.logOut(stored.session) }
+    ///
+    /// - Returns: why the server was not told (unreachable, no server given), the session
+    ///   forgotten here all the same; nil when it was told, or there was nothing to tell.
+    @discardableResult
+    public func logOut() async throws -> SyncError? {
+        guard let stored = try storedSession() else { return nil }
+        var untold: SyncError?
+        if !stored.loggedOut {
+            do { try await backend.logOut(stored.session) } catch { untold = Self.syncError(error) }
+        }
         try setStoredSession(StoredSession(stored.session, loggedOut: true))
+        return untold
     }
 
     /// Whether a session is stored.
@@ -187,11 +195,15 @@ extension SyncEngine {
 
     /// Wipes the `user` partition (every model's data in it, synced or not), logs out, and
     /// forgets the session with the client id: the next login starts as a new device would.
-    public func fullResetAndLogout() async throws {
+    ///
+    /// - Returns: why the server was not told of the logout (see ``logOut()``).
+    @discardableResult
+    public func fullResetAndLogout() async throws -> SyncError? {
         configuration.logger.notice("full reset: the user partition and the session go")
         try await onStorageQueue { try $0.wipeSyncedData(in: [.user], includingUnsynced: true) }
-        try await logOut()
+        let untold = try await logOut()
         try setStoredSession(nil)
+        return untold
     }
 
     /// Whether a first complete pull of `model` has finished.
