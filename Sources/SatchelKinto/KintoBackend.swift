@@ -291,6 +291,11 @@ public final class KintoBackend: SyncBackend {
         if let next, !isOnThisServer(next) {
             throw SyncError(.protocolViolation, "\(what): the next page is on another server (\(next))")
         }
+        if since == nil, next == nil, let etag = answer.header("etag") {
+            // Nothing listed yet (an empty collection): its timestamp, the list's `ETag`, is where
+            // the next pull asks from, with `If-None-Match` (a 304 while nothing changed), not 0.
+            since = Int64(etag.trimmingCharacters(in: CharacterSet(charactersIn: "\" ")))
+        }
         page.nextCursor = Cursor(since: since, next: next, total: next == nil ? nil : total).json
         page.done = next == nil
         page.totalCount = total

@@ -266,6 +266,28 @@ struct KintoScenarioTests {
         try await Self.expectSame(second, server, bucket)
     }
 
+    @Test(
+        "an empty collection's pull keeps the collection's timestamp (its ETag) as the cursor: the next pull asks from there, not from 0 (found by a black-box probe)"
+    )
+    func emptyCollectionCursor() async throws {
+        let url = try KintoServers.main()
+        let user = Credentials(user: KintoServers.unique("eve"), password: "pw")
+        let bucket = KintoServers.unique("empty")
+        let log = PullLog(wrapped: KintoBackend(configuration: .init(url: url, bucket: bucket, timeout: 30)))
+        let device = try await Self.device(url, bucket: bucket, user, pageSize: 2) { _ in log }
+        #expect(try await device.engine.sync(models: ["Product"]).pulled == 0)
+        #expect(try await device.engine.sync(models: ["Product"]).pulled == 0)
+        let cursors = log.cursors
+        #expect(cursors.count >= 2 && cursors.first == .some(nil))
+        #expect(cursors.last??["since"]?.intValue != nil, "\(cursors)")
+
+        // A record put after that timestamp arrives.
+        let server = KintoAdmin(url, user)
+        try await server.putMany(bucket, "Product", Self.products(1...1))
+        #expect(try await device.engine.sync(models: ["Product"]).pulled == 1)
+        try await Self.expectSame(device, server, bucket)
+    }
+
     @Test("each page of a pull carries the total Kinto tells on HEAD (Total-Objects), a server filter's too; a list answer tells none")
     func totals() async throws {
         let url = try KintoServers.main()
@@ -791,6 +813,27 @@ final class BeforePull: SyncBackend {
             return state.action
         }
         try await action?()
+        return try await wrapped.pull(request)
+    }
+}
+
+/// Passes every call to `wrapped`, keeping the cursor of each pull.
+final class PullLog: SyncBackend {
+    let wrapped: any SyncBackend
+    private let log = Mutex<[JSONValue?]>([])
+
+    init(wrapped: any SyncBackend) { self.wrapped = wrapped }
+
+    /// The cursors pulls were asked from, in order.
+    var cursors: [JSONValue?] { log.withLock { $0 } }
+
+    var name: String { wrapped.name }
+    var capabilities: SyncCapabilities { wrapped.capabilities }
+    func logIn(_ credentials: Credentials) async throws -> SyncSession { try await wrapped.logIn(credentials) }
+    func logOut(_ session: SyncSession) async throws { try await wrapped.logOut(session) }
+    func push(_ request: PushRequest) async throws -> [PushResult] { try await wrapped.push(request) }
+    func pull(_ request: PullRequest) async throws -> PullPage {
+        log.withLock { $0.append(request.cursor) }
         return try await wrapped.pull(request)
     }
 }
