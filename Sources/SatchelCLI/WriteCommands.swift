@@ -215,6 +215,8 @@ struct MigrateCommand: ParsableCommand {
         let json: JSONValue
         do { json = try JSONValue(parsing: data) } catch { throw SatchelError(.malformedJSON, "'\(file)' is not JSON: \(error)") }
         let items = json.arrayValue ?? [json]
+        // A file that lists none is a mistake, not a migration that did nothing.
+        guard !items.isEmpty else { throw SatchelError(.invalidArgument, "'\(file)' lists no migration") }
         let bar = Output.stderrIsTerminal && !dryRun ? ProgressBar() : nil
         var steps: [String: [MigrationStep]] = [:]
         let reports = try store.withStore { store in

@@ -131,6 +131,11 @@ struct StoreToolsCLITests {
             migrated.status == 0 && migrated.lines == ["migrated: migration 'v2' of Note: 12 of 12 objects changed (0 deleted)"],
             "\(migrated.stdout)\(migrated.stderr)")
         #expect(try await CLI.run(["--db", db, "migrate", "Note", file]).lines == ["already applied: migration 'v2' of Note"])
+        // Found by a black-box probe: a file listing no migration printed nothing.
+        let empty = directory.child("empty.json")
+        try "[]".write(toFile: empty, atomically: true, encoding: .utf8)
+        let none = try await CLI.run(["--db", db, "migrate", "Note", empty])
+        #expect(none.status == 1 && none.stderr.contains("lists no migration") && none.stdout.isEmpty, "\(none.stderr)")
         #expect(try await CLI.run(["--db", db, "find", "Note", "--where", "rank>=8", "--count", "--require-index"]).lines == ["4"])
         #expect(try await CLI.run(["--db", db, "check"]).status == 0)
         let refusedWrite = try await CLI.run(["--db", db, "put", "Note", #"{"object":"x","title":"old shape"}"#])

@@ -62,6 +62,16 @@ struct MigrationTests {
             #expect(again.map(\.alreadyApplied) == [true, false])
             #expect(try model.appliedMigrations == ["v2", "v3"])
             #expect(try model.find("n00007")?["color"] == "blue")
+
+            // The name of a migration applied, with other steps: an error, not "already applied"
+            // while the new steps never run (found by a black-box probe).
+            let other = Migration("v3", model: "Note", steps: [.remove("color")])
+            let error = #expect(throws: SatchelError.self) { try store.migrate([other]) }
+            #expect(
+                error?.code == .invalidArgument && error?.message.contains("'v3'") == true && error?.message.contains("other steps") == true,
+                "\(String(describing: error))")
+            #expect(try model.find("n00007")?["color"] == "blue")
+            #expect(try store.migrate([v3]).map(\.alreadyApplied) == [true], "the same steps again: already applied")
         }
     }
 

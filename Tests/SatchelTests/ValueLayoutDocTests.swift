@@ -146,7 +146,8 @@ struct ValueLayoutDocTests {
         expect("rewrite", RewriteRecord.encode(["local-1": "Xy12"]))
         #expect(try read("rewrite", RewriteRecord.renames) == ["local-1": "Xy12"])
 
-        let applied = Store.AppliedMigration(order: 2, applied: "2026-11-26T10:00:00Z", changed: 120, deleted: 0)
+        let applied = Store.AppliedMigration(
+            order: 2, applied: "2026-11-26T10:00:00Z", changed: 120, deleted: 0, steps: [["rename": "title", "to": "name"]])
         expect("migration applied", applied.json.jsonBytes)
         #expect(try read("migration applied") { try Store.AppliedMigration(json: JSONObject(parsing: $0)) } == applied)
         var underWay = Store.MigrationState(name: "v2", push: false, steps: [["rename": "title", "to": "name"]])

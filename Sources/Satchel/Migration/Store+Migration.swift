@@ -123,13 +123,20 @@ extension Store {
         var applied: String
         var changed: Int
         var deleted: Int
+        /// The steps' JSON form (``Migration/stepsJSON``), nil when a step is a closure (or the
+        /// record is an earlier build's): what a later migration of the same name is held to.
+        var steps: JSONValue?
 
         var json: JSONObject {
-            ["applied": .string(applied), "changed": .int(Int64(changed)), "deleted": .int(Int64(deleted)), "order": .int(Int64(order))]
+            var json: JSONObject = [
+                "applied": .string(applied), "changed": .int(Int64(changed)), "deleted": .int(Int64(deleted)), "order": .int(Int64(order)),
+            ]
+            if let steps { json["steps"] = steps }
+            return json
         }
 
-        init(order: Int, applied: String, changed: Int, deleted: Int) {
-            (self.order, self.applied, self.changed, self.deleted) = (order, applied, changed, deleted)
+        init(order: Int, applied: String, changed: Int, deleted: Int, steps: JSONValue?) {
+            (self.order, self.applied, self.changed, self.deleted, self.steps) = (order, applied, changed, deleted, steps)
         }
 
         init(json: JSONObject) throws(SatchelError) {
@@ -138,6 +145,7 @@ extension Store {
             applied = json["applied"]?.stringValue ?? ""
             changed = Int(json["changed"]?.intValue ?? 0)
             deleted = Int(json["deleted"]?.intValue ?? 0)
+            steps = json["steps"]
         }
     }
 
@@ -203,7 +211,17 @@ extension Store {
         return try writer.withLock { () throws -> MigrationReport in
             let entry = try entry(model.name)
             let partition = entry.definition.partition
-            if try database(partition).get(Keys.migration(model.name, migration.name)) != nil {
+            if let bytes = try database(partition).get(Keys.migration(model.name, migration.name)) {
+                // The same name with other steps would never run them: refused, not skipped.
+                let record: JSONObject
+                do { record = try JSONObject(parsing: bytes) } catch { throw SatchelError(.corruption, "undecodable applied migration: \(error)") }
+                let applied = try AppliedMigration(json: record)
+                if let steps = applied.steps, let given = migration.stepsJSON, steps != given {
+                    throw SatchelError(
+                        .invalidArgument,
+                        "migration '\(migration.name)' of model '\(model.name)' was applied with other steps: give the new steps a new name",
+                        model: model.name)
+                }
                 report.alreadyApplied = true
                 return report
             }
@@ -291,7 +309,9 @@ extension Store {
 
             // 3. The new definition and the migration applied, in one batch.
             let order = try model.appliedMigrations.count + 1
-            let applied = AppliedMigration(order: order, applied: Self.timestamp(), changed: state.changed, deleted: state.deleted).json
+            let applied = AppliedMigration(
+                order: order, applied: Self.timestamp(), changed: state.changed, deleted: state.deleted, steps: migration.stepsJSON
+            ).json
             let changedDefinition = try target != self.entry(model.name).definition ? target : nil
             try transaction(allowingReentry: true) { tx in
                 try tx.rawWrite(Keys.migration(model.name, migration.name), applied.jsonBytes, partition: partition, model: model.name)
