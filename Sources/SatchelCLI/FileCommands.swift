@@ -33,9 +33,10 @@ struct BlobCommand: ParsableCommand {
             return data
         }
         if let out {
-            try data.write(to: URL(fileURLWithPath: out))
+            // Whole or not at all: a failure leaves an earlier file there as it was.
+            try data.write(to: URL(fileURLWithPath: out), options: .atomic)
         } else {
-            FileHandle.standardOutput.write(data)
+            Output.write(data)
         }
     }
 }
@@ -57,7 +58,7 @@ struct ExportCommand: ParsableCommand {
                 let written = try model.export(to: URL(fileURLWithPath: file))
                 Output.note("exported \(written)")
             } else {
-                try model.export { FileHandle.standardOutput.write($0) }
+                try model.export { Output.write($0) }
             }
         }
     }

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Satchel
 import SatchelSync
+import Synchronization
 
 /// `satchel`: the command-line front end of a Satchel store.
 @main
@@ -35,6 +36,7 @@ struct SatchelCommand: AsyncParsableCommand {
 
     /// Runs the command; any error becomes one line on stderr and a non-zero exit.
     static func main() async {
+        Output.holdClosedStandardDescriptors()
         if let word = unknownCommand(in: Array(CommandLine.arguments.dropFirst())) {
             let hint = Names.suggestion(for: word, among: commandNames).map { "; did you mean '\($0)'?" } ?? ""
             Output.error("'\(word)' is not a satchel command\(hint) (see 'satchel help')")
@@ -55,15 +57,24 @@ struct SatchelCommand: AsyncParsableCommand {
             } else {
                 try command.run()
             }
+            try Output.finish()
         } catch let error as SatchelError {
+            try? Output.finish()
             Output.error(error.message)
             Foundation.exit(1)
         } catch let error as SyncError {
+            try? Output.finish()
             Output.error(error.description)
             Foundation.exit(1)
         } catch let exit as ExitCode {
+            // What was printed before the exit code (`check`'s lines) must reach stdout whole.
+            do { try Output.finish() } catch {
+                Output.error((error as? SatchelError)?.message ?? "\(error)")
+                Foundation.exit(exit.rawValue == 0 ? 1 : exit.rawValue)
+            }
             Foundation.exit(exit.rawValue)
         } catch {
+            try? Output.finish()
             // Help and version requests print in full; usage errors keep to one line, as every
             // other failure does.
             let code = exitCode(for: error)
@@ -211,19 +222,92 @@ extension Store {
 
 /// Writing to stdout and stderr.
 enum Output {
-    static func line(_ text: String) { print(text) }
+    /// What is written to stdout, in blocks: a write that fails (a full disk, a closed stdout)
+    /// is kept, and ``finish()`` makes it the command's error, not a silent exit 0.
+    private struct StandardOutput: ~Copyable {
+        var buffer: [UInt8] = []
+        var failure: String?
+
+        mutating func drain() {
+            defer { buffer.removeAll(keepingCapacity: true) }
+            guard failure == nil, !buffer.isEmpty else { return }
+            failure = buffer.withUnsafeBytes { bytes in
+                var offset = 0
+                while offset < bytes.count {
+                    let written = Foundation.write(STDOUT_FILENO, bytes.baseAddress! + offset, bytes.count - offset)
+                    if written < 0 && errno == EINTR { continue }
+                    guard written > 0 else { return String(cString: strerror(errno)) }
+                    offset += written
+                }
+                return nil
+            }
+        }
+    }
+
+    private static let standardOutput = Mutex(StandardOutput())
+    /// A terminal gets each line as it comes (a sync's notifications); a pipe or a file blocks.
+    private static let lineBuffered = isatty(STDOUT_FILENO) == 1
+
+    static func line(_ text: String) {
+        standardOutput.withLock { output in
+            output.buffer.append(contentsOf: text.utf8)
+            output.buffer.append(10)
+            if lineBuffered || output.buffer.count >= 1 << 16 { output.drain() }
+        }
+    }
+
+    /// Bytes to stdout as they are (an export, a blob).
+    static func write(_ data: Data) {
+        standardOutput.withLock { output in
+            output.buffer.append(contentsOf: data)
+            if output.buffer.count >= 1 << 16 { output.drain() }
+        }
+    }
+
+    /// Holds each standard descriptor the process was started without (`>&-`) with `/dev/null`,
+    /// read-only: else the next file opened (a LevelDB file of the store) would take its number,
+    /// and what is printed would be written into it. Held so, a write fails (`EBADF`), and the
+    /// command says it could not write.
+    static func holdClosedStandardDescriptors() {
+        for descriptor in [STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO] where fcntl(descriptor, F_GETFD) == -1 && errno == EBADF {
+            let held = open("/dev/null", O_RDONLY)
+            if held >= 0 && held != descriptor {
+                dup2(held, descriptor)
+                close(held)
+            }
+        }
+    }
+
+    /// Writes what is left; throws when a write to stdout failed.
+    static func finish() throws {
+        let failure = standardOutput.withLock { output in
+            output.drain()
+            return output.failure
+        }
+        if let failure { throw SatchelError(.io, "cannot write to standard output: \(failure)") }
+    }
 
     /// The one line of a failure, on stderr.
     /// An error's one line on stderr: line breaks a server's message brought become spaces.
     static func error(_ message: String) { note(message.split(whereSeparator: \.isNewline).joined(separator: " ")) }
 
     /// A line on stderr, where scripts reading stdout do not see it.
-    static func note(_ message: String) {
-        FileHandle.standardError.write(Data("satchel: \(message)\n".utf8))
-    }
+    static func note(_ message: String) { standardError("satchel: \(message)\n") }
 
-    static func progress(_ text: String) {
-        FileHandle.standardError.write(Data(text.utf8))
+    static func progress(_ text: String) { standardError(text) }
+
+    /// Text to stderr, unbuffered; a failure has nowhere to be told.
+    private static func standardError(_ text: String) {
+        var text = text
+        text.withUTF8 { bytes in
+            var offset = 0
+            while offset < bytes.count {
+                let written = Foundation.write(STDERR_FILENO, bytes.baseAddress! + offset, bytes.count - offset)
+                if written < 0 && errno == EINTR { continue }
+                guard written > 0 else { return }
+                offset += written
+            }
+        }
     }
 
     static var stderrIsTerminal: Bool { isatty(STDERR_FILENO) == 1 }

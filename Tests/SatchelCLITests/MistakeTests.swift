@@ -37,6 +37,27 @@ struct MistakeTests {
         #expect(result.stdout.isEmpty, "nothing on stdout: \(result.stdout)", sourceLocation: sourceLocation)
     }
 
+    @Test(
+        "a command whose stdout cannot be written (closed: >&-) fails with one line, and what it prints lands in no file of the store (found by a black-box probe: exit 0, an export written into the LevelDB LOCK file)"
+    )
+    func closedStandardOutput() async throws {
+        let directory = TemporaryDirectory()
+        let db = directory.child("s")
+        let big = String(repeating: "y", count: 100_000)
+        #expect(try await CLI.run(["--db", db, "put", "M", #"{"object":"a","x":"\#(big)"}"#]).status == 0)
+        let before = try await CLI.run(["--db", db, "export", "M"]).stdout
+        for command in ["export M", "find M", "find M --count", "stats"] {
+            let run = try await ChildProcess.detached("/bin/sh", ["-c", "\"$0\" --db \"$1\" \(command) >&-", CLI.executable.path, db])
+            let stderr = String(decoding: run.stderr, as: UTF8.self)
+            #expect(
+                run.status == 1 && stderr.hasPrefix("satchel: cannot write to standard output") && stderr.filter { $0 == "\n" }.count == 1,
+                "\(command): \(stderr)")
+            #expect(FileManager.default.contents(atPath: db + "/user/LOCK")?.isEmpty == true, "\(command)")
+        }
+        #expect(try await CLI.run(["--db", db, "export", "M"]).stdout == before)
+        #expect(try await CLI.run(["--db", db, "check"]).status == 0)
+    }
+
     @Test("--id of a missing object with --count prints 0 and exits 0; without --count it is one line and exit 1 (a black-box probe: 0 and exit 1)")
     func missingIDCounted() async throws {
         let shop = try await Shop()

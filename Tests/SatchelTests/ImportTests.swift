@@ -14,6 +14,28 @@ private func write(_ text: String, to directory: TemporaryDirectory, name: Strin
 
 @Suite("Import")
 struct ImportTests {
+    @Test(
+        "export to a file replaces an earlier one whole, leaving no partial file; a file it cannot write is an io error that leaves the earlier one as it was"
+    )
+    func exportReplacesWhole() throws {
+        try withTemporaryStore { store in
+            let directory = TemporaryDirectory()
+            let file = directory.child("out.jsonl")
+            try Data("an earlier export\n".utf8).write(to: URL(fileURLWithPath: file))
+            let model = try store.model("M")
+            for i in 0..<3 { try model.create(["object": .string("m\(i)"), "n": .int(Int64(i))]) }
+            #expect(try model.export(to: URL(fileURLWithPath: file)) == 3)
+            let lines = try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n")
+            #expect(lines.count == 3 && lines[0] == #"{"n":0,"object":"m0"}"#)
+            #expect(!FileManager.default.fileExists(atPath: file + ".partial"))
+            // The partial file cannot be made (a directory holds its name): the earlier file stays.
+            try FileManager.default.createDirectory(atPath: file + ".partial", withIntermediateDirectories: false)
+            let error = #expect(throws: SatchelError.self) { try model.export(to: URL(fileURLWithPath: file)) }
+            #expect(error?.code == .io && error?.message.contains("out.jsonl") == true)
+            #expect(try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n") == lines)
+        }
+    }
+
     @Test("a JSON array and JSON lines both import; given ids are kept")
     func formats() throws {
         let directory = TemporaryDirectory()

@@ -9,15 +9,11 @@ extension Model {
     /// - Throws: ``SatchelError`` `.io` when the file cannot be written.
     @discardableResult
     public func export(to url: URL) throws -> Int {
-        guard FileManager.default.createFile(atPath: url.path, contents: nil) else {
-            throw SatchelError(.io, "cannot write '\(url.path)'", model: name)
-        }
-        let handle: FileHandle
-        do { handle = try FileHandle(forWritingTo: url) } catch { throw SatchelError(.io, "cannot write '\(url.path)': \(error)", model: name) }
-        defer { try? handle.close() }
-        return try export { chunk in
-            do { try handle.write(contentsOf: chunk) } catch { throw SatchelError(.io, "writing '\(url.path)': \(error)", model: name) }
-        }
+        // Whole or not at all: a failure (a full disk) leaves an earlier file at `url` as it was.
+        let file = try ReplacingFile(path: url.path)
+        let count = try export { chunk in try file.write(chunk) }
+        try file.commit()
+        return count
     }
 
     /// Every object of the model as JSON lines, handed to `write` in chunks of about a
