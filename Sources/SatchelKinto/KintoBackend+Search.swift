@@ -62,6 +62,11 @@ extension KintoBackend {
         case .compare(.id, .less, _), .compare(.id, .lessOrEqual, _), .compare(.id, .greater, _), .compare(.id, .greaterOrEqual, _):
             // Ids the mapping encodes (`x--…`) do not sort on the server as the objects' ids do.
             return []
+        case .compare(_, .less, .array), .compare(_, .lessOrEqual, .array), .compare(_, .greater, .array), .compare(_, .greaterOrEqual, .array),
+            .compare(_, .less, .object), .compare(_, .lessOrEqual, .object), .compare(_, .greater, .object),
+            .compare(_, .greaterOrEqual, .object):
+            // A range of arrays (element by element here) the server orders otherwise, if at all.
+            return []
         case .compare(let field, let op, let operand):
             let prefix =
                 switch op {

@@ -62,6 +62,11 @@ extension ParseBackend {
         switch condition.expression {
         case .all:
             return (nil, true)
+        case .compare(_, .less, .array), .compare(_, .lessOrEqual, .array), .compare(_, .greater, .array), .compare(_, .greaterOrEqual, .array),
+            .compare(_, .less, .object), .compare(_, .lessOrEqual, .object), .compare(_, .greater, .object),
+            .compare(_, .greaterOrEqual, .object):
+            // A range of arrays (element by element here): MongoDB's ranges read arrays otherwise.
+            return (nil, false)
         case .compare(let field, let op, let value):
             let operand = wire(field, value)
             switch op {

@@ -6,9 +6,10 @@ import Darwin
 
 /// Comparisons of values under Satchel's query semantics.
 enum ValueOrder {
-    /// Compares two values of the same type class (numbers, strings or booleans): negative,
-    /// zero or positive; nil when the classes differ or are not ordered by ranges (null, arrays,
-    /// objects).
+    /// Compares two values of the same type class (numbers, strings, booleans or arrays):
+    /// negative, zero or positive; nil when the classes differ or are not ordered by ranges
+    /// (null, objects). Arrays compare element by element, a prefix first: the order
+    /// ``sortKey(_:)`` gives them, which sorting and indexes use.
     static func compareWithinClass(_ a: JSONValue, _ b: JSONValue) -> Int? {
         switch (a, b) {
         case (.int(let x), .int(let y)): return x == y ? 0 : (x < y ? -1 : 1)
@@ -17,6 +18,7 @@ enum ValueOrder {
         case (.double(let x), .int(let y)): return -compare(y, x)
         case (.string(let x), .string(let y)): return UTF8Order.compare(x, y)
         case (.bool(let x), .bool(let y)): return x == y ? 0 : (x ? 1 : -1)
+        case (.array, .array): return UTF8Order.compareBytes(sortKey(a), sortKey(b))
         default: return nil
         }
     }
