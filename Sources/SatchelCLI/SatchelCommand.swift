@@ -37,6 +37,12 @@ struct SatchelCommand: AsyncParsableCommand {
     /// Runs the command; any error becomes one line on stderr and a non-zero exit.
     static func main() async {
         Output.holdClosedStandardDescriptors()
+        if let position = argumentNotUTF8() {
+            // `CommandLine.arguments` would hold it with U+FFFD in place of its bad bytes: another
+            // value than the one given (two model names would become one).
+            Output.error("argument \(position) is not valid UTF-8 (see 'satchel help')")
+            Foundation.exit(ExitCode.validationFailure.rawValue)
+        }
         if let word = unknownCommand(in: Array(CommandLine.arguments.dropFirst())) {
             let hint = Names.suggestion(for: word, among: commandNames).map { "; did you mean '\($0)'?" } ?? ""
             Output.error("'\(word)' is not a satchel command\(hint) (see 'satchel help')")
@@ -87,6 +93,15 @@ struct SatchelCommand: AsyncParsableCommand {
 }
 
 extension SatchelCommand {
+    /// The position (from 1) of the first argument whose bytes are not UTF-8, if any.
+    static func argumentNotUTF8() -> Int? {
+        for index in 1..<Int(CommandLine.argc) {
+            guard let argument = CommandLine.unsafeArgv[index] else { continue }
+            if String(validatingCString: argument) == nil { return index }
+        }
+        return nil
+    }
+
     /// The subcommands' names, and `help`.
     static var commandNames: [String] { configuration.subcommands.compactMap { $0.configuration.commandName } + ["help"] }
 

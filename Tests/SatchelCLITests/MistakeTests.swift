@@ -38,6 +38,20 @@ struct MistakeTests {
     }
 
     @Test(
+        "an argument whose bytes are not UTF-8 is a usage error, not a value with U+FFFD in it (found by a black-box probe: two model names became one)"
+    )
+    func argumentNotUTF8() async throws {
+        let directory = TemporaryDirectory()
+        let db = directory.child("s")
+        for command in [#"put "M$(printf '\377')" '{"a":1}'"#, #"put M "{\"a\":\"$(printf '\376')\"}""#] {
+            let run = try await ChildProcess.detached("/bin/sh", ["-c", "\"$0\" --db \"$1\" \(command)", CLI.executable.path, db])
+            let stderr = String(decoding: run.stderr, as: UTF8.self)
+            #expect(run.status == 64 && stderr.contains("is not valid UTF-8") && stderr.filter { $0 == "\n" }.count == 1, "\(command): \(stderr)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: db), "no store was made")
+    }
+
+    @Test(
         "a command whose stdout cannot be written (closed: >&-) fails with one line, and what it prints lands in no file of the store (found by a black-box probe: exit 0, an export written into the LevelDB LOCK file)"
     )
     func closedStandardOutput() async throws {
