@@ -10,7 +10,7 @@ struct EncryptCommand: ParsableCommand {
             The store is copied into DIR.converting encrypted with a new data key sealed under the key, the copy \
             checked, then the two directories exchanged at once and the plain store removed: killed at any moment, \
             DIR holds the old store or the encrypted one. Afterwards every command needs --key-file (or \
-            SATCHEL_KEY_FILE). Blob files stay as they are. The store must not be open elsewhere.
+            SATCHEL_KEY_FILE). Blob files are sealed too, under their names. The store must not be open elsewhere.
             """
     )
 

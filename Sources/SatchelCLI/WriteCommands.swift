@@ -30,6 +30,10 @@ struct ImportCommand: ParsableCommand {
     @Option(help: "Progress on stderr: auto (a bar on a terminal), bar, lines, none.") var progress = ProgressStyle.auto
     @Flag(help: "Decompose nested objects that name their class and id into objects of those models.") var graph = false
 
+    func validate() throws {
+        if batchSize < 1 { throw ValidationError("--batch-size must be at least 1") }
+    }
+
     func run() throws {
         if graph { return try importGraph() }
         let style = progress == .auto ? (Output.stderrIsTerminal ? .bar : .none) : progress
@@ -211,7 +215,8 @@ struct MigrateCommand: ParsableCommand {
 
     func run() throws {
         let data: Data
-        do { data = try Data(contentsOf: URL(fileURLWithPath: file)) } catch { throw ValidationError("cannot read '\(file)'") }
+        // A file that cannot be read is an io error, as `import`'s is.
+        do { data = try Data(contentsOf: URL(fileURLWithPath: file)) } catch { throw SatchelError(.io, "cannot read '\(file)'") }
         let json: JSONValue
         do { json = try JSONValue(parsing: data) } catch { throw SatchelError(.malformedJSON, "'\(file)' is not JSON: \(error)") }
         let items = json.arrayValue ?? [json]

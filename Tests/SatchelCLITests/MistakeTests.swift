@@ -38,6 +38,25 @@ struct MistakeTests {
     }
 
     @Test(
+        "exit codes agree (found by a black-box probe): --batch-size 0 is a usage error (64); a file migrate cannot read is an io error (1), as import's is"
+    )
+    func exitCodesAgree() async throws {
+        let directory = TemporaryDirectory()
+        let db = directory.child("s")
+        #expect(try await CLI.run(["--db", db, "put", "M", #"{"object":"a","n":1}"#]).status == 0)
+        let file = directory.child("m.jsonl")
+        try #"{"object":"b","n":2}"#.write(toFile: file, atomically: true, encoding: .utf8)
+        let zero = try await CLI.run(["--db", db, "import", "M", file, "--batch-size", "0"])
+        #expect(zero.status == 64 && zero.stderr.contains("--batch-size"), "\(zero.stderr)")
+        let missing = directory.child("missing.json")
+        let migrate = try await CLI.run(["--db", db, "migrate", "M", missing])
+        let load = try await CLI.run(["--db", db, "import", "M", missing])
+        #expect(migrate.status == 1 && load.status == 1, "\(migrate.stderr)\(load.stderr)")
+        #expect(migrate.stderr.filter { $0 == "\n" }.count == 1 && migrate.stderr.contains("missing.json"))
+        #expect(try await CLI.run(["--db", db, "find", "M", "--count"]).lines == ["1"])
+    }
+
+    @Test(
         "an argument whose bytes are not UTF-8 is a usage error, not a value with U+FFFD in it (found by a black-box probe: two model names became one)"
     )
     func argumentNotUTF8() async throws {

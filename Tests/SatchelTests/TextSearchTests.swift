@@ -277,6 +277,10 @@ struct TextSearchTests {
         #expect { try model.createIndex(.text("body")) } throws: {
             ($0 as? SatchelError)?.code == .invalidArgument && ($0 as? SatchelError)?.message.contains("text(title,body)") == true
         }
+        // A field the index has already is named once (found by a black-box probe: text(title,body,title)).
+        #expect { try model.createIndex(.text("body", "title")) } throws: {
+            ($0 as? SatchelError)?.message.contains("(text(title,body))") == true
+        }
         #expect(try model.indexes.map(\.definition.description) == ["text(title)"])
     }
 

@@ -73,7 +73,7 @@ extension Model {
             if definition.kind == .text, let text = entry.indexes.first(where: { $0.definition.kind == .text && $0.state != .dropping }) {
                 throw SatchelError(
                     .invalidArgument,
-                    "model '\(name)' has a text index already, \(text.definition): a model has one; drop it and declare one over every field to search (text(\((text.definition.fields + definition.fields).map(\.description).joined(separator: ","))))",
+                    "model '\(name)' has a text index already, \(text.definition): a model has one; drop it and declare one over every field to search (text(\(Self.union(text.definition.fields, definition.fields).map(\.description).joined(separator: ","))))",
                     model: name)
             }
             let index = StoredIndex(id: (entry.indexes.map(\.id).max() ?? 0) + 1, definition: definition, state: .building, model: name)
@@ -147,6 +147,11 @@ extension Model {
                 }
             }
         }
+    }
+
+    /// `first`, then the fields of `second` it lacks: a text index over both, each field once.
+    static func union(_ first: [Field], _ second: [Field]) -> [Field] {
+        first + second.enumerated().filter { index, field in !first.contains(field) && !second[..<index].contains(field) }.map(\.element)
     }
 
     /// Drops an index and every one of its entries.
