@@ -1,6 +1,7 @@
 import Foundation
 import Satchel
 import SatchelSync
+import SatchelSyncTesting
 import Testing
 
 /// The in-memory server itself, called directly as an adapter author would.
@@ -16,6 +17,28 @@ struct InMemoryBackendTests {
     static func pull(_ server: InMemoryBackend, _ session: SyncSession, after cursor: JSONValue?, pageSize: Int = 100) async throws -> PullPage {
         try await server.pull(
             PullRequest(model: model, cursor: cursor, pageSize: pageSize, session: session, configuration: ModelSyncConfiguration()))
+    }
+
+    @Test(
+        "with the client's ids kept, a create of an id another client's create made is refused with the server's copy, not written over it; the same client's create sent again is its own (found by a black-box probe)"
+    )
+    func createOverAnotherClientsObject() async throws {
+        var configuration = InMemoryBackend.Configuration()
+        configuration.serverAssignsIDs = false
+        let server = InMemoryBackend(configuration: configuration)
+        let models = [ModelDefinition(name: "Product")]
+        let b = try SyncClient(backend: server, models: models)
+        try await b.engine.logIn(Credentials(user: "ann", password: "pw"))
+        try b.model("Product").create(["object": "dup", "owner": "b", "v": 1])
+        try await b.engine.sync()
+        let a = try SyncClient(backend: server, models: models)
+        try await a.engine.logIn(Credentials(user: "ann", password: "pw"))
+        try a.model("Product").create(["object": "dup", "owner": "a"])
+        let report = try await a.engine.sync(models: ["Product"])
+        #expect(report.refused == 1, "\(report)")
+        #expect(await server.object("Product", "dup") == ["owner": "b", "v": 1])
+        let refusal = try #require(try a.store.refusedChanges(model: "Product").first)
+        #expect(refusal.kind == .create && refusal.serverCopy == ["owner": "b", "v": 1])
     }
 
     @Test("prepare gives the session a client id, called directly")

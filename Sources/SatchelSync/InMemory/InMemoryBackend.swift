@@ -25,7 +25,8 @@ public import Satchel
 public actor InMemoryBackend: SyncBackend {
     /// How the server behaves.
     public struct Configuration: Sendable {
-        /// Creates get a new server id (`s1`, `s2`…); otherwise the client's id is kept (Kinto).
+        /// Creates get a new server id (`s1`, `s2`…); otherwise the client's id is kept (Kinto), and a
+        /// create of an id another client's object holds is refused with its copy (Kinto's 412).
         public var serverAssignsIDs = true
         /// Push results come in the next pull (RhoConnect): creates are answered
         /// ``PushOutcome/awaitingLink`` and linked there; refused records arrive as page errors.
@@ -436,6 +437,11 @@ public actor InMemoryBackend: SyncBackend {
             // RhoConnect keeps no record of the temporary ids it linked.
             let key = ServerState.createKey(client: client, model: model, id: change.objectID)
             let made = configuration.linksViaPull ? nil : state.creates[key]
+            if made == nil, !configuration.serverAssignsIDs, let current {
+                // The id is another's object (Kinto's `If-None-Match: *` answers 412): refused,
+                // with the server's copy, not written over.
+                return .refused(message: "an object with this id already exists on the server", code: "412", serverCopy: current.attributes)
+            }
             let id = made ?? (configuration.serverAssignsIDs ? state.newID("s") : change.objectID)
             state.creates[key] = id
             guard let version = state.write(model, id, attributes) else {
