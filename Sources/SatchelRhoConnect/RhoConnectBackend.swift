@@ -135,8 +135,13 @@ public struct RhoConnectBackend: SyncBackend {
         return SyncSession(user: credentials.user, data: [Self.cookieKey: .string(cookie)])
     }
 
-    /// RhoConnect has no logout call: the session is simply forgotten.
-    public func logOut(_ session: SyncSession) async throws {}
+    /// RhoConnect has no logout call: the session is forgotten here, and the server is not
+    /// told (``SyncEngine/logOut()`` returns why).
+    ///
+    /// - Throws: ``SyncError`` `.notSupported`, always.
+    public func logOut(_ session: SyncSession) async throws {
+        throw SyncError(.notSupported, "RhoConnect has no logout call")
+    }
 
     /// Creates the client on the server when the session has none yet.
     public func prepare(_ session: SyncSession) async throws -> SyncSession {

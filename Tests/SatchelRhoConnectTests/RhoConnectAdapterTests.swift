@@ -371,6 +371,16 @@ struct RhoConnectAdapterTests {
         await setup.stop()
     }
 
+    @Test("a logout is local (RhoConnect has no logout call), and says the server was not told (found by a black-box probe)")
+    func logoutIsLocal() async throws {
+        let setup = try await Setup()
+        try await setup.device.engine.sync()
+        let untold = try await setup.device.engine.logOut()
+        #expect(untold?.code == .notSupported && untold?.message.contains("no logout call") == true, "\(String(describing: untold))")
+        #expect(await !setup.device.engine.isLoggedIn)
+        await setup.stop()
+    }
+
     @Test(
         "the client a drift check or a search by condition registers for its read is reset after it: it keeps no copy of the user's data on the server, and the device's client keeps its own (found by a black-box probe)"
     )
