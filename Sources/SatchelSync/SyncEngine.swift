@@ -266,6 +266,12 @@ public actor SyncEngine {
         // A full pull asked for, or one owed since the server's record of this client was lost.
         let full = try mode == .full || storage { try store.read { try $0.syncState(model).fullPullPending } }
         if full && !usesBulk {
+            // A server whose push results come in pull pages forgets those it holds when it is
+            // told to send everything again (RhoConnect's reset): changes in flight that wait for
+            // them (a create's link, after a pull whose answer was lost) get them first.
+            if backend.capabilities.pushResultsViaPull, try storage({ try model.statistics().inFlight }) > 0 {
+                try await pull(model, definition: definition, modelConfiguration: modelConfiguration, session: session, full: false, report: &report)
+            }
             let request = pullRequest(definition, cursor: nil, session: session, modelConfiguration: modelConfiguration)
             try await withRetry { try await self.backend.prepareFullPull(request) }
         }

@@ -371,6 +371,26 @@ struct RhoConnectAdapterTests {
         await setup.stop()
     }
 
+    @Test(
+        "sync --full after a pull whose answer, with a create's link, was lost: the links are pulled before the full pull's reset drops them, so the create is linked once, not kept beside the server's copy (found by a black-box probe)"
+    )
+    func fullAfterLostLinks() async throws {
+        let setup = try await Setup()
+        try await setup.device.engine.sync()
+        try setup.products.create(["object": "tmp1", "name": "Made here"])
+        setup.faults.inject(.dropAnswer, on: .pull)
+        await #expect(throws: SyncError.self) { try await setup.device.engine.sync() }
+        let report = try await setup.device.engine.sync(mode: .full)
+        #expect(report.refused == 0, "\(report)")
+        let made = await setup.server.objects("Product", user: "ann").filter { $0.value["name"] == "Made here" }
+        #expect(made.count == 1)
+        let here = try setup.products.findAll(where: ["name": "Made here"]).map(\.id)
+        #expect(here == Array(made.keys), "one object, under the server's id")
+        #expect(try setup.device.store.changeFates(model: "Product").isEmpty)
+        try await setup.expectMatchesServer()
+        await setup.stop()
+    }
+
     @Test("a logout is local (RhoConnect has no logout call), and says the server was not told (found by a black-box probe)")
     func logoutIsLocal() async throws {
         let setup = try await Setup()
