@@ -62,18 +62,26 @@ extension SyncEngine {
         // wait for each other for ever: when a pass sends none, one of them is created without
         // its references to objects the server does not have yet, which follow as an update
         // once their ids are known.
+        //
+        // A cycle may also pass through other models' new objects: the first of this model on it
+        // is created without its references, and they follow as an update once the other
+        // objects are on the server (by the next sync at the latest: their model may come later
+        // in this one).
         waiting = Self.inKeyOrder(waiting)
+        let referencesItself = definition.associations.values.contains(definition.name)
+        var retry = referencesItself
         var cut: Set<String> = []
-        while !waiting.isEmpty, definition.associations.values.contains(definition.name) {
-            let outcome = try await pushRound(
-                waiting, of: model, definition: definition, modelConfiguration: modelConfiguration, session: session, metadata: metadata,
-                limit: limit, resolver: resolver, pushed: &pushed, report: &report)
-            if let lost = outcome.lost { return lost }
-            if outcome.waiting.count < waiting.count {
+        while !waiting.isEmpty {
+            if retry {
+                let outcome = try await pushRound(
+                    waiting, of: model, definition: definition, modelConfiguration: modelConfiguration, session: session, metadata: metadata,
+                    limit: limit, resolver: resolver, pushed: &pushed, report: &report)
+                if let lost = outcome.lost { return lost }
+                let progressed = outcome.waiting.count < waiting.count
                 waiting = outcome.waiting
-                continue
+                if progressed { continue }
             }
-            guard let member = try storage({ try cycleMember(outcome.waiting, of: model, definition: definition) }), cut.insert(member).inserted
+            guard let member = try storage({ try cycleMember(waiting, of: model, definition: definition) }), cut.insert(member).inserted
             else { break }
             let created = try await pushRound(
                 [member], of: model, definition: definition, modelConfiguration: modelConfiguration, session: session, metadata: metadata,
@@ -81,7 +89,8 @@ extension SyncEngine {
             if let lost = created.lost { return lost }
             // Its references go as an update, with the objects that waited.
             let id = report.serverIDs[definition.name]?[member] ?? member
-            waiting = Self.inKeyOrder(outcome.waiting.filter { $0 != member } + [id])
+            waiting = Self.inKeyOrder(waiting.filter { $0 != member } + (referencesItself ? [id] : []))
+            retry = referencesItself
         }
         if pushed > 0 { emit(.sync(SyncNotification(status: .inProgress, model: definition.name, message: "pushed \(pushed) change(s)"))) }
         if !waiting.isEmpty {
@@ -397,28 +406,51 @@ extension SyncEngine {
     }
 
     /// The first (in key order) of the objects `waiting` whose pending create is on a cycle of
-    /// references among them: each waits for the next, the last for the first. Nil when none is.
+    /// references among new objects — of this model, or through others' (an order pointing at
+    /// its customer, the customer at its last order): each waits for the next, the last for the
+    /// first. Nil when none is.
     func cycleMember(_ waiting: [String], of model: Model, definition: ModelDefinition) throws -> String? {
-        let blocked = try unsyncedParents(of: definition)
-        guard let local = blocked[definition.name] else { return nil }
-        let members = Set(waiting)
-        // Each waiting create's references to waiting creates of its own model.
-        var edges: [String: [String]] = [:]
-        try store.read { snapshot in
-            for id in waiting {
-                guard try snapshot.objectSyncState(model, id).pending?.kind == .create, let object = try model.find(id) else { continue }
-                let targets = Self.references([definition.name: local], object: object, definition: definition).flatMap { _, value in
-                    value.arrayValue.map { $0.compactMap { $0.stringValue } } ?? value.stringValue.map { [$0] } ?? []
-                }
-                edges[id] = targets.filter { members.contains($0) && local.contains($0) }
-            }
+        struct Node: Hashable {
+            let model: String
+            let id: String
         }
-        for start in Self.inKeyOrder(Array(edges.keys)) {
-            var seen: Set<String> = []
-            var stack = edges[start] ?? []
+        // The objects of each model the server does not have yet, read once.
+        var localOnly: [String: Set<String>] = [:]
+        func local(_ name: String) throws -> Set<String> {
+            if let known = localOnly[name] { return known }
+            let ids =
+                try store.existingModel(name).map { handle in
+                    try store.read { snapshot in
+                        Set(try snapshot.objectSyncStates(of: handle).filter { MergePolicy.isLocalOnly($0.records) }.map(\.id))
+                    }
+                } ?? []
+            localOnly[name] = ids
+            return ids
+        }
+        // A pending create's references to such objects.
+        var edges: [Node: [Node]] = [:]
+        func references(_ node: Node) throws -> [Node] {
+            if let known = edges[node] { return known }
+            edges[node] = []
+            guard let target = store.models.first(where: { $0.name == node.model }), let handle = store.existingModel(node.model),
+                try store.read({ try $0.objectSyncState(handle, node.id).pending?.kind == .create }), let object = try handle.find(node.id)
+            else { return [] }
+            var found: [Node] = []
+            for (attribute, parent) in target.associations.sorted(by: { $0.key < $1.key }) {
+                let ids = try local(parent)
+                let values = object[attribute].map { $0.arrayValue ?? [$0] } ?? []
+                for case .string(let id) in values where ids.contains(id) { found.append(Node(model: parent, id: id)) }
+            }
+            edges[node] = found
+            return found
+        }
+        for id in Self.inKeyOrder(waiting) {
+            let start = Node(model: definition.name, id: id)
+            var seen: Set<Node> = []
+            var stack = try references(start)
             while let next = stack.popLast() {
-                if next == start { return start }
-                if seen.insert(next).inserted { stack += edges[next] ?? [] }
+                if next == start { return id }
+                if seen.insert(next).inserted { stack += try references(next) }
             }
         }
         return nil
