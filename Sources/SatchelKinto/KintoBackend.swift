@@ -528,7 +528,13 @@ public final class KintoBackend: SyncBackend {
             // A create whose every attribute on the server is its own: the push of an earlier
             // form of it went through, its answer lost, and it was edited here since; the push
             // sends the rest over it (``completingCreate``).
-            let earlierForm = change.kind == .create && attributes.allSatisfy { name, value in change.attributes[name] == value }
+            // (Edited to other values since: every attribute the record holds is the create's now,
+            // or what the lost push sent of it.)
+            let earlierForm =
+                change.kind == .create
+                && attributes.allSatisfy { name, value in
+                    change.attributes[name] == value || (change.attributes[name] != nil && change.sentValues[name] == value)
+                }
             if change.kind != .create || earlierForm {
                 return .conflict(message: text, code: "412", serverCopy: attributes, serverVersion: .int(version))
             }

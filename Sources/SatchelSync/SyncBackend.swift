@@ -389,10 +389,13 @@ public struct OutgoingChange: Sendable, Hashable {
     /// attributes left out): for servers that can remove an attribute only by replacing the
     /// object (Kinto). nil for creates and deletes.
     public var object: JSONObject?
+    /// What an earlier push of this change, whose answer was lost, sent for attributes edited
+    /// here since (``PendingChange/sentValues``): the server may hold them as this device's own.
+    public var sentValues: JSONObject
 
     public init(
         objectID: String, kind: PendingChange.Kind, attributes: JSONObject, baseVersion: JSONValue? = nil, blobs: [String: Data] = [:],
-        object: JSONObject? = nil
+        object: JSONObject? = nil, sentValues: JSONObject = JSONObject()
     ) {
         self.objectID = objectID
         self.kind = kind
@@ -400,6 +403,7 @@ public struct OutgoingChange: Sendable, Hashable {
         self.baseVersion = baseVersion
         self.blobs = blobs
         self.object = object
+        self.sentValues = sentValues
     }
 
     @available(*, deprecated, renamed: "objectID")

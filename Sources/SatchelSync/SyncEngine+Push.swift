@@ -246,7 +246,10 @@ extension SyncEngine {
                 sentValues: configuration.syncing(change.sentValues))
             try tx.setObjectSyncState(model, id, next, replacing: records)
             let whole = change.kind == .update ? object.map { configuration.syncing($0.attributes) } : nil
-            changes.append(OutgoingChange(objectID: id, kind: change.kind, attributes: attributes, baseVersion: records.version, object: whole))
+            changes.append(
+                OutgoingChange(
+                    objectID: id, kind: change.kind, attributes: attributes, baseVersion: records.version, object: whole,
+                    sentValues: configuration.syncing(change.sentValues)))
         }
         return (changes, waiting)
     }
@@ -350,7 +353,9 @@ extension SyncEngine {
             kind = .delete
             attributes = later!.attributes
         case (.create, _):
-            break  // still a create: it carries the object's current attributes
+            // Still a create: it carries the object's current attributes. What the lost one sent
+            // may be on the server, this device's own (``KintoBackend``'s earlier form).
+            for (name, value) in record.attributes where sent[name] == nil { sent[name] = value }
         case (.update, _):
             for (name, value) in later!.attributes {
                 // An attribute changed before keeps its earlier base.

@@ -679,6 +679,17 @@ struct KintoScenarioTests {
         #expect(try device.store.changeFates(model: "Product") == [:])
         #expect(try device.model("Product").find("L2")?.attributes == ["a": 1, "b": 2])
 
+        // Edited to other values after the lost answer: the server's record is the lost create's
+        // own, and the edit goes over it (found by a black-box probe: a 412 no action resolved).
+        try device.model("Product").create(["object": "L4", "a": 1, "c": 3])
+        try #require(faulty).inject(.dropAnswer, on: .push)
+        await #expect(throws: SyncError.self) { try await device.engine.sync(models: ["Product"]) }
+        try device.model("Product").update("L4", with: ["a": 2, "b": 2])
+        let edited = try await device.engine.sync(models: ["Product"])
+        #expect(edited.refused == 0, "\(edited)")
+        #expect(try await server.objects(bucket, "Product")["L4"] == ["a": 2, "b": 2, "c": 3])
+        #expect(try device.store.changeFates(model: "Product") == [:])
+
         // A record of the same id that holds other values is still refused.
         try await server.call("PUT", server.records(bucket, "Product") + "/L3", ["data": ["a": 2]])
         try device.model("Product").create(["object": "L3", "a": 1, "b": 2])

@@ -30,8 +30,8 @@ public struct InFlightChange: Equatable, Sendable {
     /// For an update: the values its attributes had before they were changed here, where known
     /// (``PendingChange/baseValues``).
     public var baseValues: JSONObject
-    /// For an update or a delete: what an earlier push, whose answer was lost, sent for
-    /// attributes edited since (``PendingChange/sentValues``).
+    /// What an earlier push, whose answer was lost, sent for attributes edited since
+    /// (``PendingChange/sentValues``).
     public var sentValues: JSONObject
 
     public init(
@@ -43,7 +43,7 @@ public struct InFlightChange: Equatable, Sendable {
         self.state = state
         self.baseVersion = baseVersion
         self.baseValues = kind == .update ? baseValues : JSONObject()
-        self.sentValues = kind == .create ? JSONObject() : sentValues
+        self.sentValues = sentValues
     }
 
     var json: JSONObject {

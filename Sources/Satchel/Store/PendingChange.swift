@@ -34,10 +34,11 @@ public struct PendingChange: Sendable, Hashable, CustomStringConvertible {
     /// a create). The sync engine tells a true conflict (the same attribute changed on the
     /// server) from changes to different attributes by them.
     public let baseValues: JSONObject
-    /// For an update sent again after a push whose answer was lost, and edited here since (or
-    /// a delete made after it): the values that push sent for the attributes edited since. The
-    /// server may hold them (the lost push may have gone through): a server value equal to one
-    /// is this device's own, not a change made elsewhere. Empty otherwise.
+    /// For a change sent again after a push whose answer was lost, and edited here since (or a
+    /// delete made after it): the values that push sent for the attributes edited since (for a
+    /// create, the whole object it sent). The server may hold them (the lost push may have gone
+    /// through): a server value equal to one is this device's own, not a change made elsewhere.
+    /// Empty otherwise.
     public let sentValues: JSONObject
 
     public init(
@@ -49,7 +50,7 @@ public struct PendingChange: Sendable, Hashable, CustomStringConvertible {
         self.kind = kind
         self.attributes = attributes
         self.baseValues = kind == .update ? baseValues : JSONObject()
-        self.sentValues = kind == .create ? JSONObject() : sentValues
+        self.sentValues = sentValues
     }
 
     public var description: String { "\(kind.rawValue) \(model)/\(objectID) \(attributes)" }
@@ -60,7 +61,7 @@ public struct PendingChange: Sendable, Hashable, CustomStringConvertible {
 /// `{"op":"update","attrs":{…},"sent":{…},"was":{…}}` (`was`: the base values, when known;
 /// `sent`: what a push whose answer was lost sent, when the change was edited since) or
 /// `{"op":"delete","attrs":{…},"sent":{…}}` (`sent` as for an update, when the delete followed
-/// such a push).
+/// such a push; a create edited after such a push has it too: `{"op":"create","sent":{…}}`).
 struct StoredChange: Equatable {
     var kind: PendingChange.Kind
     var attributes: JSONObject
@@ -76,7 +77,7 @@ struct StoredChange: Equatable {
         members.reserveCapacity(4)
         if kind != .create { members.append(JSONObject.Member(name: "attrs", value: .object(attributes))) }
         members.append(JSONObject.Member(name: "op", value: .string(kind.rawValue)))
-        if kind != .create && !sent.isEmpty { members.append(JSONObject.Member(name: "sent", value: .object(sent))) }
+        if !sent.isEmpty { members.append(JSONObject.Member(name: "sent", value: .object(sent))) }
         if kind == .update && !base.isEmpty { members.append(JSONObject.Member(name: "was", value: .object(base))) }
         return JSONObject(sortedUniqueMembers: members).jsonBytes
     }
@@ -85,7 +86,7 @@ struct StoredChange: Equatable {
         self.kind = kind
         self.attributes = attributes
         self.base = kind == .update ? base : JSONObject()
-        self.sent = kind == .create ? JSONObject() : sent
+        self.sent = sent
     }
 
     /// The stored form of `change` (a create keeps no attributes).
@@ -125,7 +126,7 @@ struct StoredChange: Equatable {
         self.kind = kind
         self.attributes = object["attrs"]?.objectValue ?? JSONObject()
         self.base = kind == .update ? object["was"]?.objectValue ?? JSONObject() : JSONObject()
-        self.sent = kind == .create ? JSONObject() : object["sent"]?.objectValue ?? JSONObject()
+        self.sent = object["sent"]?.objectValue ?? JSONObject()
     }
 
     /// Merges the change already pending for an object (`existing`) with a new one.
