@@ -290,6 +290,7 @@ public actor SyncEngine {
             pulls = true
         }
         if pulls {
+            let linkedBefore = report.serverIDs[definition.name]?.count ?? 0
             try await pull(
                 model, definition: definition, modelConfiguration: modelConfiguration, session: session, full: full && !usesBulk, report: &report)
             let settled = report.schemaChanged ? (requeued: 0, unlinked: []) : try await settleAfterPull(model)
@@ -301,7 +302,16 @@ public actor SyncEngine {
                             status: .error, model: definition.name, errorCode: .refusedChanges,
                             message: settled.unlinked.map { "create \($0): neither linked nor refused by the server" }.joined(separator: "; "))))
             }
-            if !report.schemaChanged, settled.requeued > 0 || lost != nil {
+            // Links the pull brought free what waited for them (an edit made while a create
+            // awaited its link, a child of a new parent): they go in this sync too.
+            let linked = backend.capabilities.pushResultsViaPull && (report.serverIDs[definition.name]?.count ?? 0) > linkedBefore
+            let freed =
+                try linked
+                && storage {
+                    let statistics = try model.statistics()
+                    return statistics.pendingCreates + statistics.pendingUpdates + statistics.pendingDeletes > 0
+                }
+            if !report.schemaChanged, settled.requeued > 0 || lost != nil || freed {
                 lost = try await push(model, definition: definition, modelConfiguration: modelConfiguration, session: session, report: &report)
                 if lost == nil && backend.capabilities.pushResultsViaPull {
                     // What became of the changes just sent (the creates' links), in one more pull.

@@ -391,6 +391,25 @@ struct RhoConnectAdapterTests {
         await setup.stop()
     }
 
+    @Test(
+        "an edit made while a create waits for its link goes in the sync whose pull brings the link, not a sync later (found by a black-box probe)"
+    )
+    func editWhileAwaitingLink() async throws {
+        let setup = try await Setup()
+        try await setup.device.engine.sync()
+        try setup.products.create(["object": "tmp1", "name": "Made here", "price": "5"])
+        setup.faults.inject(.dropAnswer, on: .pull)
+        await #expect(throws: SyncError.self) { try await setup.device.engine.sync() }
+        try setup.products.update("tmp1", with: ["price": "6"])
+        let report = try await setup.device.engine.sync()
+        #expect(report.refused == 0, "\(report)")
+        let id = try #require(report.serverIDs["Product"]?["tmp1"])
+        #expect(await setup.server.objects("Product", user: "ann")[id]?["price"] == "6", "the edit went in the same sync")
+        #expect(try setup.device.store.changeFates(model: "Product").isEmpty)
+        try await setup.expectMatchesServer()
+        await setup.stop()
+    }
+
     @Test("a logout is local (RhoConnect has no logout call), and says the server was not told (found by a black-box probe)")
     func logoutIsLocal() async throws {
         let setup = try await Setup()
