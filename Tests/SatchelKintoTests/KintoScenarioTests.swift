@@ -25,6 +25,17 @@ struct KintoScenarioTests {
     }
 
     /// `count` products `p1`… with a name, a price and a brand.
+    /// A device whose backend passes through a fault injector, in pages of 50.
+    static func deviceThroughFaults(_ url: URL, bucket: String, _ user: Credentials) async throws -> (SyncClient, FaultyBackend) {
+        var faulty: FaultyBackend?
+        let device = try await Self.device(url, bucket: bucket, user, pageSize: 50) { backend in
+            let wrapped = FaultyBackend(backend)
+            faulty = wrapped
+            return wrapped
+        }
+        return (device, try #require(faulty))
+    }
+
     static func products(_ range: ClosedRange<Int>) -> [(String, JSONObject)] {
         range.map { i in ("p\(i)", ["name": .string("Product \(i)"), "price": .int(Int64(i)), "brand": i % 2 == 0 ? "Acme" : "Zenith"]) }
     }
@@ -661,14 +672,9 @@ struct KintoScenarioTests {
     )
     func lostCreateAnswerThenEdit() async throws {
         let (url, user, server, bucket) = try await Self.newUser("fay", password: "secret", bucket: "lostcreate")
-        var faulty: FaultyBackend?
-        let device = try await Self.device(url, bucket: bucket, user, pageSize: 50) { backend in
-            let wrapped = FaultyBackend(backend)
-            faulty = wrapped
-            return wrapped
-        }
+        let (device, faults) = try await Self.deviceThroughFaults(url, bucket: bucket, user)
         try device.model("Product").create(["object": "L2", "a": 1])
-        try #require(faulty).inject(.dropAnswer, on: .push)
+        faults.inject(.dropAnswer, on: .push)
         await #expect(throws: SyncError.self) { try await device.engine.sync(models: ["Product"]) }
         #expect(try await server.objects(bucket, "Product")["L2"] == ["a": 1], "the create landed; its answer did not")
 
@@ -682,7 +688,7 @@ struct KintoScenarioTests {
         // Edited to other values after the lost answer: the server's record is the lost create's
         // own, and the edit goes over it (found by a black-box probe: a 412 no action resolved).
         try device.model("Product").create(["object": "L4", "a": 1, "c": 3])
-        try #require(faulty).inject(.dropAnswer, on: .push)
+        faults.inject(.dropAnswer, on: .push)
         await #expect(throws: SyncError.self) { try await device.engine.sync(models: ["Product"]) }
         try device.model("Product").update("L4", with: ["a": 2, "b": 2])
         let edited = try await device.engine.sync(models: ["Product"])
@@ -702,18 +708,13 @@ struct KintoScenarioTests {
     )
     func lostUpdateAnswerThenDelete() async throws {
         let (url, user, server, bucket) = try await Self.newUser("gus", password: "secret", bucket: "lostdelete")
-        var faulty: FaultyBackend?
-        let device = try await Self.device(url, bucket: bucket, user, pageSize: 50) { backend in
-            let wrapped = FaultyBackend(backend)
-            faulty = wrapped
-            return wrapped
-        }
+        let (device, faults) = try await Self.deviceThroughFaults(url, bucket: bucket, user)
         try device.model("Product").create(["object": "D1", "a": 1])
         try device.model("Product").create(["object": "D2", "a": 1])
         try await device.engine.sync(models: ["Product"])
         try device.model("Product").update("D1", with: ["a": 2, "b": 3])
         try device.model("Product").update("D2", with: ["a": 2])
-        try #require(faulty).inject(.dropAnswer, on: .push)
+        faults.inject(.dropAnswer, on: .push)
         await #expect(throws: SyncError.self) { try await device.engine.sync(models: ["Product"]) }
         #expect(try await server.objects(bucket, "Product")["D1"] == ["a": 2, "b": 3], "the update landed; its answer did not")
 

@@ -39,6 +39,19 @@ struct EngineTests {
         return (server, faults, client)
     }
 
+    /// A synced client whose update of p1 (price 100, brand Mine) went through with its answer
+    /// lost, reopened, then edited again here (price 101).
+    static func lostUpdateAnswer(seeding count: Int) async throws -> (InMemoryBackend, FaultyBackend, SyncClient) {
+        var (server, faults, client) = try await Self.syncedThroughFaults(seeding: count)
+        try client.model("Product").update("p1", with: ["price": 100, "brand": "Mine"])
+        faults.inject(.dropAnswer, on: .push)
+        await #expect(throws: SyncError.self) { try await client.engine.sync() }
+        #expect(await server.object("Product", "p1")?["price"] == 100)
+        client = try await client.reopened(backend: faults, models: [ModelDefinition(name: "Product")])
+        try client.model("Product").update("p1", with: ["price": 101])
+        return (server, faults, client)
+    }
+
     @Test("notifications arrive through the AsyncStream in order, ending with the completion")
     func notificationStream() async throws {
         let server = InMemoryBackend()
@@ -93,14 +106,7 @@ struct EngineTests {
         "an update whose push answer was lost, then edited here: the next sync is no conflict with this device's own write, across a reopen too; another device's change still is one (found by a black-box probe)"
     )
     func lostAnswerThenEdit() async throws {
-        var (server, faults, client) = try await Self.syncedThroughFaults(seeding: 2)
-        // The push goes through; its answer is lost.
-        try client.model("Product").update("p1", with: ["price": 100, "brand": "Mine"])
-        faults.inject(.dropAnswer, on: .push)
-        await #expect(throws: SyncError.self) { try await client.engine.sync() }
-        #expect(await server.object("Product", "p1")?["price"] == 100)
-        client = try await client.reopened(backend: faults, models: [ModelDefinition(name: "Product")])
-        try client.model("Product").update("p1", with: ["price": 101])
+        let (server, faults, client) = try await Self.lostUpdateAnswer(seeding: 2)
         let report = try await client.engine.sync()
         #expect(report.refused == 0, "\(report)")
         #expect(await server.object("Product", "p1") == ["name": "Product 1", "price": 101, "brand": "Mine"])
@@ -120,14 +126,8 @@ struct EngineTests {
         "a delete made after an update whose push answer was lost deletes the object: the server's newer version is this device's own write (a black-box probe: a 412)"
     )
     func lostAnswerThenDelete() async throws {
-        var (server, faults, client) = try await Self.syncedThroughFaults(seeding: 3)
         // p1: the update goes through, its answer is lost; edited again, then deleted.
-        try client.model("Product").update("p1", with: ["price": 100, "brand": "Mine"])
-        faults.inject(.dropAnswer, on: .push)
-        await #expect(throws: SyncError.self) { try await client.engine.sync() }
-        #expect(await server.object("Product", "p1")?["price"] == 100)
-        client = try await client.reopened(backend: faults, models: [ModelDefinition(name: "Product")])
-        try client.model("Product").update("p1", with: ["price": 101])
+        let (server, faults, client) = try await Self.lostUpdateAnswer(seeding: 3)
         try client.model("Product").delete("p1")
         // p2: the same, deleted without another edit.
         try client.model("Product").update("p2", with: ["price": 200])

@@ -166,16 +166,22 @@ struct PlannerTests {
         }
     }
 
+    /// A store at `path` whose model M holds 50 objects, k = 0…49, indexed on k.
+    static func indexedStore(_ path: String) throws -> Store {
+        let store = try Store(path: path)
+        let model = try store.model("M")
+        for i in 0..<50 { try model.create(["k": .int(Int64(i))]) }
+        try model.createIndex(IndexDefinition("k"))
+        return store
+    }
+
     @Test("an index survives reopening and an interrupted drop finishes at open")
     func persistence() throws {
         let directory = TemporaryDirectory()
         let path = directory.child("s")
         do {
-            let store = try Store(path: path)
-            let model = try store.model("M")
-            for i in 0..<50 { try model.create(["k": .int(Int64(i))]) }
-            try model.createIndex(IndexDefinition("k"))
-            try model.createIndex(IndexDefinition("j"))
+            let store = try Self.indexedStore(path)
+            try store.model("M").createIndex(IndexDefinition("j"))
             // Simulate a crash right after a drop began: the definition says dropping.
             let entry = try store.entry("M")
             var dropping = entry.indexes[1]
@@ -201,10 +207,7 @@ struct PlannerTests {
         let directory = TemporaryDirectory()
         let path = directory.child("s")
         do {
-            let store = try Store(path: path)
-            let model = try store.model("M")
-            for i in 0..<50 { try model.create(["k": .int(Int64(i))]) }
-            try model.createIndex(IndexDefinition("k"))
+            let store = try Self.indexedStore(path)
             // Simulate a kill after a rebuild began: the definition says building, its entries gone.
             var building = try store.entry("M").indexes[0]
             building.state = .building
