@@ -62,9 +62,7 @@ extension KintoBackend {
         case .compare(.id, .less, _), .compare(.id, .lessOrEqual, _), .compare(.id, .greater, _), .compare(.id, .greaterOrEqual, _):
             // Ids the mapping encodes (`x--…`) do not sort on the server as the objects' ids do.
             return []
-        case .compare(_, .less, .array), .compare(_, .lessOrEqual, .array), .compare(_, .greater, .array), .compare(_, .greaterOrEqual, .array),
-            .compare(_, .less, .object), .compare(_, .lessOrEqual, .object), .compare(_, .greater, .object),
-            .compare(_, .greaterOrEqual, .object):
+        case .compare(_, let op, let bound) where op != .equal && op != .notEqual && (bound.arrayValue != nil || bound.objectValue != nil):
             // A range of arrays (element by element here) the server orders otherwise, if at all.
             return []
         case .compare(let field, let op, let operand):

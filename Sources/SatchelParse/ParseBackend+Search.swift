@@ -62,9 +62,7 @@ extension ParseBackend {
         switch condition.expression {
         case .all:
             return (nil, true)
-        case .compare(_, .less, .array), .compare(_, .lessOrEqual, .array), .compare(_, .greater, .array), .compare(_, .greaterOrEqual, .array),
-            .compare(_, .less, .object), .compare(_, .lessOrEqual, .object), .compare(_, .greater, .object),
-            .compare(_, .greaterOrEqual, .object):
+        case .compare(_, let op, let bound) where op != .equal && op != .notEqual && (bound.arrayValue != nil || bound.objectValue != nil):
             // A range of arrays (element by element here): MongoDB's ranges read arrays otherwise.
             return (nil, false)
         case .compare(let field, let op, let value):

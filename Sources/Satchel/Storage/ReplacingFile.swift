@@ -7,6 +7,7 @@ final class ReplacingFile {
     let path: String
     let partial: String
     private var descriptor: Int32
+    private var committed = false
 
     /// - Throws: ``SatchelError`` `.io` when the partial file cannot be made.
     init(path: String) throws(SatchelError) {
@@ -41,17 +42,14 @@ final class ReplacingFile {
         descriptor = -1
         guard close(closing) == 0 else { throw failure() }
         try FileSystem.rename(partial, to: path)
+        committed = true
         let directory = (path as NSString).deletingLastPathComponent
         FileSystem.synchronizeDirectory(directory.isEmpty ? "." : directory)
     }
 
     deinit {
         // Not committed: the partial file goes.
-        if descriptor >= 0 {
-            close(descriptor)
-            unlink(partial)
-        } else if FileSystem.size(of: partial) != nil {
-            unlink(partial)
-        }
+        if descriptor >= 0 { close(descriptor) }
+        if !committed { unlink(partial) }
     }
 }
