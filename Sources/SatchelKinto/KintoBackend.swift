@@ -340,6 +340,18 @@ public final class KintoBackend: SyncBackend {
             if let attachment { attachments[Array(change.objectID.utf8)] = (attachment, record) }
             changes.append(record)
         }
+        // A create sent again after its answer was lost may have made its record, and another
+        // device may have deleted it since: `If-None-Match: *` passes over a tombstone, so the
+        // create would undo that delete.
+        let resent = changes.filter { $0.kind == .create && !$0.sentValues.isEmpty }.map(\.objectID)
+        let gone = try await deletedSincePulled(resent, model: request.model.name, cursor: Cursor(request.cursor))
+        if !gone.isEmpty {
+            changes.removeAll { gone.contains(Array($0.objectID.utf8)) }
+            for id in resent where gone.contains(Array(id.utf8)) {
+                attachments[Array(id.utf8)] = nil
+                results.append(PushResult(objectID: id, outcome: .deletedSinceCreated))
+            }
+        }
         let context = OutcomeContext(
             blobAttribute: blob ?? KintoMapping.attachmentField, carryingAttachments: Set(attachments.keys))
         // An update that removes attributes goes on its own, as a JSON Patch: a batch's PATCH
@@ -361,6 +373,36 @@ public final class KintoBackend: SyncBackend {
             results[index].outcome = try await sendAttachment(attachment, of: change, model: request.model.name)
         }
         return results
+    }
+
+    /// Of objects `ids`, those whose record the server deleted after what `cursor` has pulled:
+    /// the tombstones newer than it (`_since` lists them, `deleted=true` only them), asked a
+    /// slice of ids at a time.
+    func deletedSincePulled(_ ids: [String], model: String, cursor: Cursor) async throws -> Set<[UInt8]> {
+        var gone: Set<[UInt8]> = []
+        let slice = 50
+        var start = 0
+        while start < ids.count {
+            let chunk = ids[start..<min(start + slice, ids.count)]
+            start += chunk.count
+            let byRecord = Dictionary(chunk.map { (KintoMapping.recordID($0), $0) }, uniquingKeysWith: { first, _ in first })
+            let query = [
+                ("_since", String(cursor.since ?? 0)), ("deleted", "true"), ("in_id", byRecord.keys.sorted().joined(separator: ",")),
+                ("_limit", String(slice)),
+            ]
+            let what = "push to \(model)"
+            let answer = try await send("GET", try root(collectionPath(model) + "/records", query), what: what)
+            // A collection not made yet holds no tombstone.
+            if answer.status == 404, Self.missingContainer(answer) { return gone }
+            try check(answer, what)
+            guard let records = try answer.json(what)["data"]?.arrayValue else {
+                throw SyncError(.protocolViolation, "\(what): the list of deleted records holds no data")
+            }
+            for record in records where record["deleted"]?.boolValue == true {
+                if let id = record["id"]?.stringValue.flatMap({ byRecord[$0] }) { gone.insert(Array(id.utf8)) }
+            }
+        }
+        return gone
     }
 
     /// Whether `change` is an update that removes attributes.

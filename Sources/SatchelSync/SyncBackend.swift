@@ -391,6 +391,8 @@ public struct OutgoingChange: Sendable, Hashable {
     public var object: JSONObject?
     /// What an earlier push of this change, whose answer was lost, sent for attributes edited
     /// here since (``PendingChange/sentValues``): the server may hold them as this device's own.
+    /// For a create, every attribute that push sent: a create with sent values may have made its
+    /// object on the server already (and another device may have deleted it since).
     public var sentValues: JSONObject
 
     public init(
@@ -426,14 +428,19 @@ public struct PushRequest: Sendable {
     public var configuration: ModelSyncConfiguration
     /// What the server last said about the model (the last ``PullPage/metadata`` stored).
     public var metadata: JSONValue?
+    /// Where the model's next pull starts (the last ``PullPage/nextCursor`` stored; nil before the
+    /// first): what this device has seen of the server.
+    public var cursor: JSONValue?
 
     public init(
-        model: ModelDefinition, changes: [OutgoingChange], session: SyncSession, configuration: ModelSyncConfiguration, metadata: JSONValue? = nil
+        model: ModelDefinition, changes: [OutgoingChange], session: SyncSession, configuration: ModelSyncConfiguration, metadata: JSONValue? = nil,
+        cursor: JSONValue? = nil
     ) {
         self.model = model
         self.changes = changes
         self.session = session
         self.configuration = configuration
+        self.cursor = cursor
         self.metadata = metadata
     }
 }
@@ -469,6 +476,16 @@ public enum PushOutcome: Sendable, Hashable {
     /// before anything is pulled, since a pull could bring what the change made as an object
     /// of its own. An adapter with one request for the whole push throws instead.
     case unanswered(SyncError)
+}
+
+extension PushOutcome {
+    /// A create sent again after its answer was lost (``OutgoingChange/sentValues``) that had
+    /// made its object, which another device deleted since: made again, it would undo that
+    /// delete. Kept as a refused create, deleted on the server, for the app to resolve with
+    /// `delete` or `recreate`.
+    public static let deletedSinceCreated = PushOutcome.notFound(
+        message: "an earlier push of this create, whose answer was lost, made the object, and another device deleted it since: resolve with delete, or recreate to make it again",
+        code: "404")
 }
 
 /// The result of one change of a push, by the change's id.

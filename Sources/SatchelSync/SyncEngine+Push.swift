@@ -36,7 +36,7 @@ extension SyncEngine {
             }
         }
         guard !ids.isEmpty else { return nil }
-        let metadata = try storage { try store.read { try $0.syncState(model).metadata } }
+        let syncState = try storage { try store.read { try $0.syncState(model) } }
         let limit = backend.capabilities.maxPushBatch
         let resolver = conflictResolvers[definition.name]
         var pushed = 0
@@ -47,7 +47,7 @@ extension SyncEngine {
         for round in 0..<3 {
             guard !ids.isEmpty else { break }
             let outcome = try await pushRound(
-                ids, of: model, definition: definition, modelConfiguration: modelConfiguration, session: session, metadata: metadata,
+                ids, of: model, definition: definition, modelConfiguration: modelConfiguration, session: session, syncState: syncState,
                 limit: limit, resolver: resolver, pushed: &pushed, report: &report)
             ids = round < 2 ? outcome.resend : []
             waiting += outcome.waiting
@@ -74,7 +74,7 @@ extension SyncEngine {
         while !waiting.isEmpty {
             if retry {
                 let outcome = try await pushRound(
-                    waiting, of: model, definition: definition, modelConfiguration: modelConfiguration, session: session, metadata: metadata,
+                    waiting, of: model, definition: definition, modelConfiguration: modelConfiguration, session: session, syncState: syncState,
                     limit: limit, resolver: resolver, pushed: &pushed, report: &report)
                 if let lost = outcome.lost { return lost }
                 let progressed = outcome.waiting.count < waiting.count
@@ -84,7 +84,7 @@ extension SyncEngine {
             guard let member = try storage({ try cycleMember(waiting, of: model, definition: definition) }), cut.insert(member).inserted
             else { break }
             let created = try await pushRound(
-                [member], of: model, definition: definition, modelConfiguration: modelConfiguration, session: session, metadata: metadata,
+                [member], of: model, definition: definition, modelConfiguration: modelConfiguration, session: session, syncState: syncState,
                 limit: limit, resolver: resolver, pushed: &pushed, report: &report, cutting: member)
             if let lost = created.lost { return lost }
             // Its references go as an update, with the objects that waited.
@@ -111,7 +111,7 @@ extension SyncEngine {
     /// (``markAwaitingPull(_:of:_:)``), and the chunks after it stay pending.
     private func pushRound(
         _ ids: [String], of model: Model, definition: ModelDefinition, modelConfiguration: ModelSyncConfiguration, session: SyncSession,
-        metadata: JSONValue?, limit: Int?, resolver: ConflictResolver?, pushed: inout Int, report: inout SyncReport, cutting: String? = nil
+        syncState: ModelSyncState, limit: Int?, resolver: ConflictResolver?, pushed: inout Int, report: inout SyncReport, cutting: String? = nil
     ) async throws -> (resend: [String], waiting: [String], lost: SyncError?) {
         let blocked = try storage { try unsyncedParents(of: definition) }
         let chunkSize = max(1, limit ?? ids.count)
@@ -131,7 +131,9 @@ extension SyncEngine {
             waiting += waitingInChunk
             guard !chunk.isEmpty else { continue }
             let withBlobs = definition.blobAttributes.isEmpty ? chunk : try storage { try chunk.map { try attachBlobs($0, definition: definition) } }
-            let request = PushRequest(model: definition, changes: withBlobs, session: session, configuration: modelConfiguration, metadata: metadata)
+            let request = PushRequest(
+                model: definition, changes: withBlobs, session: session, configuration: modelConfiguration, metadata: syncState.metadata,
+                cursor: syncState.cursor)
             let results: [PushResult]
             // A server whose results come in pull pages says in them what it carried out of a
             // push whose answer was lost: such a push is not sent again at once (its creates
@@ -342,6 +344,9 @@ extension SyncEngine {
         // since may be the server's now, and is this device's own, not a change made elsewhere.
         var sent = record.sentValues
         switch (record.kind, later?.kind) {
+        case (.create, nil):
+            // The create goes again as it was; what it sent says it may have made the object.
+            for (name, value) in record.attributes where sent[name] == nil { sent[name] = value }
         case (_, nil): break
         case (.create, .delete?), (.update, .delete?), (.delete, .delete?):
             // Whatever reached the server, the object must go: send the delete. What an update

@@ -704,6 +704,42 @@ struct KintoScenarioTests {
     }
 
     @Test(
+        "a create whose answer was lost, its record then deleted by another device: sent again, it does not undo the delete but is kept refused, deleted on the server"
+    )
+    func lostCreateAnswerThenDeletedElsewhere() async throws {
+        let (url, user, server, bucket) = try await Self.newUser("hal", password: "secret", bucket: "lostgone")
+        let (device, faults) = try await Self.deviceThroughFaults(url, bucket: bucket, user)
+        let other = try await Self.device(url, bucket: bucket, user, pageSize: 50)
+        try device.model("Product").create(["object": "G1", "a": 1])
+        try device.model("Product").create(["object": "G2", "a": 2])
+        faults.inject(.dropAnswer, on: .push)
+        await #expect(throws: SyncError.self) { try await device.engine.sync(models: ["Product"]) }
+        #expect(try await server.objects(bucket, "Product").keys.sorted() == ["G1", "G2"], "the creates landed; their answer did not")
+
+        // The other device pulls G1 and deletes it; G2 stays.
+        try await other.engine.sync(models: ["Product"])
+        try other.model("Product").delete("G1")
+        try await other.engine.sync(models: ["Product"])
+        #expect(try await server.objects(bucket, "Product").keys.sorted() == ["G2"])
+
+        let report = try await device.engine.sync(models: ["Product"])
+        #expect(report.refused == 1, "\(report)")
+        #expect(try await server.objects(bucket, "Product").keys.sorted() == ["G2"], "the delete stands")
+        let refusal = try #require(try device.store.refusedChanges(model: "Product").first)
+        #expect(refusal.objectID == "G1" && refusal.kind == .create && refusal.serverDeleted, "\(refusal)")
+        #expect(try device.store.changeFates(model: "Product").keys.sorted() == ["G1"])
+
+        // Resolved with delete, it is gone here too; a create of a new id pulled by nobody goes as before.
+        try device.store.resolve("Product", "G1", .delete)
+        try device.model("Product").create(["object": "G3", "a": 3])
+        let after = try await device.engine.sync(models: ["Product"])
+        #expect(after.refused == 0, "\(after)")
+        #expect(try device.model("Product").find("G1") == nil)
+        #expect(try await server.objects(bucket, "Product").keys.sorted() == ["G2", "G3"])
+        #expect(try device.store.changeFates(model: "Product").isEmpty)
+    }
+
+    @Test(
         "an update whose answer was lost, edited and then deleted here: the delete goes again on the server's version, which holds this device's own write (found by a black-box probe: a 412)"
     )
     func lostUpdateAnswerThenDelete() async throws {

@@ -151,6 +151,38 @@ struct EngineTests {
     }
 
     @Test(
+        "a create whose answer was lost, its object then deleted by another device: sent again, it does not undo the delete but is kept refused, deleted on the server"
+    )
+    func lostCreateAnswerThenDeletedElsewhere() async throws {
+        var (server, faults, client) = try await Self.syncedThroughFaults(seeding: 1)
+        try client.model("Product").create(["object": "n1", "name": "Mine"])
+        try client.model("Product").create(["object": "n2", "name": "Kept"])
+        faults.inject(.dropAnswer, on: .push)
+        await #expect(throws: SyncError.self) { try await client.engine.sync() }
+        // The server gave the objects ids of its own.
+        let made = try #require(await server.objects("Product").first { $0.value["name"] == "Mine" }?.key, "the create landed; its answer did not")
+        await server.delete("Product", made)
+        client = try await client.reopened(backend: faults, models: [ModelDefinition(name: "Product")])
+
+        let report = try await client.engine.sync()
+        #expect(report.refused == 1, "\(report)")
+        #expect(await server.objects("Product").values.compactMap { $0["name"]?.stringValue }.sorted() == ["Kept", "Product 1"], "the delete stands")
+        let refusal = try #require(try client.store.refusedChanges(model: "Product").first)
+        #expect(refusal.objectID == "n1" && refusal.kind == .create && refusal.serverDeleted, "\(refusal)")
+
+        // A create whose push never reached the server, sent again: it is made.
+        try client.model("Product").create(["object": "n3", "name": "Later"])
+        faults.inject(.fail(SyncError(.network, "the connection dropped before the request went")), on: .push)
+        await #expect(throws: SyncError.self) { try await client.engine.sync() }
+        try client.store.resolve("Product", "n1", .recreate)
+        let again = try await client.engine.sync()
+        #expect(again.refused == 0, "\(again)")
+        let names = await server.objects("Product").values.compactMap { $0["name"]?.stringValue }.sorted()
+        #expect(names == ["Kept", "Later", "Mine", "Product 1"], "recreate makes it again")
+        #expect(try client.store.changeFates(model: "Product").isEmpty)
+    }
+
+    @Test(
         "a push the server refuses whole (a 401 or Parse's 209, a 403) puts its changes back among the pending: nothing of it was carried out",
         arguments: [SyncError(.unauthorized, "the session expired", httpStatus: 401), SyncError(.server, "forbidden", httpStatus: 403)])
     func refusedPushIsPending(_ refusal: SyncError) async throws {

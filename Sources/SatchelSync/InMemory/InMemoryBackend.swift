@@ -437,6 +437,11 @@ public actor InMemoryBackend: SyncBackend {
             // RhoConnect keeps no record of the temporary ids it linked.
             let key = ServerState.createKey(client: client, model: model, id: change.objectID)
             let made = configuration.linksViaPull ? nil : state.creates[key]
+            if let made, !change.sentValues.isEmpty, state.collections[model]?.objects[made] == nil {
+                // Sent again after its answer was lost: it made the object, which another client
+                // deleted since. Made again, it would undo that delete.
+                return .deletedSinceCreated
+            }
             if made == nil, !configuration.serverAssignsIDs, let current {
                 // The id is another's object (Kinto's `If-None-Match: *` answers 412): refused,
                 // with the server's copy, not written over.
@@ -456,6 +461,8 @@ public actor InMemoryBackend: SyncBackend {
             guard let current else { return .notFound() }
             if let conflict = conflict(change, current) { return conflict }
             state.write(model, change.objectID, nil)
+            // Deleted by the client that made it: a create of the id it sends later is a new one.
+            state.creates[ServerState.createKey(client: client, model: model, id: change.objectID)] = nil
             return .accepted()
         }
     }
