@@ -484,8 +484,8 @@ extension PushOutcome {
     /// delete. Kept as a refused create, deleted on the server, for the app to resolve with
     /// `delete` or `recreate`.
     public static let deletedSinceCreated = PushOutcome.notFound(
-        message: "an earlier push of this create, whose answer was lost, made the object, and another device deleted it since: resolve with delete, or recreate to make it again",
-        code: "404")
+        message: "an earlier push of this create, whose answer was lost, made the object, and another device deleted it since: "
+            + "resolve with delete, or recreate to make it again", code: "404")
 }
 
 /// The result of one change of a push, by the change's id.
