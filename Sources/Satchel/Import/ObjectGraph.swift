@@ -76,7 +76,6 @@ public struct ObjectGraph: Sendable, Hashable {
     public static func decompose(
         _ value: JSONValue, model: String, makeID: () -> String = { ObjectID.generate() }
     ) throws(SatchelError) -> ObjectGraph {
-        try ModelDefinition.validateName(model)
         var graph = ObjectGraph()
         switch value {
         case .object(let object):

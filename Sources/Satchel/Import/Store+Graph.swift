@@ -45,7 +45,6 @@ extension Store {
         }
         var definitions: [(definition: ModelDefinition, changed: Bool)] = []
         for name in names.sorted(by: UTF8Order.less) {
-            try ModelDefinition.validateName(name)
             let existing = try? entry(name).definition
             var definition = existing ?? ModelDefinition(name: name)
             for (attribute, target) in graph.associations[name] ?? [:] {
@@ -109,7 +108,6 @@ extension Store {
     /// nothing; errors name the line and the item.
     @discardableResult
     public func importGraph(from url: URL, model: String) throws -> ImportGraphSummary {
-        try ModelDefinition.validateName(model)
         var graph = ObjectGraph()
         var reader = try JSONItemReader(url: url)
         while let item = try reader.next() {

@@ -227,10 +227,6 @@ public struct ModelDefinition: Sendable, Hashable {
         }
     }
 
-    static func validateName(_ name: String) throws(SatchelError) {
-        if name.isEmpty { throw SatchelError(.invalidName, "a model name cannot be empty") }
-    }
-
     // MARK: - Stored form
 
     /// The stored JSON of the definition: `{"associations"?, "blobs"?, "choices"?, "kind", "name",

@@ -465,10 +465,8 @@ public final class Store: Sendable {
 
     /// The model named `name`, registering it with the default definition (a property bag in
     /// the `user` partition, synced incrementally) when the store does not know it yet.
-    ///
-    /// - Throws: ``SatchelError`` `.invalidName` for an empty name.
+    /// Any name is one: empty, with `/`, NUL or any Unicode.
     public func model(_ name: String) throws -> Model {
-        try ModelDefinition.validateName(name)
         if catalog.withLock({ $0.models[NameKey(name)] != nil }) { return Model(store: self, name: name) }
         return try register(ModelDefinition(name: name), replacingExisting: false)
     }
@@ -486,7 +484,6 @@ public final class Store: Sendable {
     }
 
     private func register(_ definition: ModelDefinition, replacingExisting: Bool) throws -> Model {
-        try ModelDefinition.validateName(definition.name)
         if case .fixedSchema(let schema) = definition.kind, schema.keys.contains(Object.idAttribute) {
             throw SatchelError(.invalidName, "'object' is the object id, not a schema attribute", model: definition.name)
         }
