@@ -339,7 +339,7 @@ extension StoreOptions {
     func leavingNoTrace<T>(_ body: () throws -> T) throws -> T {
         let footprint = try StoreFootprint(path: path(), key: key())
         do { return try body() } catch {
-            footprint.erase()
+            footprint.erase(after: error)
             throw error
         }
     }
@@ -348,7 +348,7 @@ extension StoreOptions {
     func leavingNoTrace<T>(_ body: () async throws -> T) async throws -> T {
         let footprint = try StoreFootprint(path: path(), key: key())
         do { return try await body() } catch {
-            footprint.erase()
+            footprint.erase(after: error)
             throw error
         }
     }
@@ -388,8 +388,10 @@ struct StoreFootprint {
         emptyDirectory = missing == nil && ((try? fileManager.contentsOfDirectory(atPath: path))?.isEmpty ?? false)
     }
 
-    /// Undoes what the failed command made.
-    func erase() {
+    /// Undoes what the failed command made — unless it failed because another process holds
+    /// the store: that process made it (two commands racing to create one store), or uses it.
+    func erase(after error: any Error) {
+        if (error as? SatchelError)?.code == .locked { return }
         let fileManager = FileManager.default
         if let created {
             try? fileManager.removeItem(atPath: created)
