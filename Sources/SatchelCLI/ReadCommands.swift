@@ -371,6 +371,11 @@ struct RepairCommand: ParsableCommand {
                 "lost: the \(partition.rawValue) partition's log was damaged (\(damage)): the writes in its damaged block were dropped, whatever they changed (objects keep their state before them)"
             )
         }
+        for (partition, file) in report.filesSetAside {
+            Output.line(
+                "lost: the \(partition.rawValue) partition's file \(file) could not be read whole: the records in its damaged blocks are lost (an older version of one may be what the store holds now); the file is kept in \(partition.rawValue)/lost"
+            )
+        }
         for lost in report.objectsLost {
             Output.line(
                 "lost: model '\(lost.model)': \(lost.counted - lost.salvaged) of its \(lost.counted) objects (as it counted them before the damage)")

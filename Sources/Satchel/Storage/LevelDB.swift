@@ -219,33 +219,40 @@ final class LevelDB: Sendable {
         }
     }
 
-    /// Rebuilds a damaged database from whatever table and log files survive
-    /// (`leveldb_repair_db`). Some data may be lost; what is recovered is consistent.
-    ///
-    /// Checksums are checked as tables are read (`paranoid_checks`): without them LevelDB's
-    /// repair copies the bytes of damaged blocks as keys, and its table builder aborts the
-    /// process on the first one out of order (found by the repair tests). With them a damaged
-    /// block is skipped whole.
-    ///
-    /// Logs that hold writes are replayed first by an open without paranoid checks, which drops
-    /// each record that fails its checksum: LevelDB's repair reads logs without checking them,
-    /// and would keep a damaged record's bytes as keys and values. (That open fails when the
-    /// MANIFEST is damaged; the repair then reads the logs as they are.)
     /// Throws `.locked` when another process (or a database of this one) has the database at
     /// `path` open; takes nothing.
     static func checkNotOpen(path: String) throws(SatchelError) {
         satchel_database_lock_release(try LevelDBStatus.check { satchel_database_lock_take(path, $0) })
     }
 
-    /// Rebuilds the database at `path` from the files that survive. Returns LevelDB's account
-    /// of the damage when a log's records did not all replay (a damaged record and the rest of
-    /// its block are dropped, and the writes in them lost), nil otherwise.
-    @discardableResult
-    static func repair(path: String, options: LevelDBOptions) throws(SatchelError) -> String? {
+    /// What ``repair(path:options:)`` found.
+    struct RepairOutcome {
+        /// LevelDB's account of the damage when a log's records did not all replay (a damaged
+        /// record and the rest of its block are dropped, and the writes in them lost).
+        var logDamage: String?
+        /// The tables set aside in the database's `lost` directory: LevelDB could not read them
+        /// whole. What their damaged blocks held is lost; the rest was kept.
+        var setAside: [String] = []
+    }
+
+    /// Rebuilds the database at `path` from the files that survive, keeping every record whose
+    /// block's checksum holds.
+    ///
+    /// LevelDB's repair with paranoid checks sets aside a table whose index block is damaged
+    /// whole, its intact data blocks with it. So when the database still opens, every record is
+    /// first read with its data block's checksum verified: when all verify, the damage was
+    /// outside the data (an index, a filter, the reads did not need), and a compaction writes
+    /// every table again whole from those same blocks. Otherwise (or when it does not open),
+    /// LevelDB's repair runs with paranoid checks: each table with a damaged block is rewritten
+    /// without it, and one it cannot open is set aside. (Its repair without paranoid checks is
+    /// never used: it copies a damaged block's bytes as keys, and its table builder aborts the
+    /// process on the first one out of order.) Logs that hold writes are replayed first by an
+    /// open without paranoid checks, which drops each record that fails its checksum.
+    static func repair(path: String, options: LevelDBOptions) throws(SatchelError) -> RepairOutcome {
         let opts = makeOptions(options)
         defer { leveldb_options_destroy(opts) }
+        var outcome = RepairOutcome()
         let logs = (FileSystem.names(in: path) ?? []).filter { $0.hasSuffix(".log") && (FileSystem.size(of: path + "/" + $0) ?? 0) > 0 }
-        var logDamage: String?
         if !logs.isEmpty, FileSystem.size(of: path + "/CURRENT") != nil {
             // Replayed with paranoid checks first, as every open replays a log: a damaged record
             // fails it. Then without them, which drops the damaged block and keeps the rest;
@@ -263,16 +270,98 @@ final class LevelDB: Sendable {
                 }
             }
             // Damaged otherwise, both fail: the repair below reads the tables and logs.
-            if let damage = try replay(paranoid: true), try replay(paranoid: false) == nil { logDamage = damage }
+            if let damage = try replay(paranoid: true), try replay(paranoid: false) == nil { outcome.logDamage = damage }
         }
+        let lostBefore = Set(FileSystem.names(in: path + "/lost") ?? [])
         // LevelDB's repair takes no lock of its own: held here, so that it never rewrites the
         // files of a database another process writes (refused, nothing touched).
-        let lock = try LevelDBStatus.check { satchel_database_lock_take(path, $0) }
-        defer { satchel_database_lock_release(lock) }
+        func repairDB(paranoid: Bool) throws(SatchelError) {
+            let lock = try LevelDBStatus.check { satchel_database_lock_take(path, $0) }
+            defer { satchel_database_lock_release(lock) }
+            CleanCloseRecord.remove(in: path)
+            leveldb_options_set_paranoid_checks(opts, paranoid ? 1 : 0)
+            try LevelDBStatus.check { leveldb_repair_db(opts, path, $0) }
+        }
+        if try !readsWhole(path: path, options: opts) { try repairDB(paranoid: true) }
+        // LevelDB's repair moves every log (replayed into a table) and old manifest there too:
+        // only a table there is one it could not read whole.
+        outcome.setAside = (FileSystem.names(in: path + "/lost") ?? []).filter {
+            !lostBefore.contains($0) && ($0.hasSuffix(".ldb") || $0.hasSuffix(".sst"))
+        }.sorted()
+        return outcome
+    }
+
+    /// Whether the database at `path` opens and every record of it reads with its data block's
+    /// checksum verified; when so, the database is compacted (each table written again from
+    /// those records). It is opened without paranoid checks (its tables' index blocks are not
+    /// verified: a damaged one can still lead to every data block, each checked on its own).
+    private static func readsWhole(path: String, options opts: OpaquePointer) throws(SatchelError) -> Bool {
+        // An open deletes the tables its manifest does not name: opened first with paranoid
+        // checks, which refuse a damaged manifest or log (left to LevelDB's repair), so that
+        // only a database whose manifest and logs are whole is opened without them.
+        func open(paranoid: Bool) throws(SatchelError) -> OpaquePointer? {
+            leveldb_options_set_paranoid_checks(opts, paranoid ? 1 : 0)
+            do {
+                return try LevelDBStatus.check { leveldb_open(opts, path, $0) }
+            } catch  where error.code == .locked {
+                throw error
+            } catch {
+                return nil
+            }
+        }
+        // A manifest cut short since a clean close names fewer tables than the database has.
+        guard FileSystem.size(of: path + "/CURRENT") != nil, CleanCloseRecord.matching(path) != nil || CleanCloseRecord.cutManifest(in: path) == nil,
+            let checked = try open(paranoid: true)
+        else { return false }
+        leveldb_close(checked)
+        guard let db = try open(paranoid: false) else { return false }
+        defer { leveldb_close(db) }
         CleanCloseRecord.remove(in: path)
-        leveldb_options_set_paranoid_checks(opts, 1)
-        try LevelDBStatus.check { leveldb_repair_db(opts, path, $0) }
-        return logDamage
+        let readOptions = leveldb_readoptions_create()!
+        defer { leveldb_readoptions_destroy(readOptions) }
+        leveldb_readoptions_set_verify_checksums(readOptions, 1)
+        leveldb_readoptions_set_fill_cache(readOptions, 0)
+        // Each record read (and, with `rewriting`, written again: a compaction then writes the
+        // tables holding its older copy again, which it does not do for a table alone at the
+        // last level); whether every data block's checksum held.
+        func readAll(rewriting: Bool) throws(SatchelError) -> Bool {
+            let iterator = leveldb_create_iterator(db, readOptions)!
+            defer { leveldb_iter_destroy(iterator) }
+            let writeOptions = leveldb_writeoptions_create()!
+            defer { leveldb_writeoptions_destroy(writeOptions) }
+            let batch = leveldb_writebatch_create()!
+            defer { leveldb_writebatch_destroy(batch) }
+            var batched = 0
+            func flush() throws(SatchelError) {
+                try LevelDBStatus.check { leveldb_write(db, writeOptions, batch, $0) }
+                leveldb_writebatch_clear(batch)
+                batched = 0
+            }
+            leveldb_iter_seek_to_first(iterator)
+            while leveldb_iter_valid(iterator) != 0 {
+                if rewriting {
+                    var keyLength = 0
+                    var valueLength = 0
+                    let key = leveldb_iter_key(iterator, &keyLength)
+                    let value = leveldb_iter_value(iterator, &valueLength)
+                    leveldb_writebatch_put(batch, key, keyLength, value, valueLength)
+                    batched += keyLength + valueLength
+                    if batched >= 1 << 20 { try flush() }
+                }
+                leveldb_iter_next(iterator)
+            }
+            var error: UnsafeMutablePointer<CChar>?
+            leveldb_iter_get_error(iterator, &error)
+            if let error {
+                leveldb_free(error)
+                return false
+            }
+            if batched > 0 { try flush() }
+            return true
+        }
+        guard try readAll(rewriting: false), try readAll(rewriting: true) else { return false }
+        leveldb_compact_range(db, nil, 0, nil, 0)
+        return true
     }
 
     deinit {

@@ -18,6 +18,11 @@ public struct RepairReport: Sendable {
     /// and so were the writes in them, whatever they were (a delete undone, an update back to
     /// the value before it), which no count of objects shows.
     public var logsDamaged: [(partition: Partition, damage: String)] = []
+    /// Tables LevelDB could not read whole, set aside in the partition's `lost` directory (as
+    /// `lost/NAME`): the records in their damaged blocks are lost, the rest kept.
+    /// Where such a record had an older version in an older table, that version is what the
+    /// store holds now, which no count of objects shows.
+    public var filesSetAside: [(partition: Partition, file: String)] = []
     /// Stored definitions and statistics that no longer decoded, removed (the statistics are
     /// counted again; a lost sync state means the model's next sync starts over).
     public var recordsDropped = 0
@@ -47,8 +52,10 @@ extension Store {
     /// Repairs a damaged store, keeping every record that still decodes.
     ///
     /// 1. Each partition's LevelDB database is rebuilt from the table and log files that
-    ///    survive (`leveldb_repair_db`, checking checksums: a damaged block is skipped whole,
-    ///    never read as data).
+    ///    survive (`leveldb_repair_db`), keeping every record whose block's checksum holds: a
+    ///    damaged data block is skipped whole, never read as data, and a table whose only damage
+    ///    is outside its data (an index block) is kept whole. Files LevelDB could not read whole
+    ///    are set aside in the partition's `lost` directory, and the report names the tables.
     /// 2. What damage took from the store's own records is salvaged: a lost format marker is
     ///    written again when the partition's keys are Satchel's; a model whose definition was
     ///    lost is registered again (a property bag, in the partition holding its records);
@@ -84,9 +91,9 @@ extension Store {
         for partition in partitions { try LevelDB.checkNotOpen(path: directory(of: partition, in: path)) }
         var report = RepairReport()
         for partition in partitions {
-            if let damage = try LevelDB.repair(path: directory(of: partition, in: path), options: options) {
-                report.logsDamaged.append((partition, damage))
-            }
+            let outcome = try LevelDB.repair(path: directory(of: partition, in: path), options: options)
+            if let damage = outcome.logDamage { report.logsDamaged.append((partition, damage)) }
+            for file in outcome.setAside { report.filesSetAside.append((partition, file)) }
         }
         try salvage(path, partitions: partitions, force: force, encryption: encryption, report: &report)
 
