@@ -52,7 +52,8 @@ enum MergePolicy {
         case deletedHereToo
         /// A refused delete: what it asked for happened.
         case refusedDeleteDone
-        /// A refused create: the server never had the object; it stays.
+        /// A refused create: the server never had the object; it stays. (Refused because the
+        /// server held another under its id, now deleted: the refusal says so.)
         case refusedCreateKept
         /// Created here and never pushed: not the server's object; it stays.
         case neverPushed
@@ -141,7 +142,20 @@ enum MergePolicy {
     ) -> Outcome {
         var records = local.records
         let protected = protected(records, configuration: configuration)
-        if protected.all { return Outcome(rule: .createdHere, write: .keep, records: records) }
+        if protected.all {
+            if var error = records.refusal, error.kind == .create, error.serverCopy != nil || error.serverDeleted {
+                // A create refused because the server holds an object under its id (Kinto's
+                // 412): that object's copy is kept current, for a `delete` that takes it (the
+                // pull's cursor passes it).
+                var copy = object.isWhole ? JSONObject() : (error.serverCopy ?? JSONObject())
+                for (name, value) in configuration.syncing(object.attributes) { copy[name] = value.isNull ? nil : value }
+                error.serverCopy = copy
+                error.serverDeleted = false
+                records.refusal = error
+                if let version = object.version { records.version = version }
+            }
+            return Outcome(rule: .createdHere, write: .keep, records: records)
+        }
         // The server's version is the base of the next push of a change to the object.
         if let version = object.version { records.version = version }
         var incoming = configuration.syncing(object.attributes)
@@ -174,6 +188,15 @@ enum MergePolicy {
         if let error = records.refusal {
             switch error.kind {
             case .create:
+                if error.serverCopy != nil {
+                    // The server's object under its id is gone: a `delete` leaves nothing here,
+                    // a `recreate` finds the id free.
+                    var error = error
+                    error.serverCopy = nil
+                    error.serverDeleted = true
+                    records.refusal = error
+                    records.version = nil
+                }
                 return Outcome(rule: .refusedCreateKept, write: .keep, records: records)
             case .update:
                 var error = error

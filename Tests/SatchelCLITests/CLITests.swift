@@ -78,7 +78,7 @@ struct CLITests {
         arguments: [
             ["put", "Product", "{\"a\":"], ["put", "Product", "[1]"], ["put", "Product", "{\"object\":5,\"a\":1}"],
             ["update", "Product", "p1", "not json"], ["update", "Product", "nope", "{\"a\":1}"], ["find", "Product", "--where", "price"],
-            ["put", "", "{\"a\":1}"], ["import", "Product", "/nonexistent/file.json"],
+            ["import", "Product", "/nonexistent/file.json"],
         ])
     func badInput(_ arguments: [String]) async throws {
         let directory = TemporaryDirectory()

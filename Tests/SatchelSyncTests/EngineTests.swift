@@ -183,6 +183,38 @@ struct EngineTests {
     }
 
     @Test(
+        "a create refused because the server holds an object under its id: later pulls keep that object's copy current, and delete takes the newest (nothing when the server deleted it; a black-box probe: an old copy, for good)"
+    )
+    func refusedCreateFollowsTheServer() async throws {
+        var configuration = InMemoryBackend.Configuration()
+        configuration.serverAssignsIDs = false
+        let server = InMemoryBackend(configuration: configuration)
+        await server.put("Product", ["v": "server"], id: "d1")
+        await server.put("Product", ["v": "server"], id: "d2")
+        let client = try SyncClient(backend: server, models: [ModelDefinition(name: "Product")])
+        try await client.engine.logIn(Self.credentials)
+        try client.model("Product").create(["object": "d1", "v": "mine"])
+        try client.model("Product").create(["object": "d2", "v": "mine"])
+        // The first sync pulls after pushing: its cursor passes both objects.
+        let first = try await client.engine.sync()
+        #expect(first.refused == 2, "\(first)")
+        await server.update("Product", "d1", ["v": "newer", "w": 1])
+        await server.delete("Product", "d2")
+        try await client.engine.sync()
+        let refusals = Dictionary(uniqueKeysWithValues: try client.store.refusedChanges(model: "Product").map { ($0.objectID, $0) })
+        #expect(refusals["d1"]?.serverCopy == ["v": "newer", "w": 1])
+        #expect(refusals["d2"]?.serverCopy == nil && refusals["d2"]?.serverDeleted == true)
+
+        try client.store.resolve("Product", "d1", .delete)
+        try client.store.resolve("Product", "d2", .delete)
+        #expect(try await client.engine.sync().refused == 0)
+        #expect(try client.model("Product").find("d1")?.attributes == ["v": "newer", "w": 1])
+        #expect(try client.model("Product").find("d2") == nil)
+        #expect(await server.objects("Product").keys.sorted() == ["d1"])
+        #expect(try client.store.changeFates(model: "Product").isEmpty)
+    }
+
+    @Test(
         "a push the server refuses whole (a 401 or Parse's 209, a 403) puts its changes back among the pending: nothing of it was carried out",
         arguments: [SyncError(.unauthorized, "the session expired", httpStatus: 401), SyncError(.server, "forbidden", httpStatus: 403)])
     func refusedPushIsPending(_ refusal: SyncError) async throws {

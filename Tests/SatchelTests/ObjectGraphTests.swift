@@ -160,9 +160,10 @@ struct ObjectGraphTests {
         #expect(error?.message.contains("\n") == false)
     }
 
-    @Test("an empty model name is refused")
+    @Test("an empty model name is a model as any other")
     func emptyModel() throws {
-        #expect(throws: SatchelError.self) { try ObjectGraph.decompose(["a": 1], model: "") }
+        let graph = try ObjectGraph.decompose(["object": "x", "a": 1], model: "")
+        #expect(graph.objects[""]?["x"] == ["a": 1])
     }
 }
 
