@@ -12,7 +12,8 @@ public import Satchel
 public struct SyncConflict: Sendable, Hashable {
     /// What to make of a conflict.
     public enum Answer: Sendable, Hashable {
-        /// The server's object stands: the local changes to this object are dropped.
+        /// The server's values stand where both sides changed an attribute: those local changes
+        /// are dropped. Local changes of other attributes, no conflict, are sent as ever.
         case takeServer
         /// The local changes stand: they are sent again over the server's version; attributes
         /// changed only on the server follow the server.
@@ -166,7 +167,11 @@ extension MergePolicy {
         let write: Write
         switch answer {
         case .takeServer, .keepLocal:
-            if case .keepLocal = answer { records.pending = pending(changes) }
+            // Taken from the server, the attributes changed on both sides take its values; a
+            // local change of another attribute is no conflict, and goes as under keepLocal.
+            let conflictingNames = Set(conflicting)
+            records.pending = pending(
+                answer == .keepLocal ? changes : JSONObject(changes.filter { !conflictingNames.contains($0.key) }.map { ($0.key, $0.value) }))
             // The server's object, with the attributes still changed here kept (what a pull does).
             let merged = upsert(
                 ServerObject(id: local.id, attributes: serverCopy, version: serverVersion),

@@ -243,6 +243,12 @@ struct MergePolicyTests {
             answer: .takeServer, configuration: ModelSyncConfiguration(deviceOnlyAttributes: ["draft"]),
             write: .replace(["name": "Server", "price": 7, "draft": "x"]), pending: nil, conflicting: ["price"]),
         ConflictRow(
+            rule: .tookServer,
+            situation: "the resolver takes the server's values where both changed; a change of another attribute stays and is sent (a black-box probe: it was dropped)",
+            server: ["name": "Server", "price": 7], attributes: ["name": "a", "price": 5, "size": 3], change: ["price": 5, "size": 3],
+            base: ["price": 1, "size": .null], answer: .takeServer, write: .replace(["name": "Server", "price": 7, "size": 3]), pending: ["size": 3],
+            conflicting: ["price"]),
+        ConflictRow(
             rule: .resolvedByMerge, situation: "the resolver's attributes become the object; what differs from the server's is sent",
             server: ["name": "Server", "price": 7, "brand": "Acme"], attributes: ["name": "a", "price": 5], change: ["price": 5, "name": "a"],
             base: ["price": 1, "name": "a0"], answer: .merge(["name": "Server", "price": 6]),
