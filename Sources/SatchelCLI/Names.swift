@@ -11,7 +11,7 @@ enum Names {
         if names.contains(where: \.isEmpty) {
             throw ValidationError("'\(text)' has an empty name: a path is names joined by dots, e.g. address.city")
         }
-        for name in names where name == "[]" || name.dropLast(2).contains("[]") {
+        for name in names where name == "[]" || (name.hasSuffix("[]") ? name.dropLast(2) : name[...]).contains("[]") {
             throw ValidationError("'\(text)': [] ends the name of an array, as in items[].product")
         }
         return Field(text)

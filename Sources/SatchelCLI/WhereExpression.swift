@@ -61,6 +61,10 @@ struct WhereExpression {
         let scalars: [Unicode.Scalar]
         var tokens: [(token: Token, column: Int)] = []
         var position = 0
+        /// How deep the parentheses and `not`s around the current token go.
+        var depth = 0
+        /// The deepest nesting taken: deeper, the parser's recursion would overflow its stack.
+        static let maximumDepth = 200
 
         init(text: String) {
             self.text = text
@@ -204,12 +208,24 @@ struct WhereExpression {
             return condition
         }
 
+        /// One level deeper into parentheses or `not`s, refused past ``maximumDepth``.
+        mutating func enter() throws {
+            guard depth < Self.maximumDepth else {
+                throw failure(current.column, "parentheses and 'not's nested deeper than \(Self.maximumDepth) levels")
+            }
+            depth += 1
+        }
+
         mutating func factor() throws -> Condition {
             switch current.token {
             case .word("not"):
+                try enter()
+                defer { depth -= 1 }
                 _ = advance()
                 return !(try factor())
             case .open:
+                try enter()
+                defer { depth -= 1 }
                 let open = advance()
                 let condition = try expression()
                 guard case .close = current.token else {

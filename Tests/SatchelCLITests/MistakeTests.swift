@@ -171,10 +171,31 @@ struct MistakeTests {
             ])
     }
 
+    @Test("conditions nested deeper than the parser takes are one usage error, not a crash (a black-box probe: 35,000 parentheses overflowed the stack)")
+    func deeplyNestedCondition() async throws {
+        let shop = try await Shop()
+        // (One argument holds at most 128 KiB.)
+        for depth in [200, 40_000] {
+            let parentheses = String(repeating: "(", count: depth) + "price=10" + String(repeating: ")", count: depth)
+            let nots = String(repeating: "not ", count: depth / 2) + "price=10"
+            for condition in [parentheses, nots] {
+                for arguments in [["find", "Product", "--where", condition], ["aggregate", "Product", "--count", "--where", condition]] {
+                    let result = try await shop.run(arguments)
+                    if depth == 200 {
+                        #expect(result.status == 0, "\(result.stderr.prefix(300))")
+                    } else {
+                        Self.expectFailure(result, 64, "nested deeper than 200 levels")
+                    }
+                }
+            }
+        }
+    }
+
     @Test("a path with an empty name, or [] inside a name, is a usage error wherever a path goes, never an empty answer (found by a black-box probe)")
     func malformedPaths() async throws {
         let shop = try await Shop()
-        for path in ["a..b", ".price", "price.", "items[]product", "items.[].product"] {
+        // One letter after the [] as well (a black-box probe: items[]q was taken as a name).
+        for path in ["a..b", ".price", "price.", "items[]product", "items.[].product", "items[]q", "a[]]", "items[]p.x"] {
             for arguments in [
                 ["find", "Product", "--where", "\(path)=1"], ["find", "Product", "--select", "name,\(path)"], ["find", "Product", "--order", path],
                 ["aggregate", "Product", "--sum", path], ["aggregate", "Product", "--count", "--group-by", path], ["index", "Product", path],

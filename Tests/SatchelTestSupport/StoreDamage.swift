@@ -66,6 +66,54 @@ public enum StoreDamage {
         ((try? FileManager.default.attributesOfItem(atPath: file))?[.size] as? NSNumber)?.intValue ?? 0
     }
 
+    /// Where a LevelDB table's meta-index block (`metaIndex`) or index block lies in `file`:
+    /// their handles are the table's 48-byte footer (two varint offset-size pairs, padded, then
+    /// an 8-byte magic number). The filter block, when there is one, ends just before the
+    /// meta-index block.
+    public static func block(_ which: TableBlock, of file: String) throws -> Range<Int> {
+        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: file)))
+        var position = bytes.count - 48
+        func varint() -> Int {
+            var value = 0
+            var shift = 0
+            while position < bytes.count {
+                let byte = bytes[position]
+                position += 1
+                value |= Int(byte & 0x7F) << shift
+                if byte & 0x80 == 0 { break }
+                shift += 7
+            }
+            return value
+        }
+        let metaIndex = varint()
+        let metaIndexEnd = metaIndex + varint()
+        if which == .metaIndex { return metaIndex..<metaIndexEnd }
+        let offset = varint()
+        return offset..<(offset + varint())
+    }
+
+    /// The offset in `file` of byte `k` of the first key of a LevelDB table's index block, as
+    /// Snappy leaves it: after the block's uncompressed length (a varint) and a literal's tag
+    /// byte come the entry's three one-byte varints (shared 0, key length, handle length) and
+    /// the key. Nil when the block does not start so (uncompressed, or another tag).
+    public static func indexKeyByte(of file: String, at k: Int) throws -> Int? {
+        let index = try block(.index, of: file)
+        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: file)))[index]
+        var position = index.lowerBound
+        while position < index.upperBound && bytes[position] & 0x80 != 0 { position += 1 }
+        position += 1  // the varint's last byte
+        guard position + 4 < index.upperBound, bytes[position] & 3 == 0 else { return nil }
+        let literal = Int(bytes[position] >> 2) + 1
+        let keyLength = Int(bytes[position + 2])
+        guard bytes[position + 1] == 0, k < keyLength, 3 + k < literal else { return nil }
+        return position + 4 + k
+    }
+
+    /// A block of a LevelDB table that holds no data.
+    public enum TableBlock: Sendable {
+        case metaIndex, index
+    }
+
     /// Whether the bytes `needle` occur in `file`: an object's record that survived the damage
     /// intact, in a store written without compression.
     public static func contains(_ file: String, _ needle: [UInt8]) -> Bool {
