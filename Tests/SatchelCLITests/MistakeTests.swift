@@ -171,7 +171,7 @@ struct MistakeTests {
             ])
     }
 
-    @Test("conditions nested deeper than the parser takes are one usage error, not a crash (a black-box probe: 35,000 parentheses overflowed the stack)")
+    @Test("conditions nested deeper than the parser takes are one usage error, not a crash (a black-box probe: 35,000 parentheses crashed)")
     func deeplyNestedCondition() async throws {
         let shop = try await Shop()
         // (One argument holds at most 128 KiB.)
