@@ -244,7 +244,7 @@ struct MergePolicyTests {
             write: .replace(["name": "Server", "price": 7, "draft": "x"]), pending: nil, conflicting: ["price"]),
         ConflictRow(
             rule: .tookServer,
-            situation: "the resolver takes the server's values where both changed; a change of another attribute stays and is sent (a probe: dropped)",
+            situation: "the resolver takes the server's values where both changed; another attribute's change stays, sent (a probe: dropped)",
             server: ["name": "Server", "price": 7], attributes: ["name": "a", "price": 5, "size": 3], change: ["price": 5, "size": 3],
             base: ["price": 1, "size": .null], answer: .takeServer, write: .replace(["name": "Server", "price": 7, "size": 3]), pending: ["size": 3],
             conflicting: ["price"]),
