@@ -87,6 +87,35 @@ struct EncryptionCLITests {
         #expect(try Self.snapshot(db) == before, "the refused commands changed nothing")
     }
 
+    @Test(
+        "an older key file put back after a rekey: the store is refused as another key's, not damaged, and repair changes nothing (a black-box probe: repair set every table aside)"
+    )
+    func replacedKeyFile() async throws {
+        let directory = TemporaryDirectory()
+        let db = directory.child("db")
+        let (old, new) = (directory.child("old.key"), directory.child("new.key"))
+        _ = try Self.writeKey(old)
+        _ = try Self.writeKey(new)
+        for i in 0..<20 {
+            #expect(try await CLI.run(["--db", db, "--key-file", old, "put", "Note", #"{"object":"n\#(i)","text":"t"}"#]).status == 0)
+        }
+        let keyFile = db + "/satchel.key"
+        let before = try Data(contentsOf: URL(fileURLWithPath: keyFile))
+        #expect(try await CLI.run(["--db", db, "rekey", "--key-file", old, "--new-key-file", new]).status == 0)
+        let after = try Data(contentsOf: URL(fileURLWithPath: keyFile))
+        try before.write(to: URL(fileURLWithPath: keyFile))
+        let files = try FileManager.default.subpathsOfDirectory(atPath: db).sorted()
+
+        for arguments in [["find", "Note", "--count"], ["repair"], ["check"]] {
+            let refused = try await CLI.run(["--db", db, "--key-file", old] + arguments)
+            #expect(refused.status == 1 && refused.stdout.isEmpty, "\(arguments): \(refused.stdout)")
+            #expect(refused.stderr.split(separator: "\n").count == 1 && refused.stderr.contains("encrypted with another key"), "\(refused.stderr)")
+        }
+        #expect(try FileManager.default.subpathsOfDirectory(atPath: db).sorted() == files, "nothing set aside, nothing written")
+        try after.write(to: URL(fileURLWithPath: keyFile))
+        #expect(try await CLI.run(["--db", db, "--key-file", new, "find", "Note", "--count"]).lines == ["20"])
+    }
+
     @Test("encrypt, rekey and decrypt a store in place: the same objects after each, the old key refused after rekey")
     func conversions() async throws {
         let directory = TemporaryDirectory()

@@ -291,7 +291,15 @@ public final class Store: Sendable {
         let keyFile = try KeyFile.read(store: path)
         switch (keyFile, key) {
         case (nil, nil): return nil
-        case (let file?, let key?): return EncryptedEnvironment(dataKey: try file.unseal(with: key, store: path), tamperEvident: file.tamperEvident)
+        case (let file?, let key?):
+            let dataKey = try file.unseal(with: key, store: path)
+            if let other = fileOfAnotherKey(in: path, keyID: dataKey.keyID) {
+                throw SatchelError(
+                    .wrongKey,
+                    "the store at \(path) holds files encrypted with another key than its key file \(KeyFile.name) seals (\(other) is): the key file is not this store's (an older copy?); put the store's own back; nothing was changed, and repair cannot read the store without it"
+                )
+            }
+            return EncryptedEnvironment(dataKey: dataKey, tamperEvident: file.tamperEvident)
         case (_?, nil):
             throw SatchelError(.wrongKey, "the store at \(path) is encrypted: open it with its key (--key-file)")
         case (nil, let key?):
@@ -335,6 +343,24 @@ public final class Store: Sendable {
             }
         }
         return nil
+    }
+
+    /// A partition's `CURRENT` of the store at `path` encrypted under another data key than
+    /// `keyID` (relative to `path`), when none is encrypted under it: the key file was replaced.
+    /// Nil otherwise (a damaged header is the open's to report).
+    static func fileOfAnotherKey(in path: String, keyID: [UInt8]) -> String? {
+        var other: String?
+        for partition in Partition.allCases {
+            let name = partition.rawValue + "/CURRENT"
+            guard let handle = FileHandle(forReadingAtPath: path + "/" + name) else { continue }
+            defer { try? handle.close() }
+            guard case .encrypted(let id) = Sealing.fileHeader([UInt8]((try? handle.read(upToCount: Sealing.fileHeaderSize)) ?? Data())) else {
+                continue
+            }
+            if id == keyID { return nil }
+            other = other ?? name
+        }
+        return other
     }
 
     /// Makes a partition's directory readable by the owner only (creating it so when allowed),
