@@ -50,6 +50,30 @@ struct BackupTests {
         #expect(try copy.model("Setting").find("theme")?["value"] == "dark")
     }
 
+    @Test("a backup inside the store is refused, reached through a symbolic link as well (a black-box probe: through one it went in)")
+    func notInsideTheStore() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.child("s.db")
+        let alias = directory.child("alias")
+        do {
+            let store = try Store(path: path)
+            defer { try? store.close() }
+            _ = try store.model("Item").create(["a": 1])
+            try FileManager.default.createSymbolicLink(atPath: alias, withDestinationPath: path)
+            for destination in [path + "/bk", alias + "/bk", alias] {
+                #expect(throws: SatchelError.self) { try store.backup(to: destination) }
+            }
+            try store.backup(to: directory.child("beside"))
+        }
+        let store = try Store(path: alias)
+        defer { try? store.close() }
+        #expect(throws: SatchelError.self) { try store.backup(to: path + "/bk2") }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: path).filter { $0.hasPrefix("bk") }.isEmpty)
+        let copy = try Store(path: directory.child("beside"))
+        defer { try? copy.close() }
+        #expect(try copy.model("Item").count() == 1)
+    }
+
     @Test("a backup taken during a stream of transactions holds whole transactions only, across partitions")
     func consistentMoment() throws {
         let directory = TemporaryDirectory()

@@ -46,6 +46,23 @@ extension FileSystem {
     }
 
     /// The size of the file at `path`, or nil when it cannot be read.
+    /// Absolute, standardized `path` with every symbolic link resolved: its deepest existing
+    /// ancestor's real path, and the rest as given (a path about to be made).
+    static func resolved(_ path: String) -> String {
+        var components = path.split(separator: "/").map(String.init)
+        var rest: [String] = []
+        while true {
+            let existing = "/" + components.joined(separator: "/")
+            if let real = realpath(existing, nil) {
+                defer { free(real) }
+                let head = String(cString: real)
+                return rest.isEmpty ? head : (head == "/" ? "" : head) + "/" + rest.reversed().joined(separator: "/")
+            }
+            guard let last = components.popLast() else { return path }
+            rest.append(last)
+        }
+    }
+
     static func size(of path: String) -> Int? {
         var status = stat()
         guard stat(path, &status) == 0 else { return nil }

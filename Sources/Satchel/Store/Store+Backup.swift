@@ -53,7 +53,9 @@ extension Store {
         let fileManager = FileManager.default
         let target = URL(fileURLWithPath: destination).standardizedFileURL.path
         let source = URL(fileURLWithPath: path).standardizedFileURL.path
-        guard target != source && !target.hasPrefix(source + "/") else {
+        // Through symbolic links too: the store's, or the destination's.
+        let (realTarget, realSource) = (FileSystem.resolved(target), FileSystem.resolved(source))
+        guard target != source && !target.hasPrefix(source + "/") && realTarget != realSource && !realTarget.hasPrefix(realSource + "/") else {
             throw SatchelError(.invalidArgument, "the backup of \(path) cannot go inside it (\(destination))")
         }
         // What a backup killed midway leaves, each step marked unfinished from its start: the
