@@ -224,6 +224,8 @@ struct MigrateCommand: ParsableCommand {
         guard !items.isEmpty else { throw SatchelError(.invalidArgument, "'\(file)' lists no migration") }
         let bar = Output.stderrIsTerminal && !dryRun ? ProgressBar() : nil
         var steps: [String: [MigrationStep]] = [:]
+        // A dry run's lines print once it went through: one the migration refuses prints none.
+        var changes: [String] = []
         let reports = try store.withStore { store in
             let handle = try store.existingModel(named: model)
             let migrations = try items.enumerated().map { index, item in
@@ -239,10 +241,11 @@ struct MigrateCommand: ParsableCommand {
             } changes: { change in
                 var line: JSONObject = ["object": .string(change.objectID), "before": .object(change.before)]
                 line["after"] = change.after.map(JSONValue.object) ?? .null
-                Output.line(JSONValue.object(line).description)
+                changes.append(JSONValue.object(line).description)
             }
         }
         bar?.finish()
+        for change in changes { Output.line(change) }
         for report in reports {
             let what = "migration '\(report.migration)' of \(report.model)"
             if report.alreadyApplied {

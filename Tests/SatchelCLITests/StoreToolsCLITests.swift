@@ -149,6 +149,15 @@ struct StoreToolsCLITests {
             refused.status == 1 && refused.stderr.split(separator: "\n").count == 1 && refused.stderr.contains("12 of 12 objects"),
             "\(refused.stderr)")
         #expect(try await CLI.run(["--db", db, "export", "Note"]).lines == after)
+        // A dry run of a migration that cannot run prints no change (a black-box probe: it printed
+        // those of the objects before the one that does not migrate).
+        #expect(try await CLI.run(["--db", db, "put", "Order", #"{"object":"o1","price":"12"}"#]).status == 0)
+        #expect(try await CLI.run(["--db", db, "put", "Order", #"{"object":"o2","price":"abc"}"#]).status == 0)
+        let convert = directory.child("convert.json")
+        try #"{"name":"c1","steps":[{"convert":"price","to":"number"}]}"#.write(toFile: convert, atomically: true, encoding: .utf8)
+        let dryRefused = try await CLI.run(["--db", db, "migrate", "Order", convert, "--dry-run"])
+        #expect(dryRefused.status == 1 && dryRefused.stdout.isEmpty, "\(dryRefused.stdout)")
+        #expect(dryRefused.stderr.contains("'o2'"), "\(dryRefused.stderr)")
 
         // A list whose second migration fails: the first stays applied, and the error says so.
         let pair = directory.child("pair.json")
