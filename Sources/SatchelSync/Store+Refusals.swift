@@ -157,7 +157,22 @@ extension Store {
                 break
             }
             try tx.setObjectSyncState(model, id, records, replacing: before)
-            if case .some(let attributes) = write { try tx.writeServerObject(model, id, attributes) }
+            if case .some(let attributes) = write {
+                // The server's copy the refusal kept may not fit what a migration made of the
+                // model since: written, the object could not be edited (nor pass `check`).
+                if let attributes {
+                    let definition = try model.definition
+                    do throws(SatchelError) {
+                        try definition.validate(attributes, objectID: id)
+                    } catch {
+                        throw SatchelError(
+                            error.code,
+                            "\(action.rawValue) would write the server's copy, which the model's schema refuses (\(error.message)): resolve otherwise, or migrate the model",
+                            model: name, objectID: id)
+                    }
+                }
+                try tx.writeServerObject(model, id, attributes)
+            }
         }
     }
 }

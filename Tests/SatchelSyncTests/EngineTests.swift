@@ -215,6 +215,32 @@ struct EngineTests {
     }
 
     @Test(
+        "a rollback whose server copy a migration's schema refuses is refused, the object left as it was (a black-box probe: it wrote a value the schema refuses, and the object could not be edited)"
+    )
+    func rollbackAgainstTheSchema() async throws {
+        let server = InMemoryBackend()
+        await server.put("Item", ["price": "1", "title": "one"], id: "i1")
+        let client = try SyncClient(backend: server, models: [ModelDefinition(name: "Item")])
+        try await client.engine.logIn(Self.credentials)
+        try await client.engine.sync()
+        await server.update("Item", "i1", ["price": "abc"])
+        try client.model("Item").update("i1", with: ["price": "7"])
+        #expect(try await client.engine.sync().refused == 1)
+        try client.store.migrate([
+            Migration("v2", model: "Item", steps: [.convert("price", .number), .setKind(.fixedSchema(["title": .string, "price": .number]))])
+        ])
+        #expect(try client.model("Item").find("i1")?["price"] == 7)
+        #expect { try client.store.resolve("Item", "i1", .rollback) } throws: {
+            ($0 as? SatchelError)?.code == .schemaViolation && "\($0)".contains("schema")
+        }
+        #expect(try client.model("Item").find("i1")?["price"] == 7, "the object as it was")
+        #expect(try client.store.refusedChanges(model: "Item").count == 1, "the refusal stays, for another action")
+        #expect(try client.store.verify().problems.isEmpty)
+        try client.model("Item").update("i1", with: ["title": "edited"])
+        try client.store.resolve("Item", "i1", .retry)
+    }
+
+    @Test(
         "a push the server refuses whole (a 401 or Parse's 209, a 403) puts its changes back among the pending: nothing of it was carried out",
         arguments: [SyncError(.unauthorized, "the session expired", httpStatus: 401), SyncError(.server, "forbidden", httpStatus: 403)])
     func refusedPushIsPending(_ refusal: SyncError) async throws {
