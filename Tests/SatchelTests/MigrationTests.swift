@@ -58,6 +58,14 @@ struct MigrationTests {
                     .setKind(.fixedSchema(["name": .string, "archived": .boolean, "priority": .integer, "color": .string])),
                 ])
             expectError(.schemaViolation) { try store.migrate([Migration("v3-bad", model: "Note", steps: [.add("color", default: "blue")])]) }
+            // A drop of an index the model does not have: a mistake, refused and not recorded as
+            // applied (a black-box probe: it was taken, and its dry run said it would drop it).
+            for dryRun in [true, false] {
+                expectError(.invalidArgument) {
+                    try store.migrate([Migration("drop-typo", model: "Note", steps: [.dropIndex(IndexDefinition(["nope"]))])], dryRun: dryRun)
+                }
+            }
+            #expect(try model.appliedMigrations == ["v2"])
             let again = try store.migrate([Self.v2, v3])
             #expect(again.map(\.alreadyApplied) == [true, false])
             #expect(try model.appliedMigrations == ["v2", "v3"])

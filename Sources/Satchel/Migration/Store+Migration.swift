@@ -230,6 +230,18 @@ extension Store {
                 throw SatchelError(
                     .busy, "migration '\(resumed.name)' of model '\(model.name)' is unfinished: run it before '\(migration.name)'", model: model.name)
             }
+            if resumed == nil {
+                // A drop of an index the model does not have is a mistake in the file (a
+                // resumed run may have dropped it already).
+                for (index, step) in migration.steps.enumerated() {
+                    guard case .dropIndex(let definition) = step, !entry.indexes.contains(where: { $0.definition.sameKeys(as: definition) })
+                    else { continue }
+                    throw SatchelError(
+                        .invalidArgument,
+                        "migration '\(migration.name)', step \(index + 1): model '\(model.name)' has no index \(definition) to drop; nothing was changed",
+                        model: model.name)
+                }
+            }
             var target = entry.definition
             for case .setKind(let kind) in migration.steps { target.kind = kind }
             let dataSteps = migration.steps.filter(\.isDataStep)
