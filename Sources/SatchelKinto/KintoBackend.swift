@@ -333,7 +333,14 @@ public final class KintoBackend: SyncBackend {
                 // Kinto keeps a file there, or nothing: the value is refused, not dropped.
                 let message =
                     "the blob attribute \(blob) holds \(String(decoding: change.attributes[blob]?.jsonBytes ?? [], as: UTF8.self).prefix(80)), not a blob: Kinto keeps the record's attachment there"
-                results.append(PushResult(objectID: change.objectID, outcome: .refused(message: message, code: Self.notABlobCode)))
+                // With the server's copy, which a rollback takes (an update's: a create has none).
+                let copy =
+                    change.kind == .update
+                    ? try await readableCopy(
+                        change.objectID, model: request.model.name, context: OutcomeContext(blobAttribute: blob, carryingAttachments: []))
+                    : nil
+                results.append(
+                    PushResult(objectID: change.objectID, outcome: .refused(message: message, code: Self.notABlobCode, serverCopy: copy)))
                 continue
             }
             let (record, attachment) = Self.split(change, blobAttribute: blob)

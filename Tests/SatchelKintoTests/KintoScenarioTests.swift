@@ -411,6 +411,13 @@ struct KintoScenarioTests {
         #expect(try photos.find("ph2")?["image"] == "plain" && photos.find("ph1")?["image"] == 7, "the values stay here")
         let stored = try await server.objects(bucket, "Photo")
         #expect(stored == ["ph1": ["title": "Sunset"]], "nothing of the refused changes was sent: \(stored)")
+        // The update's refusal holds the server's copy, which a rollback takes (a black-box
+        // probe: there was none, though the adapter's page says rollback).
+        #expect(refusals.first?.serverCopy == ["title": "Sunset"], "\(refusals)")
+        try client.store.resolve("Photo", "ph1", .rollback)
+        #expect(try photos.find("ph1")?.attributes == ["title": "Sunset"])
+        #expect(try await client.engine.sync(models: ["Photo"]).refused == 0, "nothing more to send")
+        #expect(try client.store.refusedChanges(model: "Photo").map(\.objectID) == ["ph2"])
     }
 
     @Test("a wrong password is a clear 401 error and leaves the store as it was (accounts plugin)")
