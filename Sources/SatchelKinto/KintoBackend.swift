@@ -113,14 +113,16 @@ public final class KintoBackend: SyncBackend {
 
     public func logIn(_ credentials: Credentials) async throws -> SyncSession {
         let answer = try await send("GET", root(""), credentials: credentials, what: "login")
-        try check(answer, "login")
         // Kinto redirects its server's root (`/`) to its API's (`/v1/`): GETs would follow it and
-        // work, writes would not (a redirect is not followed for a request that sends data).
+        // work, writes would not (a redirect is not followed for a request that sends data). A
+        // redirect also drops the credentials: a 401 after one says the URL is wrong, not them.
         func trimmed(_ url: URL) -> Substring {
             let path = Substring(url.path)
             return path.hasSuffix("/") ? path.dropLast() : path
         }
-        if trimmed(answer.answeredURL) != trimmed(answer.url) {
+        let redirected = trimmed(answer.answeredURL) != trimmed(answer.url)
+        if !redirected { try check(answer, "login") }
+        if redirected {
             var root = URLComponents(url: answer.answeredURL, resolvingAgainstBaseURL: false)
             root?.query = nil
             throw SyncError(
@@ -130,6 +132,14 @@ public final class KintoBackend: SyncBackend {
         }
         let body = try answer.json("login")
         guard let principal = body["user"]?.objectValue?["id"]?.stringValue else {
+            // The API root says what the server is (`project_name`, `capabilities`), the user
+            // or not; another URL answers something else (a bucket's list, for `/v1/buckets`).
+            guard body["project_name"] != nil || body["capabilities"] != nil else {
+                throw SyncError(
+                    .protocolViolation,
+                    "login: \(configuration.url.absoluteString) is not Kinto's API root (its answer is not the server's description): give the root, as http://host:8888/v1"
+                )
+            }
             throw SyncError(.unauthorized, "login: Kinto did not accept the user name and password of \(credentials.user)", httpStatus: 401)
         }
         state.withLock { $0.credentials = credentials }

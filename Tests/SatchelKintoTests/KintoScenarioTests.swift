@@ -489,6 +489,10 @@ struct KintoScenarioTests {
         let error = await #expect(throws: SyncError.self) { try await backend.logIn(Credentials(user: "dora", password: "secret")) }
         #expect(error?.code == .protocolViolation, "\(String(describing: error))")
         #expect(error?.message.contains("redirects to \(api.absoluteString)") == true, "\(String(describing: error))")
+        // A URL below the API root is no wrong password either (a black-box probe: it said so).
+        let below = KintoBackend(configuration: .init(url: api.appendingPathComponent("buckets"), bucket: KintoServers.unique("root"), timeout: 30))
+        let refused = await #expect(throws: SyncError.self) { try await below.logIn(Credentials(user: "dora", password: "secret")) }
+        #expect(refused?.code == .protocolViolation && refused?.message.contains("not Kinto's API root") == true, "\(String(describing: refused))")
     }
 
     @Test(
