@@ -115,25 +115,7 @@ extension Store {
                 write = .some(server.flatMap { $0.isEmpty ? nil : $0 })
             case (.create, .recreate):
                 // Unless the object was deleted here meanwhile (then nothing is left to create).
-                let object = try tx.find(id, in: model)
-                if let server = error.serverCopy, let object {
-                    // The server holds another object under this id (Kinto's 412): a create would
-                    // be refused again. Recreated, the object becomes this one: an update over
-                    // the server's (from its version, when a pull brought it), removing what the
-                    // server's has and this one lacks.
-                    var changes = JSONObject(), base = JSONObject()
-                    for (name, value) in object.attributes where server[name] != value {
-                        changes[name] = value
-                        base[name] = server[name] ?? .null
-                    }
-                    for (name, value) in server where name != Object.idAttribute && !value.isNull && object.attributes[name] == nil {
-                        changes[name] = .null
-                        base[name] = value
-                    }
-                    records.pending = changes.isEmpty ? nil : change(.update, changes, base: base)
-                } else {
-                    records.pending = object != nil ? change(.create) : nil
-                }
+                records.pending = try tx.find(id, in: model) != nil ? change(.create) : nil
             case (.update, .retry) where error.serverDeleted:
                 if try tx.find(id, in: model) != nil { records.pending = change(.create) }
             case (.update, .retry):

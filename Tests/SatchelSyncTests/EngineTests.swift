@@ -215,26 +215,6 @@ struct EngineTests {
     }
 
     @Test(
-        "recreate of a create refused because the server holds another object under its id makes the server's object this one (a black-box probe: it was refused again, for ever)"
-    )
-    func recreateOverTheServersObject() async throws {
-        var configuration = InMemoryBackend.Configuration()
-        configuration.serverAssignsIDs = false
-        let server = InMemoryBackend(configuration: configuration)
-        await server.put("Product", ["v": "server", "extra": 1], id: "d1")
-        let client = try SyncClient(backend: server, models: [ModelDefinition(name: "Product")])
-        try await client.engine.logIn(Self.credentials)
-        try client.model("Product").create(["object": "d1", "v": "mine", "mine": true])
-        #expect(try await client.engine.sync().refused == 1)
-        try client.store.resolve("Product", "d1", .recreate)
-        let report = try await client.engine.sync()
-        #expect(report.refused == 0, "\(report)")
-        #expect(await server.object("Product", "d1") == ["v": "mine", "mine": true])
-        #expect(try client.model("Product").find("d1")?.attributes == ["v": "mine", "mine": true])
-        #expect(try client.store.changeFates(model: "Product").isEmpty)
-    }
-
-    @Test(
         "a rollback whose server copy a migration's schema refuses is refused, the object left as it was (a black-box probe: it wrote a value the schema refuses, and the object could not be edited)"
     )
     func rollbackAgainstTheSchema() async throws {
