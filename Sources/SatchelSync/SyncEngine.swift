@@ -111,11 +111,26 @@ public actor SyncEngine {
             let handle = try store.model(model)
             try store.bulkUpdate { tx in
                 var state = try tx.syncState(handle)
-                state.configuration = configuration.syncObject(named: model)
+                let new = configuration.syncObject(named: model)
+                // What the server sends changed (the filter, the attributes): the cursor knows
+                // only what the old configuration pulled, so the next pull is a full one (a
+                // black-box probe: objects of a new filter never arrived).
+                if state.cursor != nil || state.initialSyncComplete,
+                    Self.pulledShape(state.configuration ?? ModelSyncConfiguration().syncObject(named: model)) != Self.pulledShape(new)
+                {
+                    state.fullPullPending = true
+                }
+                state.configuration = new
                 try tx.setSyncState(handle, state)
             }
         }
         modelConfigurations[model] = configuration
+    }
+
+    /// What of a model's stored configuration decides which objects and attributes a pull
+    /// brings.
+    static func pulledShape(_ configuration: JSONObject) -> JSONObject {
+        JSONObject(configuration.filter { ["filter", "onlyList", "ignoreList", "extra-query"].contains($0.key) }.map { ($0.key, $0.value) })
     }
 
     /// How `model` syncs: as configured in this process, or as stored by an earlier one (the

@@ -215,6 +215,30 @@ struct EngineTests {
     }
 
     @Test(
+        "a model configured with another filter pulls in full at its next sync: the objects of the new filter arrive, those of the old go (a black-box probe: the old cursor kept them out)"
+    )
+    func filterChangePullsInFull() async throws {
+        let server = InMemoryBackend()
+        await server.put("Product", ["region": "EU", "n": 1], id: "e1")
+        await server.put("Product", ["region": "US", "n": 2], id: "u1")
+        let client = try SyncClient(backend: server, models: [ModelDefinition(name: "Product")])
+        try await client.engine.logIn(Self.credentials)
+        try await client.engine.configure("Product", ModelSyncConfiguration(serverFilter: ["region": "EU"]))
+        try await client.engine.sync()
+        #expect(try client.model("Product").findAll().map(\.id) == ["e1"])
+        // The same configuration again changes nothing.
+        try await client.engine.configure("Product", ModelSyncConfiguration(serverFilter: ["region": "EU"]))
+        let products = try client.model("Product")
+        let store = client.store
+        #expect(try await store.read { try $0.syncState(products).fullPullPending } == false)
+
+        try await client.engine.configure("Product", ModelSyncConfiguration(serverFilter: ["region": "US"]))
+        try await client.engine.sync()
+        #expect(try client.model("Product").findAll().map(\.id) == ["u1"])
+        #expect(try await store.read { try $0.syncState(products).fullPullPending } == false)
+    }
+
+    @Test(
         "a rollback whose server copy a migration's schema refuses is refused, the object left as it was (a black-box probe: it wrote a value the schema refuses, and the object could not be edited)"
     )
     func rollbackAgainstTheSchema() async throws {
