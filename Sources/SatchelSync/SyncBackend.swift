@@ -132,10 +132,14 @@ public struct SyncCapabilities: Sendable, Hashable {
     /// again at once, which would make its creates twice: its changes wait for the model's
     /// next complete pull, where a create's link confirms it; the rest are sent again after it.
     public var pushResultsViaPull: Bool
+    /// Whether a server filter may be a SOQL condition (``ModelSyncConfiguration/serverFilter``
+    /// `["soql": …]`, from a string `filter`): Salesforce. Another server would read it as a
+    /// condition on a field named `soql`, matching nothing: the engine refuses it.
+    public var soqlFilters: Bool
 
     public init(
         deletions: Deletions = .inPages, bulkSnapshot: Bool = false, search: Bool = false, maxPushBatch: Int? = nil, pullsAhead: Bool = false,
-        pushResultsViaPull: Bool = false
+        pushResultsViaPull: Bool = false, soqlFilters: Bool = false
     ) {
         self.deletions = deletions
         self.bulkSnapshot = bulkSnapshot
@@ -143,6 +147,7 @@ public struct SyncCapabilities: Sendable, Hashable {
         self.maxPushBatch = maxPushBatch
         self.pullsAhead = pullsAhead
         self.pushResultsViaPull = pushResultsViaPull
+        self.soqlFilters = soqlFilters
     }
 }
 

@@ -105,7 +105,7 @@ extension SyncEngine {
         guard definition.syncType != .none, definition.partition != .local else {
             throw SyncError(.notSupported, "model '\(name)' does not sync (local, or sync type none)")
         }
-        return (definition, try storage { try store.model(name) }, try configuration(of: name))
+        return (definition, try storage { try store.model(name) }, try configurationForBackend(of: name))
     }
 
     // MARK: - Verify

@@ -127,6 +127,19 @@ public actor SyncEngine {
         modelConfigurations[model] = configuration
     }
 
+    /// How `model` syncs with this backend: its configuration, refused when its server filter
+    /// is a SOQL condition (a string `filter`) and the backend is not Salesforce's (a black-box
+    /// probe: Parse read it as a condition on a field `soql`, and the sync deleted every object).
+    func configurationForBackend(of model: String) throws -> ModelSyncConfiguration {
+        let configuration = try configuration(of: model)
+        if !backend.capabilities.soqlFilters, let filter = configuration.serverFilter, filter.count == 1, let soql = filter["soql"]?.stringValue {
+            throw SyncError(
+                .notSupported,
+                "the filter of model \(model) is a SOQL condition (\(soql)), which only Salesforce takes: give \(backend.name) a filter object in its own form")
+        }
+        return configuration
+    }
+
     /// What of a model's stored configuration decides which objects and attributes a pull
     /// brings.
     static func pulledShape(_ configuration: JSONObject) -> JSONObject {
@@ -174,7 +187,7 @@ public actor SyncEngine {
             var report = SyncReport()
             // A push whose answer was lost waits, in flight, for the next sync's pull.
             if let lost = try await push(
-                handle, definition: definition, modelConfiguration: try configuration(of: model), session: session, report: &report)
+                handle, definition: definition, modelConfiguration: try configurationForBackend(of: model), session: session, report: &report)
             {
                 throw lost
             }
@@ -275,7 +288,7 @@ public actor SyncEngine {
 
     private func syncModel(_ definition: ModelDefinition, mode: Mode, session: SyncSession, report: inout SyncReport) async throws {
         let model = try storage { try store.model(definition.name) }
-        let modelConfiguration = try configuration(of: definition.name)
+        let modelConfiguration = try configurationForBackend(of: definition.name)
         let pulledBefore = report.pulled
         let usesBulk = definition.syncType == .bulkOnly || (mode == .bulk && backend.capabilities.bulkSnapshot)
         // A full pull asked for, or one owed since the server's record of this client was lost.

@@ -239,6 +239,23 @@ struct EngineTests {
     }
 
     @Test(
+        "a SOQL filter (a string) on a server that is not Salesforce's is refused before anything is asked, the store as it was (a black-box probe: Parse matched nothing, and the sync deleted every object)"
+    )
+    func soqlFilterElsewhere() async throws {
+        let server = InMemoryBackend()
+        await server.put("Product", ["region": "EU"], id: "e1")
+        let client = try SyncClient(backend: server, models: [ModelDefinition(name: "Product")])
+        try await client.engine.logIn(Self.credentials)
+        try await client.engine.sync()
+        try await client.engine.configure("Product", try ModelSyncConfiguration(syncObject: ["name": "Product", "filter": "Region__c = 'EU'"]))
+        await #expect { try await client.engine.sync() } throws: {
+            ($0 as? SyncError)?.code == .notSupported && "\($0)".contains("SOQL")
+        }
+        await #expect(throws: SyncError.self) { try await client.engine.search("Product", where: .all) }
+        #expect(try client.model("Product").findAll().map(\.id) == ["e1"])
+    }
+
+    @Test(
         "a rollback whose server copy a migration's schema refuses is refused, the object left as it was (a black-box probe: it wrote a value the schema refuses, and the object could not be edited)"
     )
     func rollbackAgainstTheSchema() async throws {
