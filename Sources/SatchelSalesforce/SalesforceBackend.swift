@@ -118,7 +118,9 @@ public final class SalesforceBackend: SyncBackend {
 
     /// Deletions come from `getDeleted` (in pages); composite calls hold at most 200 records; a
     /// page is a query or its `nextRecordsUrl`, which moves nothing on the org (pulls ahead).
-    public var capabilities: SyncCapabilities { SyncCapabilities(deletions: .inPages, search: true, maxPushBatch: 200, pullsAhead: true, soqlFilters: true) }
+    public var capabilities: SyncCapabilities {
+        SyncCapabilities(deletions: .inPages, search: true, maxPushBatch: 200, pullsAhead: true, soqlFilters: true)
+    }
 
     static let tokenKey = "accessToken"
     static let refreshKey = "refreshToken"

@@ -135,7 +135,8 @@ public actor SyncEngine {
         if !backend.capabilities.soqlFilters, let filter = configuration.serverFilter, filter.count == 1, let soql = filter["soql"]?.stringValue {
             throw SyncError(
                 .notSupported,
-                "the filter of model \(model) is a SOQL condition (\(soql)), which only Salesforce takes: give \(backend.name) a filter object in its own form")
+                "the filter of model \(model) is a SOQL condition (\(soql)), which only Salesforce takes: give \(backend.name) a filter object in its own form"
+            )
         }
         return configuration
     }
