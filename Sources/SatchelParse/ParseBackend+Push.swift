@@ -167,6 +167,17 @@ extension ParseBackend {
             case .refused(let message, let code, nil) where change.kind == .update:
                 // The server's copy, for a rollback.
                 outcomes[change.objectID] = .refused(message: message, code: code, serverCopy: try await serverCopy(change.objectID, context))
+            case .notFound(let message, "101"?) where change.kind != .create:
+                // `101` is "missing or not permitted": an object this user still reads is one it
+                // may not change (its ACL), not one the server deleted (a black-box probe: a
+                // rollback dropped it here, a retry made it twice).
+                if let copy = try await serverCopy(change.objectID, context) {
+                    let verb = change.kind == .update ? "change" : "delete"
+                    outcomes[change.objectID] = .refused(
+                        message: "\(message ?? "refused") (the object is there: this user may not \(verb) it)", code: "101", serverCopy: copy)
+                } else {
+                    outcomes[change.objectID] = outcome
+                }
             case .refused(_, "137"?, _)
             where change.kind == .create && configuration.createProtection == .customObjectIDs && made[change.objectID] == nil:
                 // A duplicate value: an object with this id exists when an earlier push made it.

@@ -164,6 +164,29 @@ struct ParseBackendTests {
         try await setup.expectMatchesServer("Node")
     }
 
+    @Test(
+        "an update or delete of an object this user may read but not change (its ACL) is refused with the server's copy, not taken for one the server deleted (a black-box probe: a rollback dropped it, a retry made it twice)"
+    )
+    func readOnlyObject() async throws {
+        let setup = try await Setup(models: [ModelDefinition(name: "Product")])
+        defer { Task { await setup.stop() } }
+        let readOnly: JSONObject = ["*": ["read": true]]
+        let a = await setup.server.put("Product", Self.json(["name": "A", "ACL": .object(readOnly)]), id: nil)
+        let b = await setup.server.put("Product", Self.json(["name": "B", "ACL": .object(readOnly)]), id: nil)
+        try await setup.device.engine.sync()
+        let products = try setup.model("Product")
+        try products.update(a, with: ["name": "A2"])
+        try products.delete(b)
+        #expect(try await setup.device.engine.sync().refused == 2)
+        let refusals = Dictionary(uniqueKeysWithValues: try setup.device.store.refusedChanges(model: "Product").map { ($0.objectID, $0) })
+        #expect(refusals[a]?.code == "101" && refusals[a]?.serverDeleted == false && refusals[a]?.serverCopy?["name"] == "A", "\(refusals)")
+        #expect(refusals[b]?.kind == .delete && refusals[b]?.serverDeleted == false, "\(refusals)")
+        try setup.device.store.resolve("Product", a, .rollback)
+        #expect(try products.find(a)?["name"] == "A")
+        try await setup.device.engine.sync()
+        #expect(await setup.server.objects("Product").count == 2, "nothing made twice")
+    }
+
     @Test("every __type round-trips: pulled as the contract says, pushed back in the type the server gave it")
     func typeRoundTrip() async throws {
         let setup = try await Setup(models: [Self.customer, ModelDefinition(name: "Thing")])
