@@ -227,6 +227,13 @@ public actor SyncEngine {
         stopRequested.store(false, ordering: .releasing)
         defer { syncing = false }
         var report = SyncReport()
+        if mode == .bulk && !backend.capabilities.bulkSnapshot {
+            // Said, not done in silence (a black-box probe: --bulk against Parse).
+            emit(
+                .sync(
+                    SyncNotification(
+                        status: .inProgress, message: "\(backend.name) has no bulk snapshot: the models sync by incremental pulls")))
+        }
         do {
             do {
                 try await cycle(names, mode: mode, report: &report)

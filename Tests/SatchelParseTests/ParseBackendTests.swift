@@ -164,6 +164,16 @@ struct ParseBackendTests {
         try await setup.expectMatchesServer("Node")
     }
 
+    @Test("a bulk sync against Parse, which has no bulk snapshot, says it pulls incrementally (a black-box probe: nothing said)")
+    func bulkSaid() async throws {
+        let setup = try await Setup(models: [ModelDefinition(name: "Product")])
+        defer { Task { await setup.stop() } }
+        _ = await setup.server.put("Product", Self.json(["name": "A"]), id: nil)
+        let report = try await setup.device.engine.sync(mode: .bulk)
+        #expect(report.pulled == 1)
+        #expect(setup.device.log.notifications().contains { $0.message?.contains("no bulk snapshot") == true }, "\(setup.device.log.notifications())")
+    }
+
     @Test(
         "an update or delete of an object this user may read but not change (its ACL) is refused with the server's copy, not taken for one the server deleted (a black-box probe: a rollback dropped it, a retry made it twice)"
     )
