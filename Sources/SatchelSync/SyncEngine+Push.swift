@@ -165,8 +165,11 @@ extension SyncEngine {
             tally(outcome, of: definition.name, into: &report)
             pushed += chunk.count
             resend += outcome.resend
-            if let lost = outcome.unanswered.first {
+            if let lost = outcome.unanswered.first(where: { $0.code == .unauthorized }) ?? outcome.unanswered.first {
                 // Sent, its answer lost: the sync stops before a pull could bring what it made.
+                // A refused session is dropped, as on any other request (a black-box probe:
+                // Parse's 209 on some creates of a push left it, to be sent again).
+                if lost.code == .unauthorized { try? expireSession() }
                 throw lost
             }
         }

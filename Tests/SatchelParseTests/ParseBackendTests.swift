@@ -565,6 +565,24 @@ struct ParseBackendTests {
         try await setup.expectMatchesServer("Product")
     }
 
+    @Test("a 209 on some of a push's creates drops the session: the next sync asks to log in again (a black-box probe: it sent the token again)")
+    func sessionRefusedMidCreates() async throws {
+        let setup = try await Setup()
+        defer { Task { await setup.stop() } }
+        try await setup.device.engine.sync(models: ["Product"])
+        await setup.server.addRule(
+            ParseFixture.Rule(className: "Product", operation: "create", matching: Self.json(["n": 2]), code: 209, message: "Invalid session token"))
+        try setup.model("Product").create(["n": 1])
+        try setup.model("Product").create(["n": 2])
+        await #expect { try await setup.device.engine.sync(models: ["Product"]) } throws: { ($0 as? SyncError)?.code == .unauthorized }
+        await #expect { try await setup.device.engine.sync(models: ["Product"]) } throws: { ($0 as? SyncError)?.code == .notLoggedIn }
+        await setup.server.clearRules()
+        try await setup.device.engine.logIn(Credentials(user: "ann", password: "secret"))
+        try await setup.device.engine.sync(models: ["Product"])
+        #expect(await setup.server.objects("Product").count == 2, "each create once")
+        try await setup.expectMatchesServer("Product")
+    }
+
     @Test(
         "a code 1 on one change keeps it pending, counted as postponed with an error line; the next sync sends it (a black-box probe: nothing said, the sync complete)"
     )
