@@ -97,7 +97,9 @@ struct FindCommand: ParsableCommand {
     func run() throws {
         do {
             try find()
-        } catch let error as SatchelError where error.code == .unindexedQuery {
+        } catch let error as SatchelError where error.code == .unindexedQuery && requireIndex {
+            // Exit 2 is --require-index's refusal; --match on a model without a text index is
+            // an error as any (a black-box probe: it exited 2 too).
             Output.error(error.message)
             throw ExitCode(2)
         }
@@ -157,9 +159,12 @@ struct FindCommand: ParsableCommand {
     /// The error of `--id` when nothing printed.
     private func notFound(_ id: String, in model: Model) throws -> Int {
         let exists = try model.find(id) != nil
-        throw SatchelError(
-            .notFound, exists ? "object '\(id)' of \(model.name) does not match the conditions" : "no object '\(id)' in \(model.name)",
-            model: model.name, objectID: id)
+        // Said as it is (a black-box probe: an --offset that skipped it was called conditions).
+        let why =
+            offset > 0 && conditions.isEmpty
+            ? "object '\(id)' of \(model.name) is skipped by --offset \(offset)"
+            : "object '\(id)' of \(model.name) does not match the conditions"
+        throw SatchelError(.notFound, exists ? why : "no object '\(id)' in \(model.name)", model: model.name, objectID: id)
     }
 }
 
@@ -214,17 +219,17 @@ struct IndexCommand: ParsableCommand {
         }
         let fields = try names.map { try Names.path(String($0)) }
         if isText {
-            if elements || keysOnly { throw SatchelError(.invalidArgument, "--text does not combine with --elements or --keys-only") }
+            // Usage errors, as the options' other mistakes (a black-box probe: these exited 1).
+            if elements || keysOnly { throw ValidationError("--text does not combine with --elements or --keys-only") }
             return .text(fields)
         }
         // A path into arrays (`items[].product`) is indexed element by element.
         if fields.count == 1 && fields[0].reachesIntoArrays { elementIndex = true }
         if elementIndex {
             if keysOnly {
-                throw SatchelError(
-                    .invalidArgument, "--keys-only is for value indexes: an array-element index always holds keys only; leave it out")
+                throw ValidationError("--keys-only is for value indexes: an array-element index always holds keys only; leave it out")
             }
-            guard fields.count == 1 else { throw SatchelError(.invalidArgument, "an array-element index has exactly one attribute") }
+            guard fields.count == 1 else { throw ValidationError("an array-element index has exactly one attribute") }
             return .elements(of: fields[0])
         }
         return IndexDefinition(fields, storesObjects: !keysOnly)

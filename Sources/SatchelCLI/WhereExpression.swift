@@ -249,9 +249,9 @@ struct WhereExpression {
             switch op {
             case .word("exists"): return field.exists(true)
             case .word("missing"): return field.exists(false)
-            case .word("in"): return field.isIn(try list())
+            case .word("in"): return field.isIn(try list(ids: field == .id))
             case .symbol(let symbol):
-                let value = try self.value(after: symbol, column: opColumn)
+                let value = try self.value(after: symbol, column: opColumn, id: field == .id)
                 switch symbol {
                 case "=", "==": return field == value
                 case "!=": return field != value
@@ -270,7 +270,10 @@ struct WhereExpression {
             }
         }
 
-        mutating func value(after what: String, column: Int) throws -> JSONValue {
+        /// The value after `what`; compared with the id (`id`), one that reads as a number, a
+        /// boolean or null is its text: every id is a string (a black-box probe: `object=12345`
+        /// matched nothing, in silence).
+        mutating func value(after what: String, column: Int, id: Bool = false) throws -> JSONValue {
             let (token, valueColumn) = advance()
             switch token {
             case .quoted(let text): return .string(text)
@@ -278,7 +281,10 @@ struct WhereExpression {
                 if WhereExpression.keywords.contains(word) {
                     throw failure(valueColumn, "'\(word)' is a keyword: write it in double quotes to compare with it (\"\(word)\")")
                 }
-                if let json = try? JSONValue(parsing: word) { return json }
+                if let json = try? JSONValue(parsing: word) {
+                    if id, json.arrayValue == nil, json.objectValue == nil { return .string(word) }
+                    return json
+                }
                 if word.hasPrefix("[") || word.hasPrefix("{") { throw failure(valueColumn, "\(word) is not valid JSON") }
                 return .string(word)
             case .end:
@@ -289,13 +295,13 @@ struct WhereExpression {
             }
         }
 
-        mutating func list() throws -> [JSONValue] {
+        mutating func list(ids: Bool) throws -> [JSONValue] {
             let parenthesized = current.token == .open
             if parenthesized { _ = advance() }
-            var values = [try value(after: "in", column: current.column)]
+            var values = [try value(after: "in", column: current.column, id: ids)]
             while current.token == .comma {
                 _ = advance()
-                values.append(try value(after: ",", column: current.column))
+                values.append(try value(after: ",", column: current.column, id: ids))
             }
             if parenthesized {
                 guard case .close = current.token else {

@@ -160,18 +160,14 @@ extension Store {
             if case .some(let attributes) = write {
                 // The server's copy the refusal kept may not fit what a migration made of the
                 // model since: written, the object could not be edited (nor pass `check`).
-                if let attributes {
-                    let definition = try model.definition
-                    do throws(SatchelError) {
-                        try definition.validate(attributes, objectID: id)
-                    } catch {
-                        throw SatchelError(
-                            error.code,
-                            "\(action.rawValue) would write the server's copy, which the model's schema refuses (\(error.message)): resolve otherwise, or migrate the model",
-                            model: name, objectID: id)
-                    }
+                do {
+                    try tx.writeServerObject(model, id, attributes, checkingSchema: true)
+                } catch let error as SatchelError where error.code == .schemaViolation {
+                    throw SatchelError(
+                        error.code,
+                        "\(action.rawValue) would write the server's copy, which the model's schema refuses (\(error.message)): resolve otherwise, or migrate the model",
+                        model: name, objectID: id)
                 }
-                try tx.writeServerObject(model, id, attributes)
             }
         }
     }

@@ -171,6 +171,20 @@ struct MistakeTests {
             ])
     }
 
+    @Test("an id written as a number in --where is that text; --offset past an --id says so; index option mistakes are usage errors (probes)")
+    func smallerMistakes() async throws {
+        let directory = TemporaryDirectory()
+        let db = directory.child("db")
+        for id in ["12345", "true", "7"] { #expect(try await CLI.run(["--db", db, "put", "P", #"{"object":"\#(id)","a":1}"#]).status == 0) }
+        for (condition, expected) in [("object=12345", ["12345"]), ("object=true", ["true"]), ("object in 7,12345", ["12345", "7"])] {
+            let found = try await CLI.run(["--db", db, "find", "P", "--where", condition, "--select", "object"])
+            let ids = found.lines.map { (try? JSONObject(parsing: $0))?["object"]?.stringValue ?? "" }.sorted()
+            #expect(found.status == 0 && ids == expected, "\(condition): \(found)")
+        }
+        Self.expectFailure(try await CLI.run(["--db", db, "find", "P", "--id", "7", "--offset", "1"]), 1, "skipped by --offset 1")
+        Self.expectFailure(try await CLI.run(["--db", db, "index", "P", "--text", "a", "--elements"]), 64, "does not combine")
+    }
+
     @Test("conditions nested deeper than the parser takes are one usage error, not a crash (a black-box probe: 35,000 parentheses crashed)")
     func deeplyNestedCondition() async throws {
         let shop = try await Shop()

@@ -138,7 +138,8 @@ struct WhereGrammarCLITests {
             #expect(try await CLI.run(["--db", db, "put", "Note", json]).status == 0)
         }
         let noIndex = try await CLI.run(["--db", db, "find", "Note", "--match", "lamp"])
-        #expect(noIndex.status != 0 && noIndex.stderr.contains("--text"), "\(noIndex.stderr)")
+        // Exit 1: 2 is --require-index's (a black-box probe).
+        #expect(noIndex.status == 1 && noIndex.stderr.contains("--text"), "\(noIndex.stderr)")
         let index = try await CLI.run(["--db", db, "index", "Note", "--text", "title,body"])
         #expect(index.status == 0 && index.lines.first?.contains("text(title,body)") == true, "\(index.lines) \(index.stderr)")
         func ids(_ arguments: [String]) async throws -> [String] {

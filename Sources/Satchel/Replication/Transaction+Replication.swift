@@ -21,16 +21,20 @@ extension Transaction {
     /// A caller that has just read the object gives it as `old`: what this transaction holds
     /// for it (`.some(nil)`: none); without, it is read. With `version`, the object's server
     /// version becomes it in the same write (``ObjectSyncState/version``; an object the server
-    /// deleted keeps it in its version record); without, it stays as it was.
+    /// deleted keeps it in its version record); without, it stays as it was. With `checkingSchema`,
+    /// attributes the model's definition refuses (its fixed schema, since a migration) are an
+    /// error (`.schemaViolation`), nothing written: for a write the app asked for, not the server.
     @discardableResult
     package func writeServerObject(
-        _ model: Model, _ id: String, _ attributes: JSONObject?, replacing given: JSONObject?? = .none, version: JSONValue?? = .none
+        _ model: Model, _ id: String, _ attributes: JSONObject?, replacing given: JSONObject?? = .none, version: JSONValue?? = .none,
+        checkingSchema: Bool = false
     ) throws -> ObjectEffect {
         checkOpen()
         let entry = try entry(of: model)
         let old = try given ?? readObject(model, id, entry: entry)
         var new = attributes?.splitting(Object.idAttribute).rest
         if new?.isEmpty == true { new = nil }
+        if checkingSchema, let new { try entry.definition.validate(new, objectID: id) }
         let update: VersionUpdate = version.map { .set($0?.jsonBytes) } ?? .keep
         switch (old, new) {
         case (nil, nil):

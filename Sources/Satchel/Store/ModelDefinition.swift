@@ -178,7 +178,7 @@ public struct ModelDefinition: Sendable, Hashable {
     /// attributes' choices. A picklist's value is checked when the write changes it or its
     /// controller (`old` holds what the object had): a value the server holds, since made
     /// inactive there, does not refuse a write of the object's other attributes.
-    package func validate(_ attributes: JSONObject, objectID: String, old: JSONObject? = nil) throws(SatchelError) {
+    func validate(_ attributes: JSONObject, objectID: String, old: JSONObject? = nil) throws(SatchelError) {
         try validateChoices(attributes, objectID: objectID, old: old)
         guard case .fixedSchema(let schema) = kind else { return }
         for (attribute, value) in attributes where !value.isNull {
