@@ -265,7 +265,9 @@ public struct RhoConnectBackend: SyncBackend {
             _ = try await send("POST", url, request.session, body: form.body, contentType: form.contentType, what: "push of \(source)")
         }
         // The server answers later, in query pages: links for creates, errors for any change.
-        return request.changes.map { PushResult(objectID: $0.objectID, outcome: $0.kind == .create ? .awaitingLink : .accepted()) }
+        // A create waits for its link; a delete for the pull after it, whose pages (one resent,
+        // made before the delete) must not bring the object back (a black-box probe).
+        return request.changes.map { PushResult(objectID: $0.objectID, outcome: $0.kind == .update ? .accepted() : .awaitingLink) }
     }
 
     // MARK: - Bulk data

@@ -455,7 +455,8 @@ public enum PushOutcome: Sendable, Hashable {
     /// Done. A create may come back with the server's id for the object; any change with the
     /// object's new version.
     case accepted(serverID: String? = nil, version: JSONValue? = nil)
-    /// Received; the outcome comes later, in a pull page (a link, or an error).
+    /// Received; the outcome comes later, in a pull page (a link, or an error). For a delete:
+    /// done once the model's next pull is complete.
     case awaitingLink
     /// Refused: kept as a refused change, with the server's copy when it sent one.
     case refused(message: String, code: String? = nil, serverCopy: JSONObject? = nil)

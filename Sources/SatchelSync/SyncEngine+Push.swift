@@ -309,6 +309,13 @@ extension SyncEngine {
                     case (.awaitingPull, _):
                         try Self.requeue(model, id, tx)
                         requeued += 1
+                    case (.awaitingLink, .delete):
+                        // Done: the pull after it is complete, and it brought nothing back.
+                        let before = try tx.objectSyncState(model, id)
+                        var records = before
+                        records.inFlight = nil
+                        records.version = nil
+                        try tx.setObjectSyncState(model, id, records, replacing: before)
                     case (.awaitingLink, .create):
                         let before = try tx.objectSyncState(model, id)
                         var records = before
@@ -573,6 +580,8 @@ extension SyncEngine {
                             summary.renamed.append((change.objectID, serverID))
                         }
                     case .awaitingLink:
+                        // A delete is counted now (its pull only confirms it); a create when linked.
+                        if change.kind == .delete { summary.accepted += 1 }
                         records.inFlight?.state = .awaitingLink
                         try tx.setObjectSyncState(model, change.objectID, records, replacing: before)
                     case .refused(let message, let code, let serverCopy):

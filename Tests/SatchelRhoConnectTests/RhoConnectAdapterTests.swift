@@ -392,6 +392,27 @@ struct RhoConnectAdapterTests {
     }
 
     @Test(
+        "a delete made after a pull whose answer was lost stays deleted when the server sends that page again, made before the delete (a black-box probe: the object came back for good)"
+    )
+    func deleteAfterLostPage() async throws {
+        let setup = try await Setup()
+        await setup.server.put("Product", user: "ann", id: "s1", ["a": "1"])
+        try await setup.device.engine.sync()
+        await setup.server.update("Product", user: "ann", id: "s1", ["a": "2"])
+        setup.faults.inject(.dropAnswer, on: .pull)
+        await #expect(throws: SyncError.self) { try await setup.device.engine.sync() }
+        try setup.products.delete("s1")
+        let report = try await setup.device.engine.sync()
+        #expect(report.refused == 0, "\(report)")
+        #expect(try setup.products.find("s1") == nil, "not brought back")
+        #expect(await setup.server.objects("Product", user: "ann")["s1"] == nil)
+        #expect(try setup.device.store.changeFates(model: "Product").isEmpty)
+        try await setup.device.engine.sync()
+        try await setup.expectMatchesServer()
+        await setup.stop()
+    }
+
+    @Test(
         "an edit made while a create waits for its link goes in the sync whose pull brings the link, not a sync later (found by a black-box probe)"
     )
     func editWhileAwaitingLink() async throws {

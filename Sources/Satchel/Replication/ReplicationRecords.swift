@@ -11,7 +11,9 @@ public struct InFlightChange: Equatable, Sendable {
     public enum State: String, Sendable {
         /// Sent; its result has not arrived (or the push failed and it will be sent again).
         case awaitingResult = "sent"
-        /// A create the server accepted whose server id will come later (RhoConnect's links).
+        /// A create the server accepted whose server id will come later (RhoConnect's links);
+        /// a delete it accepted, until the model's next complete pull (whose pages, one made
+        /// before the delete and sent again, must not bring the object back).
         case awaitingLink
         /// Sent to a server whose results come in pull pages (RhoConnect), and no answer came:
         /// the server may have carried it out. It waits for the model's next complete pull: a
