@@ -237,7 +237,22 @@ enum MergePolicy {
 
     /// Attributes the server removed (`names`). Every attribute the server could know of removed
     /// is the object deleted.
-    static func remove(_ names: [String], local: Local, configuration: ModelSyncConfiguration) -> Outcome {
+    static func remove(_ names: [String], local given: Local, configuration: ModelSyncConfiguration) -> Outcome {
+        // A refused update's copy of the server's object follows it, for a rollback (a black-box
+        // probe: removed attributes stayed in it, and a rollback brought them back); all gone
+        // is the object deleted there.
+        var records = given.records
+        if var error = records.refusal, error.kind == .update, var copy = error.serverCopy {
+            for name in names { copy[name] = nil }
+            if copy.contains(where: { $0.key != Object.idAttribute && configuration.syncs($0.key) }) {
+                error.serverCopy = copy
+            } else {
+                error.serverCopy = nil
+                error.serverDeleted = true
+            }
+            records.refusal = error
+        }
+        let local = Local(model: given.model, id: given.id, attributes: given.attributes, records: records)
         // An object deleted here (the delete refused, pending or in flight) is gone from the
         // store, but its delete keeps its last attributes: a removal listing them all is the
         // server's delete of it (a refused delete's error goes).
@@ -247,7 +262,7 @@ enum MergePolicy {
         let keys = attributes.keys
         // What the server could know of the object: not device-only attributes, nor those a
         // local change added (an object the server deletes lists neither).
-        let added = addedHere(local.records)
+        let added = addedHere(given.records)
         if keys.contains(where: listed.contains), keys.allSatisfy({ listed.contains($0) || !configuration.syncs($0) || added.contains($0) }) {
             return delete(local: local)
         }

@@ -290,4 +290,20 @@ struct MergePolicyTests {
         let covered = Set(Self.conflictRows.map(\.rule.rawValue))
         #expect(MergePolicy.ConflictRule.allCases.filter { !covered.contains($0.rawValue) } == [])
     }
+
+    @Test(
+        "a refused update's copy of the server's object loses the attributes the server removes; all of them gone, the object is deleted there (a black-box probe: a rollback brought them back)"
+    )
+    func refusedCopyFollowsRemovals() {
+        let refusal = RefusedChange(
+            model: "Product", objectID: "p1", kind: .update, message: "no", attributes: ["a": "mine"], serverCopy: ["a": "1", "b": "2"])
+        var local = MergePolicy.Local(model: "Product", id: "p1", attributes: ["a": "mine", "b": "2"], records: ObjectSyncState(refusal: refusal))
+        let removed = MergePolicy.remove(["b"], local: local, configuration: ModelSyncConfiguration())
+        #expect(removed.records.refusal?.serverCopy == ["a": "1"] && removed.records.refusal?.serverDeleted == false)
+        #expect(removed.write == .replace(["a": "mine"]))
+        // Removed here and added another; the server removes the rest: deleted there.
+        local = MergePolicy.Local(model: "Product", id: "p1", attributes: ["c": "3"], records: removed.records)
+        let gone = MergePolicy.remove(["a"], local: local, configuration: ModelSyncConfiguration())
+        #expect(gone.records.refusal?.serverCopy == nil && gone.records.refusal?.serverDeleted == true, "\(gone)")
+    }
 }
