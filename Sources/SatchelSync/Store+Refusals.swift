@@ -103,19 +103,29 @@ extension Store {
                 PendingChange(model: name, objectID: id, kind: kind, attributes: attributes, baseValues: base)
             }
             var write: JSONObject?? = .none  // .none: the object stays as it is
+            // The server's object the refusal kept, as this store holds one (nil: none).
+            let serversObject = error.serverCopy.flatMap { copy in
+                let object = JSONObject(copy.filter { !$0.value.isNull && $0.key != Object.idAttribute }.map { ($0.key, $0.value) })
+                return object.isEmpty ? nil : object
+            }
             switch (error.kind, action) {
             case (.create, .delete):
                 // The create is dropped. A server that refused it because it holds an object
                 // under this id (Kinto's 412) sent that object: it takes the local one's place, as
                 // a pull would have brought it (the pull's cursor has passed it).
                 records.pending = nil
-                let server = error.serverCopy.map { copy in
-                    JSONObject(copy.filter { !$0.value.isNull && $0.key != Object.idAttribute }.map { ($0.key, $0.value) })
-                }
-                write = .some(server.flatMap { $0.isEmpty ? nil : $0 })
+                write = .some(serversObject)
             case (.create, .recreate):
-                // Unless the object was deleted here meanwhile (then nothing is left to create).
-                records.pending = try tx.find(id, in: model) != nil ? change(.create) : nil
+                // Unless the object was deleted here meanwhile: then nothing is left to create,
+                // and the server's object under this id (its reason to refuse, when it sent one)
+                // takes its place, as a delete of the refusal has it (a black-box probe: it never
+                // arrived, the pull's cursor past it).
+                if try tx.find(id, in: model) != nil {
+                    records.pending = change(.create)
+                } else {
+                    records.pending = nil
+                    if error.serverCopy != nil { write = .some(serversObject) }
+                }
             case (.update, .retry) where error.serverDeleted:
                 if try tx.find(id, in: model) != nil { records.pending = change(.create) }
             case (.update, .retry):

@@ -256,6 +256,26 @@ struct EngineTests {
     }
 
     @Test(
+        "a create refused over the server's object under its id, then deleted here and resolved with recreate: the server's object takes its place (a black-box probe: it never arrived)"
+    )
+    func refusedCreateDeletedThenRecreated() async throws {
+        var configuration = InMemoryBackend.Configuration()
+        configuration.serverAssignsIDs = false
+        let server = InMemoryBackend(configuration: configuration)
+        await server.put("Product", ["v": "theirs"], id: "o4")
+        let client = try SyncClient(backend: server, models: [ModelDefinition(name: "Product")])
+        try await client.engine.logIn(Self.credentials)
+        try client.model("Product").create(["object": "o4", "v": "mine"])
+        #expect(try await client.engine.sync().refused == 1)
+        try client.model("Product").delete("o4")
+        try client.store.resolve("Product", "o4", .recreate)
+        #expect(try await client.engine.sync().refused == 0)
+        #expect(try client.model("Product").find("o4")?.attributes == ["v": "theirs"])
+        #expect(await server.object("Product", "o4") == ["v": "theirs"], "another device's object, not deleted")
+        #expect(try client.store.changeFates(model: "Product").isEmpty)
+    }
+
+    @Test(
         "a rollback whose server copy a migration's schema refuses is refused, the object left as it was (a black-box probe: it wrote a value the schema refuses, and the object could not be edited)"
     )
     func rollbackAgainstTheSchema() async throws {
