@@ -46,6 +46,22 @@ struct NoTraceCLITests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: other + "/user") == ["junk"])
     }
 
+    @Test("a store whose making was killed before its first database file is no store yet: reads say so, a write makes it (a probe)")
+    func unfinishedStore() async throws {
+        let directory = TemporaryDirectory()
+        let db = directory.child("db")
+        try FileManager.default.createDirectory(atPath: db + "/user", withIntermediateDirectories: true)
+        #expect(FileManager.default.createFile(atPath: db + "/user/LOCK", contents: Data()))
+        #expect(FileManager.default.createFile(atPath: db + "/user/MANIFEST-000001", contents: Data()))
+        for arguments in [["find", "Item", "--count"], ["stats"], ["export", "Item"]] {
+            let result = try await CLI.run(["--db", db] + arguments)
+            #expect(result.status == 1 && result.stdout.isEmpty, "\(arguments): \(result.stdout)")
+            #expect(result.stderr.split(separator: "\n").count == 1 && result.stderr.contains("no store at"), "\(result.stderr)")
+        }
+        #expect(try await CLI.run(["--db", db, "put", "Item", #"{"a":1}"#]).status == 0)
+        #expect(try await CLI.run(["--db", db, "find", "Item", "--count"]).lines == ["1"])
+    }
+
     @Test("a failed import into a new path leaves no directory; into an existing store, no new model")
     func failedImport() async throws {
         let directory = TemporaryDirectory()

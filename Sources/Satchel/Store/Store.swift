@@ -205,6 +205,12 @@ public final class Store: Sendable {
                 if error.code == .locked {
                     configuration.logger.error("the store is open elsewhere", metadata: ["path": "\(path)", "partition": "\(partition.rawValue)"])
                 }
+                if error.code == .storeMissing {
+                    // A partition directory without a database (its making killed before its
+                    // first file): no store yet, said in the store's words, not LevelDB's (a
+                    // black-box probe). A command that writes makes it.
+                    throw SatchelError(.storeMissing, "no store at \(path): its \(partition.rawValue) directory holds no database yet")
+                }
                 throw error
             }
         }
