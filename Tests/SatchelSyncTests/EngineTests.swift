@@ -39,6 +39,18 @@ struct EngineTests {
         return (server, faults, client)
     }
 
+    /// A logged-in client of a server that keeps the clients' ids (as Kinto: a create of an id
+    /// the server holds is refused with its copy), holding `objects` (id → attributes) of Product.
+    static func clientKeepingIDs(seeding objects: [String: JSONObject]) async throws -> (InMemoryBackend, SyncClient) {
+        var configuration = InMemoryBackend.Configuration()
+        configuration.serverAssignsIDs = false
+        let server = InMemoryBackend(configuration: configuration)
+        for (id, attributes) in objects.sorted(by: { $0.key < $1.key }) { await server.put("Product", attributes, id: id) }
+        let client = try SyncClient(backend: server, models: [ModelDefinition(name: "Product")])
+        try await client.engine.logIn(credentials)
+        return (server, client)
+    }
+
     /// A synced client whose update of p1 (price 100, brand Mine) went through with its answer
     /// lost, reopened, then edited again here (price 101).
     static func lostUpdateAnswer(seeding count: Int) async throws -> (InMemoryBackend, FaultyBackend, SyncClient) {
@@ -186,13 +198,7 @@ struct EngineTests {
         "a create refused because the server holds an object under its id: later pulls keep that object's copy current, and delete takes the newest (nothing when the server deleted it; a black-box probe: an old copy, for good)"
     )
     func refusedCreateFollowsTheServer() async throws {
-        var configuration = InMemoryBackend.Configuration()
-        configuration.serverAssignsIDs = false
-        let server = InMemoryBackend(configuration: configuration)
-        await server.put("Product", ["v": "server"], id: "d1")
-        await server.put("Product", ["v": "server"], id: "d2")
-        let client = try SyncClient(backend: server, models: [ModelDefinition(name: "Product")])
-        try await client.engine.logIn(Self.credentials)
+        let (server, client) = try await Self.clientKeepingIDs(seeding: ["d1": ["v": "server"], "d2": ["v": "server"]])
         try client.model("Product").create(["object": "d1", "v": "mine"])
         try client.model("Product").create(["object": "d2", "v": "mine"])
         // The first sync pulls after pushing: its cursor passes both objects.
@@ -259,12 +265,7 @@ struct EngineTests {
         "a create refused over the server's object under its id, then deleted here and resolved with recreate: the server's object takes its place (a black-box probe: it never arrived)"
     )
     func refusedCreateDeletedThenRecreated() async throws {
-        var configuration = InMemoryBackend.Configuration()
-        configuration.serverAssignsIDs = false
-        let server = InMemoryBackend(configuration: configuration)
-        await server.put("Product", ["v": "theirs"], id: "o4")
-        let client = try SyncClient(backend: server, models: [ModelDefinition(name: "Product")])
-        try await client.engine.logIn(Self.credentials)
+        let (server, client) = try await Self.clientKeepingIDs(seeding: ["o4": ["v": "theirs"]])
         try client.model("Product").create(["object": "o4", "v": "mine"])
         #expect(try await client.engine.sync().refused == 1)
         try client.model("Product").delete("o4")
