@@ -241,6 +241,11 @@ public final class ParseBackend: SyncBackend {
             // A value sent without a wire type where one was remembered: the server's schema
             // changed the field (Parse holds one type per field), so it goes back plain.
             for (attribute, _) in decoded.object.attributes where decoded.types[attribute] == nil && types.types[attribute] != nil {
+                // A Pointer no longer: not an association either (a black-box probe: edits went
+                // as Pointers, refused with 111).
+                if types.types[attribute]?.target != nil, !page.schema.associationsGone.contains(attribute) {
+                    page.schema.associationsGone.append(attribute)
+                }
                 types.types[attribute] = nil
             }
             for (attribute, type) in decoded.types {

@@ -259,19 +259,25 @@ public struct PullPage: Sendable {
         /// device-only attributes, of any type — so a local write the server would refuse is
         /// refused before it is queued.
         public var attributeTypes: [String: AttributeType]?
+        /// Attributes the server showed as associations before and now sends plain (a Parse
+        /// field whose type its admin changed): no longer associations of the model.
+        public var associationsGone: [String]
 
         public init(
             associations: [String: String] = [:], blobAttributes: [String] = [], choices: [String: AttributeChoices] = [:],
-            attributeTypes: [String: AttributeType]? = nil
+            attributeTypes: [String: AttributeType]? = nil, associationsGone: [String] = []
         ) {
             self.associations = associations
             self.blobAttributes = blobAttributes
             self.choices = choices
             self.attributeTypes = attributeTypes
+            self.associationsGone = associationsGone
         }
 
         /// Whether it declares nothing.
-        public var isEmpty: Bool { associations.isEmpty && blobAttributes.isEmpty && choices.isEmpty && attributeTypes == nil }
+        public var isEmpty: Bool {
+            associations.isEmpty && blobAttributes.isEmpty && choices.isEmpty && attributeTypes == nil && associationsGone.isEmpty
+        }
     }
 
     // The page's objects.

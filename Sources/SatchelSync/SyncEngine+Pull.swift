@@ -156,6 +156,9 @@ extension SyncEngine {
         for (attribute, target) in page.schema.associations where updated.associations[attribute] == nil {
             updated.associations[attribute] = target
         }
+        for attribute in page.schema.associationsGone where page.schema.associations[attribute] == nil {
+            updated.associations[attribute] = nil
+        }
         for attribute in page.schema.blobAttributes where !updated.blobAttributes.contains(attribute) {
             updated.blobAttributes.append(attribute)
         }

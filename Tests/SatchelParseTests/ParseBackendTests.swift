@@ -197,6 +197,26 @@ struct ParseBackendTests {
         #expect(await setup.server.objects("Product").count == 2, "nothing made twice")
     }
 
+    @Test("a field the server retypes from Pointer to String is no association any more: edits go as strings (a black-box probe: refused with 111)")
+    func pointerRetyped() async throws {
+        let setup = try await Setup(models: [Self.customer, ModelDefinition(name: "Thing")])
+        defer { Task { await setup.stop() } }
+        let customer = await setup.server.put("Customer", Self.json(["name": "Ann"]), id: nil)
+        let pointer: JSONObject = ["__type": "Pointer", "className": "Customer", "objectId": .string(customer)]
+        let id = await setup.server.put("Thing", Self.json(["owner": .object(pointer)]), id: nil)
+        try await setup.device.engine.sync()
+        #expect(setup.device.store.models.first { $0.name == "Thing" }?.associations == ["owner": "Customer"])
+        await setup.server.dropField("Thing", "owner")
+        await setup.server.update("Thing", id, Self.json(["owner": "Carol (free text)"]))
+        try await setup.device.engine.sync()
+        #expect(setup.device.store.models.first { $0.name == "Thing" }?.associations == [:])
+        try setup.model("Thing").update(id, with: ["owner": "Dave", "n": 2])
+        let report = try await setup.device.engine.sync()
+        #expect(report.refused == 0, "\(report)")
+        let stored = try #require(try await setup.stored("Thing", id))
+        #expect(stored["owner"] == "Dave" && stored["n"] == 2, "\(stored)")
+    }
+
     @Test("every __type round-trips: pulled as the contract says, pushed back in the type the server gave it")
     func typeRoundTrip() async throws {
         let setup = try await Setup(models: [Self.customer, ModelDefinition(name: "Thing")])
