@@ -296,15 +296,16 @@ extension SyncEngine {
     /// whose link the pull did not bring either — its refusal came in a page whose answer was
     /// lost, and RhoConnect sends a refusal once — becomes a refused change (``noLinkCode``),
     /// for the app to `recreate` or `delete`, instead of waiting for ever. Returns how many
-    /// went back to pending, and the unlinked creates.
-    func settleAfterPull(_ model: Model) async throws -> (requeued: Int, unlinked: [String]) {
+    /// went back to pending, and the unlinked creates. A delete the server took is done. With
+    /// `deletesOnly` (the pull after a second push in one sync), only that.
+    func settleAfterPull(_ model: Model, deletesOnly: Bool = false) async throws -> (requeued: Int, unlinked: [String]) {
         guard backend.capabilities.pushResultsViaPull else { return (0, []) }
         return try await onStorageQueue { store in
             guard try model.statistics().inFlight > 0 else { return (0, []) }
             return try store.bulkUpdate { tx in
                 var requeued = 0
                 var unlinked: [String] = []
-                for (id, change) in try tx.changesInFlight(of: model) {
+                for (id, change) in try tx.changesInFlight(of: model) where !deletesOnly || change.kind == .delete {
                     switch (change.state, change.kind) {
                     case (.awaitingPull, _):
                         try Self.requeue(model, id, tx)

@@ -350,9 +350,11 @@ public actor SyncEngine {
             if !report.schemaChanged, settled.requeued > 0 || lost != nil || freed {
                 lost = try await push(model, definition: definition, modelConfiguration: modelConfiguration, session: session, report: &report)
                 if lost == nil && backend.capabilities.pushResultsViaPull {
-                    // What became of the changes just sent (the creates' links), in one more pull.
+                    // What became of the changes just sent (the creates' links), in one more pull;
+                    // the deletes it sent are done once it is complete.
                     try await pull(
                         model, definition: definition, modelConfiguration: modelConfiguration, session: session, full: false, report: &report)
+                    if !report.schemaChanged { _ = try await settleAfterPull(model, deletesOnly: true) }
                 }
             }
         }
