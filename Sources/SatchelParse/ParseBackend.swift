@@ -105,8 +105,13 @@ public final class ParseBackend: SyncBackend {
     /// ``Configuration/batchSize`` requests; a page is a query, which moves nothing on the
     /// server (pulls ahead).
     public var capabilities: SyncCapabilities {
-        SyncCapabilities(deletions: .byListingIDs, search: true, maxPushBatch: configuration.batchSize, pullsAhead: true)
+        SyncCapabilities(
+            deletions: .byListingIDs, search: true, maxPushBatch: configuration.batchSize, pullsAhead: true, serverAttributes: Self.stamps)
     }
+
+    /// The attributes Parse stamps on every object, pulled and kept whatever an `onlyList`
+    /// says, never pushed; `updatedAt` also pages the pull.
+    static let stamps = ["createdAt", "updatedAt"]
 
     /// The session's token (`X-Parse-Session-Token`).
     static let tokenKey = "sessionToken"
@@ -293,7 +298,9 @@ public final class ParseBackend: SyncBackend {
     /// `keys` for an attribute list, `excludeKeys` for ignored attributes.
     static func keys(_ configuration: ModelSyncConfiguration) -> [(String, String)] {
         var query: [(String, String)] = []
-        if let only = configuration.onlyAttributes { query.append(("keys", (only + ["updatedAt"]).joined(separator: ","))) }
+        if let only = configuration.onlyAttributes {
+            query.append(("keys", (only + stamps.filter { !only.contains($0) }).joined(separator: ",")))
+        }
         if !configuration.ignoredAttributes.isEmpty { query.append(("excludeKeys", configuration.ignoredAttributes.joined(separator: ","))) }
         return query
     }

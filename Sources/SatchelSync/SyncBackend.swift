@@ -136,10 +136,14 @@ public struct SyncCapabilities: Sendable, Hashable {
     /// `["soql": …]`, from a string `filter`): Salesforce. Another server would read it as a
     /// condition on a field named `soql`, matching nothing: the engine refuses it.
     public var soqlFilters: Bool
+    /// Attributes the server sets on every object, which every pull brings whatever a model's
+    /// `onlyList` says, and which are kept (Parse's `createdAt` and `updatedAt`). The adapter
+    /// never pushes them.
+    public var serverAttributes: [String]
 
     public init(
         deletions: Deletions = .inPages, bulkSnapshot: Bool = false, search: Bool = false, maxPushBatch: Int? = nil, pullsAhead: Bool = false,
-        pushResultsViaPull: Bool = false, soqlFilters: Bool = false
+        pushResultsViaPull: Bool = false, soqlFilters: Bool = false, serverAttributes: [String] = []
     ) {
         self.deletions = deletions
         self.bulkSnapshot = bulkSnapshot
@@ -148,6 +152,7 @@ public struct SyncCapabilities: Sendable, Hashable {
         self.pullsAhead = pullsAhead
         self.pushResultsViaPull = pushResultsViaPull
         self.soqlFilters = soqlFilters
+        self.serverAttributes = serverAttributes
     }
 }
 

@@ -131,7 +131,10 @@ public actor SyncEngine {
     /// is a SOQL condition (a string `filter`) and the backend is not Salesforce's (a black-box
     /// probe: Parse read it as a condition on a field `soql`, and the sync deleted every object).
     func configurationForBackend(of model: String) throws -> ModelSyncConfiguration {
-        let configuration = try configuration(of: model)
+        var configuration = try configuration(of: model)
+        if let only = configuration.onlyAttributes {
+            configuration.onlyAttributes = only + backend.capabilities.serverAttributes.filter { !only.contains($0) }
+        }
         if !backend.capabilities.soqlFilters, let filter = configuration.serverFilter, filter.count == 1, let soql = filter["soql"]?.stringValue {
             throw SyncError(
                 .notSupported,

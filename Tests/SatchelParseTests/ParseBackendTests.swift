@@ -486,7 +486,7 @@ struct ParseBackendTests {
     }
 
     @Test(
-        "a model's configuration: its filter is and-ed into the where, onlyAttributes are keys, ignored ones excludeKeys, a fetch limit takes the first in the fetch order"
+        "a model's configuration: its filter is and-ed into the where, onlyAttributes are keys (with createdAt and updatedAt, which are kept: found by a black-box probe, they were dropped), ignored ones excludeKeys, a fetch limit takes the first in the fetch order"
     )
     func modelConfiguration() async throws {
         let setup = try await Setup(pageSize: 3)
@@ -505,9 +505,10 @@ struct ParseBackendTests {
         let pulls = await setup.requests("GET", "classes/Product").filter { $0.query["keys"] != "objectId" }
         let first = try #require(pulls.first)
         #expect(first.query["order"] == "-n,objectId" && first.query["limit"] == "4")
-        #expect(first.query["keys"] == "n,brand,note,updatedAt" && first.query["excludeKeys"] == "note")
+        #expect(first.query["keys"] == "n,brand,note,createdAt,updatedAt" && first.query["excludeKeys"] == "note")
         #expect(first.query["where"] == #"{"brand":"Zenith"}"#)
         #expect(local.allSatisfy { $0["secret"] == nil && $0["note"] == nil && $0["brand"] == "Zenith" })
+        #expect(local.allSatisfy { $0["createdAt"]?.stringValue != nil && $0["updatedAt"]?.stringValue != nil }, "DESIGN §5: kept as attributes")
         #expect(Set(local.compactMap { $0["n"]?.intValue }) == [8, 7, 5, 4])
         // Later pulls: the filter and-ed with the keyset, in (updatedAt, objectId) order.
         let id = await setup.server.put("Product", Self.json(["n": 10, "brand": "Zenith"]), id: nil)
@@ -515,6 +516,12 @@ struct ParseBackendTests {
         let delta = try #require(await setup.requests("GET", "classes/Product").filter { $0.query["keys"] != "objectId" }.last)
         #expect(delta.query["order"] == "updatedAt,objectId" && delta.query["where"]?.hasPrefix(#"{"$and":[{"brand":"Zenith"},{"$or":"#) == true)
         #expect(try setup.model("Product").find(id)?["n"] == 10)
+        let changed = try #require(try setup.model("Product").findAll().first { $0["n"] == 8 })
+        await setup.server.update("Product", changed.id, Self.json(["note": "y"]))
+        try await setup.device.engine.sync(models: ["Product"])
+        let server = try JSONValue(parsing: try #require(await setup.server.objects("Product")[changed.id]))
+        #expect(try setup.model("Product").find(changed.id)?["updatedAt"] == server["updatedAt"], "the server's new updatedAt, not the old one")
+        #expect(changed["updatedAt"] != server["updatedAt"])
         let listings = await setup.requests("GET", "classes/Product").filter { $0.query["keys"] == "objectId" }
         #expect(
             !listings.isEmpty && listings.allSatisfy { $0.query["where"]?.contains(#"{"brand":"Zenith"}"#) == true },
