@@ -40,6 +40,7 @@ extension SyncEngine {
         let limit = backend.capabilities.maxPushBatch
         let resolver = conflictResolvers[definition.name]
         var pushed = 0
+        let refusedBefore = report.refused
         var waiting: [String] = []
         // Changes merged with a conflicting server change, or kept by the resolver, go again in
         // the same sync (twice at most: a server changing the object as fast stops it there,
@@ -92,7 +93,11 @@ extension SyncEngine {
             waiting = Self.inKeyOrder(waiting.filter { $0 != member } + (referencesItself ? [id] : []))
             retry = referencesItself
         }
-        if pushed > 0 { emit(.sync(SyncNotification(status: .inProgress, model: definition.name, message: "pushed \(pushed) change(s)"))) }
+        if pushed > 0 {
+            let refused = report.refused - refusedBefore
+            let message = "pushed \(pushed) change(s)" + (refused > 0 ? ", \(refused) refused" : "")
+            emit(.sync(SyncNotification(status: .inProgress, model: definition.name, message: message)))
+        }
         if !waiting.isEmpty {
             // Said, not left silent: a parent refused, linked only by a later pull, or in a
             // cycle through another model.

@@ -425,6 +425,28 @@ struct EngineTests {
         #expect(try client.model("Order").find("o1")?["customer"] == "c1")
     }
 
+    @Test("the push's line counts the changes sent and says how many the server refused (found by a black-box probe: refused ones read as pushed)")
+    func pushedLineCountsRefusals() async throws {
+        let server = InMemoryBackend()
+        await Self.seed(server, 3)
+        let client = try await Self.client(server)
+        try await client.engine.sync()
+        await server.reject(InMemoryBackend.Rejection(model: "Product", ids: ["p2"]))
+        _ = try client.model("Product").update("p1", with: ["price": 10])
+        _ = try client.model("Product").update("p2", with: ["price": 20])
+        _ = try client.model("Product").update("p3", with: ["price": 30])
+        let engine = client.engine
+        let pushed = Task {
+            for await event in engine.events {
+                if case .sync(let notification) = event, notification.message?.hasPrefix("pushed") == true { return notification.message }
+            }
+            return nil
+        }
+        let report = try await engine.sync()
+        #expect(report.refused == 1 && report.accepted == 2)
+        #expect(await pushed.value == "pushed 3 change(s), 1 refused")
+    }
+
     @Test("with pushSavedEdits, a saved edit session is pushed at once (MM_RSF's immediately if online); a discarded one is not")
     func savedEditsPushAtOnce() async throws {
         let server = InMemoryBackend()
