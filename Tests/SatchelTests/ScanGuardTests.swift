@@ -46,6 +46,12 @@ struct ScanGuardTests {
             // Without the switch the same query scans; an id lookup never needs an index.
             #expect(try products.findAll(Query(where: Field("brand") == "Acme")).count == 10)
             #expect(try products.findAll(Query(where: Field.id == "p3").requiringIndex()).count == 1)
+            // A condition on the id that narrows nothing still scans every object (found by a
+            // black-box probe: it let the scan through).
+            for idCondition in [Field.id.exists(), Field.id >= ""] {
+                #expect(Self.refusal { _ = try products.findAll(Query(where: Field("brand") == "Acme" && idCondition).requiringIndex()) } != nil)
+            }
+            #expect(try products.findAll(Query(where: Field.id >= "p5").requiringIndex()).count == 5, "an id range narrows (p5 to p9)")
             try products.createIndex(IndexDefinition("brand"))
             #expect(try products.findAll(byBrand).count == 10)
             // Snapshots apply it too.

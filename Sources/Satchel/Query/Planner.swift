@@ -456,8 +456,12 @@ extension Planner {
         let refuses = query.requiresIndex || (storeOption && configuration.refusesFullScans)
         let warns = storeOption && configuration.warnsOnFullScans
         guard refuses || warns else { return }
-        guard case .objects(let range, _) = plan.source, UTF8Order.compareBytes(range.start, model.objectPrefix) == 0,
-            UTF8Order.compareBytes(range.end, Keys.prefixEnd(model.objectPrefix)) == 0
+        // Every object: no id condition, or one that narrows nothing (`object exists`,
+        // `object >= ""`): the range holds every string id.
+        let ids = Keys.typeClassRange(after: model.objectPrefix, .string)
+        guard case .objects(let range, _) = plan.source,
+            UTF8Order.compareBytes(range.start, Keys.element(after: model.objectPrefix, .string(""))) <= 0,
+            UTF8Order.compareBytes(range.end, ids.end) >= 0
         else { return }
         let advice: String
         if let (field, elements) = indexable(query) {
