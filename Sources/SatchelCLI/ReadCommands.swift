@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Satchel
+import SatchelSync
 
 struct FindCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -277,18 +278,21 @@ struct IndexCommand: ParsableCommand {
 struct StatsCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "stats",
-        abstract: "Per model: objects, indexes, pending changes by kind, sync errors, bytes on disk."
+        abstract: "Per model: objects, indexes, pending changes by kind, sync errors, bytes on disk.",
+        discussion:
+            "Pending counts every change the server has not confirmed and that is not in flight, refused ones (listed by satchel errors) included."
     )
 
     @OptionGroup var store: StoreOptions
-    @Flag(help: "One JSON object per model per line.") var json = false
+    @Flag(help: "One JSON object per model per line: model, partition, objects, pending, inFlight, errors, indexes (no bytes).") var json = false
 
     func run() throws {
         try store.withStore { store in
             for definition in store.models {
                 let model = try store.model(definition.name)
-                let statistics = try model.statistics()
+                var statistics = try model.statistics()
                 let indexes = try model.indexes
+                try Self.countRefusedAsPending(&statistics, of: model, in: store)
                 if json {
                     let line: JSONObject = [
                         "model": .string(statistics.model), "partition": .string(statistics.partition.rawValue),
@@ -299,7 +303,6 @@ struct StatsCommand: ParsableCommand {
                         ],
                         "errors": .int(Int64(statistics.refusedChanges)), "inFlight": .int(Int64(statistics.inFlight)),
                         "indexes": .object(JSONObject(indexes.map { ($0.definition.description, JSONValue.int(Int64($0.entries))) })),
-                        "bytes": .int(Int64(statistics.approximateBytes)),
                     ]
                     Output.line(line.description)
                 } else {
@@ -309,6 +312,23 @@ struct StatsCommand: ParsableCommand {
                             + "in-flight=\(statistics.inFlight) errors=\(statistics.refusedChanges) indexes=\(indexes.isEmpty ? "none" : indexes.map { "\($0.definition):\($0.entries)" }.joined(separator: ",")) "
                             + "bytes≈\(statistics.approximateBytes)")
                 }
+            }
+        }
+    }
+}
+
+extension StatsCommand {
+    /// Counts a refused change among the pending ones of its kind, unless the object has a
+    /// later pending change (counted already): pending + in flight are the changes the server
+    /// has not confirmed, and a refused one waits for its resolution.
+    static func countRefusedAsPending(_ statistics: inout ModelStatistics, of model: Model, in store: Store) throws {
+        guard statistics.refusedChanges > 0 else { return }
+        let pending = Set(try model.pendingChanges().map(\.objectID))
+        for refused in try store.refusedChanges(model: model.name) where !pending.contains(refused.objectID) {
+            switch refused.kind {
+            case .create: statistics.pendingCreates += 1
+            case .update: statistics.pendingUpdates += 1
+            case .delete: statistics.pendingDeletes += 1
             }
         }
     }

@@ -127,6 +127,9 @@ struct CLITests {
         #expect(order["pending"] == ["create": 600, "update": 0, "delete": 0])
         #expect(order["errors"] == 0)
         #expect(order["indexes"] == .object([:]))
+        #expect(
+            lines.allSatisfy { Set($0.keys) == ["model", "partition", "objects", "pending", "inFlight", "errors", "indexes"] },
+            "the contract's keys, no others (found by a black-box probe: bytes was there too)")
     }
 
     @Test("a store held by another process is reported as locked")

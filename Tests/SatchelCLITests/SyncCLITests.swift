@@ -131,7 +131,10 @@ struct SyncCLITests {
         #expect(error["model"] == "Product" && error["object"] == "p1" && error["kind"] == "update")
         #expect(error["server"] == ["name": "Lamp", "price": 5])
         #expect(try await setup.run(["find", "Product", "--id", "p1"]).lines.first?.contains(#""price":4"#) == true, "local value kept")
-        #expect(try JSONObject(parsing: try await setup.run(["stats", "--json"]).lines.first ?? "")["errors"] == 1)
+        // The refused change is one the server has not confirmed: pending + inFlight counts it
+        // (found by a black-box probe: it was in neither).
+        let stats = try JSONObject(parsing: try await setup.run(["stats", "--json"]).lines.first ?? "")
+        #expect(stats["errors"] == 1 && stats["pending"] == ["create": 0, "update": 1, "delete": 0] && stats["inFlight"] == 0)
 
         let wrong = try await setup.run(["resolve", "Product", "p1", "--action", "recreate"])
         #expect(wrong.status != 0 && wrong.stderr.contains("retry or rollback"))
