@@ -311,6 +311,10 @@ public actor SyncEngine {
             if backend.capabilities.pushResultsViaPull, try storage({ try model.statistics().inFlight }) > 0 {
                 try await pull(model, definition: definition, modelConfiguration: modelConfiguration, session: session, full: false, report: &report)
             }
+            // Owed until the full pull completes: once the server was told to send everything
+            // again, a pull that fails after it must not be followed by an incremental one
+            // (RhoConnect's reset forgets what this client had, deletes included).
+            if mode == .full { try owesFullPull(model, true) }
             let request = pullRequest(definition, cursor: nil, session: session, modelConfiguration: modelConfiguration)
             try await withRetry { try await self.backend.prepareFullPull(request) }
         }
@@ -318,6 +322,10 @@ public actor SyncEngine {
         // the pull to say what was carried out; what it does not confirm goes again after it.
         var lost = try await push(model, definition: definition, modelConfiguration: modelConfiguration, session: session, report: &report)
         var pulls = !usesBulk
+        // A snapshot that fails once begun is owed as a full pull: the server may count it as
+        // handed out (RhoConnect copies its data into the client's when it gives the file's
+        // URL), and an incremental pull would then miss what it held. The bulk clears it.
+        if usesBulk { try owesFullPull(model, true) }
         if usesBulk, try await bulk(model, definition: definition, modelConfiguration: modelConfiguration, session: session, report: &report) {
             // A bulk snapshot carries no push results (a create's link): while some changes wait
             // in flight for them, one incremental pull follows, as after any push, so that a
@@ -325,7 +333,9 @@ public actor SyncEngine {
             let inFlight = try storage { try model.statistics().inFlight }
             pulls = backend.capabilities.pushResultsViaPull && !report.schemaChanged && (lost != nil || inFlight > 0)
         } else if usesBulk {
-            // The server has no snapshot of this model (RhoConnect's `nop`): an incremental pull.
+            // The server has no snapshot of this model (RhoConnect's `nop`): an incremental pull,
+            // nothing owed but what was.
+            try owesFullPull(model, full)
             pulls = true
         }
         if pulls {
@@ -363,6 +373,18 @@ public actor SyncEngine {
         }
         if let lost { throw lost }
         if !report.schemaChanged { emit(.sync(SyncNotification(status: .ok, model: definition.name, processedCount: report.pulled - pulledBefore))) }
+    }
+
+    /// Records durably whether `model`'s next pull must be a full one.
+    private func owesFullPull(_ model: Model, _ owed: Bool) throws {
+        try storage {
+            try store.bulkUpdate { tx in
+                var state = try tx.syncState(model)
+                guard state.fullPullPending != owed else { return }
+                state.fullPullPending = owed
+                try tx.setSyncState(model, state)
+            }
+        }
     }
 
     // MARK: - Calls

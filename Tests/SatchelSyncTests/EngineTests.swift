@@ -163,6 +163,35 @@ struct EngineTests {
     }
 
     @Test(
+        "a full sync that fails after telling the server to send everything again (RhoConnect's reset) leaves a full pull owed: the next plain sync is a full one (found by a black-box probe: it went on incrementally, and objects the server deleted meanwhile stayed for good)"
+    )
+    func interruptedFullSyncStaysOwed() async throws {
+        let (_, faults, client) = try await Self.syncedThroughFaults(seeding: 3)
+        faults.failNext(1, with: SyncError(.network, "the connection dropped"), on: .pull)
+        await #expect(throws: SyncError.self) { try await client.engine.sync(mode: .full) }
+        #expect(faults.count(.prepareFullPull) == 1)
+        try await client.engine.sync()
+        #expect(faults.count(.prepareFullPull) == 2, "the plain sync after it pulls in full")
+        try await client.engine.sync()
+        #expect(faults.count(.prepareFullPull) == 2, "once the full pull completed, syncs are incremental again")
+    }
+
+    @Test(
+        "a bulk snapshot that fails once begun (the server may count it as handed out) leaves a full pull owed; a server without one (nop) owes none (found by a black-box probe: RhoConnect's changes were lost to the next plain sync)"
+    )
+    func failedBulkOwesFullPull() async throws {
+        let (_, faults, client) = try await Self.syncedThroughFaults(seeding: 3)
+        faults.failNext(1, with: SyncError(.network, "the download was cut"), on: .bulkSnapshot)
+        await #expect(throws: SyncError.self) { try await client.engine.sync(mode: .bulk) }
+        try await client.engine.sync()
+        #expect(faults.count(.prepareFullPull) == 1, "the plain sync after it pulls in full")
+        faults.failNext(1, with: SyncError(.notSupported, "no bulk data for this source"), on: .bulkSnapshot)
+        try await client.engine.sync(mode: .bulk)
+        try await client.engine.sync()
+        #expect(faults.count(.prepareFullPull) == 1, "no snapshot begun: nothing owed")
+    }
+
+    @Test(
         "a create whose answer was lost, its object then deleted by another device: sent again, it does not undo the delete but is kept refused, deleted on the server"
     )
     func lostCreateAnswerThenDeletedElsewhere() async throws {
