@@ -440,7 +440,8 @@ extension SyncEngine {
     /// During a model's first sync, with ``ModelSyncConfiguration/skipBlobsOnFirstSync``, they
     /// are left as URLs. A blob the server says is gone (404, 410) is left as its URL too, with
     /// an `error` notification naming it: a file removed from the server's storage must not
-    /// stop the model's pulls for good (its page would be asked again forever).
+    /// stop the model's pulls for good (its page would be asked again forever). So is a value
+    /// no request can fetch (`mailto:…`, not a URL).
     func downloadBlobs(
         _ page: PullPage, definition: ModelDefinition, modelConfiguration: ModelSyncConfiguration, session: SyncSession, state: ModelSyncState
     ) async throws -> [String: [String: String]] {
@@ -456,6 +457,11 @@ extension SyncEngine {
                     let message =
                         "the blob of object \(object.id)'s \(attribute) is not on the server (HTTP \(error.httpStatus ?? 0)): kept as its URL"
                     emit(.sync(SyncNotification(status: .error, model: definition.name, errorCode: .server, message: message)))
+                    continue
+                } catch let error as SyncError where error.code == .protocolViolation {
+                    // A value no request can fetch (not an http URL): as permanent as a 404.
+                    let message = "the blob of object \(object.id)'s \(attribute) cannot be downloaded (\(error.message)): kept as its value"
+                    emit(.sync(SyncNotification(status: .error, model: definition.name, errorCode: .protocolViolation, message: message)))
                     continue
                 }
                 references[object.id, default: [:]][attribute] = try await onStorageQueue { store in try store.blobs.put(data) }

@@ -763,6 +763,26 @@ struct RhoConnectAdapterTests {
     }
 
     @Test(
+        "a -rhoblob value no HTTP request can fetch (mailto:, blob:, file:) is kept as its value with an error line, and the model's pulls go on (found by a black-box probe: each sync failed as a network error, for ever)"
+    )
+    func blobValueNotHTTP() async throws {
+        let setup = try await Setup(models: [Self.product, Self.photo])
+        for (id, value) in [("ph-mail", "mailto:a@b"), ("ph-ref", "blob:abc"), ("ph-file", "file:///etc/hostname")] {
+            await setup.server.put("Photo", user: "ann", id: id, ["caption": "odd", "image-rhoblob": value])
+        }
+        try await setup.device.engine.sync(models: ["Photo"])
+        let photos = try setup.device.model("Photo")
+        #expect(try photos.find("ph-mail")?["image"] == "mailto:a@b")
+        #expect(try photos.find("ph-file")?["image"] == "file:///etc/hostname")
+        #expect(try photos.find("ph1")?["caption"] == "A seed photo", "the rest of the page arrived")
+        #expect(setup.device.log.notifications().contains { $0.status == .error && $0.message?.contains("ph-mail") == true })
+        await setup.server.update("Photo", user: "ann", id: "ph-mail", ["caption": "later"])
+        try await setup.device.engine.sync(models: ["Photo"])
+        #expect(try photos.find("ph-mail")?["caption"] == "later")
+        await setup.stop()
+    }
+
+    @Test(
         "an attribute that comes as name-rhoblob makes the model's blob attribute: a local change of it goes as a file, never as this store's reference (found by a black-box probe)"
     )
     func undeclaredBlobAttribute() async throws {

@@ -120,6 +120,11 @@ package struct SyncHTTPClient: Sendable {
     /// Refuses plain `http://` to a host other than this machine, unless allowed: the password,
     /// the session and the data would cross the network readable by anyone on the way.
     package static func checkTransport(_ url: URL, allowInsecureHTTP: Bool) throws(SyncError) {
+        // No request can fetch another scheme's URL (a server's `mailto:` or `file:` value):
+        // said as such, not as a network failure to retry.
+        guard ["http", "https"].contains(url.scheme?.lowercased() ?? "") else {
+            throw SyncError(.protocolViolation, "'\(url.absoluteString)' is not an http or https URL")
+        }
         guard url.scheme?.lowercased() == "http", !allowInsecureHTTP else { return }
         let host = (url.host ?? "").lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
         if host == "localhost" || host == "::1" || host.hasPrefix("127.") { return }
