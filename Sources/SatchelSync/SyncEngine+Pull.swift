@@ -104,7 +104,21 @@ extension SyncEngine {
             }
             if page.done { break }
         }
-        if listIDs {
+        // A full pull under a fetch limit brought the first N objects only: what it did not send
+        // is not gone. The server's id listing says what is, where it has one; else nothing goes.
+        let limited = full && modelConfiguration.fetchLimit != nil
+        if limited && !listIDs {
+            let request = pullRequest(
+                definition, cursor: state.cursor, session: session, modelConfiguration: modelConfiguration, metadata: state.metadata)
+            do {
+                let ids = try await withRetry { try await self.backend.remoteIDs(request) }
+                try await reconcile(
+                    model, definition: definition, keeping: Set(ids.map { Array($0.utf8) }), modelConfiguration: modelConfiguration,
+                    endingFullPull: true)
+            } catch let error as SyncError where error.code == .notSupported {
+                try owesFullPull(model, false)
+            }
+        } else if listIDs {
             // The listing is the server's word on what exists, after the pull (a full one too:
             // an object deleted while it paged is gone from the listing).
             let request = pullRequest(

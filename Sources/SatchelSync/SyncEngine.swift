@@ -376,7 +376,7 @@ public actor SyncEngine {
     }
 
     /// Records durably whether `model`'s next pull must be a full one.
-    private func owesFullPull(_ model: Model, _ owed: Bool) throws {
+    func owesFullPull(_ model: Model, _ owed: Bool) throws {
         try storage {
             try store.bulkUpdate { tx in
                 var state = try tx.syncState(model)

@@ -163,6 +163,20 @@ struct EngineTests {
     }
 
     @Test(
+        "a full sync of a model with a fetch limit deletes only what the server's id listing lacks, not what the limit left out (found by a black-box probe, Salesforce: records the org still had were deleted here, for good)"
+    )
+    func fullSyncWithFetchLimit() async throws {
+        let server = InMemoryBackend()
+        await Self.seed(server, 6)
+        let client = try await Self.client(server)
+        try await client.engine.sync()
+        try await client.engine.configure("Product", ModelSyncConfiguration(fetchLimit: 2, fetchOrder: [.descending(Field("price"))]))
+        await server.delete("Product", "p1")
+        try await client.engine.sync(mode: .full)
+        #expect(try Set(client.model("Product").findAll().map(\.id)) == ["p2", "p3", "p4", "p5", "p6"], "only the server's delete")
+    }
+
+    @Test(
         "a full sync that fails after telling the server to send everything again (RhoConnect's reset) leaves a full pull owed: the next plain sync is a full one (found by a black-box probe: it went on incrementally, and objects the server deleted meanwhile stayed for good)"
     )
     func interruptedFullSyncStaysOwed() async throws {
