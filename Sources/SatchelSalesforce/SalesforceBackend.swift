@@ -235,6 +235,13 @@ public final class SalesforceBackend: SyncBackend {
     }
 
     /// The describe for a push: the stored one, one read in this process, or a fresh one.
+    /// The object's reference fields, from its describe (kept for the push that follows).
+    public func associations(_ request: PullRequest) async throws -> [String: String] {
+        if let known = state.withLock({ $0.describes[request.model.name] }) { return known.associations }
+        if let stored = request.metadata?["describe"].flatMap(SalesforceDescribe.init) { return stored.associations }
+        return try await describe(request.model.name, stored: nil, session: request.session).0.associations
+    }
+
     func describeForPush(_ request: PushRequest) async throws -> SalesforceDescribe {
         if let known = state.withLock({ $0.describes[request.model.name] }) { return known }
         if let stored = request.metadata?["describe"].flatMap(SalesforceDescribe.init) { return stored }

@@ -42,6 +42,12 @@ public protocol SyncBackend: Sendable {
     /// the model, so that the pull from no cursor sends everything again.
     func prepareFullPull(_ request: PullRequest) async throws
 
+    /// The associations the server declares for a model without pulling it (Salesforce's
+    /// describe: its reference fields), asked before anything is pushed in a sync for models
+    /// never pulled that have local creates, so that a new parent's id replaces the local one
+    /// in its new children before they go. By default none (the first pull's pages say them).
+    func associations(_ request: PullRequest) async throws -> [String: String]
+
     /// One page of the server's changes after ``PullRequest/cursor``.
     func pull(_ request: PullRequest) async throws -> PullPage
     /// Sends local changes; returns one result per change, for each id of the request.
@@ -82,6 +88,7 @@ extension SyncBackend {
     public func prepare(_ session: SyncSession) async throws -> SyncSession { session }
     public func resetClient(_ session: SyncSession) async throws -> SyncSession { session }
     public func prepareFullPull(_ request: PullRequest) async throws {}
+    public func associations(_ request: PullRequest) async throws -> [String: String] { [:] }
     public func serverForm(_ value: JSONValue) -> JSONValue { value }
     public func bulkSnapshot(_ request: PullRequest) async throws -> PullPage {
         throw SyncError(.notSupported, "\(name) has no bulk snapshot")

@@ -265,11 +265,38 @@ public actor SyncEngine {
         // References a rename left for other partitions, should an earlier rewrite have failed.
         try await onStorageQueue { try $0.finishRewrites() }
         let session = try await preparedSession()
+        try await declareAssociationsAhead(try orderedModels(names), session: session)
         for definition in try orderedModels(names) {
             try checkStopped()
             report.models.append(definition.name)
             try await syncModel(definition, mode: mode, session: session, report: &report)
             if report.schemaChanged { break }
+        }
+    }
+
+    /// Asks the server for the associations of models never pulled that have local creates
+    /// (Salesforce's describe), before anything is pushed: a parent made here then syncs before
+    /// its children, and its server id replaces the local one in them before they go. A model
+    /// the server cannot say them for is left to its pull, which says what is wrong.
+    private func declareAssociationsAhead(_ definitions: [ModelDefinition], session: SyncSession) async throws {
+        for definition in definitions {
+            let model = try storage { try store.model(definition.name) }
+            let (state, creates) = try storage { (try store.read { try $0.syncState(model) }, try model.statistics().pendingCreates) }
+            guard !state.initialSyncComplete, state.cursor == nil, creates > 0 else { continue }
+            let request = pullRequest(
+                definition, cursor: nil, session: session, modelConfiguration: try configurationForBackend(of: definition.name),
+                metadata: state.metadata)
+            let associations: [String: String]
+            do {
+                associations = try await withRetry { try await self.backend.associations(request) }
+            } catch let error as SyncError where error.code != .unauthorized && error.code != .cancelled {
+                configuration.logger.notice("associations not known ahead", metadata: ["model": "\(definition.name)", "reason": "\(error.message)"])
+                continue
+            }
+            guard !associations.isEmpty else { continue }
+            var page = PullPage()
+            page.schema.associations = associations
+            _ = try declare(page, in: definition)
         }
     }
 

@@ -5,7 +5,7 @@ import Synchronization
 
 /// The calls of ``SatchelSync/SyncBackend``, by name.
 public enum BackendCall: String, Sendable, Hashable, CaseIterable {
-    case logIn, logOut, prepare, resetClient, prepareFullPull, pull, push, bulkSnapshot, search, serverObjects, remoteIDs, downloadBlob
+    case logIn, logOut, prepare, resetClient, prepareFullPull, associations, pull, push, bulkSnapshot, search, serverObjects, remoteIDs, downloadBlob
 }
 
 /// Wraps any adapter and injects faults at its boundary, so that tests can put every adapter
@@ -110,6 +110,10 @@ public final class FaultyBackend: SyncBackend {
 
     public func prepareFullPull(_ request: PullRequest) async throws {
         try await perform(.prepareFullPull) { try await wrapped.prepareFullPull(request) }
+    }
+
+    public func associations(_ request: PullRequest) async throws -> [String: String] {
+        try await perform(.associations) { try await wrapped.associations(request) }
     }
 
     public func pull(_ request: PullRequest) async throws -> PullPage {

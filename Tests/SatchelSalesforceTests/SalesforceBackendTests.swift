@@ -271,6 +271,24 @@ struct SalesforceBackendTests {
     }
 
     @Test(
+        "on a store that never synced, a new Contact pointing at a new Account goes in the first sync with the Account's id: describe says AccountId refers to Account before anything is pushed (found by a black-box probe: the local id was sent, refused, and never rewritten)"
+    )
+    func parentsFirstBeforeAnyPull() async throws {
+        let setup = try await Setup(models: [])
+        defer { Task { await setup.stop() } }
+        try setup.device.store.model("Account").create(["object": "a-local", "Name": "Local Co", "Industry": "Energy", "Tier__c": "Gold"])
+        try setup.device.store.model("Contact").create(["object": "c-local", "LastName": "Doe", "AccountId": "a-local"])
+        let report = try await setup.device.engine.sync()
+        #expect(report.refused == 0 && report.accepted == 2)
+        let accountID = try #require(report.serverIDs["Account"]?["a-local"])
+        let contactID = try #require(report.serverIDs["Contact"]?["c-local"])
+        #expect(try await setup.record("Contact", contactID)?["AccountId"] == .string(accountID))
+        #expect(try setup.model("Contact").find(contactID)?["AccountId"] == .string(accountID))
+        let describes = await setup.requests("GET", endingWith: "/sobjects/Contact/describe")
+        #expect(describes.count <= 2, "one ahead of the push (kept for it), one conditional with the pull")
+    }
+
+    @Test(
         "updates send changed updateable fields (a removal as null); formula and audit fields are never pushed; per-refused changes keep their statusCode"
     )
     func pushRules() async throws {
