@@ -297,8 +297,10 @@ struct SyncCommand: AsyncParsableCommand {
         }
         let postponed = "\(report.postponed) change(s) not taken by the server this time (see the error lines): pending for the next sync"
         if report.refused > 0 {
-            // Said beside the refusals (a black-box probe: exit 3 hid it).
-            if report.postponed > 0 { Output.note(postponed) }
+            // One line on stderr, as for every non-zero exit (a black-box probe: there was none),
+            // with the postponed changes said beside the refusals (another: exit 3 hid them).
+            let refused = "the server refused \(report.refused) change(s): kept with its copy until resolved (satchel errors, satchel resolve)"
+            Output.note(report.postponed > 0 ? refused + "; " + postponed : refused)
             throw ExitCode(3)
         }
         if report.postponed > 0 { throw SyncError(.server, postponed) }

@@ -123,6 +123,9 @@ struct SyncCLITests {
         _ = try await setup.run(["update", "Product", "p1", #"{"price":4}"#])
         let sync = try await setup.sync()
         #expect(sync.status == 3)
+        #expect(
+            sync.stderr.split(separator: "\n").count == 1 && sync.stderr.contains("refused 1 change(s)"),
+            "one line on stderr, as for every non-zero exit (found by a black-box probe: there was none): \(sync.stderr)")
         #expect(sync.lines.contains { $0.contains(#""error":"refusedChanges""#) })
         let errors = try await setup.run(["errors"])
         #expect(errors.status == 0)
