@@ -342,7 +342,7 @@ struct EncryptionTests {
         let expected = try Self.labels(path, key: nil)
         // A conversion past its copy: the store closed, the copy beside it, the lock held.
         try FileManager.default.createDirectory(atPath: path + ".converting/user", withIntermediateDirectories: true)
-        let lock = try #require(FileSystem.lock(path + ".converting.lock"))
+        let lock = try #require(try FileSystem.lock(path + ".converting.lock"))
         #expect { _ = try Store(path: path) } throws: { ($0 as? SatchelError)?.code == .locked }
         #expect { try Store.encrypt(path: path, key: try EncryptionKey.random()) } throws: { ($0 as? SatchelError)?.code == .locked }
         #expect(FileManager.default.fileExists(atPath: path + ".converting/user"), "the copy is not taken for a leftover")

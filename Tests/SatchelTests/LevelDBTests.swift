@@ -12,6 +12,9 @@ struct LevelDBTests {
             ("IO error: lock /s/user/LOCK: already held by process", SatchelError.Code.locked),
             ("IO error: lock /s/user/LOCK: Resource temporarily unavailable", .locked),
             ("IO error: /s/user/000005.ldb: No space left on device", .io),
+            // A store this user may not write is no store held elsewhere (a black-box probe).
+            ("IO error: /s/user/LOCK: Permission denied", .io),
+            ("IO error: lock /s/user/LOCK: Read-only file system", .io),
             ("Corruption: bad block contents", .corruption),
             ("Corruption: corrupted compressed block contents", .corruption),
             ("Invalid argument: /s/user: does not exist (create_if_missing is false)", .storeMissing),

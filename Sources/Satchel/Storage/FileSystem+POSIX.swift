@@ -22,11 +22,14 @@ extension FileSystem {
     }
 
     /// Takes an exclusive advisory lock (`flock`) on the file at `path`, creating it: the
-    /// descriptor holding it, or nil when another holder has it (or the file cannot be made).
-    /// The lock goes with ``unlock(_:)``, or with the process.
-    static func lock(_ path: String) -> Int32? {
+    /// descriptor holding it, or nil when another holder has it. The lock goes with
+    /// ``unlock(_:)``, or with the process.
+    ///
+    /// - Throws: ``SatchelError`` `.io` when the file cannot be made or opened (a directory
+    ///   this user may not write), which is not another holder.
+    static func lock(_ path: String) throws(SatchelError) -> Int32? {
         let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else { return nil }
+        guard descriptor >= 0 else { throw SatchelError(.io, "cannot make \(path): \(String(cString: strerror(errno)))") }
         guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
             close(descriptor)
             return nil

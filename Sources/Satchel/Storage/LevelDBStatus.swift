@@ -9,6 +9,10 @@ import CLevelDB
 enum LevelDBStatus {
     /// Maps one LevelDB error text to a ``SatchelError``, keeping the raw text in the message.
     static func error(fromLevelDBMessage text: String) -> SatchelError {
+        if text.hasPrefix("IO error: ") && (text.hasSuffix(": Permission denied") || text.hasSuffix(": Read-only file system")) {
+            // A file this user may not write (the LOCK file's included): not another holder.
+            return SatchelError(.io, "cannot write the store's files (\(text))")
+        }
         if text.hasPrefix("IO error: lock ") || (text.hasPrefix("IO error: ") && text.contains("/LOCK")) {
             // In-process: "IO error: lock DIR/LOCK: already held by process".
             // Cross-process: "IO error: lock DIR/LOCK: Resource temporarily unavailable".

@@ -88,7 +88,7 @@ extension Store {
         }
         let staging = conversionStaging(target)
         let lockPath = conversionLock(target)
-        guard let lock = FileSystem.lock(lockPath) else {
+        guard let lock = try FileSystem.lock(lockPath) else {
             throw SatchelError(.locked, "the store at \(path) is being converted (encrypt, decrypt or rekey) by another process")
         }
         defer {
