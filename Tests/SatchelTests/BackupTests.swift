@@ -63,12 +63,17 @@ struct BackupTests {
             for destination in [path + "/bk", alias + "/bk", alias] {
                 #expect(throws: SatchelError.self) { try store.backup(to: destination) }
             }
+            // Nor an export over the store's own files (a black-box probe: CURRENT was overwritten).
+            for destination in [path + "/user/CURRENT", alias + "/user/CURRENT"] {
+                #expect(throws: SatchelError.self) { try store.model("Item").export(to: URL(fileURLWithPath: destination)) }
+            }
             try store.backup(to: directory.child("beside"))
         }
         let store = try Store(path: alias)
         defer { try? store.close() }
         #expect(throws: SatchelError.self) { try store.backup(to: path + "/bk2") }
         #expect(try FileManager.default.contentsOfDirectory(atPath: path).filter { $0.hasPrefix("bk") }.isEmpty)
+        #expect(try store.model("Item").count() == 1, "the store still opens")
         let copy = try Store(path: directory.child("beside"))
         defer { try? copy.close() }
         #expect(try copy.model("Item").count() == 1)

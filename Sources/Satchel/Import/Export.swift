@@ -6,9 +6,14 @@ extension Model {
     /// whatever the model's size. ``Store/importObjects(from:into:batchSize:progress:)`` of the file into an empty
     /// store gives the same objects, ids included. Returns how many were written.
     ///
-    /// - Throws: ``SatchelError`` `.io` when the file cannot be written.
+    /// - Throws: ``SatchelError`` `.io` when the file cannot be written, `.invalidArgument` for
+    ///   a file inside the store's directory.
     @discardableResult
     public func export(to url: URL) throws -> Int {
+        // Never over the store's own files (a black-box probe: CURRENT was overwritten).
+        guard !store.holds(url.path) else {
+            throw SatchelError(.invalidArgument, "the export of \(name) cannot go inside the store (\(url.path))", model: name)
+        }
         // Whole or not at all: a failure (a full disk) leaves an earlier file at `url` as it was.
         let file = try ReplacingFile(path: url.path)
         let count = try export { chunk in try file.write(chunk) }

@@ -48,14 +48,20 @@ extension Store {
     /// - Throws: ``SatchelError`` `.alreadyExists` when `destination` exists (and is not an empty
     ///   directory), `.invalidArgument` for a destination inside the store, `.io` when the copy
     ///   cannot be written; nothing is left at `destination` then.
+    /// Whether `destination` is the store's directory or a path inside it, through symbolic
+    /// links too (the store's, or the destination's): no file of its own may go there.
+    func holds(_ destination: String) -> Bool {
+        let target = URL(fileURLWithPath: destination).standardizedFileURL.path
+        let source = URL(fileURLWithPath: path).standardizedFileURL.path
+        let (realTarget, realSource) = (FileSystem.resolved(target), FileSystem.resolved(source))
+        return target == source || target.hasPrefix(source + "/") || realTarget == realSource || realTarget.hasPrefix(realSource + "/")
+    }
+
     @discardableResult
     public func backup(to destination: String, progress: ((BackupProgress) -> Void)? = nil) throws -> BackupProgress {
         let fileManager = FileManager.default
         let target = URL(fileURLWithPath: destination).standardizedFileURL.path
-        let source = URL(fileURLWithPath: path).standardizedFileURL.path
-        // Through symbolic links too: the store's, or the destination's.
-        let (realTarget, realSource) = (FileSystem.resolved(target), FileSystem.resolved(source))
-        guard target != source && !target.hasPrefix(source + "/") && realTarget != realSource && !realTarget.hasPrefix(realSource + "/") else {
+        guard !holds(destination) else {
             throw SatchelError(.invalidArgument, "the backup of \(path) cannot go inside it (\(destination))")
         }
         // What a backup killed midway leaves, each step marked unfinished from its start: the
