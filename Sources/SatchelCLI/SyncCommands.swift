@@ -66,7 +66,14 @@ struct BackendOptions: ParsableArguments {
         if password == nil, user != nil, let secret = environment["SATCHEL_PASSWORD"] { password = secret }
         if token == nil, backend == "salesforce", user == nil, let secret = environment["SATCHEL_TOKEN"], !secret.isEmpty { token = secret }
         if restKey == nil, backend == "parse", let secret = environment["SATCHEL_REST_KEY"], !secret.isEmpty { restKey = secret }
-        if createProtection != nil, backend != "parse" { throw ValidationError("--create-protection goes with --backend parse") }
+        // An option of another backend is a mistake, said as --token's is (a black-box probe:
+        // --bucket and --app-id were ignored in silence).
+        for (given, option, owner) in [
+            (createProtection != nil, "--create-protection", "parse"), (appID != nil, "--app-id", "parse"),
+            (restKey != nil, "--rest-key", "parse"), (bucket != nil, "--bucket", "kinto"),
+        ] where given && backend != owner {
+            throw ValidationError("\(option) goes with --backend \(owner)")
+        }
     }
 
     /// The first line of standard input, without its line end.
@@ -260,6 +267,9 @@ struct SyncCommand: AsyncParsableCommand {
         if bulk && full { throw ValidationError("--bulk and --full do not go together") }
         if let pageSize, pageSize < 1 { throw ValidationError("--page-size must be positive") }
         if server.backend == nil { throw ValidationError("sync needs --backend and --url") }
+        // No server names a collection, class or source so (a black-box probe: RhoConnect was
+        // asked for the source "").
+        if models.contains("") { throw ValidationError("--model '' names no model a server has: give a model's name") }
     }
 
     func run() async throws {

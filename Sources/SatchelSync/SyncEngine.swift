@@ -303,7 +303,8 @@ public actor SyncEngine {
     /// The models to sync: those of the user and app partitions that sync, parents before the
     /// models whose associations refer to them, then by name.
     func orderedModels(_ names: [String]?) throws -> [ModelDefinition] {
-        var candidates = store.models.filter { $0.syncType != .none && $0.partition != .local }
+        // A model named "" stays local: no server names a collection, class or source so.
+        var candidates = store.models.filter { $0.syncType != .none && $0.partition != .local && !$0.name.isEmpty }
         if let names {
             for name in names where !candidates.contains(where: { $0.name == name }) {
                 throw SyncError(.notSupported, "model '\(name)' does not sync (unknown, local or sync type none)")

@@ -144,6 +144,24 @@ struct MistakeTests {
         #expect(try await shop.run(["export", "Product"]).stdout == before)
     }
 
+    @Test(
+        "an option of another backend (--bucket, --app-id, --rest-key, --create-protection) is a usage error, as --token's is, and sync --model '' is refused (found by a black-box probe: ignored in silence; an empty source name was sent)"
+    )
+    func optionsOfAnotherBackend() async throws {
+        let shop = try await Shop()
+        let before = try await shop.run(["export", "Product"]).stdout
+        let rhoconnect = ["sync", "--backend", "rhoconnect", "--url", "http://127.0.0.1:9/", "--user", "u", "--password", "p"]
+        for (extra, words) in [
+            (["--bucket", "b"], "--bucket goes with --backend kinto"), (["--app-id", "a"], "--app-id goes with --backend parse"),
+            (["--rest-key", "k"], "--rest-key goes with --backend parse"),
+            (["--create-protection", "none"], "--create-protection goes with --backend parse"),
+        ] {
+            Self.expectFailure(try await shop.run(rhoconnect + extra), 64, words)
+        }
+        Self.expectFailure(try await shop.run(rhoconnect + ["--model", ""]), 64, "--model")
+        #expect(try await shop.run(["export", "Product"]).stdout == before)
+    }
+
     @Test("a model the store has never seen is an error naming its models, nearest first; index makes no model")
     func unknownModels() async throws {
         let shop = try await Shop()

@@ -162,6 +162,18 @@ struct EngineTests {
         #expect(await server.object("Product", "p3")?["name"] == "Renamed elsewhere")
     }
 
+    @Test("a model named \"\" stays local: a sync of every model leaves it out, since no server names a collection so (a black-box probe)")
+    func emptyNamedModelStaysLocal() async throws {
+        let server = InMemoryBackend()
+        await Self.seed(server, 1)
+        let client = try await Self.client(server)
+        try client.store.model("").create(["object": "x", "n": 1])
+        let report = try await client.engine.sync()
+        #expect(report.models == ["Product"])
+        #expect(await server.objects("").isEmpty)
+        #expect(try client.store.model("").find("x")?["n"] == 1)
+    }
+
     @Test(
         "a full sync of a model with a fetch limit deletes only what the server's id listing lacks, not what the limit left out (found by a black-box probe, Salesforce: records the org still had were deleted here, for good)"
     )
