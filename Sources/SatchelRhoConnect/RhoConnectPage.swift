@@ -11,6 +11,9 @@ struct RhoConnectPage: Equatable {
     static let version = 3
 
     var token: String?
+    /// The longest token taken: a 64-bit number's text is 20 digits; some room for servers that
+    /// send another kind of text.
+    static let maximumTokenLength = 256
     var source: String?
     var count: Int
     var totalCount: Int?
@@ -46,7 +49,13 @@ struct RhoConnectPage: Equatable {
             throw SyncError(.versionMismatch, "the server sent a page of version \(version.map(String.init) ?? "?"), not \(Self.version)")
         }
         switch try header("token", required: true) {
-        case .string(let text)?: token = text.isEmpty ? nil : text
+        case .string(let text)?:
+            // A token is a 64-bit number's decimal text; one far longer would go in every later
+            // query's URL, refused there (414) until a client reset (a black-box probe).
+            guard text.utf8.count <= Self.maximumTokenLength else {
+                throw Self.violation("the page's 'token' is \(text.utf8.count) characters long, not a number's text")
+            }
+            token = text.isEmpty ? nil : text
         case .int(let number)?: token = number == 0 ? nil : String(number)
         default: throw Self.violation("the page's 'token' is not a string")
         }

@@ -30,6 +30,12 @@ struct MalformedAnswerTests {
             body: #"[{"version":2},{"token":""},{"count":0},{"progress_count":0},{"total_count":0},{}]"#, code: .versionMismatch),
         Case(name: "no version", path: "/app/v1/Product", body: #"[{"token":""},{"count":0},{}]"#, code: .protocolViolation),
         Case(name: "no token", path: "/app/v1/Product", body: #"[{"version":3},{"count":0},{"total_count":0},{}]"#, code: .protocolViolation),
+        // A token no query could send back (a black-box probe: kept, then every query was a 414).
+        Case(
+            name: "a 100,000-character token", path: "/app/v1/Product",
+            body: #"[{"version":3},{"token":""# + String(repeating: "9", count: 100_000)
+                + #""},{"count":0},{"progress_count":0},{"total_count":0},{}]"#,
+            code: .protocolViolation),
         Case(name: "no count", path: "/app/v1/Product", body: #"[{"version":3},{"token":"42"},{"total_count":3},{}]"#, code: .protocolViolation),
         Case(name: "insert is a list", path: "/app/v1/Product", body: "[\(header),{\"insert\":[\"1\"]}]", code: .protocolViolation),
         Case(name: "an object that is a string", path: "/app/v1/Product", body: "[\(header),{\"insert\":{\"1\":\"x\"}}]", code: .protocolViolation),
