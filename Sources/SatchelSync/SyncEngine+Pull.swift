@@ -178,7 +178,18 @@ extension SyncEngine {
         }
         for (attribute, choices) in page.schema.choices { updated.choices[attribute] = choices }
         guard updated != definition else { return definition }
-        try storage { _ = try store.register(updated) }
+        try storage {
+            do {
+                _ = try store.register(updated)
+            } catch let error as SatchelError where error.code == .schemaViolation && page.schema.attributeTypes != nil {
+                // Objects written here before the server's schema was known, with attributes
+                // it does not declare: said with the way to keep them (a black-box probe).
+                throw SatchelError(
+                    .schemaViolation,
+                    "the server declares the attributes of '\(definition.name)', and objects here hold others (\(error.message)): keep such attributes on this device with extra-device (satchel sync --objects) or deviceOnlyAttributes, or remove them with a migration",
+                    model: definition.name, objectID: error.objectID)
+            }
+        }
         return updated
     }
 

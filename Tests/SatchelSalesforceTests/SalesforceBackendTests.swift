@@ -289,6 +289,22 @@ struct SalesforceBackendTests {
     }
 
     @Test(
+        "an attribute written here before the first sync that the org does not have: the sync says to declare it extra-device, and once declared the model syncs, the attribute kept here (found by a black-box probe: the error pointed at migrations only)"
+    )
+    func localAttributeBeforeDescribe() async throws {
+        let setup = try await Setup(models: [])
+        defer { Task { await setup.stop() } }
+        try setup.device.store.model("Contact").create(["object": "c-local", "LastName": "Made-Here", "isFavourite": true])
+        let error = await #expect(throws: SyncError.self) { try await setup.device.engine.sync() }
+        #expect(error?.message.contains("extra-device") == true && error?.message.contains("isFavourite") == true, "\(String(describing: error))")
+        try await setup.device.engine.configure("Contact", ModelSyncConfiguration(deviceOnlyAttributes: ["isFavourite"]))
+        try await setup.device.engine.sync()
+        let mine = try #require(try setup.model("Contact").findAll(Query(where: Field("LastName") == "Made-Here")).first)
+        #expect(mine["isFavourite"] == true && mine.id != "c-local")
+        #expect(try await setup.record("Contact", mine.id)?["LastName"] == "Made-Here")
+    }
+
+    @Test(
         "updates send changed updateable fields (a removal as null); formula and audit fields are never pushed; per-refused changes keep their statusCode"
     )
     func pushRules() async throws {
