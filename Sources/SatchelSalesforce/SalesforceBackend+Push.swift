@@ -48,9 +48,14 @@ extension SalesforceBackend {
                 // the next pull would undo the edit unseen. Refused, as the org refuses such
                 // fields, for the app to resolve.
                 let names = change.attributes.keys.sorted()
-                let gone = names.filter { name in !describe.fields.contains { $0.name == name } }
+                let notFields = names.filter { name in !describe.fields.contains { $0.name == name } }
+                // A relationship an extra-query field arrives under (`Owner` for `Owner.Name`).
+                let related = notFields.filter { name in request.configuration.extraAttributes.contains { $0.hasPrefix(name + ".") } }
+                let gone = notFields.filter { !related.contains($0) }
                 let message =
                     "\(names.joined(separator: ", ")): not updateable on \(object) (describe)"
+                    + (related.isEmpty
+                        ? "" : "; \(related.joined(separator: ", ")) \(related.count == 1 ? "comes" : "come") with extra-query (read only)")
                     + (gone.isEmpty ? "" : "; \(gone.joined(separator: ", ")) \(gone.count == 1 ? "is no field" : "are no fields") of it any more")
                     + ", so the update has nothing to send"
                 let refusal = PushOutcome.refused(message: message, code: "INVALID_FIELD_FOR_INSERT_UPDATE")

@@ -212,6 +212,12 @@ struct SalesforceBackendTests {
         let sent = try await setup.composites("PATCH").description
         #expect(sent.contains("Dough") && !sent.contains("\"Account\""), "\(sent)")
         #expect(try await setup.record("Contact", contact)?["LastName"] == "Dough")
+        // An edit of the relationship alone is refused as read only, not as a field gone (a
+        // black-box probe: "Account is no field of it any more").
+        try setup.model("Contact").update(contact, with: ["Account": ["Name": "Other"]])
+        #expect(try await setup.device.engine.sync(models: ["Contact"]).refused == 1)
+        let refusal = try #require(try setup.device.store.refusedChanges(model: "Contact").first)
+        #expect(refusal.message.contains("Account comes with extra-query (read only)") && !refusal.message.contains("any more"), "\(refusal.message)")
     }
 
     @Test(
