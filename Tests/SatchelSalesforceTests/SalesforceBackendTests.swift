@@ -255,19 +255,25 @@ struct SalesforceBackendTests {
         #expect(await setup.server.records("Product").count == 1)
     }
 
-    @Test("a new Contact pointing at a new Account is pushed in one sync: the Account first, AccountId rewritten to its id")
-    func parentsFirst() async throws {
-        let setup = try await Setup(models: [Self.account, ModelDefinition(name: "Contact", associations: ["AccountId": "Account"])])
-        defer { Task { await setup.stop() } }
-        try await setup.device.engine.sync()
-        try setup.model("Account").create(["object": "a-local", "Name": "Local Co", "Industry": "Energy", "Tier__c": "Gold"])
-        try setup.model("Contact").create(["object": "c-local", "LastName": "Doe", "AccountId": "a-local"])
+    /// Makes an Account and a Contact pointing at it here, syncs, and checks that both went in
+    /// that sync, the Contact with the Account's server id, there and here.
+    static func syncNewParentAndChild(_ setup: Setup) async throws {
+        try setup.device.store.model("Account").create(["object": "a-local", "Name": "Local Co", "Industry": "Energy", "Tier__c": "Gold"])
+        try setup.device.store.model("Contact").create(["object": "c-local", "LastName": "Doe", "AccountId": "a-local"])
         let report = try await setup.device.engine.sync()
         #expect(report.refused == 0 && report.accepted == 2)
         let accountID = try #require(report.serverIDs["Account"]?["a-local"])
         let contactID = try #require(report.serverIDs["Contact"]?["c-local"])
         #expect(try await setup.record("Contact", contactID)?["AccountId"] == .string(accountID))
         #expect(try setup.model("Contact").find(contactID)?["AccountId"] == .string(accountID))
+    }
+
+    @Test("a new Contact pointing at a new Account is pushed in one sync: the Account first, AccountId rewritten to its id")
+    func parentsFirst() async throws {
+        let setup = try await Setup(models: [Self.account, ModelDefinition(name: "Contact", associations: ["AccountId": "Account"])])
+        defer { Task { await setup.stop() } }
+        try await setup.device.engine.sync()
+        try await Self.syncNewParentAndChild(setup)
         // The creates carried createable fields only.
         let posts = try await setup.composites("POST")
         #expect(posts.allSatisfy { $0["allOrNone"] == .bool(false) })
@@ -282,14 +288,7 @@ struct SalesforceBackendTests {
     func parentsFirstBeforeAnyPull() async throws {
         let setup = try await Setup(models: [])
         defer { Task { await setup.stop() } }
-        try setup.device.store.model("Account").create(["object": "a-local", "Name": "Local Co", "Industry": "Energy", "Tier__c": "Gold"])
-        try setup.device.store.model("Contact").create(["object": "c-local", "LastName": "Doe", "AccountId": "a-local"])
-        let report = try await setup.device.engine.sync()
-        #expect(report.refused == 0 && report.accepted == 2)
-        let accountID = try #require(report.serverIDs["Account"]?["a-local"])
-        let contactID = try #require(report.serverIDs["Contact"]?["c-local"])
-        #expect(try await setup.record("Contact", contactID)?["AccountId"] == .string(accountID))
-        #expect(try setup.model("Contact").find(contactID)?["AccountId"] == .string(accountID))
+        try await Self.syncNewParentAndChild(setup)
         let describes = await setup.requests("GET", endingWith: "/sobjects/Contact/describe")
         #expect(describes.count <= 2, "one ahead of the push (kept for it), one conditional with the pull")
     }
