@@ -81,8 +81,22 @@ extension ParseBackend {
             let copy = change.kind == .update ? try await serverCopy(change.objectID, context) : nil
             outcomes[change.objectID] = .refused(message: refusal.message, code: refusal.code, serverCopy: copy)
         }
+        // A delete of an object a lost create may have made goes to that object.
+        var deletedAs: [String: String] = [:]
+        for change in request.changes where Self.deletesALostCreate(change) && singly {
+            switch try await madeByLostCreate(change, context) {
+            case .made(let id): deletedAs[change.objectID] = id
+            case .none: outcomes[change.objectID] = .accepted()
+            case .unanswered(let error): outcomes[change.objectID] = .unanswered(error)
+            }
+        }
         let refusedHere = outcomes.count
-        let sendable = outcomes.isEmpty ? request.changes : request.changes.filter { outcomes[$0.objectID] == nil }
+        let sendable = (outcomes.isEmpty ? request.changes : request.changes.filter { outcomes[$0.objectID] == nil }).map { change in
+            guard let id = deletedAs[change.objectID] else { return change }
+            var renamed = change
+            renamed.objectID = id
+            return renamed
+        }
         let batched = singly ? sendable.filter { $0.kind != .create } : sendable
         var start = 0
         while start < batched.count {
@@ -90,6 +104,7 @@ extension ParseBackend {
             start += chunk.count
             for (id, outcome) in try await pushBatch(chunk, context) { outcomes[id] = outcome }
         }
+        for (local, id) in deletedAs { outcomes[local] = outcomes.removeValue(forKey: id) }
         if singly {
             let creates = sendable.filter { $0.kind == .create }
             for (id, outcome) in try await pushCreates(creates, context, othersAnswered: outcomes.count > refusedHere) { outcomes[id] = outcome }
@@ -345,6 +360,35 @@ extension ParseBackend {
         return outcomes
     }
 
+    /// Whether `change` deletes an object whose create was sent and its answer lost (it never had
+    /// a server version, and carries what the create sent): the create may have made the object
+    /// under an id this device does not know, so a delete of the local id would miss it.
+    static func deletesALostCreate(_ change: OutgoingChange) -> Bool {
+        change.kind == .delete && change.baseVersion == nil && !change.sentValues.isEmpty
+    }
+
+    /// What a lost create of a deleted object came to.
+    enum LostCreate {
+        /// It made object `id` (or makes it now: it never reached the server), to be deleted.
+        case made(String)
+        /// No object of it is on the server: the delete is done.
+        case none
+        case unanswered(SyncError)
+    }
+
+    /// Asks again with the lost create's own request id (what it sent, attempt 0): `159` says it
+    /// was carried out, and the object it made is found by what it sent; a create made now (the
+    /// first never reached the server) is deleted as well; a refusal now means nothing was made.
+    func madeByLostCreate(_ change: OutgoingChange, _ context: PushContext) async throws -> LostCreate {
+        let create = OutgoingChange(objectID: change.objectID, kind: .create, attributes: change.sentValues)
+        switch await postCreate(create, context, attempt: 0) {
+        case .outcome(.accepted(let id?, _)): return .made(id)
+        case .duplicate(let body): return try await findMade(create, body: body, context, excluding: []).map { .made($0.id) } ?? .none
+        case .failed(let error): return .unanswered(error)
+        case .outcome: return .none
+        }
+    }
+
     /// How many request ids one create tries in one push when the server answers `159` and no
     /// object holds its attributes.
     static let createAttempts = 3
@@ -399,7 +443,13 @@ extension ParseBackend {
             let held = change.attributes.allSatisfy { name, value in
                 blobs.contains(name) || ParseMapping.serverFields.contains(name) || decoded.object.attributes[name] == value
             }
-            if held { return (decoded.object.id, decoded.object.version) }
+            // Exactly what the create sent: an object with more is another's (a black-box probe:
+            // another device's object with the same title was linked, and its copy here
+            // overwritten). Parse's own fields, and the ACL it may add, aside.
+            let more = decoded.object.attributes.keys.contains { name in
+                change.attributes[name] == nil && !ParseMapping.serverFields.contains(name) && name != "ACL" && !blobs.contains(name)
+            }
+            if held && !more { return (decoded.object.id, decoded.object.version) }
         }
         return nil
     }

@@ -367,7 +367,9 @@ extension SyncEngine {
         case (.create, .delete?), (.update, .delete?), (.delete, .delete?):
             // Whatever reached the server, the object must go: send the delete. What an update
             // sent may be on the server now, this device's own (``explainedDelete``).
-            if record.kind == .update {
+            // A create's too: it may have made the object, under an id the server chose (Parse),
+            // which the adapter finds by what the create sent.
+            if record.kind == .update || record.kind == .create {
                 for (name, value) in record.attributes where sent[name] == nil { sent[name] = value }
             }
             for (name, value) in later!.sentValues where sent[name] == nil { sent[name] = value }

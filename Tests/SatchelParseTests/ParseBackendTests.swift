@@ -742,6 +742,52 @@ struct ParseBackendTests {
         try await setup.expectMatchesServer("Product")
     }
 
+    @Test(
+        "a create whose answer was lost, then deleted here: the delete goes to the object the create made (its request id answered 159), not to the local id (found by a black-box probe: a 101 counted as done, and the object came back)"
+    )
+    func deleteAfterLostCreate() async throws {
+        var fixture = ParseFixture()
+        fixture.idempotency = ParseFixture.Idempotency()
+        var setup = try await Setup(fixture)
+        let server = setup.server
+        defer { Task { await server.stop() } }
+        try setup.model("Product").create(["object": "n1", "name": "Gone again", "price": 3])
+        await setup.server.loseNextAnswer("POST", "/parse/classes/Product")
+        await #expect(throws: SyncError.self) { try await setup.device.engine.sync(models: ["Product"]) }
+        #expect(await setup.server.objects("Product").count == 1, "the create was made; its answer was lost")
+        setup.device = try await setup.device.reopened(backend: setup.faults, models: [Self.product])
+        try setup.model("Product").delete("n1")
+        let report = try await setup.device.engine.sync(models: ["Product"])
+        #expect(report.refused == 0)
+        #expect(await setup.server.objects("Product").isEmpty, "the object the lost create made is deleted")
+        #expect(try setup.model("Product").count() == 0, "and does not come back")
+        #expect(try await setup.batchRequests().allSatisfy { $0["path"]?.stringValue?.hasSuffix("/n1") == false }, "no request names the local id")
+        #expect(try setup.device.store.changeFates(model: "Product").isEmpty)
+    }
+
+    @Test(
+        "a 159 links a create only to an object holding exactly what it sent: another device's object with the same values and more is not it (found by a black-box probe: it was linked, and the local copy overwritten)"
+    )
+    func duplicateRequestNotLinkedToAnother() async throws {
+        var fixture = ParseFixture()
+        fixture.idempotency = ParseFixture.Idempotency()
+        let setup = try await Setup(fixture)
+        defer { Task { await setup.stop() } }
+        let other = await setup.server.put("Product", Self.json(["name": "Milk", "tag": "made by another device"]), id: nil)
+        try await setup.device.engine.sync(models: ["Product"])
+        await setup.server.addRule(ParseFixture.Rule(className: "Product", operation: "create", code: 142, message: "not now"))
+        try setup.model("Product").create(["object": "n1", "name": "Milk"])
+        try await setup.device.engine.sync(models: ["Product"])
+        await setup.server.clearRules()
+        try setup.device.store.resolve("Product", "n1", .recreate)
+        let report = try await setup.device.engine.sync(models: ["Product"])
+        let made = try #require(report.serverIDs["Product"]?["n1"])
+        #expect(made != other)
+        #expect(await setup.server.objects("Product").count == 2)
+        #expect(try setup.model("Product").find(other)?["tag"] == "made by another device")
+        try await setup.expectMatchesServer("Product")
+    }
+
     @Test("without the server's idempotency option, request ids protect nothing: a lost create answer makes a second object (as the docs say)")
     func requestIDsNeedTheServersOption() async throws {
         let setup = try await Setup()
