@@ -396,6 +396,11 @@ struct RepairCommand: ParsableCommand {
                 "lost: the \(partition.rawValue) partition's log was damaged (\(damage)): the writes in its damaged block were dropped, whatever they changed (objects keep their state before them)"
             )
         }
+        for (partition, damage) in report.tablesMissing {
+            Output.line(
+                "lost: the \(partition.rawValue) partition's tables named by its manifest were gone (\(damage)): the writes they held are lost, whatever they changed (an older version of an object may be what the store holds now)"
+            )
+        }
         for (partition, file) in report.filesSetAside {
             Output.line(
                 "lost: the \(partition.rawValue) partition's file \(file) could not be read whole: the records in its damaged blocks are lost (an older version of one may be what the store holds now); the file is kept in \(partition.rawValue)/lost"

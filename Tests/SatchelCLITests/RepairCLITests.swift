@@ -186,6 +186,36 @@ struct RepairCLITests {
     }
 
     @Test(
+        "a table deleted from the store: repair names the missing tables as lost, and a repair killed after finding it, run again, still names it (found by a black-box probe: ok, and nothing said)"
+    )
+    func deletedTable() async throws {
+        let directory = TemporaryDirectory()
+        let (db, _) = try await Self.makeStore(directory, count: 500)
+        // An update in a table of its own (a run that closes cleanly writes one), then deleted.
+        #expect(try await CLI.run(["--db", db, "update", "Item", "i00007", #"{"brand":"Edited"}"#]).status == 0)
+        let user = directory.child("db/user")
+        let newest = try #require(
+            try FileManager.default.contentsOfDirectory(atPath: user).filter { $0.hasSuffix(".ldb") }.max())
+        try FileManager.default.removeItem(atPath: user + "/" + newest)
+        #expect(try await CLI.run(["--db", db, "find", "Item", "--count"]).status == 1)
+
+        let repaired = try await CLI.run(["--db", db, "repair"])
+        #expect(repaired.status == 0, "\(repaired.stdout)\(repaired.stderr)")
+        let lost = repaired.lines.filter { $0.hasPrefix("lost: the user partition's tables named by its manifest were gone") }
+        #expect(lost.count == 1 && lost.first?.contains("missing files") == true, "\(repaired.stdout)")
+        #expect(!FileManager.default.fileExists(atPath: user + "/repair-findings"), "reported, so no longer kept")
+        #expect(try await CLI.run(["--db", db, "check"]).status == 0)
+
+        // What a repair killed after it found damage (and rewrote the files that showed it)
+        // leaves: the next repair reports it.
+        try #"{"log":"Corruption: checksum mismatch"}"#.write(toFile: user + "/repair-findings", atomically: true, encoding: .utf8)
+        let again = try await CLI.run(["--db", db, "repair"])
+        #expect(
+            again.status == 0 && again.lines.contains { $0.hasPrefix("lost: the user partition's log was damaged (Corruption: checksum mismatch)") })
+        #expect(!FileManager.default.fileExists(atPath: user + "/repair-findings"))
+    }
+
+    @Test(
         "a MANIFEST cut short after a clean close: every command refuses the store, deleting no table, and repair finds every object again (found by a black-box probe)"
     )
     func cutManifest() async throws {

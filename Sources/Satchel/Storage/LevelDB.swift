@@ -233,6 +233,9 @@ final class LevelDB: Sendable {
         /// The tables set aside in the database's `lost` directory: LevelDB could not read them
         /// whole. What their damaged blocks held is lost; the rest was kept.
         var setAside: [String] = []
+        /// LevelDB's account of tables its manifest names that are gone (`N missing files`):
+        /// the writes they held are lost.
+        var tablesMissing: String?
     }
 
     /// Rebuilds the database at `path` from the files that survive, keeping every record whose
@@ -251,7 +254,24 @@ final class LevelDB: Sendable {
     static func repair(path: String, options: LevelDBOptions) throws(SatchelError) -> RepairOutcome {
         let opts = makeOptions(options)
         defer { leveldb_options_destroy(opts) }
-        var outcome = RepairOutcome()
+        // What an earlier repair found before it was killed (the files that showed it are
+        // rewritten since), and what this one finds, kept on disk until the store's repair has
+        // reported it.
+        var found = RepairFindings.read(in: path)
+        let foundBefore = found
+        // Tables the manifest names that are gone: an open says how many, and one of them. (Not
+        // tried on a manifest cut short since a clean close: an open deletes the tables its
+        // manifest does not name.)
+        if FileSystem.size(of: path + "/CURRENT") != nil, CleanCloseRecord.matching(path) != nil || CleanCloseRecord.cutManifest(in: path) == nil {
+            leveldb_options_set_paranoid_checks(opts, 1)
+            do {
+                leveldb_close(try LevelDBStatus.check { leveldb_open(opts, path, $0) })
+            } catch  where error.code == .locked {
+                throw error
+            } catch  where error.message.contains("missing files") {
+                found.tablesMissing = found.tablesMissing ?? error.message
+            } catch {}
+        }
         let logs = (FileSystem.names(in: path) ?? []).filter { $0.hasSuffix(".log") && (FileSystem.size(of: path + "/" + $0) ?? 0) > 0 }
         if !logs.isEmpty, FileSystem.size(of: path + "/CURRENT") != nil {
             // Replayed with paranoid checks first, as every open replays a log: a damaged record
@@ -270,8 +290,9 @@ final class LevelDB: Sendable {
                 }
             }
             // Damaged otherwise, both fail: the repair below reads the tables and logs.
-            if let damage = try replay(paranoid: true), try replay(paranoid: false) == nil { outcome.logDamage = damage }
+            if let damage = try replay(paranoid: true), try replay(paranoid: false) == nil { found.logDamage = found.logDamage ?? damage }
         }
+        if found != foundBefore { try found.write(in: path) }
         let lostBefore = Set(FileSystem.names(in: path + "/lost") ?? [])
         // LevelDB's repair takes no lock of its own: held here, so that it never rewrites the
         // files of a database another process writes (refused, nothing touched).
@@ -285,10 +306,14 @@ final class LevelDB: Sendable {
         if try !readsWhole(path: path, options: opts) { try repairDB(paranoid: true) }
         // LevelDB's repair moves every log (replayed into a table) and old manifest there too:
         // only a table there is one it could not read whole.
-        outcome.setAside = (FileSystem.names(in: path + "/lost") ?? []).filter {
-            !lostBefore.contains($0) && ($0.hasSuffix(".ldb") || $0.hasSuffix(".sst"))
+        let setAside = (FileSystem.names(in: path + "/lost") ?? []).filter {
+            !lostBefore.contains($0) && ($0.hasSuffix(".ldb") || $0.hasSuffix(".sst")) && !found.setAside.contains($0)
         }.sorted()
-        return outcome
+        if !setAside.isEmpty {
+            found.setAside += setAside
+            try found.write(in: path)
+        }
+        return RepairOutcome(logDamage: found.logDamage, setAside: found.setAside, tablesMissing: found.tablesMissing)
     }
 
     /// Whether the database at `path` opens and every record of it reads with its data block's

@@ -23,6 +23,10 @@ public struct RepairReport: Sendable {
     /// Where such a record had an older version in an older table, that version is what the
     /// store holds now, which no count of objects shows.
     public var filesSetAside: [(partition: Partition, file: String)] = []
+    /// Partitions whose manifest named tables that were gone (deleted, or never written whole),
+    /// with LevelDB's account (how many, and one of them): the writes they held are lost, and
+    /// where an object had an older version in another table, that is what it holds now.
+    public var tablesMissing: [(partition: Partition, damage: String)] = []
     /// Stored definitions and statistics that no longer decoded, removed (the statistics are
     /// counted again; a lost sync state means the model's next sync starts over).
     public var recordsDropped = 0
@@ -94,6 +98,7 @@ extension Store {
             let outcome = try LevelDB.repair(path: directory(of: partition, in: path), options: options)
             if let damage = outcome.logDamage { report.logsDamaged.append((partition, damage)) }
             for file in outcome.setAside { report.filesSetAside.append((partition, file)) }
+            if let missing = outcome.tablesMissing { report.tablesMissing.append((partition, missing)) }
         }
         try salvage(path, partitions: partitions, force: force, encryption: encryption, report: &report)
 
@@ -112,6 +117,8 @@ extension Store {
         try store.recount()
         try store.scheduleFullPulls(counted: counted, &report)
         report.verification = try store.verify()
+        // Reported now: a repair killed before this point, run again, reports what it found.
+        for partition in partitions { RepairFindings.remove(in: directory(of: partition, in: path)) }
         return report
     }
 
