@@ -67,7 +67,14 @@ extension Store {
     ///   it is the caller's own, `holdingLock`).
     static func removeConversionLeftovers(_ path: String, holdingLock: Bool = false) throws(SatchelError) {
         let staging = conversionStaging(path)
-        guard FileManager.default.fileExists(atPath: staging) else { return }
+        guard FileManager.default.fileExists(atPath: staging) else {
+            // A conversion killed before it made its copy leaves only its lock file (a
+            // black-box probe): nobody holds it, and it goes.
+            if !holdingLock, FileManager.default.fileExists(atPath: conversionLock(path)), !FileSystem.isLocked(conversionLock(path)) {
+                try? FileManager.default.removeItem(atPath: conversionLock(path))
+            }
+            return
+        }
         if !holdingLock && FileSystem.isLocked(conversionLock(path)) {
             throw SatchelError(
                 .locked, "the store at \(path) is being converted (encrypt, decrypt or rekey) by another process: open it once that is done")
