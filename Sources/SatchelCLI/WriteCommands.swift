@@ -203,8 +203,8 @@ struct MigrateCommand: ParsableCommand {
             applied, as the error says). "push": true makes the rewrites changes to \
             push (synced models); by default a migration changes the local representation only. --dry-run prints each \
             object that would change as {"after": …, "before": …, "object": ID} (after null: deleted), then a summary \
-            line, and writes nothing; each migration of FILE is checked against the store as it is, not as the ones \
-            before it would leave it.
+            line, and writes nothing; each migration of FILE is checked against the store as the ones before it \
+            leave it (they run on a scratch copy).
             """
     )
 
@@ -235,14 +235,17 @@ struct MigrateCommand: ParsableCommand {
                 return try Migration(model: handle.name, json: object)
             }
             for migration in migrations { steps[migration.name] = migration.steps }
-            return try store.migrate(migrations, dryRun: dryRun) { progress in
+            let progress: (MigrationProgress) -> Void = { progress in
                 let label = "\(progress.migration): \(progress.phase == .checking ? "checking" : "writing") \(progress.processed)/\(progress.total)"
                 bar?.draw(fraction: progress.total > 0 ? Double(progress.processed) / Double(progress.total) : 1, label: label)
-            } changes: { change in
+            }
+            let heard: (MigrationChange) -> Void = { change in
                 var line: JSONObject = ["object": .string(change.objectID), "before": .object(change.before)]
                 line["after"] = change.after.map(JSONValue.object) ?? .null
                 changes.append(JSONValue.object(line).description)
             }
+            guard dryRun && migrations.count > 1 else { return try store.migrate(migrations, dryRun: dryRun, progress: progress, changes: heard) }
+            return try Self.dryRunInTurn(migrations, of: store, configuration: try self.store.configuration(), changes: heard)
         }
         bar?.finish()
         for change in changes { Output.line(change) }
@@ -268,5 +271,36 @@ struct MigrateCommand: ParsableCommand {
                 Output.line("migrated: \(what): \(report.changed) of \(report.objects) objects changed (\(report.deleted) deleted)")
             }
         }
+    }
+}
+
+extension MigrateCommand {
+    /// A dry run of several migrations, each against the store as the ones before it leave it
+    /// (a black-box probe: each was checked against the store as it is, so a list whose second
+    /// migration the first makes impossible dry-ran clean and then stopped half-applied). They run
+    /// on a backup in a scratch directory, each dry-run then applied there; the store is not
+    /// written, and the copy goes.
+    static func dryRunInTurn(
+        _ migrations: [Migration], of store: Store, configuration: Store.Configuration, changes: @escaping (MigrationChange) -> Void
+    ) throws -> [MigrationReport] {
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("satchel-dry-run-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        try store.backup(to: scratch)
+        let copy = try Store(path: scratch, configuration: configuration)
+        defer { try? copy.close() }
+        var reports: [MigrationReport] = []
+        for migration in migrations {
+            do {
+                let report = try copy.migrate([migration], dryRun: true, changes: changes)
+                reports += report
+                if report.contains(where: { !$0.alreadyApplied }) { try copy.migrate([migration]) }
+            } catch let error as SatchelError where !reports.isEmpty {
+                let before = reports.map { "'\($0.migration)'" }.joined(separator: ", ")
+                throw SatchelError(
+                    error.code, "\(error.message) (checked after the migrations before it in the list, \(before); nothing was written)",
+                    model: error.model, objectID: error.objectID)
+            }
+        }
+        return reports
     }
 }

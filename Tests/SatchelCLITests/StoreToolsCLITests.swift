@@ -164,6 +164,19 @@ struct StoreToolsCLITests {
         try #"[{"name":"v4","steps":[{"add":"flag","default":true}]},{"name":"v5","steps":[{"convert":"name","to":"number"}]}]"#
             .write(toFile: pair, atomically: true, encoding: .utf8)
         for i in 0..<3 { #expect(try await CLI.run(["--db", db, "put", "Memo", #"{"object":"m\#(i)","name":"memo \#(i)"}"#]).status == 0) }
+        // Its dry run checks the second against the store as the first leaves it, so it fails
+        // as the real run will, writing nothing (found by a black-box probe: it dry-ran clean).
+        let memos = try await CLI.run(["--db", db, "export", "Memo"]).lines
+        let dryPair = try await CLI.run(["--db", db, "migrate", "Memo", pair, "--dry-run"])
+        #expect(dryPair.status == 1 && dryPair.stdout.isEmpty && dryPair.stderr.contains("migration 'v5'"), "\(dryPair.stdout)\(dryPair.stderr)")
+        #expect(try await CLI.run(["--db", db, "export", "Memo"]).lines == memos)
+        let chain = directory.child("chain.json")
+        try #"[{"name":"w1","steps":[{"add":"tag","default":"x"}]},{"name":"w2","steps":[{"rename":"tag","to":"label"}]}]"#
+            .write(toFile: chain, atomically: true, encoding: .utf8)
+        let dryChain = try await CLI.run(["--db", db, "migrate", "Memo", chain, "--dry-run"])
+        let afters = dryChain.lines.compactMap { try? JSONObject(parsing: $0) }.filter { $0["object"] == "m0" }.map { $0["after"] }
+        #expect(dryChain.status == 0 && afters == [["name": "memo 0", "tag": "x"], ["name": "memo 0", "label": "x"]], "\(dryChain.stdout)")
+        #expect(try await CLI.run(["--db", db, "export", "Memo"]).lines == memos, "nothing written")
         let half = try await CLI.run(["--db", db, "migrate", "Memo", pair])
         #expect(half.status == 1 && half.stderr.split(separator: "\n").count == 1, "\(half.stderr)")
         #expect(half.stderr.contains("migration 'v5'") && half.stderr.contains("'v4'") && half.stderr.contains("stay applied"), "\(half.stderr)")
