@@ -365,13 +365,17 @@ public final class ParseBackend: SyncBackend {
             throw SyncError(.protocolViolation, "file download: '\(url)' is not a URL")
         }
         let limit = configuration.limits.maximumDownloadBytes
-        let answer =
-            if SyncHTTPClient.sameOrigin(target, configuration.url) {
-                try await send("GET", target, session: session, what: "file download", maximumBytes: limit)
-            } else {
-                try await http.send("GET", target, maximumBytes: limit)
-            }
-        try check(answer, "file download")
+        if SyncHTTPClient.sameOrigin(target, configuration.url) {
+            let answer = try await send("GET", target, session: session, what: "file download", maximumBytes: limit)
+            try check(answer, "file download")
+            return answer.body
+        }
+        // Another host's answer is not Parse's (a 403 from a file store is no refused key).
+        let answer = try await http.send("GET", target, maximumBytes: limit)
+        guard (200..<300).contains(answer.status) else {
+            throw SyncError(.server, "file download from \(target.host ?? "its host") failed with HTTP \(answer.status)", httpStatus: answer.status)
+                .at(target.path)
+        }
         return answer.body
     }
 

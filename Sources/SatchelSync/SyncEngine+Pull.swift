@@ -478,9 +478,11 @@ extension SyncEngine {
                 let data: Data
                 do {
                     data = try await withRetry { try await self.backend.downloadBlob(url, session: session) }
-                } catch let error as SyncError where error.code == .server && (error.httpStatus == 404 || error.httpStatus == 410) {
+                } catch let error as SyncError where error.code == .server && [403, 404, 410].contains(error.httpStatus) {
+                    // Gone, or not to be read (a file store answers 403 for a missing file): the
+                    // same answer again at every sync.
                     let message =
-                        "the blob of object \(object.id)'s \(attribute) is not on the server (HTTP \(error.httpStatus ?? 0)): kept as its URL"
+                        "the blob of object \(object.id)'s \(attribute) is not on the server, or not readable (HTTP \(error.httpStatus ?? 0)): kept as its URL"
                     emit(.sync(SyncNotification(status: .error, model: definition.name, errorCode: .server, message: message)))
                     continue
                 } catch let error as SyncError where error.code == .protocolViolation {

@@ -25,6 +25,8 @@ public final class HostileServer: Sendable {
         case redirect(location: String)
         /// A plain JSON body.
         case json(String)
+        /// `status` with a plain text body.
+        case status(Int, String)
     }
 
     public let url: URL
@@ -115,6 +117,8 @@ public final class HostileServer: Sendable {
             return HTTPResponse(statusCode: .found, headers: headers)
         case .json(let text):
             return HTTPResponse(statusCode: .ok, headers: json, body: Data(text.utf8))
+        case .status(let code, let text):
+            return HTTPResponse(statusCode: HTTPStatusCode(code, phrase: "Status"), body: Data(text.utf8))
         }
     }
 

@@ -284,7 +284,7 @@ struct ParseBackendTests {
         "files on another host (a CDN) are downloaded without the app's headers or the session token; one it no longer has (404) is kept as its URL with an error line, and the model's later changes still arrive (black-box probes: all three credentials were sent; every later sync failed)"
     )
     func filesElsewhere() async throws {
-        let cdn = try await HostileServer.start(["/files/a.txt": .json("hello")])
+        let cdn = try await HostileServer.start(["/files/a.txt": .json("hello"), "/files/denied.txt": .status(403, "AccessDenied")])
         var fixture = ParseFixture()
         fixture.filesLocation = cdn.url.absoluteString + "/files/"
         let setup = try await Setup(fixture, models: [ModelDefinition(name: "Thing")])
@@ -295,12 +295,17 @@ struct ParseBackendTests {
             }
         }
         let gone = await setup.server.put("Thing", Self.json(["file": ["__type": "File", "name": "gone.txt"], "n": 1]), id: nil)
+        // A file store's 403 (S3 answers it for a missing file) is as permanent as a 404 (found
+        // by a black-box probe: it failed every sync, said as a refused application id).
+        let denied = await setup.server.put("Thing", Self.json(["file": ["__type": "File", "name": "denied.txt"], "n": 1]), id: nil)
         let kept = await setup.server.put("Thing", Self.json(["file": ["__type": "File", "name": "a.txt"], "n": 1]), id: nil)
         try await setup.device.engine.sync()
         let things = try setup.model("Thing")
         let reference = try #require(try things.find(kept)?["file"]?.stringValue)
         #expect(try setup.device.store.blobs.data(for: reference) == Data("hello".utf8))
-        #expect(cdn.requestsReceived == 2)
+        #expect(cdn.requestsReceived == 3)
+        #expect(try things.find(denied)?["file"] == .string(cdn.url.absoluteString + "/files/denied.txt"))
+        #expect(!setup.device.log.notifications().contains { $0.message?.contains("application id") == true })
         #expect(cdn.requestsWithCredentials == 0, "the CDN got X-Parse-Application-Id, the REST key or the session token")
         #expect(try things.find(gone)?["file"] == .string(cdn.url.absoluteString + "/files/gone.txt"), "kept as its URL")
         #expect(setup.device.log.notifications().contains { $0.status == .error && $0.message?.contains("HTTP 404") == true })
