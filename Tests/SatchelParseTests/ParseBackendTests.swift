@@ -747,6 +747,19 @@ struct ParseBackendTests {
         try await setup.expectMatchesServer("Product")
     }
 
+    /// Creates `object` here while the server refuses creates (142), syncs, then resolves the
+    /// refusal with `recreate` and syncs again with the refusals lifted; returns that sync's
+    /// report. Parse, with idempotency on, recorded the refused request's id.
+    static func refusedThenRecreated(_ setup: Setup, _ object: JSONObject) async throws -> SyncReport {
+        await setup.server.addRule(ParseFixture.Rule(className: "Product", operation: "create", code: 142, message: "not now"))
+        try setup.model("Product").create(object)
+        try await setup.device.engine.sync(models: ["Product"])
+        #expect(try setup.device.store.refusedChanges(model: "Product").first?.code == "142")
+        await setup.server.clearRules()
+        try setup.device.store.resolve("Product", object[Object.idAttribute]?.stringValue ?? "", .recreate)
+        return try await setup.device.engine.sync(models: ["Product"])
+    }
+
     @Test(
         "a create whose answer was lost, then deleted here: the delete goes to the object the create made (its request id answered 159), not to the local id (found by a black-box probe: a 101 counted as done, and the object came back)"
     )
@@ -780,12 +793,7 @@ struct ParseBackendTests {
         defer { Task { await setup.stop() } }
         let other = await setup.server.put("Product", Self.json(["name": "Milk", "tag": "made by another device"]), id: nil)
         try await setup.device.engine.sync(models: ["Product"])
-        await setup.server.addRule(ParseFixture.Rule(className: "Product", operation: "create", code: 142, message: "not now"))
-        try setup.model("Product").create(["object": "n1", "name": "Milk"])
-        try await setup.device.engine.sync(models: ["Product"])
-        await setup.server.clearRules()
-        try setup.device.store.resolve("Product", "n1", .recreate)
-        let report = try await setup.device.engine.sync(models: ["Product"])
+        let report = try await Self.refusedThenRecreated(setup, ["object": "n1", "name": "Milk"])
         let made = try #require(report.serverIDs["Product"]?["n1"])
         #expect(made != other)
         #expect(await setup.server.objects("Product").count == 2)
@@ -812,13 +820,7 @@ struct ParseBackendTests {
         fixture.idempotency = ParseFixture.Idempotency()
         let setup = try await Setup(fixture)
         defer { Task { await setup.stop() } }
-        await setup.server.addRule(ParseFixture.Rule(className: "Product", operation: "create", code: 142, message: "not now"))
-        try setup.model("Product").create(["object": "n1", "name": "Later"])
-        try await setup.device.engine.sync(models: ["Product"])
-        #expect(try setup.device.store.refusedChanges(model: "Product").first?.code == "142")
-        await setup.server.clearRules()
-        try setup.device.store.resolve("Product", "n1", .recreate)
-        let report = try await setup.device.engine.sync(models: ["Product"])
+        let report = try await Self.refusedThenRecreated(setup, ["object": "n1", "name": "Later"])
         #expect(report.refused == 0 && report.accepted == 1)
         #expect(await setup.server.duplicateRequests == 1)
         let ids = await setup.requests("POST", "classes/Product").compactMap { $0.headers["x-parse-request-id"] }
