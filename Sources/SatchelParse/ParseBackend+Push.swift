@@ -72,6 +72,10 @@ extension ParseBackend {
             var refusal: (message: String, code: String)?
             if let message = ParseMapping.mistyped(change.attributes, blobs: change.blobs, model: request.model, types: context.types) {
                 refusal = (message, ParseMapping.mistypedCode)
+            } else if change.kind == .create, change.attributes["objectId"] != nil {
+                // The object's id on Parse, never an attribute a create can carry: left out, its
+                // value would be lost with the next pull (a black-box probe).
+                refusal = ("objectId: Parse's id of the object, not an attribute; rename it", ParseMapping.readOnlyCode)
             } else if change.kind == .update, change.attributes.keys.allSatisfy(ParseMapping.serverFields.contains) {
                 let names = change.attributes.keys.sorted().joined(separator: ", ")
                 refusal = ("\(names): kept by Parse, never written by a client, so the update has nothing to send", ParseMapping.readOnlyCode)

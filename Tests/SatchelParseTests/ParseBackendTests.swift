@@ -384,6 +384,13 @@ struct ParseBackendTests {
         #expect(error.code == "readOnly" && error.message.hasPrefix("updatedAt: kept by Parse"), "\(error.message)")
         try setup.device.store.resolve("Product", id, .rollback)
         #expect(try products.find(id) == before)
+        // A create carrying an attribute objectId is refused, not sent without it (found by a
+        // black-box probe: the next pull then took the value away).
+        try products.create(["object": "local", "objectId": "my-ref", "name": "Q"])
+        #expect(try await setup.device.engine.sync().refused == 1)
+        let refused = try #require(try setup.device.store.refusedChanges(model: "Product").first { $0.objectID == "local" })
+        #expect(refused.code == "readOnly" && refused.message.hasPrefix("objectId"), "\(refused.message)")
+        #expect(try products.find("local")?["objectId"] == "my-ref")
     }
 
     @Test(
