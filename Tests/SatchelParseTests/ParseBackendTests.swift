@@ -217,6 +217,28 @@ struct ParseBackendTests {
         #expect(stored["owner"] == "Dave" && stored["n"] == 2, "\(stored)")
     }
 
+    @Test(
+        "an object the server deleted while it was edited here, retried, is made again under a new objectId: the synced objects pointing at it point at the new one on the server too (found by a black-box probe: the rewrite stayed here)"
+    )
+    func referencesFollowARetriedObject() async throws {
+        let setup = try await Setup(models: [Self.customer, ModelDefinition(name: "Thing")])
+        defer { Task { await setup.stop() } }
+        let customer = await setup.server.put("Customer", Self.json(["name": "Ann"]), id: nil)
+        let pointer: JSONObject = ["__type": "Pointer", "className": "Customer", "objectId": .string(customer)]
+        let thing = await setup.server.put("Thing", Self.json(["owner": .object(pointer), "n": 1]), id: nil)
+        try await setup.device.engine.sync()
+        await setup.server.delete("Customer", customer)
+        try setup.model("Customer").update(customer, with: ["name": "Ann B"])
+        #expect(try await setup.device.engine.sync().refused == 1)
+        try setup.device.store.resolve("Customer", customer, .retry)
+        let report = try await setup.device.engine.sync()
+        let made = try #require(report.serverIDs["Customer"]?[customer])
+        #expect(try setup.model("Thing").find(thing)?["owner"] == .string(made))
+        let stored = try #require(try await setup.stored("Thing", thing))
+        #expect(stored["owner"]?["objectId"] == .string(made), "\(stored)")
+        try await setup.expectMatchesServer("Thing")
+    }
+
     @Test("every __type round-trips: pulled as the contract says, pushed back in the type the server gave it")
     func typeRoundTrip() async throws {
         let setup = try await Setup(models: [Self.customer, ModelDefinition(name: "Thing")])

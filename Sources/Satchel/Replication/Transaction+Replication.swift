@@ -188,11 +188,14 @@ extension Transaction {
         let field = Field(components: [attribute])
         let oldIDs = renames.keys.map(JSONValue.string)
         let condition = oldIDs.reduce(field.isIn(oldIDs)) { $0 || field.contains($1) }
+        // The objects rewritten: their reference before, and after.
+        var rewritten: [String: (old: JSONValue, new: JSONValue)] = [:]
         for object in try findAll(Query(where: condition), in: model) {
-            guard let new = renamed(object[attribute]) else { continue }
+            guard let old = object[attribute], let new = renamed(old) else { continue }
             var attributes = object.attributes
             attributes[attribute] = new
             try writeServerObject(model, object.id, attributes, replacing: object.attributes)
+            rewritten[object.id] = (old, new)
         }
         for (id, var records) in try objectSyncStates(of: model) {
             let before = records
@@ -205,6 +208,26 @@ extension Transaction {
             }
             if let new = renamed(records.inFlight?.attributes[attribute]) { records.inFlight?.attributes[attribute] = new }
             if records != before { try setObjectSyncState(model, id, records, replacing: before) }
+        }
+        // A synced object whose reference no change of its own carries holds it as the server
+        // does: the renamed object was the server's (made again under a new id, as Parse does
+        // for a retried update of an object its server deleted), so the rewrite is a change to
+        // push (a black-box probe: it stayed here). A reference to an object new here is always
+        // carried by the change that made it.
+        for (id, reference) in rewritten {
+            let records = try objectSyncState(model, id)
+            guard records.version != nil, records.inFlight?.attributes[attribute] == nil,
+                records.pending.map({ $0.kind == .update && $0.attributes[attribute] == nil }) ?? true
+            else { continue }
+            var next = records
+            var attributes = records.pending?.attributes ?? JSONObject()
+            var base = records.pending?.baseValues ?? JSONObject()
+            attributes[attribute] = reference.new
+            base[attribute] = reference.old
+            next.pending = PendingChange(
+                model: model.name, objectID: id, kind: .update, attributes: attributes, baseValues: base,
+                sentValues: records.pending?.sentValues ?? JSONObject())
+            try setObjectSyncState(model, id, next, replacing: records)
         }
     }
 
