@@ -458,7 +458,8 @@ struct ResetCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "reset",
         abstract: "--client: drop synced data and the client id; --full: wipe the user partition and the session.",
-        discussion: "A client reset tells the server to forget this client, so it needs --backend and --url while a session is stored."
+        discussion:
+            "A client reset tells the server to forget this client when --backend and --url are given; without them (or when the server cannot be reached) the reset is done here, and says the server was not told."
     )
 
     @OptionGroup var store: StoreOptions
@@ -482,10 +483,12 @@ struct ResetCommand: AsyncParsableCommand {
             }
             let before = try unconfirmed()
             var untold: SyncError?
-            if client { try await engine.clientReset() } else { untold = try await engine.fullResetAndLogout() }
+            untold = try await client ? engine.clientReset() : engine.fullResetAndLogout()
             return (before - (try unconfirmed()), untold)
         }
         let note = dropped > 0 ? "; \(dropped) local change\(dropped == 1 ? "" : "s") the server had not confirmed went with the data" : ""
-        Output.line((client ? "client reset" : "full reset; logged out") + note + LogoutCommand.untold(untold))
+        let told =
+            untold.map { client ? "; the server was not told (\($0.message)), so it keeps its record of the old client" : LogoutCommand.untold($0) } ?? ""
+        Output.line((client ? "client reset" : "full reset; logged out") + note + told)
     }
 }

@@ -150,14 +150,20 @@ extension SyncEngine {
     /// `user` and `app` partitions), tells the server to forget this client, and drops the
     /// client id; keeps the proof of login. The next sync starts afresh, as a new client (a
     /// server that registers clients gives it a new id).
-    public func clientReset() async throws {
+    @discardableResult
+    public func clientReset() async throws -> SyncError? {
         configuration.logger.notice("client reset: the synced data, cursors and client id go")
+        var untold: SyncError?
         if let session = try currentSession() {
-            var reset = try await withRetry { try await self.backend.resetClient(session) }
+            // A server that cannot be told (none given, or unreachable) keeps its record of the
+            // client, which the next sync no longer uses: the reset here goes on, and says so.
+            var reset = session
+            do { reset = try await withRetry { try await self.backend.resetClient(session) } } catch { untold = Self.syncError(error) }
             reset.clientID = nil
             try setStoredSession(StoredSession(reset))
         }
         try await onStorageQueue { try $0.wipeSyncedData(in: [.user, .app]) }
+        return untold
     }
 
     /// After the server forgot this client: a new client identity, and every cursor dropped. The
