@@ -488,7 +488,8 @@ struct ResetCommand: AsyncParsableCommand {
         }
         let note = dropped > 0 ? "; \(dropped) local change\(dropped == 1 ? "" : "s") the server had not confirmed went with the data" : ""
         let told =
-            untold.map { client ? "; the server was not told (\($0.message)), so it keeps its record of the old client" : LogoutCommand.untold($0) } ?? ""
+            untold.map { client ? "; the server was not told (\($0.message)), so it keeps its record of the old client" : LogoutCommand.untold($0) }
+            ?? ""
         Output.line((client ? "client reset" : "full reset; logged out") + note + told)
     }
 }
