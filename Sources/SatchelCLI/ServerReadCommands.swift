@@ -78,6 +78,13 @@ struct VerifyCommand: AsyncParsableCommand {
             Output.line(line.description)
         }
         Output.line(report.summary.description)
-        if !report.agrees { throw ExitCode(4) }
+        if !report.agrees {
+            // One line on stderr, as for every non-zero exit (a black-box probe: there was none).
+            let counts = [(DriftReport.Kind.onlyHere, "only here"), (.onlyThere, "only there"), (.differs, "differing")].map {
+                kind, words in "\(report.drifts.count { $0.kind == kind }) \(words)"
+            }
+            Output.note("the store and the server differ on \(report.model): \(counts.joined(separator: ", ")) (the lines above)")
+            throw ExitCode(4)
+        }
     }
 }

@@ -202,6 +202,9 @@ struct ParseCLIRoundTwoTests {
         await server.delete("Product", ids[1])
         let differing = try await CLI.run(Self.base(db, server, "verify") + ["--rest-key", key, "Product"])
         #expect(differing.status == 4, "\(differing.stdout) \(differing.stderr)")
+        #expect(
+            differing.stderr.split(separator: "\n").count == 1 && differing.stderr.contains("differ"),
+            "one line on stderr, as for every non-zero exit (found by a black-box probe: there was none)")
         let lines = try differing.lines.map { try JSONObject(parsing: $0) }
         let drifts = Dictionary(uniqueKeysWithValues: lines.dropLast().map { ($0["object"]?.stringValue ?? "", $0) })
         #expect(drifts[ids[0]]?["drift"] == "differs" && drifts[ids[0]]?["attributes"]?["price"] == ["here": 1, "there": 100])
