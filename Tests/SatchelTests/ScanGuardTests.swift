@@ -52,6 +52,12 @@ struct ScanGuardTests {
                 #expect(Self.refusal { _ = try products.findAll(Query(where: Field("brand") == "Acme" && idCondition).requiringIndex()) } != nil)
             }
             #expect(try products.findAll(Query(where: Field.id >= "p5").requiringIndex()).count == 5, "an id range narrows (p5 to p9)")
+            // Equalities on one field, or'ed, are its `in` (found by a black-box probe: refused).
+            try products.createIndex(IndexDefinition("price"))
+            let either = Query(where: Field("price") == 3 || Field("price") == 4 || Field("price").isIn([5])).requiringIndex()
+            #expect(try products.findAll(either).map(\.id).sorted() == ["p3", "p4", "p5"])
+            #expect(Self.refusal { _ = try products.findAll(Query(where: Field("price") == 3 || Field("brand") == "Acme").requiringIndex()) } != nil)
+            try products.dropIndex(IndexDefinition("price"))
             try products.createIndex(IndexDefinition("brand"))
             #expect(try products.findAll(byBrand).count == 10)
             // Snapshots apply it too.

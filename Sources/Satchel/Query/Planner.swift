@@ -403,8 +403,29 @@ enum Planner {
         switch node {
         case .always: []
         case .and(let nodes): nodes.flatMap(conjuncts)
+        // Equalities on one field, or'ed, are its `in`, which an index serves (a black-box
+        // probe: `brand=Acme or brand=Hooli` was refused as a scan, `brand in Acme,Hooli` served).
+        case .or(let nodes): [oneOf(nodes) ?? node]
         default: [node]
         }
+    }
+
+    /// `nodes` as one `in`, when each is an equality (or an `in`) on the same field.
+    static func oneOf(_ nodes: [Condition.Node]) -> Condition.Node? {
+        var field: Field?
+        var values: [JSONValue] = []
+        for node in nodes {
+            switch node {
+            case .compare(let f, .equal, let value) where field == nil || field == f:
+                field = f
+                values.append(value)
+            case .oneOf(let f, let more) where field == nil || field == f:
+                field = f
+                values += more
+            default: return nil
+            }
+        }
+        return field.map { .oneOf($0, values) }
     }
 
     static func remove(_ consumed: ConjunctSet, from conjuncts: [Condition.Node]) -> Condition.Node {
