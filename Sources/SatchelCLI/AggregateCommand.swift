@@ -7,13 +7,13 @@ struct AggregateCommand: ParsableCommand {
         commandName: "aggregate",
         abstract: "Count, sum, min, max and average over a model's objects, grouped by attributes.",
         discussion: """
-            Prints one JSON line per group, keys sorted: the group's values under their attributes' names (null for \\
-            objects lacking the attribute, which form a group of their own; an array is one whole value), and the \\
-            results under count, sum(ATTR), min(ATTR), max(ATTR), avg(ATTR). Groups come in ascending order of their \\
-            values (the order find sorts by); without --group-by, one line. Objects lacking a summed or averaged \\
-            attribute, or holding something other than a number there, are left out of that sum and average (null \\
-            when none is left); min and max compare every value in the order find sorts by. --where takes what find \\
-            takes. --explain prints how it runs: from the model's statistics, the ends of an index, one walk of an \\
+            Prints one JSON line per group, keys sorted: the group's values under their attributes' names (null for \
+            objects lacking the attribute, which form a group of their own; an array is one whole value), and the \
+            results under count, sum(ATTR), min(ATTR), max(ATTR), avg(ATTR). Groups come in ascending order of their \
+            values (the order find sorts by); without --group-by, one line. Objects lacking a summed or averaged \
+            attribute, or holding something other than a number there, are left out of that sum and average (null \
+            when none is left); min and max compare every value in the order find sorts by. --where takes what find \
+            takes. --explain prints how it runs: from the model's statistics, the ends of an index, one walk of an \
             index, or the query's plan.
             """
     )
