@@ -86,6 +86,7 @@ extension SyncEngine {
             report.pulled += page.count
             report.refused += page.refusals.count
             report.accepted += outcome.acknowledged
+            noteDeletedWhileChanged(outcome.deletedWhileChanged, of: definition.name, report: &report)
             if !outcome.objects.isEmpty { emit(.objects(outcome.objects)) }
             if page.count > 0 || !page.refusals.isEmpty {
                 emit(
@@ -114,7 +115,7 @@ extension SyncEngine {
                 let ids = try await withRetry { try await self.backend.remoteIDs(request) }
                 try await reconcile(
                     model, definition: definition, keeping: Set(ids.map { Array($0.utf8) }), modelConfiguration: modelConfiguration,
-                    endingFullPull: true)
+                    endingFullPull: true, report: &report)
             } catch let error as SyncError where error.code == .notSupported {
                 try owesFullPull(model, false)
             }
@@ -126,12 +127,11 @@ extension SyncEngine {
             let ids = try await withRetry { try await self.backend.remoteIDs(request) }
             try await reconcile(
                 model, definition: definition, keeping: Set(ids.map { Array($0.utf8) }), attributes: seenAttributes,
-                modelConfiguration: modelConfiguration,
-                endingFullPull: full)
+                modelConfiguration: modelConfiguration, endingFullPull: full, report: &report)
         } else if let seen {
             try await reconcile(
-                model, definition: definition, keeping: seen, attributes: seenAttributes, modelConfiguration: modelConfiguration, endingFullPull: true
-            )
+                model, definition: definition, keeping: seen, attributes: seenAttributes, modelConfiguration: modelConfiguration,
+                endingFullPull: true, report: &report)
         }
     }
 
@@ -279,11 +279,12 @@ extension SyncEngine {
     /// `endingFullPull`, the same batch records that no full pull is owed any more.
     func reconcile(
         _ model: Model, definition: ModelDefinition, keeping: Set<[UInt8]>, attributes: [String: Set<String>] = [:],
-        modelConfiguration: ModelSyncConfiguration, endingFullPull: Bool = false
+        modelConfiguration: ModelSyncConfiguration, endingFullPull: Bool = false, report: inout SyncReport
     ) async throws {
-        let notification = try await onStorageQueue { store in
-            try store.bulkUpdate { tx -> ChangeSet in
+        let (notification, deletedWhileChanged) = try await onStorageQueue { store in
+            try store.bulkUpdate { tx -> (ChangeSet, [String]) in
                 var notification = ChangeSet(model: definition.name, origin: .server)
+                var deletedWhileChanged: [String] = []
                 if endingFullPull {
                     var state = try tx.syncState(model)
                     state.fullPullPending = false
@@ -294,7 +295,9 @@ extension SyncEngine {
                         model: model.name, id: object.id, attributes: object.attributes, records: try tx.objectSyncState(model, object.id))
                     if !keeping.contains(Array(object.id.utf8)) {
                         if MergePolicy.isLocalOnly(local.records) { continue }
-                        try Self.apply(MergePolicy.delete(local: local), local, to: model, tx: tx, notification: &notification)
+                        let outcome = MergePolicy.delete(local: local)
+                        if outcome.rule == .deletedWhileChanged { deletedWhileChanged.append(object.id) }
+                        try Self.apply(outcome, local, to: model, tx: tx, notification: &notification)
                     } else if let sent = attributes[object.id],
                         object.attributes.keys.contains(where: { !sent.contains($0) && modelConfiguration.syncs($0) })
                     {
@@ -303,10 +306,21 @@ extension SyncEngine {
                             notification: &notification)
                     }
                 }
-                return notification
+                return (notification, deletedWhileChanged)
             }
         }
         if !notification.isEmpty { emit(.objects(notification)) }
+        noteDeletedWhileChanged(deletedWhileChanged, of: definition.name, report: &report)
+    }
+
+    /// Counts local changes that met the server's delete among the refused ones, and says so:
+    /// they are kept until resolved, so the sync is not a clean one (a black-box probe: it
+    /// exited 0 with nothing said).
+    func noteDeletedWhileChanged(_ ids: [String], of model: String, report: inout SyncReport) {
+        guard !ids.isEmpty else { return }
+        report.refused += ids.count
+        let message = ids.map { "update \($0): deleted on the server while changed here (retry creates it again, rollback deletes it here)" }
+        emit(.sync(SyncNotification(status: .error, model: model, errorCode: .refusedChanges, message: message.joined(separator: "; "))))
     }
 
     // MARK: - Applying a page
@@ -316,6 +330,8 @@ extension SyncEngine {
         var links: [(String, String)]
         /// Creates the page acknowledged (with a link).
         var acknowledged: Int
+        /// Objects whose local change met the server's delete, kept as refused changes.
+        var deletedWhileChanged: [String] = []
     }
 
     /// Applies one page in one batch: links (and the references to the renamed objects), errors,
@@ -365,10 +381,13 @@ extension SyncEngine {
                 records.refusal = stored
                 try tx.setObjectSyncState(model, error.objectID, records, replacing: before)
             }
+            var deletedWhileChanged: [String] = []
             for id in page.deletes {
                 let local = MergePolicy.Local(
                     model: model.name, id: id, attributes: try tx.find(id, in: model)?.attributes, records: try tx.objectSyncState(model, id))
-                try apply(MergePolicy.delete(local: local), local, to: model, tx: tx, notification: &notification)
+                let outcome = MergePolicy.delete(local: local)
+                if outcome.rule == .deletedWhileChanged { deletedWhileChanged.append(id) }
+                try apply(outcome, local, to: model, tx: tx, notification: &notification)
             }
             for (id, names) in page.removals.sorted(by: { $0.key < $1.key }) {
                 // An object gone here may be one deleted here: its delete's record says.
@@ -387,7 +406,7 @@ extension SyncEngine {
                 newState.lastSync = Self.now()
             }
             try tx.setSyncState(model, newState)
-            return PageOutcome(objects: notification, links: links, acknowledged: acknowledged)
+            return PageOutcome(objects: notification, links: links, acknowledged: acknowledged, deletedWhileChanged: deletedWhileChanged)
         }
         return (outcome, newState)
     }
