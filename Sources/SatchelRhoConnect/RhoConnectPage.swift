@@ -134,7 +134,10 @@ struct RhoConnectPage: Equatable {
                 var error = error
                 error.attributes = try RhoConnectValues.incoming(error.attributes, of: model)
                 if kind == .update, let copy = rollbacks[error.objectID] {
-                    error.serverCopy = try RhoConnectValues.incoming(copy, of: model)
+                    // An empty copy is no object: the server has none under this id (an object
+                    // without attributes does not exist), as after a delete this client's
+                    // pull missed (a black-box probe: retry then looped on "not found").
+                    if copy.isEmpty { error.serverDeleted = true } else { error.serverCopy = try RhoConnectValues.incoming(copy, of: model) }
                 }
                 page.refusals.append(error)
             }

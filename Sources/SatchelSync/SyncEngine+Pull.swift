@@ -377,6 +377,11 @@ extension SyncEngine {
                 stored.model = model.name
                 // What was pushed, when the server does not echo it.
                 if stored.attributes.isEmpty { stored.attributes = before.inFlight?.attributes ?? JSONObject() }
+                // A refusal that says nothing of the server's copy keeps what an earlier one
+                // knew: that the server deleted the object (its delete met the change here).
+                if let earlier = before.refusal, earlier.kind == stored.kind, earlier.serverDeleted, stored.serverCopy == nil {
+                    stored.serverDeleted = true
+                }
                 records.inFlight = nil
                 records.refusal = stored
                 try tx.setObjectSyncState(model, error.objectID, records, replacing: before)

@@ -412,6 +412,27 @@ struct RhoConnectAdapterTests {
         await setup.stop()
     }
 
+    @Test(
+        "an edit of an object whose delete page was lost: the update-error that follows (its rollback empty) keeps the refusal marked deleted on the server, and retry settles it (found by a black-box probe: retry looped on not found)"
+    )
+    func updateErrorAfterLostDeletePage() async throws {
+        let setup = try await Setup()
+        await setup.server.put("Product", user: "ann", id: "s1", ["a": "1"])
+        try await setup.device.engine.sync()
+        await setup.server.delete("Product", user: "ann", id: "s1")
+        setup.faults.inject(.dropAnswer, on: .pull)
+        await #expect(throws: SyncError.self) { try await setup.device.engine.sync() }
+        _ = try setup.products.update("s1", with: ["a": "2"])
+        #expect(try await setup.device.engine.sync().refused >= 1)
+        let error = try #require(try setup.device.store.refusedChanges(model: "Product").first { $0.objectID == "s1" })
+        #expect(error.kind == .update && error.serverDeleted, "\(error)")
+        try setup.device.store.resolve("Product", "s1", .retry)
+        #expect(try await setup.device.engine.sync().refused == 0, "settled, not refused again and again")
+        #expect(try setup.device.store.refusedChanges(model: "Product").isEmpty)
+        try await setup.expectMatchesServer()
+        await setup.stop()
+    }
+
     @Test("a delete sent again in a sync's second push (its first push's answer lost) is done by the end of that sync (found by the crash campaign)")
     func deleteInSecondPush() async throws {
         let setup = try await Setup()
