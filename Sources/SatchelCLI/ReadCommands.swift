@@ -44,6 +44,7 @@ struct FindCommand: ParsableCommand {
     func validate() throws {
         if let limit, limit < 1 { throw ValidationError("--limit must be a positive integer, not \(limit)") }
         if offset < 0 { throw ValidationError("--offset must be zero or a positive integer, not \(offset)") }
+        if let match, match.allSatisfy(\.isWhitespace) { throw ValidationError("--match needs a word, a \"phrase\" or a pref* to look for") }
         if match != nil && (id != nil || include != nil) {
             throw ValidationError("--match searches the text index: it does not combine with --id or --include")
         }

@@ -201,6 +201,9 @@ struct MistakeTests {
         }
         Self.expectFailure(try await CLI.run(["--db", db, "find", "P", "--id", "7", "--offset", "1"]), 1, "skipped by --offset 1")
         Self.expectFailure(try await CLI.run(["--db", db, "index", "P", "--text", "a", "--elements"]), 64, "does not combine")
+        // An empty full-text query is a usage error, as other empty options are (found by a
+        // black-box probe: it exited 1).
+        Self.expectFailure(try await CLI.run(["--db", db, "find", "P", "--match", " "]), 64, "--match needs")
     }
 
     @Test("conditions nested deeper than the parser takes are one usage error, not a crash (a black-box probe: 35,000 parentheses crashed)")
