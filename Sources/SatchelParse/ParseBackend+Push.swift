@@ -87,7 +87,7 @@ extension ParseBackend {
         }
         // A delete of an object a lost create may have made goes to that object.
         var deletedAs: [String: String] = [:]
-        for change in request.changes where Self.deletesALostCreate(change) && singly {
+        for change in request.changes where singly && Self.deletesALostCreate(change) {
             switch try await madeByLostCreate(change, context) {
             case .made(let id): deletedAs[change.objectID] = id
             case .none: outcomes[change.objectID] = .accepted()

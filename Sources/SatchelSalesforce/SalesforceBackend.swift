@@ -234,18 +234,21 @@ public final class SalesforceBackend: SyncBackend {
         return try await describe(object, stored: nil, session: request.session).0
     }
 
-    /// The describe for a push: the stored one, one read in this process, or a fresh one.
     /// The object's reference fields, from its describe (kept for the push that follows).
     public func associations(_ request: PullRequest) async throws -> [String: String] {
-        if let known = state.withLock({ $0.describes[request.model.name] }) { return known.associations }
-        if let stored = request.metadata?["describe"].flatMap(SalesforceDescribe.init) { return stored.associations }
-        return try await describe(request.model.name, stored: nil, session: request.session).0.associations
+        try await knownDescribe(request.model.name, metadata: request.metadata, session: request.session).associations
     }
 
+    /// The describe for a push: the stored one, one read in this process, or a fresh one.
     func describeForPush(_ request: PushRequest) async throws -> SalesforceDescribe {
-        if let known = state.withLock({ $0.describes[request.model.name] }) { return known }
-        if let stored = request.metadata?["describe"].flatMap(SalesforceDescribe.init) { return stored }
-        return try await describe(request.model.name, stored: nil, session: request.session).0
+        try await knownDescribe(request.model.name, metadata: request.metadata, session: request.session)
+    }
+
+    /// `object`'s describe as this process read it, else as stored (`metadata`), else a fresh one.
+    private func knownDescribe(_ object: String, metadata: JSONValue?, session: SyncSession) async throws -> SalesforceDescribe {
+        if let known = state.withLock({ $0.describes[object] }) { return known }
+        if let stored = metadata?["describe"].flatMap(SalesforceDescribe.init) { return stored }
+        return try await describe(object, stored: nil, session: session).0
     }
 
     // MARK: - HTTP

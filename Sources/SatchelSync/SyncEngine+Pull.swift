@@ -105,26 +105,20 @@ extension SyncEngine {
             }
             if page.done { break }
         }
-        // A full pull under a fetch limit brought the first N objects only: what it did not send
-        // is not gone. The server's id listing says what is, where it has one; else nothing goes.
+        // The listing is the server's word on what exists, after the pull (a full one too: an
+        // object deleted while it paged is gone from the listing). A full pull under a fetch
+        // limit brought the first N objects only, so what it did not send is not gone: the
+        // listing says what is, where the server has one; else nothing goes.
         let limited = full && modelConfiguration.fetchLimit != nil
-        if limited && !listIDs {
+        if listIDs || limited {
             let request = pullRequest(
                 definition, cursor: state.cursor, session: session, modelConfiguration: modelConfiguration, metadata: state.metadata)
+            let ids: [String]
             do {
-                let ids = try await withRetry { try await self.backend.remoteIDs(request) }
-                try await reconcile(
-                    model, definition: definition, keeping: Set(ids.map { Array($0.utf8) }), modelConfiguration: modelConfiguration,
-                    endingFullPull: true, report: &report)
-            } catch let error as SyncError where error.code == .notSupported {
-                try owesFullPull(model, false)
+                ids = try await withRetry { try await self.backend.remoteIDs(request) }
+            } catch let error as SyncError where error.code == .notSupported && !listIDs {
+                return try owesFullPull(model, false)
             }
-        } else if listIDs {
-            // The listing is the server's word on what exists, after the pull (a full one too:
-            // an object deleted while it paged is gone from the listing).
-            let request = pullRequest(
-                definition, cursor: state.cursor, session: session, modelConfiguration: modelConfiguration, metadata: state.metadata)
-            let ids = try await withRetry { try await self.backend.remoteIDs(request) }
             try await reconcile(
                 model, definition: definition, keeping: Set(ids.map { Array($0.utf8) }), attributes: seenAttributes,
                 modelConfiguration: modelConfiguration, endingFullPull: full, report: &report)

@@ -149,7 +149,8 @@ extension SyncEngine {
     /// Drops every synced object with its pending changes, errors, versions and cursors (in the
     /// `user` and `app` partitions), tells the server to forget this client, and drops the
     /// client id; keeps the proof of login. The next sync starts afresh, as a new client (a
-    /// server that registers clients gives it a new id).
+    /// server that registers clients gives it a new id). Returns why the server was not told
+    /// (none given, or it could not be reached), nil when it was: the reset here is done either way.
     @discardableResult
     public func clientReset() async throws -> SyncError? {
         configuration.logger.notice("client reset: the synced data, cursors and client id go")

@@ -225,19 +225,6 @@ final class LevelDB: Sendable {
         satchel_database_lock_release(try LevelDBStatus.check { satchel_database_lock_take(path, $0) })
     }
 
-    /// What ``repair(path:options:)`` found.
-    struct RepairOutcome {
-        /// LevelDB's account of the damage when a log's records did not all replay (a damaged
-        /// record and the rest of its block are dropped, and the writes in them lost).
-        var logDamage: String?
-        /// The tables set aside in the database's `lost` directory: LevelDB could not read them
-        /// whole. What their damaged blocks held is lost; the rest was kept.
-        var setAside: [String] = []
-        /// LevelDB's account of tables its manifest names that are gone (`N missing files`):
-        /// the writes they held are lost.
-        var tablesMissing: String?
-    }
-
     /// Rebuilds the database at `path` from the files that survive, keeping every record whose
     /// block's checksum holds.
     ///
@@ -251,7 +238,7 @@ final class LevelDB: Sendable {
     /// never used: it copies a damaged block's bytes as keys, and its table builder aborts the
     /// process on the first one out of order.) Logs that hold writes are replayed first by an
     /// open without paranoid checks, which drops each record that fails its checksum.
-    static func repair(path: String, options: LevelDBOptions) throws(SatchelError) -> RepairOutcome {
+    static func repair(path: String, options: LevelDBOptions) throws(SatchelError) -> RepairFindings {
         let opts = makeOptions(options)
         defer { leveldb_options_destroy(opts) }
         // What an earlier repair found before it was killed (the files that showed it are
@@ -259,10 +246,8 @@ final class LevelDB: Sendable {
         // reported it.
         var found = RepairFindings.read(in: path)
         let foundBefore = found
-        // Tables the manifest names that are gone: an open says how many, and one of them. (Not
-        // tried on a manifest cut short since a clean close: an open deletes the tables its
-        // manifest does not name.)
-        if FileSystem.size(of: path + "/CURRENT") != nil, CleanCloseRecord.matching(path) != nil || CleanCloseRecord.cutManifest(in: path) == nil {
+        // Tables the manifest names that are gone: an open says how many, and one of them.
+        if opensWithoutDeleting(path) {
             leveldb_options_set_paranoid_checks(opts, 1)
             do {
                 leveldb_close(try LevelDBStatus.check { leveldb_open(opts, path, $0) })
@@ -313,7 +298,14 @@ final class LevelDB: Sendable {
             found.setAside += setAside
             try found.write(in: path)
         }
-        return RepairOutcome(logDamage: found.logDamage, setAside: found.setAside, tablesMissing: found.tablesMissing)
+        return found
+    }
+
+    /// Whether an open of the database at `path` can delete no table it should keep: it has a
+    /// `CURRENT`, and its manifest was not cut short since a clean close (such a manifest names
+    /// fewer tables than the database has, and an open deletes the tables it does not name).
+    private static func opensWithoutDeleting(_ path: String) -> Bool {
+        FileSystem.size(of: path + "/CURRENT") != nil && (CleanCloseRecord.matching(path) != nil || CleanCloseRecord.cutManifest(in: path) == nil)
     }
 
     /// Whether the database at `path` opens and every record of it reads with its data block's
@@ -334,10 +326,7 @@ final class LevelDB: Sendable {
                 return nil
             }
         }
-        // A manifest cut short since a clean close names fewer tables than the database has.
-        guard FileSystem.size(of: path + "/CURRENT") != nil, CleanCloseRecord.matching(path) != nil || CleanCloseRecord.cutManifest(in: path) == nil,
-            let checked = try open(paranoid: true)
-        else { return false }
+        guard opensWithoutDeleting(path), let checked = try open(paranoid: true) else { return false }
         leveldb_close(checked)
         guard let db = try open(paranoid: false) else { return false }
         defer { leveldb_close(db) }

@@ -1,6 +1,7 @@
 import Foundation
 
-/// What a repair of one partition's database found lost, kept on disk from the moment it is
+/// What a repair of one partition's database found lost (what ``LevelDB/repair(path:options:)``
+/// returns), kept on disk from the moment it is
 /// found until the repair of the whole store has reported it: the repair rewrites the files that
 /// showed the damage, so a repair killed after that, and run again, would find nothing and say
 /// `ok` (a black-box probe). The next repair reads the file and reports what it holds too.
