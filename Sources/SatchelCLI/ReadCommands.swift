@@ -177,7 +177,7 @@ struct IndexCommand: ParsableCommand {
         discussion: """
             satchel index MODEL ATTR[,ATTR…] builds a value index on the attributes, in order, whose entries hold copies \
             of the objects (fast queries; --keys-only for a smaller, slower index); ATTR[] (or --elements) builds an \
-            array-element index, which serves ~= (contains). Building shows a progress bar on a terminal.
+            array-element index, which serves ~= (contains), and = or in on ATTR[]. Building shows a progress bar on a terminal.
             """
     )
 

@@ -87,6 +87,44 @@ struct ArrayPathTests {
     }
 
     @Test(
+        "an element index serves `in` on its path and `tags[] ==` on an index of `tags`, each object once, as the scan answers (found by a black-box probe: --require-index refused them)"
+    )
+    func elementsServeInAndArrayStep() throws {
+        try withTemporaryStore { store in
+            let orders = try store.model("Order")
+            _ = try orders.put(["object": "o1", "items": [["product": "p-7"], ["product": "p-9"]], "tags": ["x", "y"]])
+            _ = try orders.put(["object": "o2", "items": [["product": "p-9"]], "tags": "x"])
+            _ = try orders.put(["object": "o3", "items": [["product": "p-8"]], "tags": [["x"]]])
+            _ = try orders.put(["object": "o4", "tags": ["xy", 5]])
+            let conditions: [Condition] = [
+                Field("items[].product").isIn(["p-7", "p-9"]), Field("items[].product").isIn(["p-9", "p-9", "p-8"]),
+                Field("tags[]") == "x", Field("tags[]").isIn(["x", "y"]), Field("tags[]") == "xy",
+            ]
+            var scanned: [[String]] = []
+            for condition in conditions {
+                scanned.append(try orders.findAll(where: condition).map(\.id).sorted())
+            }
+            #expect(scanned[0] == ["o1", "o2"] && scanned[2] == ["o1", "o2"] && scanned[3] == ["o1", "o2"], "\(scanned)")
+            try orders.createIndex(.elements(of: "items[].product"))
+            try orders.createIndex(.elements(of: "tags"))
+            for (condition, expected) in zip(conditions, scanned) {
+                let plan = try orders.explain(Query(where: condition))
+                guard case .index = plan.access else {
+                    Issue.record("\(condition) scans: \(plan.description)")
+                    continue
+                }
+                #expect(try orders.findAll(where: condition).map(\.id).sorted() == expected, "\(condition)")
+                #expect(try orders.count(where: condition) == expected.count, "\(condition)")
+                #expect(try orders.findAll(Query(where: condition, limit: 1)).count == min(1, expected.count))
+            }
+            // A number is not served by an index of `tags` (a scalar number has no entry): scanned, and right.
+            let number = Field("tags[]") == 5
+            #expect(try orders.explain(Query(where: number)).access == .scan)
+            #expect(try orders.findAll(where: number).map(\.id) == ["o4"])
+        }
+    }
+
+    @Test(
         "a range with an array bound compares whole arrays, element by element, a prefix first, as --order sorts them; with an index on the attribute too (found by a black-box probe: it never matched)"
     )
     func arrayRanges() throws {

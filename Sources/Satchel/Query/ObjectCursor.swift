@@ -26,6 +26,9 @@ public final class ObjectCursor {
     private var entryPrefixLength = 0
     /// Whether the index's entries hold their objects (no read of the object needed).
     private var entriesHoldObjects = false
+    /// The ids an index read for several values has delivered (nil when each object has one
+    /// entry in the ranges read).
+    private var delivered: Set<NameKey>?
     /// Candidates read from the source (objects fetched or decoded), for tests and tuning.
     private(set) var candidatesRead = 0
     /// The most objects an in-memory sort held at once.
@@ -72,7 +75,8 @@ public final class ObjectCursor {
             } else {
                 state = .objects(try db.makeIterator(snapshot: given, fillCache: !whole), range, reverse: reverse, started: false)
             }
-        case .index(let index, let ranges, let valueCount, let reverse):
+        case .index(let index, let ranges, let valueCount, let reverse, let distinct):
+            if distinct { delivered = [] }
             snapshot = try given ?? (index.storesObjects ? nil : db.makeSnapshot())
             entryPrefixLength = index.prefix.count
             entriesHoldObjects = index.storesObjects
@@ -258,6 +262,16 @@ public final class ObjectCursor {
                         }
                     }
                     state = .index(iterator, ranges: ranges, rangeIndex: rangeIndex, started: true, valueCount: valueCount, reverse: reverse)
+                    if delivered != nil {
+                        let prefixLength = entryPrefixLength
+                        let id = try iterator.withKey { key in
+                            try Keys.objectID(fromIndexEntry: key, prefixLength: prefixLength, valueCount: valueCount)
+                        }
+                        if delivered?.insert(NameKey(id)).inserted == false {
+                            reverse ? iterator.previous() : iterator.next()
+                            continue
+                        }
+                    }
                     return true
                 }
                 try iterator.checkError()

@@ -17,7 +17,9 @@ struct Plan {
     enum Source {
         case ids([String])
         case objects(KeyRange, reverse: Bool)
-        case index(StoredIndex, ranges: [KeyRange], valueCount: Int, reverse: Bool)
+        /// `distinct`: an object may have entries in several of the ranges (an element index
+        /// read for several values), and is delivered once.
+        case index(StoredIndex, ranges: [KeyRange], valueCount: Int, reverse: Bool, distinct: Bool)
     }
 
     var source: Source
@@ -34,8 +36,9 @@ struct Plan {
 /// 1. `object == id` or `object in [ids]`: direct gets.
 /// 2. A value index is usable with equality (`==`, or `in` as several seeks) on a leading run of
 ///    its fields, then at most one range (`<` `<=` `>` `>=` within one type class, `beginsWith`,
-///    `exists`) on the next field. An array-element index is usable for `contains`; one over a
-///    path into arrays (`items[].product`), for `==` on that path.
+///    `exists`) on the next field. An array-element index is usable for `contains`, and for `==` or
+///    `in` of strings on the path into its array (`tags[]`); one over a path into arrays
+///    (`items[].product`), for `==` or `in` on that path.
 /// 3. An index whose order matches the query's order (after the fields fixed by equality) lets
 ///    a `limit` stop the read early.
 /// 4. Otherwise the model is scanned in id order (narrowed by conditions on `object`).
@@ -52,6 +55,8 @@ enum Planner {
         var score: Int
         var deliversOrder: Bool
         var reverse: Bool
+        /// Whether an object may have entries in several of the ranges.
+        var distinct = false
         /// What the candidate reads, kept as data; put in words only for `explain`.
         var equalities: [(Field, [JSONValue])] = []
         var range: (Field, Bounds)? = nil
@@ -158,7 +163,8 @@ enum Planner {
             let residual = Self.remove(chosen.consumed, from: conjuncts)
             let sorted = !query.order.isEmpty && !chosen.deliversOrder
             return Plan(
-                source: .index(chosen.index, ranges: chosen.ranges, valueCount: chosen.valueCount, reverse: chosen.reverse),
+                source: .index(
+                    chosen.index, ranges: chosen.ranges, valueCount: chosen.valueCount, reverse: chosen.reverse, distinct: chosen.distinct),
                 residual: residual, sortInMemory: sorted,
                 explain: {
                     QueryPlan(
@@ -253,18 +259,28 @@ enum Planner {
 
     private static func elementCandidate(_ index: StoredIndex, model: String, conjuncts: [Condition.Node]) -> Candidate? {
         let field = index.definition.fields[0]
+        let elements = Keys.indexElementsPrefix(index.prefix)
         if field.reachesIntoArrays {
-            // `items[].product == v`: the objects with an entry for v, one each (an object's
-            // entries are distinct). Exact, so the conjunct is consumed.
-            for (i, conjunct) in conjuncts.enumerated() {
-                guard case .compare(let f, .equal, let value) = conjunct, f == field else { continue }
-                // `== null` matches nothing (the index holds the nulls an element reaches).
-                let ranges = value.isNull ? [] : [KeyRange.prefix(Keys.element(after: Keys.indexElementsPrefix(index.prefix), value))]
-                return Candidate(
-                    index: index, ranges: ranges, valueCount: 2,
-                    consumed: ConjunctSet([i]), score: 9, deliversOrder: false, reverse: false, equalities: [(field, [value])])
-            }
-            return nil
+            // `items[].product == v` (or `in`): the objects with an entry for a value, one
+            // each per value (an object's entries are distinct). Exact, so the conjunct is
+            // consumed; `== null` matches nothing (the index holds the nulls an element reaches).
+            guard let (values, i) = equalityValues(for: field, conjuncts: conjuncts), values.count <= 256 else { return nil }
+            return Candidate(
+                index: index, ranges: values.map { KeyRange.prefix(Keys.element(after: elements, $0)) }, valueCount: 2,
+                consumed: ConjunctSet([i]), score: 9, deliversOrder: false, reverse: false, distinct: values.count > 1,
+                equalities: [(field, values)])
+        }
+        // `tags[] == "x"` (or `in` strings) on an index of `tags`: arrays holding the string,
+        // and `tags` that is the string itself (its own one element, kept among the strings).
+        // Exact. A number or other value is not served: a scalar one has no entry.
+        if let (values, i) = equalityValues(for: field.reachingIntoArray(at: field.components.count), conjuncts: conjuncts),
+            values.count <= 128, values.allSatisfy({ $0.stringValue != nil })
+        {
+            let strings = Keys.indexStringsPrefix(index.prefix)
+            return Candidate(
+                index: index, ranges: values.flatMap { value in [elements, strings].map { KeyRange.prefix(Keys.element(after: $0, value)) } },
+                valueCount: 2, consumed: ConjunctSet([i]), score: 9, deliversOrder: false, reverse: false, distinct: values.count > 1,
+                equalities: [(field.reachingIntoArray(at: field.components.count), values)])
         }
         for conjunct in conjuncts {
             guard case .contains(let f, let value) = conjunct, f == field else { continue }
