@@ -17,7 +17,8 @@ import SatchelSync
 ///   association to model `C`. An array of pointers → an array of ids (to-many).
 /// - `{"__type":"Object","className":C,"objectId":I,…}` (an `include`d pointer, or a nested
 ///   object of a cloud function's answer) → the string `I`, and the object itself goes to model
-///   `C` (recursively) — CRParse's decomposition.
+///   `C` (recursively) — CRParse's decomposition. Its fields are merged into the stored object
+///   (an include may carry only some, and the same object may come twice).
 /// - `{"__type":"File","name":N,"url":U}` → the string `U`, a blob attribute whose bytes the
 ///   engine downloads from `U`.
 /// - `Bytes`, `GeoPoint`, `Polygon`, `Relation`, `ACL` and any other JSON: kept as sent.
@@ -195,9 +196,13 @@ public enum ParseMapping {
         }
     }
 
-    /// Decomposes a nested whole object into `decoded.related`; returns its id.
+    /// Decomposes a nested object into `decoded.related`; returns its id. Its fields are merged
+    /// into what is stored of the object, never taken as all of it: an include may carry only
+    /// some (`keys`), and the same object may come twice in one answer, once with fewer. What
+    /// the server removed from it comes with the object's own pull.
     private static func nested(_ object: JSONObject, className: String, into decoded: inout Decoded) -> String? {
-        guard let inner = decode(.object(object), requireUpdatedAt: false) else { return nil }
+        guard var inner = decode(.object(object), requireUpdatedAt: false) else { return nil }
+        inner.object.isWhole = false
         decoded.related[className, default: []].append(inner.object)
         for (model, objects) in inner.related { decoded.related[model, default: []] += objects }
         if !inner.types.isEmpty { decoded.relatedTypes[className, default: [:]].merge(inner.types) { _, new in new } }

@@ -187,8 +187,8 @@ extension SyncEngine {
         return updated
     }
 
-    /// Applies objects of other models that came with a page (Parse's `include`d pointers):
-    /// whole objects, upserted as pulled objects are, in one batch per model.
+    /// Applies objects of other models that came with a page (Parse's `include`d pointers),
+    /// upserted as pulled objects are (whole, or attributes merged in), in one batch per model.
     func applyRelated(_ related: [String: [ServerObject]], modelConfiguration: ModelSyncConfiguration, report: inout SyncReport) async throws {
         for (name, objects) in related.sorted(by: { $0.key < $1.key }) where !objects.isEmpty {
             let configuration = try self.configuration(of: name)
