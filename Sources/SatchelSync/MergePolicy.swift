@@ -257,7 +257,11 @@ enum MergePolicy {
         // store, but its delete keeps its last attributes: a removal listing them all is the
         // server's delete of it (a refused delete's error goes).
         let deletedHere = local.attributes == nil ? lastAttributes(deletedIn: local.records) : nil
-        guard let attributes = local.attributes ?? deletedHere else { return Outcome(rule: .absent, write: .keep, records: local.records) }
+        // An object made again here after its delete was refused: the server's object is the one
+        // the refused delete held (a black-box probe: the listing was read against the new
+        // object, and the refusal never went).
+        let remade = local.attributes != nil && local.records.refusal?.kind == .delete ? local.records.refusal?.attributes : nil
+        guard let attributes = remade ?? local.attributes ?? deletedHere else { return Outcome(rule: .absent, write: .keep, records: local.records) }
         let listed = Set(names)
         let keys = attributes.keys
         // What the server could know of the object: not device-only attributes, nor those a

@@ -32,7 +32,8 @@ public enum Resolution: String, Sendable, Hashable, CaseIterable {
     /// Create error: push the create again, with the object as it is now.
     case recreate
     /// Update error: push the change again (over the server's copy). Delete error: push the
-    /// delete again. For an object the server deleted, `retry` creates it again there.
+    /// delete again (an object made here again since: what it now is). For an object the
+    /// server deleted, `retry` creates it again there.
     case retry
     /// Update error: take the server's copy (or, when the server deleted the object, delete it
     /// here); the local change is dropped.
@@ -162,7 +163,17 @@ extension Store {
                     write = .some(attributes)
                 }
             case (.delete, .retry):
-                records.pending = change(.delete, error.attributes)
+                if pending?.kind == .create, let now = try tx.find(id, in: model)?.attributes {
+                    // Made again here since: the server still has the object the delete held,
+                    // which takes the new attributes and loses those the new one lacks, as a
+                    // delete followed by a create is pushed (a black-box probe: the delete went,
+                    // the create was dropped, and the object stayed here alone).
+                    var update = now
+                    for name in error.attributes.keys where name != Object.idAttribute && update[name] == nil { update[name] = .null }
+                    records.pending = change(.update, update)
+                } else {
+                    records.pending = change(.delete, error.attributes)
+                }
             default:
                 break
             }

@@ -134,6 +134,16 @@ struct MergePolicyTests {
         Row(
             rule: .refusedDeleteDone, situation: "every attribute a refused delete held removed: the error goes", server: .remove(["name", "price"]),
             attributes: nil, records: refused(.delete, local), write: .delete, after: ObjectSyncState()),
+        // Found by a black-box probe: the object made again here kept the refusal, and its create could never go.
+        Row(
+            rule: .neverPushed,
+            situation: "every attribute a refused delete held removed, the object made again here: the create stays, the error goes",
+            server: .remove(["name", "price"]), attributes: ["name": "back", "size": 2],
+            records: ObjectSyncState(
+                pending: PendingChange(model: "Product", objectID: "p1", kind: .create, attributes: [:]),
+                refusal: RefusedChange(model: "Product", objectID: "p1", kind: .delete, message: "no", attributes: local), version: "v1"),
+            write: .keep,
+            after: ObjectSyncState(pending: PendingChange(model: "Product", objectID: "p1", kind: .create, attributes: [:]), version: "v1")),
         Row(
             rule: .deletedHereToo, situation: "every attribute a pending delete held removed: it is done", server: .remove(["name", "price"]),
             attributes: nil, records: pending(.delete, local), write: .keep, after: ObjectSyncState()),
