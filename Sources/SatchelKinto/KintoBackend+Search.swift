@@ -35,21 +35,14 @@ extension KintoBackend {
     /// Every live record of the model, for the drift check: a search matching everything.
     public func serverObjects(_ request: PullRequest) async throws -> PullPage { try await search(request, matching: .all) }
 
-    /// Whether `prefix` means itself in a `like_` filter: letters, digits and spaces only.
-    static func likeSafe(_ prefix: String) -> Bool {
-        !prefix.isEmpty && prefix.unicodeScalars.allSatisfy { $0 == " " || $0.properties.isAlphabetic || $0.properties.numericType == .decimal }
-    }
-
     /// Kinto's querystring filters for what of `condition` they can say — the leaves of its
     /// top-level `and` that they express as a superset of Satchel's semantics: equality (`f=`),
     /// `not_`, `lt_`, `max_`, `gt_`, `min_`, `in_` (unless a string holds a comma), `has_`, a
-    /// prefix as `has_f=true&like_f=prefix*` (case-insensitive: more), and an array element as
-    /// `contains_`. Values go as JSON, which Kinto reads back as the value. The rest is left to
-    /// the engine (`or`, `not`, a substring, which may be an array's element).
-    ///
-    /// A range of ids, and a prefix holding other characters than letters, digits and spaces
-    /// (which Kinto's backends read as a pattern: `%`, `_` and `\\` in PostgreSQL's `LIKE`,
-    /// regular-expression characters in the memory backend's), are left to the engine too.
+    /// prefix as `has_f=true` (the field's presence: `like_` is a pattern in both of Kinto's
+    /// backends, and the memory backend fails it on a value that is no string), and an array
+    /// element as `contains_`. Values go as JSON, which Kinto reads back as the value. The rest
+    /// is left to the engine (`or`, `not`, a substring, which may be an array's element, a range
+    /// of ids).
     static func filters(_ condition: Condition) -> [(String, String)] {
         func name(_ field: Field) -> String {
             field == .id ? "id" : field.components.map(KintoMapping.field).joined(separator: ".")
@@ -80,10 +73,10 @@ extension KintoBackend {
             return [("in_" + name(field), values.map { value(field, $0) }.joined(separator: ","))]
         case .exists(let field, let present):
             return [("has_" + name(field), present ? "true" : "false")]
-        case .beginsWith(let field, let prefix) where field != .id && Self.likeSafe(prefix):
-            // `has_` first: Kinto's memory backend fails `like_` (HTTP 500) on a record without
-            // the field.
-            return [("has_" + name(field), "true"), ("like_" + name(field), prefix + "*")]
+        case .beginsWith(let field, _) where field != .id:
+            // The field's presence only: Kinto's memory backend fails `like_` (HTTP 500) on a
+            // record whose field is missing or not a string (a black-box probe: a number).
+            return [("has_" + name(field), "true")]
         case .contains(let field, let element) where element.stringValue == nil:
             return [("contains_" + name(field), String(decoding: JSONValue.array([element]).jsonBytes, as: UTF8.self))]
         case .and(let parts):

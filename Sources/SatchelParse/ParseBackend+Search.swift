@@ -37,13 +37,15 @@ extension ParseBackend {
     }
 
     /// `condition` as a Parse `where` (nil: every object), and whether it says exactly that —
-    /// else it matches more. Comparisons, `$in`, `$exists`, prefixes (`$regex` on a quoted
-    /// prefix) and and/or/not (`$and`, `$or`, `$nor`) translate exactly; `contains` becomes a
+    /// else it matches more. `$exists` translates exactly; comparisons, `$in` and prefixes
+    /// (`$regex` on a quoted prefix) match more (MongoDB matches an array by its elements), `!=`
+    /// goes as the field's presence only, and and/or/not become `$and`, `$or` and `$nor` (a
+    /// `not` only of what is exact); `contains` becomes a
     /// `$regex` on the quoted text (which also matches an array holding a string that contains
     /// it: more), or an equality, which matches arrays holding the value. Dates and pointers go
     /// in the wire types the model's attributes have. What Parse cannot say is left to the
-    /// engine (matching more): a path into arrays (`items[].p`) or with a name Parse's keys
-    /// cannot spell, and a prefix or a substring of a `Date`, `File` or pointer, which a
+    /// engine (matching more): a path into arrays (`items[].p`) or into objects (`a.b`), or with
+    /// a name Parse's keys cannot spell, and a prefix or a substring of a `Date`, `File` or pointer, which a
     /// `$regex` never matches (a pointer's substring becomes an equality with the pointer).
     static func query(_ condition: Condition, model: ModelDefinition, types: ParseMapping.WireTypes) -> (query: JSONValue?, exact: Bool) {
         func name(_ field: Field) -> String { field == .id ? "objectId" : field.description }
@@ -56,7 +58,9 @@ extension ParseBackend {
             guard field.components.count == 1, field != .id else { return value }
             return ParseMapping.wire(value, attribute: field.components[0], type: type(field))
         }
-        if let field = field(of: condition.expression), field != .id, field.reachesIntoArrays || !field.components.allSatisfy(isKey) {
+        // A dotted path too: MongoDB's reaches into the arrays on its way, where one here is
+        // refused when it meets an array, which the engine can only do with every object read.
+        if let field = field(of: condition.expression), field != .id, field.components.count > 1 || !field.components.allSatisfy(isKey) {
             return (nil, false)
         }
         switch condition.expression {
@@ -65,21 +69,24 @@ extension ParseBackend {
         case .compare(_, let op, let bound) where op != .equal && op != .notEqual && (bound.arrayValue != nil || bound.objectValue != nil):
             // A range of arrays (element by element here): MongoDB's ranges read arrays otherwise.
             return (nil, false)
+        // MongoDB matches an array when one of its elements does (`v == 1` holds for `[1, 2]`), where
+        // an array is one whole value here: comparisons match more, and so their negations are
+        // left to the engine. `$ne` leaves out such arrays (fewer): only the field's presence goes.
         case .compare(let field, let op, let value):
             let operand = wire(field, value)
             switch op {
-            case .equal: return ([name(field): operand], true)
-            case .notEqual: return ([name(field): ["$ne": operand, "$exists": true]], true)
-            case .less: return ([name(field): ["$lt": operand]], true)
-            case .lessOrEqual: return ([name(field): ["$lte": operand]], true)
-            case .greater: return ([name(field): ["$gt": operand]], true)
-            case .greaterOrEqual: return ([name(field): ["$gte": operand]], true)
+            case .equal: return ([name(field): operand], false)
+            case .notEqual: return ([name(field): ["$exists": true]], false)
+            case .less: return ([name(field): ["$lt": operand]], false)
+            case .lessOrEqual: return ([name(field): ["$lte": operand]], false)
+            case .greater: return ([name(field): ["$gt": operand]], false)
+            case .greaterOrEqual: return ([name(field): ["$gte": operand]], false)
             }
         case .isIn(let field, let values):
-            return ([name(field): ["$in": .array(values.map { wire(field, $0) })]], true)
+            return ([name(field): ["$in": .array(values.map { wire(field, $0) })]], false)
         case .beginsWith(let field, let prefix):
             guard type(field) == nil else { return (nil, false) }
-            return ([name(field): ["$regex": .string("^" + quoted(prefix))]], true)
+            return ([name(field): ["$regex": .string("^" + quoted(prefix))]], false)
         case .contains(let field, .string(let text)):
             switch type(field) {
             case nil: return ([name(field): ["$regex": .string(quoted(text))]], false)

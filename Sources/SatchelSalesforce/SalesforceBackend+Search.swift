@@ -81,7 +81,8 @@ extension SalesforceBackend {
             guard let (name, type) = field(f), let (text, exact) = literal(value, type) else { return (nil, false) }
             switch op {
             case .equal: return ("\(name) = \(text)", exact)
-            case .notEqual: return ("\(name) != \(text) AND \(name) != null", exact)
+            // Text compares without regard to case: `!= 'ab'` would leave out "AB" too.
+            case .notEqual: return (exact ? "\(name) != \(text) AND \(name) != null" : "\(name) != null", exact)
             default:
                 guard !isText(type) else { return (nil, false) }
                 let symbol = op == .less ? "<" : op == .lessOrEqual ? "<=" : op == .greater ? ">" : ">="

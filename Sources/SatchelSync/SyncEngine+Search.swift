@@ -35,7 +35,7 @@ extension SyncEngine {
             let request = pullRequest(definition, cursor: cursor, session: session, modelConfiguration: modelConfiguration, metadata: state?.metadata)
             var page = try await withRetry { try await self.backend.search(request, matching: condition) }
             try pages.check(page, after: cursor)
-            page.upserts = page.upserts.filter { condition.matches(Self.object($0)) }
+            page.upserts = try page.upserts.filter { try condition.matches(Self.object($0), model: name) }
             found += page.upserts.map(Self.object)
             if storing, let model, let state, !page.upserts.isEmpty {
                 try await store(page, of: model, definition: definition, modelConfiguration: modelConfiguration, session: session, state: state)

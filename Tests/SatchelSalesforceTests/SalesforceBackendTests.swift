@@ -241,6 +241,23 @@ struct SalesforceBackendTests {
         #expect(query.contains("LastModifiedDate <= ") && query.contains("Z") && !query.contains("+0000"), "\(query)")
     }
 
+    @Test(
+        "search by != of text finds what find finds, though SOQL compares text without regard to case (found by a black-box probe: 'AB' was left out of != 'ab')"
+    )
+    func searchByInequalityOfText() async throws {
+        let setup = try await Setup()
+        defer { Task { await setup.stop() } }
+        try await setup.device.engine.sync()
+        let accounts = try setup.model("Account")
+        for name in ["ab", "AB", "Ab"] { try accounts.create(["Name": .string(name)]) }
+        #expect(try await setup.device.engine.sync().accepted == 3)
+        let condition = Field("Name") != "ab"
+        let here = try accounts.findAll(Query(where: condition)).map(\.id).sorted()
+        #expect(here.count == (try accounts.count()) - 1)
+        let found = try await setup.device.engine.search("Account", where: condition)
+        #expect(found.map(\.id).sorted() == here)
+    }
+
     @Test("REQUEST_LIMIT_EXCEEDED is retried with backoff")
     func requestLimit() async throws {
         let setup = try await Setup(
