@@ -408,9 +408,17 @@ public final class KintoBackend: SyncBackend {
                 ("_limit", String(slice)),
             ]
             let what = "push to \(model)"
-            let answer = try await send("GET", try root(collectionPath(model) + "/records", query), what: what)
+            let url = try root(collectionPath(model) + "/records", query)
+            var answer = try await send("GET", url, what: what)
             // A collection not made yet holds no tombstone.
             if answer.status == 404, Self.missingContainer(answer) { return gone }
+            if answer.status == 403 {
+                // Kinto answers 403 for a bucket that does not exist (a first push whose answer
+                // was lost made none), as for one this user may not read: make what is missing
+                // (which says which it is), then ask again.
+                try await ensureCollection(model)
+                answer = try await send("GET", url, what: what)
+            }
             try check(answer, what)
             guard let records = try answer.json(what)["data"]?.arrayValue else {
                 throw SyncError(.protocolViolation, "\(what): the list of deleted records holds no data")

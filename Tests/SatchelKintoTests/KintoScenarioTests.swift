@@ -719,6 +719,23 @@ struct KintoScenarioTests {
     }
 
     @Test(
+        "a first push into a bucket not made yet whose answer was lost: the next sync makes the bucket and pushes (found by a black-box probe: Kinto's 403 for the missing bucket stopped every sync)"
+    )
+    func lostFirstPushIntoNewBucket() async throws {
+        let url = try KintoServers.main()
+        let user = Credentials(user: KintoServers.unique("nia"), password: "secret")
+        let bucket = KintoServers.unique("notyet")
+        let (device, faults) = try await Self.deviceThroughFaults(url, bucket: bucket, user)
+        try device.model("Product").create(["object": "n1", "a": 1])
+        faults.inject(.fail(SyncError(.network, "the connection was lost")), on: .push)
+        await #expect(throws: SyncError.self) { try await device.engine.sync(models: ["Product"]) }
+        let report = try await device.engine.sync(models: ["Product"])
+        #expect(report.accepted == 1, "\(report)")
+        #expect(try await KintoAdmin(url, user).objects(bucket, "Product")["n1"] == ["a": 1])
+        #expect(try device.store.changeFates(model: "Product") == [:])
+    }
+
+    @Test(
         "a create refused because another device's record holds its id, the record changed since: delete takes its newest form (a black-box probe: an old copy, for good)"
     )
     func refusedCreateDeleted() async throws {
