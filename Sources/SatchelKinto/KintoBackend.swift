@@ -81,6 +81,8 @@ public final class KintoBackend: SyncBackend {
         var credentials: Credentials?
         /// No request before this instant (the server's `Backoff`).
         var backoffUntil: ContinuousClock.Instant?
+        /// The server's `settings.batch_max_requests`, once read (at most ``batchLimit``).
+        var batchMaxRequests: Int?
     }
 
     public let configuration: Configuration
@@ -104,8 +106,27 @@ public final class KintoBackend: SyncBackend {
     /// `_since` or the next-page link, which moves nothing on the server (pulls ahead).
     public var capabilities: SyncCapabilities { SyncCapabilities(deletions: .inPages, search: true, maxPushBatch: Self.batchLimit, pullsAhead: true) }
 
-    /// Kinto's default `batch_max_requests`.
+    /// Kinto's default `batch_max_requests`: the most requests a batch holds, fewer when the
+    /// server's root says its setting is lower.
     static let batchLimit = 25
+
+    /// Notes the `settings.batch_max_requests` of the server's root (Kinto's default when it
+    /// says none).
+    private func noteBatchMaxRequests(_ root: JSONValue) {
+        let limit = root["settings"]?.objectValue?["batch_max_requests"]?.intValue ?? Int64(Self.batchLimit)
+        state.withLock { $0.batchMaxRequests = Int(max(1, min(limit, Int64(Self.batchLimit)))) }
+    }
+
+    /// The most requests one batch may hold: the server's setting (its root read once a process,
+    /// at the login or the first push), at most ``batchLimit`` (a black-box probe: a server set
+    /// lower refused every batch of 25).
+    func batchSize(_ what: String) async throws -> Int {
+        if let known = state.withLock({ $0.batchMaxRequests }) { return known }
+        let answer = try await send("GET", root(""), what: what)
+        try check(answer, what)
+        noteBatchMaxRequests(try answer.json(what))
+        return state.withLock { $0.batchMaxRequests } ?? Self.batchLimit
+    }
     /// How many times a request that lost a write race (409, errno 122) is sent.
     static let raceAttempts = 5
 
@@ -131,6 +152,7 @@ public final class KintoBackend: SyncBackend {
             )
         }
         let body = try answer.json("login")
+        noteBatchMaxRequests(body)
         guard let principal = body["user"]?.objectValue?["id"]?.stringValue else {
             // The API root says what the server is (`project_name`, `capabilities`), the user
             // or not; another URL answers something else (a bucket's list, for `/v1/buckets`).
@@ -376,9 +398,10 @@ public final class KintoBackend: SyncBackend {
         // read (an attribute list, the attachment, fields no attribute travels as).
         let alone = changes.filter(Self.removesAttributes)
         let batched = changes.filter { !Self.removesAttributes($0) }
+        let size = batched.isEmpty ? Self.batchLimit : try await batchSize("push to \(request.model.name)")
         var start = 0
         while start < batched.count {
-            let chunk = Array(batched[start..<min(start + Self.batchLimit, batched.count)])
+            let chunk = Array(batched[start..<min(start + size, batched.count)])
             results += try await pushBatch(chunk, model: request.model.name, mayCreateCollection: true, context: context)
             start += chunk.count
         }

@@ -127,6 +127,27 @@ struct KintoHostileAnswerTests {
         #expect(try device.model("Product").find("p1")?["name"] == "Local", "nothing lost")
     }
 
+    @Test(
+        "a server whose root says a lower settings.batch_max_requests gets batches no bigger (found by a black-box probe: every batch of 25 was refused)"
+    )
+    func batchMaxRequests() async throws {
+        let stub = try await KintoStub.start()
+        await stub.setRootBody(#"{"user":{"id":"basicauth:stub"},"settings":{"batch_max_requests":2}}"#)
+        let backend = KintoBackend(url: await stub.root, bucket: "b")
+        let client = try SyncClient(backend: backend, models: [Self.product], pageSize: 10, retry: RetryPolicy(maxAttempts: 1))
+        try await client.engine.logIn(Credentials(user: "ann", password: "pw"))
+        for id in ["n1", "n2", "n3"] { try client.model("Product").create(["object": .string(id), "name": "New"]) }
+        func created(_ ids: [String]) -> KintoStub.Answer {
+            let responses = ids.map { #"{"status":201,"body":{"data":{"id":"\#($0)","last_modified":11,"name":"New"}}}"# }
+            return .init(status: 200, body: #"{"responses":["# + responses.joined(separator: ",") + "]}")
+        }
+        await stub.enqueue([created(["n1", "n2"]), created(["n3"]), .init(status: 200, body: #"{"data":[]}"#)])
+        let report = try await client.engine.sync(models: ["Product"])
+        #expect(report.accepted == 3, "\(report)")
+        let requests = await stub.requests
+        #expect(requests.filter { $0.hasPrefix("POST /v1/batch") }.count == 2, "\(requests)")
+    }
+
     @Test("Retry-After on a 503 is the engine's wait before it tries again")
     func retryAfter() async throws {
         let stub = try await KintoStub.start()

@@ -61,6 +61,10 @@ actor KintoStub {
     /// Queues answers for the next requests.
     func enqueue(_ more: [Answer]) { answers += more }
 
+    /// What the root (`/v1/`) answers: a user, and the server's settings when set.
+    private var rootBody = #"{"user":{"id":"basicauth:stub"}}"#
+    func setRootBody(_ body: String) { rootBody = body }
+
     /// Queues answers for the next `HEAD` requests.
     func enqueueHead(_ more: [Answer]) { headAnswers += more }
 
@@ -68,7 +72,7 @@ actor KintoStub {
         let answer: Answer
         let query = request.query.map { "\($0.name)=\($0.value)" }.joined(separator: "&")
         if request.path == "/v1/" || request.path == "/v1" {
-            answer = Answer(status: 200, body: #"{"user":{"id":"basicauth:stub"}}"#)
+            answer = Answer(status: 200, body: rootBody)
         } else if request.method == .HEAD {
             heads.append(request.path + (query.isEmpty ? "" : "?\(query)"))
             answer = headAnswers.isEmpty ? Answer(status: 200, body: "") : headAnswers.removeFirst()
