@@ -83,6 +83,8 @@ public final class KintoBackend: SyncBackend {
         var backoffUntil: ContinuousClock.Instant?
         /// The server's `settings.batch_max_requests`, once read (at most ``batchLimit``).
         var batchMaxRequests: Int?
+        /// Models whose collection this process made, until their next pull sees it.
+        var collectionsMade: Set<String> = []
     }
 
     public let configuration: Configuration
@@ -267,7 +269,14 @@ public final class KintoBackend: SyncBackend {
         // its later pages.
         var total = cursor.total
         if cursor.next == nil { total = try await self.total(request, what: what) }
-        return try pullPage(answer, since: cursor.since, total: total, blobAttribute: blob, what: what)
+        // A collection pulled from before that had to be made again (here, or by a push) was
+        // deleted with its records, which leaves no tombstones: the engine lists what the server
+        // holds now and deletes the rest (a black-box probe: they stayed for good).
+        let made = state.withLock { $0.collectionsMade.remove(request.model.name) != nil }
+        let collectionGone = made && (cursor.since != nil || cursor.next != nil)
+        var page = try pullPage(answer, since: collectionGone ? nil : cursor.since, total: total, blobAttribute: blob, what: what)
+        if collectionGone { page.reconcileIDs = true }
+        return page
     }
 
     /// How many records of the request's model the server holds (those its server filter
@@ -343,6 +352,33 @@ public final class KintoBackend: SyncBackend {
         // deleted while the first pull pages on would never be seen deleted.
         let query: [(String, String)] = [("_since", String(since ?? 0)), ("_sort", "last_modified"), ("_limit", String(max(1, request.pageSize)))]
         return try root(collectionPath(request.model.name) + "/records", query + serverFilter(request))
+    }
+
+    /// Every live record's id of the model (its server filter applied), a page at a time through
+    /// `Next-Page`: what a pull of a collection deleted and made again reconciles with.
+    public func remoteIDs(_ request: PullRequest) async throws -> [String] {
+        let what = "listing the ids of \(request.model.name)"
+        var url = try root(
+            collectionPath(request.model.name) + "/records",
+            [("_fields", "id"), ("_sort", "id"), ("_limit", String(max(1000, request.pageSize)))] + serverFilter(request))
+        var ids: [String] = []
+        for _ in 0..<1_000_000 {
+            let answer = try await send("GET", url, what: what)
+            try check(answer, what)
+            guard let records = try answer.json(what)["data"]?.arrayValue else {
+                throw SyncError(.protocolViolation, "\(what): the answer has no `data` list")
+            }
+            for record in records {
+                guard let id = record["id"]?.stringValue else { throw SyncError(.protocolViolation, "\(what): a record without a string `id`") }
+                ids.append(KintoMapping.objectID(id))
+            }
+            guard let next = answer.header("next-page") else { return ids }
+            guard isOnThisServer(next), let nextURL = URL(string: next) else {
+                throw SyncError(.protocolViolation, "\(what): the next page is on another server (\(next))")
+            }
+            url = nextURL
+        }
+        throw SyncError(.protocolViolation, "\(what): the server's pages never end")
     }
 
     /// A server filter as Kinto's querystring filters (`name=value`, `min_n=2`, ...).
@@ -703,6 +739,7 @@ public final class KintoBackend: SyncBackend {
         if ![201, 412, 403].contains(bucket.status) { try check(bucket, "creating bucket \(configuration.bucket)") }
         let what = "creating collection \(model) in bucket \(configuration.bucket)"
         let collection = try await send("PUT", root(collectionPath(model)), headers: ["If-None-Match": "*"], body: empty, what: what)
+        if collection.status == 201 { state.withLock { _ = $0.collectionsMade.insert(model) } }
         if ![201, 412].contains(collection.status) { try check(collection, what) }
     }
 

@@ -736,6 +736,29 @@ struct KintoScenarioTests {
     }
 
     @Test(
+        "a collection deleted on the server (no tombstones left): the next pull deletes its records here, keeps what waits to be pushed, and pushes it (found by a black-box probe: they stayed for good)"
+    )
+    func collectionDeletedOnTheServer() async throws {
+        let (url, user, server, bucket) = try await Self.newUser("oli", password: "secret", bucket: "dropped")
+        try await server.putMany(bucket, "Product", [("p1", ["name": "One"]), ("p2", ["name": "Two"])])
+        let device = try await Self.device(url, bucket: bucket, user, pageSize: 50)
+        try await device.engine.sync(models: ["Product"])
+        #expect(try device.model("Product").count() == 2)
+        try await server.call("DELETE", "buckets/\(bucket)/collections/Product")
+        try await server.call("PUT", "buckets/\(bucket)/collections/Other", ["data": [:]])
+        try device.model("Product").create(["object": "n1", "name": "New"])
+        try await device.engine.sync(models: ["Product"])
+        #expect(try device.model("Product").findAll().map(\.id) == ["n1"])
+        #expect(try await server.objects(bucket, "Product") == ["n1": ["name": "New"]])
+        let report = try await device.engine.verify("Product")
+        #expect(report.drifts.isEmpty, "\(report.summary)")
+        // Deleted again, with nothing to push: the pull itself meets the missing collection.
+        try await server.call("DELETE", "buckets/\(bucket)/collections/Product")
+        try await device.engine.sync(models: ["Product"])
+        #expect(try device.model("Product").count() == 0)
+    }
+
+    @Test(
         "a create refused because another device's record holds its id, the record changed since: delete takes its newest form (a black-box probe: an old copy, for good)"
     )
     func refusedCreateDeleted() async throws {
