@@ -452,6 +452,29 @@ struct EncryptionTests {
     }
 
     @Test(
+        "tamper-evident logs: a byte changed in the last frame, whole on the disk, is an error and repair reports the loss, as on a plain store (found by a black-box probe: the write was undone in silence)"
+    )
+    func lastFrameChanged() throws {
+        let directory = TemporaryDirectory()
+        let key = try EncryptionKey.random()
+        let path = directory.child("s")
+        let (name, bytes) = try Self.largestLog(ofStoreAt: path, key: key, items: 20)
+        var changed = bytes
+        changed[changed.count - 20] ^= 0x5A
+        try changed.write(to: URL(fileURLWithPath: path + "/" + name))
+        #expect { _ = try Store(path: path, configuration: Self.configuration(key)) } throws: { ($0 as? SatchelError)?.code == .corruption }
+        let report = try Store.repair(path: path, configuration: Self.configuration(key))
+        #expect(report.logsDamaged.map(\.partition) == [.user], "the lost write is reported")
+        // A frame cut short (a crash while it was written) is still the log's end.
+        let cut = directory.child("cut")
+        let (cutName, cutBytes) = try Self.largestLog(ofStoreAt: cut, key: key, items: 20)
+        try Data(cutBytes.dropLast(7)).write(to: URL(fileURLWithPath: cut + "/" + cutName))
+        let store = try Store(path: cut, configuration: Self.configuration(key))
+        #expect(try store.verify().isHealthy)
+        try store.close()
+    }
+
+    @Test(
         "a file header whose flags are unknown or disagree with its version is .corruption that says so; one without tamper evidence in a store with it says that"
     )
     func headerFlags() throws {
