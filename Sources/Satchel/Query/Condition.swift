@@ -189,9 +189,12 @@ public struct Condition: Sendable, Hashable, CustomStringConvertible {
     /// Whether `object` satisfies the condition.
     public func matches(_ object: Object) -> Bool { Self.evaluate(node, object) }
 
-    /// Whether `object` satisfies the condition, refusing, as a query does, a dotted path that
-    /// meets an array in it (what a server answers is held to the condition so).
-    package func matches(_ object: Object, model: String) throws(SatchelError) -> Bool {
+    /// Whether `object` (of model `model`) satisfies the condition, refusing, as a query does, a
+    /// dotted path that meets an array in it (`items.product` where `items` is an array: write
+    /// `items[].product`). A server search's answer is held to the condition so.
+    ///
+    /// - Throws: ``SatchelError`` `.invalidArgument` naming the path to write.
+    public func matches(_ object: Object, model: String) throws(SatchelError) -> Bool {
         try Self.refuseArrays(on: Self.dottedFields(node), in: object, model: model)
         return Self.evaluate(node, object)
     }
