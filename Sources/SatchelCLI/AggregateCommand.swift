@@ -9,7 +9,8 @@ struct AggregateCommand: ParsableCommand {
         discussion: """
             Prints one JSON line per group, keys sorted: the group's values under their attributes' names (null for \
             objects lacking the attribute, which form a group of their own; an array is one whole value), and the \
-            results under count, sum(ATTR), min(ATTR), max(ATTR), avg(ATTR). Groups come in ascending order of their \
+            results under count, sum(ATTR), min(ATTR), max(ATTR), avg(ATTR) (a --group-by attribute named as one of \
+            them is refused). Groups come in ascending order of their \
             values (the order find sorts by); without --group-by, one line. Objects lacking a summed or averaged \
             attribute, or holding something other than a number there, are left out of that sum and average (null \
             when none is left); min and max compare every value in the order find sorts by. --where takes what find \
@@ -49,7 +50,14 @@ struct AggregateCommand: ParsableCommand {
         _ = try functions()
         _ = try WhereExpression.condition(conditions)
         if groupBy.contains(where: \.isEmpty) { throw ValidationError("--group-by takes an attribute name") }
-        for name in groupBy { _ = try Names.path(name) }
+        let fields = try groupBy.map { try Names.path($0) }
+        // A line holds the group's attributes and the results under their names: one name for
+        // both would print one value in place of the other (a black-box probe: --group-by count).
+        let results = Set(try functions().map(\.description))
+        if let clash = fields.first(where: { results.contains($0.description) }) {
+            throw ValidationError("--group-by \(clash) has the name of a result on each line: rename the attribute, or aggregate without that result")
+        }
+        if Set(fields.map(\.description)).count < fields.count { throw ValidationError("--group-by names an attribute twice") }
     }
 
     func run() throws {

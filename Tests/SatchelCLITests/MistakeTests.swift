@@ -204,6 +204,11 @@ struct MistakeTests {
         // An empty full-text query is a usage error, as other empty options are (found by a
         // black-box probe: it exited 1).
         Self.expectFailure(try await CLI.run(["--db", db, "find", "P", "--match", " "]), 64, "--match needs")
+        // A group attribute named as a result would share its key on each line (found by a
+        // black-box probe: --group-by count --count printed one of the two).
+        Self.expectFailure(try await CLI.run(["--db", db, "aggregate", "P", "--group-by", "count", "--count"]), 64, "has the name of a result")
+        Self.expectFailure(try await CLI.run(["--db", db, "aggregate", "P", "--group-by", "sum(a)", "--sum", "a"]), 64, "has the name of a result")
+        Self.expectFailure(try await CLI.run(["--db", db, "aggregate", "P", "--group-by", "a", "--group-by", "a", "--count"]), 64, "twice")
     }
 
     @Test("conditions nested deeper than the parser takes are one usage error, not a crash (a black-box probe: 35,000 parentheses crashed)")
