@@ -4,6 +4,7 @@
 #include <leveldb/env.h>
 #include <leveldb/options.h>
 
+#include <atomic>
 #include <cstdarg>
 #include <cstdlib>
 #include <cstring>
@@ -35,7 +36,9 @@ extern "C" void satchel_leveldb_options_discard_info_log(leveldb_options_t *opti
 }
 
 namespace {
-/// LevelDB's default Env, but for one thing: while armed, the directory listing it takes first
+/// LevelDB's default Env, but for two things. While refusing tables, it creates no table file
+/// (a repair's reads: a compaction then fails rather than copy blocks it read unverified). While
+/// armed, the directory listing it takes first
 /// (an open's recovery, which checks every live file is there) is kept, and served to the next
 /// listing of that directory (the same open's removal of obsolete files) instead of reading the
 /// directory again — a file per table, two listings per open. A kept listing lacks only the files
@@ -65,6 +68,16 @@ class OpenListingEnv final : public leveldb::EnvWrapper {
         return status;
     }
 
+    leveldb::Status NewWritableFile(const std::string &name, leveldb::WritableFile **result) override {
+        if (refusingTables_.load() && (EndsWith(name, ".ldb") || EndsWith(name, ".sst"))) {
+            *result = nullptr;
+            return leveldb::Status::IOError(name, "no table is written while the repair reads the database");
+        }
+        return target()->NewWritableFile(name, result);
+    }
+
+    void RefuseTables(bool refuse) { refusingTables_.store(refuse); }
+
     void Arm(bool armed) {
         std::lock_guard<std::mutex> lock(mutex_);
         state_ = armed ? State::keeping : State::off;
@@ -72,7 +85,13 @@ class OpenListingEnv final : public leveldb::EnvWrapper {
     }
 
   private:
+    static bool EndsWith(const std::string &name, const char *suffix) {
+        size_t n = std::strlen(suffix);
+        return name.size() >= n && name.compare(name.size() - n, n, suffix) == 0;
+    }
+
     enum class State { keeping, serving, off };
+    std::atomic<bool> refusingTables_{false};
     std::mutex mutex_;
     State state_ = State::off;
     std::string directory_;
@@ -91,6 +110,8 @@ extern "C" void satchel_leveldb_options_set_open_listing_env(leveldb_options_t *
 }
 
 extern "C" void satchel_open_listing_env_arm(satchel_open_listing_env *env, int armed) { env->env.Arm(armed != 0); }
+
+extern "C" void satchel_open_listing_env_refuse_tables(satchel_open_listing_env *env, int refuse) { env->env.RefuseTables(refuse != 0); }
 
 extern "C" void satchel_open_listing_env_destroy(satchel_open_listing_env *env) { delete env; }
 

@@ -67,6 +67,9 @@ satchel_open_listing_env *satchel_open_listing_env_create(void);
 void satchel_leveldb_options_set_open_listing_env(leveldb_options_t *options, satchel_open_listing_env *env);
 /// Arms `env` before an open (`armed` 1) and disarms it after (0).
 void satchel_open_listing_env_arm(satchel_open_listing_env *env, int armed);
+/// While `refuse` is 1, `env` refuses to create table files (`.ldb`, `.sst`): a compaction fails
+/// (the database then refuses writes too) instead of writing tables from blocks it read.
+void satchel_open_listing_env_refuse_tables(satchel_open_listing_env *env, int refuse);
 /// Frees the env; the database opened with it must be closed first.
 void satchel_open_listing_env_destroy(satchel_open_listing_env *env);
 

@@ -250,6 +250,10 @@ final class LevelDB: Sendable {
         // reported it.
         var found = RepairFindings.read(in: path)
         let foundBefore = found
+        // The tables the database has now: a table an open below makes (a compaction that the
+        // damage stops leaves its output half written) held nothing of the store's own, and is
+        // not named lost when LevelDB's repair sets it aside (a black-box probe: it was).
+        let tablesBefore = Set((FileSystem.names(in: path) ?? []).filter { $0.hasSuffix(".ldb") || $0.hasSuffix(".sst") })
         // Tables the manifest names that are gone: an open says how many, and one of them.
         if opensWithoutDeleting(path) {
             leveldb_options_set_paranoid_checks(opts, 1)
@@ -292,11 +296,11 @@ final class LevelDB: Sendable {
             leveldb_options_set_paranoid_checks(opts, paranoid ? 1 : 0)
             try LevelDBStatus.check { leveldb_repair_db(opts, path, $0) }
         }
-        if try !readsWhole(path: path, options: opts) { try repairDB(paranoid: true) }
+        if try !readsWhole(path: path, options: options, opts) { try repairDB(paranoid: true) }
         // LevelDB's repair moves every log (replayed into a table) and old manifest there too:
         // only a table there is one it could not read whole.
         let setAside = (FileSystem.names(in: path + "/lost") ?? []).filter {
-            !lostBefore.contains($0) && ($0.hasSuffix(".ldb") || $0.hasSuffix(".sst")) && !found.setAside.contains($0)
+            !lostBefore.contains($0) && tablesBefore.contains($0) && !found.setAside.contains($0)
         }.sorted()
         if !setAside.isEmpty {
             found.setAside += setAside
@@ -316,7 +320,11 @@ final class LevelDB: Sendable {
     /// checksum verified; when so, the database is compacted (each table written again from
     /// those records). It is opened without paranoid checks (its tables' index blocks are not
     /// verified: a damaged one can still lead to every data block, each checked on its own).
-    private static func readsWhole(path: String, options opts: OpaquePointer) throws(SatchelError) -> Bool {
+    /// While it is read so, no table may be written: a compaction LevelDB started then would
+    /// read blocks unverified and write a damaged one's bytes into a new table as data, deleting
+    /// the damaged one, and the reads after it would verify (a black-box probe: the damage went
+    /// unreported, its bytes kept as data).
+    private static func readsWhole(path: String, options: LevelDBOptions, _ opts: OpaquePointer) throws(SatchelError) -> Bool {
         // An open deletes the tables its manifest does not name: opened first with paranoid
         // checks, which refuse a damaged manifest or log (left to LevelDB's repair), so that
         // only a database whose manifest and logs are whole is opened without them.
@@ -332,8 +340,6 @@ final class LevelDB: Sendable {
         }
         guard opensWithoutDeleting(path), let checked = try open(paranoid: true) else { return false }
         leveldb_close(checked)
-        guard let db = try open(paranoid: false) else { return false }
-        defer { leveldb_close(db) }
         CleanCloseRecord.remove(in: path)
         let readOptions = leveldb_readoptions_create()!
         defer { leveldb_readoptions_destroy(readOptions) }
@@ -342,7 +348,7 @@ final class LevelDB: Sendable {
         // Each record read (and, with `rewriting`, written again: a compaction then writes the
         // tables holding its older copy again, which it does not do for a table alone at the
         // last level); whether every data block's checksum held.
-        func readAll(rewriting: Bool) throws(SatchelError) -> Bool {
+        func readAll(_ db: OpaquePointer, rewriting: Bool) throws(SatchelError) -> Bool {
             let iterator = leveldb_create_iterator(db, readOptions)!
             defer { leveldb_iter_destroy(iterator) }
             let writeOptions = leveldb_writeoptions_create()!
@@ -377,7 +383,26 @@ final class LevelDB: Sendable {
             if batched > 0 { try flush() }
             return true
         }
-        guard try readAll(rewriting: false), try readAll(rewriting: true) else { return false }
+        // Read first with table writes refused (through an Env of its own, for a plain store: an
+        // encrypted one's Env authenticates every block it reads, verified or not).
+        let checking = Self.makeOptions(options)
+        defer { leveldb_options_destroy(checking) }
+        let refusing = options.environment == nil ? satchel_open_listing_env_create() : nil
+        defer { if let refusing { satchel_open_listing_env_destroy(refusing) } }
+        if let refusing {
+            satchel_leveldb_options_set_open_listing_env(checking, refusing)
+            satchel_open_listing_env_refuse_tables(refusing, 1)
+        }
+        leveldb_options_set_paranoid_checks(checking, 0)
+        let whole: Bool
+        do {
+            guard let db = try? LevelDBStatus.check({ leveldb_open(checking, path, $0) }) else { return false }
+            defer { leveldb_close(db) }
+            whole = try readAll(db, rewriting: false)
+        }
+        guard whole, let db = try open(paranoid: false) else { return false }
+        defer { leveldb_close(db) }
+        guard try readAll(db, rewriting: true) else { return false }
         leveldb_compact_range(db, nil, 0, nil, 0)
         return true
     }
