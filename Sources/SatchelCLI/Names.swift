@@ -14,6 +14,16 @@ enum Names {
         for name in names where name == "[]" || (name.hasSuffix("[]") ? name.dropLast(2) : name[...]).contains("[]") {
             throw ValidationError("'\(text)': [] ends the name of an array, as in items[].product")
         }
+        // `items[0]`: a position in an array, which a path does not take (it would read an
+        // attribute so named, and answer nothing: a black-box probe).
+        for name in names {
+            guard name.hasSuffix("]"), let open = name.lastIndex(of: "["), open > name.startIndex else { continue }
+            let inside = name[name.index(after: open)..<name.index(before: name.endIndex)]
+            if !inside.isEmpty && inside.allSatisfy(\.isNumber) {
+                throw ValidationError(
+                    "'\(text)': a path takes no position in an array (\(name)): write \(name[..<open])[] to reach every element")
+            }
+        }
         return Field(text)
     }
 

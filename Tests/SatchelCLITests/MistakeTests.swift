@@ -209,6 +209,13 @@ struct MistakeTests {
         Self.expectFailure(try await CLI.run(["--db", db, "aggregate", "P", "--group-by", "count", "--count"]), 64, "has the name of a result")
         Self.expectFailure(try await CLI.run(["--db", db, "aggregate", "P", "--group-by", "sum(a)", "--sum", "a"]), 64, "has the name of a result")
         Self.expectFailure(try await CLI.run(["--db", db, "aggregate", "P", "--group-by", "a", "--group-by", "a", "--count"]), 64, "twice")
+        // A position in an array is no path (found by a black-box probe: it read an attribute
+        // named items[0], and answered nothing).
+        for arguments in [
+            ["find", "P", "--where", "items[0].product=p1"], ["find", "P", "--where", "n[0]=1"], ["aggregate", "P", "--sum", "n[1]"],
+        ] {
+            Self.expectFailure(try await CLI.run(["--db", db] + arguments), 64, "takes no position in an array")
+        }
     }
 
     @Test("conditions nested deeper than the parser takes are one usage error, not a crash (a black-box probe: 35,000 parentheses crashed)")
