@@ -285,7 +285,9 @@ extension MigrateCommand {
     static func dryRunInTurn(
         _ migrations: [Migration], of store: Store, configuration: Store.Configuration, changes: @escaping (MigrationChange) -> Void
     ) throws -> [MigrationReport] {
-        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("satchel-dry-run-\(UUID().uuidString)").path
+        let temporary = FileManager.default.temporaryDirectory
+        removeLeftDryRuns(in: temporary.path)
+        let scratch = temporary.appendingPathComponent("\(dryRunPrefix)\(getpid())-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: scratch) }
         try store.backup(to: scratch)
         let copy = try Store(path: scratch, configuration: configuration)
@@ -304,5 +306,17 @@ extension MigrateCommand {
             }
         }
         return reports
+    }
+
+    static let dryRunPrefix = "satchel-dry-run-"
+
+    /// Removes the scratch copies of dry runs whose process is gone (killed before it removed
+    /// its copy: a black-box probe found full copies of stores left in the temporary directory).
+    /// A copy is named after its process id.
+    static func removeLeftDryRuns(in directory: String) {
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [] where name.hasPrefix(dryRunPrefix) {
+            guard let pid = Int32(name.dropFirst(dryRunPrefix.count).prefix { $0 != "-" }), pid > 0 else { continue }
+            if kill(pid, 0) == -1 && errno == ESRCH { try? FileManager.default.removeItem(atPath: directory + "/" + name) }
+        }
     }
 }

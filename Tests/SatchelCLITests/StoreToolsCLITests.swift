@@ -173,7 +173,18 @@ struct StoreToolsCLITests {
         let chain = directory.child("chain.json")
         try #"[{"name":"w1","steps":[{"add":"tag","default":"x"}]},{"name":"w2","steps":[{"rename":"tag","to":"label"}]}]"#
             .write(toFile: chain, atomically: true, encoding: .utf8)
-        let dryChain = try await CLI.run(["--db", db, "migrate", "Memo", chain, "--dry-run"])
+        // The scratch copy of a dry run killed before it removed it goes with the next dry run,
+        // not one of a process still running (found by a black-box probe: full copies stayed).
+        let temporary = directory.child("tmp")
+        let ended = Process()
+        ended.executableURL = URL(fileURLWithPath: "/bin/true")
+        try ended.run()
+        ended.waitUntilExit()
+        let left = temporary + "/satchel-dry-run-\(ended.processIdentifier)-left", running = temporary + "/satchel-dry-run-\(getpid())-running"
+        for scratch in [left, running] { try FileManager.default.createDirectory(atPath: scratch + "/user", withIntermediateDirectories: true) }
+        let dryChain = try await CLI.run(["--db", db, "migrate", "Memo", chain, "--dry-run"], environment: ["TMPDIR": temporary])
+        #expect(!FileManager.default.fileExists(atPath: left) && FileManager.default.fileExists(atPath: running))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: temporary).count == 1, "its own copy is gone too")
         let afters = dryChain.lines.compactMap { try? JSONObject(parsing: $0) }.filter { $0["object"] == "m0" }.map { $0["after"] }
         #expect(dryChain.status == 0 && afters == [["name": "memo 0", "tag": "x"], ["name": "memo 0", "label": "x"]], "\(dryChain.stdout)")
         #expect(try await CLI.run(["--db", db, "export", "Memo"]).lines == memos, "nothing written")
