@@ -137,7 +137,14 @@ struct RhoConnectPage: Equatable {
                     // An empty copy is no object: the server has none under this id (an object
                     // without attributes does not exist), as after a delete this client's
                     // pull missed (a black-box probe: retry then looped on "not found").
-                    if copy.isEmpty { error.serverDeleted = true } else { error.serverCopy = try RhoConnectValues.incoming(copy, of: model) }
+                    // Read as a page's object is (a black-box probe: `image-rhoblob` and its URL were
+                    // taken as a plain attribute, which a rollback wrote): a blob's URL is
+                    // downloaded by the engine.
+                    if copy.isEmpty {
+                        error.serverDeleted = true
+                    } else {
+                        error.serverCopy = try Self.serverObject(error.objectID, copy, model: model).attributes
+                    }
                 }
                 page.refusals.append(error)
             }

@@ -159,6 +159,9 @@ enum MergePolicy {
         // The server's version is the base of the next push of a change to the object.
         if let version = object.version { records.version = version }
         var incoming = configuration.syncing(object.attributes)
+        // A blob downloaded is its reference here, in the refusal's copy too (what a rollback
+        // writes).
+        for (name, reference) in blobs { incoming[name] = .string(reference) }
         if var error = records.refusal, error.kind == .update {
             // Keep the error's copy of the server's object current, for a rollback.
             var copy = object.isWhole ? JSONObject() : (error.serverCopy ?? JSONObject())
@@ -168,7 +171,6 @@ enum MergePolicy {
             records.refusal = error
         }
         if protected.deletedHere { return Outcome(rule: .deletedHere, write: .keep, records: records) }
-        for (name, reference) in blobs { incoming[name] = .string(reference) }
         let old = local.attributes
         var new: JSONObject
         if object.isWhole {

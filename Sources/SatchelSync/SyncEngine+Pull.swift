@@ -68,11 +68,13 @@ extension SyncEngine {
                 ahead = (page.nextCursor, Task.detached { try await backend.pull(next) })
             }
             let blobs = try await downloadBlobs(page, definition: definition, modelConfiguration: modelConfiguration, session: session, state: state)
+            var applying = page
+            applying.refusals = try await downloadBlobs(ofCopiesIn: page.refusals, definition: definition, session: session)
             // A page is bounded by the page size: applied on the actor (the hop to the storage
             // queue cost a tenth of the pull rate), unless its links rename objects.
             let before = state
-            let (outcome, after) = try await onStore(bounded: page.links.isEmpty) { store in
-                try Self.apply(page, to: model, in: store, modelConfiguration: modelConfiguration, blobs: blobs, state: before)
+            let (outcome, after) = try await onStore(bounded: page.links.isEmpty) { [applying] store in
+                try Self.apply(applying, to: model, in: store, modelConfiguration: modelConfiguration, blobs: blobs, state: before)
             }
             state = after
             if !page.related.isEmpty { try await applyRelated(page.related, modelConfiguration: modelConfiguration, report: &report) }
@@ -492,27 +494,56 @@ extension SyncEngine {
         var references: [String: [String: String]] = [:]
         for object in page.upserts where !object.blobURLs.isEmpty {
             for (attribute, url) in object.blobURLs.sorted(by: { $0.key < $1.key }) {
-                try checkStopped()
-                let data: Data
-                do {
-                    data = try await withRetry { try await self.backend.downloadBlob(url, session: session) }
-                } catch let error as SyncError where error.code == .server && [403, 404, 410].contains(error.httpStatus) {
-                    // Gone, or not to be read (a file store answers 403 for a missing file): the
-                    // same answer again at every sync.
-                    let message =
-                        "the blob of object \(object.id)'s \(attribute) is not on the server, or not readable (HTTP \(error.httpStatus ?? 0)): kept as its URL"
-                    emit(.sync(SyncNotification(status: .error, model: definition.name, errorCode: .server, message: message)))
-                    continue
-                } catch let error as SyncError where error.code == .protocolViolation {
-                    // A value no request can fetch (not an http URL): as permanent as a 404.
-                    let message = "the blob of object \(object.id)'s \(attribute) cannot be downloaded (\(error.message)): kept as its value"
-                    emit(.sync(SyncNotification(status: .error, model: definition.name, errorCode: .protocolViolation, message: message)))
-                    continue
+                if let reference = try await downloadBlob(url, of: object.id, attribute, definition: definition, session: session) {
+                    references[object.id, default: [:]][attribute] = reference
                 }
-                references[object.id, default: [:]][attribute] = try await onStorageQueue { store in try store.blobs.put(data) }
             }
         }
         return references
+    }
+
+    /// The refusals with the blobs their server copies hold as URLs downloaded, each then its
+    /// reference here, as a pulled object's is: what a rollback writes (a black-box probe: the
+    /// URL was written, and the blob was gone).
+    func downloadBlobs(ofCopiesIn refusals: [RefusedChange], definition: ModelDefinition, session: SyncSession) async throws -> [RefusedChange] {
+        guard !definition.blobAttributes.isEmpty else { return refusals }
+        var refusals = refusals
+        for index in refusals.indices {
+            guard var copy = refusals[index].serverCopy else { continue }
+            for attribute in definition.blobAttributes {
+                guard let url = copy[attribute]?.stringValue, url.hasPrefix("http://") || url.hasPrefix("https://"),
+                    let reference = try await downloadBlob(url, of: refusals[index].objectID, attribute, definition: definition, session: session)
+                else { continue }
+                copy[attribute] = .string(reference)
+            }
+            refusals[index].serverCopy = copy
+        }
+        return refusals
+    }
+
+    /// The blob at `url` (object `id`'s `attribute`) downloaded into the store: its reference,
+    /// nil (with an error line) when the server says it is gone or it cannot be fetched.
+    private func downloadBlob(_ url: String, of id: String, _ attribute: String, definition: ModelDefinition, session: SyncSession) async throws
+        -> String?
+    {
+        try checkStopped()
+        let data: Data
+        do {
+            data = try await withRetry { try await self.backend.downloadBlob(url, session: session) }
+        } catch let error as SyncError where error.code == .server && [403, 404, 410].contains(error.httpStatus) {
+            // Gone, or not to be read (a file store answers 403 for a missing file): the
+            // same answer again at every sync.
+            let message =
+                "the blob of object \(id)'s \(attribute) is not on the server, or not readable (HTTP \(error.httpStatus ?? 0)): kept as its URL"
+            emit(.sync(SyncNotification(status: .error, model: definition.name, errorCode: .server, message: message)))
+            return nil
+        } catch let error as SyncError where error.code == .protocolViolation {
+            // A value no request can fetch (not an http URL): as permanent as a 404.
+            let message = "the blob of object \(id)'s \(attribute) cannot be downloaded (\(error.message)): kept as its value"
+            emit(.sync(SyncNotification(status: .error, model: definition.name, errorCode: .protocolViolation, message: message)))
+            return nil
+        }
+        return try await onStorageQueue { store in try store.blobs.put(data) }
     }
 
     static func now() -> String { ISO8601DateFormatter().string(from: Date()) }

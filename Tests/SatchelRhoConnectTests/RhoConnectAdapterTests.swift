@@ -804,6 +804,26 @@ struct RhoConnectAdapterTests {
     }
 
     @Test(
+        "an update of a blob refused: the server's copy holds its blob, downloaded, and rollback puts that back (found by a black-box probe: image-rhoblob and its URL were written as a plain attribute)"
+    )
+    func rollbackOfABlob() async throws {
+        let setup = try await Setup(models: [Self.product, Self.photo])
+        try await setup.device.engine.sync(models: ["Photo"])
+        let photos = try setup.device.model("Photo")
+        let before = try #require(try photos.find("ph1"))
+        await setup.server.addRule(Fixture.Rule(source: "Photo", operation: "update", ids: ["ph1"], message: "read only"))
+        try photos.update("ph1", with: ["image": .string(try setup.device.store.blobs.put(Data("replacement".utf8)))])
+        #expect(try await setup.device.engine.sync(models: ["Photo"]).refused == 1)
+        let copy = try #require(try setup.device.store.refusedChanges(model: "Photo").first?.serverCopy)
+        #expect(copy["image-rhoblob"] == nil && copy["image"]?.stringValue?.hasPrefix("http") == false, "\(copy)")
+        try setup.device.store.resolve("Photo", "ph1", .rollback)
+        let after = try #require(try photos.find("ph1"))
+        #expect(Set(after.attributes.keys) == Set(before.attributes.keys), "\(after.attributes)")
+        #expect(try setup.device.store.blobs.data(for: after["image"]?.stringValue ?? "") == Data("seed photo bytes".utf8))
+        await setup.stop()
+    }
+
+    @Test(
         "an attribute that comes as name-rhoblob makes the model's blob attribute: a local change of it goes as a file, never as this store's reference (found by a black-box probe)"
     )
     func undeclaredBlobAttribute() async throws {
