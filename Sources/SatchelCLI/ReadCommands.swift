@@ -418,6 +418,13 @@ struct RepairCommand: ParsableCommand {
                 "lost: model '\(model)': \(changes.count) pending changes whose object is gone were dropped (\(changes.count { $0.kind == .create }) creates, never on the server; \(changes.count { $0.kind == .update }) updates): \(ids)"
             )
         }
+        for model in Set(report.createsRestored.map(\.model)).sorted() {
+            let ids = report.createsRestored.filter { $0.model == model }.map(\.objectID)
+            let shown = ids.prefix(5).map { "'\($0)'" }.joined(separator: ", ") + (ids.count > 5 ? ", …" : "")
+            Output.line(
+                "salvaged: model '\(model)': \(ids.count) objects made here whose pending create the damage took are logged again, to be pushed: \(shown)"
+            )
+        }
         for model in report.fullPullsScheduled {
             Output.line("salvaged: model '\(model)' pulls its whole collection at its next sync, to bring back what the server holds")
         }

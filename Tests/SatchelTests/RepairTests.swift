@@ -152,6 +152,37 @@ struct RepairTests {
         #expect(items.count == 200 && items.allSatisfy { $0.attributes.count == 1 && (0..<6).contains($0["n"]?.intValue ?? -1) })
     }
 
+    @Test(
+        "objects of a model never synced whose pending creates the damage took get them again, to be pushed; a synced model's are left alone (found by a black-box probe: they never reached the server, and a full sync deleted them)"
+    )
+    func lostCreatesRestored() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.child("s")
+        do {
+            let store = try Store(path: path)
+            for name in ["Draft", "Synced"] {
+                let model = try store.model(name)
+                for i in 0..<10 { _ = try model.create(["object": .string("o\(i)"), "n": .int(Int64(i))]) }
+            }
+            // `Synced` pulled before: an object of it with no record may be the server's.
+            try store.bulkUpdate { tx in
+                var state = ModelSyncState()
+                state.initialSyncComplete = true
+                try tx.setSyncState(try store.model("Synced"), state)
+            }
+            try store.close()
+        }
+        try Self.erase(
+            ["o3", "o7"].flatMap { [Keys.change("Draft", $0), Keys.change("Synced", $0)] }, partition: .user, path: path)
+        let report = try Store.repair(path: path)
+        #expect(report.createsRestored.map(\.model) == ["Draft", "Draft"] && report.createsRestored.map(\.objectID) == ["o3", "o7"])
+        #expect(report.isHealthy)
+        let store = try Store(path: path)
+        defer { try? store.close() }
+        #expect(try store.model("Draft").pendingChanges().filter { $0.kind == .create }.count == 10)
+        #expect(try store.model("Synced").pendingChanges().count == 8)
+    }
+
     @Test("a lost index definition: its entries go, the repair says which index to declare again, and the store checks clean")
     func lostIndexDefinition() throws {
         let directory = TemporaryDirectory()

@@ -42,6 +42,9 @@ public struct RepairReport: Sendable {
     /// Pending creates and updates whose object the damage took: dropped, as there is nothing
     /// left to send (a create's object never reached the server: it is lost).
     public var changesDropped: [(model: String, objectID: String, kind: PendingChange.Kind)] = []
+    /// Objects of models that never synced (every object of theirs made here) whose pending
+    /// create the damage took: logged again, to be pushed at the next sync.
+    public var createsRestored: [(model: String, objectID: String)] = []
     /// Synced models that lost objects: their next sync pulls the whole collection, bringing
     /// back what the server holds.
     public var fullPullsScheduled: [String] = []
@@ -114,6 +117,7 @@ extension Store {
         let counted = store.catalog.withLock { $0.models.mapValues(\.statistics.objects) }
         try store.rebuildIndexes(&report)
         report.changesDropped = try store.dropChangesOfLostObjects()
+        report.createsRestored = try store.restoreLostCreates()
         try store.recount()
         try store.scheduleFullPulls(counted: counted, &report)
         report.verification = try store.verify()
@@ -145,6 +149,40 @@ extension Store {
             }
         }
         return dropped
+    }
+
+    /// Step 3b': in a model that syncs but never did (no cursor, no first sync done), every object
+    /// is one made here; one left with no record of the engine's (no pending change, none in
+    /// flight or refused, no version) lost its pending create with the damage, and gets it again
+    /// (a black-box probe: such objects never reached the server, and a full sync then deleted
+    /// them here).
+    private func restoreLostCreates() throws -> [(model: String, objectID: String)] {
+        var restored: [(model: String, objectID: String)] = []
+        try writer.withLock {
+            for (name, entry) in modelsByName() where entry.definition.recordsChanges {
+                let model = Model(store: self, name: name.name)
+                let state = try read { try $0.syncState(model) }
+                guard state.cursor == nil, !state.initialSyncComplete else { continue }
+                let db = try database(entry.definition.partition)
+                let prefix = Keys.objectPrefix(name.name)
+                let iterator = try db.makeIterator()
+                var batch = LevelDBWriteBatch()
+                iterator.seek(prefix)
+                while iterator.isValid, iterator.keyHasPrefix(prefix) {
+                    defer { iterator.next() }
+                    // A record carrying a version is one the server sent.
+                    if iterator.withValue({ $0.first }) == StoredObject.versionMark { continue }
+                    let id = try iterator.withKey { try Keys.objectID(fromKey: $0, prefixLength: prefix.count) }
+                    let records: [KeyFamily] = [.change, .inFlight, .error, .version]
+                    if try records.contains(where: { try db.get(Keys.objectRecord($0, name.name, id)) != nil }) { continue }
+                    batch.put(Keys.change(name.name, id), StoredChange(kind: .create, attributes: JSONObject()).encoded)
+                    restored.append((name.name, id))
+                }
+                try iterator.checkError()
+                if batch.count > 0 { try db.write(batch, sync: true) }
+            }
+        }
+        return restored
     }
 
     /// Step 3c: the models holding fewer objects than they `counted` are reported; those that
