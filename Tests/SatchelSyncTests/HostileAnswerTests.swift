@@ -146,6 +146,28 @@ struct HostileAnswerTests {
         await server.stop()
     }
 
+    @Test(
+        "a read carrying credentials follows no redirect to another server, which gets nothing; one carrying none does (found by a black-box probe: a session token, a bearer token, a password went there)"
+    )
+    func redirectToAnotherServer() async throws {
+        let other = try await HostileServer.start(["/elsewhere": .json(#"{"results":[]}"#)])
+        let target = other.url.appendingPathComponent("elsewhere").absoluteString
+        let server = try await HostileServer.start(["/moved": .redirect(location: target)])
+        let client = SyncHTTPClient(timeout: Self.idle)
+        for headers in [["Authorization": "Bearer TOK"], ["X-Parse-Session-Token": "r:tok", "X-Parse-Application-Id": "app"], ["Cookie": "s=1"]] {
+            let error = await #expect(throws: SyncError.self) {
+                try await client.send("GET", server.url.appendingPathComponent("moved"), headers: headers)
+            }
+            #expect(
+                error?.code == .protocolViolation && error?.message.contains("redirected to another server") == true, "\(String(describing: error))")
+        }
+        #expect(other.requestsReceived == 0, "the other server was sent nothing")
+        let plain = try await client.send("GET", server.url.appendingPathComponent("moved"))
+        #expect(plain.status == 200 && other.requestsReceived == 1 && other.requestsWithCredentials == 0)
+        await server.stop()
+        await other.stop()
+    }
+
     @Test("ten million values in 20 MB and 100,000 levels of nesting are protocol violations, not a tree in memory")
     func manyValuesAndDeepNesting() async throws {
         try await with(.array(count: 10_000_000)) { _, url in

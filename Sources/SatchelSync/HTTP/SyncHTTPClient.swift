@@ -144,7 +144,6 @@ package struct SyncHTTPClient: Sendable {
     /// Characters left as they are in a query value or a path segment (RFC 3986 unreserved).
     static let unreserved = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 
-    /// `text` percent-encoded for a path segment or a query value.
     /// Whether `a` and `b` have the same scheme, host and port: a server's credentials go only
     /// to its own origin, never to a host a URL in its data names (a file on a CDN).
     package static func sameOrigin(_ a: URL, _ b: URL) -> Bool {
@@ -152,6 +151,14 @@ package struct SyncHTTPClient: Sendable {
         return a.scheme?.lowercased() == b.scheme?.lowercased() && a.host?.lowercased() == b.host?.lowercased() && port(a) == port(b)
     }
 
+    /// The headers (lowercased) that carry a server's credentials: a request holding one follows
+    /// no redirect to another origin.
+    static let credentialHeaders: Set<String> = [
+        "authorization", "cookie", "x-parse-session-token", "x-parse-master-key", "x-parse-rest-api-key", "x-parse-javascript-key",
+        "x-parse-client-key", "x-parse-application-id",
+    ]
+
+    /// `text` percent-encoded for a path segment or a query value.
     package static func escape(_ text: String) -> String { text.addingPercentEncoding(withAllowedCharacters: unreserved) ?? text }
 
     /// `root` + `path` (already escaped) + the query items, in order, escaped.
@@ -354,6 +361,20 @@ private final class AnswerCollector: NSObject, URLSessionDataDelegate, Sendable 
                 SyncError(
                     .protocolViolation,
                     "\(method) \(from) was redirected to \(to), which is not followed for a request that sends data: check the server URL"
+                ))
+            return
+        }
+        // A request carrying credentials follows a redirect within its server's origin only: they
+        // would go to a host nobody named (a black-box probe: a Parse session token, a
+        // Salesforce bearer token, a Kinto password), and its answer be taken as the server's
+        // (a Parse listing of ids that another host answered empty deleted every object here).
+        if let original = task.originalRequest, let from = original.url, let to = request.url, !SyncHTTPClient.sameOrigin(from, to),
+            let headers = original.allHTTPHeaderFields, headers.keys.contains(where: { SyncHTTPClient.credentialHeaders.contains($0.lowercased()) })
+        {
+            refuse(
+                SyncError(
+                    .protocolViolation,
+                    "\(original.httpMethod ?? "GET") \(from.path) was redirected to another server (\(to.host ?? to.absoluteString)), which is not given this server's credentials: check the server URL"
                 ))
             return
         }
