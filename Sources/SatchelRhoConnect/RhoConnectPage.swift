@@ -163,7 +163,11 @@ struct RhoConnectPage: Equatable {
                 urls[attribute] = url
                 plain[attribute] = value
             } else {
-                plain[attribute] = try RhoConnectValues.incoming(value, attribute: attribute, of: model)
+                do {
+                    plain[attribute] = try RhoConnectValues.incoming(value, attribute: attribute, of: model)
+                } catch {
+                    throw SyncError(error.code, "object '\(id)': \(error.message)")
+                }
             }
         }
         return ServerObject(id: id, attributes: plain, isWhole: false, blobURLs: urls)

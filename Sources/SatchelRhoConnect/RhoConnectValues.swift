@@ -20,7 +20,9 @@ enum RhoConnectValues {
     }
 
     /// A value as the model stores it: kept as it came, unless the model is fixed-schema and
-    /// declares the attribute's type, in which case the string is read as that type.
+    /// declares the attribute's type, in which case the string is read as that type. An empty
+    /// string is a nil on the server (RhoConnect stores a nil so): no value, the attribute gone
+    /// (a black-box probe: a removal the server kept as "" stopped the model's pulls for good).
     ///
     /// - Throws: ``SyncError`` `.protocolViolation` when a typed attribute's text is not of its
     ///   type (the page is then not applied).
@@ -36,6 +38,8 @@ enum RhoConnectValues {
         switch type {
         case .string, .any:
             return value
+        case _ where text.isEmpty:
+            return .null
         case .integer:
             guard let number = Int64(text) else { throw invalid() }
             return .int(number)

@@ -100,6 +100,14 @@ struct RhoConnectAdapterTests {
         try setup.products.update("4", with: ["price": 8])
         try await setup.device.engine.sync()
         #expect(await setup.server.objects("Product", user: "ann")["4"]?["price"] == "8", "pushed as a string")
+        // The server's nil is an empty string: the attribute gone, not a page refused for good
+        // (found by a black-box probe); a value not of the type names its object.
+        await setup.server.update("Product", user: "ann", id: "4", ["price": ""])
+        #expect(try await setup.device.engine.sync().pulled > 0)
+        #expect(try setup.products.find("4").map { $0["price"] == nil && $0["name"] != nil } == true)
+        await setup.server.update("Product", user: "ann", id: "4", ["price": "cheap"])
+        let error = await #expect(throws: SyncError.self) { try await setup.device.engine.sync() }
+        #expect(error?.message.contains("object '4'") == true, "\(String(describing: error))")
         await setup.stop()
     }
 
