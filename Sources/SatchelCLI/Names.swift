@@ -7,24 +7,11 @@ enum Names {
     /// name along it (`a..b`, `.a`, `a.`), or `[]` anywhere but at the end of a name
     /// (`items[]product`), are mistakes, never a question about such a name.
     static func path(_ text: String) throws(ValidationError) -> Field {
-        let names = text.split(separator: ".", omittingEmptySubsequences: false)
-        if names.contains(where: \.isEmpty) {
-            throw ValidationError("'\(text)' has an empty name: a path is names joined by dots, e.g. address.city")
-        }
-        for name in names where name == "[]" || (name.hasSuffix("[]") ? name.dropLast(2) : name[...]).contains("[]") {
-            throw ValidationError("'\(text)': [] ends the name of an array, as in items[].product")
-        }
-        // `items[0]`: a position in an array, which a path does not take (it would read an
-        // attribute so named, and answer nothing: a black-box probe).
-        for name in names {
-            guard name.hasSuffix("]"), let open = name.lastIndex(of: "["), open > name.startIndex else { continue }
-            let inside = name[name.index(after: open)..<name.index(before: name.endIndex)]
-            if !inside.isEmpty && inside.allSatisfy(\.isNumber) {
-                throw ValidationError(
-                    "'\(text)': a path takes no position in an array (\(name)): write \(name[..<open])[] to reach every element")
-            }
-        }
-        return Field(text)
+        let field = Field(text)
+        // `items[0]` among them: a position in an array, which a path does not take (it would
+        // read an attribute so named, and answer nothing: a black-box probe).
+        if let wrong = field.malformation { throw ValidationError(wrong) }
+        return field
     }
 
     /// `names`, the nearest to `name` first (by edit distance, letter case aside; ties by name).

@@ -261,6 +261,18 @@ struct MistakeTests {
             #expect(result.stderr.contains("empty name"), "\(arguments): \(result.stderr)")
         }
         #expect(try await shop.run(["index", "Product", "--list"]).stdout.isEmpty, "no index was made")
+        // A migration's steps refuse them too, writing nothing (found by a black-box probe: an
+        // index a..b was made, which no command could drop, and a rename through items[]product
+        // was recorded as applied).
+        let before = try await shop.run(["export", "Product"]).stdout
+        for (n, step) in [#"{"createIndex":"a..b"}"#, #"{"rename":"items[]product","to":"y"}"#, #"{"remove":"lines[0].qty"}"#].enumerated() {
+            let file = shop.directory.child("bad-\(n).json")
+            try #"{"name":"bad-\#(n)","steps":[\#(step)]}"#.write(toFile: file, atomically: true, encoding: .utf8)
+            let migrated = try await shop.run(["migrate", "Product", file])
+            #expect(migrated.status == 1 && migrated.stderr.split(separator: "\n").count == 1, "\(step): \(migrated.stderr)")
+        }
+        #expect(try await shop.run(["index", "Product", "--list"]).stdout.isEmpty, "no index was made")
+        #expect(try await shop.run(["export", "Product"]).stdout == before)
         // index does one thing: attributes, --list or --drop (found by a black-box probe).
         for arguments in [
             ["index", "Product", "brand", "--drop", "brand"], ["index", "Product", "--list", "--drop", "brand"], ["index", "Product"],

@@ -354,6 +354,7 @@ public enum MigrationStep: Sendable {
         guard !list.isEmpty, !fields.contains(where: { $0.description.isEmpty }) else {
             throw SatchelError(.invalidArgument, "name the index's attributes, e.g. \"brand\" or \"brand,price\"")
         }
+        if let wrong = fields.lazy.compactMap(\.malformation).first { throw SatchelError(.invalidArgument, wrong) }
         // A path into arrays (`items[].product`) is indexed element by element, as `satchel index`
         // takes it.
         if elements || (fields.count == 1 && fields[0].reachesIntoArrays) {

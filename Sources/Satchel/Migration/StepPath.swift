@@ -14,9 +14,7 @@ struct StepPath {
         self.text = text
         // A top-level name (most steps) is not split: a step's path is taken per object.
         field = text.utf8.contains(UInt8(ascii: ".")) ? Field(text) : Field(components: [text])
-        if field.components.contains(where: \.isEmpty) {
-            throw SatchelError(.invalidArgument, "'\(text)' has an empty name (a path is names joined by dots)")
-        }
+        if let wrong = field.malformation { throw SatchelError(.invalidArgument, wrong) }
         if field.isID {
             throw SatchelError(.invalidArgument, "'\(text)' is the object id, not an attribute: a step cannot rename, add, remove or convert it")
         }

@@ -35,6 +35,26 @@ public struct Field: Sendable, Hashable, ExpressibleByStringLiteral, CustomStrin
     /// Whether a name of a path reaches into each element of an array: `items[]`.
     static func isArrayStep(_ name: String) -> Bool { name.hasSuffix("[]") && name.utf8.count > 2 }
 
+    /// What is wrong with the path as written, in one line (nil: nothing): an empty name, `[]`
+    /// other than at the end of a name, or a position in an array (`items[0]`), which no path
+    /// takes. A query through such a path answers nothing; the CLI and a migration's steps
+    /// refuse it.
+    public var malformation: String? {
+        for name in components {
+            if name.isEmpty { return "'\(description)' has an empty name: a path is names joined by dots, e.g. address.city" }
+            if name == "[]" || (Self.isArrayStep(name) ? name.dropLast(2) : name[...]).contains("[]") {
+                return "'\(description)': [] ends the name of an array, as in items[].product"
+            }
+            if name.hasSuffix("]"), let open = name.lastIndex(of: "["), open > name.startIndex {
+                let inside = name[name.index(after: open)..<name.index(before: name.endIndex)]
+                if !inside.isEmpty && inside.allSatisfy(\.isNumber) {
+                    return "'\(description)': a path takes no position in an array (\(name)): write \(name[..<open])[] to reach every element"
+                }
+            }
+        }
+        return nil
+    }
+
     public init(stringLiteral value: String) { self.init(value) }
 
     /// The path with dots.
