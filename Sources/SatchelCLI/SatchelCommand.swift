@@ -85,8 +85,13 @@ struct SatchelCommand: AsyncParsableCommand {
             // other failure does.
             let code = exitCode(for: error)
             if code == .success { exit(withError: error) }
-            let message = message(for: error).split(separator: "\n").first.map(String.init) ?? "invalid arguments"
-            Output.error(message + " (see 'satchel help')")
+            // Its own line breaks (an argument holding one, echoed) become spaces: the reason after
+            // them is kept (a black-box probe: a --where with a newline lost it). What follows
+            // a blank line, or `Usage:`, is ArgumentParser's help, left to `satchel help`.
+            var text = message(for: error)
+            for end in ["\n\n", "\nUsage:"] { if let range = text.range(of: end) { text = String(text[..<range.lowerBound]) } }
+            let message = text.split(whereSeparator: \.isNewline).joined(separator: " ")
+            Output.error((message.isEmpty ? "invalid arguments" : message) + " (see 'satchel help')")
             Foundation.exit(code.rawValue)
         }
     }

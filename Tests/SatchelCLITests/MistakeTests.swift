@@ -209,6 +209,8 @@ struct MistakeTests {
         Self.expectFailure(try await CLI.run(["--db", db, "aggregate", "P", "--group-by", "count", "--count"]), 64, "has the name of a result")
         Self.expectFailure(try await CLI.run(["--db", db, "aggregate", "P", "--group-by", "sum(a)", "--sum", "a"]), 64, "has the name of a result")
         Self.expectFailure(try await CLI.run(["--db", db, "aggregate", "P", "--group-by", "a", "--group-by", "a", "--count"]), 64, "twice")
+        // A newline in a --where keeps the reason of its refusal (found by a black-box probe).
+        Self.expectFailure(try await CLI.run(["--db", db, "find", "P", "--where", "a=1\nor x"]), 64, "expected an operator")
         // A position in an array is no path (found by a black-box probe: it read an attribute
         // named items[0], and answered nothing).
         for arguments in [
