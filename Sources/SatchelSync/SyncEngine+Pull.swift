@@ -70,6 +70,16 @@ extension SyncEngine {
             let blobs = try await downloadBlobs(page, definition: definition, modelConfiguration: modelConfiguration, session: session, state: state)
             var applying = page
             applying.refusals = try await downloadBlobs(ofCopiesIn: page.refusals, definition: definition, session: session)
+            if full {
+                // A full pull follows a reset of this client's copy on the server (RhoConnect's):
+                // a refusal whose server copy is empty says only that the copy is not sent yet,
+                // not that the server deleted the object (a black-box probe: a full sync killed
+                // there left it so, and retry made the object again, twice over). A delete comes
+                // as such, or with the reconciliation that ends the pull.
+                for index in applying.refusals.indices where applying.refusals[index].serverDeleted && applying.refusals[index].serverCopy == nil {
+                    applying.refusals[index].serverDeleted = false
+                }
+            }
             // A page is bounded by the page size: applied on the actor (the hop to the storage
             // queue cost a tenth of the pull rate), unless its links rename objects.
             let before = state

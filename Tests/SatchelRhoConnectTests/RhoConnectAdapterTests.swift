@@ -812,6 +812,27 @@ struct RhoConnectAdapterTests {
     }
 
     @Test(
+        "a full sync stopped after the page that refused an update (its rollback copy empty: the client was just reset): the object is not taken as deleted on the server, and retry updates it (found by a black-box probe: retry made it again, a duplicate)"
+    )
+    func refusalInAnInterruptedFullSync() async throws {
+        let setup = try await Setup(pageSize: 1)
+        try await setup.device.engine.sync()
+        let before = await setup.server.objects("Product", user: "ann").count
+        await setup.server.addRule(Fixture.Rule(source: "Product", operation: "update", ids: ["4"], message: "not now"))
+        try setup.products.update("4", with: ["name": "Renamed"])
+        setup.faults.inject(.fail(SyncError(.network, "the connection was reset")), on: .pull, after: 1)
+        await #expect(throws: SyncError.self) { try await setup.device.engine.sync(mode: .full) }
+        let refusal = try #require(try setup.device.store.refusedChanges(model: "Product").first)
+        #expect(refusal.objectID == "4" && !refusal.serverDeleted, "\(refusal)")
+        await setup.server.clearRules()
+        try setup.device.store.resolve("Product", "4", .retry)
+        try await setup.device.engine.sync()
+        #expect(await setup.server.objects("Product", user: "ann").count == before, "no object made again")
+        #expect(await setup.server.objects("Product", user: "ann")["4"]?["name"] == "Renamed")
+        await setup.stop()
+    }
+
+    @Test(
         "an update of a blob refused: the server's copy holds its blob, downloaded, and rollback puts that back (found by a black-box probe: image-rhoblob and its URL were written as a plain attribute)"
     )
     func rollbackOfABlob() async throws {
