@@ -235,7 +235,8 @@ extension Store {
     func existingModel(named name: String) throws -> Model {
         if let model = existingModel(name) { return model }
         let names = Names.nearestFirst(to: name, among: models.map(\.name))
-        let known = names.isEmpty ? "the store has no models" : "the store has \(names.joined(separator: ", "))"
+        // Each quoted: a model may be named "" or hold a comma (a black-box probe).
+        let known = names.isEmpty ? "the store has no models" : "the store has \(names.map { "'\($0)'" }.joined(separator: ", "))"
         throw SatchelError(.notFound, "no model named '\(name)': \(known)", model: name)
     }
 }

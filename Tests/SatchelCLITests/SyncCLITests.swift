@@ -143,7 +143,7 @@ struct SyncCLITests {
         #expect(wrong.status != 0 && wrong.stderr.contains("retry or rollback"))
         // A model the store does not have is named with those it has (found by a black-box probe).
         let unknown = try await setup.run(["resolve", "Prodcut", "p1", "--action", "rollback"])
-        #expect(unknown.status == 1 && unknown.stderr.contains("the store has Product"), "\(unknown.stderr)")
+        #expect(unknown.status == 1 && unknown.stderr.contains("the store has 'Product'"), "\(unknown.stderr)")
         #expect(try await setup.run(["resolve", "Product", "p1", "--action", "rollback"]).status == 0)
         #expect(try await setup.run(["find", "Product", "--id", "p1"]).lines.first?.contains(#""price":5"#) == true)
         #expect(try await setup.sync().status == 0)
