@@ -216,7 +216,7 @@ enum Planner {
         var k = 0
         // Equality (or `in`) on a leading run of fields.
         while k < fields.count, let (values, used) = equalityValues(for: fields[k], conjuncts: conjuncts) {
-            if prefixes.count * max(values.count, 1) > 256 { break }
+            if prefixes.count * max(values.count, 1) > maximumSeeks { break }
             prefixes = prefixes.flatMap { p in values.map { Keys.element(after: p, $0) } }
             consumed.insert(used)
             equalities.append((fields[k], values))
@@ -257,6 +257,10 @@ enum Planner {
             equalities: equalities, range: rangeBounds)
     }
 
+    /// The most key ranges an index read seeks (the values of an `in`, by each fixed field's):
+    /// past it, the conjunct is left to the residual.
+    static let maximumSeeks = 256
+
     private static func elementCandidate(_ index: StoredIndex, model: String, conjuncts: [Condition.Node]) -> Candidate? {
         let field = index.definition.fields[0]
         let elements = Keys.indexElementsPrefix(index.prefix)
@@ -264,7 +268,7 @@ enum Planner {
             // `items[].product == v` (or `in`): the objects with an entry for a value, one
             // each per value (an object's entries are distinct). Exact, so the conjunct is
             // consumed; `== null` matches nothing (the index holds the nulls an element reaches).
-            guard let (values, i) = equalityValues(for: field, conjuncts: conjuncts), values.count <= 256 else { return nil }
+            guard let (values, i) = equalityValues(for: field, conjuncts: conjuncts), values.count <= maximumSeeks else { return nil }
             return Candidate(
                 index: index, ranges: values.map { KeyRange.prefix(Keys.element(after: elements, $0)) }, valueCount: 2,
                 consumed: ConjunctSet([i]), score: 9, deliversOrder: false, reverse: false, distinct: values.count > 1,
@@ -274,7 +278,7 @@ enum Planner {
         // and `tags` that is the string itself (its own one element, kept among the strings).
         // Exact. A number or other value is not served: a scalar one has no entry.
         if let (values, i) = equalityValues(for: field.reachingIntoArray(at: field.components.count), conjuncts: conjuncts),
-            values.count <= 128, values.allSatisfy({ $0.stringValue != nil })
+            2 * values.count <= maximumSeeks, values.allSatisfy({ $0.stringValue != nil })
         {
             let strings = Keys.indexStringsPrefix(index.prefix)
             return Candidate(
