@@ -11,10 +11,7 @@ extension KintoBackend {
         let what = "search of \(request.model.name)"
         let answer: SyncHTTPClient.Response
         if let next = request.cursor?["next"]?.stringValue {
-            guard isOnThisServer(next), let url = URL(string: next) else {
-                throw SyncError(.protocolViolation, "\(what): the next page is on another server (\(next))")
-            }
-            answer = try await send("GET", url, what: what)
+            answer = try await send("GET", try nextPage(next, what), what: what)
         } else {
             // Without `_since`, Kinto lists live records only.
             let query = [("_sort", "id"), ("_limit", String(max(1, request.pageSize)))] + serverFilter(request) + Self.filters(condition)

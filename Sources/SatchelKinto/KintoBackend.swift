@@ -373,12 +373,17 @@ public final class KintoBackend: SyncBackend {
                 ids.append(KintoMapping.objectID(id))
             }
             guard let next = answer.header("next-page") else { return ids }
-            guard isOnThisServer(next), let nextURL = URL(string: next) else {
-                throw SyncError(.protocolViolation, "\(what): the next page is on another server (\(next))")
-            }
-            url = nextURL
+            url = try nextPage(next, what)
         }
         throw SyncError(.protocolViolation, "\(what): the server's pages never end")
+    }
+
+    /// A `Next-Page` link to follow: one on this server only.
+    func nextPage(_ next: String, _ what: String) throws(SyncError) -> URL {
+        guard isOnThisServer(next), let url = URL(string: next) else {
+            throw SyncError(.protocolViolation, "\(what): the next page is on another server (\(next))")
+        }
+        return url
     }
 
     /// A server filter as Kinto's querystring filters (`name=value`, `min_n=2`, ...).

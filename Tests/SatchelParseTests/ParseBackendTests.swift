@@ -800,9 +800,7 @@ struct ParseBackendTests {
     @Test(
         "every write carries X-Parse-Request-Id; a create whose answer was lost carries the same one after a restart, and the server's 159 links it")
     func requestIDsAcrossRestarts() async throws {
-        var fixture = ParseFixture()
-        fixture.idempotency = ParseFixture.Idempotency()
-        var setup = try await Setup(fixture)
+        var setup = try await Setup(.idempotent)
         let server = setup.server
         defer { Task { await server.stop() } }
         let kept = await setup.server.put("Product", Self.json(["name": "Kept", "n": 1]), id: nil)
@@ -850,9 +848,7 @@ struct ParseBackendTests {
         "a create whose answer was lost, then deleted here: the delete goes to the object the create made (its request id answered 159), not to the local id (found by a black-box probe: a 101 counted as done, and the object came back)"
     )
     func deleteAfterLostCreate() async throws {
-        var fixture = ParseFixture()
-        fixture.idempotency = ParseFixture.Idempotency()
-        var setup = try await Setup(fixture)
+        var setup = try await Setup(.idempotent)
         let server = setup.server
         defer { Task { await server.stop() } }
         try setup.model("Product").create(["object": "n1", "name": "Gone again", "price": 3])
@@ -873,9 +869,7 @@ struct ParseBackendTests {
         "a 159 links a create only to an object holding exactly what it sent: another device's object with the same values and more is not it (found by a black-box probe: it was linked, and the local copy overwritten)"
     )
     func duplicateRequestNotLinkedToAnother() async throws {
-        var fixture = ParseFixture()
-        fixture.idempotency = ParseFixture.Idempotency()
-        let setup = try await Setup(fixture)
+        let setup = try await Setup(.idempotent)
         defer { Task { await setup.stop() } }
         let other = await setup.server.put("Product", Self.json(["name": "Milk", "tag": "made by another device"]), id: nil)
         try await setup.device.engine.sync(models: ["Product"])
@@ -902,9 +896,7 @@ struct ParseBackendTests {
         "a 159 for a create no object holds (Parse recorded the id of a request it then refused) sends it once more under another request id: made once"
     )
     func duplicateRequestWithoutObject() async throws {
-        var fixture = ParseFixture()
-        fixture.idempotency = ParseFixture.Idempotency()
-        let setup = try await Setup(fixture)
+        let setup = try await Setup(.idempotent)
         defer { Task { await setup.stop() } }
         let report = try await Self.refusedThenRecreated(setup, ["object": "n1", "name": "Later"])
         #expect(report.refused == 0 && report.accepted == 1)
@@ -1113,5 +1105,14 @@ struct ParseBackendTests {
         let name = try #require(answer["name"]?.stringValue)
         let url = try #require(answer["url"]?.stringValue)
         return (name, url)
+    }
+}
+
+extension ParseFixture {
+    /// The default fixture with the server's idempotency option on (request ids honoured).
+    static var idempotent: ParseFixture {
+        var fixture = ParseFixture()
+        fixture.idempotency = ParseFixture.Idempotency()
+        return fixture
     }
 }

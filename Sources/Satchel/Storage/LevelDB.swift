@@ -328,10 +328,10 @@ final class LevelDB: Sendable {
         // An open deletes the tables its manifest does not name: opened first with paranoid
         // checks, which refuse a damaged manifest or log (left to LevelDB's repair), so that
         // only a database whose manifest and logs are whole is opened without them.
-        func open(paranoid: Bool) throws(SatchelError) -> OpaquePointer? {
-            leveldb_options_set_paranoid_checks(opts, paranoid ? 1 : 0)
+        func open(paranoid: Bool, with settings: OpaquePointer = opts) throws(SatchelError) -> OpaquePointer? {
+            leveldb_options_set_paranoid_checks(settings, paranoid ? 1 : 0)
             do {
-                return try LevelDBStatus.check { leveldb_open(opts, path, $0) }
+                return try LevelDBStatus.check { leveldb_open(settings, path, $0) }
             } catch  where error.code == .locked {
                 throw error
             } catch {
@@ -393,10 +393,9 @@ final class LevelDB: Sendable {
             satchel_leveldb_options_set_open_listing_env(checking, refusing)
             satchel_open_listing_env_refuse_tables(refusing, 1)
         }
-        leveldb_options_set_paranoid_checks(checking, 0)
         let whole: Bool
         do {
-            guard let db = try? LevelDBStatus.check({ leveldb_open(checking, path, $0) }) else { return false }
+            guard let db = try open(paranoid: false, with: checking) else { return false }
             defer { leveldb_close(db) }
             whole = try readAll(db, rewriting: false)
         }
