@@ -116,19 +116,30 @@ public struct Field: Sendable, Hashable, ExpressibleByStringLiteral, CustomStrin
         Field(components: components[..<step].dropLast() + [components[step - 1] + "[]"] + components[step...])
     }
 
-    /// For a dotted path without `[]`: the part of it that holds an array in `attributes` before
-    /// the path ends (where the path cannot go on), or nil.
+    /// The number of names of the path that reach, in `attributes`, a place holding an array
+    /// before the path ends, by a name without `[]` (where the path cannot go on), or nil. A
+    /// name with `[]` goes on in each element.
     func arrayOnTheWay(in attributes: JSONObject) -> Int? {
-        guard components.count > 1, !reachesIntoArrays else { return nil }
-        var current = attributes[components[0]]
-        for i in 1..<components.count {
-            switch current {
-            case .object(let object)?: current = object[components[i]]
-            case .array?: return i
+        guard components.count > 1 else { return nil }
+        // `element`: the value is an element of an array a name with `[]` reached, where an
+        // array is an element that is not an object (reached only by a path ending there).
+        func search(_ value: JSONValue?, from step: Int, element: Bool = false) -> Int? {
+            guard step < components.count else { return nil }
+            switch value {
+            case .object(let object)?:
+                let name = components[step]
+                guard Self.isArrayStep(name) else { return search(object[name], from: step + 1) }
+                switch object[String(name.dropLast(2))] {
+                case .array(let elements)?:
+                    for value in elements { if let found = search(value, from: step + 1, element: true) { return found } }
+                    return nil
+                case let single: return search(single, from: step + 1)
+                }
+            case .array?: return element ? nil : step
             default: return nil
             }
         }
-        return nil
+        return search(.object(attributes), from: 0)
     }
 
     /// Every value the path reaches in `attributes`: one at most for a plain path; for a path
@@ -223,27 +234,33 @@ public struct Condition: Sendable, Hashable, CustomStringConvertible {
 
     // MARK: - Evaluation
 
-    /// The dotted paths without `[]` that `node` compares.
+    /// The paths of more than one name that `node` compares.
     static func dottedFields(_ node: Node) -> [Field] {
         switch node {
         case .always: return []
         case .compare(let field, _, _), .oneOf(let field, _), .beginsWith(let field, _), .contains(let field, _), .exists(let field, _):
-            return field.components.count > 1 && !field.reachesIntoArrays ? [field] : []
+            return field.components.count > 1 ? [field] : []
         case .and(let nodes), .or(let nodes): return nodes.flatMap(dottedFields)
         case .not(let inner): return dottedFields(inner)
         }
     }
 
-    /// Refuses a question whose dotted path starts at an attribute that holds an array in any
-    /// object of the model (`statistics`): such a path reaches nothing there, and whoever asked
-    /// meant the array's elements (`items[].product`). Deterministic: whatever the plan, the
-    /// limit or the objects read.
+    /// Refuses a question whose path goes on, by a name without `[]`, past a place that holds
+    /// an array in any object of the model (`statistics`): such a path reaches nothing there,
+    /// and whoever asked meant the array's elements (`items[].product`, `a.b[].c`).
+    /// Deterministic: whatever the plan, the indexes, the limit or the objects read.
     func refuseArrayCrossings(_ statistics: StoredStatistics, model: String) throws(SatchelError) {
-        guard !statistics.arrays.isEmpty else { return }
+        guard !statistics.arrays.isEmpty || !statistics.nestedArrays.isEmpty else { return }
         for field in Self.dottedFields(node) {
-            guard let count = statistics.arrays[NameKey(field.components[0])] else { continue }
-            throw Self.arrayCrossing(
-                field, at: 1, model: model, where: "\(count) object\(count == 1 ? "" : "s") hold\(count == 1 ? "s" : "") an array there")
+            var path: [NameKey] = []
+            for step in 1..<field.components.count {
+                let name = field.components[step - 1]
+                path.append(NameKey(name))
+                if Field.isArrayStep(name) { continue }
+                guard let count = step == 1 ? statistics.arrays[path[0]] : statistics.nestedArrays[path] else { continue }
+                throw Self.arrayCrossing(
+                    field, at: step, model: model, where: "\(count) object\(count == 1 ? "" : "s") hold\(count == 1 ? "s" : "") an array there")
+            }
         }
     }
 
@@ -255,9 +272,10 @@ public struct Condition: Sendable, Hashable, CustomStringConvertible {
             model: model)
     }
 
-    /// The dotted paths of `node` an array may cross below their first name (`a.b.c`): the
-    /// model's statistics count arrays at first names only (``refuseArrayCrossings(_:model:)``),
-    /// so these are checked on each object a query reads (``refuseArrays(on:in:model:)``).
+    /// The paths of `node` an array may cross below their first name (`a.b.c`, `i[].b.c`),
+    /// checked again on each object a query reads (``refuseArrays(on:in:model:)``): the model's
+    /// statistics (``refuseArrayCrossings(_:model:)``) count the arrays of its objects as they
+    /// are now, and a ``Snapshot`` reads them as they were.
     static func deepDottedFields(_ node: Node) -> [Field] { dottedFields(node).filter { $0.components.count > 2 } }
 
     /// Refuses a question whose dotted path meets an array in `object` before its end: such a

@@ -33,8 +33,8 @@ public final class ObjectCursor {
     private(set) var candidatesRead = 0
     /// The most objects an in-memory sort held at once.
     private(set) var peakBuffered = 0
-    /// The condition's deep dotted paths, checked on each object read for arrays on the way —
-    /// those an index answered too: an index holds a path that meets an array as missing.
+    /// The condition's deep paths, checked on each object read for arrays on the way (see
+    /// ``Condition/deepDottedFields(_:)``).
     private let dottedFields: [Field]
 
     private enum SourceState {

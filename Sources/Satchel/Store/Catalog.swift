@@ -27,8 +27,12 @@ struct StoredStatistics: Equatable, Sendable {
     /// Per top-level attribute: the objects holding an array there (a query whose dotted path
     /// crosses one is refused, ``Condition/refuseArrayCrossings(_:model:)``).
     var arrays: [NameKey: Int] = [:]
-    /// Whether `arrays` was read from a record that lacked it (an earlier version's): counted
-    /// when the store opens.
+    /// Per path below a first name, through nested objects and into the elements of arrays
+    /// (`a.b`, `items[].parts`, written as a ``Field``'s names): the objects holding an array
+    /// there, for the same refusal of deeper paths (`a.b.c`, `items[].parts.sku`).
+    var nestedArrays: [[NameKey]: Int] = [:]
+    /// Whether `arrays` or `nestedArrays` was read from a record that lacked it (an earlier
+    /// version's): counted when the store opens.
     var arraysUncounted = false
     /// Whether the stored record may be behind the data: an import under way writes its
     /// batches without the statistics (each batch writing them made every table LevelDB wrote
@@ -40,14 +44,60 @@ struct StoredStatistics: Equatable, Sendable {
 
     /// Counts `old`'s arrays out and `new`'s in (an object written).
     mutating func adjustArrays(old: JSONObject?, new: JSONObject?) {
+        var nested = false
         for (name, value) in old ?? JSONObject() {
-            guard case .array = value else { continue }
+            guard case .array = value else {
+                if case .object = value { nested = true }
+                continue
+            }
+            nested = true
             let count = (arrays[NameKey(name)] ?? 0) - 1
             arrays[NameKey(name)] = count == 0 ? nil : count
         }
         for (name, value) in new ?? JSONObject() {
-            if case .array = value { arrays[NameKey(name), default: 0] += 1 }
+            switch value {
+            case .array:
+                arrays[NameKey(name), default: 0] += 1
+                nested = true
+            case .object: nested = true
+            default: break
+            }
         }
+        // Only objects with nested values can hold arrays deeper down.
+        guard nested else { return }
+        for path in Self.nestedArrayPaths(old) {
+            let count = (nestedArrays[path] ?? 0) - 1
+            nestedArrays[path] = count == 0 ? nil : count
+        }
+        for path in Self.nestedArrayPaths(new) { nestedArrays[path, default: 0] += 1 }
+    }
+
+    /// The paths below a first name where `attributes` holds an array, each once.
+    static func nestedArrayPaths(_ attributes: JSONObject?) -> Set<[NameKey]> {
+        var paths: Set<[NameKey]> = []
+        func walk(_ value: JSONValue, at path: [NameKey]) {
+            switch value {
+            case .object(let object):
+                for (name, member) in object {
+                    let inner = path + [NameKey(name)]
+                    if case .array = member { paths.insert(inner) }
+                    walk(member, at: inner)
+                }
+            case .array(let elements):
+                // The elements' members are reached by the array's name with `[]`.
+                var stepped = path
+                stepped[stepped.count - 1] = NameKey(path[path.count - 1].name + "[]")
+                for case .object(let element) in elements { walk(.object(element), at: stepped) }
+            default: break
+            }
+        }
+        for (name, value) in attributes ?? JSONObject() {
+            switch value {
+            case .object, .array: walk(value, at: [NameKey(name)])
+            default: break
+            }
+        }
+        return paths
     }
 
     struct TextTotals: Equatable, Sendable {
@@ -81,7 +131,7 @@ struct StoredStatistics: Equatable, Sendable {
     }
 
     /// Stored under `(meta, "stats", model)`:
-    /// `{"arrays":{"items":k,…},"create":a,"delete":c,"errors":e,"inFlight":f,"indexes":{"1":n,…},"objects":N,"recount":true?,"text":{"4":[objects,words]}?,"update":b}`.
+    /// `{"arrays":{"items":k,…},"nestedArrays":[[["a","b"],k],…],"create":a,"delete":c,"errors":e,"inFlight":f,"indexes":{"1":n,…},"objects":N,"recount":true?,"text":{"4":[objects,words]}?,"update":b}`.
     var encoded: [UInt8] {
         var object: JSONObject = [
             "objects": .int(Int64(objects)), "create": .int(Int64(pendingCreates)),
@@ -90,6 +140,8 @@ struct StoredStatistics: Equatable, Sendable {
             "indexes": .object(JSONObject(indexEntries.map { (String($0.key), JSONValue.int(Int64($0.value))) })),
         ]
         object["arrays"] = .object(JSONObject(arrays.map { ($0.key.name, JSONValue.int(Int64($0.value))) }))
+        object["nestedArrays"] = .array(
+            nestedArrays.map { .array([.array($0.key.map { .string($0.name) }), .int(Int64($0.value))]) }.sorted { $0.description < $1.description })
         if recountDue { object["recount"] = .bool(true) }
         if !textTotals.isEmpty {
             object["text"] = .object(
@@ -124,6 +176,23 @@ struct StoredStatistics: Equatable, Sendable {
             }
         } else {
             arraysUncounted = objects > 0
+        }
+        if case .array(let pairs)? = object["nestedArrays"] {
+            for pair in pairs {
+                guard case .array(let parts) = pair, parts.count == 2, case .array(let names) = parts[0], names.count > 1,
+                    let count = parts[1].intValue
+                else { throw SatchelError(.corruption, "undecodable array statistics") }
+                var path: [NameKey] = []
+                for name in names {
+                    guard case .string(let name) = name else { throw SatchelError(.corruption, "undecodable array statistics") }
+                    path.append(NameKey(name))
+                }
+                nestedArrays[path] = Int(count)
+            }
+        } else if object["nestedArrays"] != nil {
+            throw SatchelError(.corruption, "undecodable array statistics")
+        } else {
+            arraysUncounted = arraysUncounted || objects > 0
         }
         for (id, totals) in object["text"]?.objectValue ?? JSONObject() {
             guard let id = Int(id), case .array(let pair) = totals, pair.count == 2, let objects = pair[0].intValue, let words = pair[1].intValue

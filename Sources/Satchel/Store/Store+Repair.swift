@@ -367,6 +367,7 @@ extension Store {
             for (name, entry) in uncounted {
                 var statistics = entry.statistics
                 statistics.arrays = [:]
+                statistics.nestedArrays = [:]
                 statistics.arraysUncounted = false
                 try Model(store: self, name: name.name).scanObjects { object in
                     statistics.adjustArrays(old: nil, new: object.attributes)
