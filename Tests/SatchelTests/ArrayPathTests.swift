@@ -1,5 +1,6 @@
 import Foundation
 import SatchelTestSupport
+import Synchronization
 import Testing
 
 @testable import Satchel
@@ -358,6 +359,12 @@ struct ArrayPathTests {
         #expect(try things.findAll(where: "i[].b[].c" == 1).map(\.id).sorted() == ["1", "2"])
         #expect(try things.findAll(where: Field("a.b").exists()).map(\.id).sorted() == ["1", "2"])
         #expect(try store.verify().isHealthy)
+        // `check` compares the counts with the data, and names the places.
+        let counted = try store.entry("P").statistics
+        store.catalog.withLock { $0.models[NameKey("P")]?.statistics.nestedArrays = [:] }
+        let problems = try store.verify().problems
+        #expect(problems.contains { $0.contains("differ from the data") && $0.contains("arrays [a.b: 1, i: 2, i[].b: 1])") }, "\(problems)")
+        store.catalog.withLock { $0.models[NameKey("P")]?.statistics = counted }
         // Once no object holds an array there, the path answers, from the index as from a scan.
         _ = try things.update("1", with: ["a": ["b": ["c": 1]], "i": .null])
         for query in [Query(where: "a.b.c" == 1), Query(where: "i[].b.c" == 1)] {

@@ -267,7 +267,9 @@ extension StoredStatistics {
     var summary: String {
         let entries = indexEntries.sorted { $0.key < $1.key }.map { "#\($0.key): \($0.value)" }.joined(separator: ", ")
         let text = textTotals.sorted { $0.key < $1.key }.map { "#\($0.key): \($0.value.objects) objects, \($0.value.words) words" }
+        let places = arrays.map { ([$0.key.name], $0.value) } + nestedArrays.map { ($0.key.map(\.name), $0.value) }
+        let held = places.map { "\($0.0.joined(separator: ".")): \($0.1)" }.sorted()
         return
-            "(objects \(objects), pending \(pendingCreates)/\(pendingUpdates)/\(pendingDeletes), in flight \(inFlight), errors \(errors), index entries [\(entries)]\(text.isEmpty ? "" : ", text [\(text.joined(separator: "; "))]"))"
+            "(objects \(objects), pending \(pendingCreates)/\(pendingUpdates)/\(pendingDeletes), in flight \(inFlight), errors \(errors), index entries [\(entries)]\(text.isEmpty ? "" : ", text [\(text.joined(separator: "; "))]")\(held.isEmpty ? "" : ", arrays [\(held.joined(separator: ", "))]"))"
     }
 }
