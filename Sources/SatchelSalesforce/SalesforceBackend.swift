@@ -119,7 +119,8 @@ public final class SalesforceBackend: SyncBackend {
     /// Deletions come from `getDeleted` (in pages); composite calls hold at most 200 records; a
     /// page is a query or its `nextRecordsUrl`, which moves nothing on the org (pulls ahead).
     public var capabilities: SyncCapabilities {
-        SyncCapabilities(deletions: .inPages, search: true, maxPushBatch: 200, pullsAhead: true, soqlFilters: true)
+        SyncCapabilities(
+            deletions: .inPages, search: true, maxPushBatch: 200, pullsAhead: true, soqlFilters: true, serverAttributes: ["LastModifiedDate"])
     }
 
     static let tokenKey = "accessToken"

@@ -45,7 +45,7 @@ extension SyncEngine {
             try pages.check(page, after: request.cursor)
             total = page.totalCount ?? total
             try Self.checkTypes(page, model: definition.name)
-            definition = try declare(page, in: definition, deviceOnly: modelConfiguration.deviceOnlyAttributes)
+            definition = try declare(page, in: definition, configuration: modelConfiguration)
             if page.reconcileIDs { listIDs = true }
             if page.schemaChanged {
                 // The cursor acknowledges the page that said so.
@@ -161,13 +161,18 @@ extension SyncEngine {
 
     /// Adds the associations, blob attributes, choices and attribute types a page showed to the model's definition
     /// (stored at once: a definition is not part of a batch, and adding them twice is harmless).
-    /// An attribute the server's schema no longer lists (a field its admin deleted, an
-    /// `extra-device` attribute no longer named) keeps its type: objects here may hold it, and
-    /// a schema they did not fit would refuse every later pull and update of theirs.
-    func declare(_ page: PullPage, in definition: ModelDefinition, deviceOnly: [String] = []) throws -> ModelDefinition {
+    /// The types are those of the attributes that travel (`onlyList` and `ignoreList` applied: a
+    /// local write of one they leave out is refused, as it would never be pushed), and the
+    /// device-only attributes, of any type. An attribute the server's schema no longer lists (a
+    /// field its admin deleted, an `extra-device` attribute no longer named) keeps its type:
+    /// objects here may hold it, and a schema they did not fit would refuse every later pull and
+    /// update of theirs.
+    func declare(_ page: PullPage, in definition: ModelDefinition, configuration: ModelSyncConfiguration = ModelSyncConfiguration()) throws
+        -> ModelDefinition
+    {
         var updated = definition
-        if var types = page.schema.attributeTypes {
-            for attribute in deviceOnly where types[attribute] == nil { types[attribute] = .any }
+        if var types = page.schema.attributeTypes?.filter({ configuration.syncs($0.key) }) {
+            for attribute in configuration.deviceOnlyAttributes where types[attribute] == nil { types[attribute] = .any }
             if case .fixedSchema(let kept) = definition.kind {
                 for (attribute, type) in kept where types[attribute] == nil { types[attribute] = type }
             }
