@@ -418,6 +418,16 @@ struct RepairCommand: ParsableCommand {
                 "lost: model '\(model)': \(changes.count) pending changes whose object is gone were dropped (\(changes.count { $0.kind == .create }) creates, never on the server; \(changes.count { $0.kind == .update }) updates): \(ids)"
             )
         }
+        for lost in report.changesLost {
+            Output.line(
+                "lost: model '\(lost.model)': \(lost.lost) of its \(lost.counted) changes the server had not confirmed (pending, in flight or refused; as it counted them before the damage): what they changed here is not pushed"
+            )
+        }
+        for model in report.countsLost {
+            Output.line(
+                "lost: model '\(model)': its statistics were in the damage: the objects and pending changes it lost, if any, cannot be counted (its objects are counted again)"
+            )
+        }
         for model in Set(report.createsRestored.map(\.model)).sorted() {
             let ids = report.createsRestored.filter { $0.model == model }.map(\.objectID)
             let shown = ids.prefix(5).map { "'\($0)'" }.joined(separator: ", ") + (ids.count > 5 ? ", …" : "")

@@ -45,6 +45,14 @@ public struct RepairReport: Sendable {
     /// Objects of models that never synced (every object of theirs made here) whose pending
     /// create the damage took: logged again, to be pushed at the next sync.
     public var createsRestored: [(model: String, objectID: String)] = []
+    /// Models holding fewer local changes the server has not confirmed (pending, in flight or
+    /// refused) than they counted before the damage, beyond those dropped with their objects
+    /// (a create logged again counts as salvaged): the damage took the changes' records (their objects,
+    /// where still here, keep the local values, which are not pushed).
+    public var changesLost: [(model: String, counted: Int, lost: Int)] = []
+    /// Models holding records whose statistics the damage took: what they lost, objects or
+    /// changes, cannot be counted.
+    public var countsLost: [String] = []
     /// Synced models that lost objects: their next sync pulls the whole collection, bringing
     /// back what the server holds.
     public var fullPullsScheduled: [String] = []
@@ -68,7 +76,9 @@ extension Store {
     ///    lost is registered again (a property bag, in the partition holding its records);
     ///    definitions and statistics that no longer decode are removed.
     /// 3. Every index is rebuilt from its model's objects, and every model's statistics are
-    ///    counted again.
+    ///    counted again; the objects and the unconfirmed changes they counted before the damage
+    ///    are compared with those salvaged, and what is missing is reported (``RepairReport``'s
+    ///    `objectsLost`, `changesLost`, `countsLost`).
     /// 4. The result is checked (``verify()``).
     ///
     /// Run it on a closed store, when opening fails with `.corruption` or `check` finds
@@ -114,12 +124,14 @@ extension Store {
         let store = try Store(path: path, configuration: configuration)
         defer { try? store.close() }
         // What each model counted before the damage (its statistics, when they survived).
-        let counted = store.catalog.withLock { $0.models.mapValues(\.statistics.objects) }
+        let statistics = try store.survivingStatistics()
+        let counted = statistics.mapValues(\.objects)
         try store.rebuildIndexes(&report)
         report.changesDropped = try store.dropChangesOfLostObjects()
         report.createsRestored = try store.restoreLostCreates()
         try store.recount()
         try store.scheduleFullPulls(counted: counted, &report)
+        store.compareChanges(with: statistics, &report)
         report.verification = try store.verify()
         // Reported now: a repair killed before this point, run again, reports what it found.
         for partition in partitions { RepairFindings.remove(in: directory(of: partition, in: path)) }
@@ -183,6 +195,34 @@ extension Store {
             }
         }
         return restored
+    }
+
+    /// Each model's statistics as the damage left them; a model whose record is gone, though
+    /// it holds records (every write of a model writes its statistics), is reported in
+    /// `countsLost` by ``compareChanges(with:_:)``, and left out.
+    private func survivingStatistics() throws -> [NameKey: StoredStatistics] {
+        var surviving: [NameKey: StoredStatistics] = [:]
+        for (name, entry) in modelsByName() where try database(entry.definition.partition).get(Keys.modelStatistics(name.name)) != nil {
+            surviving[name] = entry.statistics
+        }
+        return surviving
+    }
+
+    /// Step 3d: the models holding fewer unconfirmed changes than their statistics counted
+    /// before the damage (less the changes dropped with their objects; the creates logged again
+    /// count as salvaged), and the models with records whose statistics were lost, are reported.
+    private func compareChanges(with before: [NameKey: StoredStatistics], _ report: inout RepairReport) {
+        for (name, entry) in modelsByName() {
+            let now = entry.statistics
+            let unconfirmed = { (s: StoredStatistics) in s.pendingTotal + s.inFlight + s.errors }
+            guard let counted = before[name] else {
+                if now.objects > 0 || unconfirmed(now) > 0 { report.countsLost.append(name.name) }
+                continue
+            }
+            // The creates logged again are among those counted now, in place of those lost.
+            let expected = unconfirmed(counted) - report.changesDropped.count { UTF8Order.equal($0.model, name.name) }
+            if unconfirmed(now) < expected { report.changesLost.append((name.name, unconfirmed(counted), expected - unconfirmed(now))) }
+        }
     }
 
     /// Step 3c: the models holding fewer objects than they `counted` are reported; those that
