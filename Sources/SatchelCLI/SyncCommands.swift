@@ -238,7 +238,8 @@ struct SyncCommand: AsyncParsableCommand {
         abstract: "Run one sync cycle; print each notification as a line of JSON.",
         discussion: """
             Exit 0: complete. Exit 3: complete, but the server refused some records (see 'satchel errors'). \
-            Any other non-zero exit: the cycle failed (network, authentication, protocol); nothing was lost.
+            Any other non-zero exit: the cycle failed (network, authentication, protocol), or is not complete because \
+            the server could not take some changes this time (pending for the next sync); nothing was lost.
             """
     )
 
@@ -306,14 +307,15 @@ struct SyncCommand: AsyncParsableCommand {
             }
         }
         let postponed = "\(report.postponed) change(s) not taken by the server this time (see the error lines): pending for the next sync"
+        let refused = "the server refused \(report.refused) change(s): kept with its copy until resolved (satchel errors, satchel resolve)"
+        // Postponed changes leave the cycle incomplete: exit 1, whatever else the server refused
+        // (a black-box probe: exit 3, "complete but refused", hid them), the refusals said beside.
+        if report.postponed > 0 { throw SyncError(.server, report.refused > 0 ? refused + "; " + postponed : postponed) }
         if report.refused > 0 {
-            // One line on stderr, as for every non-zero exit (a black-box probe: there was none),
-            // with the postponed changes said beside the refusals (another: exit 3 hid them).
-            let refused = "the server refused \(report.refused) change(s): kept with its copy until resolved (satchel errors, satchel resolve)"
-            Output.note(report.postponed > 0 ? refused + "; " + postponed : refused)
+            // One line on stderr, as for every non-zero exit (a black-box probe: there was none).
+            Output.note(refused)
             throw ExitCode(3)
         }
-        if report.postponed > 0 { throw SyncError(.server, postponed) }
     }
 }
 

@@ -119,6 +119,32 @@ struct ParseCLITests {
         #expect(quiet.status == 0 && quiet.stderr.isEmpty, "without --verbose nothing is logged: \(quiet.stderr)")
     }
 
+    @Test(
+        "a change the server could not take this time exits 1, even beside a refused one (the cycle is not complete), one line naming both (found by a black-box probe: exit 3 hid it)"
+    )
+    func postponedBesideRefused() async throws {
+        let server = try await ParseServer.start()
+        defer { Task { await server.stop() } }
+        let directory = TemporaryDirectory()
+        let db = directory.child("db")
+        let a = await server.put("Product", Self.json(["name": "A"]), id: nil)
+        let b = await server.put("Product", Self.json(["name": "B"]), id: nil)
+        #expect(try await CLI.run(Self.sync(db, server, as: "ann", ["--model", "Product"])).status == 0)
+        await server.addRule(ParseFixture.Rule(className: "Product", operation: "update", ids: [a], message: "no"))
+        await server.addRule(ParseFixture.Rule(className: "Product", operation: "update", ids: [b], code: 1, message: "Internal server error."))
+        for id in [a, b] { #expect(try await CLI.run(["--db", db, "update", "Product", id, #"{"name":"changed"}"#]).status == 0) }
+        let both = try await CLI.run(Self.sync(db, server, as: nil))
+        #expect(both.status == 1, "\(both.stderr)")
+        let line = try #require(both.stderr.split(separator: "\n").last)
+        #expect(line.contains("refused 1 change") && line.contains("1 change(s) not taken by the server this time"), "\(line)")
+        // The next sync pushes the postponed one; the refused one waits for its resolution.
+        await server.clearRules()
+        let next = try await CLI.run(Self.sync(db, server, as: nil))
+        #expect(next.status == 0, "\(next.stderr)")
+        #expect(try JSONValue(parsing: try #require(await server.objects("Product")[b]))["name"] == "changed")
+        #expect(try JSONValue(parsing: try #require(await server.objects("Product")[a]))["name"] == "A")
+    }
+
     @Test("bad parse arguments are one-line errors")
     func badArguments() async throws {
         let directory = TemporaryDirectory()
