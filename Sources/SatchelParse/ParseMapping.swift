@@ -212,6 +212,28 @@ public enum ParseMapping {
 
     // MARK: - Pushed attributes
 
+    /// A date as Parse writes one, in UTC with milliseconds (`2024-05-01T08:00:00.000Z`): a day
+    /// alone (`2024-05-01`) is its midnight in UTC, a time with an offset is moved to UTC (a
+    /// black-box probe: both went verbatim, which a strict server refuses). Text that is no
+    /// ISO 8601 date goes as it is, for the server to judge.
+    static func utcISO(_ text: String) -> String {
+        if text.hasSuffix("Z"), text.utf8.count == 24 { return text }  // already Parse's form
+        let day = ISO8601DateFormatter()
+        day.formatOptions = [.withFullDate]
+        let withFraction = ISO8601DateFormatter()
+        withFraction.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        let whole = ISO8601DateFormatter()
+        whole.formatOptions = [.withInternetDateTime]
+        let date: Date?
+        if text.utf8.count == 10 {
+            date = day.date(from: text)
+        } else {
+            date = withFraction.date(from: text) ?? whole.date(from: text)
+        }
+        guard let date else { return text }
+        return withFraction.string(from: date)
+    }
+
     /// A pushed attribute's value on the wire: `null` → `{"__op":"Delete"}`, dates, pointers and
     /// files in their wrappers (`file` is the uploaded file's `name` and `url`).
     static func wire(
@@ -221,7 +243,7 @@ public enum ParseMapping {
         if let file { return ["__type": "File", "name": .string(file.name), "url": .string(file.url)] }
         switch (type, value) {
         case (.date?, .string(let iso)):
-            return ["__type": "Date", "iso": .string(iso)]
+            return ["__type": "Date", "iso": .string(utcISO(iso))]
         case (.pointer(let className)?, .string(let id)), (.pointers(let className)?, .string(let id)):
             return pointer(className, id)
         case (.pointer(let className)?, .array(let ids)), (.pointers(let className)?, .array(let ids)):

@@ -272,7 +272,8 @@ struct ParseBackendTests {
 
         // Changed here: each goes back in its type; untouched ones stay as they were there.
         let other = await setup.server.put("Customer", Self.json(["name": "Bob"]), id: nil)
-        try things.update(id, with: ["due": "2027-01-01T00:00:00.000Z", "owner": .string(other), "n": 2, "raw": .null])
+        // A day alone goes as its midnight in UTC (a black-box probe: it went verbatim).
+        try things.update(id, with: ["due": "2027-01-01", "owner": .string(other), "n": 2, "raw": .null])
         let pushed = try await setup.device.engine.sync()
         let errors = try setup.device.store.refusedChanges()
         let fates = try setup.device.store.changeFates(model: "Thing")
@@ -288,7 +289,8 @@ struct ParseBackendTests {
 
         // A new object with a file made here: the bytes are uploaded, the File points at them.
         let blob = try setup.device.store.blobs.put(Data("local bytes".utf8))
-        try things.create(["object": "t-local", "due": "2028-02-02T00:00:00.000Z", "file": .string(blob)])
+        // A time with an offset goes in UTC.
+        try things.create(["object": "t-local", "due": "2028-02-02T02:00:00+02:00", "file": .string(blob)])
         let report = try await setup.device.engine.sync(models: ["Thing"])
         let newID = try #require(report.serverIDs["Thing"]?["t-local"])
         let created = try #require(try await setup.stored("Thing", newID))
