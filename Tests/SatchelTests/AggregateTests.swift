@@ -219,6 +219,32 @@ struct AggregateTests {
         }
     }
 
+    @Test(
+        "equal numbers of different forms print as the object of least id holds them, whatever order an index of several fields reads them in (found by a black-box probe: -0.0 and 1.0 after index v,g)"
+    )
+    func equalNumbersTakeTheLeastIDsForm() throws {
+        try withTemporaryStore { store in
+            let objects: [(String, JSONValue, String)] = [
+                ("a", .int(0), "y"), ("b", .double(-0.0), "x"), ("c", .int(1), "y"), ("d", .double(1), "x"),
+            ]
+            var answers: [[String]] = []
+            for indexed in [false, true] {
+                let model = try store.model(indexed ? "Indexed" : "Scanned")
+                for (id, v, g) in objects { _ = try model.put(["object": .string(id), "v": v, "g": .string(g)]) }
+                if indexed { try model.createIndex(IndexDefinition(["v", "g"])) }
+                var printed: [String] = []
+                for condition: Condition in [.all, "v" >= 0] {
+                    let ends = try #require(try model.aggregate(where: condition, [.min("v"), .max("v")]).first)
+                    printed += [ends[.min("v")], ends[.max("v")]].map { $0?.description ?? "nil" }
+                    printed += try model.aggregate(where: condition, groupBy: ["v"], [.count]).map { "\($0.key) \($0[.count] ?? .null)" }
+                }
+                answers.append(printed)
+            }
+            #expect(answers[0] == answers[1], "\(answers)")
+            #expect(answers[0].prefix(4) == ["0", "1", "[Optional(0)] 2", "[Optional(1)] 2"], "\(answers[0])")
+        }
+    }
+
     @Test("a function over a path into arrays takes every value the path reaches; a group-by keeps the array whole")
     func pathsIntoArrays() throws {
         try withTemporaryStore { store in

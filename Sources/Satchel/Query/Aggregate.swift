@@ -112,17 +112,19 @@ extension Model {
             let cursor = try self.cursor(Query(where: condition))
             while let object = try cursor.next() {
                 let key = groupBy.map { $0.value(in: object) }
-                groups[key, default: Accumulator(functions)].add(object)
+                groups[key, default: Accumulator(functions)].add(object, key: key)
             }
             if groupBy.isEmpty && groups.isEmpty { groups[[]] = Accumulator(functions) }
-            return try groups.map { key, accumulator in AggregateGroup(key: key, functions: functions, values: try accumulator.results()) }
-                .sorted { a, b in
-                    for (x, y) in zip(a.key, b.key) {
-                        let (kx, ky) = (ValueOrder.sortKey(x), ValueOrder.sortKey(y))
-                        if kx != ky { return kx.lexicographicallyPrecedes(ky) }
-                    }
-                    return false
+            return try groups.map { key, accumulator in
+                AggregateGroup(key: accumulator.key ?? key, functions: functions, values: try accumulator.results())
+            }
+            .sorted { a, b in
+                for (x, y) in zip(a.key, b.key) {
+                    let (kx, ky) = (ValueOrder.sortKey(x), ValueOrder.sortKey(y))
+                    if kx != ky { return kx.lexicographicallyPrecedes(ky) }
                 }
+                return false
+            }
         }
     }
 
@@ -173,10 +175,19 @@ extension Model {
     private func indexEnds(_ index: StoredIndex, _ field: Field) throws -> (JSONValue?, JSONValue?) {
         let iterator = try store.database(try definition.partition).makeIterator(fillCache: false)
         func entry() throws -> IndexEntry? { try iterator.withKey { try IndexEntry(key: $0) } }
+        // Among entries of equal value, the least id: in an index of several fields (`v, g`)
+        // they are in the order of the next field, not of their ids (a black-box probe).
+        func earlier(_ a: IndexEntry, _ b: IndexEntry?) -> Bool { b.map { UTF8Order.less(a.id, $0.id) } ?? true }
         var least: IndexEntry?
         iterator.seek(index.prefix)
-        while least == nil && iterator.isValid && iterator.keyHasPrefix(index.prefix) {
-            least = try entry()
+        while iterator.isValid && iterator.keyHasPrefix(index.prefix) {
+            guard let next = try entry() else {
+                if least != nil { break }
+                iterator.next()
+                continue
+            }
+            if let found = least, !found.isNumber || found.value != next.value { break }
+            if earlier(next, least) { least = next }
             iterator.next()
         }
         var greatest: IndexEntry?
@@ -191,7 +202,7 @@ extension Model {
                 continue
             }
             if let found = greatest, !found.isNumber || found.value != next.value { break }
-            greatest = next
+            if earlier(next, greatest) { greatest = next }
             iterator.previous()
         }
         try iterator.checkError()
@@ -214,6 +225,8 @@ extension Model {
             let entry = try iterator.withKey { try IndexEntry(key: $0) }
             if let last = groups.last, last.0 == entry?.value {
                 groups[groups.count - 1].1 += 1
+                // The least id's form: an index of several fields orders equal values by the next.
+                if let entry, let first = firsts[firsts.count - 1], UTF8Order.less(entry.id, first.id) { firsts[firsts.count - 1] = entry }
             } else {
                 groups.append((entry?.value, 1))
                 firsts.append(entry)
@@ -265,8 +278,14 @@ private struct Accumulator {
     var doubleSums: [CompensatedSum]
     var sawDouble: [Bool]
     var numbers: [Int]
-    /// Per function: the least or greatest value so far and its sort key.
-    var extremes: [(JSONValue, [UInt8])?]
+    /// Per function: the least or greatest value so far, its sort key, and the id of the object
+    /// holding it.
+    var extremes: [(JSONValue, [UInt8], String)?]
+    /// The group's values as its object of least id holds them, and that id: values equal as
+    /// `==` says (`1` and `1.0`, `0` and `-0.0`) are one group, printed as a scan in id order
+    /// finds them first, whatever order the objects come in (an index's: a black-box probe).
+    var key: [JSONValue?]?
+    var keyID: String?
 
     init(_ functions: [AggregateFunction]) {
         self.functions = functions
@@ -277,8 +296,9 @@ private struct Accumulator {
         extremes = functions.map { _ in nil }
     }
 
-    mutating func add(_ object: Object) {
+    mutating func add(_ object: Object, key: [JSONValue?]) {
         count += 1
+        if keyID.map({ UTF8Order.less(object.id, $0) }) ?? true { (self.key, keyID) = (key, object.id) }
         for (i, function) in functions.enumerated() {
             switch function {
             case .count: break
@@ -299,10 +319,12 @@ private struct Accumulator {
                 let least = if case .min = function { true } else { false }
                 Self.forEachOperand(field, of: object) { value in
                     let key = ValueOrder.sortKey(value)
-                    if let (_, best) = extremes[i], least ? !key.lexicographicallyPrecedes(best) : !best.lexicographicallyPrecedes(key) {
-                        return
+                    if let (_, best, id) = extremes[i] {
+                        // An equal value takes the form of the object of least id.
+                        let better = least ? key.lexicographicallyPrecedes(best) : best.lexicographicallyPrecedes(key)
+                        guard better || (key == best && UTF8Order.less(object.id, id)) else { return }
                     }
-                    extremes[i] = (value, key)
+                    extremes[i] = (value, key, object.id)
                 }
             }
         }
