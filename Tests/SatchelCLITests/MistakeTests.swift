@@ -329,23 +329,39 @@ struct MistakeTests {
     )
     func requireIndexAdvice() async throws {
         let shop = try await Shop()
-        #expect(try await shop.run(["put", "Order", #"{"object":"o2","items":[{"product":"p1"}],"tags":["a"],"total":4}"#]).status == 0)
-        for condition in [
+        #expect(try await shop.run(["put", "Order", #"{"object":"o2","items":[{"product":"p1"}],"tags":["a"],"total":4,"rank":2}"#]).status == 0)
+        #expect(try await shop.run(["index", "Order", "rank"]).status == 0)
+        let conditions = [
             "items[].product=p1", "items[].product^=p", "items[].product>p", "items[].product in p1,p2", "items[].product~=p", "tags~=a", "tags[]=a",
-            "tags[]~=a", "total>1", "total in 3,4", "items[].product!=p",
-        ] {
-            let first = try await shop.run(["find", "Order", "--where", condition, "--require-index"])
+            "tags[]~=a", "total>1", "total in 3,4", "items[].product!=p", "tags[] in a,b", "rank<[2]", "rank>={}",
+        ]
+        let orders = [["--order", "rank", "--order", "total", "--limit", "2"], ["--order", "total:desc", "--order", "rank:desc"]]
+        // Named, found by black-box probes: the element paths (they named nothing), the order's
+        // keys (they named `rank`, which exists).
+        let named = ["tags[]=a": "tags[]", "tags[] in a,b": "tags[]", "--order rank --order total --limit 2": "rank,total"]
+        for arguments in conditions.map({ ["--where", $0] }) + orders {
+            let asked = arguments.first == "--where" ? arguments[1] : arguments.joined(separator: " ")
+            let first = try await shop.run(["find", "Order"] + arguments + ["--require-index"])
             guard first.status != 0 else { continue }
-            #expect(first.status == 2, "\(condition): \(first.stderr)")
+            #expect(first.status == 2, "\(asked): \(first.stderr)")
             guard let start = first.stderr.range(of: "(satchel index Order '"), let end = first.stderr[start.upperBound...].range(of: "')") else {
-                #expect(first.stderr.contains("no condition or order an index could serve"), "\(condition): \(first.stderr)")
+                #expect(first.stderr.contains("no condition or order an index could serve"), "\(asked): \(first.stderr)")
+                #expect(named[asked] == nil, "\(asked): \(first.stderr)")
                 continue
             }
             let name = String(first.stderr[start.upperBound..<end.lowerBound])
+            #expect(named[asked].map { $0 == name } ?? true, "\(asked): \(first.stderr)")
             #expect(try await shop.run(["index", "Order", name]).status == 0)
-            let second = try await shop.run(["find", "Order", "--where", condition, "--require-index"])
-            #expect(second.status == 0, "\(condition): after 'index Order \(name)': \(second.stderr)")
+            let second = try await shop.run(["find", "Order"] + arguments + ["--require-index"])
+            #expect(second.status == 0, "\(asked): after 'index Order \(name)': \(second.stderr)")
         }
+        // A scan that delivers its order (the ids') and stops after its window reads no more
+        // than it answers: not refused (a black-box probe: told to index the id).
+        for arguments in [["--order", "object:desc", "--limit", "2"], ["--limit", "1"]] {
+            let answer = try await shop.run(["find", "Order"] + arguments + ["--require-index"])
+            #expect(answer.status == 0 && !answer.lines.isEmpty, "\(arguments): \(answer.stderr)")
+        }
+        #expect(try await shop.run(["find", "Order", "--order", "object", "--require-index"]).status == 2, "without a limit, every object")
     }
 
     @Test("no --db (nor SATCHEL_DB) is a usage error; a read never creates a store")

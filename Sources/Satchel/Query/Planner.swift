@@ -504,9 +504,12 @@ extension Planner {
             UTF8Order.compareBytes(range.start, Keys.element(after: model.objectPrefix, .string(""))) <= 0,
             UTF8Order.compareBytes(range.end, ids.end) >= 0
         else { return }
+        // A scan that delivers the order itself (ids', or none) with nothing to filter stops
+        // after its window: it reads no more objects than the answer holds (a black-box probe:
+        // `--order object --limit 2` was refused, told to index the id).
+        if case .always = plan.residual, !plan.sortInMemory, query.window != nil { return }
         let advice: String
-        if let (field, elements) = indexable(query) {
-            let name = elements ? "\(field)[]" : "\(field)"
+        if let name = indexable(query) {
             advice = "index '\(name)' to serve it (satchel index \(model.name) '\(name)')"
         } else {
             advice = "it has no condition or order an index could serve"
@@ -519,24 +522,40 @@ extension Planner {
         throw SatchelError(.unindexedQuery, message, model: model.name)
     }
 
-    /// The attribute an index would serve the query by: the first condition's field (its
-    /// elements for `contains`), else the first order key's.
-    static func indexable(_ query: Query) -> (Field, elements: Bool)? {
+    /// The index that would serve the query, as `satchel index` takes it: the first condition's
+    /// field that an index serves (an array's elements, `tags[]`, for `contains`), else the
+    /// order's keys when an index of them in that order serves it (one direction, no id, no
+    /// path into arrays). Nil when no index would: naming one that cannot serve the query would
+    /// send the user round in a loop (a black-box probe).
+    static func indexable(_ query: Query) -> String? {
+        func isString(_ value: JSONValue) -> Bool { if case .string = value { true } else { false } }
+        func isScalar(_ value: JSONValue) -> Bool {
+            switch value {
+            case .array, .object: false
+            default: true
+            }
+        }
         for conjunct in conjuncts(query.condition.node) {
             switch conjunct {
-            // An index over a path into arrays serves `==` only, and only on a path that ends
-            // at an attribute of the elements (`items[].product`, not `tags[]`): naming it for
-            // another condition would send the user round in a loop.
-            case .compare(let field, let op, _) where field.reachesIntoArrays:
-                if op == .equal && !Field.isArrayStep(field.components.last ?? "") { return (field, false) }
-            case .compare(let field, let op, _) where op != .notEqual && !field.isID: return (field, false)
-            case .oneOf(let field, _) where !field.isID && !field.reachesIntoArrays: return (field, false)
-            case .beginsWith(let field, _) where !field.reachesIntoArrays: return (field, false)
-            case .exists(let field, _) where !field.reachesIntoArrays: return (field, false)
-            case .contains(let field, _) where !field.reachesIntoArrays: return (field, true)
+            // An index over a path into arrays serves `==` and `in`; on the path into an array
+            // itself (`tags[]`), of strings only.
+            case .compare(let field, .equal, let value) where field.reachesIntoArrays:
+                if !Field.isArrayStep(field.components.last ?? "") || isString(value) { return field.description }
+            case .oneOf(let field, let values) where field.reachesIntoArrays:
+                if !Field.isArrayStep(field.components.last ?? "") || values.allSatisfy(isString) { return field.description }
+            // A range with an array or object bound is served by no index.
+            case .compare(let field, let op, let value) where op != .notEqual && !field.isID && !field.reachesIntoArrays:
+                if op == .equal || isScalar(value) { return field.description }
+            case .oneOf(let field, _) where !field.isID && !field.reachesIntoArrays: return field.description
+            case .beginsWith(let field, _) where !field.reachesIntoArrays: return field.description
+            case .exists(let field, _) where !field.reachesIntoArrays: return field.description
+            case .contains(let field, _) where !field.reachesIntoArrays: return "\(field)[]"
             default: continue
             }
         }
-        return query.order.first.flatMap { $0.field.reachesIntoArrays ? nil : ($0.field, false) }
+        let keys = query.order
+        guard let first = keys.first, keys.allSatisfy({ !$0.field.reachesIntoArrays && !$0.field.isID && $0.descending == first.descending })
+        else { return nil }
+        return keys.map(\.field.description).joined(separator: ",")
     }
 }
