@@ -434,6 +434,11 @@ public final class KintoBackend: SyncBackend {
         }
         let context = OutcomeContext(
             blobAttribute: blob ?? KintoMapping.attachmentField, carryingAttachments: Set(attachments.keys))
+        for index in changes.indices.reversed() {
+            guard let refusal = try await guardingUnversionedDelete(&changes[index], model: request.model.name, context: context) else { continue }
+            results.append(PushResult(objectID: changes[index].objectID, outcome: refusal))
+            changes.remove(at: index)
+        }
         // An update that removes attributes goes on its own, as a JSON Patch: a batch's PATCH
         // would keep a null, and a PUT of the whole object would erase what this device does not
         // read (an attribute list, the attachment, fields no attribute travels as).
@@ -649,7 +654,12 @@ public final class KintoBackend: SyncBackend {
                 return change.kind == .create ? .retryLater(message: message) : .notFound(message: message, code: "412")
             }
             let held = change.attributes.allSatisfy { name, value in value.isNull ? attributes[name] == nil : attributes[name] == value }
-            if held && (change.kind == .create || context.carryingAttachments.contains(Array(change.objectID.utf8))) {
+            // What the lost push of a create sent that was removed here since, which the record
+            // still holds: to be removed there (a black-box probe: the create counted as
+            // accepted, and the removal was undone here by the next pull).
+            let removedHere =
+                change.kind == .create && attributes.contains { name, value in change.attributes[name] == nil && change.sentValues[name] == value }
+            if held && !removedHere && (change.kind == .create || context.carryingAttachments.contains(Array(change.objectID.utf8))) {
                 // An earlier push of this change went through and its answer was lost (or its
                 // attachment failed after it): the record is written, its attachment goes next.
                 return .accepted(version: .int(version))
@@ -659,13 +669,14 @@ public final class KintoBackend: SyncBackend {
             // A create whose every attribute on the server is its own: the push of an earlier
             // form of it went through, its answer lost, and it was edited here since; the push
             // sends the rest over it (``completingCreate``).
-            // (Edited to other values since: every attribute the record holds is the create's now,
-            // or what the lost push sent of it.)
+            // (Edited to other values, or removed, since: every attribute the record holds is the
+            // create's now, or what the lost push sent of it; and it holds all that push sent,
+            // else another device changed it since, a conflict: a black-box probe found another
+            // device's removal undone.)
             let earlierForm =
                 change.kind == .create
-                && attributes.allSatisfy { name, value in
-                    change.attributes[name] == value || (change.attributes[name] != nil && change.sentValues[name] == value)
-                }
+                && attributes.allSatisfy { name, value in change.attributes[name] == value || change.sentValues[name] == value }
+                && change.sentValues.allSatisfy { name, value in attributes[name] == value || attributes[name] == change.attributes[name] }
             if change.kind != .create || earlierForm {
                 return .conflict(message: text, code: "412", serverCopy: attributes, serverVersion: .int(version))
             }
@@ -693,11 +704,34 @@ public final class KintoBackend: SyncBackend {
     /// The attributes of record `id` of `model` when this user may read it (nil otherwise, or
     /// when it is no object).
     func readableCopy(_ id: String, model: String, context: OutcomeContext) async throws -> JSONObject? {
+        try await readableRecord(id, model: model, context: context)?.attributes
+    }
+
+    /// Record `id` of `model`, its attributes and version, when this user may read it (nil
+    /// otherwise, or when it is no object).
+    func readableRecord(_ id: String, model: String, context: OutcomeContext) async throws -> (attributes: JSONObject, version: Int64)? {
         let answer = try await send("GET", try root(collectionPath(model) + "/records/" + KintoMapping.recordID(id)), what: "read of \(model) \(id)")
         guard answer.status == 200, let data = (try? answer.json(""))?["data"],
-            case .object(_, let attributes, _)? = KintoMapping.record(data, attachmentAs: context.blobAttribute)?.record
+            case .object(_, let attributes, let version)? = KintoMapping.record(data, attachmentAs: context.blobAttribute)?.record
         else { return nil }
-        return attributes
+        return (attributes, version)
+    }
+
+    /// A delete of an object whose create's answer was lost goes with no version to match: its
+    /// record is read first. One that holds only this device's values (the object's last ones,
+    /// or what the lost push sent) is deleted guarded by its version; one another device changed
+    /// since is a refusal with its copy, as a `412` (a black-box probe: the `DELETE` went
+    /// unguarded, and destroyed the other device's edit). Nil: nothing there, the delete goes.
+    func guardingUnversionedDelete(_ change: inout OutgoingChange, model: String, context: OutcomeContext) async throws -> PushOutcome? {
+        guard change.kind == .delete, change.baseVersion == nil,
+            let (attributes, version) = try await readableRecord(change.objectID, model: model, context: context)
+        else { return nil }
+        let own =
+            attributes.allSatisfy { name, value in change.attributes[name] == value || change.sentValues[name] == value }
+            && change.sentValues.allSatisfy { name, value in attributes[name] == value || attributes[name] == change.attributes[name] }
+        guard own else { return .refused(message: "the record was modified on the server meanwhile", code: "412", serverCopy: attributes) }
+        change.baseVersion = .int(version)
+        return nil
     }
 
     /// A create refused with 412 over a record that holds only its own values (an earlier form
@@ -710,7 +744,16 @@ public final class KintoBackend: SyncBackend {
         var rest = create
         rest.kind = .update
         rest.attributes = create.attributes.filter { name, value in serverCopy[name] != value && !value.isNull }
+        // What the lost push sent and this device removed since goes as a removal.
+        for (name, value) in serverCopy where create.attributes[name] == nil && create.sentValues[name] == value { rest.attributes[name] = .null }
         rest.baseVersion = .int(version)
+        if Self.removesAttributes(rest) {
+            let outcome = try await patchAlone(rest, model: model, context: context).outcome
+            if case .conflict(let message, let code, let serverCopy, _) = outcome {
+                return .refused(message: message, code: code, serverCopy: serverCopy)
+            }
+            return outcome
+        }
         let url = try root(collectionPath(model) + "/records/" + KintoMapping.recordID(create.objectID))
         let body: JSONObject = ["data": .object(KintoMapping.data(rest.attributes))]
         let answer = try await send("PATCH", url, headers: ["If-Match": "\"\(version)\""], body: Data(body.jsonBytes), what: "push to \(model)")
