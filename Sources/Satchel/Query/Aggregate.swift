@@ -178,33 +178,29 @@ extension Model {
         // Among entries of equal value, the least id: in an index of several fields (`v, g`)
         // they are in the order of the next field, not of their ids (a black-box probe).
         func earlier(_ a: IndexEntry, _ b: IndexEntry?) -> Bool { b.map { UTF8Order.less(a.id, $0.id) } ?? true }
-        var least: IndexEntry?
-        iterator.seek(index.prefix)
-        while iterator.isValid && iterator.keyHasPrefix(index.prefix) {
-            guard let next = try entry() else {
-                if least != nil { break }
-                iterator.next()
-                continue
+        // The end's first value (nulls, missing, aside), walked through while equal when it is a
+        // number (only numbers have forms a key does not keep).
+        func end(forward: Bool) throws -> IndexEntry? {
+            if forward {
+                iterator.seek(index.prefix)
+            } else {
+                iterator.seek(Keys.prefixEnd(index.prefix))
+                if iterator.isValid { iterator.previous() } else { iterator.seekToLast() }
             }
-            if let found = least, !found.isNumber || found.value != next.value { break }
-            if earlier(next, least) { least = next }
-            iterator.next()
-        }
-        var greatest: IndexEntry?
-        iterator.seek(Keys.prefixEnd(index.prefix))
-        if iterator.isValid { iterator.previous() } else { iterator.seekToLast() }
-        // Back to the first entry, in id order, of the greatest value when it is a number (only
-        // numbers have forms a key does not keep).
-        while iterator.isValid && iterator.keyHasPrefix(index.prefix) {
-            guard let next = try entry() else {
-                if greatest != nil { break }
-                iterator.previous()
-                continue
+            var found: IndexEntry?
+            while iterator.isValid && iterator.keyHasPrefix(index.prefix) {
+                defer { if forward { iterator.next() } else { iterator.previous() } }
+                guard let next = try entry() else {
+                    if found != nil { break }
+                    continue
+                }
+                if let found, !found.isNumber || found.value != next.value { break }
+                if earlier(next, found) { found = next }
             }
-            if let found = greatest, !found.isNumber || found.value != next.value { break }
-            if earlier(next, greatest) { greatest = next }
-            iterator.previous()
+            return found
         }
+        let least = try end(forward: true)
+        let greatest = try end(forward: false)
         try iterator.checkError()
         func stored(_ entry: IndexEntry?) throws -> JSONValue? {
             guard let entry else { return nil }
