@@ -150,12 +150,15 @@ extension SyncEngine {
     /// `user` and `app` partitions), tells the server to forget this client, and drops the
     /// client id; keeps the proof of login. The next sync starts afresh, as a new client (a
     /// server that registers clients gives it a new id). Returns why the server was not told
-    /// (none given, or it could not be reached), nil when it was: the reset here is done either way.
+    /// (none given, it could not be reached, or no session is stored to tell it with), nil when
+    /// it was: the reset here is done either way.
     @discardableResult
     public func clientReset() async throws -> SyncError? {
         configuration.logger.notice("client reset: the synced data, cursors and client id go")
-        var untold: SyncError?
+        // Logged out: nothing to tell the server with (a black-box probe: the reset said it had).
+        var untold: SyncError? = SyncError(.notLoggedIn, "no session is stored")
         if let session = try currentSession() {
+            untold = nil
             // A server that cannot be told (none given, or unreachable) keeps its record of the
             // client, which the next sync no longer uses: the reset here goes on, and says so.
             var reset = session
@@ -200,15 +203,23 @@ extension SyncEngine {
         }
     }
 
-    /// Wipes the `user` partition (every model's data in it, synced or not), logs out, and
-    /// forgets the session with the client id: the next login starts as a new device would.
+    /// Wipes the `user` partition (every model's data in it, synced or not), tells the server
+    /// to forget what it sent this client, logs out, and forgets the session with the client
+    /// id: the next login starts as a new device would.
     ///
-    /// - Returns: why the server was not told of the logout (see ``logOut()``).
+    /// - Returns: why the server was not told of the reset or the logout (see ``logOut()``).
     @discardableResult
     public func fullResetAndLogout() async throws -> SyncError? {
         configuration.logger.notice("full reset: the user partition and the session go")
+        // The server keeps nothing for a client no device uses again (a black-box probe:
+        // RhoConnect kept the old client's copy of every object for good).
+        var untold: SyncError?
+        if let session = try currentSession(), session.clientID != nil {
+            do { _ = try await withRetry { try await self.backend.resetClient(session) } } catch { untold = Self.syncError(error) }
+        }
         try await onStorageQueue { try $0.wipeSyncedData(in: [.user], includingUnsynced: true) }
-        let untold = try await logOut()
+        let loggedOut = try await logOut()
+        untold = untold ?? loggedOut
         try setStoredSession(nil)
         return untold
     }

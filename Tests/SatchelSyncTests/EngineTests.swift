@@ -865,6 +865,9 @@ struct EngineTests {
 
         try await client.engine.fullResetAndLogout()
         #expect(try client.store.storedSession() == nil, "a full reset forgets the client too")
+        #expect(await server.clientIDs.isEmpty, "and tells the server to forget it (found by a black-box probe: it kept it)")
+        // With no session, a client reset cannot tell the server, and says so (found by another).
+        #expect(try await client.engine.clientReset()?.code == .notLoggedIn)
     }
 
     @Test(
