@@ -16,7 +16,7 @@ struct BlobCommand: ParsableCommand {
     @Option(help: ArgumentHelp("Write the bytes to this file instead of stdout.", valueName: "file")) var out: String?
 
     func run() throws {
-        let data: Data = try store.withStore { store in
+        let data: Data? = try store.withStore { store in
             let model = try store.existingModel(named: model)
             guard let object = try model.find(id) else {
                 throw SatchelError(.notFound, "no object '\(id)' in model '\(model.name)'", model: model.name, objectID: id)
@@ -26,18 +26,17 @@ struct BlobCommand: ParsableCommand {
                 let what = value.map { "holds \($0), not a downloaded blob" } ?? "has no attribute '\(attribute)'"
                 throw SatchelError(.notFound, "object '\(id)' of '\(model.name)' \(what)", model: model.name, objectID: id)
             }
-            guard let data = try store.blobs.data(for: reference) else {
-                throw SatchelError(
-                    .notFound, "the blob of '\(attribute)' of object '\(id)' is missing from the store", model: model.name, objectID: id)
+            let missing = SatchelError(
+                .notFound, "the blob of '\(attribute)' of object '\(id)' is missing from the store", model: model.name, objectID: id)
+            if let out {
+                // Whole or not at all: a failure leaves an earlier file there as it was.
+                guard try store.blobs.write(reference, to: URL(fileURLWithPath: out)) else { throw missing }
+                return nil
             }
+            guard let data = try store.blobs.data(for: reference) else { throw missing }
             return data
         }
-        if let out {
-            // Whole or not at all: a failure leaves an earlier file there as it was.
-            try data.write(to: URL(fileURLWithPath: out), options: .atomic)
-        } else {
-            Output.write(data)
-        }
+        if let data { Output.write(data) }
     }
 }
 

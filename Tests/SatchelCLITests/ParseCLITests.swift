@@ -89,6 +89,12 @@ struct ParseCLITests {
         let blob = try await CLI.run(["--db", db, "blob", "Order", "Ordr000001", "receipt", "--out", receipt])
         #expect(blob.status == 0, "\(blob.stderr)")
         #expect(try String(contentsOfFile: receipt, encoding: .utf8).hasPrefix("Receipt 1001\n"))
+        // A file that cannot be written is one plain line (found by a black-box probe: a
+        // Foundation error's dump, with a hint to read the help).
+        let nowhere = directory.child("missing/receipt.txt")
+        let unwritable = try await CLI.run(["--db", db, "blob", "Order", "Ordr000001", "receipt", "--out", nowhere])
+        #expect(
+            unwritable.status == 1 && unwritable.stderr == "satchel: cannot write '\(nowhere)': No such file or directory\n", "\(unwritable.stderr)")
         let none = try await CLI.run(["--db", db, "blob", "Order", "Ordr000001", "status"])
         #expect(none.status == 1 && none.stderr.split(separator: "\n").count == 1, "\(none.stderr)")
 

@@ -46,6 +46,21 @@ struct StoreToolsCLITests {
         #expect(compact.status == 0 && compact.lines.first?.hasPrefix("compacted: ") == true, "\(compact.stderr)")
         #expect(try await CLI.run(["--db", db, "find", "Note", "--count"]).lines == ["10"])
         #expect(try await CLI.run(["--db", directory.child("missing"), "compact"]).status != 0)
+
+        // What the file named is written, not replaced (found by a black-box probe): a link's
+        // target (the link stays), a stream where it stands; a directory is one line.
+        let target = directory.child("target.jsonl")
+        try Data("old\n".utf8).write(to: URL(fileURLWithPath: target))
+        let link = directory.child("link.jsonl")
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: target)
+        #expect(try await CLI.run(["--db", db, "export", "Note", link]).status == 0)
+        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: link) == target)
+        #expect(try String(contentsOfFile: target, encoding: .utf8).split(separator: "\n").map(String.init) == lines)
+        let stream = try await CLI.run(["--db", db, "export", "Note", "/dev/stdout"])
+        #expect(stream.status == 0 && stream.lines == lines, "\(stream.stderr)")
+        let folder = try await CLI.run(["--db", db, "export", "Note", directory.path])
+        #expect(folder.status == 1 && folder.stderr == "satchel: cannot write '\(directory.path)': it is a directory\n", "\(folder.stderr)")
+        #expect(try String(contentsOfFile: target, encoding: .utf8).split(separator: "\n").count == 10)
     }
 
     @Test("backup copies the store into a new one that checks clean; restore swaps it back and keeps the replaced store")

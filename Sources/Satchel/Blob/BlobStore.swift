@@ -72,6 +72,20 @@ public struct BlobStore: Sendable {
         return Data(try SealedBlob.open(Array(file), name: url.lastPathComponent, key: key))
     }
 
+    /// Writes the bytes of `reference` to the file at `url`, whole or not at all (a failure
+    /// leaves an earlier file there as it was; a pipe or a device is written to in place).
+    /// Returns false when the store holds no such blob, writing nothing.
+    ///
+    /// - Throws: ``SatchelError`` `.io` when the file cannot be written, `.corruption` as
+    ///   ``data(for:)``.
+    public func write(_ reference: String, to url: URL) throws -> Bool {
+        guard let data = try data(for: reference) else { return false }
+        let file = try ReplacingFile(path: url.path)
+        try file.write(data)
+        try file.commit()
+        return true
+    }
+
     /// The file of `reference` (whether or not it exists), or nil for a string that is not a
     /// blob reference. In an encrypted store the file holds the bytes sealed: read them with
     /// ``data(for:)``.
