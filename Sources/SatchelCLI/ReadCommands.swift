@@ -207,7 +207,9 @@ struct IndexCommand: ParsableCommand {
             isText = true
         }
         var elementIndex = elements
-        if !isText && text.hasSuffix("[]") {
+        // `tags[]`: the elements of `tags` (`a[][]` stays as written, for the path's check to
+        // refuse: a black-box probe found it indexed as `a[]`).
+        if !isText && text.hasSuffix("[]") && !text.dropLast(2).hasSuffix("[]") {
             text.removeLast(2)
             elementIndex = true
         }

@@ -8,7 +8,9 @@ struct ImportCommand: ParsableCommand {
         abstract: "Load a JSON array or JSON-lines file of objects into a model.",
         discussion: """
             The file is checked whole before anything is written: a malformed file changes nothing. Objects are \
-            then written in batches, each one transaction. An object with an "object" id replaces the stored one.
+            then written in batches, each one transaction. An object with an "object" id replaces the stored one; \
+            one whose attributes are all null (or that has none but its id) deletes it, as every write does, and \
+            counts among the N of "imported N": the items the file held.
 
             With --graph, each object is a nested object graph: a nested object that names its class ("class", \
             "className", or "__type":"Object" with "className") and its id ("id", "objectId" or "object") is stored \

@@ -244,7 +244,7 @@ struct MistakeTests {
     func malformedPaths() async throws {
         let shop = try await Shop()
         // One letter after the [] as well (a black-box probe: items[]q was taken as a name).
-        for path in ["a..b", ".price", "price.", "items[]product", "items.[].product", "items[]q", "a[]]", "items[]p.x"] {
+        for path in ["a..b", ".price", "price.", "items[]product", "items.[].product", "items[]q", "a[]]", "items[]p.x", "a[][]"] {
             for arguments in [
                 ["find", "Product", "--where", "\(path)=1"], ["find", "Product", "--select", "name,\(path)"], ["find", "Product", "--order", path],
                 ["aggregate", "Product", "--sum", path], ["aggregate", "Product", "--count", "--group-by", path], ["index", "Product", path],
