@@ -59,6 +59,13 @@ struct ExportCommand: ParsableCommand {
             } else {
                 try model.export { Output.write($0) }
             }
+            // Said, not silent (a black-box probe): the file holds blob references, not bytes.
+            let blobs = try model.definition.blobAttributes
+            if !blobs.isEmpty {
+                Output.note(
+                    "note: blob attributes (\(blobs.joined(separator: ", "))) are exported as references; their bytes stay in this store (satchel blob reads them, backup copies them)"
+                )
+            }
         }
     }
 }
