@@ -137,6 +137,13 @@ extension SatchelCommand {
                 continue
             }
             if word.hasPrefix("-") { return nil }  // --db=DIR, --help, --version: ArgumentParser's
+            // `satchel help fnd`: ArgumentParser would print the whole help and exit 0 (a
+            // black-box probe).
+            if word == "help", index + 1 < arguments.count, !arguments[index + 1].hasPrefix("-"),
+                !commandNames.contains(arguments[index + 1])
+            {
+                return arguments[index + 1]
+            }
             return commandNames.contains(word) ? nil : word
         }
         return nil

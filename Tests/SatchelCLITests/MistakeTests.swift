@@ -385,6 +385,9 @@ struct MistakeTests {
         Self.expectFailure(try await shop.run(["fnd", "Product"]), 64, "'fnd' is not a satchel command; did you mean 'find'?")
         Self.expectFailure(try await CLI.run(["imprt", "Product", "x.json"]), 64, "did you mean 'import'?")
         Self.expectFailure(try await CLI.run(["frobnicate"]), 64, "'frobnicate' is not a satchel command (see 'satchel help')")
+        // The help of no command (found by a black-box probe: the whole help, exit 0).
+        Self.expectFailure(try await CLI.run(["help", "fnd"]), 64, "'fnd' is not a satchel command; did you mean 'find'?")
+        #expect(try await CLI.run(["help", "find"]).status == 0)
         let version = try await CLI.run(["--version"])
         #expect(version.status == 0)
         let changelog = try String(contentsOf: Fixtures.directory.deletingLastPathComponent().appendingPathComponent("CHANGELOG.md"), encoding: .utf8)
