@@ -10,7 +10,7 @@ extension ParseBackend {
     ///
     /// | protection | the server needs | a lost create answer, sent again |
     /// | --- | --- | --- |
-    /// | ``requestIDs`` (default) | `idempotencyOptions` with a path matching `classes/.*` | answered `159`: the object the first request made is found by its attributes and linked; if the object was edited here in between, the new request is another request, and a second object is made |
+    /// | ``requestIDs`` (default) | `idempotencyOptions` with a path matching `classes/.*` | answered `159`: the object the first request made is found by its attributes and linked; an object edited here in between asks again with what it sent, and its edits go to the object so made |
     /// | ``customObjectIDs`` | `allowCustomObjectId` | the object is created under the local id, so a second create is refused (`137`) and becomes an update of the object the first one made, edits included |
     /// | ``clientIDField(_:)`` | the field in the class's schema (or `addField` allowed) | the object holding the field's value is found before sending, and updated instead, edits included |
     /// | ``none`` | nothing | makes a second object |
@@ -94,6 +94,17 @@ extension ParseBackend {
             case .unanswered(let error): outcomes[change.objectID] = .unanswered(error)
             }
         }
+        // A create sent before (its answer lost) and edited here since is another request: what
+        // it sent is asked again under its own request id, and the object that made (then or
+        // now) takes the edits as an update (a black-box probe: a second object was made).
+        var madeAs: [String: String] = [:]
+        for change in request.changes where singly && outcomes[change.objectID] == nil && Self.editedLostCreate(change) {
+            switch try await madeByLostCreate(change, context) {
+            case .made(let id): madeAs[change.objectID] = id
+            case .none: break  // nothing made: it goes as a create
+            case .unanswered(let error): outcomes[change.objectID] = .unanswered(error)
+            }
+        }
         let refusedHere = outcomes.count
         let sendable = (outcomes.isEmpty ? request.changes : request.changes.filter { outcomes[$0.objectID] == nil }).map { change in
             guard let id = deletedAs[change.objectID] else { return change }
@@ -101,16 +112,16 @@ extension ParseBackend {
             renamed.objectID = id
             return renamed
         }
-        let batched = singly ? sendable.filter { $0.kind != .create } : sendable
+        let batched = singly ? sendable.filter { $0.kind != .create || madeAs[$0.objectID] != nil } : sendable
         var start = 0
         while start < batched.count {
             let chunk = Array(batched[start..<min(start + configuration.batchSize, batched.count)])
             start += chunk.count
-            for (id, outcome) in try await pushBatch(chunk, context) { outcomes[id] = outcome }
+            for (id, outcome) in try await pushBatch(chunk, context, made: singly ? madeAs : nil) { outcomes[id] = outcome }
         }
         for (local, id) in deletedAs { outcomes[local] = outcomes.removeValue(forKey: id) }
         if singly {
-            let creates = sendable.filter { $0.kind == .create }
+            let creates = sendable.filter { $0.kind == .create && madeAs[$0.objectID] == nil }
             for (id, outcome) in try await pushCreates(creates, context, othersAnswered: outcomes.count > refusedHere) { outcomes[id] = outcome }
         }
         return request.changes.map {
@@ -161,8 +172,14 @@ extension ParseBackend {
             case .create, .update:
                 var body = try await body(of: change, context)
                 if change.kind == .create, made[change.objectID] != nil {
-                    // Made already: the create's attributes (edits since included) go on it.
+                    // Made already: the create's attributes (edits since included) go on it, and
+                    // what the lost push sent that was removed here since goes as removed (a
+                    // black-box probe: the server kept it, and the next pull brought it back).
                     body["objectId"] = nil
+                    let removed = JSONObject(change.sentValues.filter { name, _ in change.attributes[name] == nil }.map { ($0.key, JSONValue.null) })
+                    for (field, removal) in ParseMapping.body(removed, model: context.request.model, types: context.types, files: [:]) {
+                        body[field] = removal
+                    }
                     requests.append(["method": "PUT", "path": .string(path), "body": .object(body)])
                 } else if change.kind == .create {
                     requests.append(["method": "POST", "path": .string(context.classPath), "body": .object(body)])
@@ -369,6 +386,12 @@ extension ParseBackend {
     /// under an id this device does not know, so a delete of the local id would miss it.
     static func deletesALostCreate(_ change: OutgoingChange) -> Bool {
         change.kind == .delete && change.baseVersion == nil && !change.sentValues.isEmpty
+    }
+
+    /// Whether `change` creates an object whose create was sent, its answer lost, and that was
+    /// edited here since: its request now differs from the one that may have made it.
+    static func editedLostCreate(_ change: OutgoingChange) -> Bool {
+        change.kind == .create && !change.sentValues.isEmpty && !change.sentValues.isIdentical(to: change.attributes)
     }
 
     /// What a lost create of a deleted object came to.

@@ -23,13 +23,17 @@ extension SalesforceBackend {
             }
         }
 
-        // Creates, after looking for records that earlier creates made (their answer lost).
+        // Creates, after looking for records that earlier creates made (their answer lost); and
+        // deletes of objects whose create's answer was lost (no version: never pulled), which
+        // go to the record so made, if any (a black-box probe: the local id went as the record's).
         let creates = request.changes.filter { $0.kind == .create }
+        let lostCreates = request.changes.filter { $0.kind == .delete && $0.baseVersion == nil && !$0.sentValues.isEmpty }
         // The client-id field's value: the object's own, else its local id.
         let clientValues = Dictionary(
             uniqueKeysWithValues: creates.map { change in
                 (change.objectID, clientField.flatMap { change.attributes[$0]?.stringValue } ?? change.objectID)
-            })
+            }
+                + lostCreates.map { change in (change.objectID, clientField.flatMap { change.sentValues[$0]?.stringValue } ?? change.objectID) })
         let made = try await madeBefore(clientValues, field: clientField, request: request)
         var posts: [Outgoing] = []
         for change in creates where made[change.objectID] == nil {
@@ -41,7 +45,12 @@ extension SalesforceBackend {
         // Updates (and creates made already, now updated with what they carry).
         var patches: [Outgoing] = []
         for change in request.changes.filter({ $0.kind == .update }) + creates.filter({ made[$0.objectID] != nil }) {
-            let fields = change.attributes.filter { name, _ in updateable.contains(name) }
+            var fields = change.attributes.filter { name, _ in updateable.contains(name) }
+            // A create made already: what its lost push sent that was removed here since goes
+            // as null (a black-box probe: the org kept it, and the next pull brought it back).
+            if change.kind == .create {
+                for (name, _) in change.sentValues where change.attributes[name] == nil && updateable.contains(name) { fields[name] = .null }
+            }
             if change.kind == .update && fields.isEmpty {
                 // Nothing the org lets an update change (formula, audit or create-only fields, or
                 // fields it no longer has): an empty PATCH would only move LastModifiedDate, and
@@ -74,10 +83,17 @@ extension SalesforceBackend {
         for group in Self.groups(patches, limit: configuration.maximumBase64PerRequest) {
             calls.append(Call(method: "PATCH", changes: group.map(\.change), records: group.map { .object($0.record) }))
         }
-        let deletes = request.changes.filter { $0.kind == .delete }
+        var deletes = request.changes.filter { $0.kind == .delete }
+        if clientField != nil {
+            // A lost create that made no record: nothing there to delete.
+            for change in lostCreates where made[change.objectID] == nil {
+                results.append(PushResult(objectID: change.objectID, outcome: .accepted()))
+                deletes.removeAll { $0.objectID == change.objectID }
+            }
+        }
         if !deletes.isEmpty {
-            calls.append(
-                Call(method: "DELETE", changes: deletes, query: [("ids", deletes.map(\.objectID).joined(separator: ",")), ("allOrNone", "false")]))
+            let ids = deletes.map { made[$0.objectID] ?? $0.objectID }
+            calls.append(Call(method: "DELETE", changes: deletes, query: [("ids", ids.joined(separator: ",")), ("allOrNone", "false")]))
         }
         for (index, call) in calls.enumerated() {
             do {

@@ -547,6 +547,8 @@ public enum SyncConformance {
         let device = try await device(server)
         try await device.engine.sync(models: ["Product"])
         try device.products().create(["object": "n1", "name": "Once"])
+        try device.products().create(["object": "n2", "name": "Twice", "brand": "Removed here"])
+        try device.products().create(["object": "n3", "name": "Thrice"])
         try device.products().update(ids[0], with: ["price": 42])
         device.faults.inject(.dropAnswer, on: .push)
         if server.backend.capabilities.pushResultsViaPull {
@@ -560,11 +562,27 @@ public enum SyncConformance {
                 return
             }
         }
+        // Changed here before the answer is known: an attribute removed, an object deleted
+        // (found by black-box probes: the server kept the attribute, and the object).
+        try device.products().update(try localID(device, name: "Twice"), with: ["brand": .null])
+        try device.products().delete(try localID(device, name: "Thrice"))
         let report = try await device.engine.sync(models: ["Product"])
-        #expect(report.refused == 0)
+        let refusals = try device.store.refusedChanges()
+        #expect(report.refused == 0, "\(refusals)")
         #expect(try await serverObjects(server, "Product", where: "name", is: "Once").count == 1, "sent twice, created once")
         #expect(try await server.objects("Product")[ids[0]]?["price"] == 42)
+        let twice = try await serverObjects(server, "Product", where: "name", is: "Twice")
+        #expect(twice.count == 1 && twice.values.allSatisfy { $0["brand"] == nil }, "\(twice)")
+        #expect(try await serverObjects(server, "Product", where: "name", is: "Thrice").isEmpty)
         try await device.expectConverged()
+    }
+
+    /// The id the object named `name` has here (its server id once a pull brought its link).
+    private static func localID(_ device: Device, name: String) throws -> String {
+        guard let object = try device.products().findFirst(where: ["name": .string(name)]) else {
+            throw SyncError(.protocolViolation, "no object named \(name) here")
+        }
+        return object.id
     }
 
     static func repeatedPage(_ server: any ConformanceServer) async throws {

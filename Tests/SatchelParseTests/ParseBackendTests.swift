@@ -915,10 +915,11 @@ struct ParseBackendTests {
         fixture.allowCustomObjectID = true
         let setup = try await Setup(fixture, backend: Self.protected(.customObjectIDs))
         defer { Task { await setup.stop() } }
-        try setup.model("Product").create(["object": "n1", "name": "Once"])
+        try setup.model("Product").create(["object": "n1", "name": "Once", "note": "gone soon"])
         setup.faults.inject(.dropAnswer, on: .push)
         await #expect(throws: SyncError.self) { try await setup.device.engine.sync(models: ["Product"]) }
-        try setup.model("Product").update("n1", with: ["price": 3])
+        // An edit, and a removal (found by a black-box probe: the server kept `note`).
+        try setup.model("Product").update("n1", with: ["price": 3, "note": .null])
         let report = try await setup.device.engine.sync(models: ["Product"])
         #expect(report.refused == 0 && report.serverIDs["Product"] == nil, "no rename")
         let objects = await setup.server.objects("Product")
@@ -946,18 +947,18 @@ struct ParseBackendTests {
     func clientIDField() async throws {
         let setup = try await Setup(backend: Self.protected(.clientIDField("deviceRef")))
         defer { Task { await setup.stop() } }
-        try setup.model("Product").create(["object": "n1", "name": "Once"])
+        try setup.model("Product").create(["object": "n1", "name": "Once", "note": "gone soon"])
         try setup.model("Product").create(["object": "n2", "name": "Own", "deviceRef": "app-chosen"])
         setup.faults.inject(.dropAnswer, on: .push)
         await #expect(throws: SyncError.self) { try await setup.device.engine.sync(models: ["Product"]) }
-        try setup.model("Product").update("n1", with: ["price": 3])
+        try setup.model("Product").update("n1", with: ["price": 3, "note": .null])
         let report = try await setup.device.engine.sync(models: ["Product"])
         #expect(report.refused == 0)
         let objects = await setup.server.objects("Product")
         #expect(objects.count == 2)
         let id = try #require(report.serverIDs["Product"]?["n1"])
         let stored = try #require(try await setup.stored("Product", id))
-        #expect(stored["deviceRef"] == "n1" && stored["price"] == 3)
+        #expect(stored["deviceRef"] == "n1" && stored["price"] == 3 && stored["note"] == nil, "\(stored)")
         #expect(try setup.model("Product").find(id)?["deviceRef"] == "n1", "visible here as there")
         let own = try #require(report.serverIDs["Product"]?["n2"])
         #expect(try await setup.stored("Product", own)?["deviceRef"] == "app-chosen")

@@ -458,11 +458,15 @@ public actor InMemoryBackend: SyncBackend {
             if let conflict = conflict(change, current) { return conflict }
             return .accepted(version: state.merge(model, change.objectID, attributes).map { .int($0) })
         case .delete:
-            guard let current else { return .notFound() }
-            if let conflict = conflict(change, current) { return conflict }
-            state.write(model, change.objectID, nil)
+            // Of an object whose create's answer was lost: the object that create made (a
+            // black-box probe: the delete of the local id missed it, and it stayed).
+            let key = ServerState.createKey(client: client, model: model, id: change.objectID)
+            let id = current == nil && !configuration.linksViaPull ? state.creates[key] ?? change.objectID : change.objectID
+            guard let target = state.collections[model]?.objects[id] else { return .notFound() }
+            if let conflict = conflict(change, target) { return conflict }
+            state.write(model, id, nil)
             // Deleted by the client that made it: a create of the id it sends later is a new one.
-            state.creates[ServerState.createKey(client: client, model: model, id: change.objectID)] = nil
+            state.creates[key] = nil
             return .accepted()
         }
     }
