@@ -85,6 +85,11 @@ struct RhoConnectPage: Equatable {
     func pullPage(for model: ModelDefinition) throws(SyncError) -> PullPage {
         let inserts = try objects("insert")
         let deletes = try objects("delete")
+        // `count` is the objects of `insert` and `delete`: a page that counts more than it holds
+        // lost them on the way, and acknowledging it would lose them for good (a black-box probe).
+        guard count <= inserts.count + deletes.count else {
+            throw Self.violation("the page counts \(count) object(s) and holds \(inserts.count + deletes.count); nothing of it was applied")
+        }
         var page = PullPage(nextCursor: token.map(JSONValue.string), done: token == nil, totalCount: totalCount)
         for (id, attributes) in inserts {
             page.upserts.append(try Self.serverObject(id, attributes, model: model))

@@ -41,6 +41,8 @@ struct MalformedAnswerTests {
         Case(name: "an object that is a string", path: "/app/v1/Product", body: "[\(header),{\"insert\":{\"1\":\"x\"}}]", code: .protocolViolation),
         Case(name: "a link without its id", path: "/app/v1/Product", body: "[\(header),{\"links\":{\"tmp\":{}}}]", code: .protocolViolation),
         Case(name: "elements after the command", path: "/app/v1/Product", body: "[\(header),{},{}]", code: .protocolViolation),
+        // Acknowledged, the objects it lost would be lost for good (a black-box probe).
+        Case(name: "a count of objects it does not hold", path: "/app/v1/Product", body: "[\(header),{}]", code: .protocolViolation),
         Case(name: "a server error", path: "/app/v1/Product", status: 503, body: "down for maintenance", code: .server),
         Case(name: "a client without an id", path: "/rc/v1/clients", body: #"{"client":{}}"#, code: .protocolViolation),
         // Within the 32 MiB answer limit, but each a tree no page needs (AnswerLimits).
