@@ -105,6 +105,12 @@ struct InMemoryBackendTests {
         for bad: JSONObject in [
             [:], ["format": "satchel-memory-server 1"],
             ["format": "satchel-memory-server 1", "clock": 1, "nextID": 1, "collections": ["P": ["objects": ["x": ["version": 1]]]]],
+            // Members of another type, which read as empty lost what they held at the next save
+            // (found by a black-box probe).
+            ["format": "satchel-memory-server 2", "clock": 1, "nextID": 1, "collections": ["P": ["objects": [1, 2]]]],
+            ["format": "satchel-memory-server 2", "clock": 1, "nextID": 1, "collections": .null],
+            ["format": "satchel-memory-server 2", "clock": 1, "nextID": 1, "collections": ["P": [1]]],
+            ["format": "satchel-memory-server 2", "clock": 1, "nextID": 1, "clients": ["c1", 2]],
         ] {
             #expect { try InMemoryBackend(savedState: bad) } throws: { ($0 as? SyncError)?.code == .protocolViolation }
         }

@@ -239,9 +239,19 @@ struct ServerState: Sendable {
         guard let clock = json["clock"]?.intValue, let nextID = json["nextID"]?.intValue else { throw fail("clock") }
         self.clock = clock
         self.nextID = Int(nextID)
-        for (name, value) in json["collections"]?.objectValue ?? JSONObject() {
+        // A member that is there is of its type: one read as empty would lose what it held at
+        // the next save (a black-box probe: `"objects":[1,2]` was a collection emptied).
+        func members(_ value: JSONValue?, _ what: String) throws -> JSONObject {
+            switch value {
+            case nil: return JSONObject()
+            case .object(let object)?: return object
+            default: throw fail("\(what) is not a JSON object")
+            }
+        }
+        for (name, value) in try members(json["collections"], "collections") {
             var objects: [String: Entry] = [:]
-            for (id, object) in value["objects"]?.objectValue ?? JSONObject() {
+            guard case .object = value else { throw fail("collection '\(name)' is not a JSON object") }
+            for (id, object) in try members(value["objects"], "the objects of '\(name)'") {
                 guard let attributes = object["attributes"]?.objectValue, let version = object["version"]?.intValue else {
                     throw fail("object '\(id)' of '\(name)'")
                 }
@@ -250,15 +260,18 @@ struct ServerState: Sendable {
             }
             collections[name] = Collection(objects: objects, tombstones: try Self.clocks(value["tombstones"], fail))
         }
-        for (token, user) in json["sessions"]?.objectValue ?? JSONObject() { sessions[token] = user.stringValue }
-        clients = Set((json["clients"]?.arrayValue ?? []).compactMap(\.stringValue))
-        for (key, id) in json["creates"]?.objectValue ?? JSONObject() { creates[key] = id.stringValue }
-        for (client, models) in json["outcomes"]?.objectValue ?? JSONObject() {
-            for (model, list) in models.objectValue ?? JSONObject() {
+        for (token, user) in try members(json["sessions"], "sessions") { sessions[token] = user.stringValue }
+        if let list = json["clients"] {
+            guard let clients = list.arrayValue, clients.allSatisfy({ $0.stringValue != nil }) else { throw fail("clients is not a list of ids") }
+            self.clients = Set(clients.compactMap(\.stringValue))
+        }
+        for (key, id) in try members(json["creates"], "creates") { creates[key] = id.stringValue }
+        for (client, models) in try members(json["outcomes"], "outcomes") {
+            for (model, list) in try members(models, "the outcomes of client '\(client)'") {
                 outcomes[client, default: [:]][model] = try (list.arrayValue ?? []).map { try Self.outcome($0, model: model, fail) }
             }
         }
-        for (url, data) in json["blobs"]?.objectValue ?? JSONObject() {
+        for (url, data) in try members(json["blobs"], "blobs") {
             guard let data = data.stringValue.flatMap({ Data(base64Encoded: $0) }) else { throw fail("blob '\(url)'") }
             blobs[url] = data
         }
