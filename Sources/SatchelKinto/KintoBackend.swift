@@ -314,9 +314,19 @@ public final class KintoBackend: SyncBackend {
         }
         var page = PullPage()
         var since = since
+        // The collection's timestamp when it answered: no record it listed is later. One that is
+        // would become the cursor, and Kinto refuses a `_since` in its future on every later pull
+        // (a black-box probe: every sync failed with HTTP 400 from then on).
+        let timestamp = answer.header("etag").flatMap { Int64($0.trimmingCharacters(in: CharacterSet(charactersIn: "\" "))) }
         for value in records {
             guard let (record, attachment) = KintoMapping.record(value, attachmentAs: blobAttribute) else {
                 throw SyncError(.protocolViolation, "\(what): a record without a string `id` and an integer `last_modified`")
+            }
+            if let timestamp, record.version > timestamp {
+                throw SyncError(
+                    .protocolViolation,
+                    "\(what): a record's last_modified (\(record.version)) is later than the collection's timestamp (ETag \(timestamp)); nothing of the page was applied"
+                )
             }
             switch record {
             case .object(let id, let attributes, let version):
@@ -332,10 +342,10 @@ public final class KintoBackend: SyncBackend {
         if let next, !isOnThisServer(next) {
             throw SyncError(.protocolViolation, "\(what): the next page is on another server (\(next))")
         }
-        if since == nil, next == nil, let etag = answer.header("etag") {
+        if since == nil, next == nil, let timestamp {
             // Nothing listed yet (an empty collection): its timestamp, the list's `ETag`, is where
             // the next pull asks from, with `If-None-Match` (a 304 while nothing changed), not 0.
-            since = Int64(etag.trimmingCharacters(in: CharacterSet(charactersIn: "\" ")))
+            since = timestamp
         }
         page.nextCursor = Cursor(since: since, next: next, total: next == nil ? nil : total).json
         page.done = next == nil

@@ -43,6 +43,11 @@ struct KintoHostileAnswerTests {
         ("a record without id", .init(status: 200, body: #"{"data":[{"last_modified":11,"name":"x"}]}"#)),
         ("a string last_modified", .init(status: 200, body: #"{"data":[{"id":"p2","last_modified":"11"}]}"#)),
         ("a next page on another server", .init(status: 200, headers: ["Next-Page": "http://evil.example/v1/x"], body: #"{"data":[]}"#)),
+        // As the cursor, Kinto refuses it on every later pull (found by a black-box probe).
+        (
+            "a record later than the collection's timestamp",
+            .init(status: 200, headers: ["ETag": #""20""#], body: #"{"data":[{"id":"p2","last_modified":1000000000020,"name":"x"}]}"#)
+        ),
     ]
 
     @Test(arguments: malformedPulls.map(\.0))
