@@ -189,6 +189,15 @@ struct HostileAnswerTests {
         }
     }
 
+    @Test("an answer that stops moving for longer than the timeout fails in words (found by a black-box probe: Foundation's error -1001)")
+    func timedOut() async throws {
+        try await with(.trickle(interval: .seconds(60))) { _, url in
+            let error = await #expect(throws: SyncError.self) { try await SyncHTTPClient(timeout: 1).send("GET", url) }
+            #expect(error?.code == .network)
+            #expect(error?.message.hasSuffix(": nothing came for 1 s (timed out)") == true, "\(String(describing: error))")
+        }
+    }
+
     @Test("an answer that trickles forever ends at the longest a request may take")
     func trickle() async throws {
         try await with(.trickle(interval: .milliseconds(100))) { _, url in

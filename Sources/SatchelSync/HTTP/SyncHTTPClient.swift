@@ -256,7 +256,11 @@ private final class Transport: Sendable {
             if Task.isCancelled || (error as? URLError)?.code == .cancelled {
                 throw SyncError(.cancelled, "the request to \(path) was cancelled")
             }
-            throw SyncError(.network, "no answer from \(url?.host ?? "the server"): \(error.localizedDescription)")
+            // Said in words, not as Foundation's code (a black-box probe: "NSURLErrorDomain error -1001").
+            let reason =
+                (error as? URLError)?.code == .timedOut
+                ? "nothing came for \(Int(timeout)) s (timed out)" : error.localizedDescription
+            throw SyncError(.network, "no answer from \(url?.host ?? "the server"): \(reason)")
         }
     }
 }
