@@ -683,10 +683,7 @@ public final class KintoBackend: SyncBackend {
             // create's now, or what the lost push sent of it; and it holds all that push sent,
             // else another device changed it since, a conflict: a black-box probe found another
             // device's removal undone.)
-            let earlierForm =
-                change.kind == .create
-                && attributes.allSatisfy { name, value in change.attributes[name] == value || change.sentValues[name] == value }
-                && change.sentValues.allSatisfy { name, value in attributes[name] == value || attributes[name] == change.attributes[name] }
+            let earlierForm = change.kind == .create && Self.holdsOnlyOwnValues(attributes, of: change)
             if change.kind != .create || earlierForm {
                 return .conflict(message: text, code: "412", serverCopy: attributes, serverVersion: .int(version))
             }
@@ -736,12 +733,19 @@ public final class KintoBackend: SyncBackend {
         guard change.kind == .delete, change.baseVersion == nil,
             let (attributes, version) = try await readableRecord(change.objectID, model: model, context: context)
         else { return nil }
-        let own =
-            attributes.allSatisfy { name, value in change.attributes[name] == value || change.sentValues[name] == value }
-            && change.sentValues.allSatisfy { name, value in attributes[name] == value || attributes[name] == change.attributes[name] }
-        guard own else { return .refused(message: "the record was modified on the server meanwhile", code: "412", serverCopy: attributes) }
+        guard Self.holdsOnlyOwnValues(attributes, of: change) else {
+            return .refused(message: "the record was modified on the server meanwhile", code: "412", serverCopy: attributes)
+        }
         change.baseVersion = .int(version)
         return nil
+    }
+
+    /// Whether a record (its `attributes`) holds nothing but what this device made it: each of
+    /// its attributes is the change's now, or what a lost push of it sent; and it holds all that
+    /// push sent (or the change's value now), else another device changed it since.
+    static func holdsOnlyOwnValues(_ attributes: JSONObject, of change: OutgoingChange) -> Bool {
+        attributes.allSatisfy { name, value in change.attributes[name] == value || change.sentValues[name] == value }
+            && change.sentValues.allSatisfy { name, value in attributes[name] == value || attributes[name] == change.attributes[name] }
     }
 
     /// A create refused with 412 over a record that holds only its own values (an earlier form
