@@ -761,17 +761,17 @@ public final class KintoBackend: SyncBackend {
         // What the lost push sent and this device removed since goes as a removal.
         for (name, value) in serverCopy where create.attributes[name] == nil && create.sentValues[name] == value { rest.attributes[name] = .null }
         rest.baseVersion = .int(version)
+        let outcome: PushOutcome
         if Self.removesAttributes(rest) {
-            let outcome = try await patchAlone(rest, model: model, context: context).outcome
-            if case .conflict(let message, let code, let serverCopy, _) = outcome {
-                return .refused(message: message, code: code, serverCopy: serverCopy)
-            }
-            return outcome
+            outcome = try await patchAlone(rest, model: model, context: context).outcome
+        } else {
+            let url = try root(collectionPath(model) + "/records/" + KintoMapping.recordID(create.objectID))
+            let body: JSONObject = ["data": .object(KintoMapping.data(rest.attributes))]
+            let answer = try await send(
+                "PATCH", url, headers: ["If-Match": "\"\(version)\""], body: Data(body.jsonBytes), what: "push to \(model)")
+            outcome = try Self.outcome(of: rest, status: answer.status, body: (try? answer.json("")) ?? .null, context: context, "push to \(model)")
         }
-        let url = try root(collectionPath(model) + "/records/" + KintoMapping.recordID(create.objectID))
-        let body: JSONObject = ["data": .object(KintoMapping.data(rest.attributes))]
-        let answer = try await send("PATCH", url, headers: ["If-Match": "\"\(version)\""], body: Data(body.jsonBytes), what: "push to \(model)")
-        let outcome = try Self.outcome(of: rest, status: answer.status, body: (try? answer.json("")) ?? .null, context: context, "push to \(model)")
+        // Changed again meanwhile: a refusal, with the record as it is now.
         if case .conflict(let message, let code, let serverCopy, _) = outcome {
             return .refused(message: message, code: code, serverCopy: serverCopy)
         }
