@@ -667,8 +667,7 @@ public final class KintoBackend: SyncBackend {
             // What the lost push of a create sent that was removed here since, which the record
             // still holds: to be removed there (a black-box probe: the create counted as
             // accepted, and the removal was undone here by the next pull).
-            let removedHere =
-                change.kind == .create && attributes.contains { name, value in change.attributes[name] == nil && change.sentValues[name] == value }
+            let removedHere = change.removedSinceSent.contains { attributes[$0] == change.sentValues[$0] }
             if held && !removedHere && (change.kind == .create || context.carryingAttachments.contains(Array(change.objectID.utf8))) {
                 // An earlier push of this change went through and its answer was lost (or its
                 // attachment failed after it): the record is written, its attachment goes next.
@@ -759,7 +758,7 @@ public final class KintoBackend: SyncBackend {
         rest.kind = .update
         rest.attributes = create.attributes.filter { name, value in serverCopy[name] != value && !value.isNull }
         // What the lost push sent and this device removed since goes as a removal.
-        for (name, value) in serverCopy where create.attributes[name] == nil && create.sentValues[name] == value { rest.attributes[name] = .null }
+        for name in create.removedSinceSent where serverCopy[name] == create.sentValues[name] { rest.attributes[name] = .null }
         rest.baseVersion = .int(version)
         let outcome: PushOutcome
         if Self.removesAttributes(rest) {

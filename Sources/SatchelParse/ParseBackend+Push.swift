@@ -87,7 +87,7 @@ extension ParseBackend {
         }
         // A delete of an object a lost create may have made goes to that object.
         var deletedAs: [String: String] = [:]
-        for change in request.changes where singly && Self.deletesALostCreate(change) {
+        for change in request.changes where singly && change.deletesALostCreate {
             switch try await madeByLostCreate(change, context) {
             case .made(let id): deletedAs[change.objectID] = id
             case .none: outcomes[change.objectID] = .accepted()
@@ -176,7 +176,7 @@ extension ParseBackend {
                     // what the lost push sent that was removed here since goes as removed (a
                     // black-box probe: the server kept it, and the next pull brought it back).
                     body["objectId"] = nil
-                    let removed = JSONObject(change.sentValues.filter { name, _ in change.attributes[name] == nil }.map { ($0.key, JSONValue.null) })
+                    let removed = JSONObject(change.removedSinceSent.map { ($0, JSONValue.null) })
                     for (field, removal) in ParseMapping.body(removed, model: context.request.model, types: context.types, files: [:]) {
                         body[field] = removal
                     }
@@ -379,13 +379,6 @@ extension ParseBackend {
             }
         }
         return outcomes
-    }
-
-    /// Whether `change` deletes an object whose create was sent and its answer lost (it never had
-    /// a server version, and carries what the create sent): the create may have made the object
-    /// under an id this device does not know, so a delete of the local id would miss it.
-    static func deletesALostCreate(_ change: OutgoingChange) -> Bool {
-        change.kind == .delete && change.baseVersion == nil && !change.sentValues.isEmpty
     }
 
     /// Whether `change` creates an object whose create was sent, its answer lost, and that was

@@ -27,7 +27,7 @@ extension SalesforceBackend {
         // deletes of objects whose create's answer was lost (no version: never pulled), which
         // go to the record so made, if any (a black-box probe: the local id went as the record's).
         let creates = request.changes.filter { $0.kind == .create }
-        let lostCreates = request.changes.filter { $0.kind == .delete && $0.baseVersion == nil && !$0.sentValues.isEmpty }
+        let lostCreates = request.changes.filter(\.deletesALostCreate)
         // The client-id field's value: the object's own, else its local id.
         let clientValues = Dictionary(
             uniqueKeysWithValues: creates.map { change in
@@ -48,9 +48,7 @@ extension SalesforceBackend {
             var fields = change.attributes.filter { name, _ in updateable.contains(name) }
             // A create made already: what its lost push sent that was removed here since goes
             // as null (a black-box probe: the org kept it, and the next pull brought it back).
-            if change.kind == .create {
-                for (name, _) in change.sentValues where change.attributes[name] == nil && updateable.contains(name) { fields[name] = .null }
-            }
+            for name in change.removedSinceSent where updateable.contains(name) { fields[name] = .null }
             if change.kind == .update && fields.isEmpty {
                 // Nothing the org lets an update change (formula, audit or create-only fields, or
                 // fields it no longer has): an empty PATCH would only move LastModifiedDate, and

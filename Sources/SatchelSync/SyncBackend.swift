@@ -418,6 +418,15 @@ public struct OutgoingChange: Sendable, Hashable {
     /// object on the server already (and another device may have deleted it since).
     public var sentValues: JSONObject
 
+    /// For a create sent again after its answer was lost: the attributes that push sent which
+    /// are gone here now (removed since), to be removed on the server too.
+    public var removedSinceSent: [String] { kind == .create ? sentValues.keys.filter { attributes[$0] == nil } : [] }
+
+    /// Whether this deletes an object whose create was sent and its answer lost: it never had a
+    /// server version, and carries what the create sent. The create may have made the object
+    /// under an id this device does not know, so a delete of the local id would miss it.
+    public var deletesALostCreate: Bool { kind == .delete && baseVersion == nil && !sentValues.isEmpty }
+
     public init(
         objectID: String, kind: PendingChange.Kind, attributes: JSONObject, baseVersion: JSONValue? = nil, blobs: [String: Data] = [:],
         object: JSONObject? = nil, sentValues: JSONObject = JSONObject()
