@@ -72,6 +72,16 @@ extension FileSystem {
         return Int(status.st_size)
     }
 
+    /// Whether `path` names a directory (following links); nil when nothing is there.
+    static func isDirectory(_ path: String) -> Bool? {
+        var status = stat()
+        guard stat(path, &status) == 0 else { return nil }
+        return status.st_mode & S_IFMT == S_IFDIR
+    }
+
+    /// Whether something (a file, a directory, a link's target) is at `path`.
+    static func exists(_ path: String) -> Bool { isDirectory(path) != nil }
+
     /// The permission bits of the file or directory at `path`, or nil when it does not exist.
     static func permissions(of path: String) -> Int? {
         var status = stat()
