@@ -36,11 +36,12 @@ struct RhoConnectPage: Equatable {
             if required { throw Self.violation("the page has no '\(key)' header element where it belongs") }
             return nil
         }
+        // The protocol's types: a header element of another (`{"count":"1"}`, `{"token":5}`)
+        // is no page, and nothing of it is applied (a black-box probe).
         func integer(_ key: String, _ value: JSONValue?) throws(SyncError) -> Int? {
             switch value {
             case nil: return nil
             case .int(let number)?: return Int(exactly: number)
-            case .string(let text)? where Int(text) != nil: return Int(text)
             default: throw Self.violation("the page's '\(key)' is not a number")
             }
         }
@@ -56,7 +57,6 @@ struct RhoConnectPage: Equatable {
                 throw Self.violation("the page's 'token' is \(text.utf8.count) characters long, not a number's text")
             }
             token = text.isEmpty ? nil : text
-        case .int(let number)?: token = number == 0 ? nil : String(number)
         default: throw Self.violation("the page's 'token' is not a string")
         }
         if search {

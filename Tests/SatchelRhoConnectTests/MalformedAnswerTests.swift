@@ -42,6 +42,20 @@ struct MalformedAnswerTests {
         Case(name: "a link without its id", path: "/app/v1/Product", body: "[\(header),{\"links\":{\"tmp\":{}}}]", code: .protocolViolation),
         Case(name: "elements after the command", path: "/app/v1/Product", body: "[\(header),{},{}]", code: .protocolViolation),
         // Acknowledged, the objects it lost would be lost for good (a black-box probe).
+        // Header elements of the wrong JSON type (the protocol's are numbers, and the token a
+        // string): refused, nothing of the page applied (a black-box probe).
+        Case(
+            name: "a version that is a string", path: "/app/v1/Product",
+            body: #"[{"version":"3"},{"token":""},{"count":1},{"total_count":1},{"insert":{"9":{"name":"X"}}}]"#, code: .protocolViolation),
+        Case(
+            name: "a token that is a number", path: "/app/v1/Product",
+            body: #"[{"version":3},{"token":5},{"count":1},{"total_count":1},{"insert":{"9":{"name":"X"}}}]"#, code: .protocolViolation),
+        Case(
+            name: "a count that is a string", path: "/app/v1/Product",
+            body: #"[{"version":3},{"token":""},{"count":"1"},{"total_count":1},{"insert":{"9":{"name":"X"}}}]"#, code: .protocolViolation),
+        Case(
+            name: "a total count that is a string", path: "/app/v1/Product",
+            body: #"[{"version":3},{"token":""},{"count":1},{"total_count":"1"},{"insert":{"9":{"name":"X"}}}]"#, code: .protocolViolation),
         Case(name: "a count of objects it does not hold", path: "/app/v1/Product", body: "[\(header),{}]", code: .protocolViolation),
         Case(name: "a server error", path: "/app/v1/Product", status: 503, body: "down for maintenance", code: .server),
         Case(name: "a client without an id", path: "/rc/v1/clients", body: #"{"client":{}}"#, code: .protocolViolation),
