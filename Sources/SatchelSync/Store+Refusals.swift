@@ -138,6 +138,11 @@ extension Store {
                 var base = JSONObject()
                 if let copy = error.serverCopy { for (name, _) in attributes { base[name] = copy[name] ?? .null } }
                 if pending?.kind != .delete { records.pending = change(.update, attributes, base: base) }
+            case (.update, .rollback) where pending?.kind == .delete:
+                // Deleted here since the refusal: the delete stands, pushed next, unless the
+                // server deleted the object too (a black-box probe: the rollback brought the
+                // object back and dropped the delete, which never reached the server).
+                if error.serverDeleted { records.pending = nil }
             case (.update, .rollback):
                 // A later edit of other attributes stays pending (the refused ones take the
                 // server's values, whatever was written to them since).

@@ -332,6 +332,28 @@ struct EngineTests {
     }
 
     @Test(
+        "a rollback of a refused update after the object was deleted here keeps the delete, which reaches the server (a black-box probe: the rollback brought the object back and dropped the delete)"
+    )
+    func rollbackKeepsALaterDelete() async throws {
+        let server = InMemoryBackend()
+        await server.put("Item", ["price": "1", "title": "one"], id: "i1")
+        let client = try SyncClient(backend: server, models: [ModelDefinition(name: "Item")])
+        try await client.engine.logIn(Self.credentials)
+        try await client.engine.sync()
+        await server.update("Item", "i1", ["price": "abc"])
+        try client.model("Item").update("i1", with: ["price": "7"])
+        #expect(try await client.engine.sync().refused == 1)
+        #expect(try client.model("Item").delete("i1"))
+        try client.store.resolve("Item", "i1", .rollback)
+        #expect(try client.model("Item").find("i1") == nil, "the delete stands here")
+        #expect(try client.store.pendingChanges().map(\.kind) == [.delete])
+        #expect(try await client.engine.sync().refused == 0)
+        #expect(await server.object("Item", "i1") == nil, "and reaches the server")
+        #expect(try client.model("Item").find("i1") == nil)
+        #expect(try client.store.refusedChanges(model: "Item").isEmpty)
+    }
+
+    @Test(
         "a rollback whose server copy a migration's schema refuses is refused, the object left as it was (a black-box probe: it wrote a value the schema refuses, and the object could not be edited)"
     )
     func rollbackAgainstTheSchema() async throws {
