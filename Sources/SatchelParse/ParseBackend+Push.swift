@@ -12,7 +12,7 @@ extension ParseBackend {
     /// | --- | --- | --- |
     /// | ``requestIDs`` (default) | `idempotencyOptions` with a path matching `classes/.*` | answered `159`: the object the first request made is found by its attributes and linked; an object edited here in between asks again with what it sent, and its edits go to the object so made |
     /// | ``customObjectIDs`` | `allowCustomObjectId` | the object is created under the local id, so a second create is refused (`137`) and becomes an update of the object the first one made, edits included |
-    /// | ``clientIDField(_:)`` | the field in the class's schema (or `addField` allowed) | the object holding the field's value is found before sending, and updated instead, edits included |
+    /// | ``clientIDField(_:)`` | the field in the class's schema (or `addField` allowed) | the object holding the field's value is found before sending again, and updated instead, edits included (a create never sent is made anew) |
     /// | ``none`` | nothing | makes a second object |
     public enum CreateProtection: Sendable, Hashable {
         /// Every write request carries an `X-Parse-Request-Id` derived from the change (the same
@@ -163,7 +163,7 @@ extension ParseBackend {
     /// earlier push made already (local id → objectId), sent as updates of that object.
     func pushBatch(_ chunk: [OutgoingChange], _ context: PushContext, made known: [String: String]? = nil) async throws -> [String: PushOutcome] {
         let made: [String: String]
-        if let known { made = known } else { made = try await madeBefore(chunk.filter { $0.kind == .create }, context) }
+        if let known { made = known } else { made = try await madeBefore(chunk.filter { $0.kind == .create && Self.mayHaveBeenSent($0) }, context) }
         var requests: [JSONValue] = []
         var bodies: [String: JSONObject] = [:]
         for change in chunk {
@@ -356,7 +356,10 @@ extension ParseBackend {
             // Duplicates are resolved one at a time, so that two creates never claim one object.
             var attempt = 0
             while case .duplicate(let body) = answer {
-                if let found = try await findMade(change, body: body, context, excluding: claimed) {
+                // A create never sent before has no earlier request of its own: the `159` is
+                // another create's that had the same local id and attributes, and it goes under
+                // the next request id (a black-box probe: it was linked to that create's object).
+                if Self.mayHaveBeenSent(change), let found = try await findMade(change, body: body, context, excluding: claimed) {
                     answer = .outcome(.accepted(serverID: found.id, version: found.version))
                 } else if attempt < Self.createAttempts - 1 {
                     attempt += 1
@@ -379,6 +382,13 @@ extension ParseBackend {
             }
         }
         return outcomes
+    }
+
+    /// Whether `change` may have been sent before (a create whose answer was lost, or one sent
+    /// as the app was stopped, carries what it sent), and so may have made its object already.
+    /// (A create with nothing to send cannot tell: it may have.)
+    static func mayHaveBeenSent(_ change: OutgoingChange) -> Bool {
+        change.kind == .create && (!change.sentValues.isEmpty || change.attributes.isEmpty)
     }
 
     /// Whether `change` creates an object whose create was sent, its answer lost, and that was

@@ -34,7 +34,14 @@ extension SalesforceBackend {
                 (change.objectID, clientField.flatMap { change.attributes[$0]?.stringValue } ?? change.objectID)
             }
                 + lostCreates.map { change in (change.objectID, clientField.flatMap { change.sentValues[$0]?.stringValue } ?? change.objectID) })
-        let made = try await madeBefore(clientValues, field: clientField, request: request)
+        // Only a create that may have been sent (its answer lost, or the app stopped after
+        // sending it: then it carries what it sent) can have made a record: one never sent is
+        // made anew, whatever earlier record holds its value (a black-box probe: a copy of a
+        // pulled record, client-id value and all, and a create under a local id an earlier
+        // create had, each overwrote that earlier record).
+        let mayHaveBeenSent = Set(creates.filter { !$0.sentValues.isEmpty || $0.attributes.isEmpty }.map(\.objectID)).union(
+            lostCreates.map(\.objectID))
+        let made = try await madeBefore(clientValues.filter { mayHaveBeenSent.contains($0.key) }, field: clientField, request: request)
         var posts: [Outgoing] = []
         for change in creates where made[change.objectID] == nil {
             guard var outgoing = try await prepare(change, change.attributes.filter { name, value in createable.contains(name) && !value.isNull })

@@ -883,6 +883,43 @@ struct ParseBackendTests {
         try await setup.expectMatchesServer("Product")
     }
 
+    @Test(
+        "a new object under a local id an earlier create used, with the same attributes, is made anew: its request id is the earlier create's, and that 159 is not its own (a black-box probe: it was linked to the earlier object, and the store lost one)"
+    )
+    func reusedLocalIDMadeAnew() async throws {
+        let setup = try await Setup(.idempotent)
+        defer { Task { await setup.stop() } }
+        try setup.model("Product").create(["object": "b", "name": "B"])
+        let first = try #require(try await setup.device.engine.sync(models: ["Product"]).serverIDs["Product"]?["b"])
+        try setup.model("Product").create(["object": "b", "name": "B"])
+        let report = try await setup.device.engine.sync(models: ["Product"])
+        #expect(report.refused == 0)
+        let second = try #require(report.serverIDs["Product"]?["b"])
+        #expect(second != first)
+        #expect(await setup.server.objects("Product").count == 2)
+        #expect(try setup.model("Product").count() == 2)
+        try await setup.expectMatchesServer("Product")
+    }
+
+    @Test(
+        "with a client-id field, a create never sent is made anew, whatever value of it or local id it has (a black-box probe: a copy of an object, and a create under a reused local id, each overwrote the earlier object)"
+    )
+    func clientIDFieldNewCreatesMadeAnew() async throws {
+        let setup = try await Setup(backend: Self.protected(.clientIDField("deviceRef")))
+        defer { Task { await setup.stop() } }
+        try setup.model("Product").create(["object": "n1", "name": "Original"])
+        let original = try #require(try await setup.device.engine.sync(models: ["Product"]).serverIDs["Product"]?["n1"])
+        try setup.model("Product").create(["object": "c", "name": "Copy", "deviceRef": "n1"])
+        try setup.model("Product").create(["object": "n1", "name": "Again"])
+        let report = try await setup.device.engine.sync(models: ["Product"])
+        #expect(report.refused == 0)
+        let objects = await setup.server.objects("Product")
+        #expect(objects.count == 3)
+        #expect(try await setup.stored("Product", original)?["name"] == "Original")
+        #expect(try setup.model("Product").count() == 3)
+        try await setup.expectMatchesServer("Product")
+    }
+
     @Test("without the server's idempotency option, request ids protect nothing: a lost create answer makes a second object (as the docs say)")
     func requestIDsNeedTheServersOption() async throws {
         let setup = try await Setup()

@@ -667,6 +667,29 @@ struct SalesforceBackendTests {
     }
 
     @Test(
+        "a create never sent is made anew, whatever client-id value or local id it has: an earlier record holding them is not its (a black-box probe: a copy of a pulled record, and a create under a reused local id, each overwrote the earlier record)"
+    )
+    func newCreatesAreMadeAnew() async throws {
+        let setup = try await Setup("kit", models: [ModelDefinition(name: "Product")])
+        defer { Task { await setup.stop() } }
+        try setup.model("Product").create(["object": "b", "name": "B"])
+        let first = try await setup.device.engine.sync()
+        let original = try #require(first.serverIDs["Product"]?["b"])
+        #expect(try setup.model("Product").find(original)?["Satchel_Client_ID__c"] == "b")
+        // A copy of the pulled record, its client-id value with it; a new object under the
+        // local id the first one had.
+        try setup.model("Product").create(["object": "c", "name": "Copy", "Satchel_Client_ID__c": "b"])
+        try setup.model("Product").create(["object": "b", "name": "B2"])
+        let second = try await setup.device.engine.sync()
+        #expect(second.refused == 0)
+        let records = try await setup.server.records("Product").mapValues { try JSONObject(parsing: $0) }
+        #expect(records.values.compactMap { $0["name"]?.stringValue }.sorted() == ["B", "B2", "Copy"])
+        #expect(try JSONObject(parsing: #require(await setup.server.records("Product")[original]))["name"] == "B", "the original as it was")
+        #expect(try setup.model("Product").count() == 3)
+        try await setup.expectMatchesServer("Product")
+    }
+
+    @Test(
         "an answer of ten million values, or of 100,000 levels, is refused within the answer limits; the store is as it was",
         arguments: ["values", "nesting"])
     func hugeTrees(_ kind: String) async throws {
