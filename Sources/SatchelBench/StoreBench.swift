@@ -252,6 +252,7 @@ enum StoreBench {
             ("satchel", satchel.get), ("leveldb_raw", raw.get), ("leveldb_raw_decoded", raw.getDecoded),
         ]
         let count = try satchel.scan()
+        guard count > 0 else { throw BenchError("no objects under \(directory)/satchel: name a kept --directory's last round") }
         var rng = SplitMix64(seed: 11)
         var total = [Double](repeating: 0, count: systems.count)
         var sink = 0
