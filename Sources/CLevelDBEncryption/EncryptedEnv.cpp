@@ -556,9 +556,11 @@ class FramedWritableFile final : public leveldb::WritableFile {
 
 class FramedSequentialFile final : public leveldb::SequentialFile {
   public:
-    /// `checked`: the frames' lengths carry tags (flag bit 2).
-    FramedSequentialFile(leveldb::SequentialFile *base, const std::string &name, const uint8_t *key, bool checked)
-        : base_(base), name_(name), checked_(checked) {
+    /// `checked`: the frames' lengths carry tags (flag bit 2). `salvaging` (a log read by a
+    /// repair): a whole frame whose length opens and whose bytes do not is read as a damaged
+    /// block of the log, and the frames after it as they are (see `Damaged`).
+    FramedSequentialFile(leveldb::SequentialFile *base, const std::string &name, const uint8_t *key, bool checked, bool salvaging)
+        : base_(base), name_(name), checked_(checked), salvaging_(salvaging && checked) {
         std::memcpy(key_, key, 32);
     }
     ~FramedSequentialFile() override { OPENSSL_cleanse(key_, sizeof key_); }
@@ -648,6 +650,7 @@ class FramedSequentialFile final : public leveldb::SequentialFile {
             ended_ = true;
             return leveldb::Status::OK();
         }
+        start_ += plain_.size();
         plain_.resize(length);
         if (!sealer_.Open(
                 key_, number_, reinterpret_cast<const uint8_t *>(length_.data()), 4, reinterpret_cast<const uint8_t *>(sealed_.data()), length,
@@ -656,11 +659,30 @@ class FramedSequentialFile final : public leveldb::SequentialFile {
             // plain store's log reports a last record whose checksum fails (its paranoid
             // checks), and repair then says the write is lost (a black-box probe: the last write
             // was undone in silence). Only a frame cut short is the log's end.
-            return Tampered(name_);
+            if (!salvaging_) return Tampered(name_);
+            Damaged(length);
         }
         ++number_;
         position_ = 0;
         return leveldb::Status::OK();
+    }
+
+    /// The `length` bytes of a frame that fails its authentication, as a repair reads them: a
+    /// log record header that fails its checksum (length 0, a full record, checksum 0, which
+    /// is never that of an empty record) where the frame starts and at each 32 KiB block of the
+    /// log it covers, zeros elsewhere. LevelDB's log reader reports each as a damaged block and
+    /// drops the rest of that block, as it does a plain log's damaged record, then reads the
+    /// frames after it (a black-box probe: the read ended there, every later write lost).
+    void Damaged(uint32_t length) {
+        constexpr uint64_t kBlock = 32768, kHeader = 7;
+        std::memset(&plain_[0], 0, length);
+        auto header = [&](uint64_t at) {
+            // checksum 0 (4 bytes), length 0 (2 bytes): zeros already; the type, a full record.
+            if (at + kHeader <= start_ + length) plain_[at - start_ + 6] = 1;
+        };
+        // A block with less than a header's room left is padding: the next block's start.
+        if (kBlock - start_ % kBlock >= kHeader) header(start_);
+        for (uint64_t at = (start_ / kBlock + 1) * kBlock; at < start_ + length; at += kBlock) header(at);
     }
 
     std::unique_ptr<leveldb::SequentialFile> base_;
@@ -670,21 +692,27 @@ class FramedSequentialFile final : public leveldb::SequentialFile {
     std::string length_;
     std::string lengthTag_;
     std::string sealed_;
+    bool salvaging_;
     std::string plain_;
+    /// The offset in the log of `plain_`'s first byte.
+    uint64_t start_ = 0;
     size_t position_ = 0;
     uint32_t number_ = 0;
     bool ended_ = false;
     Sealer sealer_;
 };
 
-/// Whether LevelDB reads the file `name` at any offset (a table) rather than front to back.
-bool IsTable(const std::string &name) {
-    auto ends = [&](const char *suffix) {
-        size_t n = std::strlen(suffix);
-        return name.size() >= n && name.compare(name.size() - n, n, suffix) == 0;
-    };
-    return ends(".ldb") || ends(".sst");
+/// Whether `name` ends in `suffix`.
+bool EndsWith(const std::string &name, const char *suffix) {
+    size_t n = std::strlen(suffix);
+    return name.size() >= n && name.compare(name.size() - n, n, suffix) == 0;
 }
+
+/// Whether LevelDB reads the file `name` at any offset (a table) rather than front to back.
+bool IsTable(const std::string &name) { return EndsWith(name, ".ldb") || EndsWith(name, ".sst"); }
+
+/// Whether `name` is a write-ahead log.
+bool IsLog(const std::string &name) { return EndsWith(name, ".log"); }
 
 /// LevelDB's info log prints key ranges: an encrypted store keeps none.
 class DiscardingLogger final : public leveldb::Logger {
@@ -694,8 +722,8 @@ class DiscardingLogger final : public leveldb::Logger {
 
 class EncryptedEnv final : public leveldb::EnvWrapper {
   public:
-    EncryptedEnv(const uint8_t *key, const uint8_t *key_id, bool tamper_evident)
-        : leveldb::EnvWrapper(leveldb::Env::Default()), tamper_evident_(tamper_evident) {
+    EncryptedEnv(const uint8_t *key, const uint8_t *key_id, bool tamper_evident, bool salvaging)
+        : leveldb::EnvWrapper(leveldb::Env::Default()), tamper_evident_(tamper_evident), salvaging_(salvaging) {
         std::memcpy(key_, key, 32);
         std::memcpy(key_id_, key_id, 16);
         handle_.rep = this;
@@ -728,7 +756,7 @@ class EncryptedEnv final : public leveldb::EnvWrapper {
             if ((flags & kChunked) != 0) return leveldb::Status::NotSupported(name, "a table is not read front to back");
             uint8_t file_key[32];
             if (!FileKey(key_, initial, file_key)) return CipherFailure(name);
-            *result = new FramedSequentialFile(owned.release(), name, file_key, (flags & kCheckedLengths) != 0);
+            *result = new FramedSequentialFile(owned.release(), name, file_key, (flags & kCheckedLengths) != 0, salvaging_ && IsLog(name));
             OPENSSL_cleanse(file_key, sizeof file_key);
             return leveldb::Status::OK();
         }
@@ -828,6 +856,7 @@ class EncryptedEnv final : public leveldb::EnvWrapper {
     uint8_t key_[32];
     uint8_t key_id_[16];
     bool tamper_evident_;
+    bool salvaging_;
     leveldb_env_t handle_;
 };
 
@@ -835,13 +864,14 @@ class EncryptedEnv final : public leveldb::EnvWrapper {
 
 struct satchel_encrypted_env {
     EncryptedEnv env;
-    satchel_encrypted_env(const uint8_t *key, const uint8_t *key_id, bool tamper_evident) : env(key, key_id, tamper_evident) {}
+    satchel_encrypted_env(const uint8_t *key, const uint8_t *key_id, bool tamper_evident, bool salvaging)
+        : env(key, key_id, tamper_evident, salvaging) {}
 };
 
 extern "C" {
 
-satchel_encrypted_env *satchel_encrypted_env_create(const uint8_t *key, const uint8_t *key_id, int tamper_evident) {
-    return new satchel_encrypted_env(key, key_id, tamper_evident != 0);
+satchel_encrypted_env *satchel_encrypted_env_create(const uint8_t *key, const uint8_t *key_id, int tamper_evident, int salvaging) {
+    return new satchel_encrypted_env(key, key_id, tamper_evident != 0, salvaging != 0);
 }
 
 leveldb_env_t *satchel_encrypted_env_leveldb(satchel_encrypted_env *env) { return env->env.Handle(); }

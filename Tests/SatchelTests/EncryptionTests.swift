@@ -475,6 +475,51 @@ struct EncryptionTests {
     }
 
     @Test(
+        "tamper-evident logs: repair drops a frame that fails its authentication, as a plain store drops a damaged block, and keeps the whole frames after it (a black-box probe: every write after the frame was lost)"
+    )
+    func damagedFrameKeepsTheRest() throws {
+        let directory = TemporaryDirectory()
+        let key = try EncryptionKey.random()
+        let path = directory.child("s")
+        let items = 2000
+        var configuration = Self.configuration(key)
+        configuration.writeBufferSize = 8 << 20  // the whole log kept
+        do {
+            let store = try Store(path: path, configuration: configuration)
+            let pad = JSONValue.string(String(repeating: "x", count: 400))
+            // Some 900 KB of log, in frames of a few writes each, over many 32 KiB blocks.
+            for i in 0..<items { _ = try store.model("Item").put(["object": .string("item-\(i)"), "pad": pad]) }
+            try store.close()
+        }
+        let (name, bytes) = try #require(try Self.allBytes(under: path).filter { $0.0.hasPrefix("user/") && $0.0.hasSuffix(".log") }.max { $0.1.count < $1.1.count })
+        #expect(bytes.count > 300_000, "\(bytes.count) bytes of log")
+        // The frames: a length, its tag, the sealed bytes, their tag. One byte changed in the
+        // sealed bytes of the frame at the log's middle (its length still whole).
+        var start = Sealing.fileHeaderSize
+        var changed = bytes
+        while start < bytes.count {
+            let length = bytes[start..<(start + 4)].enumerated().reduce(0) { $0 | Int($1.element) << (8 * $1.offset) }
+            if start > bytes.count / 2 {
+                changed[start + 20 + length / 2] ^= 0x10
+                break
+            }
+            start += 20 + length + 16
+        }
+        #expect(changed != bytes)
+        try changed.write(to: URL(fileURLWithPath: path + "/" + name))
+        let report = try Store.repair(path: path, configuration: configuration)
+        #expect(report.logsDamaged.map(\.partition) == [.user], "the lost writes are reported")
+        let store = try Store(path: path, configuration: configuration)
+        defer { try? store.close() }
+        let kept = try store.model("Item").count()
+        // What a damaged frame takes, with the rest of the 32 KiB block it ends in: a few
+        // dozen writes, not the half of them after it.
+        #expect(kept >= items * 9 / 10 && kept < items, "\(kept) of \(items) kept")
+        #expect(try store.model("Item").find("item-\(items - 1)") != nil, "the last write, whole, is kept")
+        #expect(try store.verify().isHealthy)
+    }
+
+    @Test(
         "a file header whose flags are unknown or disagree with its version is .corruption that says so; one without tamper evidence in a store with it says that"
     )
     func headerFlags() throws {

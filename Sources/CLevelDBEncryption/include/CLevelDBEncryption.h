@@ -23,8 +23,11 @@ typedef struct satchel_encrypted_env satchel_encrypted_env;
 /// An Env over LevelDB's default one that encrypts with `key` (32 bytes) and writes `key_id`
 /// (16 bytes) into every file's header; files with another key id are refused on open. With
 /// `tamper_evident`, every file is sealed in authenticated chunks or frames (AES-256-GCM), and
-/// files written otherwise are refused (and the other way round).
-satchel_encrypted_env *satchel_encrypted_env_create(const uint8_t *key, const uint8_t *key_id, int tamper_evident);
+/// files written otherwise are refused (and the other way round). With `salvaging` (a repair's),
+/// a log's whole frame that fails its authentication reads as a damaged block of the log, which
+/// LevelDB's log reader reports and drops, and the frames after it are read; without it, it is
+/// an error that ends the read.
+satchel_encrypted_env *satchel_encrypted_env_create(const uint8_t *key, const uint8_t *key_id, int tamper_evident, int salvaging);
 /// The env as LevelDB's C API takes it (`leveldb_options_set_env`); owned by `env`.
 leveldb_env_t *satchel_encrypted_env_leveldb(satchel_encrypted_env *env);
 /// Frees the env; every database opened with it must be closed first.

@@ -16,14 +16,25 @@ final class EncryptedEnvironment: @unchecked Sendable {
     /// Whether every file is sealed in authenticated chunks or frames.
     let tamperEvident: Bool
 
-    init(dataKey: DataKey, tamperEvident: Bool) {
+    /// Whether a log's frame that fails its authentication reads as a damaged block (which
+    /// LevelDB's log reader drops, reading on) rather than ending the read: a repair's.
+    let salvaging: Bool
+
+    init(dataKey: DataKey, tamperEvident: Bool, salvaging: Bool = false) {
         env = dataKey.bytes.withUnsafeBufferPointer { key in
             dataKey.keyID.withUnsafeBufferPointer { id in
-                satchel_encrypted_env_create(key.baseAddress, id.baseAddress, tamperEvident ? 1 : 0)
+                satchel_encrypted_env_create(key.baseAddress, id.baseAddress, tamperEvident ? 1 : 0, salvaging ? 1 : 0)
             }
         }
         self.dataKey = dataKey
         self.tamperEvident = tamperEvident
+        self.salvaging = salvaging
+    }
+
+    /// The same key's Env for a repair: a damaged log frame is a damaged block, the frames after
+    /// it read (a black-box probe: a repair lost every write after it).
+    var salvagingEnvironment: EncryptedEnvironment {
+        salvaging ? self : EncryptedEnvironment(dataKey: dataKey, tamperEvident: tamperEvident, salvaging: true)
     }
 
     /// What `leveldb_options_set_env` takes.

@@ -102,7 +102,8 @@ extension Store {
         if encryption == nil, let file = encryptedFileWithoutKeyFile(in: path) { throw keyFileMissing(path, file) }
         var options = LevelDBOptions()
         options.createIfMissing = false
-        options.environment = encryption
+        // A log's damaged frame is dropped as a damaged block, the writes after it kept.
+        options.environment = encryption?.salvagingEnvironment
         let partitions = Partition.allCases.filter { FileManager.default.fileExists(atPath: directory(of: $0, in: path)) }
         // Refused while any partition is open elsewhere, before one is touched.
         for partition in partitions { try LevelDB.checkNotOpen(path: directory(of: partition, in: path)) }
