@@ -378,7 +378,8 @@ struct RepairCommand: ParsableCommand {
         let path = try store.path()
         let report: RepairReport
         do {
-            report = try Store.repair(path: path, force: force, configuration: store.configuration())
+            // What it finds is forgotten once its report is written, below.
+            report = try Store.repair(path: path, force: force, configuration: store.configuration(), keepingFindings: true)
         } catch let error as SatchelError where error.code == .notAStore {
             throw SatchelError(.notAStore, "\(error.message); nothing was changed (--force repairs it all the same)")
         }
@@ -446,6 +447,10 @@ struct RepairCommand: ParsableCommand {
             "repaired: \(verification.models) models, \(verification.objects) objects, \(verification.pendingChanges) pending changes; "
                 + "\(report.indexesRebuilt) indexes rebuilt (\(report.indexEntriesBefore) entries before, \(report.indexEntriesAfter) after); "
                 + (report.isHealthy ? "ok" : "\(verification.problemCount) problems remain"))
+        // Written out before what was found is forgotten: killed before, the repair run again
+        // reports it again (a black-box probe: it said ok).
+        try Output.finish()
+        Store.forgetRepairFindings(path: path)
         if !report.isHealthy { throw ExitCode.failure }
     }
 }

@@ -153,6 +153,30 @@ struct RepairTests {
     }
 
     @Test(
+        "a repair keeping its findings reports them again until they are forgotten, as the CLI does once its report is written (a black-box probe: a repair killed before its report was out, run again, said ok)"
+    )
+    func findingsKeptUntilForgotten() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.child("s")
+        for n in 0..<3 {
+            let store = try Store(path: path)
+            let items = try store.model("Item")
+            try store.bulkUpdate { tx in for i in 0..<200 { _ = try tx.put(["object": .string("i\(i)"), "n": .int(Int64(n))], in: items) } }
+            try store.close()
+        }
+        let damaged = try #require(StoreDamage.files(path, suffix: ".ldb").last)
+        try StoreDamage.flip(damaged, at: 40, count: 8)
+        let name = (damaged as NSString).lastPathComponent
+        let first = try Store.repair(path: path, keepingFindings: true)
+        #expect(first.filesSetAside.map(\.file) == [name])
+        let again = try Store.repair(path: path, keepingFindings: true)
+        #expect(again.filesSetAside.map(\.file) == [name], "reported again: the first report may never have been seen")
+        Store.forgetRepairFindings(path: path)
+        let after = try Store.repair(path: path)
+        #expect(after.filesSetAside.isEmpty && after.isHealthy)
+    }
+
+    @Test(
         "objects of a model never synced whose pending creates the damage took get them again, to be pushed; a synced model's are left alone (found by a black-box probe: they never reached the server, and a full sync deleted them)"
     )
     func lostCreatesRestored() throws {

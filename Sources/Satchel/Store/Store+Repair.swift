@@ -85,12 +85,22 @@ extension Store {
     /// problems. Records in damaged blocks are lost; what remains is consistent, and every
     /// indexed query answers as a scan does.
     ///
-    /// - Parameter force: repair a directory that does not look like a store (none of the
-    ///   `user`, `app` and `local` partitions, or keys that are not Satchel's) all the same.
+    /// What the repair finds in the files (a damaged log, missing tables, tables set aside) is
+    /// kept in each partition before anything is rewritten, so that a repair killed midway
+    /// and run again still reports it; it is forgotten as the report is returned, or, with
+    /// `keepingFindings`, when ``forgetRepairFindings(path:)`` says the report was seen (a
+    /// repair run again before then reports it again).
+    ///
+    /// - Parameters:
+    ///   - force: repair a directory that does not look like a store (none of the `user`,
+    ///     `app` and `local` partitions, or keys that are not Satchel's) all the same.
+    ///   - keepingFindings: keep what the repair found until ``forgetRepairFindings(path:)``.
     /// - Throws: ``SatchelError`` `.storeMissing` when there is no directory (or an empty one),
     ///   `.notAStore` for a directory that is not a store (unless `force`); `.locked` when the
     ///   store is open elsewhere.
-    public static func repair(path: String, force: Bool = false, configuration: Configuration = Configuration()) throws -> RepairReport {
+    public static func repair(
+        path: String, force: Bool = false, configuration: Configuration = Configuration(), keepingFindings: Bool = false
+    ) throws -> RepairReport {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue else {
             throw SatchelError(.storeMissing, "no store at \(path)")
@@ -135,8 +145,16 @@ extension Store {
         store.compareChanges(with: statistics, &report)
         report.verification = try store.verify()
         // Reported now: a repair killed before this point, run again, reports what it found.
-        for partition in partitions { RepairFindings.remove(in: directory(of: partition, in: path)) }
+        if !keepingFindings { forgetRepairFindings(path: path) }
         return report
+    }
+
+    /// Forgets what the repairs of the store at `path` found in its files, once their report
+    /// is where its reader sees it (``repair(path:force:configuration:keepingFindings:)``):
+    /// the `satchel repair` command calls it after writing its report (a black-box probe: a
+    /// repair killed after forgetting, before its report was out, and run again, said ok).
+    public static func forgetRepairFindings(path: String) {
+        for partition in Partition.allCases { RepairFindings.remove(in: directory(of: partition, in: path)) }
     }
 
     /// The catalog's models in the order of their names' bytes: each repair step reports them so.
