@@ -329,6 +329,23 @@ struct EncryptionTests {
             #expect { _ = try Store(path: path, configuration: configuration) } throws: { ($0 as? SatchelError)?.code == .wrongKey }
             #expect(!FileManager.default.fileExists(atPath: path + ".converting"), "the plain copy is gone")
         }
+        // Refused otherwise, the copy goes all the same: a repair without the key or with another,
+        // an encrypt of the encrypted store, a restore over it without the key (a black-box
+        // probe: each left the plain copy).
+        let backup = directory.child("backup")
+        try Self.fill(backup, key: nil)
+        let refusals: [(String, () throws -> Void)] = [
+            ("repair without the key", { _ = try Store.repair(path: path) }),
+            ("repair with another key", { _ = try Store.repair(path: path, configuration: wrongKey) }),
+            ("encrypt", { try Store.encrypt(path: path, key: try EncryptionKey.random()) }),
+            ("restore", { _ = try Store.restore(from: backup, to: path) }),
+        ]
+        for (what, refused) in refusals {
+            try FileManager.default.createDirectory(atPath: path + ".converting/user", withIntermediateDirectories: true)
+            try Data("plain text of the user's data".utf8).write(to: URL(fileURLWithPath: path + ".converting/user/000003.log"))
+            #expect(throws: SatchelError.self, "\(what)") { try refused() }
+            #expect(!FileManager.default.fileExists(atPath: path + ".converting"), "\(what): the plain copy is gone")
+        }
         #expect(try Self.labels(path, key: key).isEmpty == false)
     }
 

@@ -284,6 +284,9 @@ extension Store {
             // is left where it is.
             guard isDirectory.boolValue else { throw SatchelError(.notAStore, "\(target) is not a Satchel store: it is a file") }
             try checkIsStore(target, creating: true)
+            // Before the store's key is asked for, as every open (a black-box probe: a restore
+            // refused for the key left a killed decrypt's plain copy).
+            try removeConversionLeftovers(target)
             // An encrypted store is replaced only by one who holds its key, and never by a copy
             // that is not encrypted.
             if Partition.allCases.contains(where: { fileManager.fileExists(atPath: target + "/" + $0.rawValue) }) {

@@ -96,6 +96,9 @@ extension Store {
         guard fileManager.fileExists(atPath: target, isDirectory: &isDirectory), isDirectory.boolValue else {
             throw SatchelError(.storeMissing, "no store at \(path)")
         }
+        // What a killed conversion left goes first, as every open removes it: refused below,
+        // this conversion would leave a plain copy on the disk (a black-box probe).
+        try removeConversionLeftovers(target)
         if oldKey == nil, try KeyFile.read(store: target) != nil {
             throw SatchelError(.wrongKey, "the store at \(path) is already encrypted (rekey gives it another key)")
         }

@@ -106,6 +106,9 @@ extension Store {
             throw SatchelError(.storeMissing, "no store at \(path)")
         }
         if !force { try checkIsStore(path, creating: false) }
+        // Before the key is asked for, as every open: a killed decrypt's copy holds the data in
+        // the clear (a black-box probe: a repair refused for the key left it).
+        try removeConversionLeftovers(path)
         // An encrypted store is repaired through its key: LevelDB's repair reads and writes
         // every file through the same Env as the store.
         let encryption = try encryption(of: path, key: configuration.encryptionKey, creating: false)
