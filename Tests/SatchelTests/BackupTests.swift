@@ -216,6 +216,18 @@ struct BackupTests {
         try kept.close()
         #expect(!FileManager.default.fileExists(atPath: path + ".restoring"))
 
+        // What a restore killed while it copied leaves: the backup's files, and the marker. Never
+        // taken for a store, repair and writes included (a black-box probe: repair made it a
+        // store and said ok, a write went in, and the next restore removed it with the write).
+        let partial = path + ".restoring"
+        try FileManager.default.copyItem(atPath: backup, toPath: partial)
+        _ = FileManager.default.createFile(atPath: partial + "/" + Store.unfinishedRestoreMarker, contents: Data())
+        expectError(.notAStore) { _ = try Store(path: partial) }
+        expectError(.notAStore) { _ = try Store.repair(path: partial) }
+        #expect(FileManager.default.fileExists(atPath: partial + "/" + Store.unfinishedRestoreMarker), "left as it was")
+        #expect(try Store.restore(from: backup, to: path) != nil, "the next restore replaces it")
+        #expect(!FileManager.default.fileExists(atPath: partial))
+
         // Into a path with no store: a plain copy.
         #expect(try Store.restore(from: backup, to: directory.child("fresh")) == nil)
         expectError(.storeMissing) { try Store.restore(from: directory.child("nothing"), to: path) }

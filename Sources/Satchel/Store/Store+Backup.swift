@@ -318,7 +318,7 @@ extension Store {
         do {
             var checking = configuration
             checking.createIfMissing = false
-            let copy = try Store(path: staging, configuration: checking)
+            let copy = try Store(path: staging, configuration: checking, checkingRestore: true)
             let report = try copy.verify()
             try copy.close()
             guard report.isHealthy else {

@@ -152,7 +152,13 @@ public final class Store: Sendable {
     /// - Throws: ``SatchelError`` `.locked` when another process or `Store` holds the directory,
     ///   `.storeMissing` when it does not exist and creation is off, `.unsupportedFormat` when a
     ///   newer Satchel wrote it, `.corruption` or `.io` for damaged files.
-    public init(path: String, configuration: Configuration = Configuration()) throws {
+    public convenience init(path: String, configuration: Configuration = Configuration()) throws {
+        try self.init(path: path, configuration: configuration, checkingRestore: false)
+    }
+
+    /// Opens the store at `path`; `checkingRestore`: it is a restore's copy, checked before it
+    /// is swapped in (its marker says so, which every other open refuses).
+    init(path: String, configuration: Configuration, checkingRestore: Bool) throws {
         self.path = path
         self.configuration = configuration
         // The partitions whose directories the store holds (none when it is made now).
@@ -172,7 +178,7 @@ public final class Store: Sendable {
         case false?:
             throw SatchelError(.invalidArgument, "\(path) is a file, not a store directory")
         case true?:
-            partitionDirectories = try Self.checkIsStore(path, creating: configuration.createIfMissing)
+            partitionDirectories = try Self.checkIsStore(path, creating: configuration.createIfMissing, restoring: checkingRestore)
             // Before the key is asked for: a killed decrypt's copy holds the data in the clear,
             // and must not outlive opens that are refused (no key, a wrong one).
             try Self.removeConversionLeftovers(path)
@@ -266,9 +272,14 @@ public final class Store: Sendable {
     /// partition's directory, a file per table, was 7 % of opening a million-object store and
     /// asking a first query.)
     @discardableResult
-    static func checkIsStore(_ path: String, creating: Bool) throws(SatchelError) -> [Partition] {
+    static func checkIsStore(_ path: String, creating: Bool, restoring: Bool = false) throws(SatchelError) -> [Partition] {
         if FileSystem.exists(path + "/" + unfinishedBackupMarker) {
             throw SatchelError(.notAStore, "\(path) is an unfinished backup, not a store: run the backup again")
+        }
+        // A restore's copy, killed before it was checked and swapped in (a black-box probe: a
+        // repair made it a store, a write went in, and the next restore removed both).
+        if !restoring, FileSystem.exists(path + "/" + unfinishedRestoreMarker) {
+            throw SatchelError(.notAStore, "\(path) is an unfinished restore's copy, not a store: run the restore again")
         }
         let partitions = Partition.allCases.filter { FileSystem.exists(path + "/" + $0.rawValue) }
         if !partitions.isEmpty {
