@@ -171,8 +171,9 @@ public enum MigrationStep: Sendable {
         case .add(let name, let value):
             guard !value.isNull else { return }
             let path = try StepPath(name)
+            // A null is missing, as to queries (a black-box probe: the default left it).
             try path.forEachHolder(in: &attributes, of: id, model: model, creating: true) { holder in
-                if holder[path.name] == nil { holder[path.name] = value }
+                if holder[path.name]?.isNull ?? true { holder[path.name] = value }
             }
         case .remove(let name):
             let path = try StepPath(name)
@@ -180,7 +181,9 @@ public enum MigrationStep: Sendable {
         case .convert(let name, let conversion):
             let path = try StepPath(name)
             try path.forEachHolder(in: &attributes, of: id, model: model) { holder throws(SatchelError) in
-                guard let value = holder[path.name] else { return }
+                // A null a path reaches is missing, as to queries: nothing to convert (a
+                // black-box probe: it became the text "null", or refused the migration).
+                guard let value = holder[path.name], !value.isNull else { return }
                 do {
                     let converted = try conversion.convert(value)
                     holder[path.name] = converted?.isNull == true ? nil : converted
