@@ -245,6 +245,31 @@ struct AggregateTests {
         }
     }
 
+    @Test(
+        "numbers inside an array or an object print as the object holds them whether an index answers or a scan (found by a black-box probe: [1.0,{\"x\":2.0}] read back as [1,{\"x\":2}] from the index)"
+    )
+    func numbersInsideValuesKeepTheirForm() throws {
+        try withTemporaryStore { store in
+            let values: [(String, JSONValue)] = [
+                ("a", [.double(1), ["x": .double(2)]]), ("b", [.double(5e-324), .double(-0.0)]), ("c", .double(-0.5)),
+            ]
+            var answers: [[String]] = []
+            for indexed in [false, true] {
+                let model = try store.model(indexed ? "Indexed" : "Scanned")
+                for (id, v) in values { _ = try model.put(["object": .string(id), "v": v]) }
+                if indexed { try model.createIndex(IndexDefinition(["v"])) }
+                let ends = try #require(try model.aggregate(where: .all, [.min("v"), .max("v")]).first)
+                var printed = [ends[.min("v")], ends[.max("v")]].map { $0.map { String(decoding: $0.jsonBytes, as: UTF8.self) } ?? "nil" }
+                printed += try model.aggregate(where: .all, groupBy: ["v"], [.count]).map { group in
+                    group.key.map { $0.map { String(decoding: $0.jsonBytes, as: UTF8.self) } ?? "nil" }.joined() + " \(group[.count] ?? .null)"
+                }
+                answers.append(printed)
+            }
+            #expect(answers[0] == answers[1], "\(answers)")
+            #expect(answers[1].contains { $0.hasPrefix(#"[1.0,{"x":2.0}]"#) }, "\(answers[1])")
+        }
+    }
+
     @Test("a function over a path into arrays takes every value the path reaches; a group-by keeps the array whole")
     func pathsIntoArrays() throws {
         try withTemporaryStore { store in

@@ -508,7 +508,8 @@ struct EncryptionTests {
             for i in 0..<items { _ = try store.model("Item").put(["object": .string("item-\(i)"), "pad": pad]) }
             try store.close()
         }
-        let (name, bytes) = try #require(try Self.allBytes(under: path).filter { $0.0.hasPrefix("user/") && $0.0.hasSuffix(".log") }.max { $0.1.count < $1.1.count })
+        let (name, bytes) = try #require(
+            try Self.allBytes(under: path).filter { $0.0.hasPrefix("user/") && $0.0.hasSuffix(".log") }.max { $0.1.count < $1.1.count })
         #expect(bytes.count > 300_000, "\(bytes.count) bytes of log")
         // The frames: a length, its tag, the sealed bytes, their tag. One byte changed in the
         // sealed bytes of the frame at the log's middle (its length still whole).

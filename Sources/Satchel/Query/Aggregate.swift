@@ -241,11 +241,16 @@ extension Model {
         var value: JSONValue
         var id: String
 
-        /// Whether the value is a number, whose form (`2` or `2.0`, `0` or `-0.0`) only the
-        /// object holds.
-        var isNumber: Bool {
+        /// Whether the value is or holds a number, whose form (`2` or `2.0`, `0` or `-0.0`)
+        /// only the object holds: in an array or an object too (a black-box probe: `[1.0]`
+        /// read back as `[1]`).
+        var isNumber: Bool { Self.holdsNumber(value) }
+
+        private static func holdsNumber(_ value: JSONValue) -> Bool {
             switch value {
             case .int, .double: true
+            case .array(let elements): elements.contains(where: holdsNumber)
+            case .object(let object): object.contains { holdsNumber($0.value) }
             default: false
             }
         }
