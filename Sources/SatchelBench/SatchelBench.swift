@@ -89,7 +89,7 @@ struct SatchelBench: AsyncParsableCommand {
             return try ImportBench.child(system: childImport, file: childFile, path: childPath, count: docs, configuration: storeConfiguration)
         }
         if let childGet {
-            return try StoreBench.getChild(directory: childGet, gets: docs)
+            return try StoreBench.getChild(directory: childGet, gets: docs, configuration: storeConfiguration)
         }
         if let childOpenQuery {
             return try StoreBench.openQueryChild(directory: childOpenQuery, rounds: docs)

@@ -238,8 +238,8 @@ enum StoreBench {
     /// For profiling get: `satchel` and `leveldb_raw` under `directory` (a kept `--directory`'s
     /// round), and `leveldb_raw_decoded` (the raw read with its value decoded), each read `gets`
     /// random objects, in interleaved turns of 1,000; prints each one's mean in microseconds.
-    static func getChild(directory: String, gets: Int) throws {
-        let configuration = Store.Configuration()
+    /// `configuration`: the run's (`--cache` and the other overrides), for both.
+    static func getChild(directory: String, gets: Int, configuration: Store.Configuration) throws {
         let satchel = try SatchelSystem(directory: directory, configuration: configuration)
         let raw = try RawLevelDBSystem(directory: directory, configuration: configuration)
         defer {

@@ -331,10 +331,9 @@ struct EngineTests {
         #expect(try client.store.changeFates(model: "Product").isEmpty)
     }
 
-    @Test(
-        "a rollback of a refused update after the object was deleted here keeps the delete, which reaches the server (a black-box probe: the rollback brought the object back and dropped the delete)"
-    )
-    func rollbackKeepsALaterDelete() async throws {
+    /// Item `i1` changed on the server and here (`price`): the update here refused, the server's
+    /// copy kept with the refusal.
+    static func refusedPriceUpdate() async throws -> (InMemoryBackend, SyncClient) {
         let server = InMemoryBackend()
         await server.put("Item", ["price": "1", "title": "one"], id: "i1")
         let client = try SyncClient(backend: server, models: [ModelDefinition(name: "Item")])
@@ -343,6 +342,14 @@ struct EngineTests {
         await server.update("Item", "i1", ["price": "abc"])
         try client.model("Item").update("i1", with: ["price": "7"])
         #expect(try await client.engine.sync().refused == 1)
+        return (server, client)
+    }
+
+    @Test(
+        "a rollback of a refused update after the object was deleted here keeps the delete, which reaches the server (a black-box probe: the rollback brought the object back and dropped the delete)"
+    )
+    func rollbackKeepsALaterDelete() async throws {
+        let (server, client) = try await Self.refusedPriceUpdate()
         #expect(try client.model("Item").delete("i1"))
         try client.store.resolve("Item", "i1", .rollback)
         #expect(try client.model("Item").find("i1") == nil, "the delete stands here")
@@ -357,14 +364,7 @@ struct EngineTests {
         "a rollback whose server copy a migration's schema refuses is refused, the object left as it was (a black-box probe: it wrote a value the schema refuses, and the object could not be edited)"
     )
     func rollbackAgainstTheSchema() async throws {
-        let server = InMemoryBackend()
-        await server.put("Item", ["price": "1", "title": "one"], id: "i1")
-        let client = try SyncClient(backend: server, models: [ModelDefinition(name: "Item")])
-        try await client.engine.logIn(Self.credentials)
-        try await client.engine.sync()
-        await server.update("Item", "i1", ["price": "abc"])
-        try client.model("Item").update("i1", with: ["price": "7"])
-        #expect(try await client.engine.sync().refused == 1)
+        let (_, client) = try await Self.refusedPriceUpdate()
         try client.store.migrate([
             Migration("v2", model: "Item", steps: [.convert("price", .number), .setKind(.fixedSchema(["title": .string, "price": .number]))])
         ])
