@@ -23,7 +23,21 @@ struct DemoCommand: AsyncParsableCommand {
 
     func run() async throws {
         let fixtures = try locateFixtures()
+        // An empty directory given stays (emptied again); one made here goes.
+        let given = store.db.map { FileManager.default.fileExists(atPath: $0) } ?? false
         let path = try prepareDirectory()
+        do {
+            try await run(in: path, fixtures: fixtures)
+        } catch {
+            // A demo that fails leaves no store behind, as any command that would have made one
+            // (a black-box probe: it failed half way and left its store).
+            let made = given ? (try? FileManager.default.contentsOfDirectory(atPath: path))?.map { path + "/" + $0 } ?? [] : [path]
+            for item in made { try? FileManager.default.removeItem(atPath: item) }
+            throw error
+        }
+    }
+
+    private func run(in path: String, fixtures: URL) async throws {
         // With --key-file (or $SATCHEL_KEY_FILE) the demo's store is created encrypted, as any.
         let configuration = try self.store.configuration(creating: true)
         let store = try Store(path: path, configuration: configuration)
@@ -228,8 +242,14 @@ struct DemoCommand: AsyncParsableCommand {
             candidates.append(directory.appendingPathComponent("Fixtures"))
             directory = directory.deletingLastPathComponent()
         }
-        for candidate in candidates
-        where FileManager.default.fileExists(atPath: candidate.appendingPathComponent("products.json").path) {
+        // All three files, before a store is made: one missing is known before anything is
+        // written (a black-box probe: the demo failed half way and left its store).
+        let files = ["products.json", "customers.json", "orders.jsonl"]
+        for candidate in candidates where FileManager.default.fileExists(atPath: candidate.appendingPathComponent(files[0]).path) {
+            let missing = files.filter { !FileManager.default.fileExists(atPath: candidate.appendingPathComponent($0).path) }
+            guard missing.isEmpty else {
+                throw SatchelError(.notFound, "the fixtures folder \(candidate.path) has no \(missing.joined(separator: " or ")); nothing was made")
+            }
             return candidate
         }
         throw SatchelError(.notFound, "cannot find the Fixtures folder; pass --fixtures DIR")

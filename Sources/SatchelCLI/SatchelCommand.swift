@@ -12,7 +12,7 @@ struct SatchelCommand: AsyncParsableCommand {
         abstract: "An embedded document store with sync, on LevelDB.",
         discussion: """
             Every command works on the store directory given by --db (or $SATCHEL_DB). Commands that write objects \
-            (put, import, sync) create it when missing; the others need it to exist. Objects print as JSON, one per \
+            (put, import, sync) create it when missing, and restore makes it from the backup; the others need it to exist. Objects print as JSON, one per \
             line, keys sorted, the id under "object".
             """,
         version: SatchelCommand.version,
@@ -312,7 +312,12 @@ enum Output {
             output.drain()
             return output.failure
         }
-        if let failure { throw SatchelError(.io, "cannot write to standard output: \(failure)") }
+        // Said whole: the command ran to its end, and a write it made stays made (a black-box
+        // probe: a put whose output was lost said only that, and a retry made a second object).
+        if let failure {
+            throw SatchelError(
+                .io, "cannot write to standard output: \(failure) (the command ran to its end: what it changed in the store stays changed)")
+        }
     }
 
     /// The one line of a failure, on stderr.

@@ -303,7 +303,17 @@ struct SyncCommand: AsyncParsableCommand {
                     for model in engine.store.models { await engine.setConflictResolver(for: model.name) { _ in answer } }
                 }
                 try await server.logIn(engine)
-                return try await engine.sync(models: names.isEmpty ? nil : names, mode: full ? .full : bulk ? .bulk : .incremental)
+                let report = try await engine.sync(models: names.isEmpty ? nil : names, mode: full ? .full : bulk ? .bulk : .incremental)
+                // A model named "" syncs with no server: its changes are said to stay, not passed
+                // over in silence (a black-box probe).
+                if names.isEmpty, let unnamed = engine.store.existingModel(""), try unnamed.definition.syncType != .none {
+                    let statistics = try unnamed.statistics()
+                    let pending = statistics.pendingCreates + statistics.pendingUpdates + statistics.pendingDeletes
+                    if pending > 0 {
+                        Output.line("model '' (the empty name): \(pending) pending change(s) stay here: no server names a model so")
+                    }
+                }
+                return report
             }
         }
         let postponed = "\(report.postponed) change(s) not taken by the server this time (see the error lines): pending for the next sync"

@@ -271,6 +271,15 @@ struct CLITests {
         defer { try? reopened.close() }
         #expect(try reopened.model("Order").count() == 600, "one deleted on the server")
         #expect(try reopened.pendingChanges().isEmpty)
+
+        // A fixtures folder missing a file fails before a store is made (a black-box probe: it
+        // failed half way and left its store).
+        let partial = directory.child("partial")
+        try FileManager.default.createDirectory(atPath: partial, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: Fixtures.directory.appendingPathComponent("products.json").path, toPath: partial + "/products.json")
+        let failed = try await CLI.run(["demo", "--db", directory.child("half"), "--fixtures", partial])
+        #expect(failed.status == 1 && failed.stderr.contains("customers.json"), "\(failed.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: directory.child("half")), "no store left")
     }
 
     @Test("an import killed mid-way leaves only whole batches")

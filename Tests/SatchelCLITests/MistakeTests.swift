@@ -89,6 +89,12 @@ struct MistakeTests {
         }
         #expect(try await CLI.run(["--db", db, "export", "M"]).stdout == before)
         #expect(try await CLI.run(["--db", db, "check"]).status == 0)
+        // A write whose output is lost says that the write stays made: a script that retries a
+        // put without an id would make a second object (a black-box probe: only "cannot write").
+        let put = try await ChildProcess.detached("/bin/sh", ["-c", "\"$0\" --db \"$1\" put M '{\"y\":1}' >&-", CLI.executable.path, db])
+        let said = String(decoding: put.stderr, as: UTF8.self)
+        #expect(put.status == 1 && said.contains("cannot write to standard output") && said.contains("stays"), "\(said)")
+        #expect(try await CLI.run(["--db", db, "find", "M", "--where", "y=1", "--count"]).lines == ["1"])
     }
 
     @Test("--id of a missing object with --count prints 0 and exits 0; without --count it is one line and exit 1 (a black-box probe: 0 and exit 1)")

@@ -61,6 +61,19 @@ struct SyncCLITests {
         #expect(directory.stderr.contains("is a directory"), "\(directory.stderr)")
     }
 
+    @Test(
+        "a sync of every model says that the pending changes of a model named '' stay here: no server names a model so (a black-box probe: passed over in silence)"
+    )
+    func emptyNamedModelSaid() async throws {
+        let setup = Setup()
+        #expect(try await setup.run(["put", "Product", #"{"object":"p1","name":"A"}"#]).status == 0)
+        #expect(try await setup.run(["put", "", #"{"object":"e1","name":"E"}"#]).status == 0)
+        let sync = try await setup.sync(["--user", "ann", "--password", "pw"])
+        #expect(sync.status == 0, "\(sync.stderr)")
+        #expect(sync.lines.contains("model '' (the empty name): 1 pending change(s) stay here: no server names a model so"), "\(sync.stdout)")
+        #expect(try await setup.serverObjects("Product").count == 1)
+    }
+
     @Test("verify and search as another user are refused in one line, the store untouched: they change nothing (found by a black-box probe)")
     func readsAsAnotherUser() async throws {
         let setup = Setup()
