@@ -413,7 +413,11 @@ extension ParseBackend {
         let create = OutgoingChange(objectID: change.objectID, kind: .create, attributes: change.sentValues)
         switch await postCreate(create, context, attempt: 0) {
         case .outcome(.accepted(let id?, _)): return .made(id)
-        case .duplicate(let body): return try await findMade(create, body: body, context, excluding: []).map { .made($0.id) } ?? .none
+        case .duplicate(let body):
+            // The object holds what the lost create sent, or, where an update of its edits went
+            // through unanswered, what the object holds here now (a black-box probe: that
+            // update's answer lost too, it was taken for no object, and made a second one).
+            return try await findMade(create, body: body, context, excluding: [], orNow: change.attributes).map { .made($0.id) } ?? .none
         case .failed(let error): return .unanswered(error)
         case .outcome: return .none
         }
@@ -457,11 +461,13 @@ extension ParseBackend {
     /// every attribute the change carries (blobs aside: their file names differ), other than
     /// `claimed` ones. Its scalar, date and pointer values narrow the query; the rest are
     /// compared here.
+    /// `now`: values an attribute may also hold on the server (an edit made since, whose update
+    /// may have gone through); an attribute it lacks may be absent there.
     func findMade(
-        _ change: OutgoingChange, body: JSONObject, _ context: PushContext, excluding claimed: Set<String>
+        _ change: OutgoingChange, body: JSONObject, _ context: PushContext, excluding claimed: Set<String>, orNow now: JSONObject? = nil
     ) async throws -> (id: String, version: JSONValue?)? {
         var condition = JSONObject()
-        for (name, value) in body where Self.isComparable(value) { condition[name] = value }
+        for (name, value) in body where Self.isComparable(value) && (now == nil || now?[name] == change.attributes[name]) { condition[name] = value }
         let query = [("where", Self.text(.object(condition))), ("order", "-createdAt"), ("limit", "100")]
         let what = "looking for the object an earlier create of \(context.request.model.name) made"
         let answer = try await send(
@@ -472,12 +478,14 @@ extension ParseBackend {
             guard let decoded = ParseMapping.decode(value, requireUpdatedAt: false), !claimed.contains(decoded.object.id) else { continue }
             let held = change.attributes.allSatisfy { name, value in
                 blobs.contains(name) || ParseMapping.serverFields.contains(name) || decoded.object.attributes[name] == value
+                    || (now != nil && decoded.object.attributes[name] == now?[name])
             }
             // Exactly what the create sent: an object with more is another's (a black-box probe:
             // another device's object with the same title was linked, and its copy here
             // overwritten). Parse's own fields, and the ACL it may add, aside.
             let more = decoded.object.attributes.keys.contains { name in
-                change.attributes[name] == nil && !ParseMapping.serverFields.contains(name) && name != "ACL" && !blobs.contains(name)
+                change.attributes[name] == nil && now?[name] == nil && !ParseMapping.serverFields.contains(name) && name != "ACL"
+                    && !blobs.contains(name)
             }
             if held && !more { return (decoded.object.id, decoded.object.version) }
         }

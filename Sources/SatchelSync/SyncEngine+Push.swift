@@ -1,5 +1,6 @@
 import Foundation
 import Satchel
+import Synchronization
 
 extension SyncEngine {
     /// Pushes the pending changes of `model`, a chunk at a time (the backend's
@@ -145,8 +146,18 @@ extension SyncEngine {
             // would be made twice), it waits for the pull.
             let settledByPull = backend.capabilities.pushResultsViaPull
             do {
+                // Sent again, a create carries what it sent, as one put back among the pending
+                // ones does (``requeue(_:_:_:)``): the first try may have made its object, which
+                // the adapter then looks for (a black-box probe: Parse's retry, answered 159,
+                // made it a second time under another request id).
+                let tried = Locked(false)
+                let again = Self.sentAgain(request)
                 results = try await withRetry(retrying: { !settledByPull || !Self.mayHaveBeenCarriedOut($0) }) {
-                    try await self.backend.push(request)
+                    let retry = tried.withLock { was in
+                        defer { was = true }
+                        return was
+                    }
+                    return try await self.backend.push(retry ? again : request)
                 }
             } catch {
                 let failure = Self.syncError(error)
@@ -262,6 +273,18 @@ extension SyncEngine {
                     sentValues: configuration.syncing(change.sentValues)))
         }
         return (changes, waiting)
+    }
+
+    /// `request` sent again after a failure: each create carries what it sent (its attributes),
+    /// as ``requeue(_:_:_:)`` gives a create put back among the pending ones.
+    static func sentAgain(_ request: PushRequest) -> PushRequest {
+        var again = request
+        for index in again.changes.indices where again.changes[index].kind == .create {
+            for (name, value) in again.changes[index].attributes where again.changes[index].sentValues[name] == nil {
+                again.changes[index].sentValues[name] = value
+            }
+        }
+        return again
     }
 
     /// Puts the unanswered changes in flight back among the pending ones, merged with later

@@ -884,6 +884,46 @@ struct ParseBackendTests {
     }
 
     @Test(
+        "a create whose answer was lost, sent again by the same sync's retry, is made once: the 159 to its own request id links it (a black-box probe: it was made again under another request id)"
+    )
+    func lostCreateAnswerRetriedInTheSameSync() async throws {
+        let setup = try await Setup(.idempotent, retry: RetryPolicy(maxAttempts: 2, baseDelay: .milliseconds(1), jitter: 0))
+        defer { Task { await setup.stop() } }
+        try setup.model("Product").create(["object": "n1", "name": "Once", "price": 3])
+        await setup.server.loseNextAnswer("POST", "/parse/classes/Product")
+        let report = try await setup.device.engine.sync(models: ["Product"])
+        #expect(report.refused == 0)
+        #expect(await setup.server.objects("Product").count == 1, "made once")
+        #expect(try setup.model("Product").count() == 1)
+        #expect(await setup.server.duplicateRequests == 1)
+        try await setup.expectMatchesServer("Product")
+    }
+
+    @Test(
+        "a create whose answer was lost, edited here, linked again by a sync whose update's answer was lost too: the next sync finds the object by what either sent, made once (a black-box probe: a second object)"
+    )
+    func lostCreateThenLostUpdate() async throws {
+        var setup = try await Setup(.idempotent)
+        let server = setup.server
+        defer { Task { await server.stop() } }
+        try setup.model("Product").create(["object": "n1", "name": "Once", "price": 3])
+        await setup.server.loseNextAnswer("POST", "/parse/classes/Product")
+        await #expect(throws: SyncError.self) { try await setup.device.engine.sync(models: ["Product"]) }
+        try setup.model("Product").update("n1", with: ["price": 4])
+        // The create asked again (159, linked), then the edit's batch: carried out, its answer lost.
+        await setup.server.loseNextAnswer("POST", "/parse/batch")
+        await #expect(throws: SyncError.self) { try await setup.device.engine.sync(models: ["Product"]) }
+        setup.device = try await setup.device.reopened(backend: setup.faults, models: [Self.product])
+        let report = try await setup.device.engine.sync(models: ["Product"])
+        #expect(report.refused == 0)
+        let objects = await setup.server.objects("Product")
+        #expect(objects.count == 1, "made once: \(objects)")
+        #expect(try setup.model("Product").count() == 1)
+        #expect(try setup.model("Product").findAll().first?["price"] == 4)
+        try await setup.expectMatchesServer("Product")
+    }
+
+    @Test(
         "a new object under a local id an earlier create used, with the same attributes, is made anew: its request id is the earlier create's, and that 159 is not its own (a black-box probe: it was linked to the earlier object, and the store lost one)"
     )
     func reusedLocalIDMadeAnew() async throws {
