@@ -331,6 +331,34 @@ struct EngineTests {
         #expect(try client.store.changeFates(model: "Product").isEmpty)
     }
 
+    @Test(
+        "an object deleted and made again here more than once, with edits between, reaches the server as it is here: the attributes it lacks removed (a black-box probe: the server kept them, and the next pull brought them back)",
+        arguments: [0, 1, 2])
+    func remadeObjectReachesTheServerWhole(_ sequence: Int) async throws {
+        let server = InMemoryBackend()
+        await server.put("Item", ["old": 1, "keep": 1], id: "i1")
+        let client = try SyncClient(backend: server, models: [ModelDefinition(name: "Item")])
+        try await client.engine.logIn(Self.credentials)
+        try await client.engine.sync()
+        let items = try client.model("Item")
+        switch sequence {
+        case 0:
+            #expect(try items.delete("i1"))
+            _ = try items.put(["object": "i1", "c": 1])
+            #expect(try items.delete("i1"))
+        case 1:
+            _ = try items.put(["object": "i1", "b": 1])
+            #expect(try items.delete("i1"))
+        default:
+            _ = try items.update("i1", with: ["old": .null, "b": 1])
+            #expect(try items.delete("i1"))
+        }
+        _ = try items.put(["object": "i1", "c": 1])
+        #expect(try await client.engine.sync().refused == 0)
+        #expect(await server.object("Item", "i1") == ["c": 1], "\(sequence)")
+        #expect(try items.find("i1")?.attributes == ["c": 1])
+    }
+
     /// Item `i1` changed on the server and here (`price`): the update here refused, the server's
     /// copy kept with the refusal.
     static func refusedPriceUpdate() async throws -> (InMemoryBackend, SyncClient) {

@@ -9,7 +9,7 @@
 /// | create | delete | nothing: the server never hears of the object |
 /// | update | update | update with the attributes merged, the later value winning |
 /// | update | delete | delete |
-/// | delete | create (same id) | update setting the new attributes and removing the old ones |
+/// | delete | create (same id) | update setting the new attributes and removing the old ones (those the server has) |
 ///
 /// `PendingChange` is a `Sendable` value type.
 public struct PendingChange: Sendable, Hashable, CustomStringConvertible {
@@ -25,13 +25,15 @@ public struct PendingChange: Sendable, Hashable, CustomStringConvertible {
     /// Create, update or delete.
     public let kind: Kind
     /// For an update: the changed attributes, with `null` for removed ones. For a delete: the
-    /// object's last attributes (RhoConnect sends them along). For a create: empty; the
+    /// object's last attributes (RhoConnect sends them along), with the changes of an update
+    /// pending before it undone by their base values: the object as the server has it, as far
+    /// as known. For a create: empty; the
     /// object's current attributes are pushed.
     public let attributes: JSONObject
     /// For an update: the values its attributes had before this device changed them — the
     /// server's, as last applied here (null: the attribute was absent). Empty where the store
-    /// does not know them (a change recorded before the store kept them, a delete followed by
-    /// a create). The sync engine tells a true conflict (the same attribute changed on the
+    /// does not know them (a change recorded before the store kept them). For a delete followed
+    /// by a create: the delete's attributes. The sync engine tells a true conflict (the same attribute changed on the
     /// server) from changes to different attributes by them.
     public let baseValues: JSONObject
     /// For a change sent again after a push whose answer was lost, and edited here since (or a
@@ -145,8 +147,16 @@ struct StoredChange: Equatable {
             return existing
         case (.update, .delete):
             // What a lost push sent stays possible on the server: the delete tells it from
-            // changes made elsewhere.
-            return StoredChange(kind: .delete, attributes: incoming.attributes, sent: existing.sent)
+            // changes made elsewhere. Its attributes are the object as the server has it, as
+            // far as the update's base values tell: an attribute the update removed is there, one
+            // it added is not, so that a create following it removes what the server holds (a
+            // black-box probe: the server kept them, and the next pull brought them back).
+            var attributes = incoming.attributes
+            for (name, _) in existing.attributes {
+                guard let was = existing.base[name] else { continue }
+                attributes[name] = was.isNull ? nil : was
+            }
+            return StoredChange(kind: .delete, attributes: attributes, sent: existing.sent)
         case (.update, _):
             var merged = existing.attributes
             var base = existing.base
@@ -161,9 +171,12 @@ struct StoredChange: Equatable {
         case (.delete, .create), (.delete, .update):
             // The server still has the object as it was: set the new attributes and remove the
             // ones the new object lacks.
+            // The server's values (the delete's attributes) are the update's base.
             var update = incoming.attributes
             for (name, _) in existing.attributes where !update.contains(name) { update[name] = .null }
-            return StoredChange(kind: .update, attributes: update)
+            var base = JSONObject()
+            for (name, _) in update { base[name] = existing.attributes[name] ?? .null }
+            return StoredChange(kind: .update, attributes: update, base: base)
         case (.delete, .delete):
             return existing
         }
