@@ -383,8 +383,11 @@ extension SyncEngine {
         // since may be the server's now, and is this device's own, not a change made elsewhere.
         var sent = record.sentValues
         switch (record.kind, later?.kind) {
-        case (.create, nil):
-            // The create goes again as it was; what it sent says it may have made the object.
+        case (.create, nil), (.update, nil):
+            // The change goes again as it was; what it sent says it may have made the object, or
+            // that a server value equal to it is this device's own: an edit merged into it before
+            // it is sent again must not lose that (a black-box probe: a push that failed before
+            // it did, and the edit after, was refused as a conflict with its own earlier write).
             for (name, value) in record.attributes where sent[name] == nil { sent[name] = value }
         case (_, nil): break
         case (.create, .delete?), (.update, .delete?), (.delete, .delete?):

@@ -115,6 +115,36 @@ struct EngineTests {
     }
 
     @Test(
+        "an update whose push answer was lost, then a push that failed before the server, then an edit: no conflict with this device's own write (a black-box probe: the failed push forgot what the lost one sent, and the edit was refused)"
+    )
+    func lostAnswerThenFailedPushThenEdit() async throws {
+        var configuration = InMemoryBackend.Configuration()
+        configuration.maxPushBatch = 2
+        let server = InMemoryBackend(configuration: configuration)
+        await Self.seed(server, 1)
+        let faults = FaultyBackend(server)
+        let client = try SyncClient(backend: faults, models: [ModelDefinition(name: "Product")], pageSize: 5, retry: RetryPolicy(maxAttempts: 1))
+        try await client.engine.logIn(Self.credentials)
+        try await client.engine.sync()
+        try client.model("Product").update("p1", with: ["price": 100])
+        faults.inject(.dropAnswer, on: .push)
+        await #expect(throws: SyncError.self) { try await client.engine.sync() }
+        #expect(await server.object("Product", "p1")?["price"] == 100)
+        // New objects pushed in chunks before the update's: the first fails before the server,
+        // the update put back among the pending ones and not sent again.
+        for i in 0..<4 { try client.model("Product").create(["object": .string("a\(i)"), "name": "new"]) }
+        faults.inject(.fail(SyncError(.network, "no route")), on: .push)
+        await #expect(throws: SyncError.self) { try await client.engine.sync() }
+        await server.update("Product", "p1", ["brand": "Theirs"])
+        try client.model("Product").update("p1", with: ["price": 103])
+        let report = try await client.engine.sync()
+        #expect(report.refused == 0, "\(report)")
+        #expect(await server.object("Product", "p1")?["price"] == 103)
+        #expect(await server.object("Product", "p1")?["brand"] == "Theirs")
+        #expect(try client.store.changeFates(model: "Product").isEmpty)
+    }
+
+    @Test(
         "an update whose push answer was lost, then edited here: the next sync is no conflict with this device's own write, across a reopen too; another device's change still is one (found by a black-box probe)"
     )
     func lostAnswerThenEdit() async throws {

@@ -36,8 +36,9 @@ public struct PendingChange: Sendable, Hashable, CustomStringConvertible {
     /// by a create: the delete's attributes. The sync engine tells a true conflict (the same attribute changed on the
     /// server) from changes to different attributes by them.
     public let baseValues: JSONObject
-    /// For a change sent again after a push whose answer was lost, and edited here since (or a
-    /// delete made after it): the values that push sent for the attributes edited since. For a
+    /// For a change sent again after a push whose answer was lost (or that failed): the values
+    /// that push sent (an update edited here since: for the attributes edited since; a delete
+    /// made after it: what it sent). For a
     /// create sent again, edited or not: the whole object the lost push sent (it may have made
     /// the object on the server). The server may hold them (the lost push may have gone
     /// through): a server value equal to one is this device's own, not a change made elsewhere.
