@@ -163,7 +163,7 @@ extension ParseBackend {
     /// earlier push made already (local id → objectId), sent as updates of that object.
     func pushBatch(_ chunk: [OutgoingChange], _ context: PushContext, made known: [String: String]? = nil) async throws -> [String: PushOutcome] {
         let made: [String: String]
-        if let known { made = known } else { made = try await madeBefore(chunk.filter { $0.kind == .create && Self.mayHaveBeenSent($0) }, context) }
+        if let known { made = known } else { made = try await madeBefore(chunk.filter(\.mayHaveBeenSent), context) }
         var requests: [JSONValue] = []
         var bodies: [String: JSONObject] = [:]
         for change in chunk {
@@ -359,7 +359,7 @@ extension ParseBackend {
                 // A create never sent before has no earlier request of its own: the `159` is
                 // another create's that had the same local id and attributes, and it goes under
                 // the next request id (a black-box probe: it was linked to that create's object).
-                if Self.mayHaveBeenSent(change), let found = try await findMade(change, body: body, context, excluding: claimed) {
+                if change.mayHaveBeenSent, let found = try await findMade(change, body: body, context, excluding: claimed) {
                     answer = .outcome(.accepted(serverID: found.id, version: found.version))
                 } else if attempt < Self.createAttempts - 1 {
                     attempt += 1
@@ -382,13 +382,6 @@ extension ParseBackend {
             }
         }
         return outcomes
-    }
-
-    /// Whether `change` may have been sent before (a create whose answer was lost, or one sent
-    /// as the app was stopped, carries what it sent), and so may have made its object already.
-    /// (A create with nothing to send cannot tell: it may have.)
-    static func mayHaveBeenSent(_ change: OutgoingChange) -> Bool {
-        change.kind == .create && (!change.sentValues.isEmpty || change.attributes.isEmpty)
     }
 
     /// Whether `change` creates an object whose create was sent, its answer lost, and that was

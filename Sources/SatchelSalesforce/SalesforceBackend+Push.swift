@@ -39,8 +39,7 @@ extension SalesforceBackend {
         // made anew, whatever earlier record holds its value (a black-box probe: a copy of a
         // pulled record, client-id value and all, and a create under a local id an earlier
         // create had, each overwrote that earlier record).
-        let mayHaveBeenSent = Set(creates.filter { !$0.sentValues.isEmpty || $0.attributes.isEmpty }.map(\.objectID)).union(
-            lostCreates.map(\.objectID))
+        let mayHaveBeenSent = Set(creates.filter(\.mayHaveBeenSent).map(\.objectID)).union(lostCreates.map(\.objectID))
         let made = try await madeBefore(clientValues.filter { mayHaveBeenSent.contains($0.key) }, field: clientField, request: request)
         var posts: [Outgoing] = []
         for change in creates where made[change.objectID] == nil {

@@ -427,6 +427,12 @@ public struct OutgoingChange: Sendable, Hashable {
     /// under an id this device does not know, so a delete of the local id would miss it.
     public var deletesALostCreate: Bool { kind == .delete && baseVersion == nil && !sentValues.isEmpty }
 
+    /// Whether this is a create that may have been sent before, and so may have made its object
+    /// already: one sent again after its answer was lost (or the sync's retry of its push, or a
+    /// push the app was stopped in) carries what it sent. One never sent is made anew, whatever
+    /// object on the server holds its values. (A create with nothing to send cannot tell: it may.)
+    public var mayHaveBeenSent: Bool { kind == .create && (!sentValues.isEmpty || attributes.isEmpty) }
+
     public init(
         objectID: String, kind: PendingChange.Kind, attributes: JSONObject, baseVersion: JSONValue? = nil, blobs: [String: Data] = [:],
         object: JSONObject? = nil, sentValues: JSONObject = JSONObject()

@@ -151,13 +151,12 @@ extension SyncEngine {
                 // the adapter then looks for (a black-box probe: Parse's retry, answered 159,
                 // made it a second time under another request id).
                 let tried = Locked(false)
-                let again = Self.sentAgain(request)
                 results = try await withRetry(retrying: { !settledByPull || !Self.mayHaveBeenCarriedOut($0) }) {
                     let retry = tried.withLock { was in
                         defer { was = true }
                         return was
                     }
-                    return try await self.backend.push(retry ? again : request)
+                    return try await self.backend.push(retry ? Self.sentAgain(request) : request)
                 }
             } catch {
                 let failure = Self.syncError(error)
