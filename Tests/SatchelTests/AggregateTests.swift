@@ -251,7 +251,7 @@ struct AggregateTests {
     func numbersInsideValuesKeepTheirForm() throws {
         try withTemporaryStore { store in
             let values: [(String, JSONValue)] = [
-                ("a", [.double(1), ["x": .double(2)]]), ("b", [.double(5e-324), .double(-0.0)]), ("c", .double(-0.5)),
+                ("a", [.double(1), ["x": .double(2)]]), ("b", [.double(.leastNonzeroMagnitude), .double(-0.0)]), ("c", .double(-0.5)),
             ]
             var answers: [[String]] = []
             for indexed in [false, true] {
