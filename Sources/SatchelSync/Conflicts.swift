@@ -132,7 +132,7 @@ extension MergePolicy {
                 if !changes.contains(name), let was = later.baseValues[name] { base[name] = was }
                 changes[name] = value
             }
-            for (name, value) in later.sentValues where sent[name] == nil { sent[name] = value }
+            sent.addSent(later.sentValues)
         }
         let server = configuration.syncing(serverCopy)
         let conflicting = conflicting(localChanges: changes, base: base, server: server, sent: sent)

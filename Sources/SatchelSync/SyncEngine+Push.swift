@@ -279,9 +279,7 @@ extension SyncEngine {
     static func sentAgain(_ request: PushRequest) -> PushRequest {
         var again = request
         for index in again.changes.indices where again.changes[index].kind == .create {
-            for (name, value) in again.changes[index].attributes where again.changes[index].sentValues[name] == nil {
-                again.changes[index].sentValues[name] = value
-            }
+            again.changes[index].sentValues.addSent(again.changes[index].attributes)
         }
         return again
     }
@@ -387,7 +385,7 @@ extension SyncEngine {
             // that a server value equal to it is this device's own: an edit merged into it before
             // it is sent again must not lose that (a black-box probe: a push that failed before
             // it did, and the edit after, was refused as a conflict with its own earlier write).
-            for (name, value) in record.attributes where sent[name] == nil { sent[name] = value }
+            sent.addSent(record.attributes)
         case (_, nil): break
         case (.create, .delete?), (.update, .delete?), (.delete, .delete?):
             // Whatever reached the server, the object must go: send the delete. What an update
@@ -395,15 +393,15 @@ extension SyncEngine {
             // A create's too: it may have made the object, under an id the server chose (Parse),
             // which the adapter finds by what the create sent.
             if record.kind == .update || record.kind == .create {
-                for (name, value) in record.attributes where sent[name] == nil { sent[name] = value }
+                sent.addSent(record.attributes)
             }
-            for (name, value) in later!.sentValues where sent[name] == nil { sent[name] = value }
+            sent.addSent(later!.sentValues)
             kind = .delete
             attributes = later!.attributes
         case (.create, _):
             // Still a create: it carries the object's current attributes. What the lost one sent
             // may be on the server, this device's own (``KintoBackend``'s earlier form).
-            for (name, value) in record.attributes where sent[name] == nil { sent[name] = value }
+            sent.addSent(record.attributes)
         case (.update, _):
             for (name, value) in later!.attributes {
                 // An attribute changed before keeps its earlier base.
@@ -411,7 +409,7 @@ extension SyncEngine {
                 if let sentValue = attributes[name], sentValue != value, sent[name] == nil { sent[name] = sentValue }
                 attributes[name] = value
             }
-            for (name, value) in later!.sentValues where sent[name] == nil { sent[name] = value }
+            sent.addSent(later!.sentValues)
         case (.delete, _):
             // Deleted, then created again under the same id: an update that also removes what
             // the old object had.
@@ -738,5 +736,14 @@ extension SyncEngine {
     /// Whether `server` already has every attribute of `change` (null: absent).
     static func holds(_ server: JSONObject, _ change: JSONObject) -> Bool {
         change.allSatisfy { name, value in value.isNull ? server[name] == nil : server[name] == value }
+    }
+}
+
+extension JSONObject {
+    /// Adds the values of `sent` under the names it does not hold yet: of the values pushes
+    /// sent for one attribute, the earlier stays (the server may hold either as this device's own;
+    /// ``PendingChange/sentValues``).
+    mutating func addSent(_ sent: JSONObject) {
+        for (name, value) in sent where self[name] == nil { self[name] = value }
     }
 }

@@ -846,6 +846,14 @@ struct ParseBackendTests {
         return try await setup.device.engine.sync(models: ["Product"])
     }
 
+    /// Creates `object` here and syncs while the server loses the create's answer (having made
+    /// the object): the sync fails, the create in flight.
+    static func loseCreateAnswer(_ setup: Setup, _ object: JSONObject) async throws {
+        try setup.model("Product").create(object)
+        await setup.server.loseNextAnswer("POST", "/parse/classes/Product")
+        await #expect(throws: SyncError.self) { try await setup.device.engine.sync(models: ["Product"]) }
+    }
+
     @Test(
         "a create whose answer was lost, then deleted here: the delete goes to the object the create made (its request id answered 159), not to the local id (found by a black-box probe: a 101 counted as done, and the object came back)"
     )
@@ -853,9 +861,7 @@ struct ParseBackendTests {
         var setup = try await Setup(.idempotent)
         let server = setup.server
         defer { Task { await server.stop() } }
-        try setup.model("Product").create(["object": "n1", "name": "Gone again", "price": 3])
-        await setup.server.loseNextAnswer("POST", "/parse/classes/Product")
-        await #expect(throws: SyncError.self) { try await setup.device.engine.sync(models: ["Product"]) }
+        try await Self.loseCreateAnswer(setup, ["object": "n1", "name": "Gone again", "price": 3])
         #expect(await setup.server.objects("Product").count == 1, "the create was made; its answer was lost")
         setup.device = try await setup.device.reopened(backend: setup.faults, models: [Self.product])
         try setup.model("Product").delete("n1")
@@ -906,9 +912,7 @@ struct ParseBackendTests {
         var setup = try await Setup(.idempotent)
         let server = setup.server
         defer { Task { await server.stop() } }
-        try setup.model("Product").create(["object": "n1", "name": "Once", "price": 3])
-        await setup.server.loseNextAnswer("POST", "/parse/classes/Product")
-        await #expect(throws: SyncError.self) { try await setup.device.engine.sync(models: ["Product"]) }
+        try await Self.loseCreateAnswer(setup, ["object": "n1", "name": "Once", "price": 3])
         try setup.model("Product").update("n1", with: ["price": 4])
         // The create asked again (159, linked), then the edit's batch: carried out, its answer lost.
         await setup.server.loseNextAnswer("POST", "/parse/batch")

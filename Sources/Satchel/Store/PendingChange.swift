@@ -171,8 +171,8 @@ struct StoredChange: Equatable {
             return StoredChange(kind: .update, attributes: merged, base: base, sent: existing.sent)
         case (.delete, .create), (.delete, .update):
             // The server still has the object as it was: set the new attributes and remove the
-            // ones the new object lacks.
-            // The server's values (the delete's attributes) are the update's base.
+            // ones the new object lacks. The server's values (the delete's attributes) are the
+            // update's base.
             var update = incoming.attributes
             for (name, _) in existing.attributes where !update.contains(name) { update[name] = .null }
             var base = JSONObject()

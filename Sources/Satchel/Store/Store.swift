@@ -178,7 +178,7 @@ public final class Store: Sendable {
         case false?:
             throw SatchelError(.invalidArgument, "\(path) is a file, not a store directory")
         case true?:
-            partitionDirectories = try Self.checkIsStore(path, creating: configuration.createIfMissing, restoring: checkingRestore)
+            partitionDirectories = try Self.checkIsStore(path, creating: configuration.createIfMissing, checkingRestore: checkingRestore)
             // Before the key is asked for: a killed decrypt's copy holds the data in the clear,
             // and must not outlive opens that are refused (no key, a wrong one).
             try Self.removeConversionLeftovers(path)
@@ -272,13 +272,13 @@ public final class Store: Sendable {
     /// partition's directory, a file per table, was 7 % of opening a million-object store and
     /// asking a first query.)
     @discardableResult
-    static func checkIsStore(_ path: String, creating: Bool, restoring: Bool = false) throws(SatchelError) -> [Partition] {
+    static func checkIsStore(_ path: String, creating: Bool, checkingRestore: Bool = false) throws(SatchelError) -> [Partition] {
         if FileSystem.exists(path + "/" + unfinishedBackupMarker) {
             throw SatchelError(.notAStore, "\(path) is an unfinished backup, not a store: run the backup again")
         }
         // A restore's copy, killed before it was checked and swapped in (a black-box probe: a
         // repair made it a store, a write went in, and the next restore removed both).
-        if !restoring, FileSystem.exists(path + "/" + unfinishedRestoreMarker) {
+        if !checkingRestore, FileSystem.exists(path + "/" + unfinishedRestoreMarker) {
             throw SatchelError(.notAStore, "\(path) is an unfinished restore's copy, not a store: run the restore again")
         }
         let partitions = Partition.allCases.filter { FileSystem.exists(path + "/" + $0.rawValue) }
