@@ -70,7 +70,9 @@ extension ParseBackend {
         // only move `updatedAt`, and the next pull would undo the edit unseen).
         for change in request.changes where change.kind != .delete {
             var refusal: (message: String, code: String)?
-            if let message = ParseMapping.mistyped(change.attributes, blobs: change.blobs, model: request.model, types: context.types) {
+            if let message = ParseMapping.reserved(change.attributes) {
+                refusal = (message, ParseMapping.reservedCode)
+            } else if let message = ParseMapping.mistyped(change.attributes, blobs: change.blobs, model: request.model, types: context.types) {
                 refusal = (message, ParseMapping.mistypedCode)
             } else if change.kind == .create, change.attributes["objectId"] != nil {
                 // The object's id on Parse, never an attribute a create can carry: left out, its

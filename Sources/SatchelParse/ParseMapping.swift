@@ -263,6 +263,37 @@ public enum ParseMapping {
     /// The code of an update refused before it is sent because it changes only fields Parse
     /// keeps itself (``serverFields``).
     static let readOnlyCode = "readOnly"
+    /// The code of a change refused before it is sent because Parse would read part of it as
+    /// its own (``reserved(_:)``).
+    static let reservedCode = "reserved"
+
+    /// What of `attributes` Parse would read as its own, in one line (nil: nothing): a name with
+    /// a dot, which Parse takes for a path into an object (`a.b` sets `b` inside `a`), or a value
+    /// holding, at any depth, an object with a member `__op` or `__type`, which Parse reads as
+    /// one of its operators or types (`{"__op":"Increment","amount":5}` adds 5). Sent, either
+    /// would be stored as something else than the app wrote, and the next pull would bring that
+    /// back in its place (a black-box probe).
+    static func reserved(_ attributes: JSONObject) -> String? {
+        for (name, value) in attributes {
+            if name.contains(".") { return "\(name): Parse reads a dot in a field name as a path into an object; rename the attribute" }
+            if let member = reservedMember(in: value) {
+                return "\(name): an object in its value has a member \(member), which Parse reads as its own operator or type, not as data; rename that member"
+            }
+        }
+        return nil
+    }
+
+    private static func reservedMember(in value: JSONValue) -> String? {
+        switch value {
+        case .object(let object):
+            if let member = ["__op", "__type"].first(where: { object[$0] != nil }) { return member }
+            return object.lazy.compactMap { reservedMember(in: $0.value) }.first
+        case .array(let elements):
+            return elements.lazy.compactMap { reservedMember(in: $0) }.first
+        default:
+            return nil
+        }
+    }
 
     /// Why `attributes` (a change's, `blobs` the bytes of its blob references) cannot be sent:
     /// a value in an attribute the server keeps as a `File` that is neither a blob made here

@@ -418,6 +418,48 @@ struct ParseBackendTests {
     }
 
     @Test(
+        "a value Parse would read as its own (an object with __op or __type, at any depth) or a name with a dot (a path to Parse) is refused here, not sent and changed by the next pull (found by a black-box probe)"
+    )
+    func valuesParseWouldRead() async throws {
+        let setup = try await Setup()
+        defer { Task { await setup.stop() } }
+        let products = try setup.model("Product")
+        let id = await setup.server.put("Product", Self.json(["name": "P", "op": 5]), id: nil)
+        try await setup.device.engine.sync()
+        let stored = try #require(try await setup.stored("Product", id))
+        let cases: [(id: String, attributes: JSONObject, refused: String)] = [
+            ("increment", ["name": "I", "op": ["__op": "Increment", "amount": 5]], "op"),
+            ("unset", ["name": "U", "gone": ["__op": "Delete"]], "gone"),
+            ("date", ["name": "D", "when": ["__type": "Date", "iso": "2020-01-01T00:00:00.000Z"]], "when"),
+            ("deep", ["name": "N", "list": [1, ["inner": ["__type": "Date", "iso": "2020-01-01T00:00:00.000Z"]]]], "list"),
+            ("dotted", ["name": "T", "a.b": 2], "a.b"),
+        ]
+        for item in cases {
+            var attributes = item.attributes
+            attributes["object"] = .string(item.id)
+            try products.create(attributes)
+        }
+        try products.update(id, with: ["op": ["__op": "Increment", "amount": 100]])
+        let report = try await setup.device.engine.sync()
+        #expect(report.refused == cases.count + 1 && report.accepted == 0, "\(report)")
+        #expect(await setup.server.objects("Product").count == 1, "no create was sent")
+        #expect(try await setup.stored("Product", id) == stored, "the update was not sent")
+        let refusals = try setup.device.store.refusedChanges(model: "Product")
+        for item in cases + [(id, ["op": 5], "op")] {
+            let refusal = try #require(refusals.first { $0.objectID == item.id }, "\(item.id)")
+            #expect(refusal.code == "reserved" && refusal.message.hasPrefix(item.refused + ": "), "\(refusal.message)")
+        }
+        // Each stays here as written.
+        for item in cases { #expect(try products.find(item.id)?.attributes == item.attributes) }
+        #expect(try products.find(id)?["op"] == ["__op": "Increment", "amount": 100])
+        // A plain value of the same names goes.
+        try setup.device.store.resolve("Product", id, .rollback)
+        try products.update(id, with: ["op": 6])
+        #expect(try await setup.device.engine.sync().accepted == 1)
+        #expect(try await setup.stored("Product", id)?["op"] == 6)
+    }
+
+    @Test(
         "search of what Parse's where cannot say (a member of an array of pointers, a Date's prefix, a path into arrays) finds exactly what find finds here, never a 400 or an empty answer (found by a black-box probe)"
     )
     func searchesParseCannotSay() async throws {
