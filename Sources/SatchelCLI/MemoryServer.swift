@@ -49,7 +49,7 @@ final class MemoryServer: SyncBackend {
         if FileManager.default.fileExists(atPath: file.path) {
             let data = try Data(contentsOf: file)
             do {
-                server = try InMemoryBackend(configuration: configuration, savedState: try JSONObject(parsing: data))
+                server = try InMemoryBackend(configuration: configuration, savedState: try InMemoryBackend.savedState(parsing: Array(data)))
             } catch let error as SatchelError {
                 throw SyncError(.protocolViolation, "\(file.path) does not hold an in-memory server's state: \(error.message)")
             } catch let error as SyncError {

@@ -22,14 +22,14 @@ struct SyncCLITests {
 
         /// Changes the server's state as another client would.
         func onServer(_ body: (InMemoryBackend) async -> Void) async throws {
-            let saved = try JSONObject(parsing: Data(contentsOf: URL(fileURLWithPath: serverFile)))
+            let saved = try InMemoryBackend.savedState(parsing: Array(Data(contentsOf: URL(fileURLWithPath: serverFile))))
             let server = try InMemoryBackend(savedState: saved)
             await body(server)
             try Data(await server.savedState().jsonBytes).write(to: URL(fileURLWithPath: serverFile))
         }
 
         func serverObjects(_ model: String) async throws -> [String: JSONObject] {
-            let saved = try JSONObject(parsing: Data(contentsOf: URL(fileURLWithPath: serverFile)))
+            let saved = try InMemoryBackend.savedState(parsing: Array(Data(contentsOf: URL(fileURLWithPath: serverFile))))
             return await (try InMemoryBackend(savedState: saved)).objects(model)
         }
     }
@@ -72,6 +72,24 @@ struct SyncCLITests {
         #expect(sync.status == 0, "\(sync.stderr)")
         #expect(sync.lines.contains("model '' (the empty name): 1 pending change(s) stay here: no server names a model so"), "\(sync.stdout)")
         #expect(try await setup.serverObjects("Product").count == 1)
+    }
+
+    @Test("an object nested as deep as a store takes is kept by the memory server in a file every later sync reads (found by a black-box probe)")
+    func deepestObjectKept() async throws {
+        let setup = Setup()
+        var deep = "1"
+        for _ in 0..<(JSONValue.maxDepth - 1) { deep = "[\(deep)]" }
+        let object = #"{"object":"d1","deep":"# + deep + "}"
+        #expect(try await setup.run(["put", "Product", object]).status == 0)
+        #expect(try await setup.run(["put", "Other", #"{"object":"o1","name":"O"}"#]).status == 0)
+        let first = try await setup.sync(["--user", "ann", "--password", "pw"])
+        #expect(first.status == 0, "\(first.stderr)")
+        // Every later sync reads the server's file: this store's, and another store's.
+        #expect(try await setup.run(["put", "Other", #"{"object":"o2","name":"P"}"#]).status == 0)
+        let second = try await setup.sync()
+        #expect(second.status == 0, "\(second.stderr)")
+        #expect(try await setup.serverObjects("Other").count == 2)
+        #expect(try await setup.serverObjects("Product")["d1"]?["deep"] == (try JSONValue(parsing: deep)))
     }
 
     @Test("verify and search as another user are refused in one line, the store untouched: they change nothing (found by a black-box probe)")

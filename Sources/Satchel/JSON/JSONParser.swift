@@ -543,6 +543,25 @@ extension JSONObject {
         self = object
     }
 
+    /// Parses JSON text that must be an object, nested at most `maximumDepth` levels: a file
+    /// that keeps values of up to ``JSONValue/maxDepth`` levels inside levels of its own.
+    ///
+    /// - Throws: as ``init(parsing:)-(Sequence<UInt8>)``.
+    package init(parsing bytes: [UInt8], maximumDepth: Int) throws {
+        let result = bytes.withUnsafeBufferPointer { buffer in
+            Result { () throws(JSONParser.Failure) in try JSONParser.parse(buffer, maxDepth: maximumDepth) }
+        }
+        let value: JSONValue
+        switch result {
+        case .success(let parsed): value = parsed
+        case .failure(let failure): throw SatchelError(.malformedJSON, "malformed JSON at byte \(failure.offset): \(failure.reason)")
+        }
+        guard case .object(let object) = value else {
+            throw SatchelError(.invalidObject, "expected a JSON object, got \(value.kindName)")
+        }
+        self = object
+    }
+
     /// Parses JSON text that must be an object.
     public init(parsing text: String) throws {
         var text = text

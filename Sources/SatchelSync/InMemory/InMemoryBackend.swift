@@ -117,6 +117,15 @@ public actor InMemoryBackend: SyncBackend {
     /// Everything the server holds, as JSON (for ``init(configuration:savedState:)``).
     public func savedState() -> JSONObject { state.json }
 
+    /// The saved state in `bytes` (the JSON text of ``savedState()``). An object in it nests as
+    /// deep as a store takes (``Satchel/JSONValue/maxDepth``) within the levels the state puts
+    /// around its attributes (six: the state, `outcomes`, the client, the model's list, the
+    /// outcome and its error hold a refusal's server copy), so the text is read with those
+    /// levels allowed too (a black-box probe: the deepest object made a file no sync could read).
+    package static func savedState(parsing bytes: [UInt8]) throws -> JSONObject {
+        try JSONObject(parsing: bytes, maximumDepth: JSONValue.maxDepth + 6)
+    }
+
     // MARK: - Rules and events
 
     /// Refuses the pushed changes that `rule` matches, from now on.
