@@ -5,13 +5,56 @@ import Satchel
 enum Names {
     /// The path `text` names (`address.city`, `items[].product`), or why it is not one: an empty
     /// name along it (`a..b`, `.a`, `a.`), or `[]` anywhere but at the end of a name
-    /// (`items[]product`), are mistakes, never a question about such a name.
+    /// (`items[]product`), are mistakes, never a question about such a name. Written as a JSON
+    /// string (`"unit price"`, `"a.b"`), `text` is one attribute's name, whatever it holds
+    /// (``attribute(_:)``): so a name with a dot, a space, a comma or an operator is reached.
     static func path(_ text: String) throws(ValidationError) -> Field {
+        if text.hasPrefix("\"") {
+            guard case .string(let name)? = try? JSONValue(parsing: text) else {
+                throw ValidationError("\(text) is not a name in double quotes: write it as a JSON string, as in \"unit price\"")
+            }
+            return try attribute(name)
+        }
         let field = Field(text)
         // `items[0]` among them: a position in an array, which a path does not take (it would
         // read an attribute so named, and answer nothing: a black-box probe).
         if let wrong = field.malformation { throw ValidationError(wrong) }
         return field
+    }
+
+    /// The attribute named `name`, one name even when it holds a dot or ends in `[]`.
+    static func attribute(_ name: String) throws(ValidationError) -> Field {
+        guard !name.isEmpty else { throw ValidationError("\"\" names no attribute: an attribute's name is not empty") }
+        return Field(components: [name])
+    }
+
+    /// `text` cut at each comma outside double quotes (`a,"b,c"` is `a` and `"b,c"`), for the
+    /// options that list attributes.
+    static func list(_ text: String) -> [String] {
+        var items: [String] = []
+        var current = ""
+        var quoted = false
+        var escaped = false
+        for character in text {
+            if quoted {
+                if escaped {
+                    escaped = false
+                } else if character == "\\" {
+                    escaped = true
+                } else if character == "\"" {
+                    quoted = false
+                }
+            } else if character == "\"" {
+                quoted = true
+            } else if character == "," {
+                items.append(current)
+                current = ""
+                continue
+            }
+            current.append(character)
+        }
+        items.append(current)
+        return items
     }
 
     /// `names`, the nearest to `name` first (by edit distance, letter case aside; ties by name).

@@ -14,7 +14,8 @@ struct FindCommand: ParsableCommand {
             VALUE is read as JSON when it parses, else as a string; a VALUE that is empty or holds spaces, parentheses, \
             commas, operator characters or those words is written in double quotes (name="" or name="Acme or not"). \
             A mistake names its column. Several --where are and-ed. Attribute paths may reach into objects with dots \
-            (address.city). --order takes ATTR, ATTR:asc or ATTR:desc. --id of a missing object prints one line on \
+            (address.city); an attribute's name written as a JSON string is that one name, whatever it holds \
+            ("a.b"=8, "unit price"<10, "in" exists), in every option that takes a path. --order takes ATTR, ATTR:asc or ATTR:desc. --id of a missing object prints one line on \
             stderr and exits 1 (with --count it prints 0). A model the store does not have is an error. --include (with --id) prints the object \
             with the named associations resolved into nested objects (customer, items, customer.address; an id whose \
             object is missing stays an id).
@@ -70,7 +71,7 @@ struct FindCommand: ParsableCommand {
         var condition = try WhereExpression.condition(conditions)
         if let id { condition = Field.id == .string(id) && condition }
         let sortKeys = try order.map(Self.sortKey)
-        let projection = try select.map { try $0.split(separator: ",", omittingEmptySubsequences: false).map { try Names.path(String($0)) } }
+        let projection = try select.map { try Names.list($0).map { try Names.path($0) } }
         var query = Query(where: condition, order: sortKeys, limit: limit, offset: offset, select: projection)
         query.requiresIndex = requireIndex
         return query
@@ -80,7 +81,8 @@ struct FindCommand: ParsableCommand {
     static func sortKey(_ text: String) throws -> SortKey {
         var attribute = Substring(text)
         var descending = false
-        if let colon = text.lastIndex(of: ":") {
+        // A name in double quotes may hold a colon: a direction comes after its closing quote.
+        if let colon = text.lastIndex(of: ":"), !text.hasSuffix("\"") {
             switch text[text.index(after: colon)...] {
             case "asc": break
             case "desc": descending = true
@@ -213,7 +215,7 @@ struct IndexCommand: ParsableCommand {
             text.removeLast(2)
             elementIndex = true
         }
-        let names = text.split(separator: ",", omittingEmptySubsequences: false)
+        let names = Names.list(text)
         guard !text.isEmpty, !names.contains(where: \.isEmpty) else {
             // A usage error, as an empty name is wherever a path goes.
             throw ValidationError(

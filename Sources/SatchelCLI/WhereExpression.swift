@@ -16,7 +16,8 @@ import Satchel
 /// string, or a word read as JSON when it parses (`10`, `-2.5`, `true`, `null`, `[1,2]`) and as a
 /// string otherwise (`Acme`). A value holding spaces, parentheses, commas, operator characters
 /// or one of the words `and or not in exists missing` is written in double quotes
-/// (`name="Acme or not"`). An ATTR is a path (`address.city`, `items[].product`).
+/// (`name="Acme or not"`). An ATTR is a path (`address.city`, `items[].product`), or one
+/// attribute's name written as a JSON string, whatever it holds (`"unit price"`, `"a.b"`, `"in"`).
 ///
 /// A mistake is a usage error naming the column where it is, never a silent other question.
 struct WhereExpression {
@@ -37,7 +38,7 @@ struct WhereExpression {
 
     enum Token: Equatable {
         case word(String)
-        /// A double-quoted string: always a value.
+        /// A double-quoted string: a value, or one attribute's name where an attribute goes.
         case quoted(String)
         case symbol(String)
         case open, close, comma
@@ -240,11 +241,21 @@ struct WhereExpression {
 
         mutating func comparison() throws -> Condition {
             let (token, column) = advance()
-            guard case .word(let attribute) = token, !WhereExpression.keywords.contains(attribute) else {
+            let field: Field
+            let attribute: String
+            switch token {
+            case .word(let word) where !WhereExpression.keywords.contains(word):
+                attribute = word
+                do { field = try Names.path(word) } catch { throw failure(column, error.message) }
+            case .quoted(let name):
+                // One attribute's name, whatever it holds: `"unit price"`, `"a.b"`, `"in"`.
+                attribute = "\"\(name)\""
+                do { field = try Names.attribute(name) } catch { throw failure(column, error.message) }
+            case .word(let keyword):
+                throw failure(column, "expected an attribute, found \(token.shown) (an attribute so named is written in double quotes: \"\(keyword)\")")
+            default:
                 throw failure(column, "expected an attribute, found \(token.shown)")
             }
-            let field: Field
-            do { field = try Names.path(attribute) } catch { throw failure(column, error.message) }
             let (op, opColumn) = advance()
             switch op {
             case .word("exists"): return field.exists(true)

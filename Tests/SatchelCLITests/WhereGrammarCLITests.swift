@@ -200,4 +200,52 @@ struct WhereGrammarCLITests {
             #expect(lines.count == 1 && lines.first?.contains(says) == true, "\(expression): \(result.stderr)")
         }
     }
+
+    @Test(
+        "an attribute whose name holds a dot, a space, an operator or is a keyword is named in double quotes, as one name, by --where, --order, --select, index and aggregate; answers match a scan (found by a black-box probe)"
+    )
+    func quotedNames() async throws {
+        let directory = TemporaryDirectory()
+        let db = directory.child("db")
+        let names = ["a.b", "unit price", "in", "not", "x=y", "c,d"]
+        for i in 0..<12 {
+            var object: JSONObject = ["object": .string("w\(i)"), "a": ["b": .int(Int64(100 + i))]]
+            for (k, name) in names.enumerated() { object[name] = .int(Int64((i + k) % 4)) }
+            #expect(try await CLI.run(["--db", db, "put", "W", String(decoding: object.jsonBytes, as: UTF8.self)]).status == 0)
+        }
+        func quoted(_ name: String) -> String { String(decoding: JSONValue.string(name).jsonBytes, as: UTF8.self) }
+        func ids(_ arguments: [String]) async throws -> [String] {
+            let result = try await CLI.run(["--db", db, "find", "W"] + arguments)
+            #expect(result.status == 0, "\(arguments): \(result.stderr)")
+            return try result.lines.map { try #require(try JSONObject(parsing: $0)["object"]?.stringValue) }
+        }
+        for (k, name) in names.enumerated() {
+            let expected = (0..<12).filter { ($0 + k) % 4 == 2 }.map { "w\($0)" }.sorted()
+            // Scanned, then through an index on the name.
+            #expect(try await ids(["--where", "\(quoted(name))=2"]).sorted() == expected, "\(name)")
+            #expect(try await ids(["--where", "\(quoted(name)) in (2)", "--order", "\(quoted(name)):desc"]).sorted() == expected, "\(name)")
+            let index = try await CLI.run(["--db", db, "index", "W", quoted(name)])
+            #expect(index.status == 0, "\(name): \(index.stderr)")
+            let explained = try await CLI.run(["--db", db, "find", "W", "--where", "\(quoted(name))=2", "--require-index"])
+            #expect(explained.status == 0, "\(name): \(explained.stderr)")
+            #expect(try await ids(["--where", "\(quoted(name))=2"]).sorted() == expected, "\(name), indexed")
+            let selected = try await CLI.run(["--db", db, "find", "W", "--id", "w2", "--select", quoted(name)])
+            var expectedLine: JSONObject = ["object": "w2"]
+            expectedLine[name] = .int(Int64((2 + k) % 4))
+            #expect(try selected.lines.map { try JSONObject(parsing: $0) } == [expectedLine], "\(name): \(selected.stdout)\(selected.stderr)")
+            let summed = try await CLI.run(["--db", db, "aggregate", "W", "--sum", quoted(name)])
+            let sum = (0..<12).map { Int64(($0 + k) % 4) }.reduce(0, +)
+            #expect(try summed.lines.map { try JSONObject(parsing: $0)["sum(\(name))"] } == [.int(sum)], "\(name): \(summed.stdout)\(summed.stderr)")
+        }
+        // Unquoted, a dot is still a path.
+        #expect(try await ids(["--where", "a.b=105"]) == ["w5"])
+        // A quoted name that is not a JSON string, or is empty, is a usage error.
+        for wrong in [#"--where="a=1"#, #"--where="" = 1"#, #"--order="a"#] {
+            let result = try await CLI.run(["--db", db, "find", "W", wrong])
+            #expect(result.status == 64 && result.stderr.split(separator: "\n").count == 1, "\(wrong): \(result.stderr)")
+        }
+        // A keyword where an attribute goes says how to name one so.
+        let keyword = try await CLI.run(["--db", db, "find", "W", "--where", "in=2"])
+        #expect(keyword.status == 64 && keyword.stderr.contains(#""in""#), "\(keyword.stderr)")
+    }
 }
