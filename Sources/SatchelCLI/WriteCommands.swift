@@ -202,7 +202,10 @@ struct MigrateCommand: ParsableCommand {
             "string|number|integer|boolean"}, {"createIndex": "a,b"} (a[] or a path into arrays such as items[].sku for an array-element index; "keysOnly": true), \
             {"dropIndex": "a,b"}, {"schema": {"a": "string", …}} or {"schema": null}. A step's attribute is a path as in \
             queries: "address.city" (a nested object), "items[].qty" (each element of an array); a rename stays within \
-            the object that holds it. Every object is checked first: one \
+            the object that holds it. convert: to string, any value becomes its JSON text; to number, a string holding \
+            a JSON number (a leading + allowed); to integer, a whole number within 64 bits or a string of digits \
+            ("-12", "+5"); to boolean, "true"/"false" (any case), "1"/"0", 1/0; a null or missing value stays so. \
+            Every object is checked first: one \
             that does not migrate refuses the migration and nothing of it changes (migrations before it in FILE stay \
             applied, as the error says). "push": true makes the rewrites changes to \
             push (synced models); by default a migration changes the local representation only. --dry-run prints each \

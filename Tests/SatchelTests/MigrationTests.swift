@@ -83,6 +83,31 @@ struct MigrationTests {
         }
     }
 
+    @Test(
+        "number and integer read the same texts (a leading + too); a whole number outside 64 bits is said to be so, not to be no whole number (found by a black-box probe)"
+    )
+    func conversionRules() throws {
+        /// The value converted, as JSON text, or the refusal's words.
+        func converted(_ value: JSONValue, _ conversion: AttributeConversion) -> String {
+            do { return String(decoding: (try conversion.convert(value) ?? .null).jsonBytes, as: UTF8.self) } catch { return "\(error)" }
+        }
+        #expect(converted(.string("+5"), .integer) == "5")
+        #expect(converted(.string("+5"), .number) == "5")
+        #expect(converted(.string(" +2.5 "), .number) == "2.5")
+        #expect(converted(.string("-7"), .number) == "-7")
+        for text in ["+", "++5", "+-5", "+ 5", "5+"] { #expect(converted(.string(text), .number) == "not a number", "\(text)") }
+        let outside = "a whole number outside the 64-bit integer range"
+        #expect(converted(.double(1e20), .integer) == outside)
+        #expect(converted(.double(1e308), .integer) == outside)
+        #expect(converted(.double(-1.8446744073709552e19), .integer) == outside)
+        #expect(converted(.string("18446744073709551616"), .integer) == outside)
+        #expect(converted(.string("-9223372036854775809"), .integer) == outside)
+        #expect(converted(.double(2.5), .integer) == "not a whole number")
+        #expect(converted(.double(.infinity), .integer) == "not a whole number")
+        #expect(converted(.string("2.5"), .integer) == "not an integer")
+        #expect(converted(.string("9223372036854775807"), .integer) == "9223372036854775807")
+    }
+
     @Test("one object that does not migrate refuses the migration, naming how many and the first; nothing changes")
     func refusal() throws {
         try withTemporaryStore { store in

@@ -398,12 +398,16 @@ public struct AttributeConversion: Sendable {
         return .string(String(decoding: value.jsonBytes, as: UTF8.self))
     }
 
-    /// To a number: a number stays; a string holding a JSON number becomes it.
+    /// To a number: a number stays; a string holding a JSON number (or one with a leading `+`,
+    /// as ``integer`` reads it) becomes it.
     public static let number = AttributeConversion("number") { value in
         switch value {
         case .int, .double: return value
         case .string(let text):
-            let trimmed = text.trimmingCharacters(in: .whitespaces)
+            var trimmed = Substring(text.trimmingCharacters(in: .whitespaces))
+            if trimmed.hasPrefix("+"), trimmed.dropFirst().first?.isASCII == true, trimmed.dropFirst().first?.isNumber == true {
+                trimmed = trimmed.dropFirst()
+            }
             if let parsed = try? JSONValue(parsing: Array(trimmed.utf8)), parsed.isNumber { return parsed }
             throw Failure(description: "not a number")
         default: throw Failure(description: "not a number")
@@ -411,15 +415,22 @@ public struct AttributeConversion: Sendable {
     }
 
     /// To an integer: an integer stays; a double with an exact integer value, or a string
-    /// holding an integer, becomes it.
+    /// holding an integer (`-12`, `+5`), becomes it. A whole number beyond the 64 bits an
+    /// integer has is refused as such.
     public static let integer = AttributeConversion("integer") { value in
+        let outside = Failure(description: "a whole number outside the 64-bit integer range")
         switch value {
         case .int: return value
         case .double(let d):
-            guard let exact = JSONNumber.exactInt64(d) else { throw Failure(description: "not a whole number") }
+            guard let exact = JSONNumber.exactInt64(d) else {
+                throw d.isFinite && d.rounded() == d ? outside : Failure(description: "not a whole number")
+            }
             return .int(exact)
         case .string(let text):
-            if let parsed = Int64(text.trimmingCharacters(in: .whitespaces)) { return .int(parsed) }
+            let trimmed = text.trimmingCharacters(in: .whitespaces)
+            if let parsed = Int64(trimmed) { return .int(parsed) }
+            let digits = trimmed.hasPrefix("-") || trimmed.hasPrefix("+") ? trimmed.dropFirst() : trimmed[...]
+            if !digits.isEmpty && digits.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }) { throw outside }
             throw Failure(description: "not an integer")
         default: throw Failure(description: "not an integer")
         }
