@@ -90,7 +90,9 @@ public struct RhoConnectBackend: SyncBackend {
     public var name: String { "rhoconnect" }
 
     public var capabilities: SyncCapabilities {
-        SyncCapabilities(deletions: .inPages, bulkSnapshot: true, search: configuration.routes == .protocol4, pushResultsViaPull: true)
+        SyncCapabilities(
+            deletions: .inPages, bulkSnapshot: true, search: configuration.routes == .protocol4, pushResultsViaPull: true,
+            searchesAsAnotherClient: true)
     }
 
     /// Values travel as strings: a number, boolean, array or object pushed is kept as its JSON

@@ -147,10 +147,16 @@ public struct SyncCapabilities: Sendable, Hashable {
     /// `onlyList` says, and which are kept (Parse's `createdAt` and `updatedAt`). The adapter
     /// never pushes them.
     public var serverAttributes: [String]
+    /// Whether ``SyncBackend/search(_:matching:)`` reads as a client other than the device's,
+    /// of a server that keeps per client what it has sent and sends each one only what changed
+    /// in that (RhoConnect). The objects a search stores are then in none of this device's
+    /// later pulls, their deletes included: the engine owes the model a full pull once it has
+    /// stored any.
+    public var searchesAsAnotherClient: Bool
 
     public init(
         deletions: Deletions = .inPages, bulkSnapshot: Bool = false, search: Bool = false, maxPushBatch: Int? = nil, pullsAhead: Bool = false,
-        pushResultsViaPull: Bool = false, soqlFilters: Bool = false, serverAttributes: [String] = []
+        pushResultsViaPull: Bool = false, soqlFilters: Bool = false, serverAttributes: [String] = [], searchesAsAnotherClient: Bool = false
     ) {
         self.deletions = deletions
         self.bulkSnapshot = bulkSnapshot
@@ -160,6 +166,7 @@ public struct SyncCapabilities: Sendable, Hashable {
         self.pushResultsViaPull = pushResultsViaPull
         self.soqlFilters = soqlFilters
         self.serverAttributes = serverAttributes
+        self.searchesAsAnotherClient = searchesAsAnotherClient
     }
 }
 

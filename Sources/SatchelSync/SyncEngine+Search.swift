@@ -38,7 +38,12 @@ extension SyncEngine {
             page.upserts = try page.upserts.filter { try condition.matches(Self.object($0), model: name) }
             found += page.upserts.map(Self.object)
             if storing, let model, let state, !page.upserts.isEmpty {
-                try await store(page, of: model, definition: definition, modelConfiguration: modelConfiguration, session: session, state: state)
+                // Read as another client, what is stored here is in none of this device's later
+                // pulls (a black-box probe: RhoConnect's deletes never reached it): the model
+                // owes a full pull, recorded in the same batch.
+                try await store(
+                    page, of: model, definition: definition, modelConfiguration: modelConfiguration, session: session, state: state,
+                    owingFullPull: backend.capabilities.searchesAsAnotherClient)
             }
             if page.done { break }
             cursor = page.nextCursor
@@ -72,7 +77,7 @@ extension SyncEngine {
     /// the server made meanwhile (Kinto's `If-Match` would match) instead of meeting it.
     private func store(
         _ page: PullPage, of model: Model, definition: ModelDefinition, modelConfiguration: ModelSyncConfiguration, session: SyncSession,
-        state: ModelSyncState
+        state: ModelSyncState, owingFullPull: Bool = false
     ) async throws {
         let blobs = try await downloadBlobs(page, definition: definition, modelConfiguration: modelConfiguration, session: session, state: state)
         let notification = try storage {
@@ -86,6 +91,13 @@ extension SyncEngine {
                 }
                 try Self.applyUpserts(
                     upserts, to: model, modelConfiguration: modelConfiguration, blobs: blobs, tx: tx, notification: &notification)
+                if owingFullPull {
+                    var owed = try tx.syncState(model)
+                    if !owed.fullPullPending {
+                        owed.fullPullPending = true
+                        try tx.setSyncState(model, owed)
+                    }
+                }
                 return notification
             }
         }

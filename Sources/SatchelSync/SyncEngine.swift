@@ -256,7 +256,8 @@ public actor SyncEngine {
             emit(.completed(report))
             throw failure
         }
-        emit(.sync(SyncNotification(status: .complete)))
+        // Counted for the whole sync, as each model's `ok` counts its own (a black-box probe: 0).
+        emit(.sync(SyncNotification(status: .complete, processedCount: report.pulled)))
         emit(.completed(report))
         return report
     }
@@ -348,7 +349,17 @@ public actor SyncEngine {
         }
         // A push whose answer was lost, to a server whose results come in pull pages, waits for
         // the pull to say what was carried out; what it does not confirm goes again after it.
+        // A server whose push results come in pull pages says there that it refused an update,
+        // never in a bulk snapshot, whose copy of the object would then replace the value written
+        // here as if the update had been taken (a black-box probe: RhoConnect's update-error
+        // came only at a later sync, the edit gone from the store meanwhile). So an update
+        // pushed before a snapshot has its result asked for by one incremental pull first.
+        let updatesBeforeSnapshot =
+            try usesBulk && backend.capabilities.pushResultsViaPull && storage { try model.statistics().pendingUpdates } > 0
         var lost = try await push(model, definition: definition, modelConfiguration: modelConfiguration, session: session, report: &report)
+        if updatesBeforeSnapshot && lost == nil && !report.schemaChanged {
+            try await pull(model, definition: definition, modelConfiguration: modelConfiguration, session: session, full: false, report: &report)
+        }
         var pulls = !usesBulk
         // A snapshot that fails once begun is owed as a full pull: the server may count it as
         // handed out (RhoConnect copies its data into the client's when it gives the file's

@@ -718,6 +718,28 @@ struct RhoConnectAdapterTests {
 
     // MARK: - Bulk, search, blobs
 
+    @Test(
+        "a bulk sync after an update the server refuses: the refusal is stored and the value written here kept, not replaced by the bulk file's copy (found by a black-box probe)"
+    )
+    func bulkKeepsARefusedUpdate() async throws {
+        let setup = try await Setup()
+        try await setup.device.engine.sync()
+        let products = try setup.products
+        try products.update("4", with: ["name": "wrongname"])
+        let report = try await setup.device.engine.sync(mode: .bulk)
+        #expect(report.refused == 1, "\(report)")
+        #expect(await setup.server.requests.contains { $0.path.hasSuffix(".data.rzip") }, "the bulk file was read")
+        let error = try #require(try setup.device.store.refusedChanges(model: "Product").first)
+        #expect(error.objectID == "4" && error.kind == .update)
+        #expect(try products.find("4")?["name"] == "wrongname")
+        await setup.server.clearRules()
+        try setup.device.store.resolve("Product", "4", .retry)
+        #expect(try await setup.device.engine.sync(mode: .bulk).refused == 0)
+        #expect(await setup.server.objects("Product", user: "ann")["4"]?["name"] == "wrongname")
+        try await setup.expectMatchesServer()
+        await setup.stop()
+    }
+
     @Test("bulk sync: polls while the server builds the file, replaces the data, keeps local changes")
     func bulk() async throws {
         let setup = try await Setup(models: [Self.product, Self.catalog])
@@ -757,6 +779,31 @@ struct RhoConnectAdapterTests {
         let report = try await setup.device.engine.sync()
         #expect(report.pulled == 9, "the other nine only")
         try await setup.expectMatchesServer()
+        await setup.stop()
+    }
+
+    @Test(
+        "objects a search by condition stores (read as another client, which the server's record of this device does not hold) meet the server's later deletes and removed attributes: the next sync is a full one (found by a black-box probe)"
+    )
+    func storedSearchMeetsLaterChanges() async throws {
+        let setup = try await Setup()
+        try await setup.device.engine.sync()
+        await setup.server.put("Product", user: "ann", id: "s1", ["name": "Found", "color": "red"])
+        await setup.server.put("Product", user: "ann", id: "s2", ["name": "Found", "color": "blue"])
+        let found = try await setup.device.engine.search("Product", where: "name" == "Found", storing: true)
+        #expect(Set(found.map(\.id)) == ["s1", "s2"])
+        #expect(try setup.products.find("s1")?["color"] == "red")
+        await setup.server.delete("Product", user: "ann", id: "s1")
+        await setup.server.update("Product", user: "ann", id: "s2", ["color": nil])
+        try await setup.device.engine.sync()
+        #expect(try setup.products.find("s1") == nil, "the server's delete reached the stored object")
+        #expect(try setup.products.find("s2")?.attributes == ["name": "Found"], "and its removed attribute")
+        try await setup.expectMatchesServer()
+        // A search that stores nothing owes nothing.
+        _ = try await setup.device.engine.search("Product", where: "name" == "Nothing such", storing: true)
+        let before = await setup.server.requests.count
+        try await setup.device.engine.sync()
+        #expect(await !setup.server.requests.dropFirst(before).contains { $0.path.hasSuffix("/reset") || $0.query["reset"] != nil })
         await setup.stop()
     }
 

@@ -86,6 +86,9 @@ struct EngineTests {
         #expect(progress.map(\.processedCount) == [5, 10, 12])
         #expect(progress.map(\.cumulativeCount) == [5, 5, 2])
         #expect(progress.allSatisfy { $0.totalCount == 12 && $0.model == "Product" })
+        // The end counts the whole sync's objects (found by a black-box probe: it said 0).
+        let end = events.compactMap { if case .sync(let n) = $0, n.status == .complete || n.status == .ok { n } else { nil } }
+        #expect(end.map(\.processedCount) == [12, 12])
         #expect(events.last == .completed(report))
         #expect(report.models == ["Product"] && report.pulled == 12)
         // The callback saw the same.
