@@ -14,7 +14,9 @@ struct SearchCommand: AsyncParsableCommand {
             held to the whole condition, so what is printed is exactly the server's objects that match. Nothing is \
             stored unless --store is given (then as a sync stores a page, but an object with a local change not yet \
             acknowledged is left as it is, so that the next sync still meets what the server changed); the \
-            model's sync position never moves. The store must exist; credentials as for 'satchel sync'.
+            model's sync position never moves. On RhoConnect, whose server keeps what each client was sent, the \
+            search reads as another client: storing anything makes the model's next sync a full one, so that the \
+            server's later deletes reach it. The store must exist; credentials as for 'satchel sync'.
             """
     )
 
