@@ -79,10 +79,11 @@ extension SalesforceBackend {
             }
             let locator = try await send(
                 "GET", try SyncHTTPClient.url(configuration.url, String(next.dropFirst())), session: request.session, what: what)
-            // An org forgets a query's locator (after 15 idle minutes, or two days): the pull
-            // asks its query again from the cursor, whose second and records at it say what
-            // was applied already.
-            if locator.status == 400 || locator.status == 404, Self.error(locator).code == "INVALID_QUERY_LOCATOR" {
+            // An org forgets a query's locator (after 15 idle minutes, or two days), and a URL
+            // that answers no page of a query (a 404, another resource: a black-box probe, where
+            // the stored URL failed every later sync) holds none: the pull asks its query again
+            // from the cursor, whose second and records at it say what was applied already.
+            if Self.answersNoPage(locator) {
                 cursor.next = nil
             } else {
                 followed = locator
@@ -110,6 +111,20 @@ extension SalesforceBackend {
         }
         page.nextCursor = cursor.json
         return page
+    }
+
+    /// Whether the answer to a next page's URL is no page of a query, to ask again from the
+    /// cursor: a 400 or 404 (`INVALID_QUERY_LOCATOR`, or a URL the org does not serve), or a
+    /// success without `records` and `done`. A refused token, a limit or a server error is
+    /// left to fail as it would (the pull is tried again later).
+    static func answersNoPage(_ answer: SyncHTTPClient.Response) -> Bool {
+        switch answer.status {
+        case 400, 404: return true
+        case 200..<300:
+            guard let body = try? answer.json("a next page") else { return true }
+            return body["records"]?.arrayValue == nil || body["done"]?.boolValue == nil
+        default: return false
+        }
     }
 
     /// Reads a query's answer into `page`: its records as upserts (those at the cursor's second
@@ -270,19 +285,26 @@ extension SalesforceBackend {
         let what = "listing the ids of \(request.model.name)"
         var soql = "SELECT Id FROM \(request.model.name)"
         if let filter = request.configuration.serverFilter?["soql"]?.stringValue, !filter.isEmpty { soql += " WHERE (\(filter))" }
-        var url = try await api("query", [("q", soql)], session: request.session)
         var ids: [String] = []
+        try await eachRecord(ofQuery: soql, session: request.session, what: what) { record in
+            guard let id = record["Id"]?.stringValue else { throw SyncError(.protocolViolation, "\(what): a record without an `Id`") }
+            ids.append(id)
+        }
+        return ids
+    }
+
+    /// Calls `body` with each record `soql` answers, page after page (`nextRecordsUrl`) until the
+    /// answer is done.
+    func eachRecord(ofQuery soql: String, session: SyncSession, what: String, _ body: (JSONValue) throws -> Void) async throws {
+        var url = try await api("query", [("q", soql)], session: session)
         while true {
-            let answer = try await send("GET", url, session: request.session, what: what)
+            let answer = try await send("GET", url, session: session, what: what)
             try check(answer, what)
-            let body = try answer.json(what)
-            guard let records = body["records"]?.arrayValue else { throw SyncError(.protocolViolation, "\(what): the answer has no `records` list") }
-            for record in records {
-                guard let id = record["Id"]?.stringValue else { throw SyncError(.protocolViolation, "\(what): a record without an `Id`") }
-                ids.append(id)
-            }
-            guard body["done"]?.boolValue == false else { return ids }
-            guard let next = body["nextRecordsUrl"]?.stringValue, next.hasPrefix("/services/data/") else {
+            let page = try answer.json(what)
+            guard let records = page["records"]?.arrayValue else { throw SyncError(.protocolViolation, "\(what): the answer has no `records` list") }
+            for record in records { try body(record) }
+            guard page["done"]?.boolValue == false else { return }
+            guard let next = page["nextRecordsUrl"]?.stringValue, next.hasPrefix("/services/data/") else {
                 throw SyncError(.protocolViolation, "\(what): the answer is not done and has no `nextRecordsUrl` on this server")
             }
             url = try SyncHTTPClient.url(configuration.url, String(next.dropFirst()))

@@ -149,11 +149,13 @@ public final class SalesforceBackend: SyncBackend {
     }
 
     /// A session for an access token the app already holds (and its refresh token, if any),
-    /// named after the user the token belongs to (`/services/oauth2/userinfo`; an org that does
-    /// not answer it gives the session the user ``tokenUser``). Store it with
-    /// ``SyncEngine/logIn(session:)``.
+    /// named after the user the token belongs to (`/services/oauth2/userinfo`; an org without
+    /// it, answering 404, or whose answer names no user, gives the session the user
+    /// ``tokenUser``). Store it with ``SyncEngine/logIn(session:)``.
     ///
-    /// - Throws: ``SyncError`` `.unauthorized` when the org refuses the token.
+    /// - Throws: ``SyncError`` `.unauthorized` when the org refuses the token; the error of any
+    ///   other failed answer (a 503 is retryable), so that a passing failure never names the
+    ///   session after another user.
     public func session(accessToken: String, refreshToken: String? = nil) async throws -> SyncSession {
         var data: JSONObject = [Self.tokenKey: .string(accessToken)]
         if let refreshToken { data[Self.refreshKey] = .string(refreshToken) }
@@ -165,18 +167,36 @@ public final class SalesforceBackend: SyncBackend {
                 .unauthorized, "\(what): Salesforce refused the access token: log in again (satchel sync: pass --token, or --user and --password)",
                 httpStatus: answer.status)
         }
-        guard answer.status == 200, let info = try? answer.json(what),
-            let user = info["preferred_username"]?.stringValue ?? info["user_id"]?.stringValue
-        else { return probe }
+        // Only an org without the endpoint gives the session no user of its own. Any other
+        // failure is this login's (a black-box probe: a 503 here named the user tokenUser, and
+        // the engine, taking it for another user, wiped the unpushed changes).
+        if answer.status == 404 { return probe }
+        try check(answer, what)
+        guard let user = try answer.json(what)["preferred_username"]?.stringValue ?? answer.json(what)["user_id"]?.stringValue else {
+            return probe
+        }
         return SyncSession(user: user, data: data)
     }
 
     /// The user of a token session whose user the org does not say.
     public static let tokenUser = "salesforce-token"
 
-    /// Salesforce's tokens are revoked by the app (`/services/oauth2/revoke`) when it wants;
-    /// the engine forgets the session.
-    public func logOut(_ session: SyncSession) async throws {}
+    /// Revokes the session's token (`POST /services/oauth2/revoke`, `token=` its refresh token
+    /// when it has one, which ends its access tokens with it, else its access token); the engine
+    /// forgets the session whatever the answer. A token the org does not know any more (400
+    /// `invalid_token`) is revoked already. (A black-box probe: a logout said "logged out" and
+    /// told the org nothing, the token still accepted.)
+    ///
+    /// - Throws: the error of an answer other than 2xx or 400, or of no answer, so that the
+    ///   engine says the server was not told.
+    public func logOut(_ session: SyncSession) async throws {
+        guard let token = session.data[Self.refreshKey]?.stringValue ?? session.data[Self.tokenKey]?.stringValue else { return }
+        let url = try SyncHTTPClient.url(configuration.loginURL ?? configuration.url, "services/oauth2/revoke")
+        let body = "token=" + SyncHTTPClient.escape(token)
+        let answer = try await http.send("POST", url, headers: ["Content-Type": "application/x-www-form-urlencoded"], body: Data(body.utf8))
+        if answer.status == 400 { return }
+        try check(answer, "logging out")
+    }
 
     /// A token refreshed during the last cycle goes into the stored session.
     public func prepare(_ session: SyncSession) async throws -> SyncSession {

@@ -575,6 +575,53 @@ struct SalesforceBackendTests {
         }
     }
 
+    @Test(
+        "a token login whose identity answer fails for a while (5xx, 429) fails, changing nothing: the session's user is not taken for another and the unpushed changes stay (found by a black-box probe: they were wiped)"
+    )
+    func identityHiccupChangesNothing() async throws {
+        let setup = try await Setup()
+        defer { Task { await setup.stop() } }
+        let token = await setup.server.token(for: "ann")
+        let backend = SalesforceBackend.forTests(setup.server)
+        let client = try SyncClient(backend: backend, models: [Self.account])
+        try await client.engine.logIn(session: try await backend.session(accessToken: token))
+        try await client.engine.sync()
+        let accounts = try client.model("Account")
+        try accounts.create(["object": "local-1", "Name": "Unpushed"])
+        for status in [503, 500, 429] {
+            await setup.server.sabotageNext("GET", "/services/oauth2/userinfo", status: status, body: Data(#"[{"errorCode":"SERVER_UNAVAILABLE","message":"busy"}]"#.utf8))
+            await #expect(throws: SyncError.self, "\(status)") { try await client.engine.logIn(session: try await backend.session(accessToken: token)) }
+            #expect(try accounts.find("local-1")?["Name"] == "Unpushed", "\(status)")
+        }
+        // Answered again, the same user's login keeps everything, and the create goes.
+        try await client.engine.logIn(session: try await backend.session(accessToken: token))
+        #expect(try accounts.find("local-1")?["Name"] == "Unpushed")
+        try await client.engine.sync()
+        #expect(try await setup.server.records("Account").values.contains { try JSONObject(parsing: $0)["Name"] == "Unpushed" })
+    }
+
+    @Test(
+        "a logout revokes the session's token on the org (its refresh token, ending its access tokens); the same user's next login keeps everything (found by a black-box probe: the org was told nothing)"
+    )
+    func logOutRevokes() async throws {
+        let setup = try await Setup()
+        defer { Task { await setup.stop() } }
+        try await setup.device.engine.sync()
+        try setup.model("Account").create(["object": "local-1", "Name": "Unpushed"])
+        let bearer = try #require(await setup.server.requests.last { $0.headers["authorization"] != nil }?.headers["authorization"]?.split(separator: " ").last)
+        let untold = try await setup.device.engine.logOut()
+        #expect(untold == nil)
+        let revokes = await setup.requests("POST", endingWith: "/services/oauth2/revoke")
+        #expect(revokes.count == 1)
+        #expect(revokes.first.map { String(decoding: $0.body, as: UTF8.self).hasPrefix("token=") } == true)
+        // Every access token of the session ended with it: a request with the old one is refused.
+        let probe = SalesforceBackend.forTests(setup.server)
+        await #expect(throws: SyncError.self) { _ = try await probe.session(accessToken: String(bearer)) }
+        try await setup.device.engine.logIn(Credentials(user: "ann", password: "secret"))
+        try await setup.device.engine.sync()
+        #expect(try await setup.server.records("Account").values.contains { try JSONObject(parsing: $0)["Name"] == "Unpushed" })
+    }
+
     @Test("a 401 with a refresh token refreshes once and goes on; without one the sync fails with one line, nothing lost")
     func tokens() async throws {
         let setup = try await Setup()
@@ -686,6 +733,53 @@ struct SalesforceBackendTests {
         #expect(records.values.compactMap { $0["name"]?.stringValue }.sorted() == ["B", "B2", "Copy"])
         #expect(try JSONObject(parsing: #require(await setup.server.records("Product")[original]))["name"] == "B", "the original as it was")
         #expect(try setup.model("Product").count() == 3)
+        try await setup.expectMatchesServer("Product")
+    }
+
+    @Test(
+        "a next page's URL that answers no page of the query (another resource, a 404) has the query asked again from the cursor: the sync completes, and so do later ones (found by a black-box probe: every later sync failed)",
+        arguments: ["describe", "missing"])
+    func nextPageURLAnsweringNoPage(_ kind: String) async throws {
+        let setup = try await Setup("kit", models: [ModelDefinition(name: "Product")])
+        defer { Task { await setup.stop() } }
+        var ids: [String] = []
+        for i in 1...3 {
+            ids.append(await setup.server.insert("Product", Self.json(["name": .string("P\(i)")])))
+            await setup.server.advanceClock(seconds: 1)
+        }
+        let version = setup.server.version
+        var record = try #require(try await setup.record("Product", ids[0]))
+        record["Id"] = .string(ids[0])
+        let next = kind == "describe" ? "/services/data/v\(version)/sobjects/Product/describe" : "/services/data/v\(version)/no-such-resource"
+        let page: JSONObject = ["totalSize": 3, "done": false, "records": [.object(record)], "nextRecordsUrl": .string(next)]
+        await setup.server.sabotageNext("GET", "/services/data/v\(version)/query", body: Data(page.jsonBytes))
+        let report = try await setup.device.engine.sync()
+        #expect(report.pulled >= 3, "\(report)")
+        #expect(await setup.server.requests.contains { $0.path == next }, "the URL was followed")
+        try await setup.expectMatchesServer("Product")
+        await setup.server.update("Product", ids[2], Self.json(["name": "changed"]))
+        await setup.server.advanceClock(seconds: 1)
+        try await setup.device.engine.sync()
+        try await setup.expectMatchesServer("Product")
+    }
+
+    @Test(
+        "the look-up of what creates whose answer was lost made reads every page of its answer: none is made twice when the org's pages are short (found by a black-box probe)"
+    )
+    func lostCreatesLookedUpOnEveryPage() async throws {
+        let setup = try await Setup("kit", models: [ModelDefinition(name: "Product")], pageSize: 20)
+        defer { Task { await setup.stop() } }
+        await setup.server.setQueryPageSize(2)
+        for i in 1...5 { try setup.model("Product").create(["object": .string("n\(i)"), "name": .string("N\(i)")]) }
+        setup.faults.inject(.dropAnswer, on: .push)
+        await #expect(throws: SyncError.self) { try await setup.device.engine.sync() }
+        #expect(await setup.server.records("Product").count == 5, "the creates were carried out, their answer lost")
+        let report = try await setup.device.engine.sync()
+        #expect(report.refused == 0, "\(report)")
+        let names = try await setup.server.records("Product").values.compactMap { try JSONObject(parsing: $0)["name"]?.stringValue }
+        #expect(names.sorted() == ["N1", "N2", "N3", "N4", "N5"], "none made twice")
+        let lookups = await setup.queries().filter { $0.contains("Satchel_Client_ID__c IN") }
+        #expect(lookups.count == 1, "\(lookups)")
         try await setup.expectMatchesServer("Product")
     }
 
