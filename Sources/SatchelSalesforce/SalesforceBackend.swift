@@ -200,11 +200,17 @@ public final class SalesforceBackend: SyncBackend {
 
     /// A token refreshed during the last cycle goes into the stored session.
     public func prepare(_ session: SyncSession) async throws -> SyncSession {
-        guard let token = session.data[Self.tokenKey]?.stringValue else {
+        guard session.data[Self.tokenKey]?.stringValue != nil else {
             throw SyncError(.notLoggedIn, "Salesforce needs an access token: log in again (satchel sync: pass --token, or --user and --password)")
         }
+        return renewedSession(session)
+    }
+
+    /// `session` with the access token refreshed for its own, if one was.
+    public func renewedSession(_ session: SyncSession) -> SyncSession {
+        guard let token = session.data[Self.tokenKey]?.stringValue, let fresh = state.withLock({ $0.refreshed[token] }) else { return session }
         var session = session
-        if let fresh = state.withLock({ $0.refreshed[token] }) { session.data[Self.tokenKey] = .string(fresh) }
+        session.data[Self.tokenKey] = .string(fresh)
         return session
     }
 

@@ -33,6 +33,10 @@ public protocol SyncBackend: Sendable {
     /// ``SyncSession/clientID`` when it is nil), refresh a token. The session returned replaces
     /// the stored one.
     func prepare(_ session: SyncSession) async throws -> SyncSession
+    /// Called at the end of every sync, with no I/O: `session` with what the adapter renewed
+    /// during it (a token refreshed after a `401`), stored so that the next process starts from
+    /// it rather than from what expired. By default `session` itself.
+    func renewedSession(_ session: SyncSession) -> SyncSession
     /// Tells the server to forget this client's sync state (a client reset); returns the session,
     /// without its ``SyncSession/clientID`` when the server no longer has that client.
     func resetClient(_ session: SyncSession) async throws -> SyncSession
@@ -86,6 +90,7 @@ public protocol SyncBackend: Sendable {
 
 extension SyncBackend {
     public func prepare(_ session: SyncSession) async throws -> SyncSession { session }
+    public func renewedSession(_ session: SyncSession) -> SyncSession { session }
     public func resetClient(_ session: SyncSession) async throws -> SyncSession { session }
     public func prepareFullPull(_ request: PullRequest) async throws {}
     public func associations(_ request: PullRequest) async throws -> [String: String] { [:] }

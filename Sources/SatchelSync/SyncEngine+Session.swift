@@ -128,6 +128,16 @@ extension SyncEngine {
     /// partition first (see ``logIn(_:)``): what only reads the server should not.
     public var storedUser: String? { (try? storedSession())?.session.user }
 
+    /// Stores what the backend renewed of the session during the sync (``SyncBackend
+    /// /renewedSession(_:)``): a token refreshed here is the next process's (a black-box probe:
+    /// every `satchel sync` began with the expired token, a `401` and a refresh). Best effort: a
+    /// session that cannot be stored now is renewed again by the next sync.
+    func keepRenewedSession() {
+        guard let stored = try? storedSession(), !stored.loggedOut else { return }
+        let renewed = backend.renewedSession(stored.session)
+        if renewed != stored.session { try? setStoredSession(StoredSession(renewed)) }
+    }
+
     func currentSession() throws -> SyncSession? {
         try storedSession().flatMap { $0.loggedOut ? nil : $0.session }
     }

@@ -253,9 +253,11 @@ public actor SyncEngine {
         } catch {
             let failure = Self.syncError(error)
             emit(.sync(SyncNotification(status: .error, errorCode: failure.code, message: failure.message)))
+            keepRenewedSession()
             emit(.completed(report))
             throw failure
         }
+        keepRenewedSession()
         // Counted for the whole sync, as each model's `ok` counts its own (a black-box probe: 0).
         emit(.sync(SyncNotification(status: .complete, processedCount: report.pulled)))
         emit(.completed(report))

@@ -104,6 +104,8 @@ public final class FaultyBackend: SyncBackend {
         try await perform(.prepare) { try await wrapped.prepare(session) }
     }
 
+    public func renewedSession(_ session: SyncSession) -> SyncSession { wrapped.renewedSession(session) }
+
     public func resetClient(_ session: SyncSession) async throws -> SyncSession {
         try await perform(.resetClient) { try await wrapped.resetClient(session) }
     }

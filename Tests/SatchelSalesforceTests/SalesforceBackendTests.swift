@@ -622,6 +622,26 @@ struct SalesforceBackendTests {
         #expect(try await setup.server.records("Account").values.contains { try JSONObject(parsing: $0)["Name"] == "Unpushed" })
     }
 
+    @Test(
+        "a token refreshed during a sync is stored: the next process starts from it, with no 401 and no second refresh (found by a black-box probe)"
+    )
+    func refreshedTokenKept() async throws {
+        let setup = try await Setup()
+        defer { Task { await setup.stop() } }
+        try await setup.device.engine.sync()
+        await setup.server.expireTokens()
+        try await setup.device.engine.sync()
+        let tokenRequests = await setup.requests("POST", endingWith: "/services/oauth2/token").count
+        #expect(tokenRequests == 2, "the login, then one refresh")
+        // A new process: another backend, the same store.
+        let reopened = try await setup.device.reopened(backend: SalesforceBackend.forTests(setup.server), models: [Self.account])
+        let before = await setup.server.requests.count
+        try await reopened.engine.sync()
+        #expect(await setup.requests("POST", endingWith: "/services/oauth2/token").count == tokenRequests, "no refresh")
+        let bearers = await setup.server.requests.dropFirst(before).compactMap { $0.headers["authorization"] }
+        #expect(!bearers.isEmpty && Set(bearers).count == 1, "one token, the refreshed one, from the start")
+    }
+
     @Test("a 401 with a refresh token refreshes once and goes on; without one the sync fails with one line, nothing lost")
     func tokens() async throws {
         let setup = try await Setup()
