@@ -252,7 +252,8 @@ struct WhereExpression {
                 attribute = "\"\(name)\""
                 do { field = try Names.attribute(name) } catch { throw failure(column, error.message) }
             case .word(let keyword):
-                throw failure(column, "expected an attribute, found \(token.shown) (an attribute so named is written in double quotes: \"\(keyword)\")")
+                throw failure(
+                    column, "expected an attribute, found \(token.shown) (an attribute so named is written in double quotes: \"\(keyword)\")")
             default:
                 throw failure(column, "expected an attribute, found \(token.shown)")
             }

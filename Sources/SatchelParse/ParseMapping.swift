@@ -277,7 +277,8 @@ public enum ParseMapping {
         for (name, value) in attributes {
             if name.contains(".") { return "\(name): Parse reads a dot in a field name as a path into an object; rename the attribute" }
             if let member = reservedMember(in: value) {
-                return "\(name): an object in its value has a member \(member), which Parse reads as its own operator or type, not as data; rename that member"
+                return
+                    "\(name): an object in its value has a member \(member), which Parse reads as its own operator or type, not as data; rename that member"
             }
         }
         return nil

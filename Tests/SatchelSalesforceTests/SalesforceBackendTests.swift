@@ -589,8 +589,11 @@ struct SalesforceBackendTests {
         let accounts = try client.model("Account")
         try accounts.create(["object": "local-1", "Name": "Unpushed"])
         for status in [503, 500, 429] {
-            await setup.server.sabotageNext("GET", "/services/oauth2/userinfo", status: status, body: Data(#"[{"errorCode":"SERVER_UNAVAILABLE","message":"busy"}]"#.utf8))
-            await #expect(throws: SyncError.self, "\(status)") { try await client.engine.logIn(session: try await backend.session(accessToken: token)) }
+            await setup.server.sabotageNext(
+                "GET", "/services/oauth2/userinfo", status: status, body: Data(#"[{"errorCode":"SERVER_UNAVAILABLE","message":"busy"}]"#.utf8))
+            await #expect(throws: SyncError.self, "\(status)") {
+                try await client.engine.logIn(session: try await backend.session(accessToken: token))
+            }
             #expect(try accounts.find("local-1")?["Name"] == "Unpushed", "\(status)")
         }
         // Answered again, the same user's login keeps everything, and the create goes.
@@ -608,7 +611,8 @@ struct SalesforceBackendTests {
         defer { Task { await setup.stop() } }
         try await setup.device.engine.sync()
         try setup.model("Account").create(["object": "local-1", "Name": "Unpushed"])
-        let bearer = try #require(await setup.server.requests.last { $0.headers["authorization"] != nil }?.headers["authorization"]?.split(separator: " ").last)
+        let bearer = try #require(
+            await setup.server.requests.last { $0.headers["authorization"] != nil }?.headers["authorization"]?.split(separator: " ").last)
         let untold = try await setup.device.engine.logOut()
         #expect(untold == nil)
         let revokes = await setup.requests("POST", endingWith: "/services/oauth2/revoke")
