@@ -32,7 +32,7 @@ struct WritingGuideTests {
         let start = try #require(source.range(of: "public protocol SyncBackend: Sendable {"))
         let end = try #require(source.range(of: "\n}\n", range: start.upperBound..<source.endIndex))
         let required = Self.signatures(source[start.upperBound..<end.lowerBound])
-        #expect(required.count == 17, "\(required.sorted())")
+        #expect(required.count == 18, "\(required.sorted())")
 
         let table = try #require(
             page.range(of: "<!-- requirements -->").flatMap { a in page.range(of: "<!-- /requirements -->").map { page[a.upperBound..<$0.lowerBound] }
