@@ -267,32 +267,32 @@ public enum ParseMapping {
     /// its own (``reserved(_:)``).
     static let reservedCode = "reserved"
 
-    /// What of `attributes` Parse would read as its own, in one line (nil: nothing): a name with
-    /// a dot, which Parse takes for a path into an object (`a.b` sets `b` inside `a`), or a value
-    /// holding, at any depth, an object with a member `__op` or `__type`, which Parse reads as
-    /// one of its operators or types (`{"__op":"Increment","amount":5}` adds 5). Sent, either
-    /// would be stored as something else than the app wrote, and the next pull would bring that
-    /// back in its place (a black-box probe).
+    /// What of `attributes` Parse would store as something else than written, in one line (nil:
+    /// nothing): a name with a dot, which Parse takes for a path into an object (`a.b` sets `b`
+    /// inside `a`); an object with a member `__op`, at any depth, which Parse applies as an
+    /// operator (`{"__op":"Increment","amount":5}` adds 5); or an attribute's value of a
+    /// `__type` the pull reads as another value (a `Date`, `Pointer`, `Object` or `File`
+    /// wrapper comes back a string). Sent, the next pull would bring back what Parse made of it
+    /// in place of what was written (a black-box probe). Other types (`GeoPoint`, `Bytes`,
+    /// `Polygon`), and wrappers inside a value, come back as they went.
     static func reserved(_ attributes: JSONObject) -> String? {
         for (name, value) in attributes {
             if name.contains(".") { return "\(name): Parse reads a dot in a field name as a path into an object; rename the attribute" }
-            if let member = reservedMember(in: value) {
-                return
-                    "\(name): an object in its value has a member \(member), which Parse reads as its own operator or type, not as data; rename that member"
+            if let type = value["__type"]?.stringValue, ["Date", "Pointer", "Object", "File"].contains(type) {
+                return "\(name): a \(type) wrapper, which the next pull would read as a string; write the value itself (a date's ISO text, an id)"
+            }
+            if holdsOperator(value) {
+                return "\(name): an object in its value has a member __op, which Parse applies as an operator, not as data; rename that member"
             }
         }
         return nil
     }
 
-    private static func reservedMember(in value: JSONValue) -> String? {
+    private static func holdsOperator(_ value: JSONValue) -> Bool {
         switch value {
-        case .object(let object):
-            if let member = ["__op", "__type"].first(where: { object[$0] != nil }) { return member }
-            return object.lazy.compactMap { reservedMember(in: $0.value) }.first
-        case .array(let elements):
-            return elements.lazy.compactMap { reservedMember(in: $0) }.first
-        default:
-            return nil
+        case .object(let object): object["__op"] != nil || object.contains { holdsOperator($0.value) }
+        case .array(let elements): elements.contains(where: holdsOperator)
+        default: false
         }
     }
 

@@ -431,7 +431,8 @@ struct ParseBackendTests {
             ("increment", ["name": "I", "op": ["__op": "Increment", "amount": 5]], "op"),
             ("unset", ["name": "U", "gone": ["__op": "Delete"]], "gone"),
             ("date", ["name": "D", "when": ["__type": "Date", "iso": "2020-01-01T00:00:00.000Z"]], "when"),
-            ("deep", ["name": "N", "list": [1, ["inner": ["__type": "Date", "iso": "2020-01-01T00:00:00.000Z"]]]], "list"),
+            ("deep", ["name": "N", "list": [1, ["inner": ["__op": "Delete"]]]], "list"),
+            ("pointer", ["name": "Q", "ref": ["__type": "Pointer", "className": "Product", "objectId": "x"]], "ref"),
             ("dotted", ["name": "T", "a.b": 2], "a.b"),
         ]
         for item in cases {
@@ -452,11 +453,15 @@ struct ParseBackendTests {
         // Each stays here as written.
         for item in cases { #expect(try products.find(item.id)?.attributes == item.attributes) }
         #expect(try products.find(id)?["op"] == ["__op": "Increment", "amount": 100])
-        // A plain value of the same names goes.
+        // A plain value of the same names goes, and so do the types that come back as they went
+        // (a GeoPoint) and wrappers inside a value.
         try setup.device.store.resolve("Product", id, .rollback)
-        try products.update(id, with: ["op": 6])
+        let point: JSONValue = ["__type": "GeoPoint", "latitude": 40.0, "longitude": -30.0]
+        let nested: JSONValue = ["at": ["__type": "Date", "iso": "2020-01-01T00:00:00.000Z"]]
+        try products.update(id, with: ["op": 6, "where": point, "meta": nested])
         #expect(try await setup.device.engine.sync().accepted == 1)
         #expect(try await setup.stored("Product", id)?["op"] == 6)
+        #expect(try products.find(id)?["where"] == point && products.find(id)?["meta"] == nested, "as written, after the pull")
     }
 
     @Test(
