@@ -131,7 +131,10 @@ struct RestoreCommand: ParsableCommand {
         discussion: """
             The copy is checked before anything changes, then swapped in at once: killed at any moment, the store's \
             directory holds the old store or the restored one. The store it replaced is kept beside it (its path is \
-            printed): it may hold work newer than the backup. The store must not be open elsewhere.
+            printed): it may hold work newer than the backup. The store must not be open elsewhere. A sync since the \
+            backup may have pushed its pending changes: every model that synced pulls its whole collection at its next \
+            sync, and a pending create is looked up where the server allows (Parse, Salesforce, Kinto) rather than made \
+            twice; on RhoConnect it is made again.
             """
     )
 

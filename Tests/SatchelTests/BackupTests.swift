@@ -192,6 +192,34 @@ struct BackupTests {
         }
     }
 
+    @Test(
+        "a restored store's synced models owe a full pull, and its pending creates and updates carry what they may have sent since the backup (found by a black-box probe: creates were made twice, the server's changes never came)"
+    )
+    func restoredSyncStateIsDoubted() throws {
+        let directory = TemporaryDirectory()
+        let store = try Store(path: directory.child("s"))
+        _ = try Self.fill(store)
+        let items = try store.model("Item")
+        let notes = try store.model("Note")  // never synced: nothing owed
+        _ = try notes.create(["object": "n1", "text": "t"])
+        try store.bulkUpdate { tx in _ = try tx.writeServerObject(items, "s1", ["brand": "b8", "n": 1], version: .string("v1")) }
+        _ = try items.create(["object": "new-1", "brand": "b9", "n": 9])
+        try items.update("s1", with: ["n": 2])
+        try store.backup(to: directory.child("b"))
+        try store.close()
+        try Store.restore(from: directory.child("b"), to: directory.child("s"))
+        let restored = try Store(path: directory.child("s"))
+        defer { try? restored.close() }
+        let model = try restored.model("Item")
+        #expect(try restored.bulkUpdate { tx in try tx.syncState(model) }.fullPullPending)
+        #expect(try restored.bulkUpdate { tx in try tx.syncState(restored.model("Note")) }.fullPullPending == false)
+        let pending = Dictionary(uniqueKeysWithValues: try model.pendingChanges().map { ($0.objectID, $0) })
+        #expect(pending["new-1"]?.kind == .create && pending["new-1"]?.sentValues == ["brand": "b9", "n": 9])
+        #expect(pending["s1"]?.kind == .update && pending["s1"]?.sentValues == ["n": 2])
+        #expect(try restored.model("Note").pendingChanges().first?.sentValues == ["text": "t"], "a create of a model never synced too")
+        #expect(try restored.verify().isHealthy)
+    }
+
     @Test("restore swaps the checked copy in, keeps the replaced store, leaves the backup as it was, and refuses an open store")
     func restore() throws {
         let directory = TemporaryDirectory()

@@ -320,13 +320,15 @@ extension Store {
             checking.createIfMissing = false
             let copy = try Store(path: staging, configuration: checking, checkingRestore: true)
             let report = try copy.verify()
-            try copy.close()
             guard report.isHealthy else {
+                try copy.close()
                 throw SatchelError(
                     .corruption,
                     "the backup \(backup) fails its check (\(report.problemCount) problems, first: \(report.problems.first ?? "?")); nothing was restored"
                 )
             }
+            try copy.doubtRestoredSyncState()
+            try copy.close()
         } catch {
             try? fileManager.removeItem(atPath: staging)
             throw error
@@ -344,6 +346,41 @@ extension Store {
         try FileSystem.rename(staging, to: replaced)
         FileSystem.synchronizeDirectory(parent)
         return replaced
+    }
+
+    /// What a backup's sync state may no longer say right once restored: since it was made,
+    /// the server may have taken its unconfirmed changes (a sync pushed them) and changed (the
+    /// store pulled that). So each model that synced owes a full pull, which brings the server's
+    /// data whole (a server that keeps per client what it sent, RhoConnect, would otherwise
+    /// send nothing it sent since); and each pending create and update carries what it would
+    /// send as what it may have sent (``PendingChange/sentValues``): an adapter that can find a
+    /// create a push made looks it up rather than make it twice, and a server value equal to one
+    /// is this device's own. (A black-box probe: creates were made twice, and RhoConnect's
+    /// changes since the backup never came.) Written in one batch per model, before the copy is
+    /// swapped in.
+    func doubtRestoredSyncState() throws {
+        for definition in models where definition.syncType != .none && definition.partition != .local {
+            let model = try self.model(definition.name)
+            try bulkUpdate { tx in
+                var state = try tx.syncState(model)
+                if (state.cursor != nil || state.initialSyncComplete) && !state.fullPullPending {
+                    state.fullPullPending = true
+                    try tx.setSyncState(model, state)
+                }
+                for (id, records) in try tx.objectSyncStates(of: model) {
+                    guard let change = records.pending, change.kind != .delete else { continue }
+                    var sent = change.sentValues
+                    let would = change.kind == .create ? (try tx.find(id, in: model)?.attributes ?? JSONObject()) : change.attributes
+                    for (name, value) in would where sent[name] == nil { sent[name] = value }
+                    guard sent != change.sentValues else { continue }
+                    var next = records
+                    next.pending = PendingChange(
+                        model: change.model, objectID: id, kind: change.kind, attributes: change.attributes, baseValues: change.baseValues,
+                        sentValues: sent)
+                    try tx.setObjectSyncState(model, id, next, replacing: records)
+                }
+            }
+        }
     }
 
     /// `path.replaced-YYYYMMDD-HHMMSS` (and a number when that exists).
