@@ -220,6 +220,41 @@ struct BackupTests {
         #expect(try restored.verify().isHealthy)
     }
 
+    @Test(
+        "one whole-store replacement at a time: a restore while another restore or a conversion of the store runs, and a backup while another goes to the same place, are refused and change nothing (found by a black-box probe)"
+    )
+    func oneReplacementAtATime() throws {
+        let directory = TemporaryDirectory()
+        let store = try Store(path: directory.child("s"))
+        _ = try store.model("Item").create(["object": "a", "n": 1])
+        try store.backup(to: directory.child("b"))
+        _ = try store.model("Item").create(["object": "after", "n": 2])
+        // Another backup into the same place holds its lock.
+        let backupLock = try #require(try FileSystem.lock(directory.child("c") + ".incomplete.lock"))
+        let refusedBackup = #expect(throws: SatchelError.self) { try store.backup(to: directory.child("c")) }
+        #expect(refusedBackup?.code == .locked)
+        #expect(!FileManager.default.fileExists(atPath: directory.child("c")) && !FileManager.default.fileExists(atPath: directory.child("c.incomplete")))
+        FileSystem.unlock(backupLock)
+        try store.backup(to: directory.child("c"))
+        try store.close()
+        // Another restore, or an encrypt, of the store holds the lock they share.
+        let lock = try #require(try FileSystem.lock(Store.conversionLock(directory.child("s"))))
+        let refused = #expect(throws: SatchelError.self) { try Store.restore(from: directory.child("b"), to: directory.child("s")) }
+        #expect(refused?.code == .locked)
+        let key = try EncryptionKey(bytes: Array(repeating: 7, count: 32))
+        let refusedEncrypt = #expect(throws: SatchelError.self) { try Store.encrypt(path: directory.child("s"), key: key) }
+        #expect(refusedEncrypt?.code == .locked)
+        FileSystem.unlock(lock)
+        let reopened = try Store(path: directory.child("s"))
+        #expect(try reopened.model("Item").find("after") != nil, "nothing was restored")
+        try reopened.close()
+        try Store.restore(from: directory.child("b"), to: directory.child("s"))
+        let restored = try Store(path: directory.child("s"))
+        defer { try? restored.close() }
+        #expect(try restored.model("Item").find("after") == nil)
+        #expect(!FileManager.default.fileExists(atPath: Store.conversionLock(directory.child("s"))), "the lock file goes")
+    }
+
     @Test("restore swaps the checked copy in, keeps the replaced store, leaves the backup as it was, and refuses an open store")
     func restore() throws {
         let directory = TemporaryDirectory()

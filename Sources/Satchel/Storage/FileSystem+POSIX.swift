@@ -28,13 +28,22 @@ extension FileSystem {
     /// - Throws: ``SatchelError`` `.io` when the file cannot be made or opened (a directory
     ///   this user may not write), which is not another holder.
     static func lock(_ path: String) throws(SatchelError) -> Int32? {
-        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else { throw SatchelError(.io, "cannot make \(path): \(String(cString: strerror(errno)))") }
-        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+        while true {
+            let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+            guard descriptor >= 0 else { throw SatchelError(.io, "cannot make \(path): \(String(cString: strerror(errno)))") }
+            guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+                close(descriptor)
+                return nil
+            }
+            // A holder that was done removed the file between this open and this lock: the
+            // lock is on a file no one else will open, so it is taken again on the path's.
+            var held = stat()
+            var named = stat()
+            if fstat(descriptor, &held) == 0, stat(path, &named) == 0, held.st_ino == named.st_ino, held.st_dev == named.st_dev {
+                return descriptor
+            }
             close(descriptor)
-            return nil
         }
-        return descriptor
     }
 
     /// Releases a lock ``lock(_:)`` took.

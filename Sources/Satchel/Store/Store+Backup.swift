@@ -70,6 +70,20 @@ extension Store {
         let marker = Self.unfinishedBackupMarker
         let partial = target + ".incomplete"
         let fresh = partial + "-new"
+        // One backup into a place at a time: another's unfinished copy is not taken for a
+        // leftover (a black-box probe: two backups into one new directory, of two stores, each
+        // removed or renamed the other's copy, and one said it had made a copy that did not
+        // open, or held the other store).
+        let lockPath = partial + ".lock"
+        try? fileManager.createDirectory(
+            atPath: URL(fileURLWithPath: target).deletingLastPathComponent().path, withIntermediateDirectories: true)
+        guard let lock = try FileSystem.lock(lockPath) else {
+            throw SatchelError(.locked, "another backup is being made into \(destination): nothing was copied")
+        }
+        defer {
+            try? fileManager.removeItem(atPath: lockPath)
+            FileSystem.unlock(lock)
+        }
         if fileManager.fileExists(atPath: fresh) {
             let entries = (try? fileManager.contentsOfDirectory(atPath: fresh)) ?? []
             // Nothing, the marker, or what an earlier version killed while writing the marker
@@ -278,6 +292,21 @@ extension Store {
         }
         try checkIsStore(backup, creating: false)
         try checkOpens(backup, "the backup at \(backup)", with: configuration.encryptionKey)
+        // One whole-store replacement at a time: another restore, or a conversion (encrypt,
+        // decrypt, rekey), of the same store holds the lock they share (a black-box probe: two
+        // restores at once left a store that did not open, and an encrypt run beside a restore
+        // put the old store back, both saying they had done their work).
+        let lockPath = conversionLock(target)
+        // A store restored where none was may be made in a new directory, as its copy is.
+        try? fileManager.createDirectory(
+            atPath: URL(fileURLWithPath: target).deletingLastPathComponent().path, withIntermediateDirectories: true)
+        guard let lock = try FileSystem.lock(lockPath) else {
+            throw SatchelError(.locked, "the store at \(path) is being restored or converted by another process: nothing was restored")
+        }
+        defer {
+            try? fileManager.removeItem(atPath: lockPath)
+            FileSystem.unlock(lock)
+        }
         let existing = fileManager.fileExists(atPath: target, isDirectory: &isDirectory)
         if existing {
             // Only a store (or an empty directory) is replaced: a mistyped path to anything else
@@ -286,7 +315,7 @@ extension Store {
             try checkIsStore(target, creating: true)
             // Before the store's key is asked for, as every open (a black-box probe: a restore
             // refused for the key left a killed decrypt's plain copy).
-            try removeConversionLeftovers(target)
+            try removeConversionLeftovers(target, holdingLock: true)
             // An encrypted store is replaced only by one who holds its key, and never by a copy
             // that is not encrypted.
             if Partition.allCases.contains(where: { fileManager.fileExists(atPath: target + "/" + $0.rawValue) }) {

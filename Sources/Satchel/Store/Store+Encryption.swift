@@ -61,7 +61,8 @@ extension Store {
     /// The file a conversion holds locked (`flock`) from before it copies the store until it
     /// has removed the old one: while the copy is checked and exchanged the store itself is
     /// closed, and an open then must neither take the copy for a leftover nor write into the
-    /// store about to be replaced.
+    /// store about to be replaced. A restore holds it too, so that one whole-store replacement
+    /// runs at a time.
     static func conversionLock(_ path: String) -> String { conversionStaging(path) + ".lock" }
 
     /// Removes what a conversion killed midway left beside the store: a partial copy or the
@@ -105,7 +106,7 @@ extension Store {
         let staging = conversionStaging(target)
         let lockPath = conversionLock(target)
         guard let lock = try FileSystem.lock(lockPath) else {
-            throw SatchelError(.locked, "the store at \(path) is being converted (encrypt, decrypt or rekey) by another process")
+            throw SatchelError(.locked, "the store at \(path) is being converted (encrypt, decrypt or rekey) or restored by another process")
         }
         defer {
             // When the conversion failed, the copy went (or is left for the next open, which
