@@ -23,12 +23,17 @@ extension SalesforceBackend {
         /// Whether the query under way asks for every record of the model (no `LastModifiedDate`
         /// bound, no `LIMIT`), so that its `totalSize` is what the org holds for it.
         var counts = false
+        /// Whether the query was asked again because its next page's URL answered no page, and
+        /// no next page was read since: a second such answer fails the pull, which would
+        /// otherwise ask again for ever (a black-box probe).
+        var askedAgain = false
 
         init(_ value: JSONValue?) {
             since = value?["since"]?.stringValue
             next = value?["next"]?.stringValue
             deletedFrom = value?["deleted"]?.stringValue
             counts = value?["counts"]?.boolValue ?? false
+            askedAgain = value?["again"]?.boolValue ?? false
             let stored = value?["at"]?.objectValue ?? JSONObject()
             for (id, hash) in stored { at[id] = hash.stringValue }
             // Kept only when it says exactly what `at` holds (every hash a string).
@@ -42,6 +47,7 @@ extension SalesforceBackend {
             if let next { object["next"] = .string(next) }
             if let deletedFrom { object["deleted"] = .string(deletedFrom) }
             if counts { object["counts"] = .bool(true) }
+            if askedAgain { object["again"] = .bool(true) }
             return .object(object)
         }
     }
@@ -84,9 +90,16 @@ extension SalesforceBackend {
             // the stored URL failed every later sync) holds none: the pull asks its query again
             // from the cursor, whose second and records at it say what was applied already.
             if Self.answersNoPage(locator) {
+                guard !cursor.askedAgain else {
+                    throw SyncError(
+                        .protocolViolation,
+                        "\(what): the next page's URL answered no page of the query (HTTP \(locator.status)), again after the query was asked again: the sync stops there")
+                }
                 cursor.next = nil
+                cursor.askedAgain = true
             } else {
                 followed = locator
+                cursor.askedAgain = false
             }
         }
         let answer: SyncHTTPClient.Response
@@ -106,6 +119,7 @@ extension SalesforceBackend {
         try check(answer, what)
         try readQueryAnswer(answer, into: &page, cursor: &cursor, blobFields: Set(describe.blobFields), what: what)
         if page.done {
+            cursor.askedAgain = false
             let serverTime = answer.header("date").flatMap(Self.httpDate) ?? cursor.since.flatMap(Self.instant)
             try await deletions(object, into: &page, cursor: &cursor, serverTime: serverTime, session: request.session)
         }

@@ -149,13 +149,13 @@ public final class SalesforceBackend: SyncBackend {
     }
 
     /// A session for an access token the app already holds (and its refresh token, if any),
-    /// named after the user the token belongs to (`/services/oauth2/userinfo`; an org without
-    /// it, answering 404, or whose answer names no user, gives the session the user
-    /// ``tokenUser``). Store it with ``SyncEngine/logIn(session:)``.
+    /// named after the user the token belongs to (`/services/oauth2/userinfo`'s
+    /// `preferred_username`, else its `user_id`). Store it with ``SyncEngine/logIn(session:)``.
     ///
     /// - Throws: ``SyncError`` `.unauthorized` when the org refuses the token; the error of any
-    ///   other failed answer (a 503 is retryable), so that a passing failure never names the
-    ///   session after another user.
+    ///   other failed answer (a 503 is retryable), and `.protocolViolation` for an answer that
+    ///   names no user: a session named after no one, or a placeholder, would be taken for
+    ///   another user's, whose login wipes the unpushed changes.
     public func session(accessToken: String, refreshToken: String? = nil) async throws -> SyncSession {
         var data: JSONObject = [Self.tokenKey: .string(accessToken)]
         if let refreshToken { data[Self.refreshKey] = .string(refreshToken) }
@@ -167,19 +167,20 @@ public final class SalesforceBackend: SyncBackend {
                 .unauthorized, "\(what): Salesforce refused the access token: log in again (satchel sync: pass --token, or --user and --password)",
                 httpStatus: answer.status)
         }
-        // Only an org without the endpoint gives the session no user of its own. Any other
-        // failure is this login's (a black-box probe: a 503 here named the user tokenUser, and
-        // the engine, taking it for another user, wiped the unpushed changes).
-        if answer.status == 404 { return probe }
+        // Whatever fails, or says no one, is this login's failure (black-box probes: a 503, a
+        // 404 or an answer without a name made the user a placeholder, and the engine, taking it
+        // for another user, wiped the unpushed changes).
         try check(answer, what)
-        guard let user = try answer.json(what)["preferred_username"]?.stringValue ?? answer.json(what)["user_id"]?.stringValue else {
-            return probe
+        let info = try answer.json(what)
+        let named = [info["preferred_username"], info["user_id"]].lazy.compactMap { $0?.stringValue }.first { !$0.isEmpty }
+        guard let user = named else {
+            throw SyncError(.protocolViolation, "\(what): the answer names no user (no preferred_username or user_id): nothing was changed")
         }
         return SyncSession(user: user, data: data)
     }
 
-    /// The user of a token session whose user the org does not say.
-    public static let tokenUser = "salesforce-token"
+    /// The user of the session that asks whose a token is, before the org says.
+    static let tokenUser = "salesforce-token"
 
     /// Revokes the session's token (`POST /services/oauth2/revoke`, `token=` its refresh token
     /// when it has one, which ends its access tokens with it, else its access token); the engine

@@ -588,13 +588,17 @@ struct SalesforceBackendTests {
         try await client.engine.sync()
         let accounts = try client.model("Account")
         try accounts.create(["object": "local-1", "Name": "Unpushed"])
-        for status in [503, 500, 429] {
-            await setup.server.sabotageNext(
-                "GET", "/services/oauth2/userinfo", status: status, body: Data(#"[{"errorCode":"SERVER_UNAVAILABLE","message":"busy"}]"#.utf8))
-            await #expect(throws: SyncError.self, "\(status)") {
+        let busy = #"[{"errorCode":"SERVER_UNAVAILABLE","message":"busy"}]"#
+        let answers: [(status: Int, body: String)] = [
+            (503, busy), (500, busy), (429, busy), (404, #"[{"errorCode":"NOT_FOUND","message":"no"}]"#), (200, "{}"),
+            (200, #"{"preferred_username":5}"#), (200, #"{"preferred_username":""}"#),
+        ]
+        for (status, body) in answers {
+            await setup.server.sabotageNext("GET", "/services/oauth2/userinfo", status: status, body: Data(body.utf8))
+            await #expect(throws: SyncError.self, "\(status) \(body)") {
                 try await client.engine.logIn(session: try await backend.session(accessToken: token))
             }
-            #expect(try accounts.find("local-1")?["Name"] == "Unpushed", "\(status)")
+            #expect(try accounts.find("local-1")?["Name"] == "Unpushed", "\(status) \(body)")
         }
         // Answered again, the same user's login keeps everything, and the create goes.
         try await client.engine.logIn(session: try await backend.session(accessToken: token))
@@ -783,6 +787,22 @@ struct SalesforceBackendTests {
         try await setup.expectMatchesServer("Product")
         await setup.server.update("Product", ids[2], Self.json(["name": "changed"]))
         await setup.server.advanceClock(seconds: 1)
+        try await setup.device.engine.sync()
+        try await setup.expectMatchesServer("Product")
+    }
+
+    @Test(
+        "next pages that answer no page again after the query was asked again fail the sync in one line, not for ever; a later sync completes (found by a black-box probe)"
+    )
+    func nextPagesAnsweringNothingFail() async throws {
+        let setup = try await Setup("kit", models: [ModelDefinition(name: "Product")])
+        defer { Task { await setup.stop() } }
+        await setup.server.setQueryPageSize(2)
+        for i in 1...5 { _ = await setup.server.insert("Product", Self.json(["name": .string("P\(i)")])) }
+        let gone = Data(#"[{"errorCode":"NOT_FOUND","message":"no"}]"#.utf8)
+        for _ in 0..<2 { await setup.server.sabotageNext("GET", "/services/data/v\(setup.server.version)/query/", status: 404, body: gone) }
+        let error = await #expect(throws: SyncError.self) { try await setup.device.engine.sync() }
+        #expect(error?.code == .protocolViolation && error?.message.contains("again") == true, "\(String(describing: error))")
         try await setup.device.engine.sync()
         try await setup.expectMatchesServer("Product")
     }
