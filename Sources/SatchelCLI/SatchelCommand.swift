@@ -276,11 +276,14 @@ enum Output {
     /// A terminal gets each line as it comes (a sync's notifications); a pipe or a file blocks.
     private static let lineBuffered = isatty(STDOUT_FILENO) == 1
 
-    static func line(_ text: String) {
+    /// With `now`, the line goes out at once whatever stdout is: a sync's notifications, each
+    /// saying what has landed (a black-box probe: piped, they came in one block at the end, and
+    /// none from a sync that was stopped).
+    static func line(_ text: String, now: Bool = false) {
         standardOutput.withLock { output in
             output.buffer.append(contentsOf: text.utf8)
             output.buffer.append(10)
-            if lineBuffered || output.buffer.count >= 1 << 16 { output.drain() }
+            if now || lineBuffered || output.buffer.count >= 1 << 16 { output.drain() }
         }
     }
 

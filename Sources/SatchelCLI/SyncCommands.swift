@@ -285,7 +285,7 @@ struct SyncCommand: AsyncParsableCommand {
             }
             return try await withEngine(store, server, pageSize: pageSize, creating: true, verbose: verbose) { engine in
                 await engine.setEventHandler { event in
-                    if case .sync(let notification) = event { Output.line(notification.description) }
+                    if case .sync(let notification) = event { Output.line(notification.description, now: true) }
                 }
                 var names = models
                 if let syncObjects {

@@ -92,6 +92,20 @@ struct SyncCLITests {
         #expect(try await setup.serverObjects("Product")["d1"]?["deep"] == (try JSONValue(parsing: deep)))
     }
 
+    @Test(
+        "a sync's notifications go out as they come when stdout is a pipe: a sync stopped after a page has said so (found by a black-box probe: they came in one block at the end)"
+    )
+    func notificationsGoOutAsTheyCome() async throws {
+        let setup = Setup()
+        let server = InMemoryBackend()
+        for i in 0..<12 { await server.put("Product", ["name": .string("P\(i)")], id: "p\(i)") }
+        try Data(await server.savedState().jsonBytes).write(to: URL(fileURLWithPath: setup.serverFile))
+        let killed = try await setup.sync(["--user", "ann", "--password", "pw", "--page-size", "5", "--model", "Product"], environment: ["SATCHEL_KILL_AT": "before-pull:2"])
+        #expect(killed.status == SIGKILL, "\(killed.stderr)")
+        let lines = try killed.lines.map { try JSONObject(parsing: $0) }
+        #expect(lines.contains { $0["status"] == "inProgress" && $0["processed"] == 5 }, "\(killed.stdout)")
+    }
+
     @Test("verify and search as another user are refused in one line, the store untouched: they change nothing (found by a black-box probe)")
     func readsAsAnotherUser() async throws {
         let setup = Setup()
