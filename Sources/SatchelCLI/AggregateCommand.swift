@@ -57,7 +57,13 @@ struct AggregateCommand: ParsableCommand {
         if let clash = fields.first(where: { results.contains($0.description) }) {
             throw ValidationError("--group-by \(clash) has the name of a result on each line: rename the attribute, or aggregate without that result")
         }
-        if Set(fields.map(\.description)).count < fields.count { throw ValidationError("--group-by names an attribute twice") }
+        if Set(fields).count < fields.count { throw ValidationError("--group-by names an attribute twice") }
+        // A name and a path written alike (`"a.b"` and a.b) would print under one name, one
+        // value in place of the other (a black-box probe: a sum vanished).
+        let clash = "would print under one name (an attribute named with a dot, and the path written alike): aggregate them one at a time"
+        if Set(fields.map(\.description)).count < fields.count { throw ValidationError("two of --group-by's attributes \(clash)") }
+        let distinct = Set(try functions())
+        if Set(distinct.map(\.description)).count < distinct.count { throw ValidationError("two results \(clash)") }
     }
 
     func run() throws {

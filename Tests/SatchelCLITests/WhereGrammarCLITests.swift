@@ -239,6 +239,12 @@ struct WhereGrammarCLITests {
         }
         // Unquoted, a dot is still a path.
         #expect(try await ids(["--where", "a.b=105"]) == ["w5"])
+        // The name and the path print alike: aggregated together, they are refused, not merged.
+        for clash in [["--sum", quoted("a.b"), "--sum", "a.b"], ["--count", "--group-by", quoted("a.b"), "--group-by", "a.b"]] {
+            let result = try await CLI.run(["--db", db, "aggregate", "W"] + clash)
+            #expect(result.status == 64 && result.stderr.contains("one name"), "\(clash): \(result.stdout)\(result.stderr)")
+        }
+        #expect(try await CLI.run(["--db", db, "aggregate", "W", "--sum", "a.b"]).lines == [#"{"sum(a.b)":\#((100..<112).reduce(0, +))}"#])
         // A quoted name that is not a JSON string, or is empty, is a usage error.
         for wrong in [#"--where="a=1"#, #"--where="" = 1"#, #"--order="a"#] {
             let result = try await CLI.run(["--db", db, "find", "W", wrong])
