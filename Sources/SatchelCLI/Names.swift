@@ -10,10 +10,11 @@ enum Names {
     /// (``attribute(_:)``): so a name with a dot, a space, a comma or an operator is reached.
     static func path(_ text: String) throws(ValidationError) -> Field {
         if text.hasPrefix("\"") {
-            guard case .string(let name)? = try? JSONValue(parsing: text) else {
+            if text == "\"\"" { return try attribute("") }
+            guard let field = Field(written: text) else {
                 throw ValidationError("\(text) is not a name in double quotes: write it as a JSON string, as in \"unit price\"")
             }
-            return try attribute(name)
+            return field
         }
         let field = Field(text)
         // `items[0]` among them: a position in an array, which a path does not take (it would
@@ -30,32 +31,7 @@ enum Names {
 
     /// `text` cut at each comma outside double quotes (`a,"b,c"` is `a` and `"b,c"`), for the
     /// options that list attributes.
-    static func list(_ text: String) -> [String] {
-        var items: [String] = []
-        var current = ""
-        var quoted = false
-        var escaped = false
-        for character in text {
-            if quoted {
-                if escaped {
-                    escaped = false
-                } else if character == "\\" {
-                    escaped = true
-                } else if character == "\"" {
-                    quoted = false
-                }
-            } else if character == "\"" {
-                quoted = true
-            } else if character == "," {
-                items.append(current)
-                current = ""
-                continue
-            }
-            current.append(character)
-        }
-        items.append(current)
-        return items
-    }
+    static func list(_ text: String) -> [String] { Field.list(text) }
 
     /// `names`, the nearest to `name` first (by edit distance, letter case aside; ties by name).
     static func nearestFirst(to name: String, among names: [String]) -> [String] {

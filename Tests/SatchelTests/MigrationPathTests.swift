@@ -138,6 +138,27 @@ struct MigrationPathTests {
         #expect(try store.verify().isHealthy)
     }
 
+    @Test(
+        "a step names an attribute holding a dot as a JSON string, as the CLI's options do: add, convert, rename, remove and an index reach it, not the path (found by a black-box probe)"
+    )
+    func quotedNamesInSteps() throws {
+        let directory = TemporaryDirectory()
+        let store = try Store(path: directory.child("s"))
+        defer { try? store.close() }
+        let model = try store.model("M")
+        _ = try model.put(["object": "o1", "a.b": "5", "a": ["b": "7"]])
+        let index = try MigrationStep(json: ["createIndex": #""a.b""#])
+        try store.migrate([
+            Migration("quoted", model: "M", steps: [.convert(#""a.b""#, .integer), .add(#""n.m""#, default: 3), index])
+        ])
+        #expect(try model.find("o1")?.attributes == ["a.b": 5, "a": ["b": "7"], "n.m": 3])
+        #expect(try model.explain(Query(where: Field(components: ["a.b"]) == 5)).access == .index(IndexDefinition([Field(components: ["a.b"])])))
+        #expect(try model.count(where: Field(components: ["a.b"]) == 5) == 1)
+        try store.migrate([Migration("rename", model: "M", steps: [.rename(#""a.b""#, to: #""c.d""#), .remove(#""n.m""#)])])
+        #expect(try model.find("o1")?.attributes == ["c.d": 5, "a": ["b": "7"]])
+        #expect(try store.verify().isHealthy)
+    }
+
     @Test("a dotted path without [] that meets an array refuses the migration, naming the object; nothing changes")
     func dottedPathMeetingAnArray() throws {
         try withTemporaryStore { store in

@@ -106,7 +106,8 @@ public struct Migration: Sendable {
 /// object the path reaches; where it meets a value that is not an object (an element that is a
 /// string, an address written as text) it leaves that value as it is. A dotted path without `[]`
 /// that meets an array refuses the migration, naming the object, as queries refuse it. A
-/// top-level attribute whose name holds a dot is changed by a transform.
+/// top-level attribute whose name holds a dot is named as a JSON string (`"\"a.b\""`), as the
+/// CLI's options name it.
 public enum MigrationStep: Sendable {
     /// Renames an attribute, within the object that holds it (`address.city` to
     /// `address.town`; `items[].product` to `items[].sku`). An object holding both names is
@@ -353,7 +354,8 @@ public enum MigrationStep: Sendable {
     private static func index(_ text: String) throws(SatchelError) -> IndexDefinition {
         let elements = text.hasSuffix("[]")
         let list = elements ? String(text.dropLast(2)) : text
-        let fields = list.split(separator: ",", omittingEmptySubsequences: false).map { Field(String($0)) }
+        let written = Field.list(list)
+        let fields = written.map { Field(written: $0) ?? Field("") }
         guard !list.isEmpty, !fields.contains(where: { $0.description.isEmpty }) else {
             throw SatchelError(.invalidArgument, "name the index's attributes, e.g. \"brand\" or \"brand,price\"")
         }

@@ -12,8 +12,14 @@ struct StepPath {
     ///   `object`.
     init(_ text: String) throws(SatchelError) {
         self.text = text
-        // A top-level name (most steps) is not split: a step's path is taken per object.
-        field = text.utf8.contains(UInt8(ascii: ".")) ? Field(text) : Field(components: [text])
+        if text.hasPrefix("\""), let named = Field(written: text) {
+            // One attribute's name written as a JSON string, whatever it holds, as the CLI's
+            // options read it (a black-box probe: `"a.b"` was taken with its quotes).
+            field = named
+        } else {
+            // A top-level name (most steps) is not split: a step's path is taken per object.
+            field = text.utf8.contains(UInt8(ascii: ".")) ? Field(text) : Field(components: [text])
+        }
         if let wrong = field.malformation { throw SatchelError(.invalidArgument, wrong) }
         if field.isID {
             throw SatchelError(.invalidArgument, "'\(text)' is the object id, not an attribute: a step cannot rename, add, remove or convert it")

@@ -57,6 +57,47 @@ public struct Field: Sendable, Hashable, ExpressibleByStringLiteral, CustomStrin
 
     public init(stringLiteral value: String) { self.init(value) }
 
+    /// A path as the CLI's options and a migration's steps write it: a JSON string is one
+    /// attribute's name, whatever it holds (`"a.b"`, `"unit price"`); anything else a path with
+    /// dots. Nil for a JSON string that does not parse, or names nothing (`""`).
+    package init?(written text: String) {
+        guard text.hasPrefix("\"") else {
+            self.init(text)
+            return
+        }
+        guard case .string(let name)? = try? JSONValue(parsing: text), !name.isEmpty else { return nil }
+        self.init(components: [name])
+    }
+
+    /// `text` cut at each comma outside double quotes (`a,"b,c"` is `a` and `"b,c"`): a list of
+    /// paths as options and a migration's index steps write them.
+    package static func list(_ text: String) -> [String] {
+        var items: [String] = []
+        var current = ""
+        var quoted = false
+        var escaped = false
+        for character in text {
+            if quoted {
+                if escaped {
+                    escaped = false
+                } else if character == "\\" {
+                    escaped = true
+                } else if character == "\"" {
+                    quoted = false
+                }
+            } else if character == "\"" {
+                quoted = true
+            } else if character == "," {
+                items.append(current)
+                current = ""
+                continue
+            }
+            current.append(character)
+        }
+        items.append(current)
+        return items
+    }
+
     /// The path with dots.
     public var description: String { components.joined(separator: ".") }
 
