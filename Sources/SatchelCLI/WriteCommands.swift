@@ -204,7 +204,8 @@ struct MigrateCommand: ParsableCommand {
             queries: "address.city" (a nested object), "items[].qty" (each element of an array), or one attribute's \
             name written as a JSON string, whatever it holds ("\\"a.b\\""); a rename stays within the object that holds it. convert: to string, any value becomes its JSON text; to number, a string holding \
             a JSON number (a leading + allowed); to integer, a whole number within 64 bits or a string of digits \
-            ("-12", "+5"); to boolean, "true"/"false" (any case), "1"/"0", 1/0; a null or missing value stays so. \
+            ("-12", "+5"); to boolean, "true"/"false" (any case), "1"/"0", 1/0; a string is read without the white \
+            space around it; a null or missing value stays so. \
             Every object is checked first: one \
             that does not migrate refuses the migration and nothing of it changes (migrations before it in FILE stay \
             applied, as the error says). "push": true makes the rewrites changes to \

@@ -94,6 +94,8 @@ public final class SalesforceBackend: SyncBackend {
         var versionPath: String?
         /// Access tokens refreshed in this process: stale token → new one.
         var refreshed: [String: String] = [:]
+        /// Refresh token → the one the org gave in its place (an org that rotates them).
+        var rotated: [String: String] = [:]
         /// Describes read in this process, by object.
         var describes: [String: SalesforceDescribe] = [:]
         /// The stored describe last decoded for a pull's next page, by object, with its JSON:
@@ -207,11 +209,18 @@ public final class SalesforceBackend: SyncBackend {
         return renewedSession(session)
     }
 
-    /// `session` with the access token refreshed for its own, if one was.
+    /// `session` with the access token refreshed for its own, if one was, and the refresh token
+    /// the org gave in place of its own, if it rotates them.
     public func renewedSession(_ session: SyncSession) -> SyncSession {
-        guard let token = session.data[Self.tokenKey]?.stringValue, let fresh = state.withLock({ $0.refreshed[token] }) else { return session }
         var session = session
-        session.data[Self.tokenKey] = .string(fresh)
+        state.withLock { state in
+            if let token = session.data[Self.tokenKey]?.stringValue, let fresh = state.refreshed[token] {
+                session.data[Self.tokenKey] = .string(fresh)
+            }
+            if let refresh = session.data[Self.refreshKey]?.stringValue, let next = state.rotated[refresh] {
+                session.data[Self.refreshKey] = .string(next)
+            }
+        }
         return session
     }
 
@@ -314,23 +323,29 @@ public final class SalesforceBackend: SyncBackend {
         var headers = headers
         headers["Authorization"] = "Bearer " + token
         let answer = try await http.send(method, url, headers: headers, body: body, maximumBytes: maximumBytes)
-        guard answer.status == 401, let refresh = session.data[Self.refreshKey]?.stringValue else { return answer }
-        let fresh = try await refreshToken(refresh, what: what)
-        state.withLock { $0.refreshed[stored] = fresh }
+        guard answer.status == 401, let given = session.data[Self.refreshKey]?.stringValue else { return answer }
+        let refresh = state.withLock { $0.rotated[given] } ?? given
+        let (fresh, next) = try await refreshToken(refresh, what: what)
+        state.withLock {
+            $0.refreshed[stored] = fresh
+            // An org that rotates refresh tokens takes only the new one from now on (a
+            // black-box probe: the old one was sent at the next expiry, and refused).
+            if let next, next != given { $0.rotated[given] = next }
+        }
         headers["Authorization"] = "Bearer " + fresh
         return try await http.send(method, url, headers: headers, body: body, maximumBytes: maximumBytes)
     }
 
     /// A new access token for a refresh token (`grant_type=refresh_token`).
-    func refreshToken(_ refresh: String, what: String) async throws -> String {
+    func refreshToken(_ refresh: String, what: String) async throws -> (access: String, refresh: String?) {
         var form = [("grant_type", "refresh_token"), ("refresh_token", refresh)]
         if let id = configuration.clientID { form.append(("client_id", id)) }
         if let secret = configuration.clientSecret { form.append(("client_secret", secret)) }
         let answer = try await tokenRequest(form, what: "\(what): refreshing the access token")
-        guard answer.status == 200, let token = try? answer.json(what)["access_token"]?.stringValue else {
+        guard answer.status == 200, let body = try? answer.json(what), let token = body["access_token"]?.stringValue else {
             throw SyncError(.unauthorized, "\(what): Salesforce refused to refresh the access token: log in again", httpStatus: answer.status)
         }
-        return token
+        return (token, body["refresh_token"]?.stringValue.flatMap { $0.isEmpty ? nil : $0 })
     }
 
     func tokenRequest(_ form: [(String, String)], what: String) async throws(SyncError) -> SyncHTTPClient.Response {

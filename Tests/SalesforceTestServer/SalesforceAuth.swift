@@ -39,6 +39,10 @@ struct Sessions {
 
     mutating func expireAccessTokens() { accessTokens.removeAll() }
 
+    /// Whether a refresh answers with a new refresh token, ending the one it took (the
+    /// connected app's refresh token rotation).
+    var rotatesRefreshTokens = false
+
     /// The user a `Authorization: Bearer <token>` (or the older `OAuth <token>`) header names.
     func user(authorization: String?) -> String? {
         guard let authorization else { return nil }
@@ -80,6 +84,13 @@ struct Sessions {
                 return Self.oauthError("invalid_grant", "expired access/refresh token")
             }
             user = name
+            if rotatesRefreshTokens {
+                // Refresh token rotation: the old one ends, a new one comes with the answer.
+                refreshTokens[token] = nil
+                let next = Self.random(64)
+                refreshTokens[next] = name
+                refresh = next
+            }
         default:
             return Self.oauthError("unsupported_grant_type", "grant type not supported")
         }

@@ -67,6 +67,9 @@ public actor SalesforceServer: LoopbackServing {
     /// tokens still work.
     public func expireTokens() { state.sessions.expireAccessTokens() }
 
+    /// Makes each refresh answer with a new refresh token, ending the one it took.
+    public func rotateRefreshTokens() { state.sessions.rotatesRefreshTokens = true }
+
     // MARK: - The data, as an admin (Apex, the data loader) sees and changes it
 
     /// The live records of `object` by `Id`, each as JSON with every field of the describe in

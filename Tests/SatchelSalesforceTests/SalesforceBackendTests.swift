@@ -648,6 +648,16 @@ struct SalesforceBackendTests {
         #expect(await setup.requests("POST", endingWith: "/services/oauth2/token").count == tokenRequests, "no refresh")
         let bearers = await setup.server.requests.dropFirst(before).compactMap { $0.headers["authorization"] }
         #expect(!bearers.isEmpty && Set(bearers).count == 1, "one token, the refreshed one, from the start")
+
+        // An org that rotates refresh tokens: the new one is kept, and the next expiry, in
+        // another process, refreshes with it.
+        await setup.server.rotateRefreshTokens()
+        await setup.server.expireTokens()
+        try await reopened.engine.sync()
+        let third = try await reopened.reopened(backend: SalesforceBackend.forTests(setup.server), models: [Self.account])
+        await setup.server.expireTokens()
+        try await third.engine.sync()
+        #expect(await setup.requests("POST", endingWith: "/services/oauth2/token").count == tokenRequests + 2)
     }
 
     @Test("a 401 with a refresh token refreshes once and goes on; without one the sync fails with one line, nothing lost")

@@ -106,6 +106,11 @@ struct MigrationTests {
         #expect(converted(.double(.infinity), .integer) == "not a whole number")
         #expect(converted(.string("2.5"), .integer) == "not an integer")
         #expect(converted(.string("9223372036854775807"), .integer) == "9223372036854775807")
+        // White space around a string goes, a line's end too; 1.0 is 1 to a boolean, as to queries.
+        #expect(converted(.string("5\n"), .integer) == "5" && converted(.string("\t5 "), .number) == "5")
+        #expect(converted(.string(" true\n"), .boolean) == "true")
+        #expect(converted(.double(1.0), .boolean) == "true" && converted(.double(0.0), .boolean) == "false")
+        #expect(converted(.double(0.5), .boolean) == "not true or false")
     }
 
     @Test("one object that does not migrate refuses the migration, naming how many and the first; nothing changes")

@@ -406,7 +406,7 @@ public struct AttributeConversion: Sendable {
         switch value {
         case .int, .double: return value
         case .string(let text):
-            var trimmed = Substring(text.trimmingCharacters(in: .whitespaces))
+            var trimmed = Substring(text.trimmingCharacters(in: .whitespacesAndNewlines))
             if trimmed.hasPrefix("+"), trimmed.dropFirst().first?.isASCII == true, trimmed.dropFirst().first?.isNumber == true {
                 trimmed = trimmed.dropFirst()
             }
@@ -429,7 +429,7 @@ public struct AttributeConversion: Sendable {
             }
             return .int(exact)
         case .string(let text):
-            let trimmed = text.trimmingCharacters(in: .whitespaces)
+            let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
             if let parsed = Int64(trimmed) { return .int(parsed) }
             let digits = trimmed.hasPrefix("-") || trimmed.hasPrefix("+") ? trimmed.dropFirst() : trimmed[...]
             if !digits.isEmpty && digits.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }) { throw outside }
@@ -438,13 +438,16 @@ public struct AttributeConversion: Sendable {
         }
     }
 
-    /// To a boolean: a boolean stays; `"true"`/`"false"` (any case), `"1"`/`"0"`, `1`/`0` become one.
+    /// To a boolean: a boolean stays; `"true"`/`"false"` (any case), `"1"`/`"0"`, `1`/`0` (and
+    /// `1.0`/`0.0`) become one. A string is read without the white space around it.
     public static let boolean = AttributeConversion("boolean") { value in
         switch value {
         case .bool: return value
         case .int(let n) where n == 0 || n == 1: return .bool(n == 1)
+        // 1.0 is 1, as queries compare them.
+        case .double(let d) where d == 0 || d == 1: return .bool(d == 1)
         case .string(let text):
-            switch text.trimmingCharacters(in: .whitespaces).lowercased() {
+            switch text.trimmingCharacters(in: .whitespacesAndNewlines).lowercased() {
             case "true", "1": return .bool(true)
             case "false", "0": return .bool(false)
             default: throw Failure(description: "not true or false")
