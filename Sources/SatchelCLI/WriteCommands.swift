@@ -7,7 +7,9 @@ struct ImportCommand: ParsableCommand {
         commandName: "import",
         abstract: "Load a JSON array or JSON-lines file of objects into a model.",
         discussion: """
-            The file is checked whole before anything is written: a malformed file changes nothing. Objects are \
+            The file is checked whole before anything is written: a malformed file changes nothing. A file another \
+            process changes meanwhile is refused, saying how many of its items were written (none, when it changed \
+            while it was checked). Objects are \
             then written in batches, each one transaction. An object with an "object" id replaces the stored one; \
             one whose attributes are all null (or that has none but its id) deletes it, as every write does, and \
             counts among the N of "imported N": the items the file held.

@@ -36,6 +36,38 @@ struct ImportTests {
         }
     }
 
+    @Test(
+        "a file that changes while it is imported (cut, or grown, by another process) is an io error saying how much was written; what was not checked is never written (found by a black-box probe)",
+        arguments: ["cut", "grown"])
+    func fileChangedWhileImported(_ change: String) throws {
+        try withTemporaryStore { store in
+            let directory = TemporaryDirectory()
+            let lines = (0..<3000).map { #"{"object":"i\#($0)","n":\#($0)}"# }
+            let url = write(lines.joined(separator: "\n") + "\n", to: directory)
+            let model = try store.model("M")
+            let error = #expect(throws: SatchelError.self) {
+                try store.importObjects(from: url, into: model, batchSize: 1000) { progress in
+                    guard progress.phase == .writing, progress.batches == 1 else { return }
+                    let handle = try! FileHandle(forWritingTo: url)
+                    if change == "cut" {
+                        try! handle.truncate(atOffset: UInt64(lines.prefix(2500).joined(separator: "\n").utf8.count + 5))
+                    } else {
+                        try! handle.seekToEnd()
+                        try! handle.write(contentsOf: Data(#"{"object":"unchecked","n":-1}"#.utf8 + [10]))
+                    }
+                    try! handle.close()
+                }
+            }
+            #expect(error?.code == .io && error?.message.contains("changed while it was imported") == true, "\(String(describing: error))")
+            // How much was written depends on how far the reading thread was (it reads ahead);
+            // the message says it, and nothing unchecked is among it.
+            #expect(error?.message.contains("items were written") == true, "\(String(describing: error))")
+            #expect(try model.count() <= 3000)
+            #expect(try model.find("unchecked") == nil)
+            #expect(try store.verify().isHealthy)
+        }
+    }
+
     @Test("a JSON array and JSON lines both import; given ids are kept")
     func formats() throws {
         let directory = TemporaryDirectory()
@@ -183,7 +215,11 @@ struct ImportTests {
                         try? Data(changed.joined(separator: "\n").utf8).write(to: url)
                     }
                 }
-            } throws: { ($0 as? SatchelError)?.code == .schemaViolation }
+            } throws: { error in
+                // Said as a change of the file, not as a refusal of it (a black-box probe).
+                let error = error as? SatchelError
+                return error?.code == .io && error?.message.contains("changed while it was imported: its first 29000 items") == true
+            }
             let stored = try #require(try Self.storedStatistics(store, "Note"))
             let inMemory = try store.entry("Note").statistics
             #expect(!stored.recountDue && stored.objects == 29_000 && stored == inMemory)

@@ -26,7 +26,10 @@ public struct ImportProgress: Sendable {
 extension Store {
     /// Imports a JSON array, or JSON lines, of objects into `model`, streaming the file.
     ///
-    /// The file is read twice. The first pass checks every item (well-formed JSON, an object,
+    /// The file is read twice, and must not change in between: one that does (its size, its
+    /// modification time) is refused, with nothing written when it changed during the check,
+    /// and with the number of items written when it changed during the writing.
+    /// The first pass checks every item (well-formed JSON, an object,
     /// a string `object` id when given, the model's fixed schema) and writes nothing, so a
     /// malformed file leaves the store unchanged. The second pass writes the items in batches of
     /// `batchSize`, each batch one transaction: an interrupted import leaves only whole batches.
@@ -52,11 +55,18 @@ extension Store {
         let totalBytes = (try? FileManager.default.attributesOfItem(atPath: url.path)[.size] as? Int) ?? 0
         var state = ImportProgress(phase: .validating, items: 0, totalItems: nil, bytesRead: 0, totalBytes: totalBytes, batches: 0)
 
-        // Pass 1: check everything; write nothing.
+        // Pass 1: check everything; write nothing. The file must then stay as it was: one that
+        // changes between the passes would write what was not checked (a black-box probe: an
+        // import wrote most of a file another process changed, then failed as if refused).
+        let checkedVersion = FileSystem.version(of: url.path)
         let total = try Self.checkImportItems(of: url, definition: definition) { items, bytesRead in
             state.items = items
             state.bytesRead = bytesRead
             progress?(state)
+        }
+        func changed(_ written: Int) -> Bool { FileSystem.version(of: url.path) != checkedVersion || written > total }
+        if changed(0) {
+            throw SatchelError(.io, "\(url.path) changed while it was checked: nothing was written; import it once it stops changing")
         }
 
         // Pass 2: write whole batches, each item through `put` (which checks it as every write
@@ -74,7 +84,31 @@ extension Store {
         try markRecount(model.name, due: true)
         // After a failure; after the end, a no-op (the record is unmarked already).
         defer { try? markRecount(model.name, due: false) }
+        do {
+            try writeBatches(reader, total: total, into: model, state: &state, progress: progress)
+        } catch {
+            guard changed(state.items) else { throw error }
+            throw SatchelError(
+                .io,
+                "\(url.path) changed while it was imported: its first \(state.items) items were written, and the rest not; import it again once it stops changing"
+            )
+        }
+        if changed(state.items) {
+            throw SatchelError(.io, "\(url.path) changed while it was imported: its \(state.items) items were written; import it again once it stops changing")
+        }
+        try markRecount(model.name, due: false)
+        return state.items
+    }
+
+    /// The writing pass of an import: `reader`'s batches into `model`, stopping at the `total`
+    /// items checked (more is a file that grew since).
+    private func writeBatches(
+        _ reader: BatchReader, total: Int, into model: Model, state: inout ImportProgress, progress: ((ImportProgress) -> Void)?
+    ) throws {
         while var batch = try reader.next() {
+            guard state.items + batch.objects.count <= total else {
+                throw SatchelError(.io, "the file holds more items than were checked")
+            }
             // A batch whose ids come in order (an export's do) looks for its objects in key
             // order, through an iterator: most are new, and past the last key each costs a
             // comparison instead of a lookup.
@@ -105,8 +139,6 @@ extension Store {
             reader.recycle(batch)
             progress?(state)
         }
-        try markRecount(model.name, due: false)
-        return state.items
     }
 
     /// The first pass of an import: reads every item of the file at `url` and checks it against

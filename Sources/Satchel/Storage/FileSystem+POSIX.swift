@@ -91,6 +91,16 @@ extension FileSystem {
     /// Whether something (a file, a directory, a link's target) is at `path`.
     static func exists(_ path: String) -> Bool { isDirectory(path) != nil }
 
+    /// What tells that the file at `path` changed: its device and inode, size and modification
+    /// time (to the nanosecond where the file system keeps it); nil when it cannot be read.
+    static func version(of path: String) -> [Int]? {
+        var status = stat()
+        guard stat(path, &status) == 0 else { return nil }
+        return [
+            Int(status.st_dev), Int(status.st_ino), Int(status.st_size), Int(status.st_mtim.tv_sec), Int(status.st_mtim.tv_nsec),
+        ]
+    }
+
     /// The permission bits of the file or directory at `path`, or nil when it does not exist.
     static func permissions(of path: String) -> Int? {
         var status = stat()
