@@ -93,7 +93,8 @@ extension SalesforceBackend {
                 guard !cursor.askedAgain else {
                     throw SyncError(
                         .protocolViolation,
-                        "\(what): the next page's URL answered no page of the query (HTTP \(locator.status)), again after the query was asked again: the sync stops there")
+                        "\(what): the next page's URL answered no page of the query (HTTP \(locator.status)), again after the query was asked again: the sync stops there"
+                    )
                 }
                 cursor.next = nil
                 cursor.askedAgain = true

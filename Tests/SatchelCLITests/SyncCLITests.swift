@@ -100,7 +100,8 @@ struct SyncCLITests {
         let server = InMemoryBackend()
         for i in 0..<12 { await server.put("Product", ["name": .string("P\(i)")], id: "p\(i)") }
         try Data(await server.savedState().jsonBytes).write(to: URL(fileURLWithPath: setup.serverFile))
-        let killed = try await setup.sync(["--user", "ann", "--password", "pw", "--page-size", "5", "--model", "Product"], environment: ["SATCHEL_KILL_AT": "before-pull:2"])
+        let killed = try await setup.sync(
+            ["--user", "ann", "--password", "pw", "--page-size", "5", "--model", "Product"], environment: ["SATCHEL_KILL_AT": "before-pull:2"])
         #expect(killed.status == SIGKILL, "\(killed.stderr)")
         let lines = try killed.lines.map { try JSONObject(parsing: $0) }
         #expect(lines.contains { $0["status"] == "inProgress" && $0["processed"] == 5 }, "\(killed.stdout)")

@@ -233,7 +233,8 @@ struct BackupTests {
         let backupLock = try #require(try FileSystem.lock(directory.child("c") + ".incomplete.lock"))
         let refusedBackup = #expect(throws: SatchelError.self) { try store.backup(to: directory.child("c")) }
         #expect(refusedBackup?.code == .locked)
-        #expect(!FileManager.default.fileExists(atPath: directory.child("c")) && !FileManager.default.fileExists(atPath: directory.child("c.incomplete")))
+        #expect(
+            !FileManager.default.fileExists(atPath: directory.child("c")) && !FileManager.default.fileExists(atPath: directory.child("c.incomplete")))
         FileSystem.unlock(backupLock)
         try store.backup(to: directory.child("c"))
         try store.close()

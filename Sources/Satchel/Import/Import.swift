@@ -94,7 +94,8 @@ extension Store {
             )
         }
         if changed(state.items) {
-            throw SatchelError(.io, "\(url.path) changed while it was imported: its \(state.items) items were written; import it again once it stops changing")
+            throw SatchelError(
+                .io, "\(url.path) changed while it was imported: its \(state.items) items were written; import it again once it stops changing")
         }
         try markRecount(model.name, due: false)
         return state.items
