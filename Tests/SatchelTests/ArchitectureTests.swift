@@ -79,7 +79,7 @@ struct ArchitectureTests {
         }
     }
 
-    @Test("the core's package surface is at most 31 declarations, and the seam's drawing names each")
+    @Test("the core's package surface is at most 32 declarations, and the seam's drawing names each")
     func packageSurface() throws {
         let text = try Self.document()
         let seam = try #require(
@@ -97,7 +97,7 @@ struct ArchitectureTests {
                 names.append(name)
             }
         }
-        #expect(names.count <= 31, "\(names.count) package declarations: \(names)")
+        #expect(names.count <= 32, "\(names.count) package declarations: \(names)")
         for name in Set(names) { #expect(seam.contains(name), "the seam's drawing does not name \(name)") }
     }
 
