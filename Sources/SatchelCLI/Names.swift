@@ -29,10 +29,6 @@ enum Names {
         return Field(components: [name])
     }
 
-    /// `text` cut at each comma outside double quotes (`a,"b,c"` is `a` and `"b,c"`), for the
-    /// options that list attributes.
-    static func list(_ text: String) -> [String] { Field.list(text) }
-
     /// `names`, the nearest to `name` first (by edit distance, letter case aside; ties by name).
     static func nearestFirst(to name: String, among names: [String]) -> [String] {
         names.map { (name: $0, distance: distance(name.lowercased(), $0.lowercased())) }

@@ -71,7 +71,7 @@ struct FindCommand: ParsableCommand {
         var condition = try WhereExpression.condition(conditions)
         if let id { condition = Field.id == .string(id) && condition }
         let sortKeys = try order.map(Self.sortKey)
-        let projection = try select.map { try Names.list($0).map { try Names.path($0) } }
+        let projection = try select.map { try Field.list($0).map { try Names.path($0) } }
         var query = Query(where: condition, order: sortKeys, limit: limit, offset: offset, select: projection)
         query.requiresIndex = requireIndex
         return query
@@ -215,7 +215,7 @@ struct IndexCommand: ParsableCommand {
             text.removeLast(2)
             elementIndex = true
         }
-        let names = Names.list(text)
+        let names = Field.list(text)
         guard !text.isEmpty, !names.contains(where: \.isEmpty) else {
             // A usage error, as an empty name is wherever a path goes.
             throw ValidationError(

@@ -156,6 +156,11 @@ struct MigrationPathTests {
         #expect(try model.count(where: Field(components: ["a.b"]) == 5) == 1)
         try store.migrate([Migration("rename", model: "M", steps: [.rename(#""a.b""#, to: #""c.d""#), .remove(#""n.m""#)])])
         #expect(try model.find("o1")?.attributes == ["c.d": 5, "a": ["b": "7"]])
+        // Quotes around no name, or around what is no JSON string, are refused, not taken as a name.
+        for wrong in [#""""#, #""a"b""#] {
+            let error = #expect(throws: SatchelError.self) { try store.migrate([Migration("bad", model: "M", steps: [.remove(wrong)])]) }
+            #expect(error?.code == .invalidArgument, "\(wrong)")
+        }
         #expect(try store.verify().isHealthy)
     }
 

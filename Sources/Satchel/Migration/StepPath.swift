@@ -12,9 +12,12 @@ struct StepPath {
     ///   `object`.
     init(_ text: String) throws(SatchelError) {
         self.text = text
-        if text.hasPrefix("\""), let named = Field(written: text) {
+        if text.hasPrefix("\"") {
             // One attribute's name written as a JSON string, whatever it holds, as the CLI's
             // options read it (a black-box probe: `"a.b"` was taken with its quotes).
+            guard let named = Field(written: text) else {
+                throw SatchelError(.invalidArgument, "\(text) is not an attribute's name in double quotes: write it as a JSON string, as in \"a.b\"")
+            }
             field = named
         } else {
             // A top-level name (most steps) is not split: a step's path is taken per object.
