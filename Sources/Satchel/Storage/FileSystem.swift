@@ -5,6 +5,22 @@ import Foundation
 /// two directories (a restore swaps the restored copy in), making a rename durable, and (in
 /// FileSystem+POSIX.swift) the few calls every open makes.
 enum FileSystem {
+    /// Takes the lock on the file at `path` for one whole-store operation (a restore, a
+    /// conversion, a backup into a place), making its directory when missing; throws `refused`
+    /// when another holder has it. ``release(_:at:)`` gives it back and removes the file.
+    static func hold(_ path: String, refused: @autoclosure () -> SatchelError) throws(SatchelError) -> Int32 {
+        try? FileManager.default.createDirectory(
+            atPath: URL(fileURLWithPath: path).deletingLastPathComponent().path, withIntermediateDirectories: true)
+        guard let descriptor = try lock(path) else { throw refused() }
+        return descriptor
+    }
+
+    /// Gives back a lock ``hold(_:refused:)`` took on the file at `path`, which goes.
+    static func release(_ descriptor: Int32, at path: String) {
+        try? FileManager.default.removeItem(atPath: path)
+        unlock(descriptor)
+    }
+
     /// Exchanges the directories at `a` and `b` in one step: at every moment each path holds
     /// one of the two, whole.
     static func exchange(_ a: String, _ b: String) throws(SatchelError) {

@@ -75,15 +75,9 @@ extension Store {
         // removed or renamed the other's copy, and one said it had made a copy that did not
         // open, or held the other store).
         let lockPath = partial + ".lock"
-        try? fileManager.createDirectory(
-            atPath: URL(fileURLWithPath: target).deletingLastPathComponent().path, withIntermediateDirectories: true)
-        guard let lock = try FileSystem.lock(lockPath) else {
-            throw SatchelError(.locked, "another backup is being made into \(destination): nothing was copied")
-        }
-        defer {
-            try? fileManager.removeItem(atPath: lockPath)
-            FileSystem.unlock(lock)
-        }
+        let lock = try FileSystem.hold(
+            lockPath, refused: SatchelError(.locked, "another backup is being made into \(destination): nothing was copied"))
+        defer { FileSystem.release(lock, at: lockPath) }
         if fileManager.fileExists(atPath: fresh) {
             let entries = (try? fileManager.contentsOfDirectory(atPath: fresh)) ?? []
             // Nothing, the marker, or what an earlier version killed while writing the marker
@@ -296,17 +290,11 @@ extension Store {
         // decrypt, rekey), of the same store holds the lock they share (a black-box probe: two
         // restores at once left a store that did not open, and an encrypt run beside a restore
         // put the old store back, both saying they had done their work).
+        // (A store restored where none was may be made in a new directory, as its copy is.)
         let lockPath = conversionLock(target)
-        // A store restored where none was may be made in a new directory, as its copy is.
-        try? fileManager.createDirectory(
-            atPath: URL(fileURLWithPath: target).deletingLastPathComponent().path, withIntermediateDirectories: true)
-        guard let lock = try FileSystem.lock(lockPath) else {
-            throw SatchelError(.locked, "the store at \(path) is being restored or converted by another process: nothing was restored")
-        }
-        defer {
-            try? fileManager.removeItem(atPath: lockPath)
-            FileSystem.unlock(lock)
-        }
+        let lock = try FileSystem.hold(
+            lockPath, refused: SatchelError(.locked, "the store at \(path) is being restored or converted by another process: nothing was restored"))
+        defer { FileSystem.release(lock, at: lockPath) }
         let existing = fileManager.fileExists(atPath: target, isDirectory: &isDirectory)
         if existing {
             // Only a store (or an empty directory) is replaced: a mistyped path to anything else

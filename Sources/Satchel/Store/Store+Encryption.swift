@@ -105,15 +105,12 @@ extension Store {
         }
         let staging = conversionStaging(target)
         let lockPath = conversionLock(target)
-        guard let lock = try FileSystem.lock(lockPath) else {
-            throw SatchelError(.locked, "the store at \(path) is being converted (encrypt, decrypt or rekey) or restored by another process")
-        }
-        defer {
-            // When the conversion failed, the copy went (or is left for the next open, which
-            // finds no lock held and removes it).
-            try? FileManager.default.removeItem(atPath: lockPath)
-            FileSystem.unlock(lock)
-        }
+        let lock = try FileSystem.hold(
+            lockPath,
+            refused: SatchelError(.locked, "the store at \(path) is being converted (encrypt, decrypt or rekey) or restored by another process"))
+        // When the conversion failed, the copy went (or is left for the next open, which finds
+        // no lock held and removes it).
+        defer { FileSystem.release(lock, at: lockPath) }
         try removeConversionLeftovers(target, holdingLock: true)
 
         var sourceConfiguration = configuration
