@@ -91,13 +91,7 @@ extension SyncEngine {
                 }
                 try Self.applyUpserts(
                     upserts, to: model, modelConfiguration: modelConfiguration, blobs: blobs, tx: tx, notification: &notification)
-                if owingFullPull {
-                    var owed = try tx.syncState(model)
-                    if !owed.fullPullPending {
-                        owed.fullPullPending = true
-                        try tx.setSyncState(model, owed)
-                    }
-                }
+                if owingFullPull { try tx.owesFullPull(model, true) }
                 return notification
             }
         }

@@ -416,15 +416,11 @@ public actor SyncEngine {
         if !report.schemaChanged { emit(.sync(SyncNotification(status: .ok, model: definition.name, processedCount: report.pulled - pulledBefore))) }
     }
 
-    /// Records durably whether `model`'s next pull must be a full one.
+    /// Records durably whether `model`'s next pull must be a full one (the transaction's
+    /// `owesFullPull(_:_:)`, in a batch of its own).
     func owesFullPull(_ model: Model, _ owed: Bool) throws {
         try storage {
-            try store.bulkUpdate { tx in
-                var state = try tx.syncState(model)
-                guard state.fullPullPending != owed else { return }
-                state.fullPullPending = owed
-                try tx.setSyncState(model, state)
-            }
+            try store.bulkUpdate { tx in try tx.owesFullPull(model, owed) }
         }
     }
 
@@ -541,5 +537,16 @@ public actor SyncEngine {
         PullRequest(
             model: definition, cursor: cursor, pageSize: configuration.pageSize, session: session, configuration: modelConfiguration,
             metadata: metadata)
+    }
+}
+
+extension Transaction {
+    /// Records in this batch whether `model`'s next pull must be a full one (nothing is written
+    /// when it already says so).
+    func owesFullPull(_ model: Model, _ owed: Bool) throws {
+        var state = try syncState(model)
+        guard state.fullPullPending != owed else { return }
+        state.fullPullPending = owed
+        try setSyncState(model, state)
     }
 }

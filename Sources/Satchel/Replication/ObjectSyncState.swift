@@ -236,4 +236,16 @@ extension Transaction {
         try buffer.claim(partition, model: model.name)
         buffer.put(Keys.syncState(model.name), state.json.jsonBytes)
     }
+
+    /// Owes `model` a full pull when it synced before (a cursor, or a first pull complete):
+    /// what a repair that lost objects, and a restore, leave it. Returns whether it is owed one.
+    func oweFullPullIfSynced(_ model: Model) throws -> Bool {
+        var state = try syncState(model)
+        guard state.cursor != nil || state.initialSyncComplete else { return false }
+        if !state.fullPullPending {
+            state.fullPullPending = true
+            try setSyncState(model, state)
+        }
+        return true
+    }
 }

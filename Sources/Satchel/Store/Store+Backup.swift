@@ -379,11 +379,7 @@ extension Store {
         for definition in models where definition.syncType != .none && definition.partition != .local {
             let model = try self.model(definition.name)
             try bulkUpdate { tx in
-                var state = try tx.syncState(model)
-                if (state.cursor != nil || state.initialSyncComplete) && !state.fullPullPending {
-                    state.fullPullPending = true
-                    try tx.setSyncState(model, state)
-                }
+                _ = try tx.oweFullPullIfSynced(model)
                 for (id, records) in try tx.objectSyncStates(of: model) {
                     guard let change = records.pending, change.kind != .delete else { continue }
                     var sent = change.sentValues

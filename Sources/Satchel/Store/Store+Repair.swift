@@ -256,14 +256,7 @@ extension Store {
             report.objectsLost.append((name.name, before, entry.statistics.objects))
             guard entry.definition.syncType != .none, entry.definition.partition != .local else { continue }
             let model = Model(store: self, name: name.name)
-            let scheduled = try bulkUpdate { tx -> Bool in
-                var state = try tx.syncState(model)
-                guard state.cursor != nil || state.initialSyncComplete else { return false }
-                state.fullPullPending = true
-                try tx.setSyncState(model, state)
-                return true
-            }
-            if scheduled { report.fullPullsScheduled.append(name.name) }
+            if try bulkUpdate({ tx in try tx.oweFullPullIfSynced(model) }) { report.fullPullsScheduled.append(name.name) }
         }
     }
 
