@@ -7,13 +7,12 @@ enum Names {
     /// name along it (`a..b`, `.a`, `a.`), or `[]` anywhere but at the end of a name
     /// (`items[]product`), are mistakes, never a question about such a name. Written as a JSON
     /// string (`"unit price"`, `"a.b"`), `text` is one attribute's name, whatever it holds
-    /// (``attribute(_:)``): so a name with a dot, a space, a comma or an operator is reached.
+    /// (``attribute(_:)``): so a name with a dot, a space, a comma or an operator is reached (not
+    /// one ending in `[]`, which a path reads as an array's elements: refused).
     static func path(_ text: String) throws(ValidationError) -> Field {
         if text.hasPrefix("\"") {
             if text == "\"\"" { return try attribute("") }
-            guard let field = Field(written: text) else {
-                throw ValidationError("\(text) is not a name in double quotes: write it as a JSON string, as in \"unit price\"")
-            }
+            guard let field = Field(written: text) else { throw ValidationError(Field.unwritten(text)) }
             return field
         }
         let field = Field(text)
@@ -23,10 +22,14 @@ enum Names {
         return field
     }
 
-    /// The attribute named `name`, one name even when it holds a dot or ends in `[]`.
+    /// The attribute named `name`, one name even when it holds a dot; one ending in `[]` is
+    /// refused (a path reads that as an array's elements: a black-box probe found `"i[]"=2`
+    /// asked of the elements of `i`).
     static func attribute(_ name: String) throws(ValidationError) -> Field {
         guard !name.isEmpty else { throw ValidationError("\"\" names no attribute: an attribute's name is not empty") }
-        return Field(components: [name])
+        let written = String(decoding: JSONValue.string(name).jsonBytes, as: UTF8.self)
+        guard let field = Field(written: written) else { throw ValidationError(Field.unwritten(written)) }
+        return field
     }
 
     /// `names`, the nearest to `name` first (by edit distance, letter case aside; ties by name).

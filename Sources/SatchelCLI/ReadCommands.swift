@@ -14,7 +14,7 @@ struct FindCommand: ParsableCommand {
             VALUE is read as JSON when it parses, else as a string; a VALUE that is empty or holds spaces, parentheses, \
             commas, operator characters or those words is written in double quotes (name="" or name="Acme or not"). \
             A mistake names its column. Several --where are and-ed. Attribute paths may reach into objects with dots \
-            (address.city); an attribute's name written as a JSON string is that one name, whatever it holds \
+            (address.city); an attribute's name written as a JSON string is that one name, whatever it holds but a [] at its end \
             ("a.b"=8, "unit price"<10, "in" exists), in every option that takes a path. --order takes ATTR, ATTR:asc or ATTR:desc. --id of a missing object prints one line on \
             stderr and exits 1 (with --count it prints 0). A model the store does not have is an error. --include (with --id) prints the object \
             with the named associations resolved into nested objects (customer, items, customer.address; an id whose \

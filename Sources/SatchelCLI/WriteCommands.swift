@@ -204,7 +204,7 @@ struct MigrateCommand: ParsableCommand {
             "string|number|integer|boolean"}, {"createIndex": "a,b"} (a[] or a path into arrays such as items[].sku for an array-element index; "keysOnly": true), \
             {"dropIndex": "a,b"}, {"schema": {"a": "string", …}} or {"schema": null}. A step's attribute is a path as in \
             queries: "address.city" (a nested object), "items[].qty" (each element of an array), or one attribute's \
-            name written as a JSON string, whatever it holds ("\\"a.b\\""); a rename stays within the object that holds it. convert: to string, any value becomes its JSON text; to number, a string holding \
+            name written as a JSON string, whatever it holds but a [] at its end ("\\"a.b\\""); a rename stays within the object that holds it. convert: to string, any value becomes its JSON text; to number, a string holding \
             a JSON number (a leading + allowed); to integer, a whole number within 64 bits or a string of digits \
             ("-12", "+5"); to boolean, "true"/"false" (any case), "1"/"0", 1/0; a string is read without the white \
             space around it; a null or missing value stays so. \

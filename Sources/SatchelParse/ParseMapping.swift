@@ -272,13 +272,18 @@ public enum ParseMapping {
     /// inside `a`); an object with a member `__op`, at any depth, which Parse applies as an
     /// operator (`{"__op":"Increment","amount":5}` adds 5); or an attribute's value of a
     /// `__type` the pull reads as another value (a `Date`, `Pointer`, `Object` or `File`
-    /// wrapper comes back a string). Sent, the next pull would bring back what Parse made of it
-    /// in place of what was written (a black-box probe). Other types (`GeoPoint`, `Bytes`,
-    /// `Polygon`), and wrappers inside a value, come back as they went.
+    /// wrapper comes back a string), or an array of `Pointer` or `Object` wrappers of one class
+    /// (it comes back the ids): whatever the pull (``read(_:attribute:into:)``) would read as
+    /// another value. Sent, the next pull would bring back what Parse made of it in place of what
+    /// was written (black-box probes). Other types (`GeoPoint`, `Bytes`, `Polygon`), and
+    /// wrappers deeper inside a value, come back as they went.
     static func reserved(_ attributes: JSONObject) -> String? {
         for (name, value) in attributes {
             if name.contains(".") { return "\(name): Parse reads a dot in a field name as a path into an object; rename the attribute" }
-            if let type = value["__type"]?.stringValue, ["Date", "Pointer", "Object", "File"].contains(type) {
+            if case .array = value, pulled(value, attribute: name) != value {
+                return "\(name): an array of Pointer or Object wrappers, which the next pull would read as their ids; write the ids themselves"
+            }
+            if let type = value["__type"]?.stringValue, pulled(value, attribute: name) != value {
                 return "\(name): a \(type) wrapper, which the next pull would read as a string; write the value itself (a date's ISO text, an id)"
             }
             if holdsOperator(value) {
@@ -286,6 +291,12 @@ public enum ParseMapping {
             }
         }
         return nil
+    }
+
+    /// `value`, an attribute's, as a pull would store it.
+    private static func pulled(_ value: JSONValue, attribute: String) -> JSONValue {
+        var scratch = Decoded(object: ServerObject(id: "", attributes: JSONObject(), isWhole: true), updatedAt: "")
+        return read(value, attribute: attribute, into: &scratch)
     }
 
     private static func holdsOperator(_ value: JSONValue) -> Bool {

@@ -152,12 +152,14 @@ public final class SalesforceBackend: SyncBackend {
 
     /// A session for an access token the app already holds (and its refresh token, if any),
     /// named after the user the token belongs to (`/services/oauth2/userinfo`'s
-    /// `preferred_username`, else its `user_id`). Store it with ``SyncEngine/logIn(session:)``.
+    /// `preferred_username`, the user name a password login names too). Store it with
+    /// ``SyncEngine/logIn(session:)``.
     ///
     /// - Throws: ``SyncError`` `.unauthorized` when the org refuses the token; the error of any
     ///   other failed answer (a 503 is retryable), and `.protocolViolation` for an answer that
-    ///   names no user: a session named after no one, or a placeholder, would be taken for
-    ///   another user's, whose login wipes the unpushed changes.
+    ///   names no user name: a session named after no one, a placeholder, or the user's id (a
+    ///   `user_id` alone), would be taken for another user's, whose login wipes the unpushed
+    ///   changes.
     public func session(accessToken: String, refreshToken: String? = nil) async throws -> SyncSession {
         var data: JSONObject = [Self.tokenKey: .string(accessToken)]
         if let refreshToken { data[Self.refreshKey] = .string(refreshToken) }
@@ -174,9 +176,10 @@ public final class SalesforceBackend: SyncBackend {
         // for another user, wiped the unpushed changes).
         try check(answer, what)
         let info = try answer.json(what)
-        let named = [info["preferred_username"], info["user_id"]].lazy.compactMap { $0?.stringValue }.first { !$0.isEmpty }
-        guard let user = named else {
-            throw SyncError(.protocolViolation, "\(what): the answer names no user (no preferred_username or user_id): nothing was changed")
+        // The user's name, as a password login names the session: an id alone (`user_id`) names
+        // the same user otherwise, and would be taken for another (a black-box probe).
+        guard let user = info["preferred_username"]?.stringValue, !user.isEmpty else {
+            throw SyncError(.protocolViolation, "\(what): the answer names no user (no preferred_username): nothing was changed")
         }
         return SyncSession(user: user, data: data)
     }

@@ -90,6 +90,20 @@ struct SyncCLITests {
         #expect(second.status == 0, "\(second.stderr)")
         #expect(try await setup.serverObjects("Other").count == 2)
         #expect(try await setup.serverObjects("Product")["d1"]?["deep"] == (try JSONValue(parsing: deep)))
+        // Changed and deleted once synced: their pending changes keep such values a level down,
+        // and read back (a black-box probe: the store failed its check, and every sync after).
+        let changed = deep.replacingOccurrences(of: "1", with: "2")
+        #expect(try await setup.run(["update", "Product", "d1", #"{"deep":"# + changed + "}"]).status == 0)
+        #expect(try await setup.run(["put", "Product", #"{"object":"d2","deep":"# + deep + "}"]).status == 0)
+        #expect(try await setup.sync().status == 0)
+        #expect(try await setup.run(["delete", "Product", "d2"]).status == 0)
+        let check = try await setup.run(["check"])
+        #expect(check.status == 0, "\(check.stdout)\(check.stderr)")
+        let third = try await setup.sync()
+        #expect(third.status == 0, "\(third.stderr)")
+        let products = try await setup.serverObjects("Product")
+        #expect(products["d1"]?["deep"] == (try JSONValue(parsing: changed)))
+        #expect(products["d2"] == nil)
     }
 
     @Test(

@@ -253,5 +253,16 @@ struct WhereGrammarCLITests {
         // A keyword where an attribute goes says how to name one so.
         let keyword = try await CLI.run(["--db", db, "find", "W", "--where", "in=2"])
         #expect(keyword.status == 64 && keyword.stderr.contains(#""in""#), "\(keyword.stderr)")
+        // A name ending in [] is refused wherever a path goes: a path reads it as an array's
+        // elements (a black-box probe: `"i[]"=2` asked of the elements of `i`, and answered).
+        #expect(try await CLI.run(["--db", db, "put", "W", #"{"object":"w1","i[]":2,"i":[2,6]}"#]).status == 0)
+        let brackets = [
+            ["find", "W", "--where", #""i[]"=2"#], ["find", "W", "--select", #""i[]""#], ["find", "W", "--order", #""i[]""#],
+            ["index", "W", #""i[]""#], ["aggregate", "W", "--sum", #""i[]""#], ["aggregate", "W", "--count", "--group-by", #""i[]""#],
+        ]
+        for command in brackets {
+            let result = try await CLI.run(["--db", db] + command)
+            #expect(result.status == 64 && result.stderr.contains("ends in []") && result.stdout.isEmpty, "\(command): \(result.stdout)\(result.stderr)")
+        }
     }
 }

@@ -456,6 +456,8 @@ struct ParseBackendTests {
             ("deep", ["name": "N", "list": [1, ["inner": ["__op": "Delete"]]]], "list"),
             ("pointer", ["name": "Q", "ref": ["__type": "Pointer", "className": "Product", "objectId": "x"]], "ref"),
             ("dotted", ["name": "T", "a.b": 2], "a.b"),
+            ("pointers", ["name": "R", "refs": [["__type": "Pointer", "className": "Tag", "objectId": "t1"]]], "refs"),
+            ("objects", ["name": "O", "objs": [["__type": "Object", "className": "Tag", "objectId": "t2", "name": "z"]]], "objs"),
         ]
         for item in cases {
             var attributes = item.attributes
@@ -480,10 +482,12 @@ struct ParseBackendTests {
         try setup.device.store.resolve("Product", id, .rollback)
         let point: JSONValue = ["__type": "GeoPoint", "latitude": 40.0, "longitude": -30.0]
         let nested: JSONValue = ["at": ["__type": "Date", "iso": "2020-01-01T00:00:00.000Z"]]
-        try products.update(id, with: ["op": 6, "where": point, "meta": nested])
+        let mixed: JSONValue = [["__type": "Pointer", "className": "Tag", "objectId": "t1"], 3]
+        try products.update(id, with: ["op": 6, "where": point, "meta": nested, "mixed": mixed])
         #expect(try await setup.device.engine.sync().accepted == 1)
         #expect(try await setup.stored("Product", id)?["op"] == 6)
         #expect(try products.find(id)?["where"] == point && products.find(id)?["meta"] == nested, "as written, after the pull")
+        #expect(try products.find(id)?["mixed"] == mixed, "as written, after the pull")
     }
 
     @Test(

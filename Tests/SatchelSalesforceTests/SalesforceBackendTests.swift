@@ -592,6 +592,9 @@ struct SalesforceBackendTests {
         let answers: [(status: Int, body: String)] = [
             (503, busy), (500, busy), (429, busy), (404, #"[{"errorCode":"NOT_FOUND","message":"no"}]"#), (200, "{}"),
             (200, #"{"preferred_username":5}"#), (200, #"{"preferred_username":""}"#),
+            // The same user by id alone: no name to tell the user by (a black-box probe: taken
+            // for another user, its unpushed changes wiped).
+            (200, #"{"user_id":"005000000000001AAA"}"#), (200, #"{"preferred_username":null,"user_id":"005000000000001AAA"}"#),
         ]
         for (status, body) in answers {
             await setup.server.sabotageNext("GET", "/services/oauth2/userinfo", status: status, body: Data(body.utf8))

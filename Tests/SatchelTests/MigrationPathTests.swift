@@ -157,10 +157,14 @@ struct MigrationPathTests {
         try store.migrate([Migration("rename", model: "M", steps: [.rename(#""a.b""#, to: #""c.d""#), .remove(#""n.m""#)])])
         #expect(try model.find("o1")?.attributes == ["c.d": 5, "a": ["b": "7"]])
         // Quotes around no name, or around what is no JSON string, are refused, not taken as a name.
-        for wrong in [#""""#, #""a"b""#] {
+        for wrong in [#""""#, #""a"b""#, #""a[]""#] {
             let error = #expect(throws: SatchelError.self) { try store.migrate([Migration("bad", model: "M", steps: [.remove(wrong)])]) }
             #expect(error?.code == .invalidArgument, "\(wrong)")
         }
+        let brackets = #expect(throws: SatchelError.self) {
+            try store.migrate([Migration("bad", model: "M", steps: [try MigrationStep(json: ["createIndex": #""a[]""#])])])
+        }
+        #expect(brackets?.message.contains("ends in []") == true, "\(String(describing: brackets))")
         #expect(try store.verify().isHealthy)
     }
 

@@ -547,10 +547,11 @@ extension JSONObject {
     /// that keeps values of up to ``JSONValue/maxDepth`` levels inside levels of its own.
     ///
     /// - Throws: as ``init(parsing:)-(Sequence<UInt8>)``.
-    package init(parsing bytes: [UInt8], maximumDepth: Int) throws {
-        let result = bytes.withUnsafeBufferPointer { buffer in
+    package init(parsing bytes: some Sequence<UInt8>, maximumDepth: Int) throws {
+        let parse = { (buffer: UnsafeBufferPointer<UInt8>) in
             Result { () throws(JSONParser.Failure) in try JSONParser.parse(buffer, maxDepth: maximumDepth) }
         }
+        let result = bytes.withContiguousStorageIfAvailable(parse) ?? Array(bytes).withUnsafeBufferPointer(parse)
         let value: JSONValue
         switch result {
         case .success(let parsed): value = parsed
@@ -566,6 +567,13 @@ extension JSONObject {
     public init(parsing text: String) throws {
         var text = text
         self = try text.withUTF8 { try JSONObject(parsing: $0) }
+    }
+
+    /// Parses a stored record of the store's own that keeps an object's attributes (up to
+    /// ``JSONValue/maxDepth`` levels) one level down: a pending change, a change in flight, a
+    /// refused change.
+    init(parsingRecord bytes: some Sequence<UInt8>) throws {
+        try self.init(parsing: bytes, maximumDepth: JSONValue.maxDepth + 1)
     }
 }
 

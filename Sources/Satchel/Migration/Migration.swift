@@ -355,7 +355,13 @@ public enum MigrationStep: Sendable {
         let elements = text.hasSuffix("[]")
         let list = elements ? String(text.dropLast(2)) : text
         let written = Field.list(list)
-        let fields = written.map { Field(written: $0) ?? Field("") }
+        let fields = try written.map { text throws(SatchelError) in
+            guard let field = Field(written: text) else {
+                guard text.hasPrefix("\"") && text != "\"\"" else { return Field("") }
+                throw SatchelError(.invalidArgument, Field.unwritten(text))
+            }
+            return field
+        }
         guard !list.isEmpty, !fields.contains(where: { $0.description.isEmpty }) else {
             throw SatchelError(.invalidArgument, "name the index's attributes, e.g. \"brand\" or \"brand,price\"")
         }

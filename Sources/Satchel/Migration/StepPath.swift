@@ -15,9 +15,7 @@ struct StepPath {
         if text.hasPrefix("\"") {
             // One attribute's name written as a JSON string, whatever it holds, as the CLI's
             // options read it (a black-box probe: `"a.b"` was taken with its quotes).
-            guard let named = Field(written: text) else {
-                throw SatchelError(.invalidArgument, "\(text) is not an attribute's name in double quotes: write it as a JSON string, as in \"a.b\"")
-            }
+            guard let named = Field(written: text) else { throw SatchelError(.invalidArgument, Field.unwritten(text)) }
             field = named
         } else {
             // A top-level name (most steps) is not split: a step's path is taken per object.

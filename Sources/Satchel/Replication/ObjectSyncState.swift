@@ -56,7 +56,7 @@ struct SyncRecordsAccess {
             }
         }
         if !finishing, statistics.errors > 0, let bytes = try value(Keys.objectRecord(.error, model.name, id), stored.errors > 0) {
-            records.refusal = try RefusedChange(model: model.name, objectID: id, stored: try JSONObject(parsing: bytes))
+            records.refusal = try RefusedChange(model: model.name, objectID: id, stored: try JSONObject(parsingRecord: bytes))
         }
         records.version = try version(id)
         return records
@@ -91,7 +91,7 @@ struct SyncRecordsAccess {
         if statistics.errors > 0 {
             var errors: [(id: String, value: RefusedChange)] = []
             try each(.error) { id, value in
-                errors.append((id, try RefusedChange(model: model.name, objectID: id, stored: try JSONObject(parsing: value))))
+                errors.append((id, try RefusedChange(model: model.name, objectID: id, stored: try JSONObject(parsingRecord: value))))
             }
             merged = try Self.merge(merged, errors) { $0.refusal = $1 }
         }
@@ -120,7 +120,7 @@ struct SyncRecordsAccess {
     func inFlight() throws -> [(id: String, value: InFlightChange)] {
         var changes: [(id: String, value: InFlightChange)] = []
         guard statistics.inFlight > 0 else { return changes }
-        try each(.inFlight) { id, value in changes.append((id, try InFlightChange(json: try JSONObject(parsing: value)))) }
+        try each(.inFlight) { id, value in changes.append((id, try InFlightChange(json: try JSONObject(parsingRecord: value)))) }
         return changes
     }
 

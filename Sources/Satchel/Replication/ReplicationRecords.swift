@@ -81,7 +81,7 @@ public struct InFlightChange: Equatable, Sendable {
             self.init(kind: .create, attributes: JSONObject())
             return
         }
-        do { try self.init(json: try JSONObject(parsing: bytes)) } catch {
+        do { try self.init(json: try JSONObject(parsingRecord: bytes)) } catch {
             throw SatchelError(.corruption, "undecodable in-flight change")
         }
     }

@@ -116,7 +116,7 @@ struct StoredChange: Equatable {
         }
         let object: JSONObject
         do {
-            object = try JSONObject(parsing: bytes)
+            object = try JSONObject(parsingRecord: bytes)
         } catch {
             throw SatchelError(.corruption, "undecodable pending change: \(error)")
         }

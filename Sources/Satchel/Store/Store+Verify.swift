@@ -173,10 +173,10 @@ extension Store {
             do {
                 switch family {
                 case .inFlight:
-                    _ = try InFlightChange(json: try JSONObject(parsing: value))
+                    _ = try InFlightChange(json: try JSONObject(parsingRecord: value))
                     counted[name, default: StoredStatistics()].inFlight += 1
                 case .error:
-                    _ = try RefusedChange(model: name.name, objectID: id, stored: try JSONObject(parsing: value))
+                    _ = try RefusedChange(model: name.name, objectID: id, stored: try JSONObject(parsingRecord: value))
                     counted[name, default: StoredStatistics()].errors += 1
                 default:
                     _ = try JSONValue(parsing: value)
