@@ -262,7 +262,8 @@ struct WhereGrammarCLITests {
         ]
         for command in brackets {
             let result = try await CLI.run(["--db", db] + command)
-            #expect(result.status == 64 && result.stderr.contains("ends in []") && result.stdout.isEmpty, "\(command): \(result.stdout)\(result.stderr)")
+            #expect(
+                result.status == 64 && result.stderr.contains("ends in []") && result.stdout.isEmpty, "\(command): \(result.stdout)\(result.stderr)")
         }
     }
 }
