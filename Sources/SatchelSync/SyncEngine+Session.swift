@@ -193,14 +193,17 @@ extension SyncEngine {
     /// When what the server knew of this client is lost (a new client, another user): every
     /// model of the `user` and `app` partitions that synced before loses its cursor, and its next
     /// pull is a full one (so objects deleted on the server meanwhile go here too), even after a
-    /// crash; creates whose server id was to come in the lost client's pulls, and changes waiting
-    /// for those pulls to say whether they were carried out, are sent again.
+    /// crash. Changes waiting for the lost client's pulls to say whether they were carried out
+    /// are sent again. Changes the server took whose word was to come in those pulls stay: a
+    /// delete is done once the full pull is, and a create, whose link will not come, is kept as
+    /// unlinked for the app (``settleAfterPull(_:deletesOnly:)``), its object brought by the
+    /// full pull under the server's id — not made a second time (a black-box probe).
     func forgetServerPositions() throws {
         try storage {
             for definition in store.models where definition.syncType != .none && definition.partition != .local {
                 let model = try store.model(definition.name)
                 try store.bulkUpdate { tx in
-                    for (id, change) in try tx.changesInFlight(of: model) where change.state != .awaitingResult {
+                    for (id, change) in try tx.changesInFlight(of: model) where change.state == .awaitingPull {
                         try Self.requeue(model, id, tx)
                     }
                     var state = try tx.syncState(model)

@@ -705,6 +705,30 @@ struct RhoConnectAdapterTests {
         await setup.stop()
     }
 
+    @Test(
+        "an unknown client does not send again a create the server took whose link was lost: the full pull brings the server's object, and the create waits as unlinked for the app (found by a black-box probe: it was made twice)"
+    )
+    func unknownClientKeepsATakenCreate() async throws {
+        var setup = try await Setup()
+        try await setup.device.engine.sync()
+        try setup.products.create(["object": "offline", "name": "Offline"])
+        // The push is taken; the page carrying its link is lost, and the server forgets the client.
+        setup.faults.inject(.dropAnswer, on: .pull)
+        await #expect(throws: SyncError.self) { try await setup.device.engine.sync() }
+        setup.device = try await setup.device.reopened(backend: setup.faults, models: [Self.product])
+        await setup.server.forgetClients()
+        let report = try await setup.device.engine.sync()
+        #expect(report.clientWasReset)
+        #expect(await setup.server.objects("Product", user: "ann").values.filter { $0["name"] == "Offline" }.count == 1, "made once")
+        let unlinked = try #require(try setup.device.store.refusedChanges(model: "Product").first)
+        #expect(unlinked.objectID == "offline" && unlinked.code == "noLink", "\(unlinked)")
+        try setup.device.store.resolve("Product", "offline", .delete)
+        try await setup.device.engine.sync()
+        #expect(await setup.server.objects("Product", user: "ann").values.filter { $0["name"] == "Offline" }.count == 1)
+        try await setup.expectMatchesServer()
+        await setup.stop()
+    }
+
     @Test("schema-changed stops the sync and is acknowledged")
     func schemaChanged() async throws {
         let setup = try await Setup()
