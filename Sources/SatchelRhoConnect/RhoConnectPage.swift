@@ -175,7 +175,7 @@ struct RhoConnectPage: Equatable {
                 }
             }
         }
-        return ServerObject(id: id, attributes: plain, isWhole: false, blobURLs: urls)
+        return ServerObject(id: id, attributes: plain, isWhole: false, blobURLs: urls, valuesAsText: true)
     }
 
     /// `image-rhoblob` → `image`; other names as they are.

@@ -249,13 +249,35 @@ public struct ServerObject: Sendable, Hashable {
     public var version: JSONValue?
     /// Blob attributes whose value is a URL to download (attribute → URL).
     public var blobURLs: [String: String]
+    /// Whether the server keeps every value as a string (RhoConnect): a string attribute that is
+    /// the JSON text of the value stored here (a number, a boolean, an array or an object this
+    /// device wrote, sent as text) is that value, and the stored one is kept with its type.
+    public var valuesAsText: Bool
 
-    public init(id: String, attributes: JSONObject, isWhole: Bool = true, version: JSONValue? = nil, blobURLs: [String: String] = [:]) {
+    public init(
+        id: String, attributes: JSONObject, isWhole: Bool = true, version: JSONValue? = nil, blobURLs: [String: String] = [:],
+        valuesAsText: Bool = false
+    ) {
         self.id = id
         self.attributes = attributes
         self.isWhole = isWhole
         self.version = version
         self.blobURLs = blobURLs
+        self.valuesAsText = valuesAsText
+    }
+
+    /// The object with each string attribute that is the JSON text of `stored`'s value of the
+    /// same name (not itself a string) replaced by that value.
+    func keepingTypes(of stored: JSONObject) -> ServerObject {
+        var kept = self
+        for (name, value) in attributes {
+            guard case .string(let text) = value, let local = stored[name] else { continue }
+            switch local {
+            case .string, .null: continue
+            default: if text.utf8.elementsEqual(local.jsonBytes) { kept.attributes[name] = local }
+            }
+        }
+        return kept
     }
 }
 

@@ -453,8 +453,11 @@ extension SyncEngine {
         _ objects: [ServerObject], to model: Model, modelConfiguration: ModelSyncConfiguration, blobs: [String: [String: String]], quiet: Bool,
         taken: Bool, tx: Transaction, notification: inout ChangeSet
     ) throws {
-        for object in objects {
+        for var object in objects {
             let old = try tx.find(object.id, in: model)?.attributes
+            // A value this device wrote, sent back as text, keeps its type here (a black-box
+            // probe: the echo of an update made its numbers strings).
+            if object.valuesAsText, let old { object = object.keepingTypes(of: old) }
             let objectBlobs = blobs[object.id] ?? [:]
             if taken && object.isWhole && objectBlobs.isEmpty {
                 assert(

@@ -90,6 +90,31 @@ struct RhoConnectAdapterTests {
         await setup.stop()
     }
 
+    @Test(
+        "a property bag's values written here keep their types when the server sends them back as text (the echo of an update, a full pull); the server holds strings (found by a black-box probe: the echo made them strings)"
+    )
+    func echoKeepsTypes() async throws {
+        let setup = try await Setup()
+        try await setup.device.engine.sync()
+        let written: JSONObject = ["price": 6, "ok": true, "tags": ["c"], "size": ["w": 2]]
+        try setup.products.update("4", with: written)
+        try setup.products.create(["object": "new", "name": "New", "price": 7.5])
+        try await setup.device.engine.sync()
+        let server = await setup.server.objects("Product", user: "ann")
+        #expect(server["4"]?["price"] == "6" && server["4"]?["ok"] == "true" && server["4"]?["tags"] == #"["c"]"#, "\(String(describing: server["4"]))")
+        for (name, value) in written { #expect(try setup.products.find("4")?[name] == value, "\(name)") }
+        let created = try #require(try setup.products.findFirst(where: "name" == "New"))
+        try await setup.device.engine.sync(mode: .full)
+        for (name, value) in written { #expect(try setup.products.find("4")?[name] == value, "\(name), after a full pull") }
+        #expect(try setup.products.find(created.id)?["price"] == 7.5, "after a full pull")
+        #expect(try setup.products.count(where: "price" == 6) == 1)
+        // A value changed on the server is the server's string.
+        await setup.server.update("Product", user: "ann", id: "4", ["price": "9"])
+        try await setup.device.engine.sync()
+        #expect(try setup.products.find("4")?["price"] == "9")
+        await setup.stop()
+    }
+
     @Test("a fixed-schema model reads the strings as its declared types")
     func typedValues() async throws {
         let typed = ModelDefinition(name: "Product", kind: .fixedSchema(["name": .string, "brand": .string, "price": .number]))
