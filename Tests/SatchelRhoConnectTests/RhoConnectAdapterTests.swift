@@ -101,7 +101,8 @@ struct RhoConnectAdapterTests {
         try setup.products.create(["object": "new", "name": "New", "price": 7.5])
         try await setup.device.engine.sync()
         let server = await setup.server.objects("Product", user: "ann")
-        #expect(server["4"]?["price"] == "6" && server["4"]?["ok"] == "true" && server["4"]?["tags"] == #"["c"]"#, "\(String(describing: server["4"]))")
+        #expect(
+            server["4"]?["price"] == "6" && server["4"]?["ok"] == "true" && server["4"]?["tags"] == #"["c"]"#, "\(String(describing: server["4"]))")
         for (name, value) in written { #expect(try setup.products.find("4")?[name] == value, "\(name)") }
         let created = try #require(try setup.products.findFirst(where: "name" == "New"))
         try await setup.device.engine.sync(mode: .full)
