@@ -361,6 +361,12 @@ extension SyncEngine {
                 if local != server, try tx.rename(model, from: local, to: server) {
                     links.append((local, server))
                     notification.renamed[local] = server
+                } else if local != server, try tx.find(server, in: model) == nil, try tx.objectSyncState(model, server) == ObjectSyncState() {
+                    // The server made an object of a create gone from here (an unlinked create
+                    // the app deleted, its link come late): it sends this client no more of it,
+                    // so the model owes a full pull, which brings it (a black-box probe: it
+                    // stayed on the server only).
+                    newState.fullPullPending = true
                 }
                 // The create is acknowledged (a link to the same id included).
                 var records = try tx.objectSyncState(model, server)

@@ -324,6 +324,29 @@ struct RhoConnectAdapterTests {
         await setup.stop()
     }
 
+    @Test(
+        "a link that comes after the app deleted its unlinked create: the next sync pulls the model whole and brings the server's object (found by a black-box probe: it stayed on the server only)"
+    )
+    func lateLinkAfterDelete() async throws {
+        let setup = try await Setup()
+        try await setup.device.engine.sync()
+        try setup.products.create(["object": "late", "name": "Late"])
+        // The push is taken; the page after it says nothing (its link comes in a later one).
+        let total = await setup.server.objects("Product", user: "ann").count + 1
+        let empty = #"[{"version":3},{"token":""},{"count":0},{"progress_count":0},{"total_count":\#(total)},{}]"#
+        await setup.server.sabotageNext("GET", "/app/v1/Product", body: Data(empty.utf8))
+        #expect(try await setup.device.engine.sync().refused == 1)
+        let unlinked = try #require(try setup.device.store.refusedChanges(model: "Product").first)
+        #expect(unlinked.objectID == "late" && unlinked.code == "noLink")
+        try setup.device.store.resolve("Product", "late", .delete)
+        try await setup.device.engine.sync()  // the link comes
+        try await setup.device.engine.sync()
+        #expect(try setup.products.count(where: "name" == "Late") == 1)
+        #expect(await setup.server.objects("Product", user: "ann").values.filter { $0["name"] == "Late" }.count == 1)
+        try await setup.expectMatchesServer()
+        await setup.stop()
+    }
+
     @Test("update-error: rollback takes update-rollback's values; retry sends the change again")
     func updateErrors() async throws {
         let setup = try await Setup()
