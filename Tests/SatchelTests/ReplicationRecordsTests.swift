@@ -147,7 +147,9 @@ struct ReplicationRecordsTests {
         try store.database(.user).get(family == .object ? Keys.object(model, id) : Keys.objectRecord(family, model, id))
     }
 
-    @Test("a server version rides in its object's record: kept by local writes, moved to its version record by a delete, read back either way")
+    @Test(
+        "a server version rides in its object's record (a pulled object's), or in its version record (an object made here, or deleted): kept by local writes, read back either way"
+    )
     func versionInTheObjectsRecord() throws {
         try withTemporaryStore { store in
             let model = try store.model("Product")
@@ -177,10 +179,35 @@ struct ReplicationRecordsTests {
             try model.delete("p1")
             #expect(try Self.stored(store, .version, "Product", "p1") == Array("7".utf8))
             #expect(try store.read { try $0.objectSyncState(model, "p1") }.version == 7)
-            // Created again: it reads the version record still; a new version lands in the record
-            // and shadows it.
+            // Created again: it reads the version record still. A new version (its push's) lands
+            // in the version record too: the object's record is not written again for it.
             try model.create(["object": "p1", "brand": "Acme"])
             #expect(try store.read { try $0.objectSyncState(model, "p1") }.version == 7)
+            let made = try Self.stored(store, .object, "Product", "p1")
+            try store.bulkUpdate { tx in
+                var records = try tx.objectSyncState(model, "p1")
+                records.version = "v8"
+                try tx.setObjectSyncState(model, "p1", records)
+            }
+            #expect(try store.read { try $0.objectSyncState(model, "p1") }.version == "v8")
+            #expect(try Self.stored(store, .object, "Product", "p1") == made)
+            #expect(try Self.stored(store, .version, "Product", "p1") == Array(#""v8""#.utf8))
+            // Sent back by the server with the same version and attributes: nothing is written.
+            let echo = try store.bulkUpdate { tx in
+                try tx.writeServerObject(model, "p1", ["brand": "Acme"], replacing: try tx.find("p1", in: model)?.attributes, version: .some("v8"))
+            }
+            #expect(try echo == .unchanged && Self.stored(store, .object, "Product", "p1") == made)
+            // Changed by the server: its version rides in the record again, and shadows the
+            // version record; a delete moves it back there.
+            try store.bulkUpdate { tx in
+                _ = try tx.writeServerObject(
+                    model, "p1", ["brand": "Bolt"], replacing: try tx.find("p1", in: model)?.attributes, version: .some("v9"))
+            }
+            #expect(try Self.stored(store, .object, "Product", "p1")?.first == StoredObject.versionMark)
+            #expect(try store.read { try $0.objectSyncState(model, "p1") }.version == "v9")
+            try model.delete("p1")
+            #expect(try Self.stored(store, .version, "Product", "p1") == Array(#""v9""#.utf8))
+            try model.create(["object": "p1", "brand": "Acme"])
             try store.bulkUpdate { tx in
                 var records = try tx.objectSyncState(model, "p1")
                 records.version = "v8"

@@ -56,30 +56,38 @@ extension Transaction {
         }
     }
 
-    /// Makes object `id`'s server version `version` (nil: none): in the object's record when it
-    /// exists (rewritten when the version differs; index entries do not hold versions), else in
-    /// its version record.
+    /// Makes object `id`'s server version `version` (nil: none), where its record says the
+    /// version lives (`StoredObject.swift`): in the object's record when that carries one
+    /// (rewritten when the version differs; index entries do not hold versions), else in its
+    /// version record — an object made here, whose push or a result of it set the version, is
+    /// not written again for it, only its small version record.
     func setVersion(_ model: Model, _ id: String, _ version: JSONValue?, entry: ModelEntry) throws {
         let key = Keys.object(prefix: model.objectPrefix, id)
+        let versionKey = Keys.objectRecord(.version, model.name, id)
         let new = version?.jsonBytes
         let record = try objectRecord(key, entry: entry)
         try buffer.claim(entry.definition.partition, model: model.name)
-        guard let record else {
-            buffer.put(Keys.objectRecord(.version, model.name, id), new)
-            return
+        let carries = try record.map { record in
+            try record.withUnsafeBytes { try StoredObject.split($0, model: model.name, id: id).version != nil }
         }
-        let rewritten: [UInt8]? = try record.withUnsafeBytes { bytes in
-            let parts = try StoredObject.split(bytes, model: model.name, id: id)
-            // The version it has already (a pulled object sent back unchanged): nothing to write.
-            switch (parts.version, new) {
-            case (nil, nil): return nil
-            case (let old?, let new?) where old.elementsEqual(new): return nil
-            default: return StoredObject.record(json: Array(parts.attributes), version: new)
+        switch (carries, new) {
+        case (true?, _):
+            let rewritten: [UInt8]? = try record!.withUnsafeBytes { bytes in
+                let parts = try StoredObject.split(bytes, model: model.name, id: id)
+                // The version it has already (a pulled object sent back unchanged): nothing to write.
+                if let new, parts.version!.elementsEqual(new) { return nil }
+                return StoredObject.record(json: Array(parts.attributes), version: new)
             }
+            if let rewritten { buffer.put(key, rewritten) }
+            // A record without a version defers to the version record: none is left behind it.
+            if new == nil { buffer.put(versionKey, nil) }
+        case (_, let new?):
+            // No object, or a record that defers to its version record: the version record
+            // holds it (not written again when it holds it already: an echo writes nothing).
+            if try read(versionKey, partition: entry.definition.partition).map({ $0 == new }) != true { buffer.put(versionKey, new) }
+        case (_, nil):
+            buffer.put(versionKey, nil)
         }
-        if let rewritten { buffer.put(key, rewritten) }
-        // A record without a version defers to the version record: none is left behind it.
-        if new == nil { buffer.put(Keys.objectRecord(.version, model.name, id), nil) }
     }
 
     /// Makes room in the transaction for about `count` more object and sync record writes (the

@@ -7,10 +7,11 @@
 /// JSON text never holds a `00` byte and a stored object's JSON starts with `{`, so the first
 /// byte tells the forms apart and the first `00` ends the version. Keeping the version in the
 /// object's own record makes a pulled object one key, not two: the separate version record
-/// (`ver`) is kept only for an object that is gone while its version is still needed (a local
-/// delete waiting to be pushed, whose base it is), and is read for an object whose record carries
-/// no version (one an earlier format stored so). Index entries that store objects copy the
-/// attributes' JSON only.
+/// (`ver`) is kept for an object that is gone while its version is still needed (a local delete
+/// waiting to be pushed, whose base it is) and for an object made here, whose version comes with
+/// its push's result (not worth writing the whole object again), and is read for an object whose
+/// record carries no version (those, and one an earlier format stored so). Index entries that
+/// store objects copy the attributes' JSON only.
 enum StoredObject {
     /// The first byte of a record that carries a version.
     static let versionMark: UInt8 = 0x01
