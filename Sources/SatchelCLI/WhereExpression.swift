@@ -273,7 +273,9 @@ struct WhereExpression {
                 case ">=": return field >= value
                 case "^=":
                     // beginsWith applies to strings; a value that reads as another JSON type matches nothing.
-                    guard case .string(let prefix) = value else { return .none }
+                    // (On this path still: a path the model's arrays cross is refused, as for
+                    // any operand, not answered — a black-box probe: `not a.b ^= 1` answered.)
+                    guard case .string(let prefix) = value else { return field.exists(true) && .none }
                     return field.beginsWith(prefix)
                 default: return field.contains(value)
                 }

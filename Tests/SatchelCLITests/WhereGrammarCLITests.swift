@@ -202,6 +202,41 @@ struct WhereGrammarCLITests {
     }
 
     @Test(
+        "a range with an object bound orders objects as --order does, with and without an index; a prefix of another type on a path the model's arrays cross is refused like any operand (found by a black-box probe: never matched; answered)"
+    )
+    func objectRangesAndArrayCrossings() async throws {
+        let directory = TemporaryDirectory()
+        let db = directory.child("db")
+        let values = [#"{"k":1}"#, #"{"k":5}"#, #"{"k":5,"z":0}"#, "[5]", "3", #""s""#, #"{}"#]
+        for (i, value) in values.enumerated() {
+            #expect(try await CLI.run(["--db", db, "put", "V", #"{"object":"v\#(i)","v":\#(value)}"#]).status == 0)
+        }
+        func ids(_ expression: String) async throws -> [String] {
+            let result = try await CLI.run(["--db", db, "find", "V", "--where", expression, "--order", "object"])
+            #expect(result.status == 0, "\(expression): \(result.stderr)")
+            return try result.lines.map { try #require(try JSONObject(parsing: $0)["object"]?.stringValue) }
+        }
+        let ordered = try await CLI.run(["--db", db, "find", "V", "--where", #"v >= {}"#, "--order", "v"]).lines.map {
+            try #require(try JSONObject(parsing: $0)["object"]?.stringValue)
+        }
+        #expect(ordered == ["v6", "v0", "v1", "v2"], "every object, in --order's order")
+        for indexed in [false, true] {
+            if indexed { #expect(try await CLI.run(["--db", db, "index", "V", "v"]).status == 0) }
+            #expect(try await ids(#"v > {"k":2}"#) == ["v1", "v2"], "indexed: \(indexed)")
+            #expect(try await ids(#"v < {"k":5}"#) == ["v0", "v6"], "indexed: \(indexed)")
+            #expect(try await ids(#"v > [2]"#) == ["v3"], "indexed: \(indexed)")
+        }
+        #expect(try await CLI.run(["--db", db, "put", "O", #"{"object":"o1","items":[{"product":"p1"}]}"#]).status == 0)
+        #expect(try await CLI.run(["--db", db, "put", "O", #"{"object":"o2","items":{"product":"p2"}}"#]).status == 0)
+        for expression in ["items.product ^= 1", "not items.product ^= 1", "items.product ^= true or items.product = p2"] {
+            let result = try await CLI.run(["--db", db, "find", "O", "--where", expression])
+            #expect(result.status == 1 && result.stderr.contains("items[].product") && result.stdout.isEmpty, "\(expression): \(result.stderr)")
+        }
+        #expect(
+            try await CLI.run(["--db", db, "find", "V", "--where", "v ^= 1", "--count"]).stdout == "0\n", "still nothing on a path no array crosses")
+    }
+
+    @Test(
         "an attribute whose name holds a dot, a space, an operator or is a keyword is named in double quotes, as one name, by --where, --order, --select, index and aggregate; answers match a scan (found by a black-box probe)"
     )
     func quotedNames() async throws {

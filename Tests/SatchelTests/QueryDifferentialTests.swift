@@ -74,12 +74,13 @@ enum NaiveEvaluator {
         }
     }
 
-    /// Within one type class only (arrays element by element, as the total order has them).
+    /// Within one type class only (arrays element by element, objects member by member, as the
+    /// total order has them).
     static func order(_ a: JSONValue, _ b: JSONValue) -> Int? {
         switch (a, b) {
         case (.string(let x), .string(let y)): return ReferenceOrder.compareBytes(Array(x.utf8), Array(y.utf8))
         case (.bool(let x), .bool(let y)): return x == y ? 0 : (x ? 1 : -1)
-        case (.array, .array): return ReferenceOrder.compare(a, b)
+        case (.array, .array), (.object, .object): return ReferenceOrder.compare(a, b)
         default: return isNumber(a) && isNumber(b) ? ReferenceOrder.compare(a, b) : nil
         }
     }

@@ -18,7 +18,7 @@ enum ValueOrder {
         case (.double(let x), .int(let y)): return -compare(y, x)
         case (.string(let x), .string(let y)): return UTF8Order.compare(x, y)
         case (.bool(let x), .bool(let y)): return x == y ? 0 : (x ? 1 : -1)
-        case (.array, .array): return UTF8Order.compareBytes(sortKey(a), sortKey(b))
+        case (.array, .array), (.object, .object): return UTF8Order.compareBytes(sortKey(a), sortKey(b))
         default: return nil
         }
     }
