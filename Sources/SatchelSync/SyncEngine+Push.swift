@@ -572,7 +572,7 @@ extension SyncEngine {
                     // A plain acceptance only removes the change in flight and sets the version:
                     // nothing else is read, nor what the change held.
                     let accepted = if case .accepted = outcome { true } else { false }
-                    let before = try tx.objectSyncState(model, change.objectID, finishing: accepted)
+                    let before = try tx.objectSyncState(model, change.objectID, finishing: accepted ? change.kind : nil)
                     guard let record = before.inFlight else { continue }
                     var records = before
                     if case .refused(_, _, let serverCopy?) = outcome, change.kind == .update, Self.holds(serverCopy, record.attributes) {

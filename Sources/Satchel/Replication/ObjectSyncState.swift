@@ -42,20 +42,22 @@ struct SyncRecordsAccess {
     let value: (_ key: [UInt8], _ inStore: Bool) throws -> [UInt8]?
     let scan: ([UInt8], (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void) throws -> Void
 
-    /// Object `id`'s records; with `finishing` true, only its change in flight, a create's
-    /// without its attributes (``InFlightChange/init(decoding:attributes:)``), and its version.
-    func records(_ id: String, finishing: Bool = false) throws -> ObjectSyncState {
+    /// Object `id`'s records; with `finishing` (the kind of the change sent), only whether it has
+    /// a change in flight (that kind, left unread: no attributes) and its version.
+    func records(_ id: String, finishing: PendingChange.Kind? = nil) throws -> ObjectSyncState {
         var records = ObjectSyncState()
-        if !finishing, statistics.pendingTotal > 0, let bytes = try value(Keys.change(model.name, id), stored.pendingTotal > 0) {
+        if finishing == nil, statistics.pendingTotal > 0, let bytes = try value(Keys.change(model.name, id), stored.pendingTotal > 0) {
             let change = try bytes.withUnsafeBytes { try StoredChange(decoding: $0) }
             records.pending = change.pendingChange(model: model.name, objectID: id)
         }
         if statistics.inFlight > 0, let bytes = try value(Keys.objectRecord(.inFlight, model.name, id), stored.inFlight > 0) {
-            records.inFlight = try bytes.withUnsafeBytes { bytes throws(SatchelError) in
-                try InFlightChange(decoding: bytes, attributes: !finishing)
+            if let finishing {
+                records.inFlight = InFlightChange(kind: finishing, attributes: JSONObject())
+            } else {
+                records.inFlight = try bytes.withUnsafeBytes { bytes throws(SatchelError) in try InFlightChange(decoding: bytes) }
             }
         }
-        if !finishing, statistics.errors > 0, let bytes = try value(Keys.objectRecord(.error, model.name, id), stored.errors > 0) {
+        if finishing == nil, statistics.errors > 0, let bytes = try value(Keys.objectRecord(.error, model.name, id), stored.errors > 0) {
             records.refusal = try RefusedChange(model: model.name, objectID: id, stored: try JSONObject(parsingRecord: bytes))
         }
         records.version = try version(id)
@@ -173,13 +175,13 @@ extension Transaction {
     }
 
     /// What the sync engine keeps beside object `id` of `model`, as this transaction sees it.
-    /// With `finishing` true, for a caller that only removes the change in flight and sets the
-    /// version (an accepted change): only those two are read, and a create in flight comes
-    /// without its attributes (left empty, unread); the pending and refused changes come nil.
-    /// Written back through ``setObjectSyncState(_:_:_:replacing:)`` with these as `old`, they
-    /// stay as they are (only what differs is written); written back any other way, they would
-    /// be lost.
-    package func objectSyncState(_ model: Model, _ id: String, finishing: Bool = false) throws -> ObjectSyncState {
+    /// With `finishing` (the kind of the change the caller sent), for a caller that only removes
+    /// the change in flight and sets the version (an accepted change): only those two are read,
+    /// and the change in flight, if any, comes as that kind without its attributes (unread); the
+    /// pending and refused changes come nil. Written back through
+    /// ``setObjectSyncState(_:_:_:replacing:)`` with these as `old`, they stay as they are (only
+    /// what differs is written); written back any other way, they would be lost.
+    package func objectSyncState(_ model: Model, _ id: String, finishing: PendingChange.Kind? = nil) throws -> ObjectSyncState {
         try access(model).records(id, finishing: finishing)
     }
 
@@ -207,7 +209,7 @@ extension Transaction {
         if !countedChange && old.version == records.version { return }
         let entry = try entry(of: model)
         try buffer.claim(entry.definition.partition, model: model.name)
-        if old.version != records.version { try setVersion(model, id, records.version, entry: entry) }
+        if old.version != records.version { try setVersion(model, id, records.version, entry: entry, differs: true) }
         // Only the version: no statistic moves (a pulled object's usual case).
         if !countedChange { return }
         var statistics = try workingStatistics(model.name)

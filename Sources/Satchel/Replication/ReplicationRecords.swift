@@ -70,26 +70,12 @@ public struct InFlightChange: Equatable, Sendable {
             sentValues: json["sent"]?.objectValue ?? JSONObject())
     }
 
-    /// The stored form `bytes`, decoded. With `attributes` false a create sent, the most common
-    /// record a push's results read, is known by how it starts and ends, and its attributes (the
-    /// most of it) are left unread, empty: for a reader that only removes the change. Any other
-    /// record is read whole.
-    init(decoding bytes: UnsafeRawBufferPointer, attributes: Bool = true) throws(SatchelError) {
-        if !attributes, bytes.count > Self.attributesMember.count + Self.createSentTail.count, bytes.starts(with: Self.attributesMember),
-            UnsafeRawBufferPointer(rebasing: bytes[(bytes.count - Self.createSentTail.count)...]).elementsEqual(Self.createSentTail)
-        {
-            self.init(kind: .create, attributes: JSONObject())
-            return
-        }
+    /// The stored form `bytes`, decoded.
+    init(decoding bytes: UnsafeRawBufferPointer) throws(SatchelError) {
         do { try self.init(json: try JSONObject(parsingRecord: bytes)) } catch {
             throw SatchelError(.corruption, "undecodable in-flight change")
         }
     }
-
-    /// How the stored form starts: its first member (members in name order), the attributes.
-    private static let attributesMember = Array(#"{"attrs":{"#.utf8)
-    /// How a create sent with no base version ends, after its attributes.
-    private static let createSentTail = Array(#"},"op":"create","state":"sent"}"#.utf8)
 }
 
 /// A local change the server refused, kept until the app resolves it: what an adapter reports,

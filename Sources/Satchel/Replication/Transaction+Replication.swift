@@ -60,8 +60,9 @@ extension Transaction {
     /// version lives (`StoredObject.swift`): in the object's record when that carries one
     /// (rewritten when the version differs; index entries do not hold versions), else in its
     /// version record — an object made here, whose push or a result of it set the version, is
-    /// not written again for it, only its small version record.
-    func setVersion(_ model: Model, _ id: String, _ version: JSONValue?, entry: ModelEntry) throws {
+    /// not written again for it, only its small version record. `differs`: the caller read the
+    /// object's version and knows it is not `version` (the version record is not read again).
+    func setVersion(_ model: Model, _ id: String, _ version: JSONValue?, entry: ModelEntry, differs: Bool = false) throws {
         let key = Keys.object(prefix: model.objectPrefix, id)
         let versionKey = Keys.objectRecord(.version, model.name, id)
         let new = version?.jsonBytes
@@ -84,7 +85,7 @@ extension Transaction {
         case (_, let new?):
             // No object, or a record that defers to its version record: the version record
             // holds it (not written again when it holds it already: an echo writes nothing).
-            if try read(versionKey, partition: entry.definition.partition).map({ $0 == new }) != true { buffer.put(versionKey, new) }
+            if try differs || read(versionKey, partition: entry.definition.partition).map({ $0 == new }) != true { buffer.put(versionKey, new) }
         case (_, nil):
             buffer.put(versionKey, nil)
         }
