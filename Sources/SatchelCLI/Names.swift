@@ -12,8 +12,7 @@ enum Names {
     static func path(_ text: String) throws(ValidationError) -> Field {
         if text.hasPrefix("\"") {
             if text == "\"\"" { return try attribute("") }
-            guard let field = Field(written: text) else { throw ValidationError(Field.unwritten(text)) }
-            return field
+            do { return try Field(written: text) } catch { throw ValidationError(error.message) }
         }
         let field = Field(text)
         // `items[0]` among them: a position in an array, which a path does not take (it would
@@ -27,9 +26,9 @@ enum Names {
     /// asked of the elements of `i`).
     static func attribute(_ name: String) throws(ValidationError) -> Field {
         guard !name.isEmpty else { throw ValidationError("\"\" names no attribute: an attribute's name is not empty") }
-        let written = String(decoding: JSONValue.string(name).jsonBytes, as: UTF8.self)
-        guard let field = Field(written: written) else { throw ValidationError(Field.unwritten(written)) }
-        return field
+        do { return try Field(written: String(decoding: JSONValue.string(name).jsonBytes, as: UTF8.self)) } catch {
+            throw ValidationError(error.message)
+        }
     }
 
     /// `names`, the nearest to `name` first (by edit distance, letter case aside; ties by name).

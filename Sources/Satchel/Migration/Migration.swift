@@ -355,13 +355,8 @@ public enum MigrationStep: Sendable {
         let elements = text.hasSuffix("[]")
         let list = elements ? String(text.dropLast(2)) : text
         let written = Field.list(list)
-        let fields = try written.map { text throws(SatchelError) in
-            guard let field = Field(written: text) else {
-                guard text.hasPrefix("\"") && text != "\"\"" else { return Field("") }
-                throw SatchelError(.invalidArgument, Field.unwritten(text))
-            }
-            return field
-        }
+        // Quotes around no name are a list without a name (said below).
+        let fields = try written.map { text throws(SatchelError) in text == "\"\"" ? Field("") : try Field(written: text) }
         guard !list.isEmpty, !fields.contains(where: { $0.description.isEmpty }) else {
             throw SatchelError(.invalidArgument, "name the index's attributes, e.g. \"brand\" or \"brand,price\"")
         }

@@ -15,8 +15,7 @@ struct StepPath {
         if text.hasPrefix("\"") {
             // One attribute's name written as a JSON string, whatever it holds, as the CLI's
             // options read it (a black-box probe: `"a.b"` was taken with its quotes).
-            guard let named = Field(written: text) else { throw SatchelError(.invalidArgument, Field.unwritten(text)) }
-            field = named
+            field = try Field(written: text)
         } else {
             // A top-level name (most steps) is not split: a step's path is taken per object.
             field = text.utf8.contains(UInt8(ascii: ".")) ? Field(text) : Field(components: [text])

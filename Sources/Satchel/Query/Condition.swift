@@ -59,23 +59,24 @@ public struct Field: Sendable, Hashable, ExpressibleByStringLiteral, CustomStrin
 
     /// A path as the CLI's options and a migration's steps write it: a JSON string is one
     /// attribute's name, whatever it holds (`"a.b"`, `"unit price"`) but a `[]` at its end,
-    /// which a path reads as its elements; anything else a path with dots. Nil for a JSON string
-    /// that does not parse, names nothing (`""`) or ends in `[]` (``unwritten(_:)`` says why).
-    package init?(written text: String) {
+    /// which a path reads as its elements; anything else a path with dots.
+    ///
+    /// - Throws: ``SatchelError`` `.invalidArgument`, saying why in one line, for a JSON string
+    ///   that does not parse, names nothing (`""`) or ends in `[]`.
+    package init(written text: String) throws(SatchelError) {
         guard text.hasPrefix("\"") else {
             self.init(text)
             return
         }
-        guard case .string(let name)? = try? JSONValue(parsing: text), !name.isEmpty, !Self.isArrayStep(name) else { return nil }
-        self.init(components: [name])
-    }
-
-    /// Why ``init(written:)`` takes no path from `text`, in one line.
-    package static func unwritten(_ text: String) -> String {
-        if case .string(let name)? = try? JSONValue(parsing: text), isArrayStep(name) {
-            return "\(text) ends in []: no path names an attribute whose name ends so ([] reaches into an array's elements)"
+        guard case .string(let name)? = try? JSONValue(parsing: text), !name.isEmpty else {
+            throw SatchelError(
+                .invalidArgument, "\(text) is not an attribute's name in double quotes: write it as a JSON string, as in \"unit price\"")
         }
-        return "\(text) is not an attribute's name in double quotes: write it as a JSON string, as in \"unit price\""
+        guard !Self.isArrayStep(name) else {
+            throw SatchelError(
+                .invalidArgument, "\(text) ends in []: no path names an attribute whose name ends so ([] reaches into an array's elements)")
+        }
+        self.init(components: [name])
     }
 
     /// `text` cut at each comma outside double quotes (`a,"b,c"` is `a` and `"b,c"`): a list of
