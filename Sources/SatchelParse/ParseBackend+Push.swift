@@ -87,11 +87,16 @@ extension ParseBackend {
             let copy = change.kind == .update ? try await serverCopy(change.objectID, context) : nil
             outcomes[change.objectID] = .refused(message: refusal.message, code: refusal.code, serverCopy: copy)
         }
-        // A delete of an object a lost create may have made goes to that object.
+        // A delete of an object a lost create may have made goes to that object. Each object is
+        // found for one change only (a black-box probe: two lost creates of the same values were
+        // both linked to one object, and one's edits were lost).
+        var claimed: Set<String> = []
         var deletedAs: [String: String] = [:]
         for change in request.changes where singly && change.deletesALostCreate {
-            switch try await madeByLostCreate(change, context) {
-            case .made(let id): deletedAs[change.objectID] = id
+            switch try await madeByLostCreate(change, context, excluding: claimed) {
+            case .made(let id):
+                deletedAs[change.objectID] = id
+                claimed.insert(id)
             case .none: outcomes[change.objectID] = .accepted()
             case .unanswered(let error): outcomes[change.objectID] = .unanswered(error)
             }
@@ -101,8 +106,10 @@ extension ParseBackend {
         // now) takes the edits as an update (a black-box probe: a second object was made).
         var madeAs: [String: String] = [:]
         for change in request.changes where singly && outcomes[change.objectID] == nil && Self.editedLostCreate(change) {
-            switch try await madeByLostCreate(change, context) {
-            case .made(let id): madeAs[change.objectID] = id
+            switch try await madeByLostCreate(change, context, excluding: claimed) {
+            case .made(let id):
+                madeAs[change.objectID] = id
+                claimed.insert(id)
             case .none: break  // nothing made: it goes as a create
             case .unanswered(let error): outcomes[change.objectID] = .unanswered(error)
             }
@@ -124,7 +131,9 @@ extension ParseBackend {
         for (local, id) in deletedAs { outcomes[local] = outcomes.removeValue(forKey: id) }
         if singly {
             let creates = sendable.filter { $0.kind == .create && madeAs[$0.objectID] == nil }
-            for (id, outcome) in try await pushCreates(creates, context, othersAnswered: outcomes.count > refusedHere) { outcomes[id] = outcome }
+            for (id, outcome) in try await pushCreates(creates, context, othersAnswered: outcomes.count > refusedHere, claimed: claimed) {
+                outcomes[id] = outcome
+            }
         }
         return request.changes.map {
             PushResult(objectID: $0.objectID, outcome: outcomes[$0.objectID] ?? .retryLater(message: "no result from the server"))
@@ -133,7 +142,7 @@ extension ParseBackend {
 
     /// The `X-Parse-Request-Id` of a change: derived from the class, the change's kind, object
     /// id, attributes (blobs by their content's reference, not by the file name an upload gets),
-    /// base version and attempt (see ``pushCreates(_:_:othersAnswered:)``), so it is the same
+    /// base version and attempt (see ``pushCreates(_:_:othersAnswered:claimed:)``), so it is the same
     /// whenever the same change is sent again.
     static func requestID(_ change: OutgoingChange, className: String, attempt: Int = 0) -> String {
         RequestID.make([
@@ -330,7 +339,10 @@ extension ParseBackend {
     /// request made. When no object holds its attributes, the first request failed after
     /// Parse recorded its id (a `beforeSave` refusal, say, before a `recreate`): it is sent
     /// once more under another request id, also derived from the change (the attempt counts).
-    func pushCreates(_ creates: [OutgoingChange], _ context: PushContext, othersAnswered: Bool) async throws -> [String: PushOutcome] {
+    /// `claimed`: objects other changes of the push were found to have made.
+    func pushCreates(
+        _ creates: [OutgoingChange], _ context: PushContext, othersAnswered: Bool, claimed found: Set<String> = []
+    ) async throws -> [String: PushOutcome] {
         guard !creates.isEmpty else { return [:] }
         var answers = [CreateAnswer](repeating: .outcome(.retryLater(message: "no result from the server")), count: creates.count)
         await withTaskGroup(of: (Int, CreateAnswer).self) { group in
@@ -350,7 +362,7 @@ extension ParseBackend {
         if !othersAnswered, case .failed(let error) = answers[0], answers.allSatisfy({ if case .failed = $0 { true } else { false } }) {
             throw error
         }
-        var claimed: Set<String> = []
+        var claimed = found
         for case .outcome(.accepted(let id?, _)) in answers { claimed.insert(id) }
         var outcomes: [String: PushOutcome] = [:]
         for (change, first) in zip(creates, answers) {
@@ -404,7 +416,8 @@ extension ParseBackend {
     /// Asks again with the lost create's own request id (what it sent, attempt 0): `159` says it
     /// was carried out, and the object it made is found by what it sent; a create made now (the
     /// first never reached the server) is deleted as well; a refusal now means nothing was made.
-    func madeByLostCreate(_ change: OutgoingChange, _ context: PushContext) async throws -> LostCreate {
+    /// An object `claimed` (found for another change) is not this one's.
+    func madeByLostCreate(_ change: OutgoingChange, _ context: PushContext, excluding claimed: Set<String>) async throws -> LostCreate {
         let create = OutgoingChange(objectID: change.objectID, kind: .create, attributes: change.sentValues)
         switch await postCreate(create, context, attempt: 0) {
         case .outcome(.accepted(let id?, _)): return .made(id)
@@ -412,7 +425,7 @@ extension ParseBackend {
             // The object holds what the lost create sent, or, where an update of its edits went
             // through unanswered, what the object holds here now (a black-box probe: that
             // update's answer lost too, it was taken for no object, and made a second one).
-            return try await findMade(create, body: body, context, excluding: [], orNow: change.attributes).map { .made($0.id) } ?? .none
+            return try await findMade(create, body: body, context, excluding: claimed, orNow: change.attributes).map { .made($0.id) } ?? .none
         case .failed(let error): return .unanswered(error)
         case .outcome: return .none
         }

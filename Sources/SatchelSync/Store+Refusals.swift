@@ -2,12 +2,12 @@ public import Satchel
 
 extension RefusedChange {
     /// The actions that resolve this error. An update error can be rolled back only when the
-    /// server sent its copy of the object (or deleted it).
+    /// server sent its copy of the object (or deleted it), a delete error when it sent its copy.
     public var actions: [Resolution] {
         switch kind {
         case .create: [.delete, .recreate]
         case .update: serverCopy != nil || serverDeleted ? [.retry, .rollback] : [.retry]
-        case .delete: [.retry]
+        case .delete: serverCopy != nil ? [.retry, .rollback] : [.retry]
         }
     }
 
@@ -36,7 +36,8 @@ public enum Resolution: String, Sendable, Hashable, CaseIterable {
     /// server deleted, `retry` creates it again there.
     case retry
     /// Update error: take the server's copy (or, when the server deleted the object, delete it
-    /// here); the local change is dropped.
+    /// here); the local change is dropped. Delete error: the server's copy comes back here; the
+    /// delete (and anything made here under the id since) is dropped.
     case rollback
 }
 
@@ -94,7 +95,7 @@ extension Store {
                     .invalidArgument,
                     "\(error.kind == .update ? "an" : "a") \(error.kind.rawValue) error is resolved by "
                         + "\(error.actions.map(\.rawValue).joined(separator: " or ")), not \(action.rawValue)"
-                        + (action == .rollback && error.kind == .update ? " (the server sent no copy to roll back to)" : ""),
+                        + (action == .rollback && error.kind != .create ? " (the server sent no copy to roll back to)" : ""),
                     model: name, objectID: id)
             }
             var records = before
@@ -167,6 +168,11 @@ extension Store {
                     }
                     write = .some(attributes)
                 }
+            case (.delete, .rollback):
+                // The server kept the object (a black-box probe: Kinto's 403, which only `retry`
+                // answered, for ever): its copy comes back, the delete goes.
+                records.pending = nil
+                write = .some(serversObject)
             case (.delete, .retry):
                 if pending?.kind == .create, let now = try tx.find(id, in: model)?.attributes {
                     // Made again here since: the server still has the object the delete held,

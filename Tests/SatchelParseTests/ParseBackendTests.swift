@@ -947,6 +947,30 @@ struct ParseBackendTests {
     }
 
     @Test(
+        "two creates of the same values whose answers were lost, edited here since: each is found to have made its own object, and each takes its own edits (found by a black-box probe: both were linked to one, and one's edits lost)"
+    )
+    func twinLostCreatesEditedSince() async throws {
+        var setup = try await Setup(.idempotent)
+        let server = setup.server
+        defer { Task { await server.stop() } }
+        try setup.model("Product").create(["object": "s1", "name": "Seat", "row": "A"])
+        try setup.model("Product").create(["object": "s2", "name": "Seat", "row": "A"])
+        await setup.server.loseNextAnswer("POST", "/parse/classes/Product")
+        await setup.server.loseNextAnswer("POST", "/parse/classes/Product")
+        await #expect(throws: SyncError.self) { try await setup.device.engine.sync(models: ["Product"]) }
+        #expect(await setup.server.objects("Product").count == 2, "both made, their answers lost")
+        setup.device = try await setup.device.reopened(backend: setup.faults, models: [Self.product])
+        try setup.model("Product").update("s1", with: ["guest": "Ann"])
+        try setup.model("Product").update("s2", with: ["guest": "Bob"])
+        let report = try await setup.device.engine.sync(models: ["Product"])
+        #expect(report.refused == 0)
+        let guests = await setup.server.objects("Product").values.compactMap { try? JSONObject(parsing: $0)["guest"] }
+        #expect(guests.sorted { "\($0)" < "\($1)" } == ["Ann", "Bob"], "\(guests)")
+        #expect(try setup.model("Product").count() == 2)
+        try await setup.expectMatchesServer("Product")
+    }
+
+    @Test(
         "a 159 links a create only to an object holding exactly what it sent: another device's object with the same values and more is not it (found by a black-box probe: it was linked, and the local copy overwritten)"
     )
     func duplicateRequestNotLinkedToAnother() async throws {

@@ -606,6 +606,29 @@ struct EngineTests {
         #expect(try client.store.refusedChanges().isEmpty && client.model("Product").pendingChanges().isEmpty)
     }
 
+    @Test(
+        "a delete refused with the server's copy is rolled back: the object comes back here as the server has it, the delete dropped (found by a black-box probe: only retry, refused for ever, was offered)"
+    )
+    func refusedDeleteRolledBack() async throws {
+        let server = InMemoryBackend()
+        await Self.seed(server, 2)
+        let client = try await Self.client(server)
+        try await client.engine.sync()
+        await server.reject(InMemoryBackend.Rejection(model: "Product", kinds: [.delete], ids: ["p1"], code: "403"))
+        let kept = try #require(try client.model("Product").find("p1")?.attributes)
+        try client.model("Product").delete("p1")
+        #expect(try await client.engine.sync().refused == 1)
+        let refusal = try #require(try client.store.refusedChanges().first)
+        #expect(refusal.kind == .delete && refusal.actions == [.retry, .rollback], "\(refusal)")
+        try client.store.resolve("Product", "p1", .rollback)
+        #expect(try client.model("Product").find("p1")?.attributes == kept)
+        #expect(try client.store.refusedChanges().isEmpty && client.model("Product").pendingChanges().isEmpty)
+        let report = try await client.engine.sync()
+        #expect(report.refused == 0 && report.accepted == 0)
+        #expect(await server.objects("Product")["p1"] == kept)
+        #expect(try client.model("Product").find("p1")?.attributes == kept)
+    }
+
     @Test("with pushSavedEdits, a saved edit session is pushed at once (MM_RSF's immediately if online); a discarded one is not")
     func savedEditsPushAtOnce() async throws {
         let server = InMemoryBackend()
