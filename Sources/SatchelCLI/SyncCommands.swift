@@ -421,7 +421,10 @@ struct ResolveCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "resolve",
         abstract: "Resolve a stored sync error; the next sync acts on it.",
-        discussion: "Create errors: delete or recreate. Update errors: retry or rollback (to the server's copy). Delete errors: retry, or rollback (the server's copy back) when the server sent one."
+        discussion: """
+            Create errors: delete or recreate. Update errors: retry or rollback (to the server's copy). Delete errors: retry, or \
+            rollback (the server's copy back) when the server sent one.
+            """
     )
 
     @OptionGroup var store: StoreOptions
