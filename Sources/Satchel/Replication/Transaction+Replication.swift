@@ -68,27 +68,28 @@ extension Transaction {
         let new = version?.jsonBytes
         let record = try objectRecord(key, entry: entry)
         try buffer.claim(entry.definition.partition, model: model.name)
-        let carries = try record.map { record in
-            try record.withUnsafeBytes { try StoredObject.split($0, model: model.name, id: id).version != nil }
-        }
-        switch (carries, new) {
-        case (true?, _):
-            let rewritten: [UInt8]? = try record!.withUnsafeBytes { bytes in
+        if let record {
+            // A record that carries a version: rewritten when it differs.
+            var carries = false
+            let rewritten: [UInt8]? = try record.withUnsafeBytes { bytes in
                 let parts = try StoredObject.split(bytes, model: model.name, id: id)
+                guard let old = parts.version else { return nil }
+                carries = true
                 // The version it has already (a pulled object sent back unchanged): nothing to write.
-                if let new, parts.version!.elementsEqual(new) { return nil }
+                if let new, old.elementsEqual(new) { return nil }
                 return StoredObject.record(json: Array(parts.attributes), version: new)
             }
-            if let rewritten { buffer.put(key, rewritten) }
-            // A record without a version defers to the version record: none is left behind it.
-            if new == nil { buffer.put(versionKey, nil) }
-        case (_, let new?):
-            // No object, or a record that defers to its version record: the version record
-            // holds it (not written again when it holds it already: an echo writes nothing).
-            if try differs || read(versionKey, partition: entry.definition.partition).map({ $0 == new }) != true { buffer.put(versionKey, new) }
-        case (_, nil):
-            buffer.put(versionKey, nil)
+            if carries {
+                if let rewritten { buffer.put(key, rewritten) }
+                // A record without a version defers to the version record: none is left behind it.
+                if new == nil { buffer.put(versionKey, nil) }
+                return
+            }
         }
+        // No object, or a record that defers to its version record: the version record holds
+        // it (not written again when it holds it already: an echo writes nothing).
+        guard let new else { return buffer.put(versionKey, nil) }
+        if try differs || read(versionKey, partition: entry.definition.partition) != new { buffer.put(versionKey, new) }
     }
 
     /// Makes room in the transaction for about `count` more object and sync record writes (the
