@@ -45,7 +45,11 @@ struct FindCommand: ParsableCommand {
     func validate() throws {
         if let limit, limit < 1 { throw ValidationError("--limit must be a positive integer, not \(limit)") }
         if offset < 0 { throw ValidationError("--offset must be zero or a positive integer, not \(offset)") }
-        if let match, match.allSatisfy(\.isWhitespace) { throw ValidationError("--match needs a word, a \"phrase\" or a pref* to look for") }
+        if let match {
+            if match.allSatisfy(\.isWhitespace) { throw ValidationError("--match needs a word, a \"phrase\" or a pref* to look for") }
+            // A query that does not parse is a usage error, as an empty one is (a black-box probe: it exited 1).
+            do { _ = try TextQuery(parsing: match) } catch { throw ValidationError("--match: \(error.message)") }
+        }
         if match != nil && (id != nil || include != nil) {
             throw ValidationError("--match searches the text index: it does not combine with --id or --include")
         }

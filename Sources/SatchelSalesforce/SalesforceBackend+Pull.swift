@@ -380,7 +380,7 @@ extension SalesforceBackend {
 
     /// An HTTP `Date` header (see `HTTPDate`); nil for anything else, and the caller falls back to
     /// the cursor's time.
-    package static func httpDate(_ text: String) -> Date? { HTTPDate.parse(text) }
+    package static func httpDate(_ text: String) -> Date? { HTTPDate.lastDate(inField: text) }
 }
 
 /// FNV-1a, 64 bits: a record's content hash (not for security).

@@ -39,6 +39,9 @@ struct SalesforceState {
     var apiUsage = 0
     /// Answers to give instead of the real ones: to the matching request after `skip` others.
     var sabotage: [(method: String, prefix: String, skip: Int, status: Int, body: Data)] = []
+    /// Whether answers carry a `Date` of the real clock before the server's own, as a framework
+    /// that sends one of its own would.
+    var dateSentTwice = false
     var requests: [SalesforceServer.Request] = []
 
     init(fixture: SalesforceFixture, root: String) {

@@ -128,6 +128,9 @@ public actor SalesforceServer: LoopbackServing {
     /// Sets how many records a query page holds before `nextRecordsUrl` (default 2000).
     public func setQueryPageSize(_ n: Int) { state.pageSize = max(1, n) }
 
+    /// While true, every answer carries two `Date` fields: the real clock's, then the server's.
+    public func setDateSentTwice(_ on: Bool) { state.dateSentTwice = on }
+
     /// While true, `getDeleted` answers `INVALID_REPLICATION_DATE` for any start: the delete log
     /// no longer covers it.
     public func setDeletedWindowExpired(_ expired: Bool) { state.deletedWindowExpired = expired }
@@ -184,6 +187,7 @@ public actor SalesforceServer: LoopbackServing {
         answer.headers["Date"] = SalesforceTime.httpDate(state.store.clock.now())
         var response = FlyingFox.HTTPHeaders()
         if !answer.contentType.isEmpty { response.addValue(answer.contentType, for: HTTPHeader("Content-Type")) }
+        if state.dateSentTwice { response.addValue(SalesforceTime.httpDate(SalesforceTime.now()), for: HTTPHeader("Date")) }
         for (name, value) in answer.headers { response.addValue(value, for: HTTPHeader(name)) }
         return HTTPResponse(
             statusCode: HTTPStatusCode(answer.status, phrase: Self.phrase(answer.status)), headers: response,

@@ -210,6 +210,9 @@ struct MistakeTests {
         // An empty full-text query is a usage error, as other empty options are (found by a
         // black-box probe: it exited 1).
         Self.expectFailure(try await CLI.run(["--db", db, "find", "P", "--match", " "]), 64, "--match needs")
+        // So is one that does not parse, before any store is read (a black-box probe: it exited 1).
+        Self.expectFailure(try await CLI.run(["--db", db, "find", "P", "--match", "!!!"]), 64, "has no word to look for")
+        Self.expectFailure(try await CLI.run(["--db", db, "find", "P", "--match", #"lamp "unclosed"#]), 64, "never closes")
         // A group attribute named as a result would share its key on each line (found by a
         // black-box probe: --group-by count --count printed one of the two).
         Self.expectFailure(try await CLI.run(["--db", db, "aggregate", "P", "--group-by", "count", "--count"]), 64, "has the name of a result")

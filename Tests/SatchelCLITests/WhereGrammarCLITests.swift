@@ -234,6 +234,21 @@ struct WhereGrammarCLITests {
         }
         #expect(
             try await CLI.run(["--db", db, "find", "V", "--where", "v ^= 1", "--count"]).stdout == "0\n", "still nothing on a path no array crosses")
+        // An aggregate function's path is refused as a condition's (a black-box probe: sum(items.qty)
+        // answered null), with and without an index on it, and a deeper one on the object read.
+        #expect(try await CLI.run(["--db", db, "put", "O", #"{"object":"o3","items":[{"qty":4}],"deep":{"a":[{"b":1}]}}"#]).status == 0)
+        for indexed in [false, true] {
+            if indexed { #expect(try await CLI.run(["--db", db, "index", "O", "items.qty"]).status == 0) }
+            for function in ["--sum", "--avg", "--min", "--max"] {
+                let result = try await CLI.run(["--db", db, "aggregate", "O", function, "items.qty"])
+                #expect(
+                    result.status == 1 && result.stderr.contains("items[].qty") && result.stdout.isEmpty,
+                    "\(function), indexed: \(indexed): \(result.stdout)\(result.stderr)")
+            }
+        }
+        let deep = try await CLI.run(["--db", db, "aggregate", "O", "--sum", "deep.a.b"])
+        #expect(deep.status == 1 && deep.stderr.contains("deep.a[].b") && deep.stdout.isEmpty, "\(deep.stdout)\(deep.stderr)")
+        #expect(try await CLI.run(["--db", db, "aggregate", "O", "--sum", "items[].qty"]).lines == [#"{"sum(items[].qty)":4}"#])
     }
 
     @Test(
@@ -294,6 +309,9 @@ struct WhereGrammarCLITests {
         let brackets = [
             ["find", "W", "--where", #""i[]"=2"#], ["find", "W", "--select", #""i[]""#], ["find", "W", "--order", #""i[]""#],
             ["index", "W", #""i[]""#], ["aggregate", "W", "--sum", #""i[]""#], ["aggregate", "W", "--count", "--group-by", #""i[]""#],
+            // `"[]"` ends in [] too, as a migration's steps read it (a black-box probe: the options took it as a name).
+            ["find", "W", "--where", #""[]"=2"#], ["find", "W", "--select", #""[]""#], ["index", "W", #""[]""#],
+            ["aggregate", "W", "--sum", #""[]""#],
         ]
         for command in brackets {
             let result = try await CLI.run(["--db", db] + command)

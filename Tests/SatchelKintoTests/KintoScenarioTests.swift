@@ -878,6 +878,27 @@ struct KintoScenarioTests {
         }
     }
 
+    @Test(
+        "an object as deep as a store holds goes to Kinto and comes back: the batch's answer and every later pull read it (found by a black-box probe)"
+    )
+    func deepestObject() async throws {
+        let url = try KintoServers.main()
+        let user = Credentials(user: KintoServers.unique("dora"), password: "pw")
+        let (_, bucket) = try await Self.productCollection(url, user, bucket: "deep")
+        let device = try await Self.device(url, bucket: bucket, user, pageSize: 50)
+        var deep = JSONValue.int(1)
+        for _ in 0..<(JSONValue.maxDepth - 1) { deep = .array([deep]) }
+        try device.model("Product").create(["object": "d1", "deep": deep, "name": "Deep"])
+        #expect(try await device.engine.sync(models: ["Product"]).accepted == 1)
+        try device.model("Product").update("d1", with: ["name": "Deeper"])
+        try await device.engine.sync(models: ["Product"])
+        // Another device reads the server's copy whole.
+        let other = try await Self.device(url, bucket: bucket, user, pageSize: 50)
+        try await other.engine.sync(models: ["Product"])
+        let copy = try #require(try other.model("Product").find("d1"))
+        #expect(copy["deep"] == deep && copy["name"] == "Deeper")
+    }
+
     @Test("the server stops mid-sync and starts again: the next sync converges, nothing lost (PostgreSQL backend)")
     func serverStopsMidSync() async throws {
         let own = try await OwnKintoServer.start()

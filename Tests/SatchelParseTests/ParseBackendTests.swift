@@ -1235,6 +1235,33 @@ struct ParseBackendTests {
         #expect(try setup.device.store.verify().problems == [])
     }
 
+    @Test(
+        "an object as deep as a store holds goes and comes back within a page's levels; one deeper than a store holds fails the pull, the store as it was"
+    )
+    func deepestObject() async throws {
+        let setup = try await Setup()
+        defer { Task { await setup.stop() } }
+        var deep = JSONValue.int(1)
+        for _ in 0..<(JSONValue.maxDepth - 1) { deep = .array([deep]) }
+        try setup.model("Product").create(["object": "d1", "deep": deep])
+        // Pushed, then pulled back in a page, then pulled whole: every sync reads it (a
+        // black-box probe: the page's own levels put it past the limit, and every later pull failed).
+        #expect(try await setup.device.engine.sync(models: ["Product"]).accepted == 1)
+        try await setup.device.engine.sync(models: ["Product"])
+        let report = try await setup.device.engine.sync(models: ["Product"], mode: .full)
+        #expect(report.pulled == 1)
+        let objects = try setup.device.objects("Product")
+        #expect(objects.count == 1 && objects.first?.value["deep"] == deep)
+        // A server object deeper than a store holds is refused with the page, nothing written.
+        let before = try setup.device.objects("Product")
+        let id = try #require(objects.first?.key)
+        await setup.server.update("Product", id, Self.json(["deep": .array([deep])]))
+        let error = await #expect(throws: (any Error).self) { try await setup.device.engine.sync(models: ["Product"]) }
+        #expect("\(String(describing: error))".contains("deeper than"), "\(String(describing: error))")
+        #expect(try setup.device.objects("Product") == before)
+        #expect(try setup.device.store.verify().problems == [])
+    }
+
     @Test("no password or session token appears in a log line, an error or a notification of a sync that logs in and fails in each way")
     func secretsStaySecret() async throws {
         var fixture = ParseFixture()

@@ -556,6 +556,30 @@ struct SalesforceBackendTests {
         try await setup.expectMatchesServer("Product")
     }
 
+    @Test("a Date field sent twice (a framework's, then the server's) is read as the server's: getDeleted's window ends at its time")
+    func dateSentTwice() async throws {
+        let setup = try await Setup("kit", models: [ModelDefinition(name: "Product")])
+        defer { Task { await setup.stop() } }
+        await setup.server.freezeClock("2026-01-02T03:04:05.000+0000")
+        var ids: [String] = []
+        for i in 1...3 { ids.append(await setup.server.insert("Product", Self.json(["name": .string("P\(i)")]))) }
+        await setup.server.setDateSentTwice(true)
+        try await setup.device.engine.sync()
+        // Deleted after the last edit: only the server's time now covers it.
+        await setup.server.advanceClock(seconds: 60)
+        await setup.server.delete("Product", ids[0])
+        await setup.server.advanceClock(seconds: 600)
+        try await setup.device.engine.sync()
+        let deleted = await setup.requests("GET", endingWith: "/sobjects/Product/deleted")
+        #expect(deleted.count == 1 && deleted.first?.query["end"] == "2026-01-02T03:15:05Z", "\(deleted.map(\.query))")
+        #expect(try setup.model("Product").find(ids[0]) == nil)
+        try await setup.expectMatchesServer("Product")
+        // The field as the client reads it: the last date, whatever precedes it.
+        let last = HTTPDate.parse("Fri, 02 Jan 2026 03:15:05 GMT")
+        #expect(last != nil && HTTPDate.lastDate(inField: "Mon, 07 Dec 2026 22:17:52 GMT, Fri, 02 Jan 2026 03:15:05 GMT") == last)
+        #expect(HTTPDate.lastDate(inField: "Fri, 02 Jan 2026 03:15:05 GMT, soon") == nil)
+    }
+
     @Test("datetimes: Salesforce's and ISO 8601's forms are read to the millisecond, an HTTP Date to the second; anything else is nil")
     func datetimes() {
         let may1 = Date(timeIntervalSince1970: 1_714_557_600)

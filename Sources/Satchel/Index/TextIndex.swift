@@ -107,8 +107,10 @@ public enum TextTokens {
 }
 
 /// A full-text query: words (each must appear), `"phrases"` (the words in a row) and `prefix*`
-/// (a word starting so), all of which must match.
-struct TextQuery {
+/// (a word starting so), all of which must match. ``Model/search(_:where:order:limit:select:)``
+/// reads its text so; an app (or a command line) that wants to check a query as it is typed,
+/// before any store is read, parses it with ``init(parsing:)``.
+public struct TextQuery: Sendable {
     enum Part: Hashable {
         case word(String)
         case prefix(String)
@@ -117,7 +119,11 @@ struct TextQuery {
 
     let parts: [Part]
 
-    init(parsing text: String) throws(SatchelError) {
+    /// Parses `text`.
+    ///
+    /// - Throws: ``SatchelError`` `.invalidArgument` for a query without a word or with an
+    ///   unclosed quote, saying so in one line.
+    public init(parsing text: String) throws(SatchelError) {
         var parts: [Part] = []
         var rest = Substring(text)
         while let quote = rest.firstIndex(of: "\"") {

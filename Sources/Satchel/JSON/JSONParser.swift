@@ -503,17 +503,19 @@ extension JSONValue {
     }
 
     /// Parses JSON text of untrusted size: more than `maximumValues` array elements and object
-    /// members in all is an error, as is nesting deeper than ``maxDepth``, so the tree built
-    /// stays within a known multiple of the cap (the sync adapters read server answers so).
+    /// members in all is an error, as is nesting deeper than `maximumDepth` (``maxDepth``), so
+    /// the tree built stays within a known multiple of the cap (the sync adapters read server
+    /// answers so, a few levels deeper: an answer keeps objects as deep as a store holds inside
+    /// levels of its own).
     ///
     /// - Throws: ``SatchelError`` `.malformedJSON` with the byte offset and the reason.
-    public init(parsing bytes: some Sequence<UInt8>, maximumValues: Int) throws {
+    public init(parsing bytes: some Sequence<UInt8>, maximumValues: Int, maximumDepth: Int = JSONValue.maxDepth) throws {
         let result: Result<JSONValue, JSONParser.Failure> =
             bytes.withContiguousStorageIfAvailable { buffer in
-                Result { () throws(JSONParser.Failure) in try JSONParser.parse(buffer, maxValues: maximumValues) }
+                Result { () throws(JSONParser.Failure) in try JSONParser.parse(buffer, maxDepth: maximumDepth, maxValues: maximumValues) }
             }
             ?? Array(bytes).withUnsafeBufferPointer { buffer in
-                Result { () throws(JSONParser.Failure) in try JSONParser.parse(buffer, maxValues: maximumValues) }
+                Result { () throws(JSONParser.Failure) in try JSONParser.parse(buffer, maxDepth: maximumDepth, maxValues: maximumValues) }
             }
         switch result {
         case .success(let value): self = value

@@ -88,6 +88,12 @@ extension Model {
     /// - Throws: ``SatchelError`` `.invalidArgument` when `functions` is empty.
     public func aggregate(where condition: Condition = .all, groupBy: [Field] = [], _ functions: [AggregateFunction]) throws -> [AggregateGroup] {
         guard !functions.isEmpty else { throw SatchelError(.invalidArgument, "an aggregate needs at least one function", model: name) }
+        // A function's path that meets an array is refused as a condition's is, whatever the
+        // plan (a black-box probe: sum(items.qty) answered null); one deeper than the model's
+        // statistics count is checked on each object read.
+        let measured = functions.compactMap(\.field)
+        try Condition.refuseArrayCrossings(of: measured, try store.entry(name).statistics, model: name)
+        let deepMeasured = measured.filter { $0.components.count > 2 }
         switch try aggregatePlan(condition, groupBy, functions) {
         case .statistics:
             let count = JSONValue.int(Int64(try self.count()))
@@ -111,6 +117,7 @@ extension Model {
             var groups: [[JSONValue?]: Accumulator] = [:]
             let cursor = try self.cursor(Query(where: condition))
             while let object = try cursor.next() {
+                if !deepMeasured.isEmpty { try Condition.refuseArrays(on: deepMeasured, in: object, model: name) }
                 let key = groupBy.map { $0.value(in: object) }
                 groups[key, default: Accumulator(functions)].add(object, key: key)
             }

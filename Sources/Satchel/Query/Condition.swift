@@ -72,7 +72,7 @@ public struct Field: Sendable, Hashable, ExpressibleByStringLiteral, CustomStrin
             throw SatchelError(
                 .invalidArgument, "\(text) is not an attribute's name in double quotes: write it as a JSON string, as in \"unit price\"")
         }
-        guard !Self.isArrayStep(name) else {
+        guard !name.hasSuffix("[]") else {
             throw SatchelError(
                 .invalidArgument, "\(text) ends in []: no path names an attribute whose name ends so ([] reaches into an array's elements)")
         }
@@ -301,8 +301,14 @@ public struct Condition: Sendable, Hashable, CustomStringConvertible {
     /// and whoever asked meant the array's elements (`items[].product`, `a.b[].c`).
     /// Deterministic: whatever the plan, the indexes, the limit or the objects read.
     func refuseArrayCrossings(_ statistics: StoredStatistics, model: String) throws(SatchelError) {
+        try Self.refuseArrayCrossings(of: Self.dottedFields(node), statistics, model: model)
+    }
+
+    /// ``refuseArrayCrossings(_:model:)`` for `fields`, whatever asks through them (a
+    /// condition, an aggregate's function).
+    static func refuseArrayCrossings(of fields: [Field], _ statistics: StoredStatistics, model: String) throws(SatchelError) {
         guard !statistics.arrays.isEmpty || !statistics.nestedArrays.isEmpty else { return }
-        for field in Self.dottedFields(node) {
+        for field in fields where field.components.count > 1 {
             var path: [NameKey] = []
             for step in 1..<field.components.count {
                 let name = field.components[step - 1]

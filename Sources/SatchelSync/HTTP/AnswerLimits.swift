@@ -15,7 +15,7 @@ public struct AnswerLimits: Sendable, Hashable {
     /// The most array elements and object members an answer's JSON may hold in all (2,000,000):
     /// a body within ``maximumBytes`` can still spell millions of tiny values (`[0,0,…]`), each
     /// a node in memory. More is ``SyncError/Code/protocolViolation``. Nesting is limited to
-    /// ``Satchel/JSONValue/maxDepth`` levels in any case.
+    /// ``Satchel/JSONValue/maxDepth`` levels in any case, below a few of the answer's own.
     public var maximumValues: Int
     /// The longest download of a file (a blob, a bulk-data file), in bytes (512 MiB).
     public var maximumDownloadBytes: Int

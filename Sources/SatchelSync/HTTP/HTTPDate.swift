@@ -12,6 +12,22 @@ package enum HTTPDate {
     private static let days = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
     private static let longDays = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
 
+    /// The instant a header field names when it may hold several dates: a field sent on several
+    /// lines reaches the client joined by commas (RFC 9110 §5.3), as a server whose framework
+    /// sends a `Date` of its own before the application's does (a black-box probe: the field
+    /// read as no date, Salesforce's `getDeleted` window ended at the last record's time). The
+    /// last date, the one written last; nil when none parses.
+    package static func lastDate(inField text: String) -> Date? {
+        if let date = parse(text) { return date }
+        // Each ", " may start the last date; an IMF-fixdate holds one itself, after its day.
+        var end = text.endIndex
+        while let separator = text[..<end].range(of: ", ", options: .backwards) {
+            if let date = parse(String(text[separator.upperBound...])) { return date }
+            end = separator.lowerBound
+        }
+        return nil
+    }
+
     /// The instant `text` names; nil for anything else.
     package static func parse(_ text: String) -> Date? {
         // Single spaces between fields, but asctime's two before a day of one digit.

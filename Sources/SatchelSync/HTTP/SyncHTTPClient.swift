@@ -35,13 +35,14 @@ package struct SyncHTTPClient: Sendable {
         }
 
         /// The body as JSON, read within the limits (``AnswerLimits/maximumValues`` values, and
-        /// ``Satchel/JSONValue/maxDepth`` levels of nesting).
+        /// ``Satchel/JSONValue/maxDepth`` levels of nesting below ``envelopeDepth`` levels of
+        /// the answer's own).
         ///
         /// - Throws: ``SyncError`` `.protocolViolation` naming `what` when the body is not JSON
         ///   or passes a limit.
         package func json(_ what: String) throws(SyncError) -> JSONValue {
             do {
-                return try JSONValue(parsing: body, maximumValues: maximumValues)
+                return try JSONValue(parsing: body, maximumValues: maximumValues, maximumDepth: JSONValue.maxDepth + Self.envelopeDepth)
             } catch let error as SatchelError {
                 throw SyncError(.protocolViolation, "\(what): the answer is not JSON that Satchel reads (\(body.count) bytes: \(error.message))")
                     .at(url.path)
@@ -49,6 +50,12 @@ package struct SyncHTTPClient: Sendable {
                 throw SyncError(.protocolViolation, "\(what): the answer is not JSON (\(body.count) bytes)").at(url.path)
             }
         }
+
+        /// The levels an answer may keep an object in: a page's, a batch's (Kinto's
+        /// `{"responses":[{"body":{"data":{…}}}]}` is four), so that an object as deep as a
+        /// store holds reads inside them (a black-box probe: one 254 levels deep was pushed, and
+        /// every later pull of its model failed).
+        static let envelopeDepth = 8
 
         /// The header field `name`, looked up case-insensitively.
         package func header(_ name: String) -> String? { headers[name.lowercased()] }
