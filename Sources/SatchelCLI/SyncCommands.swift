@@ -247,7 +247,9 @@ struct SyncCommand: AsyncParsableCommand {
     @OptionGroup var server: BackendOptions
     @Option(
         name: .customLong("model"),
-        help: ArgumentHelp("A model to sync (repeatable; default: every model); one the store lacks is made a property bag.", valueName: "model"))
+        help: ArgumentHelp(
+            "A model to sync (repeatable; default: every model), with the models its associations point at; one the store lacks is made a property bag.",
+            valueName: "model"))
     var models: [String] = []
     @Option(help: "Objects per page asked of the server.") var pageSize: Int?
     @Flag(help: "Replace each model's data with the server's bulk snapshot.") var bulk = false

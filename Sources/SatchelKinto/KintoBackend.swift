@@ -543,18 +543,7 @@ public final class KintoBackend: SyncBackend {
         try check(answer, what)
         var (results, retry) = try Self.batchOutcomes(
             answer, changes: changes, mayCreateCollection: mayCreateCollection, context: context, what: what)
-        if results.contains(where: { if case .refused(_, "403"?, _) = $0.outcome { true } else { false } }) {
-            try await checkCollectionAccess(model, what)
-            // An update or delete this user may not make, of a record it may read: the record
-            // is the refusal's server copy, which a rollback takes.
-            let updates = Set(changes.filter { $0.kind != .create }.map { Array($0.objectID.utf8) })
-            for index in results.indices where updates.contains(Array(results[index].objectID.utf8)) {
-                guard case .refused(let message, "403"?, .none) = results[index].outcome,
-                    let copy = try await readableCopy(results[index].objectID, model: model, context: context)
-                else { continue }
-                results[index].outcome = .refused(message: message, code: "403", serverCopy: copy)
-            }
-        }
+        results = try await withReadableCopies(results, of: changes, model: model, context: context, what)
         let creates = Dictionary(changes.filter { $0.kind == .create }.map { ($0.objectID, $0) }, uniquingKeysWith: { first, _ in first })
         for index in results.indices {
             if case .conflict(let message, let code, let serverCopy, let version) = results[index].outcome,
@@ -622,7 +611,27 @@ public final class KintoBackend: SyncBackend {
         }
         let answer = try await send("PATCH", url, headers: headers, body: Data(JSONValue.array(operations).jsonBytes), what: what)
         let json = (try? answer.json("")) ?? .null
-        return PushResult(objectID: change.objectID, outcome: try Self.outcome(of: change, status: answer.status, body: json, context: context, what))
+        let result = PushResult(objectID: change.objectID, outcome: try Self.outcome(of: change, status: answer.status, body: json, context: context, what))
+        return try await withReadableCopies([result], of: [change], model: model, context: context, what)[0]
+    }
+
+    /// `results` with each update or delete this user may not make (403), of a record it may
+    /// read, carrying the record as its server copy, which a rollback takes (read after the
+    /// writes). A 403 for the whole collection fails the push (``checkCollectionAccess(_:_:)``).
+    func withReadableCopies(
+        _ results: [PushResult], of changes: [OutgoingChange], model: String, context: OutcomeContext, _ what: String
+    ) async throws -> [PushResult] {
+        guard results.contains(where: { if case .refused(_, "403"?, _) = $0.outcome { true } else { false } }) else { return results }
+        try await checkCollectionAccess(model, what)
+        var results = results
+        let updates = Set(changes.filter { $0.kind != .create }.map { Array($0.objectID.utf8) })
+        for index in results.indices where updates.contains(Array(results[index].objectID.utf8)) {
+            guard case .refused(let message, "403"?, .none) = results[index].outcome,
+                let copy = try await readableCopy(results[index].objectID, model: model, context: context)
+            else { continue }
+            results[index].outcome = .refused(message: message, code: "403", serverCopy: copy)
+        }
+        return results
     }
 
     /// What a push needs to read the answers to its changes: the attribute a record's attachment

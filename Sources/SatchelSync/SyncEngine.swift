@@ -186,7 +186,7 @@ public actor SyncEngine {
         defer { syncing = false }
         do {
             let session = try await preparedSession()
-            guard let definition = try orderedModels([model]).first else { return }
+            guard let definition = try orderedModels([model]).first(where: { $0.name == model }) else { return }
             let handle = try storage { try store.model(model) }
             var report = SyncReport()
             // A push whose answer was lost waits, in flight, for the next sync's pull.
@@ -217,7 +217,9 @@ public actor SyncEngine {
 
     // MARK: - Sync
 
-    /// Runs one sync cycle of `models` (default: every model that syncs, parents first).
+    /// Runs one sync cycle of `models` (default: every model that syncs, parents first). A
+    /// model named brings the models its associations point at, synced before it (RhoConnect's
+    /// associations: "synchronized along").
     ///
     /// - Returns: what the sync did. `report.refused > 0` means the server refused some records
     ///   (kept as refused changes, see ``Satchel/Store/refusedChanges(model:)``).
@@ -304,7 +306,11 @@ public actor SyncEngine {
     }
 
     /// The models to sync: those of the user and app partitions that sync, parents before the
-    /// models whose associations refer to them, then by name.
+    /// models whose associations refer to them, then by name. Named models bring the models
+    /// their associations point at, as RhoConnect's associations force them "synchronized
+    /// along": a change pointing at an object made here goes once that object is on the server
+    /// (a black-box probe: `sync --model Order` never sent its new Customer, and its orders
+    /// waited for ever).
     func orderedModels(_ names: [String]?) throws -> [ModelDefinition] {
         // A model named "" stays local: no server names a collection, class or source so.
         var candidates = store.models.filter { $0.syncType != .none && $0.partition != .local && !$0.name.isEmpty }
@@ -312,7 +318,16 @@ public actor SyncEngine {
             for name in names where !candidates.contains(where: { $0.name == name }) {
                 throw SyncError(.notSupported, "model '\(name)' does not sync (unknown, local or sync type none)")
             }
-            candidates = candidates.filter { names.contains($0.name) }
+            var wanted = Set(names)
+            var next = names
+            while let name = next.popLast() {
+                for parent in candidates.first(where: { $0.name == name }).map({ Array($0.associations.values) }) ?? []
+                where !wanted.contains(parent) && candidates.contains(where: { $0.name == parent }) {
+                    wanted.insert(parent)
+                    next.append(parent)
+                }
+            }
+            candidates = candidates.filter { wanted.contains($0.name) }
         }
         var ordered: [ModelDefinition] = []
         var visiting = Set<String>()

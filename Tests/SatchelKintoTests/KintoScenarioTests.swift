@@ -607,16 +607,17 @@ struct KintoScenarioTests {
     }
 
     @Test(
-        "an update this user may not make, of a record it may read: refused with the record as its server copy, which rollback takes (found by a black-box probe)"
-    )
-    func forbiddenUpdateRollsBack() async throws {
+        "an update this user may not make, of a record it may read: refused with the record as its server copy, which rollback takes, in a batch or alone as a JSON Patch (found by black-box probes)",
+        arguments: [false, true])
+    func forbiddenUpdateRollsBack(removing: Bool) async throws {
         let server = try await KintoHarness().makeServer()
         let id = try await server.put("Product", ["name": "Seed", "price": 1], id: nil)
         let client = try SyncClient(backend: server.backend, models: [Self.product], pageSize: 50)
         try await client.engine.logIn(server.credentials)
         try await client.engine.sync(models: ["Product"])
         try await server.refuse(.update, model: "Product", id: id)
-        try client.model("Product").update(id, with: ["price": 2])
+        // A removal goes alone, as a JSON Patch (a black-box probe: its 403 kept no copy).
+        try client.model("Product").update(id, with: removing ? ["price": .null] : ["price": 2])
         #expect(try await client.engine.sync(models: ["Product"]).refused == 1)
         let error = try #require(try client.store.refusedChanges(model: "Product").first)
         #expect(error.code == "403" && error.serverCopy?["price"] == 1 && error.actions.contains(.rollback), "\(error)")
