@@ -611,7 +611,8 @@ public final class KintoBackend: SyncBackend {
         }
         let answer = try await send("PATCH", url, headers: headers, body: Data(JSONValue.array(operations).jsonBytes), what: what)
         let json = (try? answer.json("")) ?? .null
-        let result = PushResult(objectID: change.objectID, outcome: try Self.outcome(of: change, status: answer.status, body: json, context: context, what))
+        let result = PushResult(
+            objectID: change.objectID, outcome: try Self.outcome(of: change, status: answer.status, body: json, context: context, what))
         return try await withReadableCopies([result], of: [change], model: model, context: context, what)[0]
     }
 
