@@ -32,7 +32,8 @@ public struct ModelSyncConfiguration: Sendable, Hashable {
     public var fetchLimit: Int?
     /// The order a pull from no cursor takes objects in (then by id).
     public var fetchOrder: [SortKey]
-    /// Leave blob attributes as their URLs during the first sync of the model (download later).
+    /// Leave blob attributes as their URLs during the first sync of the model: the next sync
+    /// downloads them (MM_RSF's `disable-initial-blob-download`).
     public var skipBlobsOnFirstSync: Bool
     /// Attributes pulled in addition to the others (MM_RSF's `extra-query`: say, a relationship
     /// field such as `Owner.Name`); pulled, never pushed.

@@ -13,6 +13,8 @@ extension SyncEngine {
     ) async throws {
         var definition = definition
         var state = try storage { try store.read { try $0.syncState(model) } }
+        // A sync after the first downloads the blobs the first one left as URLs.
+        let fetchesDeferredBlobs = state.blobsDeferred && state.initialSyncComplete
         if full { state.cursor = nil }
         var seen: Set<[UInt8]>? = full ? [] : nil
         // Attributes a full pull sent of objects it sent in parts (RhoConnect's inserts): the
@@ -80,6 +82,7 @@ extension SyncEngine {
                     applying.refusals[index].serverDeleted = false
                 }
             }
+            if Self.defersBlobs(of: page.upserts, modelConfiguration: modelConfiguration, state: state) { state.blobsDeferred = true }
             // A page is bounded by the page size: applied on the actor (the hop to the storage
             // queue cost a tenth of the pull rate), unless its links rename objects.
             let before = state
@@ -138,6 +141,65 @@ extension SyncEngine {
             try await reconcile(
                 model, definition: definition, keeping: seen, attributes: seenAttributes, modelConfiguration: modelConfiguration,
                 endingFullPull: true, report: &report)
+        }
+        if fetchesDeferredBlobs { try await downloadDeferredBlobs(model, definition: definition, session: session) }
+    }
+
+    /// Whether a page's blobs are left as URLs, to be downloaded by a later sync: the app asked
+    /// the model's first sync to skip them (``ModelSyncConfiguration/skipBlobsOnFirstSync``).
+    static func defersBlobs(of upserts: [ServerObject], modelConfiguration: ModelSyncConfiguration, state: ModelSyncState) -> Bool {
+        modelConfiguration.skipBlobsOnFirstSync && !state.initialSyncComplete && upserts.contains { !$0.blobURLs.isEmpty }
+    }
+
+    /// Downloads the blobs a first sync left as URLs (``ModelSyncConfiguration/skipBlobsOnFirstSync``,
+    /// MM_RSF's `disable-initial-blob-download`: skipped "during the initial sync process", not for
+    /// ever; a black-box probe found them left as URLs by every sync after). Each blob attribute
+    /// holding a value that is no blob here is fetched and written, as a pull writes it, a few
+    /// objects a batch; one the app changed here since is left to its change. A blob the server no
+    /// longer has stays its URL, said in a notification. The model's mark goes when all were
+    /// tried; a sync stopped before keeps it, and the next goes on.
+    func downloadDeferredBlobs(_ model: Model, definition: ModelDefinition, session: SyncSession) async throws {
+        var deferred: [(id: String, attribute: String, url: String)] = []
+        try storage {
+            try model.forEach { object in
+                for attribute in definition.blobAttributes {
+                    guard case .string(let url)? = object[attribute], !BlobStore.isReference(object[attribute]) else { continue }
+                    deferred.append((object.id, attribute, url))
+                }
+            }
+        }
+        var start = 0
+        while start < deferred.count {
+            let chunk = deferred[start..<min(start + 100, deferred.count)]
+            start += chunk.count
+            var downloaded: [(id: String, attribute: String, url: String, reference: String)] = []
+            for blob in chunk {
+                if let reference = try await downloadBlob(blob.url, of: blob.id, blob.attribute, definition: definition, session: session) {
+                    downloaded.append((blob.id, blob.attribute, blob.url, reference))
+                }
+            }
+            let written = try await onStorageQueue { [downloaded] store in
+                try store.bulkUpdate { tx -> ChangeSet in
+                    var notification = ChangeSet(model: definition.name, origin: .server)
+                    for blob in downloaded {
+                        guard let object = try tx.find(blob.id, in: model), object[blob.attribute] == .string(blob.url),
+                            try tx.objectSyncState(model, blob.id).pending?.attributes[blob.attribute] == nil
+                        else { continue }
+                        var attributes = object.attributes
+                        attributes[blob.attribute] = .string(blob.reference)
+                        notification.note(try tx.writeServerObject(model, blob.id, attributes, replacing: object.attributes), blob.id)
+                    }
+                    return notification
+                }
+            }
+            if !written.isEmpty { emit(.objects(written)) }
+        }
+        try await onStorageQueue { store in
+            try store.bulkUpdate { tx in
+                var state = try tx.syncState(model)
+                state.blobsDeferred = false
+                try tx.setSyncState(model, state)
+            }
         }
     }
 
@@ -249,7 +311,9 @@ extension SyncEngine {
             total = page.totalCount ?? total
             if page.done { break }
         }
-        let state = try storage { try store.read { try $0.syncState(model) } }
+        var stored = try storage { try store.read { try $0.syncState(model) } }
+        if Self.defersBlobs(of: objects, modelConfiguration: modelConfiguration, state: stored) { stored.blobsDeferred = true }
+        let state = stored
         let snapshot = PullPage(upserts: objects, nextCursor: cursor, done: true, totalCount: total)
         let blobs = try await downloadBlobs(snapshot, definition: definition, modelConfiguration: modelConfiguration, session: session, state: state)
         let (upserts, lastCursor) = (objects, cursor)

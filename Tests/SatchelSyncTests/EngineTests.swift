@@ -848,6 +848,14 @@ struct EngineTests {
         try await third.engine.sync()
         #expect(try third.model("Photo").findAll().first?["image"] == .string(url))
         #expect(counted.count(.downloadBlob) == 0)
+        // The next sync downloads it (a black-box probe: every later sync left the URL), once.
+        try await third.engine.sync()
+        let later = try #require(try third.model("Photo").findAll().first?["image"])
+        let laterBytes = try third.store.blobs.data(for: later.stringValue ?? "")
+        #expect(BlobStore.isReference(later) && laterBytes == bytes)
+        #expect(try third.store.changeFates(model: "Photo").isEmpty, "a server write, no change to push")
+        try await third.engine.sync()
+        #expect(counted.count(.downloadBlob) == 1)
 
         // A replaced blob leaves an orphan file, which goes.
         try second.model("Photo").update(photo.id, with: ["image": .string(try second.store.blobs.put(Data("another".utf8)))])

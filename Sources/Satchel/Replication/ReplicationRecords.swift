@@ -135,7 +135,7 @@ public struct RefusedChange: Sendable, Hashable {
 }
 
 /// A model's sync state, stored under `(meta, "sync", model)` as
-/// `{"cursor":…?,"full":true?,"initial":true?,"last":"2026-11-21T20:00:00Z"?,"metadata":…?}`.
+/// `{"blobs":true?,"cursor":…?,"full":true?,"initial":true?,"last":"2026-11-21T20:00:00Z"?,"metadata":…?}`.
 public struct ModelSyncState: Equatable, Sendable {
     /// Where the next pull starts: opaque to everyone but the adapter that made it.
     public var cursor: JSONValue?
@@ -150,6 +150,9 @@ public struct ModelSyncState: Equatable, Sendable {
     /// How the app configured the model's sync (the engine's JSON form of it); kept when the
     /// model's synced data is wiped.
     public var configuration: JSONObject?
+    /// Whether the first sync left blobs as their URLs (the app asked it to skip them), for a
+    /// later sync to download.
+    public var blobsDeferred = false
 
     public init(
         cursor: JSONValue? = nil, fullPullPending: Bool = false, initialSyncComplete: Bool = false, lastSync: String? = nil,
@@ -165,6 +168,7 @@ public struct ModelSyncState: Equatable, Sendable {
 
     var json: JSONObject {
         var object = JSONObject()
+        if blobsDeferred { object["blobs"] = true }
         if let cursor { object["cursor"] = cursor }
         if fullPullPending { object["full"] = true }
         if initialSyncComplete { object["initial"] = true }
@@ -178,6 +182,7 @@ public struct ModelSyncState: Equatable, Sendable {
         self.init(
             cursor: json["cursor"], fullPullPending: json["full"]?.boolValue ?? false, initialSyncComplete: json["initial"]?.boolValue ?? false,
             lastSync: json["last"]?.stringValue, metadata: json["metadata"], configuration: json["configuration"]?.objectValue)
+        blobsDeferred = json["blobs"]?.boolValue ?? false
     }
 }
 
