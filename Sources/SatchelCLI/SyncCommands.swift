@@ -237,6 +237,8 @@ struct SyncCommand: AsyncParsableCommand {
         commandName: "sync",
         abstract: "Run one sync cycle; print each notification as a line of JSON.",
         discussion: """
+            A status line has "status"; an object line has "model" and the ids the sync "created", "updated" or \
+            "deleted" here, and "renamed" (a create's id → the server's). \
             Exit 0: complete. Exit 3: complete, but the server refused some records (see 'satchel errors'). \
             Any other non-zero exit: the cycle failed (network, authentication, protocol), or is not complete because \
             the server could not take some changes this time (pending for the next sync); nothing was lost.
@@ -287,7 +289,13 @@ struct SyncCommand: AsyncParsableCommand {
             }
             return try await withEngine(store, server, pageSize: pageSize, creating: true, verbose: verbose) { engine in
                 await engine.setEventHandler { event in
-                    if case .sync(let notification) = event { Output.line(notification.description, now: true) }
+                    switch event {
+                    case .sync(let notification): Output.line(notification.description, now: true)
+                    // The objects a page or a push's results changed, as the engine notifies them
+                    // (a black-box probe: a create renamed to its server id said nothing).
+                    case .objects(let set) where !set.isEmpty: Output.line(Self.line(set), now: true)
+                    default: break
+                    }
                 }
                 var names = models
                 if let syncObjects {
@@ -333,6 +341,19 @@ struct SyncCommand: AsyncParsableCommand {
 
 extension SyncCommand {
     /// MM_RSF's sync objects from `path`: a JSON array of objects, each with a `name`.
+    /// An object notification as one line of JSON, keys sorted: the model, and the ids the sync
+    /// created, updated or deleted here and renamed (old id → new id), each only when there are
+    /// some; `"wiped":true` when the model's synced data went whole.
+    static func line(_ set: ChangeSet) -> String {
+        var object: JSONObject = ["model": .string(set.model)]
+        for (name, ids) in [("created", set.created), ("updated", set.updated), ("deleted", set.deleted)] where !ids.isEmpty {
+            object[name] = .array(ids.map(JSONValue.string))
+        }
+        if !set.renamed.isEmpty { object["renamed"] = .object(JSONObject(set.renamed.map { ($0.key, JSONValue.string($0.value)) })) }
+        if set.wiped { object["wiped"] = true }
+        return object.description
+    }
+
     static func readSyncObjects(_ path: String) throws -> [(name: String, configuration: ModelSyncConfiguration)] {
         let data: Data
         do { data = try Data(contentsOf: URL(fileURLWithPath: path)) } catch { throw ValidationError("--objects: cannot read '\(path)'") }

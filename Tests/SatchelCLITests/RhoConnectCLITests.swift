@@ -61,8 +61,19 @@ struct RhoConnectCLITests {
         #expect(!second.stdout.contains("userChanged"))
         #expect(try await CLI.run(["--db", db, "find", "Product", "--id", "1"]).status == 1, "deleted on the server")
         #expect(try await CLI.run(["--db", db, "find", "Product", "--id", "2"]).status == 1, "deleted on the server")
+        // Object lines name what the sync did here (a black-box probe: status lines only).
+        let objectLines = try second.lines.map { try JSONObject(parsing: $0) }.filter { $0["status"] == nil }
+        #expect(objectLines.allSatisfy { $0["model"] == "Product" }, "\(second.stdout)")
+        #expect(Set(objectLines.flatMap { $0["deleted"]?.arrayValue ?? [] }) == ["1", "2"], "\(second.stdout)")
+        #expect(objectLines.contains { $0["updated"]?.arrayValue?.contains("3") == true }, "\(second.stdout)")
         #expect(try await CLI.run(["--db", db, "find", "Product", "--id", "3"]).lines == [#"{"name":"Pixel","object":"3","price":"499"}"#])
         #expect(try await CLI.run(["--db", db, "find", "Product", "--count"]).lines == ["10"])
+        // A create renamed to the server's id says so (and its new id).
+        #expect(try await CLI.run(["--db", db, "put", "Product", #"{"object":"n1","name":"New"}"#]).status == 0)
+        let third = try await CLI.run(Self.sync(db, server, as: nil, ["--model", "Product"]))
+        let renamed = try third.lines.map { try JSONObject(parsing: $0) }.compactMap { $0["renamed"]?.objectValue }
+        let serverID = try #require(renamed.first?["n1"]?.stringValue, "\(third.stdout)")
+        #expect(try await CLI.run(["--db", db, "find", "Product", "--id", serverID]).status == 0)
 
         // What the server saw: two logins, one client.
         let requests = await server.requests

@@ -158,7 +158,7 @@ struct WhereGrammarCLITests {
         let explained = try await CLI.run(["--db", db, "find", "Note", "--match", #"lamp "reading light" br*"#, "--explain"])
         #expect(explained.lines == [#"text index text(title,body): lamp AND "reading light" AND br*, ranked by BM25"#])
         let unclosed = try await CLI.run(["--db", db, "find", "Note", "--match", #""reading lamp"#])
-        #expect(unclosed.status == 1 && unclosed.stderr.contains("never closes"), "\(unclosed.stderr)")
+        #expect(unclosed.status == 64 && unclosed.stderr.contains("never closes"), "a usage error: \(unclosed.stderr)")
         #expect(try await ids(["--match", "lamp", "--order", "title:desc"]) == ["n3", "n1"], "--order instead of the rank")
         // A text search never scans: --require-index holds; --explain says the filter and the order (found by a black-box probe).
         #expect(try await ids(["--match", "lamp", "--require-index"]) == ["n1", "n3"])
