@@ -241,7 +241,8 @@ leveldb::Status CheckHeader(
     case 0: break;
     case 1: return leveldb::Status::Corruption(name, "not an encrypted file (written without the store's key)");
     case 2: return leveldb::Status::Corruption(name, "shorter than an encrypted file's header");
-    default: return leveldb::Status::NotSupported(name, "encrypted in a later format than this build reads");
+    // A later format, or a header damaged there (one flipped bit reads so): repair tells.
+    default: return leveldb::Status::NotSupported(name, "encrypted in a later format than this build reads, or its header is damaged (satchel check; satchel repair)");
     }
     if (std::memcmp(id, key_id, 16) != 0) return leveldb::Status::Corruption(name, "encrypted with another key (a file from another store)");
     uint32_t flags = ReadLittle32(reinterpret_cast<const uint8_t *>(header.data()) + 12);

@@ -113,6 +113,46 @@ struct MigrationTests {
         #expect(converted(.double(0.5), .boolean) == "not true or false")
     }
 
+    @Test(
+        "an index a step cannot build beside the model's others refuses the migration before any object is rewritten, dry run too (found by a black-box probe)"
+    )
+    func indexStepRefusedFirst() throws {
+        try withTemporaryStore { store in
+            let model = try store.register(ModelDefinition(name: "P"))
+            for i in 1...3 { try model.create(["object": .string("p\(i)"), "n": .int(Int64(i))]) }
+            try model.createIndex(IndexDefinition("n"))
+            try model.createIndex(.text("title"))
+            let before = try model.findAll()
+            let refused: [[MigrationStep]] = [
+                [.convert("n", .string), .createIndex(IndexDefinition([Field("n")], storesObjects: false))],
+                [.convert("n", .string), .createIndex(.text("body"))],
+                [.convert("n", .string), .createIndex(IndexDefinition("m")), .createIndex(IndexDefinition([Field("m")], storesObjects: false))],
+            ]
+            for (i, steps) in refused.enumerated() {
+                for dryRun in [true, false] {
+                    do {
+                        try store.migrate([Migration("m\(i)", model: "P", steps: steps)], dryRun: dryRun)
+                        Issue.record("the migration ran: \(steps), dry run: \(dryRun)")
+                    } catch let error as SatchelError {
+                        #expect(error.code == .invalidArgument && error.message.contains("nothing was changed"), "\(error)")
+                    }
+                }
+                #expect(try model.findAll() == before)
+                let (applied, indexes) = (try model.appliedMigrations, try model.indexes)
+                #expect(applied.isEmpty && indexes.count == 2)
+                #expect(try store.verify().isHealthy)
+            }
+            // Dropped first, the index is built anew.
+            let ran = try store.migrate([
+                Migration(
+                    "ok", model: "P",
+                    steps: [.convert("n", .string), .dropIndex(IndexDefinition("n")), .createIndex(IndexDefinition([Field("n")], storesObjects: false))])
+            ])
+            let converted = try model.find("p1")?["n"]
+            #expect(ran.first?.changed == 3 && converted == "1")
+        }
+    }
+
     @Test("one object that does not migrate refuses the migration, naming how many and the first; nothing changes")
     func refusal() throws {
         try withTemporaryStore { store in

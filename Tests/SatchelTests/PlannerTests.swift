@@ -241,6 +241,41 @@ struct PlannerTests {
     }
 
     @Test(
+        "a text index whose build was interrupted: a search says so and how to finish it, not that there is none (found by a black-box probe)"
+    )
+    func interruptedTextBuild() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.child("s")
+        do {
+            let store = try Store(path: path)
+            let notes = try store.register(ModelDefinition(name: "N"))
+            for i in 0..<5 { try notes.create(["object": .string("n\(i)"), "title": .string(i == 3 ? "brass lamp" : "note \(i)")]) }
+            try notes.createIndex(.text("title"))
+            var building = try store.entry("N").indexes[0]
+            building.state = .building
+            var batch = LevelDBWriteBatch()
+            batch.put(Keys.indexDefinition("N", building.id), building.json.jsonBytes)
+            try store.database(.user).write(batch, sync: false)
+            try store.close()
+        }
+        let store = try Store(path: path)
+        let notes = try store.model("N")
+        for search in [{ _ = try notes.search("lamp") }, { _ = try notes.explainSearch("lamp") }] {
+            do {
+                try search()
+                Issue.record("an unfinished text index answered")
+            } catch let error as SatchelError {
+                #expect(
+                    error.code == .unindexedQuery && error.message.contains("was not finished")
+                        && error.message.contains("satchel index N --text title"), "\(error)")
+            }
+        }
+        try notes.createIndex(.text("title"))
+        #expect(try notes.search("lamp").map(\.object.id) == ["n3"])
+        try store.close()
+    }
+
+    @Test(
         "bad index definitions are refused",
         arguments: [
             IndexDefinition([Field]()), IndexDefinition("object"), IndexDefinition("a", "a"),

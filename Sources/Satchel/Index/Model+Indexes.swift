@@ -48,6 +48,33 @@ extension Model {
         try buildIndex(definition, batchSize: batchSize, allowingReentry: false, progress: progress)
     }
 
+    /// Why `definition` cannot be built beside the model's `indexes` (nil: it can, or an index
+    /// with its keys is there already): one with its keys being dropped, or storing objects where
+    /// it would not (or the other way round); a second text index. A migration asks before it
+    /// writes anything.
+    static func refusal(creating definition: IndexDefinition, beside indexes: [StoredIndex], model name: String) -> SatchelError? {
+        if let existing = indexes.first(where: { $0.definition.sameKeys(as: definition) }) {
+            if existing.state == .dropping {
+                return SatchelError(.busy, "index \(definition) of model '\(name)' is being dropped", model: name)
+            }
+            if existing.definition.storesObjects != definition.storesObjects {
+                return SatchelError(
+                    .invalidArgument,
+                    "model '\(name)' has an index on \(definition) that \(existing.definition.storesObjects ? "stores" : "does not store") objects; drop it first",
+                    model: name)
+            }
+            return nil
+        }
+        // A text search reads one text index: a second would hold words no search finds.
+        if definition.kind == .text, let text = indexes.first(where: { $0.definition.kind == .text && $0.state != .dropping }) {
+            return SatchelError(
+                .invalidArgument,
+                "model '\(name)' has a text index already, \(text.definition): a model has one; drop it and declare one over every field to search (text(\(Self.union(text.definition.fields, definition.fields).map(\.description).joined(separator: ","))))",
+                model: name)
+        }
+        return nil
+    }
+
     /// ``createIndex(_:batchSize:progress:)``; with `allowingReentry`, also on a thread that
     /// holds the writer lock (a migration).
     func buildIndex(
@@ -57,24 +84,9 @@ extension Model {
         guard batchSize > 0 else { throw SatchelError(.invalidArgument, "the batch size must be positive") }
         let (index, partition, total) = try store.writer.withLock(allowingReentry: allowingReentry) { () throws -> (StoredIndex, Partition, Int) in
             let entry = try store.entry(name)
+            if let refusal = Self.refusal(creating: definition, beside: entry.indexes, model: name) { throw refusal }
             if let existing = entry.indexes.first(where: { $0.definition.sameKeys(as: definition) }) {
-                if existing.state == .dropping {
-                    throw SatchelError(.busy, "index \(definition) of model '\(name)' is being dropped", model: name)
-                }
-                if existing.definition.storesObjects != definition.storesObjects {
-                    throw SatchelError(
-                        .invalidArgument,
-                        "model '\(name)' has an index on \(definition) that \(existing.definition.storesObjects ? "stores" : "does not store") objects; drop it first",
-                        model: name)
-                }
                 return (existing, entry.definition.partition, entry.statistics.objects)
-            }
-            // A text search reads one text index: a second would hold words no search finds.
-            if definition.kind == .text, let text = entry.indexes.first(where: { $0.definition.kind == .text && $0.state != .dropping }) {
-                throw SatchelError(
-                    .invalidArgument,
-                    "model '\(name)' has a text index already, \(text.definition): a model has one; drop it and declare one over every field to search (text(\(Self.union(text.definition.fields, definition.fields).map(\.description).joined(separator: ","))))",
-                    model: name)
             }
             let index = StoredIndex(id: (entry.indexes.map(\.id).max() ?? 0) + 1, definition: definition, state: .building, model: name)
             var batch = LevelDBWriteBatch()

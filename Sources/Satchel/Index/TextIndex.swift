@@ -297,8 +297,7 @@ extension Model {
         let entry = try store.entry(name)
         try condition.refuseArrayCrossings(entry.statistics, model: name)
         guard let index = entry.indexes.first(where: { $0.state == .ready && $0.definition.kind == .text }) else {
-            throw SatchelError(
-                .unindexedQuery, "model '\(name)' has no text index to search: create one (satchel index \(name) --text ATTR[,ATTR…])", model: name)
+            throw Self.noTextIndex(entry, model: name)
         }
         let db = try store.database(entry.definition.partition)
         let snapshot = try db.makeSnapshot()
@@ -416,6 +415,19 @@ extension Model {
         return matches.map { TextMatch(object: projection.project($0.object), score: $0.score) }
     }
 
+    /// Why the model has no text index to search: none, or one whose build did not finish (a
+    /// black-box probe: an interrupted build was said to be none, and declaring another was refused).
+    static func noTextIndex(_ entry: ModelEntry, model name: String) -> SatchelError {
+        if let unfinished = entry.indexes.first(where: { $0.state == .building && $0.definition.kind == .text }) {
+            let fields = unfinished.definition.fields.map(\.description).joined(separator: ",")
+            return SatchelError(
+                .unindexedQuery,
+                "model '\(name)''s text index \(unfinished.definition) was not finished (its build stopped): declare it again to finish it (satchel index \(name) --text \(fields))",
+                model: name)
+        }
+        return SatchelError(.unindexedQuery, "model '\(name)' has no text index to search: create one (satchel index \(name) --text ATTR[,ATTR…])", model: name)
+    }
+
     /// How ``search(_:where:order:limit:select:)`` would run, in words: the index and the
     /// query's parts, then the filter `condition` and the `order`, when given, as
     /// ``explain(_:)`` says them.
@@ -423,7 +435,7 @@ extension Model {
         let query = try TextQuery(parsing: text)
         let entry = try store.entry(name)
         guard let index = entry.indexes.first(where: { $0.state == .ready && $0.definition.kind == .text }) else {
-            throw SatchelError(.unindexedQuery, "model '\(name)' has no text index to search", model: name)
+            throw Self.noTextIndex(entry, model: name)
         }
         let parts = query.parts.map { part in
             switch part {

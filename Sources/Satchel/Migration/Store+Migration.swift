@@ -241,6 +241,23 @@ extension Store {
                         "migration '\(migration.name)', step \(index + 1): model '\(model.name)' has no index \(definition) to drop; nothing was changed",
                         model: model.name)
                 }
+                // An index a step cannot build beside the model's others (after the drops, and
+                // the builds of the steps before it) refuses the migration before any object is
+                // rewritten (a black-box probe: it failed after the rewrite, the migration left
+                // unfinished).
+                var indexes = entry.indexes.filter { index in
+                    !migration.steps.contains { step in
+                        if case .dropIndex(let dropped) = step { dropped.sameKeys(as: index.definition) } else { false }
+                    }
+                }
+                for (index, step) in migration.steps.enumerated() {
+                    guard case .createIndex(let definition) = step else { continue }
+                    if let refusal = Model.refusal(creating: definition, beside: indexes, model: model.name) {
+                        throw SatchelError(
+                            refusal.code, "migration '\(migration.name)', step \(index + 1): \(refusal.message); nothing was changed", model: model.name)
+                    }
+                    indexes.append(StoredIndex(id: 0, definition: definition, state: .building, model: model.name))
+                }
             }
             var target = entry.definition
             for case .setKind(let kind) in migration.steps { target.kind = kind }
