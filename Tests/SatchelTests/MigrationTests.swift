@@ -146,7 +146,9 @@ struct MigrationTests {
             let ran = try store.migrate([
                 Migration(
                     "ok", model: "P",
-                    steps: [.convert("n", .string), .dropIndex(IndexDefinition("n")), .createIndex(IndexDefinition([Field("n")], storesObjects: false))])
+                    steps: [
+                        .convert("n", .string), .dropIndex(IndexDefinition("n")), .createIndex(IndexDefinition([Field("n")], storesObjects: false)),
+                    ])
             ])
             let converted = try model.find("p1")?["n"]
             #expect(ran.first?.changed == 3 && converted == "1")

@@ -425,7 +425,8 @@ extension Model {
                 "model '\(name)''s text index \(unfinished.definition) was not finished (its build stopped): declare it again to finish it (satchel index \(name) --text \(fields))",
                 model: name)
         }
-        return SatchelError(.unindexedQuery, "model '\(name)' has no text index to search: create one (satchel index \(name) --text ATTR[,ATTR…])", model: name)
+        return SatchelError(
+            .unindexedQuery, "model '\(name)' has no text index to search: create one (satchel index \(name) --text ATTR[,ATTR…])", model: name)
     }
 
     /// How ``search(_:where:order:limit:select:)`` would run, in words: the index and the

@@ -254,7 +254,8 @@ extension Store {
                     guard case .createIndex(let definition) = step else { continue }
                     if let refusal = Model.refusal(creating: definition, beside: indexes, model: model.name) {
                         throw SatchelError(
-                            refusal.code, "migration '\(migration.name)', step \(index + 1): \(refusal.message); nothing was changed", model: model.name)
+                            refusal.code, "migration '\(migration.name)', step \(index + 1): \(refusal.message); nothing was changed",
+                            model: model.name)
                     }
                     indexes.append(StoredIndex(id: 0, definition: definition, state: .building, model: model.name))
                 }
