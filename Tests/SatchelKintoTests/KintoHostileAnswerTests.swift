@@ -7,7 +7,10 @@ import Testing
 
 /// Answers a real Kinto cannot be made to give on cue, from an in-process stub: malformed or
 /// truncated bodies, and the server asking clients to wait.
-@Suite("Kinto adapter: hostile answers, Backoff and Retry-After")
+// One test at a time: each starts a loopback server, whose socket pool holds a Dispatch thread
+// in epoll_wait while it runs. Every such test at once, beside the other suites, reached
+// Dispatch's limit of threads in full runs: URLSession's queues got none, and clients timed out.
+@Suite("Kinto adapter: hostile answers, Backoff and Retry-After", .serialized)
 struct KintoHostileAnswerTests {
     static let product = ModelDefinition(name: "Product")
     static let page = #"{"data":[{"id":"p1","last_modified":10,"name":"One"}]}"#

@@ -12,7 +12,10 @@ import Testing
 
 /// The Parse adapter against the loopback Parse Server: each bullet of the wire contract, as
 /// the server sees it (its request log and its own data), not only as the adapter reports it.
-@Suite("Parse adapter")
+// One test at a time: each starts a loopback server, whose socket pool holds a Dispatch thread
+// in epoll_wait while it runs. Every such test at once, beside the other suites, reached
+// Dispatch's limit of threads in full runs: URLSession's queues got none, and clients timed out.
+@Suite("Parse adapter", .serialized)
 struct ParseBackendTests {
     static let customer = ModelDefinition(name: "Customer")
     static let order = ModelDefinition(name: "Order", associations: ["customer": "Customer", "items": "Product"])

@@ -8,7 +8,10 @@ import Testing
 
 /// The loopback Parse Server itself, over plain HTTP: what Parse Server answers (statuses, codes,
 /// messages, headers) for the rules of `rest-backends.md` §A, checked without the adapter.
-@Suite("Parse loopback server on the wire")
+// One test at a time: each starts a loopback server, whose socket pool holds a Dispatch thread
+// in epoll_wait while it runs. Every such test at once, beside the other suites, reached
+// Dispatch's limit of threads in full runs: URLSession's queues got none, and clients timed out.
+@Suite("Parse loopback server on the wire", .serialized)
 struct ParseServerWireTests {
     /// An HTTP client of one server, sending the app's headers (and a session token once set).
     struct Wire {

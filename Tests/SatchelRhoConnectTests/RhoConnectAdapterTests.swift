@@ -11,7 +11,10 @@ import Testing
 
 /// The RhoConnect adapter against the loopback server and the `products` fixture: the protocol
 /// features one by one, as they appear on the wire.
-@Suite("RhoConnect adapter")
+// One test at a time: each starts a loopback server, whose socket pool holds a Dispatch thread
+// in epoll_wait while it runs. Every such test at once, beside the other suites, reached
+// Dispatch's limit of threads in full runs: URLSession's queues got none, and clients timed out.
+@Suite("RhoConnect adapter", .serialized)
 struct RhoConnectAdapterTests {
     static let product = ModelDefinition(name: "Product")
     static let catalog = ModelDefinition(name: "Catalog", partition: .app)

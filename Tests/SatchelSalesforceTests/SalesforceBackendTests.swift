@@ -9,7 +9,10 @@ import Testing
 
 /// The Salesforce adapter against the loopback org: each bullet of the wire contract, checked on
 /// the server's side (its request log and its own records).
-@Suite("Salesforce adapter")
+// One test at a time: each starts a loopback server, whose socket pool holds a Dispatch thread
+// in epoll_wait while it runs. Every such test at once, beside the other suites, reached
+// Dispatch's limit of threads in full runs: URLSession's queues got none, and clients timed out.
+@Suite("Salesforce adapter", .serialized)
 struct SalesforceBackendTests {
     static let account = ModelDefinition(name: "Account")
     static let contact = ModelDefinition(name: "Contact")

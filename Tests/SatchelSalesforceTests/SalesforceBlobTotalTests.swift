@@ -9,7 +9,10 @@ import Testing
 
 /// Blobs pushed as their bytes, and the totals a pull reports, against the loopback org: checked
 /// on the server's side (its request log and the bytes it keeps).
-@Suite("Salesforce adapter: blob pushes and totals")
+// One test at a time: each starts a loopback server, whose socket pool holds a Dispatch thread
+// in epoll_wait while it runs. Every such test at once, beside the other suites, reached
+// Dispatch's limit of threads in full runs: URLSession's queues got none, and clients timed out.
+@Suite("Salesforce adapter: blob pushes and totals", .serialized)
 struct SalesforceBlobTotalTests {
     typealias Setup = SalesforceBackendTests.Setup
 

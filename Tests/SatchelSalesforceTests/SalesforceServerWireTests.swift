@@ -8,7 +8,10 @@ import Testing
 
 /// The loopback Salesforce itself, over HTTP with URLSession: what it answers must be what
 /// Salesforce's REST API answers, or the adapter's tests prove nothing.
-@Suite("Loopback Salesforce on the wire")
+// One test at a time: each starts a loopback server, whose socket pool holds a Dispatch thread
+// in epoll_wait while it runs. Every such test at once, beside the other suites, reached
+// Dispatch's limit of threads in full runs: URLSession's queues got none, and clients timed out.
+@Suite("Loopback Salesforce on the wire", .serialized)
 struct SalesforceServerWireTests {
     /// An answer: status, headers by lower-cased name, body.
     struct Reply {
