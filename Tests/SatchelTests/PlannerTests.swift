@@ -209,11 +209,7 @@ struct PlannerTests {
         do {
             let store = try Self.indexedStore(path)
             // Simulate a kill after a rebuild began: the definition says building, its entries gone.
-            var building = try store.entry("M").indexes[0]
-            building.state = .building
-            var batch = LevelDBWriteBatch()
-            batch.put(Keys.indexDefinition("M", building.id), building.json.jsonBytes)
-            try store.database(.user).write(batch, sync: false)
+            try Self.markFirstIndexBuilding(of: "M", in: store)
             try store.close()
         }
         do {
@@ -240,6 +236,15 @@ struct PlannerTests {
         }
     }
 
+    /// Writes `model`'s first index back as building, as a process killed during its build leaves it.
+    static func markFirstIndexBuilding(of model: String, in store: Store) throws {
+        var building = try store.entry(model).indexes[0]
+        building.state = .building
+        var batch = LevelDBWriteBatch()
+        batch.put(Keys.indexDefinition(model, building.id), building.json.jsonBytes)
+        try store.database(.user).write(batch, sync: false)
+    }
+
     @Test(
         "a text index whose build was interrupted: a search says so and how to finish it, not that there is none (found by a black-box probe)"
     )
@@ -251,11 +256,7 @@ struct PlannerTests {
             let notes = try store.register(ModelDefinition(name: "N"))
             for i in 0..<5 { try notes.create(["object": .string("n\(i)"), "title": .string(i == 3 ? "brass lamp" : "note \(i)")]) }
             try notes.createIndex(.text("title"))
-            var building = try store.entry("N").indexes[0]
-            building.state = .building
-            var batch = LevelDBWriteBatch()
-            batch.put(Keys.indexDefinition("N", building.id), building.json.jsonBytes)
-            try store.database(.user).write(batch, sync: false)
+            try Self.markFirstIndexBuilding(of: "N", in: store)
             try store.close()
         }
         let store = try Store(path: path)
