@@ -250,7 +250,7 @@ struct SyncCommand: AsyncParsableCommand {
     @Option(
         name: .customLong("model"),
         help: ArgumentHelp(
-            "A model to sync (repeatable; default: every model), with the models its associations point at; one the store lacks is made a property bag.",
+            "A model to sync (repeatable; default: every model), with the store's models its associations point at; one the store lacks is made a property bag.",
             valueName: "model"))
     var models: [String] = []
     @Option(help: "Objects per page asked of the server.") var pageSize: Int?

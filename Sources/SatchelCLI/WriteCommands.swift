@@ -201,8 +201,8 @@ struct MigrateCommand: ParsableCommand {
         discussion: """
             FILE holds a migration or an array of them: {"name": "v2", "steps": [...], "push": false}, each step one of \
             {"rename": "a", "to": "b"}, {"add": "a", "default": V}, {"remove": "a"}, {"convert": "a", "to": \
-            "string|number|integer|boolean"}, {"createIndex": "a,b"} (a[] or a path into arrays such as items[].sku for an array-element index; "keysOnly": true), \
-            {"dropIndex": "a,b"}, {"schema": {"a": "string", …}} or {"schema": null}. A step's attribute is a path as in \
+            "string|number|integer|boolean"}, {"createIndex": "a,b"} (a[] or a path into arrays such as items[].sku for an array-element index; "keysOnly": true; \
+            "text": true for the full-text index), {"dropIndex": "a,b"} ("text": true for the full-text index), {"schema": {"a": "string", …}} or {"schema": null}. A step's attribute is a path as in \
             queries: "address.city" (a nested object), "items[].qty" (each element of an array), or one attribute's \
             name written as a JSON string, whatever it holds but a [] at its end ("\\"a.b\\""); a rename stays within the object that holds it. convert: to string, any value becomes its JSON text; to number, a string holding \
             a JSON number (a leading + allowed); to integer, a whole number within 64 bits or a string of digits \

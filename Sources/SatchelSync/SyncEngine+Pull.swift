@@ -87,7 +87,11 @@ extension SyncEngine {
             // queue cost a tenth of the pull rate), unless its links rename objects.
             let before = state
             let (outcome, after) = try await onStore(bounded: page.links.isEmpty) { [applying] store in
-                try Self.apply(applying, to: model, in: store, modelConfiguration: modelConfiguration, blobs: blobs, state: before)
+                do {
+                    return try Self.apply(applying, to: model, in: store, modelConfiguration: modelConfiguration, blobs: blobs, state: before)
+                } catch {
+                    throw Self.refusedByTheStore(error, model: model.name)
+                }
             }
             state = after
             if !page.related.isEmpty { try await applyRelated(page.related, modelConfiguration: modelConfiguration, report: &report) }
@@ -143,6 +147,16 @@ extension SyncEngine {
                 endingFullPull: true, report: &report)
         }
         if fetchesDeferredBlobs { try await downloadDeferredBlobs(model, definition: definition, session: session) }
+    }
+
+    /// A failure to apply a page, said as the server's doing when the store refused one of its
+    /// objects for nesting deeper than a store holds (a black-box probe: a `storage` error that
+    /// named neither the model nor the object).
+    static func refusedByTheStore(_ error: any Error, model: String) -> any Error {
+        guard let refusal = error as? SatchelError, refusal.code == .malformedJSON, let id = refusal.objectID else { return error }
+        return SyncError(
+            .protocolViolation,
+            "pull of \(model): the server sent object \(id) nested deeper than a store holds (\(refusal.message)); nothing of the page was applied")
     }
 
     /// Whether a page's blobs are left as URLs, to be downloaded by a later sync: the app asked

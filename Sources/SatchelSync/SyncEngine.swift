@@ -218,8 +218,8 @@ public actor SyncEngine {
     // MARK: - Sync
 
     /// Runs one sync cycle of `models` (default: every model that syncs, parents first). A
-    /// model named brings the models its associations point at, synced before it (RhoConnect's
-    /// associations: "synchronized along").
+    /// model named brings the store's models its associations point at, synced before it
+    /// (RhoConnect's associations: "synchronized along"); a model the store lacks is not made.
     ///
     /// - Returns: what the sync did. `report.refused > 0` means the server refused some records
     ///   (kept as refused changes, see ``Satchel/Store/refusedChanges(model:)``).

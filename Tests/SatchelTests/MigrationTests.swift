@@ -152,6 +152,15 @@ struct MigrationTests {
             ])
             let converted = try model.find("p1")?["n"]
             #expect(ran.first?.changed == 3 && converted == "1")
+            // The text index is dropped as its refusal says, by a step that names it so (a
+            // black-box probe: no step could), and one over more fields declared.
+            let steps = try [#"{"dropIndex":"title","text":true}"#, #"{"createIndex":"title,body","text":true}"#].map {
+                try MigrationStep(json: try JSONObject(parsing: $0))
+            }
+            #expect(steps.map(\.json) == [["dropIndex": "title", "text": true], ["createIndex": "title,body", "text": true]])
+            try store.migrate([Migration("text", model: "P", steps: steps)])
+            #expect(try model.indexes.map(\.definition).contains(.text("title", "body")))
+            #expect(try !model.indexes.map(\.definition).contains(.text("title")))
         }
     }
 
