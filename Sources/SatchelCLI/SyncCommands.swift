@@ -340,7 +340,6 @@ struct SyncCommand: AsyncParsableCommand {
 }
 
 extension SyncCommand {
-    /// MM_RSF's sync objects from `path`: a JSON array of objects, each with a `name`.
     /// An object notification as one line of JSON, keys sorted: the model, and the ids the sync
     /// created, updated or deleted here and renamed (old id → new id), each only when there are
     /// some; `"wiped":true` when the model's synced data went whole.
@@ -354,6 +353,7 @@ extension SyncCommand {
         return object.description
     }
 
+    /// MM_RSF's sync objects from `path`: a JSON array of objects, each with a `name`.
     static func readSyncObjects(_ path: String) throws -> [(name: String, configuration: ModelSyncConfiguration)] {
         let data: Data
         do { data = try Data(contentsOf: URL(fileURLWithPath: path)) } catch { throw ValidationError("--objects: cannot read '\(path)'") }
