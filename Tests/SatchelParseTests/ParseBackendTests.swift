@@ -1255,6 +1255,9 @@ struct ParseBackendTests {
         #expect(report.pulled == 1)
         let objects = try setup.device.objects("Product")
         #expect(objects.count == 1 && objects.first?.value["deep"] == deep)
+        // The server's own copy holds it whole.
+        let stored = try await setup.stored("Product", try #require(objects.first?.key))
+        #expect(stored?["deep"] == deep)
         // A server object deeper than a store holds is refused with the page, nothing written.
         let before = try setup.device.objects("Product")
         let id = try #require(objects.first?.key)
