@@ -374,7 +374,11 @@ public final class SalesforceBackend: SyncBackend {
                 "\(what): Salesforce refused the access token\(codeText)\(detail): log in again (satchel sync: pass --token, or --user and --password)",
                 httpStatus: 401)
         case (_, "REQUEST_LIMIT_EXCEEDED"?), (_, "SERVER_UNAVAILABLE"?), (_, "UNABLE_TO_LOCK_ROW"?):
-            throw SyncError(.server, "\(what) failed with HTTP \(answer.status)\(codeText)\(detail)", httpStatus: 503, retryAfter: answer.retryAfter)
+            // Retryable whatever the status (a limit comes as 403): a status below 500 is
+            // reported as 503, a 5xx as itself (a black-box probe: a 500 said "HTTP 503").
+            throw SyncError(
+                .server, "\(what) failed with HTTP \(answer.status)\(codeText)\(detail)", httpStatus: answer.status >= 500 ? answer.status : 503,
+                retryAfter: answer.retryAfter)
         default:
             throw SyncError(
                 .server, "\(what) failed with HTTP \(answer.status)\(codeText)\(detail)", httpStatus: answer.status, retryAfter: answer.retryAfter)

@@ -305,6 +305,24 @@ struct SalesforceBackendTests {
         #expect(await setup.server.records("Product").count == 1)
     }
 
+    @Test("a 500 saying SERVER_UNAVAILABLE is reported as HTTP 500, a 403 limit as retryable", arguments: [(500, 500), (403, 503)])
+    func unavailableKeepsItsStatus(answered: Int, reported: Int) async throws {
+        let setup = try await Setup("kit", models: [ModelDefinition(name: "Product")])
+        defer { Task { await setup.stop() } }
+        try setup.model("Product").create(["object": "n1", "name": "New"])
+        let code = answered == 403 ? "REQUEST_LIMIT_EXCEEDED" : "SERVER_UNAVAILABLE"
+        let busy = #"[{"errorCode":"\#(code)","message":"busy"}]"#
+        await setup.server.sabotageNext("POST", "/services/data/v\(setup.server.version)/composite/sobjects", status: answered, body: Data(busy.utf8))
+        let error = try await #require(throws: SyncError.self) { try await setup.device.engine.sync() }
+        #expect(error.httpStatus == reported && error.isRetryable)
+        #expect(error.description.contains("HTTP \(answered) (\(code))"))
+        #expect(answered == reported ? !error.description.contains("503") : true, "\(error)")
+        // Nothing of it was carried out: the create goes with the next sync.
+        let report = try await setup.device.engine.sync()
+        #expect(report.accepted == 1)
+        #expect(await setup.server.records("Product").count == 1)
+    }
+
     /// Makes an Account and a Contact pointing at it here, syncs, and checks that both went in
     /// that sync, the Contact with the Account's server id, there and here.
     static func syncNewParentAndChild(_ setup: Setup) async throws {
