@@ -222,6 +222,13 @@ struct PlannerTests {
             let plan = try model.explain(Query(where: "k" == 3))
             #expect(plan.access == .scan)
             #expect(plan.description.contains("index k is incomplete"), "\(plan.description)")
+            // An order the index would serve names it too; a condition it could not serve does
+            // not (a black-box probe: named as the reason for a scan no index could avoid).
+            let ordered = try model.explain(Query(order: [.ascending("k")], limit: 3))
+            #expect(ordered.access == .scan && ordered.description.contains("index k is incomplete"), "\(ordered.description)")
+            let other = try model.explain(Query(where: "j" == 3))
+            #expect(other.access == .scan && !other.description.contains("index k"), "\(other.description)")
+            #expect(other.description.contains("no ready index fits"), "\(other.description)")
             #expect(try model.findAll(where: "k" > 47).count == 2)
             let report = try store.verify()
             #expect(report.isHealthy)
@@ -261,6 +268,8 @@ struct PlannerTests {
         }
         let store = try Store(path: path)
         let notes = try store.model("N")
+        let scan = try notes.explain(Query(where: "title" == "brass lamp"))
+        #expect(scan.access == .scan && !scan.description.contains("text("), "\(scan.description)")
         for search in [{ _ = try notes.search("lamp") }, { _ = try notes.explainSearch("lamp") }] {
             do {
                 try search()

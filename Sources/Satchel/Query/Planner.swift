@@ -113,21 +113,17 @@ enum Planner {
         }
 
         // 2. Index candidates.
-        var candidates: [Candidate] = []
-        for index in entry.indexes where index.state == .ready {
+        func candidate(_ index: StoredIndex) -> Candidate? {
             switch index.definition.kind {
             // A value index on a path into arrays (which earlier versions accepted) holds no
             // entry per element: never used.
-            case .value where index.definition.fields.contains(where: \.reachesIntoArrays): continue
-            case .value:
-                if let candidate = valueCandidate(index, model: model, conjuncts: conjuncts, query: query, tieDescending: tieDescending) {
-                    candidates.append(candidate)
-                }
-            case .arrayElements:
-                if let candidate = elementCandidate(index, model: model, conjuncts: conjuncts) { candidates.append(candidate) }
-            case .text: continue  // searched by text, not by conditions
+            case .value where index.definition.fields.contains(where: \.reachesIntoArrays): nil
+            case .value: valueCandidate(index, model: model, conjuncts: conjuncts, query: query, tieDescending: tieDescending)
+            case .arrayElements: elementCandidate(index, model: model, conjuncts: conjuncts)
+            case .text: nil  // searched by text, not by conditions
             }
         }
+        let candidates = entry.indexes.filter { $0.state == .ready }.compactMap(candidate)
 
         // 3. The scan, narrowed by conditions on the id.
         let idBounds = Self.bounds(for: Field.id, conjuncts: conjuncts)
@@ -180,24 +176,21 @@ enum Planner {
         let residual = Self.remove(scanConsumed, from: conjuncts)
         let sorted = !scanDeliversOrder
         let objects = entry.statistics.objects
-        let hasReadyIndex = entry.indexes.contains { $0.state == .ready }
-        let incomplete = entry.indexes.filter { $0.state == .building }.map { "index \($0.definition) is incomplete" }
+        let hasIndex = !entry.indexes.isEmpty
+        // Unfinished indexes that would have served the conditions or the order.
+        let incomplete = entry.indexes.filter { $0.state == .building && candidate($0) != nil }.map { "index \($0.definition) is incomplete" }
         let unserved = !conjuncts.isEmpty && scanConsumed.isEmpty
         return Plan(
             source: .objects(scanRange, reverse: scanReverse), residual: residual, sortInMemory: sorted,
             explain: {
                 var detail = "scan \(model) (\(objects) objects)"
                 if let narrowed { detail += " within \(narrowed.describe(Field.id))" }
-                if unserved {
-                    if hasReadyIndex {
-                        detail += " (no ready index fits the conditions)"
-                    } else if !incomplete.isEmpty {
-                        // Being built, or a build a kill interrupted: declaring it again finishes it.
-                        detail += " (\(incomplete.joined(separator: ", ")): its build is under way or was interrupted; "
-                        detail += "declaring it again (createIndex, satchel index) finishes it)"
-                    } else {
-                        detail += " (the model has no index)"
-                    }
+                if !incomplete.isEmpty {
+                    // Being built, or a build a kill interrupted: declaring it again finishes it.
+                    detail += " (\(incomplete.joined(separator: ", ")): its build is under way or was interrupted; "
+                    detail += "declaring it again (createIndex, satchel index) finishes it)"
+                } else if unserved {
+                    detail += hasIndex ? " (no ready index fits the conditions)" : " (the model has no index)"
                 }
                 return QueryPlan(access: .scan, deliversOrder: !sorted, description: Self.describe(detail, residual, query, sorted: sorted))
             })
