@@ -328,6 +328,9 @@ extension SalesforceBackend {
 
     /// A blob's bytes (a `base64` field's URL), with the bearer token.
     public func downloadBlob(_ url: String, session: SyncSession) async throws -> Data {
+        // A record's base64 field holds the path (`/services/data/…`): what a blob a first
+        // sync skipped is downloaded from by the next one (a black-box probe: refused).
+        let url = url.hasPrefix("/services/data/") ? configuration.url.absoluteString.trimmingSuffix("/") + url : url
         guard let target = URL(string: url), url.hasPrefix(configuration.url.absoluteString) else {
             throw SyncError(.protocolViolation, "blob download: '\(url)' is not on this server")
         }

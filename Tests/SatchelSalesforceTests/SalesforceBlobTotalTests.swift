@@ -69,6 +69,26 @@ struct SalesforceBlobTotalTests {
         #expect(try store.blobs.data(for: local) == second)
     }
 
+    @Test(
+        "a blob a first sync skipped (skipBlobsOnFirstSync) is downloaded by the next, from the path the record holds (a black-box probe: kept as its path for ever)"
+    )
+    func deferredBlob() async throws {
+        let setup = try await Setup(models: [ModelDefinition(name: "Attachment")])
+        defer { Task { await setup.stop() } }
+        let bytes = Self.bytes(900, seed: 5)
+        let id = await setup.server.insert(
+            "Attachment", Data(#"{"Name":"a.bin","ParentId":"\#(Self.acme)","Body":"\#(bytes.base64EncodedString())"}"#.utf8))
+        try await setup.device.engine.configure("Attachment", ModelSyncConfiguration(skipBlobsOnFirstSync: true))
+        try await setup.device.engine.sync()
+        let path = try #require(try setup.model("Attachment").find(id)?["Body"]?.stringValue)
+        #expect(path.hasPrefix("/services/data/"), "kept as its path by the first sync")
+        try await setup.device.engine.sync()
+        #expect(setup.device.log.notifications(.error).isEmpty, "\(setup.device.log.notifications(.error))")
+        let reference = try #require(try setup.model("Attachment").find(id)?["Body"]?.stringValue)
+        #expect(BlobStore.isReference(.string(reference)), "\(reference)")
+        #expect(try setup.device.store.blobs.data(for: reference) == bytes)
+    }
+
     @Test("a blob in a model describe has not typed yet waits: never sent as its reference text, pushed as its bytes by the next sync")
     func blobBeforeDescribe() async throws {
         let setup = try await Setup(models: [ModelDefinition(name: "Attachment")])
