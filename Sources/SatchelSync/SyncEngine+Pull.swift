@@ -152,11 +152,12 @@ extension SyncEngine {
     /// A failure to apply a page, said as the server's doing when the store refused one of its
     /// objects for nesting deeper than a store holds (a black-box probe: a `storage` error that
     /// named neither the model nor the object).
-    static func refusedByTheStore(_ error: any Error, model: String) -> any Error {
+    static func refusedByTheStore(_ error: any Error, model: String, during what: String = "pull") -> any Error {
         guard let refusal = error as? SatchelError, refusal.code == .malformedJSON, let id = refusal.objectID else { return error }
         return SyncError(
             .protocolViolation,
-            "pull of \(model): the server sent object \(id) nested deeper than a store holds (\(refusal.message)); nothing of the page was applied")
+            "\(what) of \(model): the server sent object \(id) nested deeper than a store holds (\(refusal.message)); nothing of the page was applied"
+        )
     }
 
     /// Whether a page's blobs are left as URLs, to be downloaded by a later sync: the app asked

@@ -81,21 +81,32 @@ extension SyncEngine {
     ) async throws {
         let blobs = try await downloadBlobs(page, definition: definition, modelConfiguration: modelConfiguration, session: session, state: state)
         let notification = try storage {
-            try store.bulkUpdate { tx -> ChangeSet in
-                var notification = ChangeSet(model: model.name, origin: .server)
-                let quiet = try !tx.hasLocalChanges(model)
-                let upserts = try page.upserts.filter { object in
-                    if quiet { return true }
-                    let records = try tx.objectSyncState(model, object.id)
-                    return records.pending == nil && records.inFlight == nil && records.refusal == nil
-                }
-                try Self.applyUpserts(
-                    upserts, to: model, modelConfiguration: modelConfiguration, blobs: blobs, tx: tx, notification: &notification)
-                if owingFullPull { try tx.owesFullPull(model, true) }
-                return notification
+            do {
+                return try storeFound(page, of: model, modelConfiguration: modelConfiguration, blobs: blobs, owingFullPull: owingFullPull)
+            } catch {
+                throw Self.refusedByTheStore(error, model: model.name, during: "search")
             }
         }
         if !notification.isEmpty { emit(.objects(notification)) }
+    }
+
+    /// ``store(_:of:definition:modelConfiguration:session:state:owingFullPull:)``'s batch.
+    private func storeFound(
+        _ page: PullPage, of model: Model, modelConfiguration: ModelSyncConfiguration, blobs: [String: [String: String]], owingFullPull: Bool
+    ) throws -> ChangeSet {
+        try store.bulkUpdate { tx -> ChangeSet in
+            var notification = ChangeSet(model: model.name, origin: .server)
+            let quiet = try !tx.hasLocalChanges(model)
+            let upserts = try page.upserts.filter { object in
+                if quiet { return true }
+                let records = try tx.objectSyncState(model, object.id)
+                return records.pending == nil && records.inFlight == nil && records.refusal == nil
+            }
+            try Self.applyUpserts(
+                upserts, to: model, modelConfiguration: modelConfiguration, blobs: blobs, tx: tx, notification: &notification)
+            if owingFullPull { try tx.owesFullPull(model, true) }
+            return notification
+        }
     }
 
     /// A server object as an object: its attributes without nulls.

@@ -1269,6 +1269,12 @@ struct ParseBackendTests {
             error?.code == .protocolViolation && error?.message.contains("pull of Product") == true && error?.message.contains(id) == true
                 && error?.message.contains("deeper than") == true, "\(String(describing: error))")
         #expect(try setup.device.objects("Product") == before)
+        // A search storing what it found says so the same way.
+        let searched = await #expect(throws: SyncError.self) { try await setup.device.engine.search("Product", where: .all, storing: true) }
+        #expect(
+            searched?.code == .protocolViolation && searched?.message.contains("search of Product") == true
+                && searched?.message.contains(id) == true, "\(String(describing: searched))")
+        #expect(try setup.device.objects("Product") == before)
         #expect(try setup.device.store.verify().problems == [])
     }
 
