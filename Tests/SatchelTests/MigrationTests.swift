@@ -400,6 +400,10 @@ struct MigrationTests {
             (#"{"name":"x","steps":[{"convert":"a","to":"date"}]}"#, "no conversion to 'date'"),
             (#"{"steps":[{"remove":"a"}]}"#, "needs a \"name\""), (#"{"name":"x","steps":[{"explode":"a"}]}"#, "a step is one of"),
             (#"{"name":"x","steps":[{"add":"a","default":null}]}"#, "not null"), (#"{"name":"x","steps":[]}"#, "non-empty array"),
+            // A flag that is not true or false (a black-box probe: "text":"true" built a value index).
+            (#"{"name":"x","steps":[{"createIndex":"t","text":"true"}]}"#, #""text" is true or false"#),
+            (#"{"name":"x","steps":[{"createIndex":"t","keysOnly":1}]}"#, #""keysOnly" is true or false"#),
+            (#"{"name":"x","steps":[{"dropIndex":"t","text":null}]}"#, #""text" is true or false"#),
         ] {
             let object = try JSONObject(parsing: bad)
             do throws(SatchelError) {

@@ -286,6 +286,12 @@ public enum MigrationStep: Sendable {
             }
             return value
         }
+        /// A flag: absent is false (a black-box probe: `"text": "true"` was read as false).
+        func flag(_ key: String) throws(SatchelError) -> Bool {
+            guard let value = json[key] else { return false }
+            guard let flag = value.boolValue else { throw SatchelError(.invalidArgument, "\"\(key)\" is true or false") }
+            return flag
+        }
         func only(_ keys: Set<String>) throws(SatchelError) {
             if let other = json.keys.first(where: { !keys.contains($0) }) {
                 throw SatchelError(.invalidArgument, "unknown key \"\(other)\" in a step (\(keys.sorted().joined(separator: ", ")))")
@@ -313,13 +319,13 @@ public enum MigrationStep: Sendable {
         } else if json["createIndex"] != nil {
             try only(["createIndex", "keysOnly", "text"])
             var definition = try Self.index(try string("createIndex"))
-            if json["text"]?.boolValue == true {
+            if try flag("text") {
                 guard definition.kind == .value, json["keysOnly"] == nil else {
                     throw SatchelError(.invalidArgument, "\"text\" takes plain attribute names (a,b), without [] or keysOnly")
                 }
                 definition = .text(definition.fields)
             }
-            if json["keysOnly"]?.boolValue == true {
+            if try flag("keysOnly") {
                 guard definition.kind == .value else {
                     throw SatchelError(.invalidArgument, "\"keysOnly\" is for value indexes: an array-element index holds keys only")
                 }
@@ -331,7 +337,7 @@ public enum MigrationStep: Sendable {
             // not drop the text index its own refusal said to drop).
             try only(["dropIndex", "text"])
             var definition = try Self.index(try string("dropIndex"))
-            if json["text"]?.boolValue == true {
+            if try flag("text") {
                 guard definition.kind == .value else {
                     throw SatchelError(.invalidArgument, "\"text\" takes plain attribute names (a,b), without []")
                 }
