@@ -74,9 +74,9 @@ extension ParseBackend {
                 refusal = (message, ParseMapping.reservedCode)
             } else if let message = ParseMapping.mistyped(change.attributes, blobs: change.blobs, model: request.model, types: context.types) {
                 refusal = (message, ParseMapping.mistypedCode)
-            } else if change.kind == .create, change.attributes["objectId"] != nil {
-                // The object's id on Parse, never an attribute a create can carry: left out, its
-                // value would be lost with the next pull (a black-box probe).
+            } else if let id = change.attributes["objectId"], change.kind == .create || !id.isNull {
+                // The object's id on Parse, never an attribute a create or an update can carry:
+                // left out, its value would be lost with the next pull (black-box probes).
                 refusal = ("objectId: Parse's id of the object, not an attribute; rename it", ParseMapping.readOnlyCode)
             } else if change.kind == .update, change.attributes.keys.allSatisfy(ParseMapping.serverFields.contains) {
                 let names = change.attributes.keys.sorted().joined(separator: ", ")

@@ -418,6 +418,14 @@ struct ParseBackendTests {
         let refused = try #require(try setup.device.store.refusedChanges(model: "Product").first { $0.objectID == "local" })
         #expect(refused.code == "readOnly" && refused.message.hasPrefix("objectId"), "\(refused.message)")
         #expect(try products.find("local")?["objectId"] == "my-ref")
+        // So is an update carrying one beside other attributes (a black-box probe: sent
+        // without it, and the next pull took the value away unsaid).
+        try products.update(id, with: ["objectId": "mine", "name": "R"])
+        #expect(try await setup.device.engine.sync().refused == 1)
+        let update = try #require(try setup.device.store.refusedChanges(model: "Product").first { $0.objectID == id })
+        #expect(update.code == "readOnly" && update.message.hasPrefix("objectId"), "\(update.message)")
+        #expect(try products.find(id)?["objectId"] == "mine" && products.find(id)?["name"] == "R")
+        #expect(try await setup.stored("Product", id)?["name"] == stored?["name"], "nothing of it was sent")
     }
 
     @Test(
