@@ -29,6 +29,7 @@
 // opaque. This file defines the same struct so that an Env of its own reaches a database opened
 // through the C API (LevelDB 1.23, the layout unchanged since the C API was added).
 #include "CLevelDBEncryption.h"
+#include "UnsyncedTables.h"
 
 #include <leveldb/env.h>
 #include <leveldb/slice.h>
@@ -816,18 +817,20 @@ class EncryptedEnv final : public leveldb::EnvWrapper {
             uint8_t file_key[32];
             if (!FileKey(key_, header + 32, file_key)) return CipherFailure(name);
             if ((flags & kChunked) != 0) {
-                *result = new ChunkedWritableFile(owned.release(), name, file_key);
+                *result = unsynced_.Noting(name, new ChunkedWritableFile(owned.release(), name, file_key));
             } else {
-                *result = new FramedWritableFile(owned.release(), name, file_key);
+                *result = unsynced_.Noting(name, new FramedWritableFile(owned.release(), name, file_key));
             }
             OPENSSL_cleanse(file_key, sizeof file_key);
             return leveldb::Status::OK();
         }
         auto file = std::make_unique<EncryptedWritableFile>(owned.release());
         if (!file->Start(key_, header + 32)) return CipherFailure(name);
-        *result = file.release();
+        *result = unsynced_.Noting(name, file.release());
         return leveldb::Status::OK();
     }
+
+    satchel::UnsyncedTables &Unsynced() { return unsynced_; }
 
     // Only used with `reuse_logs`, which Satchel leaves off: LevelDB then starts a new file.
     leveldb::Status NewAppendableFile(const std::string &name, leveldb::WritableFile **result) override {
@@ -859,6 +862,7 @@ class EncryptedEnv final : public leveldb::EnvWrapper {
     bool tamper_evident_;
     bool salvaging_;
     leveldb_env_t handle_;
+    satchel::UnsyncedTables unsynced_;
 };
 
 }  // namespace
@@ -878,6 +882,12 @@ satchel_encrypted_env *satchel_encrypted_env_create(const uint8_t *key, const ui
 leveldb_env_t *satchel_encrypted_env_leveldb(satchel_encrypted_env *env) { return env->env.Handle(); }
 
 void satchel_encrypted_env_destroy(satchel_encrypted_env *env) { delete env; }
+
+int satchel_encrypted_env_remove_unsynced_tables(satchel_encrypted_env *env, const char *directory) {
+    return env->env.Unsynced().Remove(leveldb::Env::Default(), directory);
+}
+
+void satchel_encrypted_env_forget_tables(satchel_encrypted_env *env, const char *directory) { env->env.Unsynced().Forget(directory); }
 
 int satchel_read_file_header(const uint8_t *bytes, size_t count, uint8_t *key_id_out) {
     if (count >= 8 && std::memcmp(bytes, kMagic, 8) != 0) return 1;

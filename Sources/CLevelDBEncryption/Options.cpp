@@ -1,5 +1,6 @@
 // LevelDB options its C API does not reach.
 #include "CLevelDBEncryption.h"
+#include "UnsyncedTables.h"
 
 #include <leveldb/env.h>
 #include <leveldb/options.h>
@@ -73,8 +74,12 @@ class OpenListingEnv final : public leveldb::EnvWrapper {
             *result = nullptr;
             return leveldb::Status::IOError(name, "no table is written while the repair reads the database");
         }
-        return target()->NewWritableFile(name, result);
+        leveldb::Status status = target()->NewWritableFile(name, result);
+        if (status.ok()) *result = unsynced_.Noting(name, *result);
+        return status;
     }
+
+    satchel::UnsyncedTables &Unsynced() { return unsynced_; }
 
     void RefuseTables(bool refuse) { refusingTables_.store(refuse); }
 
@@ -91,6 +96,7 @@ class OpenListingEnv final : public leveldb::EnvWrapper {
     }
 
     enum class State { keeping, serving, off };
+    satchel::UnsyncedTables unsynced_;
     std::atomic<bool> refusingTables_{false};
     std::mutex mutex_;
     State state_ = State::off;
@@ -112,6 +118,10 @@ extern "C" void satchel_leveldb_options_set_open_listing_env(leveldb_options_t *
 extern "C" void satchel_open_listing_env_arm(satchel_open_listing_env *env, int armed) { env->env.Arm(armed != 0); }
 
 extern "C" void satchel_open_listing_env_refuse_tables(satchel_open_listing_env *env, int refuse) { env->env.RefuseTables(refuse != 0); }
+
+extern "C" int satchel_open_listing_env_remove_unsynced_tables(satchel_open_listing_env *env, const char *directory) {
+    return env->env.Unsynced().Remove(leveldb::Env::Default(), directory);
+}
 
 extern "C" void satchel_open_listing_env_destroy(satchel_open_listing_env *env) { delete env; }
 

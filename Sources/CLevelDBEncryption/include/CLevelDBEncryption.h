@@ -32,6 +32,12 @@ satchel_encrypted_env *satchel_encrypted_env_create(const uint8_t *key, const ui
 leveldb_env_t *satchel_encrypted_env_leveldb(satchel_encrypted_env *env);
 /// Frees the env; every database opened with it must be closed first.
 void satchel_encrypted_env_destroy(satchel_encrypted_env *env);
+/// Removes the table files in `directory` that `env` created and LevelDB never synced (the output
+/// of a compaction a close stopped, which no version names); call once the database there is
+/// closed. Returns how many it removed.
+int satchel_encrypted_env_remove_unsynced_tables(satchel_encrypted_env *env, const char *directory);
+/// Forgets the tables `env` noted in `directory` (before a database opens there).
+void satchel_encrypted_env_forget_tables(satchel_encrypted_env *env, const char *directory);
 
 /// What a file header says: 0 an encrypted file of a format this build reads, version 1 or 2
 /// (its key id copied to `key_id_out`), 1 no header magic (not an encrypted file), 2 shorter
@@ -73,6 +79,8 @@ void satchel_open_listing_env_arm(satchel_open_listing_env *env, int armed);
 /// While `refuse` is 1, `env` refuses to create table files (`.ldb`, `.sst`): a compaction fails
 /// (the database then refuses writes too) instead of writing tables from blocks it read.
 void satchel_open_listing_env_refuse_tables(satchel_open_listing_env *env, int refuse);
+/// As `satchel_encrypted_env_remove_unsynced_tables`, for a plain database's Env.
+int satchel_open_listing_env_remove_unsynced_tables(satchel_open_listing_env *env, const char *directory);
 /// Frees the env; the database opened with it must be closed first.
 void satchel_open_listing_env_destroy(satchel_open_listing_env *env);
 

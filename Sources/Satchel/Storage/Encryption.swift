@@ -37,6 +37,13 @@ final class EncryptedEnvironment: @unchecked Sendable {
         salvaging ? self : EncryptedEnvironment(dataKey: dataKey, tamperEvident: tamperEvident, salvaging: true)
     }
 
+    /// Removes the tables in `directory` this Env wrote and LevelDB never synced (a compaction's
+    /// output a close stopped): once the database there is closed.
+    func removeUnsyncedTables(in directory: String) { _ = satchel_encrypted_env_remove_unsynced_tables(env, directory) }
+
+    /// Forgets the tables this Env noted in `directory`, before a database opens there.
+    func forgetTables(in directory: String) { satchel_encrypted_env_forget_tables(env, directory) }
+
     /// What `leveldb_options_set_env` takes.
     var leveldbEnv: OpaquePointer { satchel_encrypted_env_leveldb(env) }
 

@@ -121,6 +121,7 @@ final class LevelDB: Sendable {
         // names (`satchel_open_listing_env`).
         let listing = options.environment == nil ? satchel_open_listing_env_create() : nil
         if let listing { satchel_leveldb_options_set_open_listing_env(opts, listing) }
+        options.environment?.forgetTables(in: path)
         func open() throws(SatchelError) -> OpaquePointer? {
             if let listing { satchel_open_listing_env_arm(listing, 1) }
             defer { if let listing { satchel_open_listing_env_arm(listing, 0) } }
@@ -409,7 +410,7 @@ final class LevelDB: Sendable {
     deinit {
         // The safety net; owners call close() at well-defined points. No user can exist here:
         // iterators and snapshots retain the handle.
-        if state.load(ordering: .acquiring) & 1 == 0 { leveldb_close(db.raw) }
+        if state.load(ordering: .acquiring) & 1 == 0 { closeDatabase() }
         leveldb_readoptions_destroy(readOptions.raw)
         leveldb_writeoptions_destroy(writeOptions.raw)
         leveldb_writeoptions_destroy(syncWriteOptions.raw)
@@ -455,7 +456,7 @@ final class LevelDB: Sendable {
             // record as it is: it still describes them (a compaction LevelDB started on its own
             // adds to the MANIFEST, and the next open finds it no longer does).
             if recordsCleanClose && reusedRecordedFiles && !wrote.load(ordering: .relaxed) {
-                leveldb_close(db.raw)
+                closeDatabase()
                 return
             }
             let remembering = recordsCleanClose ? entries(under: rememberedPrefixes) : RememberedEntries()
@@ -474,7 +475,7 @@ final class LevelDB: Sendable {
                     CleanCloseRecord.remove(in: path)
                 }
             }
-            leveldb_close(db.raw)
+            closeDatabase()
             // A compaction that was still running has changed the files: the record no longer
             // describes them.
             if let record { CleanCloseRecord.withdraw(in: path, unlessStill: record) }
@@ -482,6 +483,18 @@ final class LevelDB: Sendable {
         }
         if original & 1 != 0 { return }  // already closed
         throw SatchelError(.busy, "the store is still in use by \(original / 2) iterator(s), snapshot(s) or call(s)")
+    }
+
+    /// Closes the database, then removes the tables a compaction the close stopped left half
+    /// written (none names them; a repair before the next open, which would delete them, took
+    /// one for a damaged table and named its records lost: a black-box probe).
+    private func closeDatabase() {
+        leveldb_close(db.raw)
+        if let environment {
+            environment.removeUnsyncedTables(in: path)
+        } else if let listingEnvironment {
+            _ = satchel_open_listing_env_remove_unsynced_tables(listingEnvironment.raw, path)
+        }
     }
 
     var isClosed: Bool { state.load(ordering: .acquiring) & 1 != 0 }
