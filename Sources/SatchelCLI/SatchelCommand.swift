@@ -189,7 +189,7 @@ struct StoreOptions: ParsableArguments {
         return nil
     }
 
-    /// The key in `file`: 64 hexadecimal digits and at most one trailing newline. The error
+    /// The key in `file`: 64 hexadecimal digits and at most one trailing newline (LF or CRLF). The error
     /// names the file and what is wrong with it, never its content.
     static func readKey(_ file: String, option: String) throws -> EncryptionKey {
         guard let data = FileManager.default.contents(atPath: file) else {
