@@ -475,6 +475,7 @@ final class LevelDB: Sendable {
                     CleanCloseRecord.remove(in: path)
                 }
             }
+            awaitLevel0Compaction()
             closeDatabase()
             // A compaction that was still running has changed the files: the record no longer
             // describes them.
@@ -484,6 +485,22 @@ final class LevelDB: Sendable {
         if original & 1 != 0 { return }  // already closed
         throw SatchelError(.busy, "the store is still in use by \(original / 2) iterator(s), snapshot(s) or call(s)")
     }
+
+    /// An encrypted database's every open turns the log into a table at level 0 (an encrypted
+    /// log is never appended to), and the fourth there starts a compaction, which a close would
+    /// stop: sessions of one write each piled tables up at level 0, every read looking through
+    /// them (a black-box probe: 250 tables). Its close therefore waits for that compaction, a
+    /// bounded while (LevelDB says no more than its count of level-0 tables).
+    private func awaitLevel0Compaction() {
+        guard environment != nil, level0Files() >= Self.level0CompactionTrigger else { return }
+        let deadline = ContinuousClock.now + Self.level0CompactionWait
+        while level0Files() >= Self.level0CompactionTrigger && ContinuousClock.now < deadline {
+            Thread.sleep(forTimeInterval: 0.002)
+        }
+    }
+
+    /// The longest a close waits for a compaction of level 0.
+    static let level0CompactionWait = Duration.seconds(20)
 
     /// Closes the database, then removes the tables a compaction the close stopped left half
     /// written (none names them; a repair before the next open, which would delete them, took
