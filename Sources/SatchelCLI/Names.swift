@@ -31,6 +31,15 @@ enum Names {
         }
     }
 
+    /// `name` as a line of text shows it: as it is, or, when it holds a control character (a
+    /// line break among them), as a JSON string, escaped (a black-box probe: a model named
+    /// "A\nB" split a `stats` line, and read as "A B" in an error).
+    static func shown(_ name: String) -> String {
+        guard name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control || $0 == "\u{2028}" || $0 == "\u{2029}" })
+        else { return name }
+        return JSONValue.string(name).description
+    }
+
     /// `names`, the nearest to `name` first (by edit distance, letter case aside; ties by name).
     static func nearestFirst(to name: String, among names: [String]) -> [String] {
         names.map { (name: $0, distance: distance(name.lowercased(), $0.lowercased())) }

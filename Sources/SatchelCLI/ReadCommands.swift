@@ -316,7 +316,7 @@ struct StatsCommand: ParsableCommand {
                     Output.line(line.description)
                 } else {
                     Output.line(
-                        "\(statistics.model): partition=\(statistics.partition.rawValue) objects=\(statistics.objects) "
+                        "\(Names.shown(statistics.model)): partition=\(statistics.partition.rawValue) objects=\(statistics.objects) "
                             + "pending create=\(statistics.pendingCreates) update=\(statistics.pendingUpdates) delete=\(statistics.pendingDeletes) "
                             + "in-flight=\(statistics.inFlight) errors=\(statistics.refusedChanges) indexes=\(indexes.isEmpty ? "none" : indexes.map { "\($0.definition):\($0.entries)" }.joined(separator: ",")) "
                             + "bytes≈\(statistics.approximateBytes)")

@@ -84,7 +84,16 @@ struct SatchelCommand: AsyncParsableCommand {
             // Help and version requests print in full; usage errors keep to one line, as every
             // other failure does.
             let code = exitCode(for: error)
-            if code == .success { exit(withError: error) }
+            if code == .success {
+                // Printed as any output is, so that help that cannot be written fails (a
+                // black-box probe: `help find > /dev/full` exited 0).
+                Output.line(fullMessage(for: error))
+                do { try Output.finish() } catch {
+                    Output.error((error as? SatchelError)?.message ?? "\(error)")
+                    Foundation.exit(1)
+                }
+                Foundation.exit(0)
+            }
             // Its own line breaks (an argument holding one, echoed) become spaces: the reason after
             // them is kept (a black-box probe: a --where with a newline lost it). What follows
             // a blank line, or `Usage:`, is ArgumentParser's help, left to `satchel help`.
@@ -243,8 +252,8 @@ extension Store {
         if let model = existingModel(name) { return model }
         let names = Names.nearestFirst(to: name, among: models.map(\.name))
         // Each quoted: a model may be named "" or hold a comma (a black-box probe).
-        let known = names.isEmpty ? "the store has no models" : "the store has \(names.map { "'\($0)'" }.joined(separator: ", "))"
-        throw SatchelError(.notFound, "no model named '\(name)': \(known)", model: name)
+        let known = names.isEmpty ? "the store has no models" : "the store has \(names.map { "'\(Names.shown($0))'" }.joined(separator: ", "))"
+        throw SatchelError(.notFound, "no model named '\(Names.shown(name))': \(known)", model: name)
     }
 }
 

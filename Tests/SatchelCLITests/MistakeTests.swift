@@ -38,6 +38,20 @@ struct MistakeTests {
     }
 
     @Test(
+        "a model name holding a line break is shown escaped: stats keeps one line per model, and an error tells it from a name with a space (found by a black-box probe)"
+    )
+    func controlCharactersInNames() async throws {
+        let directory = TemporaryDirectory()
+        let db = directory.child("s")
+        for model in ["A\nB", "A B"] { #expect(try await CLI.run(["--db", db, "put", model, #"{"n":1}"#]).status == 0) }
+        let stats = try await CLI.run(["--db", db, "stats"])
+        #expect(stats.status == 0 && stats.lines.count == 2, "\(stats.stdout)")
+        #expect(stats.lines.contains { $0.hasPrefix(#""A\nB": partition=user"#) } && stats.lines.contains { $0.hasPrefix("A B: partition=user") })
+        let missing = try await CLI.run(["--db", db, "find", "Nope"])
+        Self.expectFailure(missing, 1, #"the store has '"A\nB"', 'A B'"#)
+    }
+
+    @Test(
         "exit codes agree (found by a black-box probe): --batch-size 0 is a usage error (64); a file migrate cannot read is an io error (1), as import's is"
     )
     func exitCodesAgree() async throws {
@@ -79,7 +93,8 @@ struct MistakeTests {
         let big = String(repeating: "y", count: 100_000)
         #expect(try await CLI.run(["--db", db, "put", "M", #"{"object":"a","x":"\#(big)"}"#]).status == 0)
         let before = try await CLI.run(["--db", db, "export", "M"]).stdout
-        for command in ["export M", "find M", "find M --count", "stats"] {
+        // Help and the version too (a black-box probe: help into a full disk exited 0).
+        for command in ["export M", "find M", "find M --count", "stats", "help find", "find --help", "--version"] {
             let run = try await ChildProcess.detached("/bin/sh", ["-c", "\"$0\" --db \"$1\" \(command) >&-", CLI.executable.path, db])
             let stderr = String(decoding: run.stderr, as: UTF8.self)
             #expect(
