@@ -318,5 +318,11 @@ struct WhereGrammarCLITests {
             #expect(
                 result.status == 64 && result.stderr.contains("ends in []") && result.stdout.isEmpty, "\(command): \(result.stdout)\(result.stderr)")
         }
+        // The id is a string: a path below it asks nothing (a black-box probe: `object[]=w1`
+        // answered nothing, in silence).
+        for command in [["find", "W", "--where", "object[]=w1"], ["find", "W", "--where", "object.x=1"], ["find", "W", "--order", "object.x"]] {
+            let result = try await CLI.run(["--db", db] + command)
+            #expect(result.status == 64 && result.stderr.contains("the object's id") && result.stdout.isEmpty, "\(command): \(result.stderr)")
+        }
     }
 }

@@ -40,6 +40,12 @@ public struct Field: Sendable, Hashable, ExpressibleByStringLiteral, CustomStrin
     /// takes. A query through such a path answers nothing; the CLI and a migration's steps
     /// refuse it.
     public var malformation: String? {
+        // The id is a string (a black-box probe: `object[]=a` answered nothing, in silence).
+        if let first = components.first, components.count > 1 || Self.isArrayStep(first),
+            (Self.isArrayStep(first) ? String(first.dropLast(2)) : first) == Object.idAttribute
+        {
+            return "'\(description)': \(Object.idAttribute) is the object's id, a string: no path goes below it"
+        }
         for name in components {
             if name.isEmpty { return "'\(description)' has an empty name: a path is names joined by dots, e.g. address.city" }
             if name == "[]" || (Self.isArrayStep(name) ? name.dropLast(2) : name[...]).contains("[]") {
