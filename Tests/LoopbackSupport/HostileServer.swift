@@ -27,6 +27,9 @@ public final class HostileServer: Sendable {
         case json(String)
         /// `status` with a plain text body.
         case status(Int, String)
+        /// A 401 with a JSON body and `WWW-Authenticate: <scheme> realm="Realm"` (Kinto's answer
+        /// to a wrong password).
+        case challenge(scheme: String, body: String)
     }
 
     public let url: URL
@@ -119,6 +122,10 @@ public final class HostileServer: Sendable {
             return HTTPResponse(statusCode: .ok, headers: json, body: Data(text.utf8))
         case .status(let code, let text):
             return HTTPResponse(statusCode: HTTPStatusCode(code, phrase: "Status"), body: Data(text.utf8))
+        case .challenge(let scheme, let text):
+            var headers = json
+            headers[HTTPHeader("WWW-Authenticate")] = "\(scheme) realm=\"Realm\""
+            return HTTPResponse(statusCode: .unauthorized, headers: headers, body: Data(text.utf8))
         }
     }
 

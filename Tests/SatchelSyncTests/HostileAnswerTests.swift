@@ -133,6 +133,20 @@ struct HostileAnswerTests {
         #expect(server.requests.contains(.init(line: "POST /c HTTP/1.1", body: #"{"n":3}"#)))
     }
 
+    @Test(
+        "a 401 naming an authentication scheme (WWW-Authenticate) is an answer, not a wait for credentials (found by a black-box probe: a Kinto 401 hung the sync)",
+        .timeLimit(.minutes(1)), arguments: ["Basic", "Digest"])
+    func challengeIsAnAnswer(scheme: String) async throws {
+        let body = #"{"code":401,"errno":104,"error":"Unauthorized"}"#
+        try await with(.challenge(scheme: scheme, body: body)) { _, url in
+            let client = SyncHTTPClient(timeout: Self.idle)
+            for method in ["GET", "POST"] {
+                let answer = try await client.send(method, url, body: method == "POST" ? Data("{}".utf8) : nil)
+                #expect(answer.status == 401, "\(method)")
+            }
+        }
+    }
+
     @Test("a redirect is followed for a GET, not for a request that sends data (a 307 would send it on without its body)")
     func redirectOfAWrite() async throws {
         let server = try await HostileServer.start(["/moved": .redirect(location: "/answer"), "/answer": .json(#"{"ok":true}"#)])

@@ -282,6 +282,9 @@ private final class AnswerCollector: NSObject, URLSessionDataDelegate, Sendable 
         var continuation: CheckedContinuation<(Data, URLResponse), any Error>
         /// Why the exchange fails when its task completes (a redirect not followed).
         var failure: SyncError?
+        /// The answer the exchange ends with when its task completes (a 401 whose challenge
+        /// was cancelled), in place of the task's.
+        var challenged: URLResponse?
     }
 
     let allowInsecureHTTP: Bool
@@ -418,10 +421,34 @@ private final class AnswerCollector: NSObject, URLSessionDataDelegate, Sendable 
         completionHandler(nil)
     }
 
+    /// A 401 naming an authentication scheme (`WWW-Authenticate`, as Kinto answers a wrong
+    /// password). The client sends its credentials itself and has no others: swift-corelibs
+    /// URLSession would wait for ever for some (a black-box probe: a Kinto 401 hung the sync),
+    /// so the challenge is cancelled and the exchange ends with the 401 as its answer, its body
+    /// unread, for the adapter to say what its server refused. A server-trust challenge (TLS,
+    /// on Apple platforms) is left to the system.
+    func urlSession(
+        _ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge,
+        completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void
+    ) {
+        #if canImport(Darwin)
+        guard challenge.protectionSpace.authenticationMethod != NSURLAuthenticationMethodServerTrust else {
+            completionHandler(.performDefaultHandling, nil)
+            return
+        }
+        #endif
+        let url = task.originalRequest?.url ?? URL(fileURLWithPath: "/")
+        let answer = challenge.failureResponse ?? HTTPURLResponse(url: url, statusCode: 401, httpVersion: nil, headerFields: nil)
+        exchanges.withLock { $0[ObjectIdentifier(task)]?.challenged = answer }
+        completionHandler(.cancelAuthenticationChallenge, nil)
+    }
+
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
         guard let exchange = exchanges.withLock({ $0.removeValue(forKey: ObjectIdentifier(task)) }) else { return }
         if let failure = exchange.failure {
             exchange.continuation.resume(throwing: failure)
+        } else if let challenged = exchange.challenged {
+            exchange.continuation.resume(returning: (Data(), challenged))
         } else if let error {
             exchange.continuation.resume(throwing: error)
         } else if let response = task.response {
