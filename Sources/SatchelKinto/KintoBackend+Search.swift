@@ -11,7 +11,8 @@ extension KintoBackend {
         let what = "search of \(request.model.name)"
         let answer: SyncHTTPClient.Response
         if let next = request.cursor?["next"]?.stringValue {
-            answer = try await send("GET", try nextPage(next, what), what: what)
+            // Checked as a page of the same list when it came (``pullPage``).
+            answer = try await send("GET", try linkOnThisServer(next, what), what: what)
         } else {
             // Without `_since`, Kinto lists live records only.
             let query = [("_sort", "id"), ("_limit", String(max(1, request.pageSize)))] + serverFilter(request) + Self.filters(condition)

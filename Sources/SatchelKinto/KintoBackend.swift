@@ -339,9 +339,7 @@ public final class KintoBackend: SyncBackend {
             since = max(since ?? record.version, record.version)
         }
         let next = answer.header("next-page")
-        if let next, !isOnThisServer(next) {
-            throw SyncError(.protocolViolation, "\(what): the next page is on another server (\(next))")
-        }
+        if let next { _ = try nextPage(next, of: answer, what) }
         if since == nil, next == nil, let timestamp {
             // Nothing listed yet (an empty collection): its timestamp, the list's `ETag`, is where
             // the next pull asks from, with `If-None-Match` (a 304 while nothing changed), not 0.
@@ -383,13 +381,24 @@ public final class KintoBackend: SyncBackend {
                 ids.append(KintoMapping.objectID(id))
             }
             guard let next = answer.header("next-page") else { return ids }
-            url = try nextPage(next, what)
+            url = try nextPage(next, of: answer, what)
         }
         throw SyncError(.protocolViolation, "\(what): the server's pages never end")
     }
 
-    /// A `Next-Page` link to follow: one on this server only.
-    func nextPage(_ next: String, _ what: String) throws(SyncError) -> URL {
+    /// A `Next-Page` link to follow: a page of the list `answer` is a page of (its path), on
+    /// this server (a black-box probe: a link to another collection's records was followed, and
+    /// they were stored as the model's).
+    func nextPage(_ next: String, of answer: SyncHTTPClient.Response, _ what: String) throws(SyncError) -> URL {
+        let url = try linkOnThisServer(next, what)
+        guard url.path == answer.url.path else {
+            throw SyncError(.protocolViolation, "\(what): the next page (\(url.path)) is not a page of \(answer.url.path); nothing of it was applied")
+        }
+        return url
+    }
+
+    /// A `Next-Page` link's URL, refused when it is not on this server.
+    func linkOnThisServer(_ next: String, _ what: String) throws(SyncError) -> URL {
         guard isOnThisServer(next), let url = URL(string: next) else {
             throw SyncError(.protocolViolation, "\(what): the next page is on another server (\(next))")
         }

@@ -76,6 +76,32 @@ struct KintoHostileAnswerTests {
         await stub.stop()
     }
 
+    @Test(
+        "a next page of another list on the same server (another collection's records, the ids) is refused, nothing applied (found by a black-box probe: another collection's records were stored as the model's)"
+    )
+    func nextPageOfAnotherList() async throws {
+        let stub = try await KintoStub.start()
+        let device = try await Self.device(stub)
+        let root = await stub.root.absoluteString
+        // The first sync pushes the device's update, then pulls.
+        await stub.enqueue([
+            .init(status: 200, body: #"{"responses":[{"status":200,"body":{"data":{"id":"p1","last_modified":12,"name":"Local"}}}]}"#)
+        ])
+        for other in [
+            "/buckets/b/collections/Other/records?_since=0&_limit=10", "/buckets/b/collections/Product/records/p9", "/buckets/b/collections",
+        ] {
+            await stub.enqueue([
+                .init(status: 200, headers: ["Next-Page": root + other], body: #"{"data":[{"id":"p2","last_modified":13,"name":"Two"}]}"#)
+            ])
+            let before = try device.objects("Product")
+            let error = await #expect(throws: SyncError.self, "\(other)") { try await device.engine.sync(models: ["Product"]) }
+            #expect(error?.code == .protocolViolation && error?.message.contains("not a page of") == true, "\(other): \(String(describing: error))")
+            #expect(try device.objects("Product") == before, "\(other)")
+            #expect(await !stub.requests.contains { $0.contains("Other") || $0.contains("/p9") || $0.hasSuffix("/collections") }, "not followed")
+        }
+        await stub.stop()
+    }
+
     @Test("a batch answer without one response per change is refused; the change is sent again")
     func malformedBatch() async throws {
         let stub = try await KintoStub.start()
