@@ -89,7 +89,7 @@ extension SalesforceBackend {
             // that answers no page of a query (a 404, another resource: a black-box probe, where
             // the stored URL failed every later sync) holds none: the pull asks its query again
             // from the cursor, whose second and records at it say what was applied already.
-            if Self.answersNoPage(locator) {
+            if Self.answersNoPage(locator, of: object) {
                 guard !cursor.askedAgain else {
                     throw SyncError(
                         .protocolViolation,
@@ -128,16 +128,19 @@ extension SalesforceBackend {
         return page
     }
 
-    /// Whether the answer to a next page's URL is no page of a query, to ask again from the
-    /// cursor: a 400 or 404 (`INVALID_QUERY_LOCATOR`, or a URL the org does not serve), or a
-    /// success without `records` and `done`. A refused token, a limit or a server error is
-    /// left to fail as it would (the pull is tried again later).
-    static func answersNoPage(_ answer: SyncHTTPClient.Response) -> Bool {
+    /// Whether the answer to a next page's URL is no page of a query of `object`, to ask again
+    /// from the cursor: a 400 or 404 (`INVALID_QUERY_LOCATOR`, or a URL the org does not serve),
+    /// a success without `records` and `done`, or a page of records of another object (their
+    /// `attributes.type`: a black-box probe, where a Contact was stored as an Account and the
+    /// cursor passed an Account). A refused token, a limit or a server error is left to fail as
+    /// it would (the pull is tried again later).
+    static func answersNoPage(_ answer: SyncHTTPClient.Response, of object: String) -> Bool {
         switch answer.status {
         case 400, 404: return true
         case 200..<300:
             guard let body = try? answer.json("a next page") else { return true }
-            return body["records"]?.arrayValue == nil || body["done"]?.boolValue == nil
+            guard let records = body["records"]?.arrayValue, body["done"]?.boolValue != nil else { return true }
+            return records.contains { record in record["attributes"]?["type"]?.stringValue.map { $0 != object } ?? false }
         default: return false
         }
     }

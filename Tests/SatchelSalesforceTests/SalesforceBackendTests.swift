@@ -824,7 +824,7 @@ struct SalesforceBackendTests {
 
     @Test(
         "a next page's URL that answers no page of the query (another resource, a 404) has the query asked again from the cursor: the sync completes, and so do later ones (found by a black-box probe: every later sync failed)",
-        arguments: ["describe", "missing"])
+        arguments: ["describe", "missing", "another object"])
     func nextPageURLAnsweringNoPage(_ kind: String) async throws {
         let setup = try await Setup("kit", models: [ModelDefinition(name: "Product")])
         defer { Task { await setup.stop() } }
@@ -836,9 +836,24 @@ struct SalesforceBackendTests {
         let version = setup.server.version
         var record = try #require(try await setup.record("Product", ids[0]))
         record["Id"] = .string(ids[0])
-        let next = kind == "describe" ? "/services/data/v\(version)/sobjects/Product/describe" : "/services/data/v\(version)/no-such-resource"
+        let next =
+            switch kind {
+            case "describe": "/services/data/v\(version)/sobjects/Product/describe"
+            case "missing": "/services/data/v\(version)/no-such-resource"
+            default: "/services/data/v\(version)/query/01gOTHER00000001AAA-1"
+            }
         let page: JSONObject = ["totalSize": 3, "done": false, "records": [.object(record)], "nextRecordsUrl": .string(next)]
         await setup.server.sabotageNext("GET", "/services/data/v\(version)/query", body: Data(page.jsonBytes))
+        if kind == "another object" {
+            // A page of another object's query, which looks like one of this query's (a black-box
+            // probe: its record was stored as a Product, and the cursor passed the real ones).
+            let contact: JSONObject = [
+                "attributes": ["type": "Contact"], "Id": "003Qy0000000009AAA", "LastName": "Other",
+                "LastModifiedDate": "2099-01-01T00:00:00.000+0000",
+            ]
+            let other: JSONObject = ["totalSize": 1, "done": true, "records": [.object(contact)]]
+            await setup.server.sabotageNext("GET", next, body: Data(other.jsonBytes))
+        }
         let report = try await setup.device.engine.sync()
         #expect(report.pulled >= 3, "\(report)")
         #expect(await setup.server.requests.contains { $0.path == next }, "the URL was followed")
