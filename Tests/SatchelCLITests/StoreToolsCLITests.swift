@@ -28,6 +28,27 @@ struct StoreToolsCLITests {
         #expect(try await CLI.run(["--db", db, "find", "Product", "--id", "p1", "--require-index"]).status == 0, "an id lookup needs no index")
     }
 
+    @Test(
+        "runs of one write each do not pile tables up at level 0 in a plain store with an index (found by a black-box probe: 129 tables after 130 runs)"
+    )
+    func shortRunsDoNotPileUp() async throws {
+        let directory = TemporaryDirectory()
+        let db = directory.child("db")
+        let seed = directory.child("seed.jsonl")
+        let lines = (0..<20_000).map { #"{"object":"o\#($0)","n":\#($0),"brand":"b\#($0 % 50)","txt":"\#(String(repeating: "x", count: 40))"}"# }
+        try lines.joined(separator: "\n").write(toFile: seed, atomically: true, encoding: .utf8)
+        #expect(try await CLI.run(["--db", db, "import", "Note", seed]).status == 0)
+        #expect(try await CLI.run(["--db", db, "index", "Note", "brand"]).status == 0)
+        var most = 0
+        for i in 0..<16 {
+            #expect(try await CLI.run(["--db", db, "put", "Note", #"{"object":"w\#(i)","n":\#(i)}"#]).status == 0)
+            most = max(most, StoreDamage.files(db, suffix: ".ldb").count)
+        }
+        #expect(most <= 8, "\(most) tables")
+        #expect(try await CLI.run(["--db", db, "find", "Note", "--count"]).lines == ["20016"])
+        #expect(try await CLI.run(["--db", db, "check"]).status == 0)
+    }
+
     @Test("export to stdout and to a file; compact prints the bytes before and after and leaves the data")
     func exportAndCompact() async throws {
         let directory = TemporaryDirectory()

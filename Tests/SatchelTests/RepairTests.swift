@@ -197,13 +197,13 @@ struct RepairTests {
     }
 
     @Test(
-        "short sessions on an encrypted store, one write each, do not pile tables up at level 0: a close lets the compaction its open started finish (found by a black-box probe: 250 tables)"
-    )
-    func shortSessionsDoNotPileUp() throws {
+        "short sessions, one write each, do not pile tables up at level 0: a close lets the compaction its open started finish (found by black-box probes: 250 tables on an encrypted store, 129 on a plain one with an index)",
+        arguments: [true, false])
+    func shortSessionsDoNotPileUp(encrypted: Bool) throws {
         let directory = TemporaryDirectory()
         let path = directory.child("s")
         var configuration = Store.Configuration()
-        configuration.encryptionKey = try EncryptionKey.random()
+        if encrypted { configuration.encryptionKey = try EncryptionKey.random() }
         do {
             // Enough that a compaction takes longer than a session of one write.
             let store = try Store(path: path, configuration: configuration)
@@ -213,6 +213,7 @@ struct RepairTests {
                     _ = try tx.put(["object": .string("i\(i)"), "n": .int(-1), "pad": .string(String(repeating: "x", count: 100))], in: items)
                 }
             }
+            try items.createIndex(IndexDefinition("n"))
             try store.close()
         }
         var most = 0

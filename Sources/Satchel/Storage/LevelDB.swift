@@ -452,10 +452,11 @@ final class LevelDB: Sendable {
             // before writing a new log), then the record that lets the next open go on with the
             // empty log and the MANIFEST.
             var record: String?
+            let compacted = awaitLevel0Compaction()
             // A session that wrote nothing, on the files the record described, leaves the
             // record as it is: it still describes them (a compaction LevelDB started on its own
             // adds to the MANIFEST, and the next open finds it no longer does).
-            if recordsCleanClose && reusedRecordedFiles && !wrote.load(ordering: .relaxed) {
+            if recordsCleanClose && reusedRecordedFiles && !wrote.load(ordering: .relaxed) && !compacted {
                 closeDatabase()
                 return
             }
@@ -475,7 +476,7 @@ final class LevelDB: Sendable {
                     CleanCloseRecord.remove(in: path)
                 }
             }
-            awaitLevel0Compaction()
+            _ = awaitLevel0Compaction()  // one the flush started
             closeDatabase()
             // A compaction that was still running has changed the files: the record no longer
             // describes them.
@@ -486,17 +487,22 @@ final class LevelDB: Sendable {
         throw SatchelError(.busy, "the store is still in use by \(original / 2) iterator(s), snapshot(s) or call(s)")
     }
 
-    /// An encrypted database's every open turns the log into a table at level 0 (an encrypted
-    /// log is never appended to), and the fourth there starts a compaction, which a close would
-    /// stop: sessions of one write each piled tables up at level 0, every read looking through
-    /// them (a black-box probe: 250 tables). Its close therefore waits for that compaction, a
-    /// bounded while (LevelDB says no more than its count of level-0 tables).
-    private func awaitLevel0Compaction() {
-        guard environment != nil, level0Files() >= Self.level0CompactionTrigger else { return }
+    /// An open that cannot go on with the log (an encrypted one, or a plain one after a close
+    /// that left writes in it) turns it into a table at level 0, and the fourth there starts a
+    /// compaction, which a close would stop: sessions of one write each piled tables up at
+    /// level 0, every read looking through them (black-box probes: 250 tables in an encrypted
+    /// store, 129 in a plain one). A close therefore lets that compaction finish, waiting a
+    /// bounded while (LevelDB says no more than its count of level-0 tables); returns whether it
+    /// waited.
+    private func awaitLevel0Compaction() -> Bool {
+        // An unknown count (no such property) waits for nothing.
+        func pending() -> Bool { (knownLevel0Files() ?? 0) >= Self.level0CompactionTrigger }
+        guard pending() else { return false }
         let deadline = ContinuousClock.now + Self.level0CompactionWait
-        while level0Files() >= Self.level0CompactionTrigger && ContinuousClock.now < deadline {
+        while pending() && ContinuousClock.now < deadline {
             Thread.sleep(forTimeInterval: 0.002)
         }
+        return true
     }
 
     /// The longest a close waits for a compaction of level 0.
@@ -557,10 +563,13 @@ final class LevelDB: Sendable {
 
     /// The number of tables in level 0 (the property `leveldb.num-files-at-level0`); as many as
     /// the trigger when unknown.
-    private func level0Files() -> Int {
-        guard let value = leveldb_property_value(db.raw, "leveldb.num-files-at-level0") else { return Self.level0CompactionTrigger }
+    private func level0Files() -> Int { knownLevel0Files() ?? Self.level0CompactionTrigger }
+
+    /// The number of tables in level 0, nil when LevelDB does not say.
+    private func knownLevel0Files() -> Int? {
+        guard let value = leveldb_property_value(db.raw, "leveldb.num-files-at-level0") else { return nil }
         defer { leveldb_free(value) }
-        return Int(String(cString: value)) ?? Self.level0CompactionTrigger
+        return Int(String(cString: value))
     }
 
     /// Writes the memtable into a level-0 table (synced, with its MANIFEST edit) and starts an
