@@ -228,6 +228,13 @@ struct IndexCommand: ParsableCommand {
                     : "name the attributes to index, e.g. brand or brand,price (an empty name is none)")
         }
         let fields = try names.map { try Names.path(String($0)) }
+        // Usage errors, as a path below the id is (a black-box probe: `object[]` exited 1).
+        if fields.contains(Field.id) {
+            throw ValidationError(
+                elementIndex
+                    ? "'\(Object.idAttribute)[]': \(Object.idAttribute) is the object's id, a string: no path goes below it"
+                    : "the object id is the key already; it needs no index")
+        }
         if isText {
             // Usage errors, as the options' other mistakes (a black-box probe: these exited 1).
             if elements || keysOnly { throw ValidationError("--text does not combine with --elements or --keys-only") }

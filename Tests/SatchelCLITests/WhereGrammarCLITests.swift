@@ -320,7 +320,10 @@ struct WhereGrammarCLITests {
         }
         // The id is a string: a path below it asks nothing (a black-box probe: `object[]=w1`
         // answered nothing, in silence).
-        for command in [["find", "W", "--where", "object[]=w1"], ["find", "W", "--where", "object.x=1"], ["find", "W", "--order", "object.x"]] {
+        for command in [
+            ["find", "W", "--where", "object[]=w1"], ["find", "W", "--where", "object.x=1"], ["find", "W", "--order", "object.x"],
+            ["index", "W", "object[]"], ["index", "W", "--elements", "object"],
+        ] {
             let result = try await CLI.run(["--db", db] + command)
             #expect(result.status == 64 && result.stderr.contains("the object's id") && result.stdout.isEmpty, "\(command): \(result.stderr)")
         }
