@@ -32,12 +32,14 @@ enum Names {
     }
 
     /// `name` as a line of text shows it: as it is, or, when it holds a control character (a
-    /// line break among them), as a JSON string, escaped (a black-box probe: a model named
-    /// "A\nB" split a `stats` line, and read as "A B" in an error).
+    /// line break among them), starts with a double quote or holds a single one, as a JSON
+    /// string, escaped (black-box probes: a model named "A\nB" split a `stats` line, and read as
+    /// "A B" in an error; one named `"a\nb"` read as the first, `x', 'y` as two models).
     static func shown(_ name: String) -> String {
-        guard name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control || $0 == "\u{2028}" || $0 == "\u{2029}" })
-        else { return name }
-        return JSONValue.string(name).description
+        let plain =
+            !name.hasPrefix("\"") && !name.contains("'")
+            && !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control || $0 == "\u{2028}" || $0 == "\u{2029}" })
+        return plain ? name : JSONValue.string(name).description
     }
 
     /// `names`, the nearest to `name` first (by edit distance, letter case aside; ties by name).

@@ -43,12 +43,15 @@ struct MistakeTests {
     func controlCharactersInNames() async throws {
         let directory = TemporaryDirectory()
         let db = directory.child("s")
-        for model in ["A\nB", "A B"] { #expect(try await CLI.run(["--db", db, "put", model, #"{"n":1}"#]).status == 0) }
+        for model in ["A\nB", "A B", #""A\nB""#, "x', 'y"] { #expect(try await CLI.run(["--db", db, "put", model, #"{"n":1}"#]).status == 0) }
         let stats = try await CLI.run(["--db", db, "stats"])
-        #expect(stats.status == 0 && stats.lines.count == 2, "\(stats.stdout)")
-        #expect(stats.lines.contains { $0.hasPrefix(#""A\nB": partition=user"#) } && stats.lines.contains { $0.hasPrefix("A B: partition=user") })
+        #expect(stats.status == 0 && stats.lines.count == 4, "\(stats.stdout)")
+        for shown in [#""A\nB""#, "A B", #""\"A\\nB\"""#, #""x', 'y""#] {
+            #expect(stats.lines.contains { $0.hasPrefix(shown + ": partition=user") }, "\(shown) in \(stats.stdout)")
+        }
         let missing = try await CLI.run(["--db", db, "find", "Nope"])
-        Self.expectFailure(missing, 1, #"the store has '"A\nB"', 'A B'"#)
+        Self.expectFailure(missing, 1, #"'"A\nB"'"#)
+        #expect(missing.stderr.contains(#"'"x', 'y"'"#) && missing.stderr.contains(#"'"\"A\\nB\""'"#), "\(missing.stderr)")
     }
 
     @Test(
