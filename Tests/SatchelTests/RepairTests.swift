@@ -152,6 +152,20 @@ struct RepairTests {
         #expect(items.count == 200 && items.allSatisfy { $0.attributes.count == 1 && (0..<6).contains($0["n"]?.intValue ?? -1) })
     }
 
+    /// Makes the store at `path` with `objects` items (`n` -1, 100 bytes of padding) in one
+    /// batch, and `index` over them.
+    static func fill(_ path: String, _ configuration: Store.Configuration, objects: Int, index: IndexDefinition? = nil) throws {
+        let store = try Store(path: path, configuration: configuration)
+        let items = try store.model("Item")
+        try store.bulkUpdate { tx in
+            for i in 0..<objects {
+                _ = try tx.put(["object": .string("i\(i)"), "n": .int(-1), "pad": .string(String(repeating: "x", count: 100))], in: items)
+            }
+        }
+        if let index { try items.createIndex(index) }
+        try store.close()
+    }
+
     @Test(
         "a table a close stopped half-written (the output of a compaction it cut short) is not left behind: a repair after a damaged MANIFEST names no table lost (found by a black-box probe: it named one)",
         arguments: [true, false])
@@ -160,16 +174,7 @@ struct RepairTests {
         let path = directory.child("s")
         var configuration = Store.Configuration()
         if encrypted { configuration.encryptionKey = try EncryptionKey.random() }
-        do {
-            let store = try Store(path: path, configuration: configuration)
-            let items = try store.model("Item")
-            try store.bulkUpdate { tx in
-                for i in 0..<4000 {
-                    _ = try tx.put(["object": .string("i\(i)"), "pad": .string(String(repeating: "x", count: 100))], in: items)
-                }
-            }
-            try store.close()
-        }
+        try Self.fill(path, configuration, objects: 4000)
         // Sessions of one write each, as the CLI's: an open turns the log into a table at level
         // 0, and from the fourth one starts a compaction, which the close soon after cuts short.
         for n in 0..<8 {
@@ -204,18 +209,8 @@ struct RepairTests {
         let path = directory.child("s")
         var configuration = Store.Configuration()
         if encrypted { configuration.encryptionKey = try EncryptionKey.random() }
-        do {
-            // Enough that a compaction takes longer than a session of one write.
-            let store = try Store(path: path, configuration: configuration)
-            let items = try store.model("Item")
-            try store.bulkUpdate { tx in
-                for i in 0..<20_000 {
-                    _ = try tx.put(["object": .string("i\(i)"), "n": .int(-1), "pad": .string(String(repeating: "x", count: 100))], in: items)
-                }
-            }
-            try items.createIndex(IndexDefinition("n"))
-            try store.close()
-        }
+        // Enough that a compaction takes longer than a session of one write.
+        try Self.fill(path, configuration, objects: 20_000, index: IndexDefinition("n"))
         var most = 0
         for n in 0..<16 {
             let store = try Store(path: path, configuration: configuration)
