@@ -37,6 +37,9 @@ struct LevelDBOptions: Sendable {
     /// Key prefixes whose entries a clean close keeps in its record, for the next open to read
     /// without LevelDB (``LevelDB/entries(withPrefix:)``): what every open reads.
     var rememberedPrefixes: [[UInt8]] = []
+    /// The longest a close waits for a compaction of level 0 under way (see
+    /// ``LevelDB/close()``).
+    var level0CompactionWait = Duration.seconds(20)
 }
 
 /// An open LevelDB database: the owner of the `leveldb_t*` and of the objects that must outlive it.
@@ -67,6 +70,8 @@ final class LevelDB: Sendable {
     let verifyChecksums: Bool
     /// Whether ``close()`` leaves a ``CleanCloseRecord``.
     private let recordsCleanClose: Bool
+    /// The longest ``close()`` waits for a compaction of level 0.
+    private let level0CompactionWait: Duration
     /// Whether the open went on with the files a ``CleanCloseRecord`` described.
     private let reusedRecordedFiles: Bool
     /// The prefixes whose entries ``close()`` keeps in its record.
@@ -154,6 +159,7 @@ final class LevelDB: Sendable {
         self.listingEnvironment = listing.map(CPointer.init(raw:))
         self.db = CPointer(raw: opened!)
         self.reusedRecordedFiles = reusing
+        self.level0CompactionWait = options.level0CompactionWait
         self.rememberedPrefixes = options.rememberedPrefixes
         self.remembered = reusing ? record?.remembered : nil
         self.cache = cache.map(CPointer.init(raw:))
@@ -498,15 +504,12 @@ final class LevelDB: Sendable {
         // An unknown count (no such property) waits for nothing.
         func pending() -> Bool { (knownLevel0Files() ?? 0) >= Self.level0CompactionTrigger }
         guard pending() else { return false }
-        let deadline = ContinuousClock.now + Self.level0CompactionWait
+        let deadline = ContinuousClock.now + level0CompactionWait
         while pending() && ContinuousClock.now < deadline {
             Thread.sleep(forTimeInterval: 0.002)
         }
         return true
     }
-
-    /// The longest a close waits for a compaction of level 0.
-    static let level0CompactionWait = Duration.seconds(20)
 
     /// Closes the database, then removes the tables a compaction the close stopped left half
     /// written (none names them; a repair before the next open, which would delete them, took
